@@ -1,0 +1,710 @@
+package breaker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// A Breaker guards calls to one downstream method. Wrap each call in
+// [Breaker.Do]; when the method starts failing or timing out, the breaker
+// opens and refuses calls at once with [ErrOpen], so callers stop piling up
+// behind a downstream that cannot answer. After a cooldown it lets a few
+// real calls through as probes, and closes again when they all pass.
+//
+// The model: outcomes of calls in the Closed state go into a sliding window
+// of Policy.Window. After a failure, if the window holds at least
+// Policy.MinRequests counted calls and a trip rule holds (the failure ratio
+// reaches Policy.ErrorRatio, or an optional count, slow-call or
+// consecutive-failure rule), the breaker opens. It stays open for a cooldown
+// that starts at Policy.OpenFor and doubles, up to Policy.MaxOpenFor, each
+// time it reopens before it has been stable. Then, half-open, it admits
+// Policy.Probes calls; all must pass to close it, one failure reopens it.
+//
+// Most callers want [New] with [DefaultPolicy], then Do; [Call] returns a
+// typed value, and [Breaker.Allow] splits a call into admission and report
+// for calls that cannot be wrapped in a function, such as streams. Use a
+// [Group] for one breaker per downstream method.
+//
+// A Breaker has no goroutines and no timers: it reads its [Clock] when a
+// call arrives or ends, so time-dependent changes happen lazily, and a test
+// with a mock clock drives it deterministically. In the Closed state Do
+// takes no lock and allocates nothing.
+//
+// A Breaker is safe for concurrent use by multiple goroutines.
+type Breaker struct {
+	// Read on every call. state packs state, mode, probe slots and
+	// generation; see the comment on stateMask.
+	state atomic.Uint64
+	rules atomic.Pointer[rules]
+	win   atomic.Pointer[window]
+	opt   *options
+	tally tally
+
+	openUntil     atomic.Int64 // offset at which an open breaker admits probes
+	probeDeadline atomic.Int64 // offset at which a half-open breaker without a verdict reopens
+	warmUntil     atomic.Int64 // offset until which this breaker's target is cold
+	consec        atomic.Uint64
+	openErr       atomic.Pointer[OpenError]
+	other         [nOther]atomic.Uint64
+
+	name string
+
+	mu           sync.Mutex // serialises transitions; never held on the closed path
+	level        int        // doublings of the cooldown
+	passed       uint64     // probes passed in this half-open episode
+	closedAt     int64      // last close after an outage, or never
+	openSince    int64      // start of the current outage, or never
+	lastCooldown int64
+	tripSnap     Snapshot
+	queue        []Event
+	delivering   bool
+}
+
+// Counters of outcomes that are not recorded in the window (probes, stale
+// results, warmup-exempt calls, shadow admissions) and of rare events.
+const (
+	oSuccess = iota
+	oFailure
+	oTimeout
+	oIgnored
+	oExempt
+	oProbesPassed
+	oProbesFailed
+	oOpens
+	oShadowRejected
+	nOther
+)
+
+// Option configures a Breaker at creation: the parts of its behaviour that
+// are code rather than numbers.
+type Option func(*options)
+
+type options struct {
+	tb        timebase
+	classify  Classifier
+	randf     func() float64
+	hooks     []func(Event)
+	startCold bool
+}
+
+// WithClock makes the breaker read time from c instead of the real clock.
+// *clock.Mock from github.com/benbjohnson/clock plugs in directly. If c also
+// has a method WithTimeout(context.Context, time.Duration)
+// (context.Context, context.CancelFunc), as *clock.Mock does, the deadlines
+// of Policy.Timeout are made through it, so they follow the same clock.
+// A nil c means the real clock.
+func WithClock(c Clock) Option { return func(o *options) { o.tb = newTimebase(c) } }
+
+// WithClassifier replaces [DefaultClassifier]. A nil c keeps the default.
+func WithClassifier(c Classifier) Option {
+	return func(o *options) {
+		if c != nil {
+			o.classify = c
+		}
+	}
+}
+
+// WithRand sets the source of the cooldown jitter: a function returning a
+// number in [0, 1), safe for concurrent use. A value outside [0, 1) (or
+// NaN) is treated as 0.5, no jitter. The default is math/rand/v2.Float64;
+// tests inject a fixed value to know each cooldown exactly. A nil f keeps
+// the default.
+func WithRand(f func() float64) Option {
+	return func(o *options) {
+		if f != nil {
+			o.randf = f
+		}
+	}
+}
+
+// OnTransition adds a hook called with every transition. Hooks run after the
+// transition, outside any lock of the breaker, one event at a time and in
+// the order of the transitions; each hook sees every event. A hook may call
+// back into the breaker, even causing another transition, which is then
+// delivered after the current hook returns. A slow hook delays only the
+// call that caused the transition. A nil h is ignored.
+func OnTransition(h func(Event)) Option {
+	return func(o *options) {
+		if h != nil {
+			o.hooks = append(o.hooks, h)
+		}
+	}
+}
+
+// StartCold makes a new breaker's target cold for Policy.Warmup from its
+// creation, as if [Breaker.Rewarm] had been called: use it for breakers of
+// one freshly started instance ("payment.Charge@10.0.0.7").
+func StartCold() Option { return func(o *options) { o.startCold = true } }
+
+func newOptions(opts []Option) *options {
+	o := &options{classify: DefaultClassifier, randf: rand.Float64, tb: newTimebase(nil)}
+	for _, f := range opts {
+		if f != nil {
+			f(o)
+		}
+	}
+	return o
+}
+
+func (o *options) random() float64 {
+	u := o.randf()
+	if !(u >= 0 && u < 1) {
+		return 0.5
+	}
+	return u
+}
+
+func (b *Breaker) classify(err error) Outcome { return b.opt.classify(err) }
+
+// New returns a closed breaker named name (such as "orders.Create"; the
+// name appears in errors, events and metrics) that applies policy p. It
+// returns a *[PolicyError] if p is invalid, and an error if name is empty.
+func New(name string, p Policy, opts ...Option) (*Breaker, error) {
+	if name == "" {
+		return nil, errors.New("breaker: empty name")
+	}
+	r, err := compile(p)
+	if err != nil {
+		return nil, err
+	}
+	return newBreaker(name, r, newOptions(opts)), nil
+}
+
+func newBreaker(name string, r *rules, o *options) *Breaker {
+	b := &Breaker{name: name, opt: o, closedAt: never, openSince: never}
+	b.rules.Store(r)
+	b.win.Store(newWindow(r.width, r.buckets))
+	b.warmUntil.Store(never)
+	if o.startCold && r.warmup > 0 {
+		b.warmUntil.Store(o.tb.now() + r.warmup)
+	}
+	return b
+}
+
+// Name returns the breaker's name.
+func (b *Breaker) Name() string { return b.name }
+
+// token is what admission hands to the end of a call.
+type token struct {
+	gen   uint64
+	start int64 // offset at admission, if timed
+	role  uint8
+	timed bool
+}
+
+// Do calls fn if the breaker admits the call, and returns fn's error
+// unchanged. If the breaker refuses the call, Do returns an error matching
+// [ErrOpen] (an *[OpenError]) without calling fn. If ctx is already done,
+// Do returns ctx.Err() without calling fn, and nothing is counted. Do
+// returns after fn returns.
+//
+// The context fn receives is ctx, with a deadline of Policy.Timeout added
+// when that is set, and marked for [IsProbe] when the call is a half-open
+// probe. The outcome of fn's error is decided as the [Classifier]
+// documentation says. If fn panics, the call counts as a failure (a probe
+// gives no verdict and frees its slot) and the panic continues unchanged.
+func (b *Breaker) Do(ctx context.Context, fn func(context.Context) error) error {
+	if b == nil || ctx == nil || fn == nil {
+		return badCall(b, ctx, fn != nil)
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	r := b.rules.Load()
+	w := b.state.Load()
+	if wordState(w) != Closed || r.timed {
+		return b.do(ctx, fn, w, r)
+	}
+	// The closed path, kept apart so that its frame stays small: one
+	// deferred check, no derived context.
+	gen := wordGen(w)
+	// A flag rather than recover: the panic, or runtime.Goexit, keeps its
+	// original stack while the deferred call records the outcome.
+	returned := false
+	defer func() {
+		if !returned {
+			b.abandon(ctx, token{gen: gen}, r)
+		}
+	}()
+	err := fn(ctx)
+	returned = true
+	if err == nil {
+		b.recordSuccess(ctx, gen, r)
+	} else {
+		b.finish(ctx, token{gen: gen}, err, r)
+	}
+	return err
+}
+
+// do is Do for every call that is not a plain closed-state call: probes,
+// shadow admissions, timed calls, refusals.
+func (b *Breaker) do(ctx context.Context, fn func(context.Context) error, w uint64, r *rules) error {
+	tok, err := b.admitSlow(w, r)
+	if err != nil {
+		return err
+	}
+	call, cancel := b.prepare(ctx, &tok, r)
+	if cancel != nil {
+		defer cancel()
+	}
+	returned := false
+	defer func() {
+		if !returned {
+			b.abandon(ctx, tok, r)
+		}
+	}()
+	err = fn(call)
+	returned = true
+	b.finish(ctx, tok, err, r)
+	return err
+}
+
+// recordSuccess is record for the common case, an in-time success in the
+// closed state: one clock read, one load of the state word and of the
+// window's head, one atomic add.
+func (b *Breaker) recordSuccess(caller context.Context, gen uint64, r *rules) {
+	now := b.opt.tb.now()
+	if wordGen(b.state.Load()) != gen || b.cold(caller, now, r) {
+		b.record(caller, now, gen, Success, false, r)
+		return
+	}
+	b.win.Load().touch(now, &b.tally)
+	b.tally.inc(kCounted)
+	if r.consec > 0 && b.consec.Load() != 0 {
+		b.consec.Store(0)
+	}
+}
+
+func badCall(b *Breaker, ctx context.Context, haveFn bool) error {
+	switch {
+	case b == nil:
+		return errors.New("breaker: nil *Breaker")
+	case ctx == nil:
+		return ErrNilContext
+	case !haveFn:
+		return ErrNilFunc
+	}
+	return nil
+}
+
+// Call is [Breaker.Do] for a function that returns a value as well as an
+// error. It returns fn's results unchanged, or the zero T and the error of
+// a refused call.
+func Call[T any](ctx context.Context, b *Breaker, fn func(context.Context) (T, error)) (T, error) {
+	var v T
+	if fn == nil {
+		return v, ErrNilFunc
+	}
+	err := b.Do(ctx, func(ctx context.Context) error {
+		var err error
+		v, err = fn(ctx)
+		return err
+	})
+	return v, err
+}
+
+// Allow is the two-step form of Do, for calls that cannot be wrapped in a
+// function, such as a stream that outlives the function that opens it. If
+// the breaker admits the call, Allow returns the context to make it with
+// (carrying the probe mark and the Policy.Timeout deadline, like Do's) and
+// a done function to report its result with; the call counts when done is
+// called, and done must be called exactly once (later calls do nothing).
+// If the breaker refuses, Allow returns an error matching [ErrOpen] and a
+// nil done; if ctx is already done, ctx.Err().
+//
+// A done that is never called is a call that never ended: in the half-open
+// state it holds its probe slot until the probe timeout reopens the
+// breaker.
+func (b *Breaker) Allow(ctx context.Context) (context.Context, func(error), error) {
+	if b == nil || ctx == nil {
+		return nil, nil, badCall(b, ctx, true)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, nil, err
+	}
+	r := b.rules.Load()
+	tok, err := b.admitSlow(b.state.Load(), r)
+	if err != nil {
+		return nil, nil, err
+	}
+	call, cancel := b.prepare(ctx, &tok, r)
+	var once atomic.Bool
+	done := func(err error) {
+		if !once.CompareAndSwap(false, true) {
+			return
+		}
+		b.finish(ctx, tok, err, r)
+		if cancel != nil {
+			cancel()
+		}
+	}
+	return call, done, nil
+}
+
+// prepare derives the context of an admitted call and starts its timer.
+func (b *Breaker) prepare(ctx context.Context, tok *token, r *rules) (context.Context, context.CancelFunc) {
+	if tok.role == roleProbe {
+		ctx = context.WithValue(ctx, probeKey{}, probeKey{})
+	}
+	if !r.timed {
+		return ctx, nil
+	}
+	tok.timed = true
+	tok.start = b.opt.tb.now()
+	if r.timeout <= 0 {
+		return ctx, nil
+	}
+	if c, ok := b.opt.tb.clock.(interface {
+		WithTimeout(context.Context, time.Duration) (context.Context, context.CancelFunc)
+	}); ok {
+		return c.WithTimeout(ctx, time.Duration(r.timeout))
+	}
+	return context.WithTimeout(ctx, time.Duration(r.timeout))
+}
+
+// finish settles a returned call.
+func (b *Breaker) finish(caller context.Context, tok token, err error, r *rules) {
+	now := b.opt.tb.now()
+	elapsed := int64(-1)
+	if tok.timed {
+		elapsed = now - tok.start
+	}
+	o := b.outcome(caller, err, elapsed, r)
+	switch tok.role {
+	case roleCounted:
+		b.record(caller, now, tok.gen, o, r.slowCall > 0 && elapsed > r.slowCall, r)
+	case roleProbe:
+		b.countOff(o)
+		b.verdict(now, tok.gen, o, b.cold(caller, now, r), r)
+	default:
+		b.countOff(o)
+	}
+}
+
+// abandon settles a call whose function panicked or called runtime.Goexit.
+func (b *Breaker) abandon(caller context.Context, tok token, r *rules) {
+	switch tok.role {
+	case roleCounted:
+		b.record(caller, b.opt.tb.now(), tok.gen, Failure, false, r)
+	case roleProbe:
+		b.countOff(Failure)
+		b.releaseProbe(tok.gen)
+	default:
+		b.countOff(Failure)
+	}
+}
+
+// record puts a closed-state outcome into the window and checks the trip
+// rules after a failure or a slow call.
+func (b *Breaker) record(caller context.Context, now int64, gen uint64, o Outcome, slow bool, r *rules) {
+	if o == Ignored {
+		b.other[oIgnored].Add(1)
+		return
+	}
+	w := b.state.Load()
+	if wordGen(w) != gen {
+		// Admitted before a transition: its result belongs to an episode
+		// that is over. It counts in the metrics, never in the window.
+		b.countOff(o)
+		return
+	}
+	if b.cold(caller, now, r) {
+		b.other[oExempt].Add(1)
+		b.countOff(o)
+		return
+	}
+	win := b.win.Load()
+	win.touch(now, &b.tally)
+	if o == Success && !slow {
+		b.tally.inc(kCounted)
+		if r.consec > 0 && b.consec.Load() != 0 {
+			b.consec.Store(0)
+		}
+		return
+	}
+	kinds := uint(1) << kCounted
+	if slow {
+		kinds |= 1 << kSlow
+	}
+	switch o {
+	case Success:
+		if r.consec > 0 {
+			b.consec.Store(0)
+		}
+	case Timeout:
+		kinds |= 1<<kFailures | 1<<kTimeouts
+		b.consec.Add(1)
+	default:
+		kinds |= 1 << kFailures
+		b.consec.Add(1)
+	}
+	b.tally.addKinds(kinds)
+	if wordMode(w) != ModeForcedClosed {
+		b.evaluate(now, gen, r, win)
+	}
+}
+
+// countOff counts an outcome that does not go into the window.
+func (b *Breaker) countOff(o Outcome) {
+	switch o {
+	case Success:
+		b.other[oSuccess].Add(1)
+	case Ignored:
+		b.other[oIgnored].Add(1)
+	case Timeout:
+		b.other[oTimeout].Add(1)
+	default:
+		b.other[oFailure].Add(1)
+	}
+}
+
+// State returns the breaker's state now. Like a call, it notices an ended
+// cooldown or a probe timeout and makes that transition first.
+func (b *Breaker) State() State {
+	now := b.opt.tb.now()
+	w := b.state.Load()
+	switch wordState(w) {
+	case Open:
+		if wordMode(w) != ModeForcedOpen && now >= b.openUntil.Load() {
+			b.toHalfOpen(now, w)
+		}
+	case HalfOpen:
+		if wordIssued(w) >= b.rules.Load().probes && now >= b.probeDeadline.Load() {
+			b.probeTimeout(now, w)
+		}
+	}
+	return wordState(b.state.Load())
+}
+
+// Mode returns the breaker's mode.
+func (b *Breaker) Mode() Mode { return wordMode(b.state.Load()) }
+
+// Snapshot returns what the window holds now. While the breaker is open or
+// half-open, nothing is added to the window, so it shows the calls that
+// tripped it until they age out.
+func (b *Breaker) Snapshot() Snapshot {
+	return b.win.Load().sum(b.opt.tb.now(), &b.tally)
+}
+
+// Counters are a breaker's monotonic counts since it was created. They
+// never go down; take differences for rates.
+type Counters struct {
+	// Admitted is the number of admitted calls (their function was
+	// called) that have returned: the sum of Successes, Failures,
+	// Timeouts and Ignored. Calls still running are not in it; counting
+	// them at admission would cost a second atomic add on every call.
+	Admitted uint64 `json:"admitted"`
+	// Successes, Failures, Timeouts and Ignored count the outcomes of
+	// admitted calls that have returned, probes included. Failures does
+	// not include Timeouts.
+	Successes uint64 `json:"successes"`
+	Failures  uint64 `json:"failures"`
+	Timeouts  uint64 `json:"timeouts"`
+	Ignored   uint64 `json:"ignored"`
+	// Slow is the number of closed-state calls slower than Policy.SlowCall.
+	Slow uint64 `json:"slow"`
+	// Exempt is the number of outcomes left out of the window because
+	// their target was warming up.
+	Exempt uint64 `json:"exempt"`
+	// Rejected is the number of calls refused with ErrOpen.
+	Rejected uint64 `json:"rejected"`
+	// ShadowRejected is the number of calls a shadow breaker admitted but
+	// would have refused.
+	ShadowRejected uint64 `json:"shadow_rejected"`
+	// ProbesPassed and ProbesFailed count half-open verdicts.
+	ProbesPassed uint64 `json:"probes_passed"`
+	ProbesFailed uint64 `json:"probes_failed"`
+	// Opens is the number of transitions to Open.
+	Opens uint64 `json:"opens"`
+}
+
+// Counters returns the breaker's counters. Each is read atomically; the
+// set is not one instant, so two of them may disagree by the calls that
+// ended while it was read.
+func (b *Breaker) Counters() Counters {
+	tot := b.tally.windowTotals()
+	o := func(i int) uint64 { return b.other[i].Load() }
+	c := Counters{
+		Successes:      tot[0] - tot[1] + o(oSuccess),
+		Failures:       tot[1] - tot[2] + o(oFailure),
+		Timeouts:       tot[2] + o(oTimeout),
+		Ignored:        o(oIgnored),
+		Slow:           tot[3],
+		Exempt:         o(oExempt),
+		Rejected:       b.tally.load(kRejected),
+		ShadowRejected: o(oShadowRejected),
+		ProbesPassed:   o(oProbesPassed),
+		ProbesFailed:   o(oProbesFailed),
+		Opens:          o(oOpens),
+	}
+	c.Admitted = c.Successes + c.Failures + c.Timeouts + c.Ignored
+	return c
+}
+
+// OpenSince returns when the current outage began: the trip that opened
+// the breaker, however many times it has reopened since. ok is false while
+// the breaker is closed.
+func (b *Breaker) OpenSince() (t time.Time, ok bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.openSince == never {
+		return time.Time{}, false
+	}
+	return b.opt.tb.time(b.openSince), true
+}
+
+// Policy returns the policy the breaker applies.
+func (b *Breaker) Policy() Policy { return b.rules.Load().p }
+
+// SetPolicy replaces the breaker's policy. An invalid p is refused with a
+// *[PolicyError] and the breaker keeps its old policy; nothing of p is
+// applied. The state is kept. The window is kept too, unless Window or
+// Buckets change, in which case it starts empty: counts from buckets of
+// another width cannot be compared.
+func (b *Breaker) SetPolicy(p Policy) error {
+	r, err := compile(p)
+	if err != nil {
+		return err
+	}
+	b.setRules(r)
+	return nil
+}
+
+func (b *Breaker) setRules(r *rules) {
+	b.mu.Lock()
+	old := b.rules.Swap(r)
+	if old.width != r.width || old.buckets != r.buckets {
+		b.win.Store(newWindow(r.width, r.buckets))
+	}
+	b.mu.Unlock()
+}
+
+// SetMode changes how the breaker applies its state machine; see [Mode].
+// Entering ModeForcedOpen opens the breaker and entering ModeForcedClosed
+// closes it, each with an event; leaving ModeForcedOpen goes to half-open,
+// so the downstream is probed before traffic returns. Switching between
+// ModeAuto and ModeShadow keeps the state. An unknown mode is an error and
+// changes nothing.
+func (b *Breaker) SetMode(m Mode) error {
+	if m > ModeForcedClosed {
+		return fmt.Errorf("breaker: unknown mode %d", m)
+	}
+	now := b.opt.tb.now()
+	b.mu.Lock()
+	w := b.state.Load()
+	from := wordMode(w)
+	switch {
+	case from == m:
+	case m == ModeForcedOpen:
+		if wordState(w) == Closed {
+			b.openSince = now
+		}
+		b.openUntil.Store(math.MaxInt64)
+		b.openErr.Store(&OpenError{
+			Name:     b.name,
+			State:    Open,
+			Reason:   ReasonForcedOpen,
+			Snapshot: b.tripSnap,
+			Since:    b.opt.tb.time(b.openSince),
+			clock:    &b.opt.tb,
+		})
+		b.other[oOpens].Add(1)
+		b.transitionLocked(now, Open, m, ReasonForcedOpen, b.tripSnap, 0)
+	case m == ModeForcedClosed:
+		if wordState(w) != Closed {
+			b.closeLocked(now, m, ReasonForcedClosed)
+		} else {
+			b.setModeLocked(m)
+		}
+	case from == ModeForcedOpen:
+		b.lastCooldown = b.rules.Load().openFor
+		b.halfOpenLocked(now, m, ReasonReleased)
+	default:
+		b.setModeLocked(m)
+	}
+	b.mu.Unlock()
+	b.flush()
+	return nil
+}
+
+// setModeLocked changes the mode bits only, keeping state and generation so
+// that calls in flight still report.
+func (b *Breaker) setModeLocked(m Mode) {
+	for {
+		w := b.state.Load()
+		if b.state.CompareAndSwap(w, w&^modeMask|uint64(m)<<modeShift) {
+			return
+		}
+	}
+}
+
+// Reset returns the breaker to Closed with an empty window and the cooldown
+// back at Policy.OpenFor, as if it had just been created. A forced mode
+// ends; ModeShadow stays. Calls in flight when Reset is called are not
+// counted.
+func (b *Breaker) Reset() {
+	now := b.opt.tb.now()
+	b.mu.Lock()
+	m := wordMode(b.state.Load())
+	if m != ModeShadow {
+		m = ModeAuto
+	}
+	b.level = 0
+	b.closeLocked(now, m, ReasonReset)
+	b.closedAt = never
+	b.mu.Unlock()
+	b.flush()
+}
+
+// Rewarm declares the breaker's target cold from now: for Policy.Warmup the
+// outcomes of calls are left out of the window (they still count in
+// Counters, as Exempt). Call it when the target behind a per-instance
+// breaker restarts; a cold cache can fail most calls for a minute, and that
+// is no reason to cut the instance off. It does nothing if Warmup is 0.
+func (b *Breaker) Rewarm() {
+	if r := b.rules.Load(); r.warmup > 0 {
+		b.warmUntil.Store(b.opt.tb.now() + r.warmup)
+	}
+}
+
+type instanceStartKey struct{}
+
+// instanceMarks is set once WithInstanceStart has been called in this
+// process. Until then the closed path skips the context lookup: programs
+// that never mark instances pay nothing for the feature.
+var instanceMarks atomic.Bool
+
+// WithInstanceStart marks ctx as a call to a target instance that started
+// at start. If that is less than Policy.Warmup before the call ends, the
+// call's outcome is left out of the window. Use it for per-method breakers
+// whose calls spread over many instances, where the instance is only known
+// per call (from service discovery, for example).
+func WithInstanceStart(ctx context.Context, start time.Time) context.Context {
+	if !instanceMarks.Load() {
+		instanceMarks.Store(true)
+	}
+	return context.WithValue(ctx, instanceStartKey{}, start)
+}
+
+// cold reports whether a call ending at now went to a warming-up target.
+func (b *Breaker) cold(ctx context.Context, now int64, r *rules) bool {
+	if r.warmup == 0 {
+		return false
+	}
+	if now < b.warmUntil.Load() {
+		return true
+	}
+	if !instanceMarks.Load() {
+		return false
+	}
+	if start, ok := ctx.Value(instanceStartKey{}).(time.Time); ok {
+		return b.opt.tb.time(now).Sub(start) < time.Duration(r.warmup)
+	}
+	return false
+}

@@ -1,0 +1,141 @@
+package breaker
+
+import (
+	"context"
+	"errors"
+	"syscall"
+)
+
+// Outcome is what one admitted call says about the health of the
+// downstream.
+type Outcome uint8
+
+const (
+	// Success: the downstream did its job. Counted in the window; a probe
+	// passes.
+	Success Outcome = iota
+	// Ignored: the call says nothing about the downstream (the caller gave
+	// up, or the request itself was bad). Not counted; a probe's slot is
+	// released without a verdict.
+	Ignored
+	// Failure: the downstream answered with an error. Counted as a failure;
+	// a probe passes unless Policy.StrictProbes is set, since an answer,
+	// even an error, proves the path to the downstream works.
+	Failure
+	// Timeout: nothing useful came back in time, or nothing answered at
+	// all (connection refused or reset). Counted as a failure; a probe
+	// fails.
+	Timeout
+)
+
+func (o Outcome) String() string {
+	switch o {
+	case Success:
+		return "success"
+	case Ignored:
+		return "ignored"
+	case Failure:
+		return "failure"
+	case Timeout:
+		return "timeout"
+	}
+	return "outcome(" + itoa(uint64(o)) + ")"
+}
+
+// A Classifier maps the non-nil error a call returned to an [Outcome]. It is
+// called only for errors the breaker has not already settled: a nil error
+// with an in-time call is a Success, the caller's own cancellation and
+// errors wrapped by [Ignore] are Ignored, and a call slower than
+// Policy.Timeout is a Timeout, before any classifier runs. To extend the
+// default rather than replace it, fall through to [DefaultClassifier]:
+//
+//	func(err error) breaker.Outcome {
+//		if errors.Is(err, ErrOutOfStock) {
+//			return breaker.Ignored // a business answer, not a fault
+//		}
+//		return breaker.DefaultClassifier(err)
+//	}
+//
+// A classifier must be safe for concurrent use and should be fast: it runs
+// on every failed call. A value outside the four outcomes counts as Failure.
+type Classifier func(err error) Outcome
+
+// DefaultClassifier treats as Timeout an error that is
+// context.DeadlineExceeded, that has a Timeout() method returning true
+// (net.Error), or that is a refused, reset or aborted connection (nothing
+// answered); and every other error as Failure.
+func DefaultClassifier(err error) Outcome {
+	if err == nil {
+		return Success
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		return Timeout
+	}
+	var te interface{ Timeout() bool }
+	if errors.As(err, &te) && te.Timeout() {
+		return Timeout
+	}
+	if errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) ||
+		errors.Is(err, syscall.ECONNABORTED) || errors.Is(err, syscall.EHOSTUNREACH) ||
+		errors.Is(err, syscall.ENETUNREACH) {
+		return Timeout
+	}
+	return Failure
+}
+
+// Ignore wraps err so that the breaker does not count it: use it for errors
+// that are not the downstream's fault, such as a validation error, a
+// permission refusal or a business rejection. The result matches err with
+// errors.Is and errors.As and has the same message. Ignore(nil) is nil.
+func Ignore(err error) error {
+	if err == nil {
+		return nil
+	}
+	return ignored{err}
+}
+
+type ignored struct{ err error }
+
+func (e ignored) Error() string { return e.err.Error() }
+func (e ignored) Unwrap() error { return e.err }
+
+// IsIgnored reports whether err, or an error it wraps, came from [Ignore].
+func IsIgnored(err error) bool {
+	var ig ignored
+	return errors.As(err, &ig)
+}
+
+// outcome settles the outcome of a finished call. elapsed is negative when
+// the call's start time was not taken (no Timeout and no SlowCall).
+func (b *Breaker) outcome(caller context.Context, err error, elapsed int64, r *rules) Outcome {
+	if err != nil && errors.Is(err, context.Canceled) && caller.Err() != nil {
+		return Ignored // the caller gave up; says nothing of the downstream
+	}
+	if r.timeout > 0 && elapsed > r.timeout {
+		return Timeout // late, whatever it returned
+	}
+	if err == nil {
+		return Success
+	}
+	if IsIgnored(err) {
+		return Ignored
+	}
+	o := b.classify(err)
+	if o > Timeout {
+		return Failure
+	}
+	return o
+}
+
+func itoa(v uint64) string {
+	var buf [20]byte
+	i := len(buf)
+	for {
+		i--
+		buf[i] = byte('0' + v%10)
+		v /= 10
+		if v == 0 {
+			return string(buf[i:])
+		}
+	}
+}

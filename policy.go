@@ -1,0 +1,492 @@
+package breaker
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+	"time"
+)
+
+// Defaults of [Policy]. They are the values a production team arrived at by
+// replaying a fault (40% errors plus 20% slow calls in front of one service)
+// against a three-tier call chain; the README explains each one.
+const (
+	// DefaultWindow is the statistics window. Five seconds reacts within
+	// one client timeout while holding enough calls to judge a ratio.
+	DefaultWindow = 5 * time.Second
+	// DefaultBuckets splits the window into 500 ms slots, so a call leaves
+	// the window at most 500 ms later than its exact age says.
+	DefaultBuckets = 10
+	// DefaultMinRequests is the sample size below which nothing trips: a
+	// 5 QPS reconciliation job never fills a 5 s window, and the breaker
+	// should rather miss a fault there than open on three errors.
+	DefaultMinRequests = 20
+	// DefaultErrorRatio sits between the load test's 40% (the downstream
+	// coped) and 60% (worker pools full within 10 s).
+	DefaultErrorRatio = 0.5
+	// DefaultOpenFor is the first cooldown.
+	DefaultOpenFor = 30 * time.Second
+	// DefaultMaxOpenFor caps the doubling cooldown (30 s, 60 s, 120 s).
+	DefaultMaxOpenFor = 120 * time.Second
+	// DefaultJitter spreads cooldowns by ±20% so the instances of a fleet
+	// do not probe a recovering downstream in the same instant.
+	DefaultJitter = 0.2
+	// DefaultProbes is the fixed number of half-open probes; all must pass.
+	DefaultProbes = 3
+	// DefaultWarmup is how long a cold target's outcomes are not counted.
+	DefaultWarmup = 60 * time.Second
+)
+
+// Limits that keep a policy's cost bounded. They are far beyond any value
+// the defaults suggest; a policy outside them is refused, not clamped.
+const (
+	// MaxBuckets bounds the window's memory (24 bytes a bucket) and the
+	// cost of summing it on every failure.
+	MaxBuckets = 1000
+	// MaxProbes bounds the half-open admission count. A half-open state
+	// that admits more real calls than this is no longer probing.
+	MaxProbes = 100
+	// MaxWindow bounds the statistics window.
+	MaxWindow = 24 * time.Hour
+)
+
+// Policy is the set of numbers that decides when a breaker opens and how it
+// recovers. It is a plain value: copy it, compare it, store it as JSON.
+// [DefaultPolicy] returns the recommended values; start from it and change
+// what you need. A Policy is checked by [Policy.Validate] wherever it is
+// accepted, and an invalid one is refused as a whole, never corrected.
+//
+// The JSON form uses snake_case names and duration strings ("5s", "1m30s").
+// Decoding is strict: an unknown field or a value of the wrong type is an
+// error that names the field. Decoding onto a Policy that already holds
+// values (such as DefaultPolicy()) changes only the fields the document
+// names, so a document may be partial.
+type Policy struct {
+	// Window is the length of the sliding statistics window. Default 5s.
+	Window time.Duration `json:"window"`
+	// Buckets is the number of slots the window is divided into; Window
+	// divided by Buckets must be a whole number of milliseconds.
+	// Default 10 (500 ms each).
+	Buckets int `json:"buckets"`
+	// MinRequests is the number of counted calls the window must hold
+	// before any trip rule is evaluated. Default 20.
+	MinRequests int `json:"min_requests"`
+	// ErrorRatio trips the breaker when failures (timeouts included)
+	// divided by counted calls reaches it. In (0, 1]. Default 0.5.
+	ErrorRatio float64 `json:"error_ratio"`
+	// ErrorCount, when positive, also trips the breaker when the window
+	// holds at least this many failures. Default 0 (off).
+	ErrorCount int `json:"error_count"`
+	// SlowCall, when positive, marks a counted call that took longer than
+	// this as slow. Default 0 (off).
+	SlowCall time.Duration `json:"slow_call"`
+	// SlowRatio trips the breaker when slow calls divided by counted calls
+	// reaches it. Required, in (0, 1], when SlowCall is set; must be 0
+	// otherwise.
+	SlowRatio float64 `json:"slow_ratio"`
+	// ConsecutiveFailures, when positive, also trips the breaker after this
+	// many failures in a row with no success between them. Default 0 (off).
+	ConsecutiveFailures int `json:"consecutive_failures"`
+	// Timeout, when positive, is a deadline added to each call's context;
+	// a call that takes longer is a timeout even if it returned nil.
+	// Default 0 (no deadline is added).
+	Timeout time.Duration `json:"timeout"`
+	// OpenFor is the first cooldown: how long the breaker stays open before
+	// it lets probes through. Default 30s.
+	OpenFor time.Duration `json:"open_for"`
+	// MaxOpenFor caps the cooldown, which doubles on every reopen before the
+	// breaker has been stable, and is also how long the breaker must stay
+	// closed to count as stable again. At least OpenFor. Default 2m.
+	MaxOpenFor time.Duration `json:"max_open_for"`
+	// Jitter scales each cooldown by a factor drawn uniformly from
+	// [1-Jitter, 1+Jitter]. In [0, 1). Default 0.2.
+	Jitter float64 `json:"jitter"`
+	// Probes is the number of real calls admitted in the half-open state.
+	// All of them must pass for the breaker to close. In [1, 100].
+	// Default 3.
+	Probes int `json:"probes"`
+	// Warmup is how long the outcomes of calls to a cold target are left
+	// out of the window (see [Breaker.Rewarm] and [WithInstanceStart]).
+	// Default 1m.
+	Warmup time.Duration `json:"warmup"`
+	// StrictProbes makes a probe that ends in a failure (an error that is
+	// not a timeout) fail the half-open episode. By default such a probe
+	// passes: the downstream answered, so the path to it works; only a
+	// timeout proves it has not recovered.
+	StrictProbes bool `json:"strict_probes"`
+}
+
+// DefaultPolicy returns the policy with every field at its default.
+func DefaultPolicy() Policy {
+	return Policy{
+		Window:      DefaultWindow,
+		Buckets:     DefaultBuckets,
+		MinRequests: DefaultMinRequests,
+		ErrorRatio:  DefaultErrorRatio,
+		OpenFor:     DefaultOpenFor,
+		MaxOpenFor:  DefaultMaxOpenFor,
+		Jitter:      DefaultJitter,
+		Probes:      DefaultProbes,
+		Warmup:      DefaultWarmup,
+	}
+}
+
+// FieldError is one problem with one field of a policy document or value.
+type FieldError struct {
+	// Field is the JSON name of the field, prefixed by its path in the
+	// document when the policy was nested ("overrides.orders.Create.window").
+	Field string
+	// Problem says what is wrong, in words.
+	Problem string
+}
+
+func (e FieldError) Error() string { return e.Field + ": " + e.Problem }
+
+// PolicyError reports every problem found in a policy. Nothing of a policy
+// that produced a PolicyError has been applied.
+type PolicyError struct {
+	Problems []FieldError
+}
+
+func (e *PolicyError) Error() string {
+	var sb strings.Builder
+	sb.WriteString("breaker: invalid policy: ")
+	for i, p := range e.Problems {
+		if i > 0 {
+			sb.WriteString("; ")
+		}
+		sb.WriteString(p.Error())
+	}
+	return sb.String()
+}
+
+// Validate reports every invalid field of p by its JSON name, or nil.
+// The returned error is a *[PolicyError].
+func (p Policy) Validate() error {
+	var v validator
+	p.check(&v, "")
+	return v.err()
+}
+
+type validator struct{ problems []FieldError }
+
+func (v *validator) add(field, format string, args ...any) {
+	v.problems = append(v.problems, FieldError{Field: field, Problem: fmt.Sprintf(format, args...)})
+}
+
+func (v *validator) err() error {
+	if len(v.problems) == 0 {
+		return nil
+	}
+	return &PolicyError{Problems: v.problems}
+}
+
+func (p Policy) check(v *validator, prefix string) {
+	f := func(name string) string { return prefix + name }
+	switch {
+	case p.Window <= 0:
+		v.add(f("window"), "must be positive, got %v", p.Window)
+	case p.Window > MaxWindow:
+		v.add(f("window"), "must be at most %v, got %v", MaxWindow, p.Window)
+	}
+	switch {
+	case p.Buckets < 1 || p.Buckets > MaxBuckets:
+		v.add(f("buckets"), "must be in [1, %d], got %d", MaxBuckets, p.Buckets)
+	case p.Window > 0 && p.Window%(time.Duration(p.Buckets)*time.Millisecond) != 0:
+		v.add(f("buckets"), "must divide window (%v) into whole milliseconds, got %d", p.Window, p.Buckets)
+	}
+	if p.MinRequests < 0 {
+		v.add(f("min_requests"), "must not be negative, got %d", p.MinRequests)
+	}
+	checkRatio(v, f("error_ratio"), p.ErrorRatio)
+	if p.ErrorCount < 0 {
+		v.add(f("error_count"), "must not be negative (0 turns the rule off), got %d", p.ErrorCount)
+	}
+	switch {
+	case p.SlowCall < 0:
+		v.add(f("slow_call"), "must not be negative (0 turns the rule off), got %v", p.SlowCall)
+	case p.SlowCall > 0:
+		checkRatio(v, f("slow_ratio"), p.SlowRatio)
+	case p.SlowRatio != 0:
+		v.add(f("slow_ratio"), "is set to %v but slow_call is 0; set slow_call to use the slow-call rule", p.SlowRatio)
+	}
+	if p.ConsecutiveFailures < 0 {
+		v.add(f("consecutive_failures"), "must not be negative (0 turns the rule off), got %d", p.ConsecutiveFailures)
+	}
+	if p.Timeout < 0 {
+		v.add(f("timeout"), "must not be negative (0 adds no deadline), got %v", p.Timeout)
+	}
+	if p.OpenFor <= 0 {
+		v.add(f("open_for"), "must be positive, got %v", p.OpenFor)
+	}
+	if p.MaxOpenFor < p.OpenFor || p.MaxOpenFor <= 0 {
+		v.add(f("max_open_for"), "must be at least open_for (%v), got %v", p.OpenFor, p.MaxOpenFor)
+	}
+	if math.IsNaN(p.Jitter) || p.Jitter < 0 || p.Jitter >= 1 {
+		v.add(f("jitter"), "must be in [0, 1), got %v", p.Jitter)
+	}
+	if p.Probes < 1 || p.Probes > MaxProbes {
+		v.add(f("probes"), "must be in [1, %d], got %d", MaxProbes, p.Probes)
+	}
+	if p.Warmup < 0 {
+		v.add(f("warmup"), "must not be negative (0 turns warmup off), got %v", p.Warmup)
+	}
+}
+
+func checkRatio(v *validator, field string, r float64) {
+	if math.IsNaN(r) || r <= 0 || r > 1 {
+		v.add(field, "must be in (0, 1], got %v", r)
+	}
+}
+
+// MarshalJSON writes every field, durations as strings such as "5s", so
+// that the document says exactly what the breaker does.
+func (p Policy) MarshalJSON() ([]byte, error) {
+	return json.Marshal(policyJSON{
+		Window:              p.Window.String(),
+		Buckets:             p.Buckets,
+		MinRequests:         p.MinRequests,
+		ErrorRatio:          p.ErrorRatio,
+		ErrorCount:          p.ErrorCount,
+		SlowCall:            p.SlowCall.String(),
+		SlowRatio:           p.SlowRatio,
+		ConsecutiveFailures: p.ConsecutiveFailures,
+		Timeout:             p.Timeout.String(),
+		OpenFor:             p.OpenFor.String(),
+		MaxOpenFor:          p.MaxOpenFor.String(),
+		Jitter:              p.Jitter,
+		Probes:              p.Probes,
+		Warmup:              p.Warmup.String(),
+		StrictProbes:        p.StrictProbes,
+	})
+}
+
+// policyJSON fixes the field order of the encoded form.
+type policyJSON struct {
+	Window              string  `json:"window"`
+	Buckets             int     `json:"buckets"`
+	MinRequests         int     `json:"min_requests"`
+	ErrorRatio          float64 `json:"error_ratio"`
+	ErrorCount          int     `json:"error_count"`
+	SlowCall            string  `json:"slow_call"`
+	SlowRatio           float64 `json:"slow_ratio"`
+	ConsecutiveFailures int     `json:"consecutive_failures"`
+	Timeout             string  `json:"timeout"`
+	OpenFor             string  `json:"open_for"`
+	MaxOpenFor          string  `json:"max_open_for"`
+	Jitter              float64 `json:"jitter"`
+	Probes              int     `json:"probes"`
+	Warmup              string  `json:"warmup"`
+	StrictProbes        bool    `json:"strict_probes"`
+}
+
+// UnmarshalJSON decodes a policy document strictly onto p: fields the
+// document does not name keep their values, unknown fields and values of
+// the wrong type are errors naming the field. On error p is unchanged. It
+// does not validate the result; [ParsePolicy] does both.
+func (p *Policy) UnmarshalJSON(data []byte) error {
+	var v validator
+	q := *p
+	q.decode(&v, data, "")
+	if err := v.err(); err != nil {
+		return err
+	}
+	*p = q
+	return nil
+}
+
+// ParsePolicy decodes a JSON policy document onto [DefaultPolicy] and
+// validates the result. A field the document leaves out keeps its default.
+// The error, if any, is a *[PolicyError] naming every bad field.
+func ParsePolicy(data []byte) (Policy, error) {
+	p := DefaultPolicy()
+	var v validator
+	p.decode(&v, data, "")
+	if len(v.problems) == 0 {
+		p.check(&v, "")
+	}
+	if err := v.err(); err != nil {
+		return Policy{}, err
+	}
+	return p, nil
+}
+
+// decodePolicyInto is the building block for documents that nest policies
+// (a group's per-key overrides): it decodes data onto p, prefixing every
+// field name in the problems it reports with prefix, and validates the
+// result. It returns the problems instead of an error so that a caller can
+// gather every problem of a whole document before refusing it; p is changed
+// only when there are none.
+func decodePolicyInto(p *Policy, data []byte, prefix string) []FieldError {
+	var v validator
+	q := *p
+	q.decode(&v, data, prefix)
+	if len(v.problems) == 0 {
+		q.check(&v, prefix)
+	}
+	if len(v.problems) == 0 {
+		*p = q
+	}
+	return v.problems
+}
+
+// decode overlays the fields named in data onto p, recording a problem for
+// each unknown field and each value that does not fit its field.
+func (p *Policy) decode(v *validator, data []byte, prefix string) {
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(data, &fields); err != nil || fields == nil {
+		name := strings.TrimSuffix(prefix, ".")
+		if name == "" {
+			name = "(document)"
+		}
+		v.add(name, "want a JSON object of policy fields: %s", jsonProblem(err, data))
+		return
+	}
+	names := make([]string, 0, len(fields))
+	for name := range fields {
+		names = append(names, name)
+	}
+	sort.Strings(names) // report problems in a stable order
+	for _, name := range names {
+		raw := fields[name]
+		field := prefix + name
+		switch name {
+		case "window":
+			decodeDuration(v, field, raw, &p.Window)
+		case "buckets":
+			decodeInt(v, field, raw, &p.Buckets)
+		case "min_requests":
+			decodeInt(v, field, raw, &p.MinRequests)
+		case "error_ratio":
+			decodeFloat(v, field, raw, &p.ErrorRatio)
+		case "error_count":
+			decodeInt(v, field, raw, &p.ErrorCount)
+		case "slow_call":
+			decodeDuration(v, field, raw, &p.SlowCall)
+		case "slow_ratio":
+			decodeFloat(v, field, raw, &p.SlowRatio)
+		case "consecutive_failures":
+			decodeInt(v, field, raw, &p.ConsecutiveFailures)
+		case "timeout":
+			decodeDuration(v, field, raw, &p.Timeout)
+		case "open_for":
+			decodeDuration(v, field, raw, &p.OpenFor)
+		case "max_open_for":
+			decodeDuration(v, field, raw, &p.MaxOpenFor)
+		case "jitter":
+			decodeFloat(v, field, raw, &p.Jitter)
+		case "probes":
+			decodeInt(v, field, raw, &p.Probes)
+		case "warmup":
+			decodeDuration(v, field, raw, &p.Warmup)
+		case "strict_probes":
+			if err := json.Unmarshal(raw, &p.StrictProbes); err != nil || isNull(raw) {
+				v.add(field, "want true or false, got %s", short(raw))
+			}
+		default:
+			v.add(field, "unknown field")
+		}
+	}
+}
+
+func decodeDuration(v *validator, field string, raw json.RawMessage, dst *time.Duration) {
+	var s string
+	if err := json.Unmarshal(raw, &s); err != nil || isNull(raw) {
+		v.add(field, `want a duration string such as "5s" or "1m30s", got %s`, short(raw))
+		return
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		v.add(field, `want a duration string such as "5s" or "1m30s", got %q`, s)
+		return
+	}
+	*dst = d
+}
+
+func decodeInt(v *validator, field string, raw json.RawMessage, dst *int) {
+	var n json.Number
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	if err := dec.Decode(&n); err != nil || isNull(raw) {
+		v.add(field, "want an integer, got %s", short(raw))
+		return
+	}
+	i, err := n.Int64()
+	if err != nil || i > math.MaxInt32 || i < math.MinInt32 {
+		v.add(field, "want an integer, got %s", short(raw))
+		return
+	}
+	*dst = int(i)
+}
+
+func decodeFloat(v *validator, field string, raw json.RawMessage, dst *float64) {
+	var f float64
+	if err := json.Unmarshal(raw, &f); err != nil || isNull(raw) {
+		v.add(field, "want a number, got %s", short(raw))
+		return
+	}
+	*dst = f
+}
+
+func isNull(raw json.RawMessage) bool { return string(bytes.TrimSpace(raw)) == "null" }
+
+// short quotes at most 40 bytes of a raw value for an error message.
+func short(raw []byte) string {
+	s := string(bytes.TrimSpace(raw))
+	if len(s) > 40 {
+		s = s[:40] + "..."
+	}
+	return s
+}
+
+func jsonProblem(err error, data []byte) string {
+	if err != nil {
+		return err.Error()
+	}
+	return "got " + short(data)
+}
+
+// rules is a validated policy compiled to the integer nanoseconds and
+// counts the hot path compares against. It is immutable once built and
+// shared by every breaker created with the same policy.
+type rules struct {
+	p          Policy
+	width      int64 // bucket width, ns
+	buckets    int64
+	minReq     uint64
+	errCount   uint64
+	slowCall   int64
+	consec     uint64
+	timeout    int64
+	openFor    int64
+	maxOpenFor int64
+	warmup     int64
+	probes     uint64
+	// timed is true when a call's start time is needed: a deadline or a
+	// slow-call threshold. Otherwise the closed path reads the clock once.
+	timed bool
+}
+
+func compile(p Policy) (*rules, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	return &rules{
+		p:          p,
+		width:      int64(p.Window) / int64(p.Buckets),
+		buckets:    int64(p.Buckets),
+		minReq:     uint64(p.MinRequests),
+		errCount:   uint64(p.ErrorCount),
+		slowCall:   int64(p.SlowCall),
+		consec:     uint64(p.ConsecutiveFailures),
+		timeout:    int64(p.Timeout),
+		openFor:    int64(p.OpenFor),
+		maxOpenFor: int64(p.MaxOpenFor),
+		warmup:     int64(p.Warmup),
+		probes:     uint64(p.Probes),
+		timed:      p.Timeout > 0 || p.SlowCall > 0,
+	}, nil
+}

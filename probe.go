@@ -1,0 +1,127 @@
+package breaker
+
+import "context"
+
+// Half-open admission and verdicts.
+//
+// The probes are real calls, not a synthetic health check: a health
+// endpoint can answer 200 while the method it stands for still times out.
+// Their number is fixed; growing it (1, 2, 4, ...) lets real traffic back
+// before recovery is proven, and in the load tests behind the defaults it
+// produced more false recoveries, not fewer.
+
+type probeKey struct{}
+
+// IsProbe reports whether ctx belongs to a half-open probe: a call the
+// breaker admitted to test whether the downstream has recovered.
+// Integrations use it to tag the request (a header Breaker-Probe: 1, gRPC
+// metadata breaker_probe=1) so probes can be told apart in traces and logs.
+func IsProbe(ctx context.Context) bool {
+	if ctx == nil {
+		return false
+	}
+	_, ok := ctx.Value(probeKey{}).(probeKey)
+	return ok
+}
+
+// Roles of an admitted call.
+const (
+	roleCounted uint8 = iota // closed state: its outcome goes to the window
+	roleProbe                // half-open probe: its outcome is a verdict
+	roleShadow               // admitted by a shadow breaker that would have refused it
+)
+
+// admitSlow handles every admission that is not a plain closed breaker:
+// open (refuse, or move to half-open when the cooldown is over), half-open
+// (claim a probe slot or refuse), forced and shadow modes.
+func (b *Breaker) admitSlow(w uint64, r *rules) (token, error) {
+	for {
+		switch wordState(w) {
+		case Closed:
+			return token{gen: wordGen(w)}, nil
+		case Open:
+			if wordMode(w) != ModeForcedOpen {
+				now := b.opt.tb.now()
+				if now >= b.openUntil.Load() {
+					b.toHalfOpen(now, w)
+					w = b.state.Load()
+					continue
+				}
+			}
+		case HalfOpen:
+			if issued := wordIssued(w); issued < r.probes && issued < 0xFF {
+				if b.state.CompareAndSwap(w, w+issuedOne) {
+					return token{gen: wordGen(w), role: roleProbe}, nil
+				}
+				w = b.state.Load()
+				continue
+			}
+			if now := b.opt.tb.now(); now >= b.probeDeadline.Load() {
+				b.probeTimeout(now, w)
+				w = b.state.Load()
+				continue
+			}
+		}
+		if wordMode(w) == ModeShadow {
+			b.other[oShadowRejected].Add(1)
+			return token{gen: wordGen(w), role: roleShadow}, nil
+		}
+		b.tally.inc(kRejected)
+		if e := b.openErr.Load(); e != nil {
+			return token{}, e
+		}
+		return token{}, ErrOpen
+	}
+}
+
+// verdict applies a probe's outcome. A stale probe (its episode is over)
+// changes nothing.
+func (b *Breaker) verdict(now int64, gen uint64, o Outcome, excused bool, r *rules) {
+	pass := o == Success || (o == Failure && !r.p.StrictProbes)
+	b.mu.Lock()
+	w := b.state.Load()
+	if wordGen(w) != gen || wordState(w) != HalfOpen {
+		b.mu.Unlock()
+		return
+	}
+	switch {
+	case o == Ignored || (excused && !pass):
+		// No verdict: free the slot for another call. A cold target's
+		// failure is excused like its failures in the window.
+		b.releaseLocked(gen)
+	case pass:
+		b.other[oProbesPassed].Add(1)
+		b.passed++
+		if b.passed >= r.probes {
+			b.closeLocked(now, wordMode(w), ReasonProbesPassed)
+		}
+	default:
+		b.other[oProbesFailed].Add(1)
+		b.reopenLocked(now, r, ReasonProbeFailed)
+	}
+	b.mu.Unlock()
+	b.flush()
+}
+
+// releaseProbe frees the slot of a probe that ended without an outcome (its
+// function panicked).
+func (b *Breaker) releaseProbe(gen uint64) {
+	b.mu.Lock()
+	b.releaseLocked(gen)
+	b.mu.Unlock()
+}
+
+// releaseLocked gives back one probe slot of episode gen, if that episode
+// is still running. The slot count is changed with a CAS because admission
+// claims slots without the lock.
+func (b *Breaker) releaseLocked(gen uint64) {
+	for {
+		w := b.state.Load()
+		if wordGen(w) != gen || wordState(w) != HalfOpen || wordIssued(w) == 0 {
+			return
+		}
+		if b.state.CompareAndSwap(w, w-issuedOne) {
+			return
+		}
+	}
+}

@@ -1,0 +1,372 @@
+package breaker
+
+import (
+	"math"
+	"time"
+)
+
+// State is the position of a breaker in its state machine.
+type State uint8
+
+const (
+	// Closed: calls go through and their outcomes fill the window.
+	Closed State = iota
+	// Open: calls are refused with ErrOpen until the cooldown ends.
+	Open
+	// HalfOpen: the next Policy.Probes calls go through as probes; the
+	// rest are refused. All probes passing closes the breaker, one
+	// failing reopens it.
+	HalfOpen
+)
+
+func (s State) String() string {
+	switch s {
+	case Closed:
+		return "closed"
+	case Open:
+		return "open"
+	case HalfOpen:
+		return "half_open"
+	}
+	return "state(" + itoa(uint64(s)) + ")"
+}
+
+// MarshalText writes the state's name, so states read well in JSON.
+func (s State) MarshalText() ([]byte, error) { return []byte(s.String()), nil }
+
+// Reason says why a transition happened. The trip rules' reasons name the
+// rule, so an alert can say whether errors, timeouts or slowness opened a
+// breaker.
+type Reason string
+
+const (
+	ReasonErrorRatio   Reason = "err_ratio"            // Policy.ErrorRatio reached
+	ReasonErrorCount   Reason = "err_count"            // Policy.ErrorCount reached
+	ReasonSlowRatio    Reason = "slow_ratio"           // Policy.SlowRatio reached
+	ReasonConsecutive  Reason = "consecutive_failures" // Policy.ConsecutiveFailures reached
+	ReasonCooldown     Reason = "cooldown_elapsed"     // open → half-open
+	ReasonProbesPassed Reason = "probes_passed"        // half-open → closed
+	ReasonProbeFailed  Reason = "probe_failed"         // half-open → open
+	ReasonProbeTimeout Reason = "probe_timeout"        // half-open with no verdict for a cooldown → open
+	ReasonForcedOpen   Reason = "forced_open"          // SetMode(ModeForcedOpen)
+	ReasonForcedClosed Reason = "forced_closed"        // SetMode(ModeForcedClosed)
+	ReasonReleased     Reason = "released"             // a forced mode ended
+	ReasonReset        Reason = "reset"                // Reset
+)
+
+// Mode is how a breaker applies its state machine. The zero value,
+// ModeAuto, is normal operation.
+type Mode uint8
+
+const (
+	// ModeAuto: the breaker trips, refuses and recovers on its own.
+	ModeAuto Mode = iota
+	// ModeShadow: the breaker runs its state machine and reports every
+	// transition (events carry Mode == ModeShadow) but refuses nothing.
+	// Calls it would have refused are admitted, counted in
+	// Counters.ShadowRejected and left out of the window, exactly as real
+	// rejections would be. Use it to try a new policy on live traffic.
+	ModeShadow
+	// ModeForcedOpen: every call is refused (reason forced_open) until the
+	// mode changes. Leaving it goes to half-open, so the downstream is
+	// probed before traffic returns.
+	ModeForcedOpen
+	// ModeForcedClosed: every call is admitted and counted, and the
+	// breaker never trips: the breaker is disabled but still measures.
+	ModeForcedClosed
+)
+
+func (m Mode) String() string {
+	switch m {
+	case ModeAuto:
+		return "auto"
+	case ModeShadow:
+		return "shadow"
+	case ModeForcedOpen:
+		return "forced_open"
+	case ModeForcedClosed:
+		return "forced_closed"
+	}
+	return "mode(" + itoa(uint64(m)) + ")"
+}
+
+// MarshalText writes the mode's name.
+func (m Mode) MarshalText() ([]byte, error) { return []byte(m.String()), nil }
+
+// Event describes one transition.
+type Event struct {
+	Name   string // the breaker's name
+	From   State
+	To     State
+	Reason Reason
+	Time   time.Time // the breaker's clock at the transition
+	// Snapshot is the window that tripped the breaker for a trip; for the
+	// other transitions into Open, the snapshot of the trip that began
+	// the outage; otherwise the window at the transition.
+	Snapshot Snapshot
+	// Cooldown is how long the breaker will stay open, for a transition
+	// to Open that ends on its own; zero otherwise.
+	Cooldown time.Duration
+	// Level is how many times the cooldown has doubled in a row.
+	Level int
+	// Mode is the breaker's mode after the transition; ModeShadow marks
+	// a transition a shadow breaker only reports.
+	Mode Mode
+}
+
+// The state word packs everything the hot path needs into one atomic load:
+//
+//	bits 0-1   State
+//	bits 2-3   Mode
+//	bits 8-15  probes admitted in the current half-open episode
+//	bits 16-63 generation, bumped on every transition
+//
+// Admission reads it once; a half-open probe claims its slot with a
+// compare-and-swap on it, so a slot can only be claimed in the episode the
+// caller saw. Everything else about a transition is written under b.mu
+// before the new word is published with a CAS, so a goroutine that sees the
+// new generation also sees openUntil, the window and the open error of that
+// generation (atomic operations are sequentially consistent in Go).
+const (
+	stateMask   = 0x3
+	modeShift   = 2
+	modeMask    = 0x3 << modeShift
+	issuedShift = 8
+	issuedMask  = 0xFF << issuedShift
+	issuedOne   = 1 << issuedShift
+	genShift    = 16
+	genOne      = 1 << genShift
+)
+
+func wordState(w uint64) State { return State(w & stateMask) }
+func wordMode(w uint64) Mode   { return Mode((w & modeMask) >> modeShift) }
+func wordIssued(w uint64) uint64 {
+	return (w & issuedMask) >> issuedShift
+}
+func wordGen(w uint64) uint64 { return w >> genShift }
+
+// never is the offset of "no such instant yet".
+const never = math.MinInt64
+
+// transitionLocked moves the breaker to state to (with mode m) and queues
+// the event. It bumps the generation, so every call admitted before it
+// reports into the void. b.mu must be held.
+func (b *Breaker) transitionLocked(now int64, to State, m Mode, reason Reason, snap Snapshot, cooldown int64) {
+	var from State
+	for {
+		w := b.state.Load()
+		from = wordState(w)
+		nw := (wordGen(w)+1)<<genShift | uint64(m)<<modeShift | uint64(to)
+		if b.state.CompareAndSwap(w, nw) {
+			break
+		}
+	}
+	if from == to {
+		return
+	}
+	b.queueLocked(Event{
+		Name:     b.name,
+		From:     from,
+		To:       to,
+		Reason:   reason,
+		Time:     b.opt.tb.time(now),
+		Snapshot: snap,
+		Cooldown: time.Duration(cooldown),
+		Level:    b.level,
+		Mode:     m,
+	})
+}
+
+// tripLocked opens a closed breaker. b.mu must be held.
+func (b *Breaker) tripLocked(now int64, r *rules, reason Reason, snap Snapshot) {
+	if b.closedAt != never && now-b.closedAt < r.maxOpenFor {
+		// Reopened before the breaker had been stable for MaxOpenFor:
+		// the downstream is flapping, so back off further.
+		b.level = min(b.level+1, 62)
+	} else {
+		b.level = 0
+	}
+	b.openSince = now
+	b.tripSnap = snap
+	b.openLocked(now, r, reason, snap)
+}
+
+// reopenLocked sends a half-open breaker back to open with a longer
+// cooldown. b.mu must be held.
+func (b *Breaker) reopenLocked(now int64, r *rules, reason Reason) {
+	b.level = min(b.level+1, 62)
+	b.openLocked(now, r, reason, b.tripSnap)
+}
+
+func (b *Breaker) openLocked(now int64, r *rules, reason Reason, snap Snapshot) {
+	cd := b.cooldown(r)
+	b.lastCooldown = cd
+	until := now + cd
+	if until < now {
+		until = math.MaxInt64
+	}
+	b.openUntil.Store(until)
+	b.openErr.Store(&OpenError{
+		Name:     b.name,
+		State:    Open,
+		Reason:   reason,
+		Snapshot: snap,
+		Since:    b.opt.tb.time(b.openSince),
+		Until:    b.opt.tb.time(until),
+		clock:    &b.opt.tb,
+	})
+	b.other[oOpens].Add(1)
+	b.transitionLocked(now, Open, wordMode(b.state.Load()), reason, snap, cd)
+}
+
+// cooldown is min(OpenFor·2^level, MaxOpenFor), scaled by a jitter factor
+// drawn uniformly from [1-Jitter, 1+Jitter].
+func (b *Breaker) cooldown(r *rules) int64 {
+	d := r.maxOpenFor
+	if b.level < 62 && r.openFor <= r.maxOpenFor>>b.level {
+		d = min(r.openFor<<b.level, r.maxOpenFor)
+	}
+	if j := r.p.Jitter; j > 0 {
+		u := b.opt.random()
+		d = int64(float64(d) * (1 - j + 2*j*u))
+	}
+	return max(d, 1)
+}
+
+// halfOpenLocked lets probes through: the cooldown is over, or a forced
+// open ended.
+func (b *Breaker) halfOpenLocked(now int64, m Mode, reason Reason) {
+	b.passed = 0
+	deadline := now + b.lastCooldown
+	if deadline < now {
+		deadline = math.MaxInt64
+	}
+	b.probeDeadline.Store(deadline)
+	if e := b.openErr.Load(); e != nil {
+		he := *e
+		he.State = HalfOpen
+		he.Until = time.Time{}
+		b.openErr.Store(&he)
+	}
+	b.transitionLocked(now, HalfOpen, m, reason, b.tripSnap, 0)
+}
+
+// closeLocked closes the breaker on an empty window.
+func (b *Breaker) closeLocked(now int64, m Mode, reason Reason) {
+	r := b.rules.Load()
+	b.win.Store(newWindow(r.width, r.buckets))
+	b.consec.Store(0)
+	b.closedAt = now
+	b.openSince = never
+	b.tripSnap = Snapshot{}
+	b.openErr.Store(nil)
+	b.transitionLocked(now, Closed, m, reason, Snapshot{}, 0)
+}
+
+// toHalfOpen moves an open breaker whose cooldown has ended to half-open.
+func (b *Breaker) toHalfOpen(now int64, seen uint64) {
+	b.mu.Lock()
+	w := b.state.Load()
+	if w == seen && wordState(w) == Open && wordMode(w) != ModeForcedOpen && now >= b.openUntil.Load() {
+		b.halfOpenLocked(now, wordMode(w), ReasonCooldown)
+	}
+	b.mu.Unlock()
+	b.flush()
+}
+
+// probeTimeout reopens a half-open breaker whose probes have all been
+// admitted but have not all reported within one cooldown: a probe whose
+// function ignores its context must not wedge the breaker.
+func (b *Breaker) probeTimeout(now int64, seen uint64) {
+	b.mu.Lock()
+	w := b.state.Load()
+	if wordGen(w) == wordGen(seen) && wordState(w) == HalfOpen && now >= b.probeDeadline.Load() {
+		b.reopenLocked(now, b.rules.Load(), ReasonProbeTimeout)
+	}
+	b.mu.Unlock()
+	b.flush()
+}
+
+// evaluate checks the trip rules after a failure or a slow call recorded
+// in generation gen, and trips the breaker if one holds.
+func (b *Breaker) evaluate(now int64, gen uint64, r *rules, win *window) {
+	snap := win.sum(now, &b.tally)
+	if snap.Counted < r.minReq || snap.Counted == 0 {
+		return
+	}
+	var reason Reason
+	switch {
+	case float64(snap.Failures)/float64(snap.Counted) >= r.p.ErrorRatio:
+		reason = ReasonErrorRatio
+	case r.errCount > 0 && snap.Failures >= r.errCount:
+		reason = ReasonErrorCount
+	case r.slowCall > 0 && float64(snap.Slow)/float64(snap.Counted) >= r.p.SlowRatio:
+		reason = ReasonSlowRatio
+	case r.consec > 0 && b.consec.Load() >= r.consec:
+		reason = ReasonConsecutive
+	default:
+		return
+	}
+	b.mu.Lock()
+	w := b.state.Load()
+	if wordGen(w) == gen && wordState(w) == Closed && wordMode(w) != ModeForcedClosed {
+		b.tripLocked(now, r, reason, snap)
+	}
+	b.mu.Unlock()
+	b.flush()
+}
+
+// queueLocked adds an event for delivery. b.mu must be held.
+func (b *Breaker) queueLocked(ev Event) {
+	if len(b.opt.hooks) > 0 {
+		b.queue = append(b.queue, ev)
+	}
+}
+
+// flush delivers queued events to the hooks, outside the lock and in the
+// order the transitions happened. Only one goroutine delivers at a time; a
+// transition made meanwhile, including one a hook causes by calling back
+// into the breaker, is queued and delivered by that same goroutine after
+// the hook returns. So hooks never run concurrently for one breaker, never
+// see events out of order, and cannot deadlock the breaker.
+func (b *Breaker) flush() {
+	if len(b.opt.hooks) == 0 {
+		return
+	}
+	b.mu.Lock()
+	if b.delivering {
+		b.mu.Unlock()
+		return
+	}
+	b.delivering = true
+	b.mu.Unlock()
+	done := false
+	defer func() {
+		if !done {
+			// A hook panicked. Hand delivery back so that one bad hook
+			// does not silence every later event; the panic goes on up.
+			b.mu.Lock()
+			b.delivering = false
+			b.mu.Unlock()
+		}
+	}()
+	for {
+		b.mu.Lock()
+		if len(b.queue) == 0 {
+			// Give up delivery in the same critical section that saw the
+			// queue empty, or an event queued in between would wait for
+			// the next transition.
+			b.queue = nil
+			b.delivering = false
+			b.mu.Unlock()
+			done = true
+			return
+		}
+		ev := b.queue[0]
+		b.queue = b.queue[1:]
+		b.mu.Unlock()
+		for _, h := range b.opt.hooks {
+			h(ev)
+		}
+	}
+}
