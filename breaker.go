@@ -350,7 +350,7 @@ func (b *Breaker) Allow(ctx context.Context) (context.Context, func(error), erro
 // prepare derives the context of an admitted call and starts its timer.
 func (b *Breaker) prepare(ctx context.Context, tok *token, r *rules) (context.Context, context.CancelFunc) {
 	if tok.role == roleProbe {
-		ctx = context.WithValue(ctx, probeKey{}, probeKey{})
+		ctx = context.WithValue(ctx, probeKey{}, probeMark{tok.gen})
 	}
 	if !r.timed {
 		return ctx, nil
@@ -581,6 +581,11 @@ func (b *Breaker) setRules(r *rules) {
 	old := b.rules.Swap(r)
 	if old.width != r.width || old.buckets != r.buckets {
 		b.win.Store(newWindow(r.width, r.buckets))
+	}
+	if old.consec != r.consec {
+		// The run counted under the old rule may be longer than the new
+		// one allows; trip on failures seen under the new rule only.
+		b.consec.Store(0)
 	}
 	b.mu.Unlock()
 }

@@ -410,7 +410,8 @@ func decodeInt(v *validator, field string, raw json.RawMessage, dst *int) {
 	var n json.Number
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber()
-	if err := dec.Decode(&n); err != nil || isNull(raw) {
+	// A json.Number also accepts a quoted number; a policy field does not.
+	if t := bytes.TrimSpace(raw); len(t) == 0 || t[0] == '"' || dec.Decode(&n) != nil || isNull(raw) {
 		v.add(field, "want an integer, got %s", short(raw))
 		return
 	}

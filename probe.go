@@ -12,6 +12,11 @@ import "context"
 
 type probeKey struct{}
 
+// probeMark is the value a probe's context carries: the half-open episode
+// (generation) that admitted it, which the race tests use to check that no
+// episode admits more than Policy.Probes calls.
+type probeMark struct{ gen uint64 }
+
 // IsProbe reports whether ctx belongs to a half-open probe: a call the
 // breaker admitted to test whether the downstream has recovered.
 // Integrations use it to tag the request (a header Breaker-Probe: 1, gRPC
@@ -20,7 +25,7 @@ func IsProbe(ctx context.Context) bool {
 	if ctx == nil {
 		return false
 	}
-	_, ok := ctx.Value(probeKey{}).(probeKey)
+	_, ok := ctx.Value(probeKey{}).(probeMark)
 	return ok
 }
 

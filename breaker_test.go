@@ -1,0 +1,971 @@
+package breaker
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// step is one line of a state-machine table: at t0+at, make the calls, then
+// expect the state.
+type step struct {
+	at    time.Duration
+	ok    int // calls returning nil
+	fail  int // calls returning errBoom
+	want  State
+	label string
+}
+
+// runSteps is the table runner of the state-machine tests.
+func runSteps(t *testing.T, h *harness, steps []step) {
+	t.Helper()
+	for i, s := range steps {
+		h.at(s.at)
+		h.calls(s.ok, nil)
+		h.calls(s.fail, errBoom)
+		require.Equal(t, s.want, h.b.State(), "step %d (%s) at t0+%v", i, s.label, s.at)
+	}
+}
+
+// Rule §4 Closed: below MinRequests counted calls, nothing trips.
+func TestClosed_MinRequestsGate_19Against20(t *testing.T) {
+	runSteps(t, newHarness(t, DefaultPolicy()), []step{
+		{at: 0, fail: 19, want: Closed, label: "19 failures, 100%, under the gate"},
+		{at: time.Second, fail: 1, want: Open, label: "20th failure"},
+	})
+}
+
+// Rule §4 Closed: the ratio rule trips at exactly ErrorRatio.
+func TestClosed_TripsWithTheRatioExactlyAtTheThreshold(t *testing.T) {
+	h := newHarness(t, DefaultPolicy())
+	h.calls(10, nil)
+	h.calls(9, errBoom)
+	h.requireState(Closed) // 9/19
+	h.calls(1, errBoom)    // 10/20 = 0.5
+	h.requireState(Open)
+	ev := h.eventLog()
+	require.Len(t, ev, 1)
+	assert.Equal(t, ReasonErrorRatio, ev[0].Reason)
+	assert.Equal(t, Snapshot{Counted: 20, Failures: 10}, ev[0].Snapshot)
+}
+
+func TestClosed_JustBelowTheRatioDoesNotTrip(t *testing.T) {
+	h := newHarness(t, policy(func(p *Policy) { p.ErrorRatio = 0.3 }))
+	h.calls(71, nil)
+	h.calls(29, errBoom) // 29/100 < 0.3
+	h.requireState(Closed)
+	h.calls(1, errBoom) // 30/101 < 0.3
+	h.requireState(Closed)
+	h.calls(1, nil)
+	h.calls(1, errBoom) // 31/103 = 0.30097 >= 0.3
+	h.requireState(Open)
+}
+
+// Seeds "宁漏勿错": a low-traffic method never reaches the gate and never
+// trips, even at 100% errors.
+func TestClosed_LowTrafficNeverTrips(t *testing.T) {
+	h := newHarness(t, DefaultPolicy())
+	for i := 0; i < 360; i++ { // 3 failing calls a second for two minutes
+		h.at(time.Duration(i) * time.Second / 3)
+		h.calls(1, errBoom)
+	}
+	h.requireState(Closed)
+	assert.Less(t, h.b.Snapshot().Counted, uint64(DefaultMinRequests))
+}
+
+// Rule §2: the optional rules are OR-ed with the ratio rule.
+func TestClosed_ErrorCountRule(t *testing.T) {
+	h := newHarness(t, policy(func(p *Policy) { p.ErrorCount = 5; p.MinRequests = 10 }))
+	h.calls(100, nil)
+	h.calls(4, errBoom)
+	h.requireState(Closed)
+	h.calls(1, errBoom) // 5 failures, ratio 5/105
+	h.requireState(Open)
+	assert.Equal(t, ReasonErrorCount, h.eventLog()[0].Reason)
+}
+
+func TestClosed_ConsecutiveFailuresRule(t *testing.T) {
+	h := newHarness(t, policy(func(p *Policy) { p.ConsecutiveFailures = 3; p.MinRequests = 10 }))
+	h.calls(50, nil)
+	h.calls(2, errBoom)
+	h.calls(1, nil) // breaks the run
+	h.calls(2, errBoom)
+	h.requireState(Closed)
+	h.calls(1, errBoom)
+	h.requireState(Open)
+	assert.Equal(t, ReasonConsecutive, h.eventLog()[0].Reason)
+}
+
+func TestClosed_SlowCallRule(t *testing.T) {
+	h := newHarness(t, policy(func(p *Policy) {
+		p.SlowCall = 300 * time.Millisecond
+		p.SlowRatio = 0.5
+	}))
+	slow := func() error {
+		return h.b.Do(context.Background(), func(context.Context) error {
+			h.add(301 * time.Millisecond) // the call takes longer than SlowCall
+			return nil
+		})
+	}
+	h.calls(10, nil)
+	for i := 0; i < 9; i++ {
+		require.NoError(t, slow())
+	}
+	h.requireState(Closed)
+	require.NoError(t, slow()) // 10 slow of 20, all of them successes
+	h.requireState(Open)
+	ev := h.eventLog()[0]
+	assert.Equal(t, ReasonSlowRatio, ev.Reason)
+	assert.Equal(t, uint64(10), ev.Snapshot.Slow)
+	assert.Zero(t, ev.Snapshot.Failures)
+}
+
+func TestClosed_CallExactlyAtSlowCallIsNotSlow(t *testing.T) {
+	h := newHarness(t, policy(func(p *Policy) { p.SlowCall = time.Second; p.SlowRatio = 1 }))
+	for i := 0; i < 30; i++ {
+		require.NoError(t, h.b.Do(context.Background(), func(context.Context) error {
+			h.add(time.Second)
+			return nil
+		}))
+	}
+	h.requireState(Closed)
+	assert.Zero(t, h.b.Snapshot().Slow)
+}
+
+// Seeds lesson 2: with 60% slow calls the error ratio alone was 8% and the
+// breaker never opened. Timeouts must count as failures.
+func TestClosed_TimeoutsCountAsFailures(t *testing.T) {
+	h := newHarness(t, DefaultPolicy())
+	h.calls(4, errBoom)
+	h.calls(4, nil)
+	h.calls(12, context.DeadlineExceeded) // 16/20 failures, 12 of them timeouts
+	h.requireState(Open)
+	ev := h.eventLog()[0]
+	assert.Equal(t, Snapshot{Counted: 20, Failures: 16, Timeouts: 12}, ev.Snapshot)
+}
+
+func TestClosed_WindowSlidesOldFailuresOut(t *testing.T) {
+	runSteps(t, newHarness(t, DefaultPolicy()), []step{
+		{at: 0, fail: 15, want: Closed, label: "15 failures"},
+		{at: 5 * time.Second, ok: 5, fail: 0, want: Closed, label: "the failures aged out"},
+		{at: 5*time.Second + time.Millisecond, fail: 14, want: Closed, label: "14/19"},
+		{at: 6 * time.Second, fail: 1, want: Open, label: "15/20"},
+	})
+}
+
+// Rule §4 Open: refusals carry name, reason, tripping snapshot and
+// retry-after, and match ErrOpen.
+func TestOpen_RefusesWithAnOpenError(t *testing.T) {
+	h := newHarness(t, DefaultPolicy())
+	h.calls(12, nil)
+	h.calls(8, context.DeadlineExceeded)
+	h.calls(2, errBoom) // 10/22 < 0.5, still closed
+	h.requireState(Closed)
+	h.calls(2, errBoom) // 12/24
+	h.requireState(Open)
+
+	h.add(10 * time.Second)
+	called := false
+	err := h.b.Do(context.Background(), func(context.Context) error { called = true; return nil })
+	assert.False(t, called, "fn must not run while open")
+	require.ErrorIs(t, err, ErrOpen)
+	var oe *OpenError
+	require.ErrorAs(t, err, &oe)
+	assert.Equal(t, "inventory.GetStock", oe.Name)
+	assert.Equal(t, Open, oe.State)
+	assert.Equal(t, ReasonErrorRatio, oe.Reason)
+	assert.Equal(t, Snapshot{Counted: 24, Failures: 12, Timeouts: 8}, oe.Snapshot)
+	assert.Equal(t, 20*time.Second, oe.RetryAfter())
+	assert.Equal(t, h.t0, oe.Since)
+	assert.Equal(t, h.t0.Add(30*time.Second), oe.Until)
+	assert.Equal(t, "breaker: inventory.GetStock is open (err_ratio, 12/24 failed, 8 timeouts, retry in 20s)", err.Error())
+}
+
+// Rule §4 Open / seeds/004 §5: refusals are counted apart, never in the
+// window, so they cannot keep a recovered breaker from closing.
+func TestOpen_RefusalsNeverEnterTheWindow(t *testing.T) {
+	h := newHarness(t, DefaultPolicy())
+	h.trip()
+	before := h.b.Snapshot()
+	for i := 0; i < 500; i++ {
+		require.ErrorIs(t, h.call(nil), ErrOpen)
+	}
+	assert.Equal(t, before, h.b.Snapshot())
+	c := h.b.Counters()
+	assert.Equal(t, uint64(500), c.Rejected)
+	assert.Equal(t, uint64(20), c.Admitted)
+}
+
+// Rule §4 Open: the cooldown ends lazily, exactly at OpenFor.
+func TestOpen_CooldownEndsAtItsExactNanosecond(t *testing.T) {
+	h := newHarness(t, DefaultPolicy())
+	h.trip()
+	h.at(30*time.Second - 1)
+	require.ErrorIs(t, h.call(nil), ErrOpen, "one nanosecond before the cooldown ends")
+	h.requireState(Open)
+	h.at(30 * time.Second)
+	bl := h.start(context.Background())
+	assert.True(t, bl.admitted, "the first call after the cooldown is admitted")
+	assert.True(t, bl.probe, "and it is a probe")
+	h.requireState(HalfOpen)
+	require.NoError(t, bl.finish(nil))
+}
+
+// Rule §4 HalfOpen: exactly Probes calls are admitted; the fourth is
+// refused while three are in flight.
+func TestHalfOpen_FourthCallIsRefusedWhileThreeProbesAreInFlight(t *testing.T) {
+	h := newHarness(t, DefaultPolicy())
+	h.trip()
+	h.at(30 * time.Second)
+	var probes []*blocked
+	for i := 0; i < 3; i++ {
+		bl := h.start(context.Background())
+		require.True(t, bl.admitted, "probe %d", i+1)
+		require.True(t, bl.probe)
+		probes = append(probes, bl)
+	}
+	err := h.call(nil)
+	require.ErrorIs(t, err, ErrOpen, "the fourth call must be refused")
+	var oe *OpenError
+	require.ErrorAs(t, err, &oe)
+	assert.Equal(t, HalfOpen, oe.State)
+	assert.Zero(t, oe.RetryAfter(), "probes are in flight; no fixed retry time")
+
+	for _, bl := range probes[:2] {
+		require.NoError(t, bl.finish(nil))
+	}
+	require.ErrorIs(t, h.call(nil), ErrOpen, "slots are not reissued after a pass")
+	h.requireState(HalfOpen)
+	require.NoError(t, probes[2].finish(nil))
+	h.requireState(Closed)
+}
+
+// Rule §4 HalfOpen: all probes pass → Closed, with an empty window.
+func TestHalfOpen_AllProbesPassClosesOnAnEmptyWindow(t *testing.T) {
+	h := newHarness(t, policy(func(p *Policy) { p.OpenFor = time.Second; p.MaxOpenFor = 2 * time.Second }))
+	h.trip()
+	h.at(time.Second) // the tripping failures are still inside the 5 s window
+	h.calls(3, nil)
+	h.requireState(Closed)
+	assert.Equal(t, Snapshot{}, h.b.Snapshot(), "window must be empty after closing")
+	h.calls(19, errBoom)
+	h.requireState(Closed) // the old failures would have tripped it
+	assert.Equal(t, []string{
+		"closed>open:err_ratio", "open>half_open:cooldown_elapsed", "half_open>closed:probes_passed",
+	}, h.transitions())
+	c := h.b.Counters()
+	assert.Equal(t, uint64(3), c.ProbesPassed)
+}
+
+// Rule §4 HalfOpen: one failing probe reopens at once, cooldown doubled.
+func TestHalfOpen_OneTimedOutProbeReopensWithADoubledCooldown(t *testing.T) {
+	h := newHarness(t, DefaultPolicy())
+	h.trip()
+	h.at(30 * time.Second)
+	h.calls(2, nil)
+	require.NoError(t, h.call(nil) /* slot 3 */)
+	// closed now; trip again right away to test the doubled cooldown from
+	// a failed probe instead.
+	h2 := newHarness(t, DefaultPolicy())
+	h2.trip()
+	h2.at(30 * time.Second)
+	h2.calls(1, nil)
+	require.ErrorIs(t, h2.call(context.DeadlineExceeded), context.DeadlineExceeded)
+	h2.requireState(Open)
+	ev := h2.eventLog()
+	last := ev[len(ev)-1]
+	assert.Equal(t, ReasonProbeFailed, last.Reason)
+	assert.Equal(t, 60*time.Second, last.Cooldown)
+	assert.Equal(t, 1, last.Level)
+	assert.Equal(t, Snapshot{Counted: 20, Failures: 20}, last.Snapshot, "reopen reports the trip that began the outage")
+	h2.at(90*time.Second - 1)
+	h2.requireState(Open)
+	h2.at(90 * time.Second)
+	h2.requireState(HalfOpen)
+	assert.Equal(t, uint64(1), h2.b.Counters().ProbesFailed)
+	assert.Equal(t, uint64(2), h2.b.Counters().Opens)
+}
+
+// Seeds/000: "返回了（哪怕 500）就算成功，超时才算失败". A probe that gets an
+// error answer passes unless StrictProbes is set.
+func TestHalfOpen_AnErrorAnswerPassesAProbeUnlessStrict(t *testing.T) {
+	for _, strict := range []bool{false, true} {
+		h := newHarness(t, policy(func(p *Policy) { p.StrictProbes = strict }))
+		h.trip()
+		h.at(30 * time.Second)
+		require.ErrorIs(t, h.call(errBoom), errBoom)
+		if strict {
+			h.requireState(Open)
+			continue
+		}
+		h.calls(2, errBoom)
+		h.requireState(Closed)
+	}
+}
+
+// Rule §3: an ignored probe gives no verdict and frees its slot.
+func TestHalfOpen_AnIgnoredProbeFreesItsSlot(t *testing.T) {
+	h := newHarness(t, DefaultPolicy())
+	h.trip()
+	h.at(30 * time.Second)
+	p1 := h.start(context.Background())
+	p2 := h.start(context.Background())
+	p3 := h.start(context.Background())
+	require.True(t, p1.admitted && p2.admitted && p3.admitted)
+	require.ErrorIs(t, h.call(nil), ErrOpen)
+	notOurFault := Ignore(errors.New("invalid sku"))
+	require.Equal(t, notOurFault, p1.finish(notOurFault))
+	h.requireState(HalfOpen)
+	// The freed slot goes to the next call.
+	p4 := h.start(context.Background())
+	require.True(t, p4.admitted && p4.probe)
+	for _, p := range []*blocked{p2, p3, p4} {
+		require.NoError(t, p.finish(nil))
+	}
+	h.requireState(Closed)
+	c := h.b.Counters()
+	assert.Equal(t, uint64(3), c.ProbesPassed)
+	assert.Equal(t, uint64(1), c.Ignored)
+}
+
+// Rule §3: a panic is counted, the probe slot released, then re-raised.
+func TestHalfOpen_APanickingProbeFreesItsSlotAndThePanicGoesOn(t *testing.T) {
+	h := newHarness(t, DefaultPolicy())
+	h.trip()
+	h.at(30 * time.Second)
+	assert.PanicsWithValue(t, "probe bug", func() {
+		_ = h.b.Do(context.Background(), func(context.Context) error { panic("probe bug") })
+	})
+	h.requireState(HalfOpen)
+	h.calls(3, nil) // all three slots are free again
+	h.requireState(Closed)
+	assert.Equal(t, uint64(21), h.b.Counters().Failures, "20 trips + 1 panic")
+}
+
+func TestClosed_APanicCountsAsAFailureAndThePanicGoesOn(t *testing.T) {
+	h := newHarness(t, DefaultPolicy())
+	h.calls(19, errBoom)
+	assert.PanicsWithValue(t, "bug", func() {
+		_ = h.b.Do(context.Background(), func(context.Context) error { panic("bug") })
+	})
+	h.requireState(Open)
+}
+
+// Rule §4 HalfOpen: a probe whose function ignores its context cannot wedge
+// the breaker; after one cooldown without a verdict it reopens.
+func TestHalfOpen_HungProbesReopenAfterOneCooldown(t *testing.T) {
+	h := newHarness(t, DefaultPolicy())
+	h.trip()
+	h.at(30 * time.Second)
+	var hung []*blocked
+	for i := 0; i < 3; i++ {
+		hung = append(hung, h.start(context.Background()))
+	}
+	h.at(60*time.Second - 1)
+	require.ErrorIs(t, h.call(nil), ErrOpen)
+	h.requireState(HalfOpen)
+	h.at(60 * time.Second)
+	h.requireState(Open)
+	ev := h.eventLog()
+	assert.Equal(t, ReasonProbeTimeout, ev[len(ev)-1].Reason)
+	assert.Equal(t, 60*time.Second, ev[len(ev)-1].Cooldown)
+	// The hung probes finally return: stale, they change nothing.
+	for _, bl := range hung {
+		require.NoError(t, bl.finish(nil))
+	}
+	h.requireState(Open)
+	assert.Zero(t, h.b.Counters().ProbesPassed)
+}
+
+// Rule §4: a result from an earlier episode never changes the current one.
+func TestGenerations_AResultFromAnEarlierEpisodeIsIgnored(t *testing.T) {
+	h := newHarness(t, DefaultPolicy())
+	slowClosed := h.start(context.Background()) // admitted while closed
+	h.calls(20, errBoom)
+	h.requireState(Open)
+	h.at(30 * time.Second)
+	probe := h.start(context.Background())
+	require.True(t, probe.probe)
+	// The closed-state call fails now: it must not reopen the half-open
+	// breaker nor enter its window.
+	require.ErrorIs(t, slowClosed.finish(context.DeadlineExceeded), context.DeadlineExceeded)
+	h.requireState(HalfOpen)
+	require.NoError(t, probe.finish(nil))
+	h.calls(2, nil)
+	h.requireState(Closed)
+	assert.Zero(t, h.b.Snapshot().Counted)
+	assert.Equal(t, uint64(21), h.b.Counters().Timeouts+h.b.Counters().Failures, "it still counts in the metrics")
+}
+
+func TestGenerations_AProbeFromAnEarlierHalfOpenEpisodeIsIgnored(t *testing.T) {
+	h := newHarness(t, DefaultPolicy())
+	h.trip()
+	h.at(30 * time.Second)
+	old := h.start(context.Background())
+	require.ErrorIs(t, h.call(context.DeadlineExceeded), context.DeadlineExceeded) // second probe fails: reopen
+	h.requireState(Open)
+	h.at(90 * time.Second)
+	h.requireState(HalfOpen)
+	// The first episode's probe now passes; it must not count toward
+	// this episode's three.
+	require.NoError(t, old.finish(nil))
+	h.calls(2, nil)
+	h.requireState(HalfOpen)
+	h.calls(1, nil)
+	h.requireState(Closed)
+}
+
+// Rule §4 Cooldown: min(OpenFor·2^level, MaxOpenFor); the level rises on a
+// failed probe or a trip within MaxOpenFor of the last close, and decays
+// after MaxOpenFor closed.
+func TestCooldown_DoublesCapsAndDecays(t *testing.T) {
+	h := newHarness(t, DefaultPolicy())
+	cooldowns := func() []time.Duration {
+		var out []time.Duration
+		for _, e := range h.eventLog() {
+			if e.To == Open {
+				out = append(out, e.Cooldown)
+			}
+		}
+		return out
+	}
+	failProbe := func() {
+		require.ErrorIs(t, h.call(context.DeadlineExceeded), context.DeadlineExceeded)
+	}
+	now := time.Duration(0)
+	h.trip() // 30 s
+	now += 30 * time.Second
+	h.at(now)
+	failProbe() // 60 s
+	now += 60 * time.Second
+	h.at(now)
+	failProbe() // 120 s
+	now += 120 * time.Second
+	h.at(now)
+	failProbe() // capped at 120 s
+	now += 120 * time.Second
+	h.at(now)
+	h.calls(3, nil)
+	h.requireState(Closed)
+	assert.Equal(t, []time.Duration{30 * time.Second, 60 * time.Second, 120 * time.Second, 120 * time.Second}, cooldowns())
+
+	// A trip within MaxOpenFor of the close keeps doubling: flapping.
+	now += 2*time.Minute - time.Nanosecond
+	h.at(now)
+	h.trip()
+	assert.Equal(t, 120*time.Second, cooldowns()[4])
+	now += 120 * time.Second
+	h.at(now)
+	h.calls(3, nil)
+	h.requireState(Closed)
+
+	// Stable for MaxOpenFor: back to OpenFor.
+	now += 2 * time.Minute
+	h.at(now)
+	h.trip()
+	assert.Equal(t, 30*time.Second, cooldowns()[5])
+	assert.Equal(t, 0, h.eventLog()[len(h.eventLog())-1].Level)
+}
+
+func TestCooldown_TripSoonAfterACloseDoubles(t *testing.T) {
+	h := newHarness(t, DefaultPolicy())
+	h.trip()
+	h.at(30 * time.Second)
+	h.calls(3, nil)
+	h.at(31 * time.Second)
+	h.trip()
+	ev := h.eventLog()
+	assert.Equal(t, 60*time.Second, ev[len(ev)-1].Cooldown)
+	assert.Equal(t, 1, ev[len(ev)-1].Level)
+}
+
+// Rule §2 Jitter: each cooldown is scaled by a factor in [1-J, 1+J] drawn
+// from the injected source.
+func TestCooldown_JitterScalesByTheDrawnFactor(t *testing.T) {
+	for _, c := range []struct {
+		draw float64
+		want time.Duration
+	}{
+		{0, 24 * time.Second},    // 1 - 0.2
+		{0.25, 27 * time.Second}, // 0.9
+		{0.5, 30 * time.Second},  // 1
+		{0.999, 35988 * time.Millisecond},
+		{1.5, 30 * time.Second}, // out of range: no jitter
+		{-1, 30 * time.Second},
+	} {
+		draw := c.draw
+		h := newHarness(t, DefaultPolicy(), WithRand(func() float64 { return draw }))
+		h.trip()
+		got := h.eventLog()[0].Cooldown
+		assert.InDelta(t, float64(c.want), float64(got), float64(time.Millisecond), "draw %v", c.draw)
+		h.at(got - 1)
+		h.requireState(Open)
+		h.at(got)
+		h.requireState(HalfOpen)
+	}
+}
+
+func TestCooldown_ZeroJitterIsExact(t *testing.T) {
+	h := newHarness(t, policy(func(p *Policy) { p.Jitter = 0 }), WithRand(func() float64 { return 0.99 }))
+	h.trip()
+	assert.Equal(t, 30*time.Second, h.eventLog()[0].Cooldown)
+}
+
+// Rule §3: the caller's own cancellation is ignored.
+func TestOutcome_CallerCancellationIsIgnored(t *testing.T) {
+	h := newHarness(t, DefaultPolicy())
+	for i := 0; i < 50; i++ {
+		ctx, cancel := context.WithCancel(context.Background())
+		err := h.b.Do(ctx, func(ctx context.Context) error {
+			cancel()
+			return ctx.Err()
+		})
+		require.ErrorIs(t, err, context.Canceled)
+	}
+	h.requireState(Closed)
+	assert.Zero(t, h.b.Snapshot().Counted)
+	assert.Equal(t, uint64(50), h.b.Counters().Ignored)
+}
+
+func TestOutcome_CanceledWithoutTheCallerCancellingIsAFailure(t *testing.T) {
+	// The downstream's own context.Canceled (say, a server shutting down)
+	// is the downstream's fault.
+	h := newHarness(t, DefaultPolicy())
+	h.calls(20, context.Canceled)
+	h.requireState(Open)
+}
+
+// Rule §3: a done ctx means fn is not called and nothing is counted.
+func TestOutcome_ADoneContextIsNotCalledNorCounted(t *testing.T) {
+	h := newHarness(t, DefaultPolicy())
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	called := false
+	err := h.b.Do(ctx, func(context.Context) error { called = true; return nil })
+	assert.ErrorIs(t, err, context.Canceled)
+	assert.False(t, called)
+	assert.Equal(t, Counters{}, h.b.Counters())
+
+	h.trip()
+	err = h.b.Do(ctx, func(context.Context) error { return nil })
+	assert.ErrorIs(t, err, context.Canceled, "ctx.Err() wins over a refusal")
+	assert.Zero(t, h.b.Counters().Rejected)
+}
+
+// Rule §3: Ignore marks errors that are not the downstream's fault.
+func TestOutcome_IgnoredErrorsAreNotCounted(t *testing.T) {
+	h := newHarness(t, DefaultPolicy())
+	invalid := errors.New("invalid argument")
+	for i := 0; i < 40; i++ {
+		err := h.call(Ignore(invalid))
+		require.ErrorIs(t, err, invalid)
+		require.Equal(t, "invalid argument", err.Error())
+	}
+	h.requireState(Closed)
+	assert.Zero(t, h.b.Snapshot().Counted)
+	assert.Nil(t, Ignore(nil))
+	assert.True(t, IsIgnored(Ignore(invalid)))
+	assert.False(t, IsIgnored(invalid))
+}
+
+// Rule §3: the classifier can be replaced or extended.
+func TestOutcome_ACustomClassifierExtendsTheDefault(t *testing.T) {
+	errOutOfStock := errors.New("out of stock")
+	h := newHarness(t, DefaultPolicy(), WithClassifier(func(err error) Outcome {
+		if errors.Is(err, errOutOfStock) {
+			return Ignored
+		}
+		return DefaultClassifier(err)
+	}))
+	h.calls(30, errOutOfStock)
+	h.requireState(Closed)
+	h.calls(20, context.DeadlineExceeded)
+	h.requireState(Open)
+}
+
+func TestOutcome_AClassifierReturningGarbageCountsAFailure(t *testing.T) {
+	h := newHarness(t, DefaultPolicy(), WithClassifier(func(error) Outcome { return Outcome(42) }))
+	h.calls(20, errBoom)
+	h.requireState(Open)
+	assert.Equal(t, "outcome(42)", Outcome(42).String())
+}
+
+// Rule §3: Policy.Timeout adds a deadline, and a late success is a
+// timeout.
+func TestOutcome_PolicyTimeoutIsADeadlineAndALateSuccessIsATimeout(t *testing.T) {
+	// A minute-long window holds the twenty slow calls below.
+	h := newHarness(t, policy(func(p *Policy) { p.Timeout = 800 * time.Millisecond; p.Window = time.Minute }))
+	// The deadline is on the mock clock, through its WithTimeout.
+	var deadline time.Time
+	require.NoError(t, h.b.Do(context.Background(), func(ctx context.Context) error {
+		deadline, _ = ctx.Deadline()
+		return nil
+	}))
+	assert.Equal(t, h.clk.Now().Add(800*time.Millisecond), deadline)
+
+	// A call that honours its context ends with DeadlineExceeded when the
+	// mock clock passes the deadline.
+	bl := h.start(context.Background())
+	h.add(800 * time.Millisecond)
+	assert.ErrorIs(t, <-bl.done, context.DeadlineExceeded)
+
+	// A call that ignores its context and returns nil late is a timeout.
+	for i := 0; i < 18; i++ {
+		require.NoError(t, h.b.Do(context.Background(), func(context.Context) error {
+			h.add(801 * time.Millisecond)
+			return nil
+		}))
+	}
+	h.requireState(Open)
+	assert.Equal(t, uint64(19), h.eventLog()[0].Snapshot.Timeouts)
+}
+
+func TestOutcome_ACallExactlyAtTheTimeoutIsInTime(t *testing.T) {
+	h := newHarness(t, policy(func(p *Policy) { p.Timeout = time.Second; p.MinRequests = 1 }))
+	require.NoError(t, h.b.Do(context.Background(), func(context.Context) error {
+		h.add(time.Second - 1)
+		return nil
+	}))
+	h.requireState(Closed)
+	assert.Equal(t, uint64(1), h.b.Counters().Successes)
+}
+
+func TestOutcome_NilArgumentsAreErrorsNotPanics(t *testing.T) {
+	h := newHarness(t, DefaultPolicy())
+	//nolint:staticcheck // a nil context is the point of the test
+	assert.ErrorIs(t, h.b.Do(nil, func(context.Context) error { return nil }), ErrNilContext) //lint:ignore SA1012 testing nil ctx
+	assert.ErrorIs(t, h.b.Do(context.Background(), nil), ErrNilFunc)
+	_, err := Call[int](context.Background(), h.b, nil)
+	assert.ErrorIs(t, err, ErrNilFunc)
+	var nb *Breaker
+	assert.EqualError(t, nb.Do(context.Background(), func(context.Context) error { return nil }), "breaker: nil *Breaker")
+	_, _, err = nb.Allow(context.Background())
+	assert.Error(t, err)
+	assert.Equal(t, Counters{}, h.b.Counters())
+}
+
+func TestIsProbe_FalseOutsideProbesAndForNil(t *testing.T) {
+	assert.False(t, IsProbe(nil)) //lint:ignore SA1012 testing nil ctx
+	h := newHarness(t, DefaultPolicy())
+	require.NoError(t, h.b.Do(context.Background(), func(ctx context.Context) error {
+		assert.False(t, IsProbe(ctx))
+		return nil
+	}))
+}
+
+// Rule §4 Warmup, breaker level: Rewarm and StartCold.
+func TestWarmup_RewarmExemptsTheTargetForWarmup(t *testing.T) {
+	h := newHarness(t, DefaultPolicy())
+	h.b.Rewarm()
+	h.calls(100, errBoom) // a cold cache: 100% errors
+	h.requireState(Closed)
+	assert.Zero(t, h.b.Snapshot().Counted)
+	assert.Equal(t, uint64(100), h.b.Counters().Exempt)
+	assert.Equal(t, uint64(100), h.b.Counters().Failures, "exempt calls still count in the metrics")
+	h.at(60*time.Second - 1)
+	h.calls(20, errBoom)
+	h.requireState(Closed)
+	h.at(60 * time.Second)
+	h.calls(20, errBoom)
+	h.requireState(Open)
+}
+
+func TestWarmup_StartCold(t *testing.T) {
+	h := newHarness(t, DefaultPolicy(), StartCold())
+	h.calls(30, errBoom)
+	h.requireState(Closed)
+	h.at(time.Minute)
+	h.calls(20, errBoom)
+	h.requireState(Open)
+}
+
+func TestWarmup_ZeroTurnsItOff(t *testing.T) {
+	h := newHarness(t, policy(func(p *Policy) { p.Warmup = 0 }), StartCold())
+	h.b.Rewarm()
+	h.calls(20, errBoom)
+	h.requireState(Open)
+}
+
+// Rule §4 Warmup, per call: the ctx carries the instance's start time.
+func TestWarmup_PerCallInstanceStart(t *testing.T) {
+	h := newHarness(t, DefaultPolicy())
+	h.at(10 * time.Minute)
+	coldCtx := WithInstanceStart(context.Background(), h.clk.Now().Add(-59*time.Second))
+	warmCtx := WithInstanceStart(context.Background(), h.clk.Now().Add(-61*time.Second))
+	for i := 0; i < 40; i++ {
+		require.ErrorIs(t, h.b.Do(coldCtx, func(context.Context) error { return errBoom }), errBoom)
+	}
+	h.requireState(Closed)
+	for i := 0; i < 20; i++ {
+		_ = h.b.Do(warmCtx, func(context.Context) error { return errBoom })
+	}
+	h.requireState(Open)
+}
+
+func TestWarmup_AColdProbeFailureIsExcusedButItsPassCounts(t *testing.T) {
+	h := newHarness(t, DefaultPolicy())
+	h.trip()
+	h.at(30 * time.Second)
+	h.b.Rewarm()
+	require.ErrorIs(t, h.call(context.DeadlineExceeded), context.DeadlineExceeded)
+	h.requireState(HalfOpen)
+	h.calls(3, nil)
+	h.requireState(Closed)
+}
+
+// Rule §4 Manual control.
+func TestManual_ForcedOpenRefusesEverythingUntilReleasedThenProbes(t *testing.T) {
+	h := newHarness(t, DefaultPolicy())
+	require.NoError(t, h.b.SetMode(ModeForcedOpen))
+	h.at(time.Hour)
+	err := h.call(nil)
+	var oe *OpenError
+	require.ErrorAs(t, err, &oe)
+	assert.Equal(t, ReasonForcedOpen, oe.Reason)
+	assert.Zero(t, oe.RetryAfter())
+	h.requireState(Open)
+	require.NoError(t, h.b.SetMode(ModeAuto))
+	h.requireState(HalfOpen)
+	h.calls(3, nil)
+	h.requireState(Closed)
+	assert.Equal(t, []string{"closed>open:forced_open", "open>half_open:released", "half_open>closed:probes_passed"}, h.transitions())
+}
+
+func TestManual_ForcedClosedAdmitsEverythingAndNeverTrips(t *testing.T) {
+	h := newHarness(t, DefaultPolicy())
+	h.trip()
+	require.NoError(t, h.b.SetMode(ModeForcedClosed))
+	h.requireState(Closed)
+	h.calls(200, errBoom)
+	h.requireState(Closed)
+	assert.Equal(t, uint64(200), h.b.Snapshot().Failures, "it still measures")
+	require.NoError(t, h.b.SetMode(ModeAuto))
+	h.calls(1, errBoom)
+	h.requireState(Open)
+}
+
+func TestManual_ShadowReportsTripsButRefusesNothing(t *testing.T) {
+	h := newHarness(t, DefaultPolicy())
+	require.NoError(t, h.b.SetMode(ModeShadow))
+	h.calls(20, errBoom)
+	assert.Equal(t, Open, h.b.State(), "the shadow state machine opened")
+	ev := h.eventLog()
+	require.Len(t, ev, 1)
+	assert.Equal(t, ModeShadow, ev[0].Mode)
+	for i := 0; i < 10; i++ {
+		require.NoError(t, h.call(nil), "a shadow breaker refuses nothing")
+	}
+	c := h.b.Counters()
+	assert.Equal(t, uint64(10), c.ShadowRejected)
+	assert.Zero(t, c.Rejected)
+	assert.Equal(t, Snapshot{Counted: 20, Failures: 20}, h.b.Snapshot(), "would-be refusals stay out of the window")
+	// It recovers as a real breaker would.
+	h.at(30 * time.Second)
+	h.calls(3, nil)
+	h.requireState(Closed)
+	// Switching to auto keeps the state and makes it real.
+	require.NoError(t, h.b.SetMode(ModeAuto))
+	h.calls(20, errBoom)
+	require.ErrorIs(t, h.call(nil), ErrOpen)
+}
+
+func TestManual_ResetClosesOnAnEmptyWindowAtLevelZero(t *testing.T) {
+	h := newHarness(t, DefaultPolicy())
+	h.trip()
+	h.at(30 * time.Second)
+	require.ErrorIs(t, h.call(context.DeadlineExceeded), context.DeadlineExceeded) // level 1
+	h.b.Reset()
+	h.requireState(Closed)
+	assert.Zero(t, h.b.Snapshot().Counted)
+	_, open := h.b.OpenSince()
+	assert.False(t, open)
+	h.trip()
+	ev := h.eventLog()
+	assert.Equal(t, 30*time.Second, ev[len(ev)-1].Cooldown, "reset returns the cooldown to OpenFor")
+	require.NoError(t, h.b.SetMode(ModeForcedOpen))
+	h.b.Reset()
+	assert.Equal(t, ModeAuto, h.b.Mode(), "reset ends a forced mode")
+}
+
+func TestManual_UnknownModeIsAnErrorAndChangesNothing(t *testing.T) {
+	h := newHarness(t, DefaultPolicy())
+	assert.EqualError(t, h.b.SetMode(Mode(9)), "breaker: unknown mode 9")
+	assert.Equal(t, ModeAuto, h.b.Mode())
+	assert.Empty(t, h.eventLog())
+}
+
+func TestOpenSince_SpansReopensUntilClose(t *testing.T) {
+	h := newHarness(t, DefaultPolicy())
+	_, ok := h.b.OpenSince()
+	assert.False(t, ok)
+	h.at(time.Second)
+	h.trip()
+	h.at(31 * time.Second)
+	require.ErrorIs(t, h.call(context.DeadlineExceeded), context.DeadlineExceeded)
+	since, ok := h.b.OpenSince()
+	require.True(t, ok)
+	assert.Equal(t, h.t0.Add(time.Second), since)
+}
+
+// Rule §6 / house rule 10: hooks see every transition in order, outside
+// any lock, and may call back into the breaker.
+func TestHooks_MayCallBackIntoTheBreaker(t *testing.T) {
+	var seen []string
+	var b *Breaker
+	h := newHarness(t, policy(func(p *Policy) { p.OpenFor = time.Second; p.MaxOpenFor = time.Second }),
+		OnTransition(func(e Event) {
+			// Each of these takes the breaker's lock; under the lock
+			// they would deadlock.
+			seen = append(seen, e.To.String()+"/"+b.State().String())
+			_ = b.Snapshot()
+			_ = b.Counters()
+			if e.To == Open && e.Reason == ReasonErrorRatio {
+				b.Reset() // a transition from inside a hook
+			}
+		}))
+	b = h.b
+	h.trip0()
+	assert.Equal(t, []string{"open/open", "closed/closed"}, seen)
+	assert.Equal(t, []string{"closed>open:err_ratio", "open>closed:reset"}, h.transitions())
+}
+
+// trip0 trips without asserting the state afterwards (a hook may have
+// changed it).
+func (h *harness) trip0() { h.calls(h.b.Policy().MinRequests, errBoom) }
+
+func TestHooks_EventCarriesTheWholeStory(t *testing.T) {
+	h := newHarness(t, DefaultPolicy())
+	h.at(2 * time.Second)
+	h.calls(5, nil)
+	h.calls(10, context.DeadlineExceeded)
+	h.calls(5, errBoom)
+	h.requireState(Open)
+	ev := h.eventLog()[0]
+	assert.Equal(t, Event{
+		Name:     "inventory.GetStock",
+		From:     Closed,
+		To:       Open,
+		Reason:   ReasonErrorRatio,
+		Time:     h.t0.Add(2 * time.Second),
+		Snapshot: Snapshot{Counted: 20, Failures: 15, Timeouts: 10},
+		Cooldown: 30 * time.Second,
+		Level:    0,
+		Mode:     ModeAuto,
+	}, ev)
+	assert.InDelta(t, 0.75, ev.Snapshot.ErrorRatio(), 1e-12)
+}
+
+func TestHooks_APanickingHookDoesNotSilenceLaterEvents(t *testing.T) {
+	calls := 0
+	h := newHarness(t, DefaultPolicy(), OnTransition(func(e Event) {
+		calls++
+		if calls == 1 {
+			panic("hook bug")
+		}
+	}))
+	assert.Panics(t, func() { h.trip0() })
+	h.at(30 * time.Second)
+	h.requireState(HalfOpen)
+	assert.Equal(t, 2, calls, "the next transition is still delivered")
+}
+
+// Rule §1: Do, Call and Allow share one semantics.
+func TestAllow_TwoStepHasTheSameSemanticsAsDo(t *testing.T) {
+	h := newHarness(t, DefaultPolicy())
+	for i := 0; i < 20; i++ {
+		ctx, done, err := h.b.Allow(context.Background())
+		require.NoError(t, err)
+		require.NotNil(t, ctx)
+		done(errBoom)
+		done(nil) // a second report is ignored
+	}
+	h.requireState(Open)
+	assert.Equal(t, uint64(20), h.b.Counters().Failures)
+	_, done, err := h.b.Allow(context.Background())
+	require.ErrorIs(t, err, ErrOpen)
+	assert.Nil(t, done)
+
+	h.at(30 * time.Second)
+	var dones []func(error)
+	for i := 0; i < 3; i++ {
+		ctx, done, err := h.b.Allow(context.Background())
+		require.NoError(t, err)
+		require.True(t, IsProbe(ctx))
+		dones = append(dones, done)
+	}
+	_, _, err = h.b.Allow(context.Background())
+	require.ErrorIs(t, err, ErrOpen)
+	for _, d := range dones {
+		d(nil)
+	}
+	h.requireState(Closed)
+
+	cctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, _, err = h.b.Allow(cctx)
+	assert.ErrorIs(t, err, context.Canceled)
+}
+
+func TestAllow_TimeoutDeadlineAndLateResult(t *testing.T) {
+	h := newHarness(t, policy(func(p *Policy) { p.Timeout = time.Second; p.MinRequests = 1; p.ErrorRatio = 1 }))
+	ctx, done, err := h.b.Allow(context.Background())
+	require.NoError(t, err)
+	dl, ok := ctx.Deadline()
+	require.True(t, ok)
+	assert.Equal(t, h.clk.Now().Add(time.Second), dl)
+	h.add(2 * time.Second)
+	done(nil) // late
+	h.requireState(Open)
+	assert.Equal(t, uint64(1), h.b.Counters().Timeouts)
+}
+
+func TestCall_ReturnsTheTypedValue(t *testing.T) {
+	h := newHarness(t, DefaultPolicy())
+	n, err := Call(context.Background(), h.b, func(context.Context) (int, error) { return 42, nil })
+	require.NoError(t, err)
+	assert.Equal(t, 42, n)
+	s, err := Call(context.Background(), h.b, func(context.Context) (string, error) { return "partial", errBoom })
+	assert.Equal(t, "partial", s, "fn's results come back unchanged")
+	assert.ErrorIs(t, err, errBoom)
+	require.NoError(t, h.b.SetMode(ModeForcedOpen))
+	s, err = Call(context.Background(), h.b, func(context.Context) (string, error) { return "x", nil })
+	assert.Empty(t, s)
+	assert.ErrorIs(t, err, ErrOpen)
+}
+
+func TestClassifier_DefaultTable(t *testing.T) {
+	cases := []struct {
+		err  error
+		want Outcome
+	}{
+		{nil, Success},
+		{errBoom, Failure},
+		{context.DeadlineExceeded, Timeout},
+		{timeoutErr{}, Timeout},
+		{errors.Join(errBoom, context.DeadlineExceeded), Timeout},
+		{connRefused(), Timeout},
+		{connReset(), Timeout},
+		{context.Canceled, Failure}, // only the caller's own cancel is ignored, by the breaker
+	}
+	for _, c := range cases {
+		assert.Equal(t, c.want, DefaultClassifier(c.err), "%v", c.err)
+	}
+	for o, s := range map[Outcome]string{Success: "success", Ignored: "ignored", Failure: "failure", Timeout: "timeout"} {
+		assert.Equal(t, s, o.String())
+	}
+}
+
+func TestStrings(t *testing.T) {
+	assert.Equal(t, "closed", Closed.String())
+	assert.Equal(t, "open", Open.String())
+	assert.Equal(t, "half_open", HalfOpen.String())
+	assert.Equal(t, "state(7)", State(7).String())
+	txt, _ := HalfOpen.MarshalText()
+	assert.Equal(t, "half_open", string(txt))
+	assert.Equal(t, "shadow", ModeShadow.String())
+	assert.Equal(t, "mode(9)", Mode(9).String())
+}

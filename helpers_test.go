@@ -1,0 +1,157 @@
+package breaker
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/benbjohnson/clock"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// *clock.Mock must plug in as a Clock with no adapter.
+var _ Clock = clock.NewMock()
+
+var errBoom = errors.New("boom")
+
+// harness drives one breaker on a mock clock. The jitter source returns
+// 0.5, which makes every cooldown exactly OpenFor·2^level.
+type harness struct {
+	t   *testing.T
+	b   *Breaker
+	clk *clock.Mock
+	t0  time.Time
+
+	mu     sync.Mutex
+	events []Event
+}
+
+func newHarness(t *testing.T, p Policy, opts ...Option) *harness {
+	t.Helper()
+	h := &harness{t: t, clk: clock.NewMock()}
+	h.clk.Set(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
+	h.t0 = h.clk.Now()
+	all := append([]Option{
+		WithClock(h.clk),
+		WithRand(func() float64 { return 0.5 }),
+		OnTransition(func(e Event) {
+			h.mu.Lock()
+			h.events = append(h.events, e)
+			h.mu.Unlock()
+		}),
+	}, opts...)
+	b, err := New("inventory.GetStock", p, all...)
+	require.NoError(t, err)
+	h.b = b
+	return h
+}
+
+// at moves the mock clock to t0+d. It never moves it backwards unless a
+// test asks for that on purpose with set.
+func (h *harness) at(d time.Duration) {
+	h.t.Helper()
+	target := h.t0.Add(d)
+	require.False(h.t, target.Before(h.clk.Now()), "at(%v) would move the clock back", d)
+	h.clk.Set(target)
+}
+
+func (h *harness) add(d time.Duration) { h.clk.Add(d) }
+
+// call runs one call that returns err.
+func (h *harness) call(err error) error {
+	return h.b.Do(context.Background(), func(context.Context) error { return err })
+}
+
+// calls runs n calls that return err and fails the test if one is refused.
+func (h *harness) calls(n int, err error) {
+	h.t.Helper()
+	for i := 0; i < n; i++ {
+		got := h.call(err)
+		require.NotErrorIs(h.t, got, ErrOpen, "call %d of %d was refused", i+1, n)
+	}
+}
+
+// trip opens a fresh breaker with MinRequests failures.
+func (h *harness) trip() {
+	h.t.Helper()
+	h.calls(h.b.Policy().MinRequests, errBoom)
+	require.Equal(h.t, Open, h.b.State(), "breaker did not trip")
+}
+
+func (h *harness) requireState(want State) {
+	h.t.Helper()
+	require.Equal(h.t, want, h.b.State(), "state at t0+%v", h.clk.Now().Sub(h.t0))
+}
+
+func (h *harness) eventLog() []Event {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]Event(nil), h.events...)
+}
+
+// transitions renders the events as "from>to:reason" for compact asserts.
+func (h *harness) transitions() []string {
+	var out []string
+	for _, e := range h.eventLog() {
+		out = append(out, e.From.String()+">"+e.To.String()+":"+string(e.Reason))
+	}
+	return out
+}
+
+// policy returns DefaultPolicy changed by f.
+func policy(f func(p *Policy)) Policy {
+	p := DefaultPolicy()
+	if f != nil {
+		f(&p)
+	}
+	return p
+}
+
+// blocked starts a call in its own goroutine that runs until release is
+// closed (or its context ends) and returns what release's sender chose.
+// It returns after the call has been admitted, or refused.
+type blocked struct {
+	admitted bool
+	probe    bool
+	ctx      context.Context
+	release  chan error
+	done     chan error
+}
+
+func (h *harness) start(ctx context.Context) *blocked {
+	bl := &blocked{release: make(chan error, 1), done: make(chan error, 1)}
+	in := make(chan struct{})
+	go func() {
+		err := h.b.Do(ctx, func(c context.Context) error {
+			bl.admitted = true
+			bl.probe = IsProbe(c)
+			bl.ctx = c
+			close(in)
+			select {
+			case err := <-bl.release:
+				return err
+			case <-c.Done():
+				return c.Err()
+			}
+		})
+		if !bl.admitted {
+			close(in)
+		}
+		bl.done <- err
+	}()
+	<-in
+	return bl
+}
+
+// finish releases a blocked call with err and waits for Do to return.
+func (bl *blocked) finish(err error) error {
+	bl.release <- err
+	return <-bl.done
+}

@@ -1,0 +1,237 @@
+package breaker
+
+import (
+	"encoding/binary"
+	"math"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+const ms = int64(time.Millisecond)
+
+// testWindow is a window with its tally, recorded the way the breaker does.
+type testWindow struct {
+	w *window
+	t *tally
+}
+
+func newTestWindow(width, n int64) *testWindow {
+	return &testWindow{w: newWindow(width, n), t: &tally{}}
+}
+
+// outcome kinds for tests: bit set of window kinds.
+const (
+	recOK      = uint(1) << kCounted
+	recFail    = recOK | 1<<kFailures
+	recTimeout = recFail | 1<<kTimeouts
+	recSlow    = recOK | 1<<kSlow
+)
+
+func (tw *testWindow) record(now int64, kinds uint) {
+	tw.w.touch(now, tw.t)
+	if kinds == recOK {
+		tw.t.inc(kCounted)
+		return
+	}
+	tw.t.addKinds(kinds)
+}
+
+func (tw *testWindow) sum(now int64) Snapshot { return tw.w.sum(now, tw.t) }
+
+func TestWindow_SumCoversTheLastWindow(t *testing.T) {
+	tw := newTestWindow(500*ms, 10) // 5 s
+	tw.record(0, recOK)
+	tw.record(100*ms, recFail)
+	tw.record(1200*ms, recTimeout)
+	tw.record(4900*ms, recSlow)
+	assert.Equal(t, Snapshot{Counted: 4, Failures: 2, Timeouts: 1, Slow: 1}, tw.sum(4999*ms))
+	// At 5.0 s the bucket [0, 500ms) has left the window.
+	assert.Equal(t, Snapshot{Counted: 2, Failures: 1, Timeouts: 1, Slow: 1}, tw.sum(5000*ms))
+	// At 5.5 s the bucket [1000, 1500) is the oldest still in.
+	assert.Equal(t, Snapshot{Counted: 2, Failures: 1, Timeouts: 1, Slow: 1}, tw.sum(5999*ms))
+	assert.Equal(t, Snapshot{Counted: 1, Slow: 1}, tw.sum(6000*ms))
+	assert.Equal(t, Snapshot{}, tw.sum(10*time.Second.Nanoseconds()))
+}
+
+func TestWindow_BucketGoesStaleAtItsExactEnd(t *testing.T) {
+	width, n := 500*ms, int64(10)
+	tw := newTestWindow(width, n)
+	t0 := int64(1234) * ms // inside bucket [1000, 1500)
+	tw.record(t0, recFail)
+	stale := int64(1000)*ms + n*width // the bucket leaves the window here
+	assert.Equal(t, uint64(1), tw.sum(stale-1).Counted, "one nanosecond before it goes stale")
+	assert.Equal(t, uint64(0), tw.sum(stale).Counted, "the nanosecond it goes stale")
+	// And a write one nanosecond before the stale point still lands in
+	// the window; one at the stale point starts a fresh window.
+	tw.record(stale-1, recOK)
+	assert.Equal(t, uint64(2), tw.sum(stale-1).Counted)
+	tw.record(stale, recOK)
+	assert.Equal(t, uint64(2), tw.sum(stale).Counted, "the new call plus the one at stale-1")
+}
+
+func TestRegression_WindowLosesNoWriteAfterAnIdleGap(t *testing.T) {
+	// The bug class of cep21/circuit#159: after an idle gap, a writer
+	// added to a bucket that the next writer then cleared. Here every
+	// write after the gap must be summed.
+	tw := newTestWindow(500*ms, 10)
+	tw.record(0, recFail)
+	gap := int64(time.Hour)
+	for i := int64(0); i < 7; i++ {
+		tw.record(gap+i, recOK)
+	}
+	assert.Equal(t, Snapshot{Counted: 7}, tw.sum(gap+10))
+}
+
+func TestWindow_ConcurrentWritesAfterAnIdleGapAreAllSummed(t *testing.T) {
+	tw := newTestWindow(500*ms, 10)
+	tw.record(0, recOK)
+	const goroutines, each = 8, 500
+	gap := int64(time.Hour)
+	var wg sync.WaitGroup
+	for g := 0; g < goroutines; g++ {
+		wg.Add(1)
+		go func(g int) {
+			defer wg.Done()
+			for i := 0; i < each; i++ {
+				// All land in two buckets right after the gap, so the
+				// bucket change races with the writes.
+				tw.record(gap+int64(i%2)*500*ms, recOK)
+			}
+		}(g)
+	}
+	wg.Wait()
+	assert.Equal(t, uint64(goroutines*each), tw.sum(gap+600*ms).Counted)
+}
+
+func TestWindow_ClockGoingBackwardsCountsInTheNewestBucket(t *testing.T) {
+	tw := newTestWindow(500*ms, 10)
+	tw.record(10_000*ms, recOK)
+	tw.record(2_000*ms, recFail) // the clock stepped back 8 s
+	// Counted with the newest bucket, not in history.
+	assert.Equal(t, Snapshot{Counted: 2, Failures: 1}, tw.sum(2_000*ms))
+	assert.Equal(t, Snapshot{Counted: 2, Failures: 1}, tw.sum(14_999*ms))
+	assert.Equal(t, Snapshot{}, tw.sum(15_000*ms))
+}
+
+func TestWindow_ExtremeTimesDoNotCorruptIt(t *testing.T) {
+	tw := newTestWindow(500*ms, 10)
+	tw.record(math.MinInt64, recOK)
+	tw.record(-1, recFail)
+	tw.record(math.MaxInt64-1, recOK)
+	tw.record(math.MaxInt64, recOK)
+	tw.record(math.MaxInt64, recOK)
+	assert.Equal(t, uint64(3), tw.sum(math.MaxInt64).Counted)
+	assert.Equal(t, uint64(3), tw.sum(0).Counted, "a reader behind the head sees the head's window")
+}
+
+func TestWindow_HugeBurstInOneBucket(t *testing.T) {
+	tw := newTestWindow(500*ms, 10)
+	const n = 200_000
+	for i := 0; i < n; i++ {
+		tw.record(int64(i%500)*ms, recFail)
+	}
+	assert.Equal(t, Snapshot{Counted: n, Failures: n}, tw.sum(499*ms))
+}
+
+func TestTally_SpreadingKeepsEveryCount(t *testing.T) {
+	var tl tally
+	for i := 0; i < 10; i++ {
+		tl.inc(kCounted)
+	}
+	tl.spread()
+	require.NotNil(t, tl.stripes.Load())
+	var wg sync.WaitGroup
+	for g := 0; g < 8; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 1000; i++ {
+				tl.inc(kCounted)
+				tl.addKinds(1<<kFailures | 1<<kSlow)
+			}
+		}()
+	}
+	wg.Wait()
+	assert.Equal(t, uint64(8010), tl.load(kCounted))
+	assert.Equal(t, [4]uint64{8010, 8000, 0, 8000}, tl.windowTotals())
+}
+
+// naiveWindow is the model the fuzz target checks the window against: a
+// list of every call with the bucket it counts in, summed by brute force.
+type naiveWindow struct {
+	width, n int64
+	head     int64 // newest bucket recorded, or math.MinInt64
+	calls    []naiveCall
+}
+
+type naiveCall struct {
+	bucket int64
+	kinds  uint
+}
+
+func (m *naiveWindow) record(now int64, kinds uint) {
+	b := max(floorDiv(now, m.width), m.head)
+	m.head = b
+	m.calls = append(m.calls, naiveCall{b, kinds})
+}
+
+func (m *naiveWindow) sum(now int64) Snapshot {
+	if m.head == math.MinInt64 {
+		return Snapshot{}
+	}
+	cur := max(floorDiv(now, m.width), m.head)
+	var s Snapshot
+	for _, c := range m.calls {
+		if c.bucket <= cur-m.n {
+			continue
+		}
+		s.Counted++
+		if c.kinds&(1<<kFailures) != 0 {
+			s.Failures++
+		}
+		if c.kinds&(1<<kTimeouts) != 0 {
+			s.Timeouts++
+		}
+		if c.kinds&(1<<kSlow) != 0 {
+			s.Slow++
+		}
+	}
+	return s
+}
+
+// FuzzWindow drives the window and the naive model with the same calls and
+// clock moves, forwards and backwards, and compares every sum.
+func FuzzWindow(f *testing.F) {
+	f.Add([]byte{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16})
+	f.Add([]byte{0xff, 0, 0, 0, 0x80, 1, 2, 0xfe, 0x7f, 0x10, 0x20})
+	f.Add([]byte{3, 3, 0x40, 0x40, 0x40, 0x40, 0x40, 0x40, 0x40, 0x40, 9, 9})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if len(data) < 2 {
+			return
+		}
+		width := int64(data[0]%5+1) * 100 * ms
+		n := int64(data[1]%12 + 1)
+		tw := newTestWindow(width, n)
+		m := &naiveWindow{width: width, n: n, head: math.MinInt64}
+		now := int64(0)
+		for data = data[2:]; len(data) >= 3; data = data[3:] {
+			// A step moves the clock by a signed amount of up to about
+			// three windows, then records one call or reads the sum.
+			step := int64(int16(binary.LittleEndian.Uint16(data))) * width * n / 10000
+			now += step
+			switch op := data[2] % 5; op {
+			case 0:
+				require.Equal(t, m.sum(now), tw.sum(now), "sum at %d", now)
+			default:
+				kinds := [4]uint{recOK, recFail, recTimeout, recSlow}[op-1]
+				tw.record(now, kinds)
+				m.record(now, kinds)
+			}
+		}
+		require.Equal(t, m.sum(now), tw.sum(now), "final sum at %d", now)
+	})
+}
