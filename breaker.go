@@ -46,37 +46,41 @@ type Breaker struct {
 	opt   *options
 	tally tally
 
-	openUntil     atomic.Int64 // offset at which an open breaker admits probes
-	probeDeadline atomic.Int64 // offset at which a half-open breaker without a verdict reopens
-	warmUntil     atomic.Int64 // offset until which this breaker's target is cold
-	consec        atomic.Uint64
-	openErr       atomic.Pointer[OpenError]
-	other         [nOther]atomic.Uint64
+	// deadline is, in the Open state, the offset at which probes may
+	// start; in the HalfOpen state, the offset at which an episode without
+	// a verdict reopens. One field serves both: only one is live at a time.
+	deadline  atomic.Int64
+	warmUntil atomic.Int64 // offset until which this breaker's target is cold
+	consec    atomic.Uint64
+	openErr   atomic.Pointer[OpenError]
+	other     [nOther]atomic.Uint64
 
 	name string
 
-	mu           sync.Mutex // serialises transitions; never held on the closed path
-	level        int        // doublings of the cooldown
-	passed       uint64     // probes passed in this half-open episode
-	closedAt     int64      // last close after an outage, or never
-	openSince    int64      // start of the current outage, or never
-	lastCooldown int64
-	tripSnap     Snapshot
-	queue        []Event
-	delivering   bool
+	// The rest is guarded by mu, which serialises transitions and is never
+	// taken on the closed path. The fields are packed: a group may hold
+	// many thousands of breakers.
+	mu sync.Mutex
+	// since is, while closed, the last close after an outage (never if
+	// none), for the stability check; otherwise the start of the outage.
+	since     int64
+	openTotal int64 // time spent open or half-open in earlier outages
+	opens     uint32
+	probesOK  uint32
+	probesBad uint32
+	level     uint8 // doublings of the cooldown
+	passed    uint8 // probes passed in this half-open episode
+	events    *eventQueue
 }
 
 // Counters of outcomes that are not recorded in the window (probes, stale
-// results, warmup-exempt calls, shadow admissions) and of rare events.
+// results, warmup-exempt calls, shadow admissions) and of ignored calls.
 const (
 	oSuccess = iota
 	oFailure
 	oTimeout
 	oIgnored
 	oExempt
-	oProbesPassed
-	oProbesFailed
-	oOpens
 	oShadowRejected
 	nOther
 )
@@ -177,7 +181,7 @@ func New(name string, p Policy, opts ...Option) (*Breaker, error) {
 }
 
 func newBreaker(name string, r *rules, o *options) *Breaker {
-	b := &Breaker{name: name, opt: o, closedAt: never, openSince: never}
+	b := &Breaker{name: name, opt: o, since: never}
 	b.rules.Store(r)
 	b.win.Store(newWindow(r.width, r.buckets))
 	b.warmUntil.Store(never)
@@ -471,11 +475,11 @@ func (b *Breaker) State() State {
 	w := b.state.Load()
 	switch wordState(w) {
 	case Open:
-		if wordMode(w) != ModeForcedOpen && now >= b.openUntil.Load() {
+		if wordMode(w) != ModeForcedOpen && now >= b.deadline.Load() {
 			b.toHalfOpen(now, w)
 		}
 	case HalfOpen:
-		if wordIssued(w) >= b.rules.Load().probes && now >= b.probeDeadline.Load() {
+		if wordIssued(w) >= b.rules.Load().probes && now >= b.deadline.Load() {
 			b.probeTimeout(now, w)
 		}
 	}
@@ -522,12 +526,16 @@ type Counters struct {
 	ProbesFailed uint64 `json:"probes_failed"`
 	// Opens is the number of transitions to Open.
 	Opens uint64 `json:"opens"`
+	// OpenTime is the time the breaker has spent open or half-open, the
+	// current outage included.
+	OpenTime time.Duration `json:"open_time_ns"`
 }
 
 // Counters returns the breaker's counters. Each is read atomically; the
 // set is not one instant, so two of them may disagree by the calls that
 // ended while it was read.
 func (b *Breaker) Counters() Counters {
+	now := b.opt.tb.now()
 	tot := b.tally.windowTotals()
 	o := func(i int) uint64 { return b.other[i].Load() }
 	c := Counters{
@@ -539,11 +547,18 @@ func (b *Breaker) Counters() Counters {
 		Exempt:         o(oExempt),
 		Rejected:       b.tally.load(kRejected),
 		ShadowRejected: o(oShadowRejected),
-		ProbesPassed:   o(oProbesPassed),
-		ProbesFailed:   o(oProbesFailed),
-		Opens:          o(oOpens),
 	}
 	c.Admitted = c.Successes + c.Failures + c.Timeouts + c.Ignored
+	b.mu.Lock()
+	c.ProbesPassed = uint64(b.probesOK)
+	c.ProbesFailed = uint64(b.probesBad)
+	c.Opens = uint64(b.opens)
+	open := b.openTotal
+	if wordState(b.state.Load()) != Closed && b.since != never {
+		open += max(0, now-b.since)
+	}
+	b.mu.Unlock()
+	c.OpenTime = time.Duration(open)
 	return c
 }
 
@@ -553,10 +568,10 @@ func (b *Breaker) Counters() Counters {
 func (b *Breaker) OpenSince() (t time.Time, ok bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.openSince == never {
+	if wordState(b.state.Load()) == Closed || b.since == never {
 		return time.Time{}, false
 	}
-	return b.opt.tb.time(b.openSince), true
+	return b.opt.tb.time(b.since), true
 }
 
 // Policy returns the policy the breaker applies.
@@ -607,20 +622,21 @@ func (b *Breaker) SetMode(m Mode) error {
 	switch {
 	case from == m:
 	case m == ModeForcedOpen:
+		snap := b.tripSnap()
 		if wordState(w) == Closed {
-			b.openSince = now
+			b.since = now
 		}
-		b.openUntil.Store(math.MaxInt64)
+		b.deadline.Store(math.MaxInt64)
 		b.openErr.Store(&OpenError{
 			Name:     b.name,
 			State:    Open,
 			Reason:   ReasonForcedOpen,
-			Snapshot: b.tripSnap,
-			Since:    b.opt.tb.time(b.openSince),
+			Snapshot: snap,
+			Since:    b.opt.tb.time(b.since),
 			clock:    &b.opt.tb,
 		})
-		b.other[oOpens].Add(1)
-		b.transitionLocked(now, Open, m, ReasonForcedOpen, b.tripSnap, 0)
+		b.opens++
+		b.transitionLocked(now, Open, m, ReasonForcedOpen, snap, 0)
 	case m == ModeForcedClosed:
 		if wordState(w) != Closed {
 			b.closeLocked(now, m, ReasonForcedClosed)
@@ -628,7 +644,6 @@ func (b *Breaker) SetMode(m Mode) error {
 			b.setModeLocked(m)
 		}
 	case from == ModeForcedOpen:
-		b.lastCooldown = b.rules.Load().openFor
 		b.halfOpenLocked(now, m, ReasonReleased)
 	default:
 		b.setModeLocked(m)
@@ -662,7 +677,7 @@ func (b *Breaker) Reset() {
 	}
 	b.level = 0
 	b.closeLocked(now, m, ReasonReset)
-	b.closedAt = never
+	b.since = never // as stable as a new breaker
 	b.mu.Unlock()
 	b.flush()
 }

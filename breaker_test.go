@@ -969,3 +969,16 @@ func TestStrings(t *testing.T) {
 	assert.Equal(t, "shadow", ModeShadow.String())
 	assert.Equal(t, "mode(9)", Mode(9).String())
 }
+
+func TestCounters_OpenTimeCoversEveryOutageIncludingTheCurrentOne(t *testing.T) {
+	h := newHarness(t, DefaultPolicy())
+	h.trip()
+	h.at(30 * time.Second)
+	h.calls(3, nil) // closed after 30 s open
+	assert.Equal(t, 30*time.Second, h.b.Counters().OpenTime)
+	h.at(10 * time.Minute)
+	h.trip()
+	h.at(10*time.Minute + 12*time.Second)
+	assert.Equal(t, 42*time.Second, h.b.Counters().OpenTime, "the current outage counts up to now")
+	assert.Equal(t, uint64(2), h.b.Counters().Opens)
+}

@@ -47,7 +47,7 @@ func (b *Breaker) admitSlow(w uint64, r *rules) (token, error) {
 		case Open:
 			if wordMode(w) != ModeForcedOpen {
 				now := b.opt.tb.now()
-				if now >= b.openUntil.Load() {
+				if now >= b.deadline.Load() {
 					b.toHalfOpen(now, w)
 					w = b.state.Load()
 					continue
@@ -61,7 +61,7 @@ func (b *Breaker) admitSlow(w uint64, r *rules) (token, error) {
 				w = b.state.Load()
 				continue
 			}
-			if now := b.opt.tb.now(); now >= b.probeDeadline.Load() {
+			if now := b.opt.tb.now(); now >= b.deadline.Load() {
 				b.probeTimeout(now, w)
 				w = b.state.Load()
 				continue
@@ -95,13 +95,13 @@ func (b *Breaker) verdict(now int64, gen uint64, o Outcome, excused bool, r *rul
 		// failure is excused like its failures in the window.
 		b.releaseLocked(gen)
 	case pass:
-		b.other[oProbesPassed].Add(1)
+		b.probesOK++
 		b.passed++
-		if b.passed >= r.probes {
+		if uint64(b.passed) >= r.probes {
 			b.closeLocked(now, wordMode(w), ReasonProbesPassed)
 		}
 	default:
-		b.other[oProbesFailed].Add(1)
+		b.probesBad++
 		b.reopenLocked(now, r, ReasonProbeFailed)
 	}
 	b.mu.Unlock()

@@ -125,7 +125,7 @@ type Event struct {
 // compare-and-swap on it, so a slot can only be claimed in the episode the
 // caller saw. Everything else about a transition is written under b.mu
 // before the new word is published with a CAS, so a goroutine that sees the
-// new generation also sees openUntil, the window and the open error of that
+// new generation also sees the deadline, the window and the open error of that
 // generation (atomic operations are sequentially consistent in Go).
 const (
 	stateMask   = 0x3
@@ -172,60 +172,76 @@ func (b *Breaker) transitionLocked(now int64, to State, m Mode, reason Reason, s
 		Time:     b.opt.tb.time(now),
 		Snapshot: snap,
 		Cooldown: time.Duration(cooldown),
-		Level:    b.level,
+		Level:    int(b.level),
 		Mode:     m,
 	})
 }
 
 // tripLocked opens a closed breaker. b.mu must be held.
 func (b *Breaker) tripLocked(now int64, r *rules, reason Reason, snap Snapshot) {
-	if b.closedAt != never && now-b.closedAt < r.maxOpenFor {
+	if b.since != never && now-b.since < r.maxOpenFor {
 		// Reopened before the breaker had been stable for MaxOpenFor:
 		// the downstream is flapping, so back off further.
-		b.level = min(b.level+1, 62)
+		b.level = min(b.level+1, maxLevel)
 	} else {
 		b.level = 0
 	}
-	b.openSince = now
-	b.tripSnap = snap
+	b.since = now
 	b.openLocked(now, r, reason, snap)
 }
 
 // reopenLocked sends a half-open breaker back to open with a longer
 // cooldown. b.mu must be held.
 func (b *Breaker) reopenLocked(now int64, r *rules, reason Reason) {
-	b.level = min(b.level+1, 62)
-	b.openLocked(now, r, reason, b.tripSnap)
+	b.level = min(b.level+1, maxLevel)
+	b.openLocked(now, r, reason, b.tripSnap())
+}
+
+// maxLevel bounds the doublings; OpenFor·2^62 overflows nothing we
+// compute because baseCooldown checks before shifting.
+const maxLevel = 62
+
+// tripSnap is the window that began the current outage. It lives in the
+// outage's open error rather than in a field of its own.
+func (b *Breaker) tripSnap() Snapshot {
+	if e := b.openErr.Load(); e != nil {
+		return e.Snapshot
+	}
+	return Snapshot{}
 }
 
 func (b *Breaker) openLocked(now int64, r *rules, reason Reason, snap Snapshot) {
 	cd := b.cooldown(r)
-	b.lastCooldown = cd
 	until := now + cd
 	if until < now {
 		until = math.MaxInt64
 	}
-	b.openUntil.Store(until)
+	b.deadline.Store(until)
 	b.openErr.Store(&OpenError{
 		Name:     b.name,
 		State:    Open,
 		Reason:   reason,
 		Snapshot: snap,
-		Since:    b.opt.tb.time(b.openSince),
+		Since:    b.opt.tb.time(b.since),
 		Until:    b.opt.tb.time(until),
 		clock:    &b.opt.tb,
 	})
-	b.other[oOpens].Add(1)
+	b.opens++
 	b.transitionLocked(now, Open, wordMode(b.state.Load()), reason, snap, cd)
 }
 
-// cooldown is min(OpenFor·2^level, MaxOpenFor), scaled by a jitter factor
-// drawn uniformly from [1-Jitter, 1+Jitter].
-func (b *Breaker) cooldown(r *rules) int64 {
-	d := r.maxOpenFor
-	if b.level < 62 && r.openFor <= r.maxOpenFor>>b.level {
-		d = min(r.openFor<<b.level, r.maxOpenFor)
+// baseCooldown is min(OpenFor·2^level, MaxOpenFor).
+func (b *Breaker) baseCooldown(r *rules) int64 {
+	if b.level < maxLevel && r.openFor <= r.maxOpenFor>>b.level {
+		return min(r.openFor<<b.level, r.maxOpenFor)
 	}
+	return r.maxOpenFor
+}
+
+// cooldown is the base cooldown scaled by a jitter factor drawn uniformly
+// from [1-Jitter, 1+Jitter].
+func (b *Breaker) cooldown(r *rules) int64 {
+	d := b.baseCooldown(r)
 	if j := r.p.Jitter; j > 0 {
 		u := b.opt.random()
 		d = int64(float64(d) * (1 - j + 2*j*u))
@@ -234,21 +250,23 @@ func (b *Breaker) cooldown(r *rules) int64 {
 }
 
 // halfOpenLocked lets probes through: the cooldown is over, or a forced
-// open ended.
+// open ended. An episode that has no verdict after one (unjittered)
+// cooldown reopens.
 func (b *Breaker) halfOpenLocked(now int64, m Mode, reason Reason) {
 	b.passed = 0
-	deadline := now + b.lastCooldown
+	deadline := now + b.baseCooldown(b.rules.Load())
 	if deadline < now {
 		deadline = math.MaxInt64
 	}
-	b.probeDeadline.Store(deadline)
+	b.deadline.Store(deadline)
+	snap := b.tripSnap()
 	if e := b.openErr.Load(); e != nil {
 		he := *e
 		he.State = HalfOpen
 		he.Until = time.Time{}
 		b.openErr.Store(&he)
 	}
-	b.transitionLocked(now, HalfOpen, m, reason, b.tripSnap, 0)
+	b.transitionLocked(now, HalfOpen, m, reason, snap, 0)
 }
 
 // closeLocked closes the breaker on an empty window.
@@ -256,9 +274,10 @@ func (b *Breaker) closeLocked(now int64, m Mode, reason Reason) {
 	r := b.rules.Load()
 	b.win.Store(newWindow(r.width, r.buckets))
 	b.consec.Store(0)
-	b.closedAt = now
-	b.openSince = never
-	b.tripSnap = Snapshot{}
+	if wordState(b.state.Load()) != Closed && b.since != never {
+		b.openTotal += max(0, now-b.since)
+	}
+	b.since = now
 	b.openErr.Store(nil)
 	b.transitionLocked(now, Closed, m, reason, Snapshot{}, 0)
 }
@@ -267,7 +286,7 @@ func (b *Breaker) closeLocked(now int64, m Mode, reason Reason) {
 func (b *Breaker) toHalfOpen(now int64, seen uint64) {
 	b.mu.Lock()
 	w := b.state.Load()
-	if w == seen && wordState(w) == Open && wordMode(w) != ModeForcedOpen && now >= b.openUntil.Load() {
+	if w == seen && wordState(w) == Open && wordMode(w) != ModeForcedOpen && now >= b.deadline.Load() {
 		b.halfOpenLocked(now, wordMode(w), ReasonCooldown)
 	}
 	b.mu.Unlock()
@@ -280,7 +299,7 @@ func (b *Breaker) toHalfOpen(now int64, seen uint64) {
 func (b *Breaker) probeTimeout(now int64, seen uint64) {
 	b.mu.Lock()
 	w := b.state.Load()
-	if wordGen(w) == wordGen(seen) && wordState(w) == HalfOpen && now >= b.probeDeadline.Load() {
+	if wordGen(w) == wordGen(seen) && wordState(w) == HalfOpen && now >= b.deadline.Load() {
 		b.reopenLocked(now, b.rules.Load(), ReasonProbeTimeout)
 	}
 	b.mu.Unlock()
@@ -316,11 +335,22 @@ func (b *Breaker) evaluate(now int64, gen uint64, r *rules, win *window) {
 	b.flush()
 }
 
+// eventQueue holds the events waiting for the hooks. It is allocated at a
+// breaker's first transition, and only if there are hooks.
+type eventQueue struct {
+	events     []Event
+	delivering bool
+}
+
 // queueLocked adds an event for delivery. b.mu must be held.
 func (b *Breaker) queueLocked(ev Event) {
-	if len(b.opt.hooks) > 0 {
-		b.queue = append(b.queue, ev)
+	if len(b.opt.hooks) == 0 {
+		return
 	}
+	if b.events == nil {
+		b.events = &eventQueue{}
+	}
+	b.events.events = append(b.events.events, ev)
 }
 
 // flush delivers queued events to the hooks, outside the lock and in the
@@ -334,11 +364,12 @@ func (b *Breaker) flush() {
 		return
 	}
 	b.mu.Lock()
-	if b.delivering {
+	q := b.events
+	if q == nil || q.delivering {
 		b.mu.Unlock()
 		return
 	}
-	b.delivering = true
+	q.delivering = true
 	b.mu.Unlock()
 	done := false
 	defer func() {
@@ -346,24 +377,24 @@ func (b *Breaker) flush() {
 			// A hook panicked. Hand delivery back so that one bad hook
 			// does not silence every later event; the panic goes on up.
 			b.mu.Lock()
-			b.delivering = false
+			q.delivering = false
 			b.mu.Unlock()
 		}
 	}()
 	for {
 		b.mu.Lock()
-		if len(b.queue) == 0 {
+		if len(q.events) == 0 {
 			// Give up delivery in the same critical section that saw the
 			// queue empty, or an event queued in between would wait for
 			// the next transition.
-			b.queue = nil
-			b.delivering = false
+			q.events = nil
+			q.delivering = false
 			b.mu.Unlock()
 			done = true
 			return
 		}
-		ev := b.queue[0]
-		b.queue = b.queue[1:]
+		ev := q.events[0]
+		q.events = q.events[1:]
 		b.mu.Unlock()
 		for _, h := range b.opt.hooks {
 			h(ev)
