@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"math/rand/v2"
 	"sync"
@@ -94,6 +95,7 @@ type options struct {
 	classify  Classifier
 	randf     func() float64
 	hooks     []func(Event)
+	logger    *slog.Logger
 	startCold bool
 }
 
@@ -385,7 +387,7 @@ func (b *Breaker) finish(caller context.Context, tok token, err error, r *rules)
 		b.record(caller, now, tok.gen, o, r.slowCall > 0 && elapsed > r.slowCall, r)
 	case roleProbe:
 		b.countOff(o)
-		b.verdict(now, tok.gen, o, b.cold(caller, now, r), r)
+		b.verdict(caller, now, tok.gen, o, b.cold(caller, now, r), r)
 	default:
 		b.countOff(o)
 	}
@@ -399,6 +401,7 @@ func (b *Breaker) abandon(caller context.Context, tok token, r *rules) {
 	case roleProbe:
 		b.countOff(Failure)
 		b.releaseProbe(tok.gen)
+		b.logProbe(caller, Failure, "none")
 	default:
 		b.countOff(Failure)
 	}

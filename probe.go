@@ -81,20 +81,24 @@ func (b *Breaker) admitSlow(w uint64, r *rules) (token, error) {
 
 // verdict applies a probe's outcome. A stale probe (its episode is over)
 // changes nothing.
-func (b *Breaker) verdict(now int64, gen uint64, o Outcome, excused bool, r *rules) {
+func (b *Breaker) verdict(ctx context.Context, now int64, gen uint64, o Outcome, excused bool, r *rules) {
 	pass := o == Success || (o == Failure && !r.p.StrictProbes)
 	b.mu.Lock()
 	w := b.state.Load()
 	if wordGen(w) != gen || wordState(w) != HalfOpen {
 		b.mu.Unlock()
+		b.logProbe(ctx, o, "stale")
 		return
 	}
+	verdict := "fail"
 	switch {
 	case o == Ignored || (excused && !pass):
 		// No verdict: free the slot for another call. A cold target's
 		// failure is excused like its failures in the window.
+		verdict = "none"
 		b.releaseLocked(gen)
 	case pass:
+		verdict = "pass"
 		b.probesOK++
 		b.passed++
 		if uint64(b.passed) >= r.probes {
@@ -105,6 +109,7 @@ func (b *Breaker) verdict(now int64, gen uint64, o Outcome, excused bool, r *rul
 		b.reopenLocked(now, r, ReasonProbeFailed)
 	}
 	b.mu.Unlock()
+	b.logProbe(ctx, o, verdict)
 	b.flush()
 }
 

@@ -1,0 +1,432 @@
+package breaker
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/benbjohnson/clock"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// groupHarness is a group on a mock clock with exact cooldowns.
+type groupHarness struct {
+	t   *testing.T
+	g   *Group
+	clk *clock.Mock
+	t0  time.Time
+}
+
+func newGroupHarness(t *testing.T, cfg GroupConfig, opts ...Option) *groupHarness {
+	t.Helper()
+	clk := clock.NewMock()
+	clk.Set(time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC))
+	g, err := NewGroup(cfg, append([]Option{WithClock(clk), WithRand(func() float64 { return 0.5 })}, opts...)...)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = g.Close() })
+	return &groupHarness{t: t, g: g, clk: clk, t0: clk.Now()}
+}
+
+func (gh *groupHarness) calls(key string, n int, err error) {
+	gh.t.Helper()
+	for i := 0; i < n; i++ {
+		got := gh.g.Do(context.Background(), key, func(context.Context) error { return err })
+		require.NotErrorIs(gh.t, got, ErrOpen, "%s: call %d refused", key, i+1)
+	}
+}
+
+func (gh *groupHarness) state(key string) State {
+	gh.t.Helper()
+	b, err := gh.g.Get(key)
+	require.NoError(gh.t, err)
+	return b.State()
+}
+
+func TestGroup_OneBreakerPerKeyCreatedOnFirstUse(t *testing.T) {
+	gh := newGroupHarness(t, GroupConfig{})
+	assert.Zero(t, gh.g.Len())
+	a1, err := gh.g.Get("orders.Create")
+	require.NoError(t, err)
+	a2, _ := gh.g.Get("orders.Create")
+	b1, _ := gh.g.Get("orders.Get")
+	assert.Same(t, a1, a2)
+	assert.NotSame(t, a1, b1)
+	assert.Equal(t, "orders.Create", a1.Name())
+	assert.Equal(t, 2, gh.g.Len())
+
+	// Concurrent first use of one key creates one breaker.
+	var wg sync.WaitGroup
+	got := make([]*Breaker, 16)
+	for i := range got {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			got[i], _ = gh.g.Get("payment.Charge")
+		}(i)
+	}
+	wg.Wait()
+	for _, b := range got {
+		assert.Same(t, got[0], b)
+	}
+}
+
+func TestGroup_EmptyKeyIsAnError(t *testing.T) {
+	gh := newGroupHarness(t, GroupConfig{})
+	_, err := gh.g.Get("")
+	assert.EqualError(t, err, "breaker: empty key")
+	assert.EqualError(t, gh.g.Do(context.Background(), "", func(context.Context) error { return nil }), "breaker: empty key")
+	assert.Zero(t, gh.g.Len())
+}
+
+// Seeds lesson 1: a per-service breaker let one slow endpoint take down six
+// healthy ones; per-method breakers isolate them.
+func TestGroup_OneFailingMethodDoesNotOpenItsNeighbours(t *testing.T) {
+	gh := newGroupHarness(t, GroupConfig{})
+	gh.calls("payment.Refund", 20, errBoom)
+	gh.calls("payment.Charge", 50, nil)
+	assert.Equal(t, Open, gh.state("payment.Refund"))
+	assert.Equal(t, Closed, gh.state("payment.Charge"))
+}
+
+func TestGroup_OverridesApplyPerKeyAndToTheMethodsTargets(t *testing.T) {
+	pay := policy(func(p *Policy) { p.OpenFor = 45 * time.Second; p.MaxOpenFor = 3 * time.Minute })
+	pinned := policy(func(p *Policy) { p.MinRequests = 5 })
+	gh := newGroupHarness(t, GroupConfig{Policies: GroupPolicy{
+		Overrides: map[string]Policy{"payment.Charge": pay, "payment.Charge@10.0.0.9": pinned},
+	}})
+	get := func(k string) Policy { b, _ := gh.g.Get(k); return b.Policy() }
+	assert.Equal(t, DefaultPolicy(), get("orders.Create"), "a zero default means DefaultPolicy")
+	assert.Equal(t, pay, get("payment.Charge"))
+	assert.Equal(t, pay, get("payment.Charge@10.0.0.7"), "a target inherits its method's override")
+	assert.Equal(t, pinned, get("payment.Charge@10.0.0.9"), "its own override wins")
+}
+
+func TestGroup_InvalidPoliciesAreRefusedWithPaths(t *testing.T) {
+	_, err := NewGroup(GroupConfig{Policies: GroupPolicy{
+		Default:   policy(func(p *Policy) { p.Jitter = 2 }),
+		Overrides: map[string]Policy{"a": policy(func(p *Policy) { p.Probes = 0 })},
+	}})
+	var pe *PolicyError
+	require.ErrorAs(t, err, &pe)
+	assert.Equal(t, "default.jitter", pe.Problems[0].Field)
+	assert.Equal(t, `overrides["a"].probes`, pe.Problems[1].Field)
+
+	_, err = NewGroup(GroupConfig{IdleAfter: -time.Second})
+	assert.Error(t, err)
+	_, err = NewGroup(GroupConfig{Alerts: AlertThresholds{P3: time.Hour, P2: time.Minute, P1: time.Hour}})
+	assert.ErrorContains(t, err, "alert thresholds")
+}
+
+// SPEC §7: a bad document leaves every running breaker on its old policy
+// and the error is reported, with the path of each bad field.
+func TestGroup_LoadPoliciesIsAllOrNothing(t *testing.T) {
+	gh := newGroupHarness(t, GroupConfig{})
+	gh.calls("orders.Create", 1, nil)
+	gh.calls("payment.Charge@10.0.0.7", 1, nil)
+
+	bad := []byte(`{
+		"default": {"error_ratio": 0.6},
+		"overrides": {
+			"payment.Charge": {"open_for": "45s", "max_open_for": "20s"},
+			"orders.Create": {"timout": "1s"}
+		}
+	}`)
+	err := gh.g.LoadPolicies(bad)
+	var pe *PolicyError
+	require.ErrorAs(t, err, &pe)
+	require.Len(t, pe.Problems, 2)
+	assert.Equal(t, `overrides["orders.Create"].timout`, pe.Problems[0].Field)
+	assert.Equal(t, `overrides["payment.Charge"].max_open_for`, pe.Problems[1].Field)
+	b, _ := gh.g.Get("orders.Create")
+	assert.Equal(t, DefaultPolicy(), b.Policy(), "nothing of a bad document is applied")
+	assert.Equal(t, DefaultPolicy(), gh.g.Policies().Default)
+
+	good := []byte(`{"default": {"error_ratio": 0.6}, "overrides": {"payment.Charge": {"open_for": "45s"}}}`)
+	require.NoError(t, gh.g.LoadPolicies(good))
+	assert.Equal(t, 0.6, b.Policy().ErrorRatio)
+	pc, _ := gh.g.Get("payment.Charge@10.0.0.7")
+	assert.Equal(t, 45*time.Second, pc.Policy().OpenFor)
+	assert.Equal(t, 0.6, pc.Policy().ErrorRatio, "an override is read onto the document's default")
+	nb, _ := gh.g.Get("search.Query")
+	assert.Equal(t, 0.6, nb.Policy().ErrorRatio, "new breakers take the new default")
+
+	for doc, field := range map[string]string{
+		`{"defaults": {}}`:             "defaults",
+		`{"overrides": {"": {}}}`:      "overrides",
+		`{"overrides": [1]}`:           "overrides",
+		`[]`:                           "(document)",
+		`{"default": {"window": "x"}}`: "default.window",
+	} {
+		err := gh.g.LoadPolicies([]byte(doc))
+		require.ErrorAs(t, err, &pe, doc)
+		assert.Equal(t, field, pe.Problems[0].Field, doc)
+	}
+}
+
+func TestGroupPolicy_JSONRoundTrip(t *testing.T) {
+	gp := GroupPolicy{
+		Default:   policy(func(p *Policy) { p.ErrorRatio = 0.4 }),
+		Overrides: map[string]Policy{"payment.Charge": policy(func(p *Policy) { p.OpenFor = time.Minute; p.MaxOpenFor = 4 * time.Minute })},
+	}
+	data, err := json.Marshal(gp)
+	require.NoError(t, err)
+	back, err := ParseGroupPolicy(data)
+	require.NoError(t, err)
+	assert.Equal(t, gp, back)
+}
+
+func TestGroup_ColdTargetsStartCold(t *testing.T) {
+	gh := newGroupHarness(t, GroupConfig{ColdTargets: true})
+	gh.calls("inventory.GetStock@10.0.0.7", 40, errBoom) // a new instance, cold caches
+	gh.calls("inventory.GetStock", 20, errBoom)
+	assert.Equal(t, Closed, gh.state("inventory.GetStock@10.0.0.7"), "per-target key starts cold")
+	assert.Equal(t, Open, gh.state("inventory.GetStock"), "per-method key does not")
+	gh.clk.Add(time.Minute)
+	gh.calls("inventory.GetStock@10.0.0.7", 20, errBoom)
+	assert.Equal(t, Open, gh.state("inventory.GetStock@10.0.0.7"))
+}
+
+func TestGroup_EvictsIdleBreakersButNeverOpenOnes(t *testing.T) {
+	gh := newGroupHarness(t, GroupConfig{IdleAfter: 10 * time.Minute})
+	gh.calls("search.Query@10.0.0.1", 1, nil)
+	gh.calls("search.Query@10.0.0.2", 20, errBoom) // open
+	gh.calls("search.Query@10.0.0.3", 1, nil)
+	_ = gh.g.EvictIdle() // notes the activity
+	gh.clk.Add(5 * time.Minute)
+	gh.calls("search.Query@10.0.0.3", 1, nil) // still in use
+	assert.Zero(t, gh.g.EvictIdle())
+	gh.clk.Add(5 * time.Minute)
+	assert.Equal(t, 1, gh.g.EvictIdle(), "only .1 has been idle for 10 minutes")
+	assert.Equal(t, 2, gh.g.Len())
+	var keys []string
+	gh.g.Range(func(k string, _ *Breaker) bool { keys = append(keys, k); return true })
+	assert.ElementsMatch(t, []string{"search.Query@10.0.0.2", "search.Query@10.0.0.3"}, keys)
+
+	// The open one stays however long it is idle; once it has closed and
+	// gone idle it goes too.
+	gh.clk.Add(time.Hour)
+	gh.g.EvictIdle()
+	gh.g.EvictIdle()
+	_, present := gh.g.m.Load("search.Query@10.0.0.2")
+	assert.True(t, present, "an open breaker is never evicted")
+
+	// A sweep also runs when new keys are created.
+	b, _ := gh.g.Get("search.Query@10.0.0.2")
+	b.Reset()
+	gh.clk.Add(time.Hour)
+	gh.calls("search.Query@10.0.0.4", 1, nil)
+	gh.clk.Add(time.Hour)
+	gh.calls("search.Query@10.0.0.5", 1, nil)
+	_, present = gh.g.m.Load("search.Query@10.0.0.2")
+	assert.False(t, present)
+	assert.False(t, gh.g.Remove("search.Query@10.0.0.2"))
+	assert.True(t, gh.g.Remove("search.Query@10.0.0.5"))
+}
+
+func TestGroup_EvictionIsOffByDefault(t *testing.T) {
+	gh := newGroupHarness(t, GroupConfig{})
+	gh.calls("a", 1, nil)
+	gh.clk.Add(24 * time.Hour)
+	assert.Zero(t, gh.g.EvictIdle())
+	assert.Equal(t, 1, gh.g.Len())
+}
+
+// Rule §6: events from every breaker reach one subscriber list, in order
+// per breaker, outside any lock.
+func TestGroup_SubscribersSeeEveryBreakersTransitionsInOrder(t *testing.T) {
+	gh := newGroupHarness(t, GroupConfig{})
+	var mu sync.Mutex
+	var seen []string
+	unsub := gh.g.Subscribe(func(e Event) {
+		// Calling back into the breaker and the group must not deadlock.
+		b, _ := gh.g.Get(e.Name)
+		_ = b.State()
+		_ = b.Status()
+		_ = gh.g.Len()
+		mu.Lock()
+		seen = append(seen, e.Name+":"+e.From.String()+">"+e.To.String())
+		mu.Unlock()
+	})
+	var other []Event
+	unsub2 := gh.g.Subscribe(func(e Event) { other = append(other, e) })
+	gh.calls("a", 20, errBoom)
+	gh.calls("b", 20, errBoom)
+	gh.clk.Add(30 * time.Second)
+	gh.calls("a", 3, nil)
+	assert.Equal(t, []string{"a:closed>open", "b:closed>open", "a:open>half_open", "a:half_open>closed"}, seen)
+	assert.Len(t, other, 4)
+	unsub()
+	unsub()
+	gh.calls("a", 20, errBoom)
+	assert.Len(t, seen, 4, "unsubscribed")
+	assert.Len(t, other, 5)
+	unsub2()
+	assert.NotNil(t, gh.g.Subscribe(nil))
+}
+
+func TestGroup_SnapshotServesAsJSON(t *testing.T) {
+	gh := newGroupHarness(t, GroupConfig{})
+	gh.calls("orders.Create", 5, nil)
+	gh.calls("inventory.GetStock", 12, context.DeadlineExceeded)
+	gh.calls("inventory.GetStock", 8, errBoom)
+	gh.clk.Add(90 * time.Second) // past the cooldown, so half-open... and P3
+	s := gh.g.Snapshot()
+	require.Len(t, s.Breakers, 2)
+	inv := s.Breakers[0]
+	assert.Equal(t, "inventory.GetStock", inv.Name, "sorted by name")
+	assert.Equal(t, HalfOpen, inv.State)
+	require.NotNil(t, inv.OpenSince)
+	assert.Equal(t, gh.t0, *inv.OpenSince)
+	assert.Equal(t, uint64(12), inv.Counters.Timeouts)
+	assert.Nil(t, s.Breakers[1].OpenSince)
+	require.Len(t, s.Alerts, 1)
+
+	data, err := json.Marshal(s)
+	require.NoError(t, err)
+	var doc map[string]any
+	require.NoError(t, json.Unmarshal(data, &doc))
+	br := doc["breakers"].([]any)[0].(map[string]any)
+	assert.Equal(t, "half_open", br["state"])
+	assert.Equal(t, "auto", br["mode"])
+	assert.Equal(t, "5s", br["policy"].(map[string]any)["window"])
+	assert.Equal(t, "P3", doc["alerts"].([]any)[0].(map[string]any)["severity"])
+}
+
+// SPEC §6: severity from open duration, P3 ≥1m, P2 ≥10m, P1 ≥30m, with the
+// method and the snapshot at trip time.
+func TestAlerts_SeverityGrowsWithTheOpenDuration(t *testing.T) {
+	gh := newGroupHarness(t, GroupConfig{})
+	gh.calls("inventory.GetStock@10.0.0.7", 8, nil)
+	gh.calls("inventory.GetStock@10.0.0.7", 7, context.DeadlineExceeded)
+	gh.calls("inventory.GetStock@10.0.0.7", 5, errBoom)
+	gh.calls("orders.Create", 5, nil)
+	steps := []struct {
+		at   time.Duration
+		want Severity
+	}{
+		{0, SeverityNone},
+		{time.Minute - 1, SeverityNone},
+		{time.Minute, SeverityP3},
+		{10*time.Minute - 1, SeverityP3},
+		{10 * time.Minute, SeverityP2},
+		{30*time.Minute - 1, SeverityP2},
+		{30 * time.Minute, SeverityP1},
+	}
+	for _, s := range steps {
+		gh.clk.Set(gh.t0.Add(s.at))
+		alerts := gh.g.Alerts()
+		if s.want == SeverityNone {
+			assert.Empty(t, alerts, "at %v", s.at)
+			continue
+		}
+		require.Len(t, alerts, 1, "at %v", s.at)
+		a := alerts[0]
+		assert.Equal(t, s.want, a.Severity, "at %v", s.at)
+		assert.Equal(t, "inventory.GetStock", a.Method)
+		assert.Equal(t, "10.0.0.7", a.Target)
+		assert.Equal(t, ReasonErrorRatio, a.Reason)
+		assert.Equal(t, Snapshot{Counted: 20, Failures: 12, Timeouts: 7}, a.Snapshot)
+		assert.Equal(t, s.at, a.OpenFor)
+	}
+	a := gh.g.Alerts()[0]
+	assert.Equal(t, "P1: breaker inventory.GetStock@10.0.0.7 has been open for 30m0s "+
+		"(err_ratio: 12 of 20 calls failed, 7 of them timeouts); check the health of inventory.GetStock on 10.0.0.7", a.Message)
+}
+
+func TestAlerts_ForcedAndShadowBreakersAreNotAlerts(t *testing.T) {
+	gh := newGroupHarness(t, GroupConfig{Alerts: AlertThresholds{P3: time.Second, P2: time.Minute, P1: time.Hour}})
+	f, _ := gh.g.Get("maintenance.Window")
+	require.NoError(t, f.SetMode(ModeForcedOpen))
+	s, _ := gh.g.Get("candidate.Policy")
+	require.NoError(t, s.SetMode(ModeShadow))
+	gh.calls("candidate.Policy", 20, errBoom)
+	gh.clk.Add(time.Hour)
+	assert.Empty(t, gh.g.Alerts())
+	assert.Equal(t, SeverityP1, gh.g.cfg.Alerts.Severity(time.Hour), "custom thresholds")
+}
+
+func TestWatch_NotifiesEachRiseOnceAndCloseStopsIt(t *testing.T) {
+	gh := newGroupHarness(t, GroupConfig{})
+	got := make(chan Alert, 16)
+	require.NoError(t, gh.g.Watch(time.Millisecond, func(a Alert) { got <- a }))
+	require.Error(t, gh.g.Watch(time.Millisecond, func(Alert) {}), "one watcher per group")
+
+	gh.calls("inventory.GetStock", 20, errBoom)
+	gh.clk.Add(time.Minute)
+	assert.Equal(t, SeverityP3, (<-got).Severity)
+	gh.clk.Add(9 * time.Minute)
+	assert.Equal(t, SeverityP2, (<-got).Severity)
+	require.NoError(t, gh.g.Close())
+	require.NoError(t, gh.g.Close(), "Close is idempotent")
+	select {
+	case a := <-got:
+		t.Fatalf("notified after the P2 without a rise: %+v", a)
+	default:
+	}
+	// goleak in TestMain proves the goroutine is gone.
+
+	assert.Error(t, gh.g.Watch(0, func(Alert) {}))
+	assert.Error(t, gh.g.Watch(time.Second, nil))
+}
+
+func TestLogger_OneRecordPerTransitionAndProbesApart(t *testing.T) {
+	var buf bytes.Buffer
+	l := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{
+		ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
+			if a.Key == slog.TimeKey {
+				return slog.Attr{}
+			}
+			return a
+		},
+	}))
+	gh := newGroupHarness(t, GroupConfig{}, WithLogger(l))
+	gh.calls("orders.Create", 22, nil)
+	gh.calls("orders.Create", 13, context.DeadlineExceeded)
+	gh.calls("orders.Create", 9, errBoom)
+	gh.clk.Add(30 * time.Second)
+	gh.calls("orders.Create", 3, nil)
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	require.Len(t, lines, 6, buf.String())
+	assert.Equal(t, "level=WARN msg=breaker breaker=open name=orders.Create reason=err_ratio ratio=0.5 counted=44 failures=22 timeouts=13 cooldown=30s from=closed", lines[0])
+	assert.Equal(t, "level=INFO msg=breaker breaker=half_open name=orders.Create reason=cooldown_elapsed ratio=0.5 counted=44 failures=22 timeouts=13 from=open", lines[1])
+	assert.Equal(t, `level=INFO msg="breaker probe" breaker_probe=1 name=orders.Create outcome=success verdict=pass`, lines[2])
+	assert.Equal(t, lines[2], lines[3])
+	assert.Equal(t, `level=INFO msg="breaker probe" breaker_probe=1 name=orders.Create outcome=success verdict=pass`, lines[4])
+	assert.Equal(t, "level=INFO msg=breaker breaker=closed name=orders.Create reason=probes_passed ratio=0 counted=0 failures=0 timeouts=0 from=half_open", lines[5])
+}
+
+func TestLogger_NilLogsNothing(t *testing.T) {
+	b, err := New("x", DefaultPolicy(), WithLogger(nil))
+	require.NoError(t, err)
+	assert.Nil(t, b.opt.logger)
+	assert.Empty(t, b.opt.hooks)
+}
+
+func ExampleGroup() {
+	g, err := NewGroup(GroupConfig{
+		Policies: GroupPolicy{Overrides: map[string]Policy{
+			"payment.Charge": func() Policy {
+				p := DefaultPolicy()
+				p.OpenFor, p.MaxOpenFor = 45*time.Second, 3*time.Minute
+				return p
+			}(),
+		}},
+	})
+	if err != nil {
+		panic(err)
+	}
+	defer g.Close()
+	err = g.Do(context.Background(), "inventory.GetStock", func(ctx context.Context) error {
+		return nil // the call
+	})
+	b, _ := g.Get("payment.Charge@10.0.0.7")
+	fmt.Println(err, g.Len(), b.Policy().OpenFor)
+	// Output: <nil> 2 45s
+}
