@@ -64,14 +64,29 @@ type Breaker struct {
 	mu sync.Mutex
 	// since is, while closed, the last close after an outage (never if
 	// none), for the stability check; otherwise the start of the outage.
-	since     int64
+	since  int64
+	level  uint8 // doublings of the cooldown
+	passed uint8 // probes passed in this half-open episode
+	// hist is allocated at the first transition: a breaker that never
+	// trips, the usual case in a large group, does not carry it.
+	hist *history
+}
+
+// history is what a breaker remembers of its transitions. Guarded by mu.
+type history struct {
 	openTotal int64 // time spent open or half-open in earlier outages
 	opens     uint32
 	probesOK  uint32
 	probesBad uint32
-	level     uint8 // doublings of the cooldown
-	passed    uint8 // probes passed in this half-open episode
-	events    *eventQueue
+	events    eventQueue
+}
+
+// histLocked returns b.hist, allocating it. b.mu must be held.
+func (b *Breaker) histLocked() *history {
+	if b.hist == nil {
+		b.hist = &history{}
+	}
+	return b.hist
 }
 
 // Counters of outcomes that are not recorded in the window (probes, stale
@@ -524,6 +539,10 @@ type Counters struct {
 	// ShadowRejected is the number of calls a shadow breaker admitted but
 	// would have refused.
 	ShadowRejected uint64 `json:"shadow_rejected"`
+	// Fallbacks is the number of results served by [Fallback] or
+	// [FallbackOnFailure] instead of the downstream. They are not
+	// outcomes: a refusal is counted in Rejected, a failure in Failures.
+	Fallbacks uint64 `json:"fallbacks"`
 	// ProbesPassed and ProbesFailed count half-open verdicts.
 	ProbesPassed uint64 `json:"probes_passed"`
 	ProbesFailed uint64 `json:"probes_failed"`
@@ -550,13 +569,17 @@ func (b *Breaker) Counters() Counters {
 		Exempt:         o(oExempt),
 		Rejected:       b.tally.load(kRejected),
 		ShadowRejected: o(oShadowRejected),
+		Fallbacks:      b.tally.load(kFallbacks),
 	}
 	c.Admitted = c.Successes + c.Failures + c.Timeouts + c.Ignored
 	b.mu.Lock()
-	c.ProbesPassed = uint64(b.probesOK)
-	c.ProbesFailed = uint64(b.probesBad)
-	c.Opens = uint64(b.opens)
-	open := b.openTotal
+	var open int64
+	if h := b.hist; h != nil {
+		c.ProbesPassed = uint64(h.probesOK)
+		c.ProbesFailed = uint64(h.probesBad)
+		c.Opens = uint64(h.opens)
+		open = h.openTotal
+	}
 	if wordState(b.state.Load()) != Closed && b.since != never {
 		open += max(0, now-b.since)
 	}
@@ -638,7 +661,7 @@ func (b *Breaker) SetMode(m Mode) error {
 			Since:    b.opt.tb.time(b.since),
 			clock:    &b.opt.tb,
 		})
-		b.opens++
+		b.histLocked().opens++
 		b.transitionLocked(now, Open, m, ReasonForcedOpen, snap, 0)
 	case m == ModeForcedClosed:
 		if wordState(w) != Closed {

@@ -116,3 +116,17 @@ func ExampleBreaker_SetMode() {
 	fmt.Println(err)
 	// Output: breaker: payment.Charge is open (forced_open)
 }
+
+// Reads fall back to a cached value, writes that can wait to "try again
+// later"; a write that must not be lost uses no fallback at all.
+func ExampleFallback() {
+	b, _ := breaker.New("catalog.GetPrice", breaker.DefaultPolicy())
+	_ = b.SetMode(breaker.ModeForcedOpen) // the catalog is down
+	price, err := breaker.Fallback(context.Background(), b,
+		func(ctx context.Context) (int, error) { return 1299, nil },
+		func(ctx context.Context, refusal error) (int, error) {
+			return 1250, nil // the last price we saw
+		})
+	fmt.Println(price, err, b.Counters().Fallbacks)
+	// Output: 1250 <nil> 1
+}

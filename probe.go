@@ -99,13 +99,13 @@ func (b *Breaker) verdict(ctx context.Context, now int64, gen uint64, o Outcome,
 		b.releaseLocked(gen)
 	case pass:
 		verdict = "pass"
-		b.probesOK++
+		b.histLocked().probesOK++
 		b.passed++
 		if uint64(b.passed) >= r.probes {
 			b.closeLocked(now, wordMode(w), ReasonProbesPassed)
 		}
 	default:
-		b.probesBad++
+		b.histLocked().probesBad++
 		b.reopenLocked(now, r, ReasonProbeFailed)
 	}
 	b.mu.Unlock()

@@ -226,7 +226,7 @@ func (b *Breaker) openLocked(now int64, r *rules, reason Reason, snap Snapshot) 
 		Until:    b.opt.tb.time(until),
 		clock:    &b.opt.tb,
 	})
-	b.opens++
+	b.histLocked().opens++
 	b.transitionLocked(now, Open, wordMode(b.state.Load()), reason, snap, cd)
 }
 
@@ -275,7 +275,7 @@ func (b *Breaker) closeLocked(now int64, m Mode, reason Reason) {
 	b.win.Store(newWindow(r.width, r.buckets))
 	b.consec.Store(0)
 	if wordState(b.state.Load()) != Closed && b.since != never {
-		b.openTotal += max(0, now-b.since)
+		b.histLocked().openTotal += max(0, now-b.since)
 	}
 	b.since = now
 	b.openErr.Store(nil)
@@ -335,8 +335,7 @@ func (b *Breaker) evaluate(now int64, gen uint64, r *rules, win *window) {
 	b.flush()
 }
 
-// eventQueue holds the events waiting for the hooks. It is allocated at a
-// breaker's first transition, and only if there are hooks.
+// eventQueue holds the events waiting for the hooks.
 type eventQueue struct {
 	events     []Event
 	delivering bool
@@ -347,10 +346,8 @@ func (b *Breaker) queueLocked(ev Event) {
 	if len(b.opt.hooks) == 0 {
 		return
 	}
-	if b.events == nil {
-		b.events = &eventQueue{}
-	}
-	b.events.events = append(b.events.events, ev)
+	q := &b.histLocked().events
+	q.events = append(q.events, ev)
 }
 
 // flush delivers queued events to the hooks, outside the lock and in the
@@ -364,11 +361,11 @@ func (b *Breaker) flush() {
 		return
 	}
 	b.mu.Lock()
-	q := b.events
-	if q == nil || q.delivering {
+	if b.hist == nil || b.hist.events.delivering {
 		b.mu.Unlock()
 		return
 	}
+	q := &b.hist.events
 	q.delivering = true
 	b.mu.Unlock()
 	done := false

@@ -28,11 +28,12 @@ import (
 
 // Counter kinds held by a tally.
 const (
-	kCounted  = iota // closed-state outcomes recorded in the window
-	kFailures        // of kCounted: failures, timeouts included
-	kTimeouts        // of kCounted: timeouts
-	kSlow            // of kCounted: slower than Policy.SlowCall
-	kRejected        // calls refused without calling fn
+	kCounted   = iota // closed-state outcomes recorded in the window
+	kFailures         // of kCounted: failures, timeouts included
+	kTimeouts         // of kCounted: timeouts
+	kSlow             // of kCounted: slower than Policy.SlowCall
+	kRejected         // calls refused without calling fn
+	kFallbacks        // results served by a fallback instead of the downstream
 	nKinds
 )
 

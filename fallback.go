@@ -1,0 +1,53 @@
+package breaker
+
+import (
+	"context"
+	"errors"
+)
+
+// Fallback calls fn through b. If b refuses the call, Fallback returns what
+// fallback returns instead; fallback receives the refusal, an error
+// matching [ErrOpen] (an *[OpenError] with the reason and RetryAfter).
+// Otherwise it returns fn's results unchanged.
+//
+// What to fall back to depends on the call: a read can serve a cached or
+// default value; a write that can wait can answer "try again later" with
+// the refusal's RetryAfter; a write that must not be lost should not use a
+// fallback at all and return the refusal. Fallbacks are counted in
+// Counters.Fallbacks, apart from the downstream's outcomes, so a breaker's
+// statistics never mistake a served fallback for a real answer (nor the
+// other way round). If ctx is done before the call, Fallback returns
+// ctx.Err() and does not fall back: the caller has gone.
+func Fallback[T any](ctx context.Context, b *Breaker, fn func(context.Context) (T, error), fallback func(context.Context, error) (T, error)) (T, error) {
+	return callWithFallback(ctx, b, fn, fallback, false)
+}
+
+// FallbackOnFailure is [Fallback] that also falls back when the call fails
+// or times out, passing fn's error to fallback. It does not fall back for
+// an ignored error ([Ignore], the caller's cancellation): those are the
+// caller's to handle.
+func FallbackOnFailure[T any](ctx context.Context, b *Breaker, fn func(context.Context) (T, error), fallback func(context.Context, error) (T, error)) (T, error) {
+	return callWithFallback(ctx, b, fn, fallback, true)
+}
+
+func callWithFallback[T any](ctx context.Context, b *Breaker, fn func(context.Context) (T, error), fallback func(context.Context, error) (T, error), onFailure bool) (T, error) {
+	if fallback == nil {
+		var zero T
+		return zero, errors.New("breaker: nil fallback")
+	}
+	v, err := Call(ctx, b, fn)
+	if err == nil || b == nil || ctx == nil || fn == nil {
+		return v, err
+	}
+	use := errors.Is(err, ErrOpen)
+	if !use && onFailure && ctx.Err() == nil {
+		// Classify as the breaker did; a late nil result never gets here.
+		o := b.outcome(ctx, err, -1, b.rules.Load())
+		use = o == Failure || o == Timeout
+	}
+	if !use {
+		return v, err
+	}
+	b.tally.inc(kFallbacks)
+	return fallback(ctx, err)
+}

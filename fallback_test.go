@@ -1,0 +1,77 @@
+package breaker
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestFallback_ServesOnlyRefusalsAndCountsThemApart(t *testing.T) {
+	h := newHarness(t, DefaultPolicy())
+	cached := func(_ context.Context, err error) (int, error) {
+		var oe *OpenError
+		require.ErrorAs(t, err, &oe, "the fallback receives the refusal")
+		assert.Equal(t, ReasonErrorRatio, oe.Reason)
+		assert.Equal(t, 30*time.Second, oe.RetryAfter())
+		return -1, nil
+	}
+	fails := func(context.Context) (int, error) { return 0, errBoom }
+	for i := 0; i < 20; i++ {
+		_, err := Fallback(context.Background(), h.b, fails, cached)
+		require.ErrorIs(t, err, errBoom, "a failure is not a refusal: no fallback")
+	}
+	h.requireState(Open)
+	n, err := Fallback(context.Background(), h.b, func(context.Context) (int, error) { return 7, nil }, cached)
+	require.NoError(t, err)
+	assert.Equal(t, -1, n)
+	c := h.b.Counters()
+	assert.Equal(t, uint64(1), c.Fallbacks)
+	assert.Equal(t, uint64(1), c.Rejected)
+	assert.Equal(t, uint64(20), c.Failures, "fallbacks are not outcomes")
+	assert.Equal(t, Snapshot{Counted: 20, Failures: 20}, h.b.Snapshot(), "nor do they enter the window")
+}
+
+func TestFallbackOnFailure_AlsoServesFailuresAndTimeoutsButNotIgnored(t *testing.T) {
+	h := newHarness(t, DefaultPolicy())
+	var got []error
+	fb := func(_ context.Context, err error) (string, error) {
+		got = append(got, err)
+		return "stale", nil
+	}
+	call := func(err error) (string, error) {
+		return FallbackOnFailure(context.Background(), h.b, func(context.Context) (string, error) { return "fresh", err }, fb)
+	}
+	v, err := call(nil)
+	assert.Equal(t, "fresh", v)
+	assert.NoError(t, err)
+	v, err = call(errBoom)
+	assert.Equal(t, "stale", v)
+	assert.NoError(t, err)
+	_, _ = call(context.DeadlineExceeded)
+	invalid := Ignore(errors.New("bad sku"))
+	v, err = call(invalid)
+	assert.Equal(t, "fresh", v, "an ignored error is the caller's: no fallback")
+	assert.ErrorIs(t, err, invalid)
+	assert.Equal(t, []error{errBoom, context.DeadlineExceeded}, got)
+	assert.Equal(t, uint64(2), h.b.Counters().Fallbacks)
+	assert.Equal(t, uint64(1), h.b.Counters().Failures, "the failure itself still counts")
+}
+
+func TestFallback_NoFallbackWhenTheCallerHasGone(t *testing.T) {
+	h := newHarness(t, DefaultPolicy())
+	require.NoError(t, h.b.SetMode(ModeForcedOpen))
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	called := false
+	_, err := Fallback(ctx, h.b, func(context.Context) (int, error) { return 1, nil },
+		func(context.Context, error) (int, error) { called = true; return 0, nil })
+	assert.ErrorIs(t, err, context.Canceled)
+	assert.False(t, called)
+	_, err = Fallback[int](context.Background(), h.b, func(context.Context) (int, error) { return 1, nil }, nil)
+	assert.EqualError(t, err, "breaker: nil fallback")
+	assert.Zero(t, h.b.Counters().Fallbacks)
+}
