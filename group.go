@@ -85,10 +85,13 @@ type GroupPolicy struct {
 }
 
 // Validate reports every invalid field of the default and of every
-// override, by path, or nil.
+// override, by path, or nil. A zero Default stands for DefaultPolicy(), as
+// it does in [NewGroup] and [Group.SetPolicies].
 func (gp GroupPolicy) Validate() error {
 	var v validator
-	gp.Default.check(&v, "default.")
+	if gp.Default != (Policy{}) {
+		gp.Default.check(&v, "default.")
+	}
 	for _, k := range sortedKeys(gp.Overrides) {
 		if k == "" {
 			v.add("overrides", "empty key")
@@ -437,7 +440,7 @@ func (g *Group) sweepLocked(now int64) int {
 }
 
 // evictable reports whether dropping b loses nothing an operator needs: it
-// is closed, in ModeAuto, and not warming up.
+// is closed and in ModeAuto.
 func (b *Breaker) evictable() bool {
 	w := b.state.Load()
 	return wordState(w) == Closed && wordMode(w) == ModeAuto

@@ -170,6 +170,12 @@ func TestGroup_LoadPoliciesIsAllOrNothing(t *testing.T) {
 	}
 }
 
+func TestGroupPolicy_AZeroDefaultMeansTheDefaultPolicy(t *testing.T) {
+	assert.NoError(t, GroupPolicy{}.Validate())
+	assert.NoError(t, GroupPolicy{Overrides: map[string]Policy{"a": DefaultPolicy()}}.Validate())
+	assert.Error(t, GroupPolicy{Overrides: map[string]Policy{"a": {}}}.Validate(), "a zero override is not a default")
+}
+
 func TestGroupPolicy_JSONRoundTrip(t *testing.T) {
 	gp := GroupPolicy{
 		Default:   policy(func(p *Policy) { p.ErrorRatio = 0.4 }),

@@ -49,8 +49,11 @@ const (
 	// MaxProbes bounds the half-open admission count. A half-open state
 	// that admits more real calls than this is no longer probing.
 	MaxProbes = 100
-	// MaxWindow bounds the statistics window.
-	MaxWindow = 24 * time.Hour
+	// MaxDuration bounds every duration of a policy (window, cooldowns,
+	// timeouts, warmup): a breaker open for more than a day is an outage
+	// to be handled by people, and the bound keeps every sum of times far
+	// from overflowing.
+	MaxDuration = 24 * time.Hour
 )
 
 // Policy is the set of numbers that decides when a breaker opens and how it
@@ -189,8 +192,8 @@ func (p Policy) check(v *validator, prefix string) {
 	switch {
 	case p.Window <= 0:
 		v.add(f("window"), "must be positive, got %v", p.Window)
-	case p.Window > MaxWindow:
-		v.add(f("window"), "must be at most %v, got %v", MaxWindow, p.Window)
+	case p.Window > MaxDuration:
+		v.add(f("window"), "must be at most %v, got %v", MaxDuration, p.Window)
 	}
 	switch {
 	case p.Buckets < 1 || p.Buckets > MaxBuckets:
@@ -208,6 +211,8 @@ func (p Policy) check(v *validator, prefix string) {
 	switch {
 	case p.SlowCall < 0:
 		v.add(f("slow_call"), "must not be negative (0 turns the rule off), got %v", p.SlowCall)
+	case p.SlowCall > MaxDuration:
+		v.add(f("slow_call"), "must be at most %v, got %v", MaxDuration, p.SlowCall)
 	case p.SlowCall > 0:
 		checkRatio(v, f("slow_ratio"), p.SlowRatio)
 	case p.SlowRatio != 0:
@@ -216,14 +221,23 @@ func (p Policy) check(v *validator, prefix string) {
 	if p.ConsecutiveFailures < 0 {
 		v.add(f("consecutive_failures"), "must not be negative (0 turns the rule off), got %d", p.ConsecutiveFailures)
 	}
-	if p.Timeout < 0 {
+	switch {
+	case p.Timeout < 0:
 		v.add(f("timeout"), "must not be negative (0 adds no deadline), got %v", p.Timeout)
+	case p.Timeout > MaxDuration:
+		v.add(f("timeout"), "must be at most %v, got %v", MaxDuration, p.Timeout)
 	}
-	if p.OpenFor <= 0 {
+	switch {
+	case p.OpenFor <= 0:
 		v.add(f("open_for"), "must be positive, got %v", p.OpenFor)
+	case p.OpenFor > MaxDuration:
+		v.add(f("open_for"), "must be at most %v, got %v", MaxDuration, p.OpenFor)
 	}
-	if p.MaxOpenFor < p.OpenFor || p.MaxOpenFor <= 0 {
+	switch {
+	case p.MaxOpenFor < p.OpenFor || p.MaxOpenFor <= 0:
 		v.add(f("max_open_for"), "must be at least open_for (%v), got %v", p.OpenFor, p.MaxOpenFor)
+	case p.MaxOpenFor > MaxDuration:
+		v.add(f("max_open_for"), "must be at most %v, got %v", MaxDuration, p.MaxOpenFor)
 	}
 	if math.IsNaN(p.Jitter) || p.Jitter < 0 || p.Jitter >= 1 {
 		v.add(f("jitter"), "must be in [0, 1), got %v", p.Jitter)
@@ -231,8 +245,11 @@ func (p Policy) check(v *validator, prefix string) {
 	if p.Probes < 1 || p.Probes > MaxProbes {
 		v.add(f("probes"), "must be in [1, %d], got %d", MaxProbes, p.Probes)
 	}
-	if p.Warmup < 0 {
+	switch {
+	case p.Warmup < 0:
 		v.add(f("warmup"), "must not be negative (0 turns warmup off), got %v", p.Warmup)
+	case p.Warmup > MaxDuration:
+		v.add(f("warmup"), "must be at most %v, got %v", MaxDuration, p.Warmup)
 	}
 }
 

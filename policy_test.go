@@ -104,6 +104,10 @@ func TestPolicy_ValidateNamesEveryBadField(t *testing.T) {
 		{"probes", func(p *Policy) { p.Probes = 0 }},
 		{"probes", func(p *Policy) { p.Probes = MaxProbes + 1 }},
 		{"warmup", func(p *Policy) { p.Warmup = -time.Second }},
+		{"warmup", func(p *Policy) { p.Warmup = 25 * time.Hour }},
+		{"timeout", func(p *Policy) { p.Timeout = 25 * time.Hour }},
+		{"slow_call", func(p *Policy) { p.SlowCall = 25 * time.Hour; p.SlowRatio = 0.5 }},
+		{"max_open_for", func(p *Policy) { p.MaxOpenFor = 1000 * time.Hour }},
 	}
 	for _, c := range cases {
 		p := policy(c.edit)
@@ -114,6 +118,17 @@ func TestPolicy_ValidateNamesEveryBadField(t *testing.T) {
 		assert.Equal(t, c.field, pe.Problems[0].Field, "%v", err)
 		assert.True(t, strings.HasPrefix(err.Error(), "breaker: invalid policy: "+c.field+": "), "%v", err)
 	}
+}
+
+func TestPolicy_DurationsAreBoundedToADay(t *testing.T) {
+	p := policy(func(p *Policy) { p.OpenFor = 25 * time.Hour; p.MaxOpenFor = 25 * time.Hour })
+	var pe *PolicyError
+	require.ErrorAs(t, p.Validate(), &pe)
+	assert.Equal(t, []FieldError{
+		{"open_for", "must be at most 24h0m0s, got 25h0m0s"},
+		{"max_open_for", "must be at most 24h0m0s, got 25h0m0s"},
+	}, pe.Problems)
+	assert.NoError(t, policy(func(p *Policy) { p.OpenFor = MaxDuration; p.MaxOpenFor = MaxDuration }).Validate())
 }
 
 func TestPolicy_ValidateReportsAllFieldsAtOnce(t *testing.T) {
