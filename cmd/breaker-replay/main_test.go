@@ -1,0 +1,176 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/govkit/breaker/replay"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// runCmd runs the command with args and returns its exit code and output.
+func runCmd(t *testing.T, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	code = run(args, &out, &errOut)
+	return code, out.String(), errOut.String()
+}
+
+func writeFile(t *testing.T, name, content string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), name)
+	require.NoError(t, os.WriteFile(path, []byte(content), 0o644))
+	return path
+}
+
+// TestNoFlags is the README's command: the seeds/000 replay on the default
+// policy, the comparison on stdout, the chart in replay.svg.
+func TestNoFlags(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the full default replay")
+	}
+	dir := t.TempDir()
+	wd, err := os.Getwd()
+	require.NoError(t, err)
+	require.NoError(t, os.Chdir(dir))
+	defer func() { require.NoError(t, os.Chdir(wd)) }()
+
+	code, stdout, stderr := runCmd(t)
+	require.Equal(t, exitOK, code, stderr)
+	assert.Contains(t, stdout, "scenario  seeds000")
+	assert.Contains(t, stdout, "no breaker")
+	assert.Contains(t, stdout, "with breaker: default policy on gateway->orders, orders->inventory")
+	assert.Regexp(t, `simulated 3 runs of 5m0s \(\d\.\dM requests\) in .* wall time`, stderr)
+	assert.Contains(t, stderr, "chart written to replay.svg")
+	svg, err := os.ReadFile(filepath.Join(dir, "replay.svg"))
+	require.NoError(t, err)
+	assert.True(t, bytes.HasPrefix(svg, []byte("<svg ")))
+	assert.Contains(t, string(svg), "seeds000: entry goodput")
+}
+
+func TestScenarioByName(t *testing.T) {
+	svg := filepath.Join(t.TempDir(), "low.svg")
+	code, stdout, stderr := runCmd(t, "-scenario", "low-traffic", "-svg", svg)
+	require.Equal(t, exitOK, code, stderr)
+	assert.Contains(t, stdout, "scenario  low-traffic")
+	assert.Contains(t, stdout, "min_requests 5: default policy with min_requests=5 on reconcile->ledger")
+	_, err := os.Stat(svg)
+	assert.NoError(t, err)
+}
+
+func TestOutputIsDeterministic(t *testing.T) {
+	_, first, _ := runCmd(t, "-scenario", "low-traffic", "-svg", "", "-full")
+	code, second, stderr := runCmd(t, "-scenario", "low-traffic", "-svg", "", "-full")
+	require.Equal(t, exitOK, code, stderr)
+	assert.Equal(t, first, second)
+	assert.NotContains(t, stderr, "chart written", "-svg '' writes no chart")
+	_, third, _ := runCmd(t, "-scenario", "low-traffic", "-svg", "", "-full", "-seed", "99")
+	assert.Contains(t, third, "seed 99")
+}
+
+func TestScenarioFile(t *testing.T) {
+	data, err := replay.ScenarioJSON("low-traffic")
+	require.NoError(t, err)
+	path := writeFile(t, "mine.json", strings.Replace(string(data), `"rate": 3,`, `"rate": 2,`, 1))
+	code, stdout, stderr := runCmd(t, "-scenario", path, "-svg", "")
+	require.Equal(t, exitOK, code, stderr)
+	assert.Contains(t, stdout, "2 req/s (uniform) at reconcile")
+}
+
+func TestCandidatePolicy(t *testing.T) {
+	path := writeFile(t, "eager.json", `{"min_requests": 5, "open_for": "10s"}`)
+	code, stdout, stderr := runCmd(t, "-scenario", "low-traffic", "-policy", path, "-on", "reconcile->ledger", "-svg", "")
+	require.Equal(t, exitOK, code, stderr)
+	assert.Contains(t, stdout, "eager: default policy with min_requests=5 open_for=10s on reconcile->ledger")
+	assert.Contains(t, stdout, "breakers, eager run")
+}
+
+// TestBadInput: every kind of bad input ends in an exit code of 2 and a
+// message that names what is wrong; none panics.
+func TestBadInput(t *testing.T) {
+	good := writeFile(t, "good.json", `{"min_requests": 5}`)
+	tests := []struct {
+		name string
+		args func(t *testing.T) []string
+		want string
+	}{
+		{"unknown scenario", func(*testing.T) []string { return []string{"-scenario", "seeds-000"} },
+			`no shipped scenario "seeds-000" (have cold-start, flapping, low-traffic, seeds000, slow-only)`},
+		{"missing file", func(*testing.T) []string { return []string{"-scenario", "nope.json"} }, "nope.json: no such file"},
+		{"bad field", func(t *testing.T) []string {
+			return []string{"-scenario", writeFile(t, "s.json", strings.Replace(mustJSON(t, "seeds000"), `"workers": 200`, `"workers": 0`, 1))}
+		}, "tiers[0].workers: must be in [1, 100000], got 0"},
+		{"unknown field", func(t *testing.T) []string {
+			return []string{"-scenario", writeFile(t, "s.json", strings.Replace(mustJSON(t, "seeds000"), `"seed": 1`, `"sead": 1`, 1))}
+		}, "sead: unknown field"},
+		{"malformed", func(t *testing.T) []string {
+			return []string{"-scenario", writeFile(t, "s.json", "{\n  \"name\": \"x\",\n  \"duration\": 5m\n}")}
+		}, "malformed JSON at line 3, column 16"},
+		{"binary", func(t *testing.T) []string { return []string{"-scenario", writeFile(t, "s.json", "\x00\xff\xfe")} },
+			"(document): want a JSON object"},
+		{"empty", func(t *testing.T) []string { return []string{"-scenario", writeFile(t, "s.json", "")} },
+			"(document): want a JSON object, got nothing"},
+		{"huge rate", func(t *testing.T) []string {
+			return []string{"-scenario", writeFile(t, "s.json", strings.Replace(mustJSON(t, "seeds000"), `"rate": 1200`, `"rate": 1e300`, 1))}
+		}, "entry.rate: must be at most 100000"},
+		{"bad policy", func(t *testing.T) []string {
+			return []string{"-scenario", "low-traffic", "-policy", writeFile(t, "p.json", `{"window": "5s", "buckets": 7}`)}
+		}, "buckets: must divide window"},
+		{"policy unknown field", func(t *testing.T) []string {
+			return []string{"-scenario", "low-traffic", "-policy", writeFile(t, "p.json", `{"windw": "5s"}`)}
+		}, "windw: unknown field"},
+		{"policy on unknown call", func(*testing.T) []string {
+			return []string{"-scenario", "low-traffic", "-policy", good, "-on", "reconcile->ledgr"}
+		}, `candidate.calls[0]: no call is named "reconcile->ledgr"`},
+		{"-on without -policy", func(*testing.T) []string { return []string{"-on", "orders->inventory"} }, "give -policy too"},
+		{"stray argument", func(*testing.T) []string { return []string{"seeds000"} }, `unexpected argument "seeds000"`},
+		{"unknown flag", func(*testing.T) []string { return []string{"-scenaro", "x"} }, "flag provided but not defined"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			code, stdout, stderr := runCmd(t, append(tt.args(t), "-svg", "")...)
+			assert.Equal(t, exitUsage, code)
+			assert.Empty(t, stdout)
+			assert.Contains(t, stderr, tt.want)
+		})
+	}
+}
+
+func mustJSON(t *testing.T, name string) string {
+	t.Helper()
+	data, err := replay.ScenarioJSON(name)
+	require.NoError(t, err)
+	return string(data)
+}
+
+func TestList(t *testing.T) {
+	code, stdout, _ := runCmd(t, "-list")
+	require.Equal(t, exitOK, code)
+	for _, name := range replay.ScenarioNames() {
+		assert.Regexp(t, `(?m)^`+name+` +\S`, stdout)
+	}
+}
+
+func TestShow(t *testing.T) {
+	code, stdout, _ := runCmd(t, "-show", "-scenario", "flapping")
+	require.Equal(t, exitOK, code)
+	var m map[string]any
+	require.NoError(t, json.Unmarshal([]byte(stdout), &m), "-show prints the scenario's JSON")
+	assert.Equal(t, "flapping", m["name"])
+}
+
+func TestHelp(t *testing.T) {
+	code, _, stderr := runCmd(t, "-h")
+	assert.Equal(t, exitOK, code)
+	assert.Contains(t, stderr, "-scenario name")
+}

@@ -1,0 +1,381 @@
+package replay
+
+import (
+	"math"
+	"runtime"
+	"sync"
+	"time"
+
+	"github.com/govkit/breaker"
+)
+
+// RunKind says what a run of a scenario changes.
+type RunKind int
+
+const (
+	// Baseline: no faults, no breakers. The reference every other run
+	// is measured against, second by second.
+	Baseline RunKind = iota
+	// NoBreaker: the faults, and no breaker on any call.
+	NoBreaker
+	// WithBreaker: the faults, and the scenario's policies.
+	WithBreaker
+	// CandidateRun: the faults, and the candidate policy on its calls.
+	CandidateRun
+)
+
+func (k RunKind) String() string {
+	switch k {
+	case Baseline:
+		return "baseline"
+	case NoBreaker:
+		return "no breaker"
+	case WithBreaker:
+		return "with breaker"
+	case CandidateRun:
+		return "candidate"
+	}
+	return "run(?)"
+}
+
+// A Report holds the runs of one scenario.
+type Report struct {
+	Scenario *Scenario
+	// Runs are the baseline, no-breaker and with-breaker runs, then the
+	// candidate run if the scenario has a candidate.
+	Runs []*RunResult
+	// FaultStart and FaultEnd are the start of the first fault window and
+	// the end of the last one; both zero if there are none.
+	FaultStart, FaultEnd time.Duration
+}
+
+// Run returns the run of kind k, or nil.
+func (r *Report) Run(k RunKind) *RunResult {
+	for _, run := range r.Runs {
+		if run.Kind == k {
+			return run
+		}
+	}
+	return nil
+}
+
+// RunResult is the outcome of one simulation of a scenario.
+type RunResult struct {
+	Kind  RunKind
+	Label string
+	// Entry counts the entry's requests per second of simulated time.
+	Entry Series
+	// Tiers holds the peak worker and queue use of each tier per second.
+	Tiers []TierSeries
+	// Calls holds what happened on each call of the chain.
+	Calls []CallResult
+	// Requests is the number of requests simulated, at every tier.
+	Requests int64
+	// Events is the number of events the simulation processed.
+	Events int64
+
+	// The rest compares the run with the baseline, second by second.
+
+	// WorstDrop is the largest fraction of the baseline's entry goodput
+	// lost in one second; WorstAt is the start of that second.
+	WorstDrop float64
+	WorstAt   time.Duration
+	// Amplification is the baseline's goodput divided by this run's, in
+	// the worst second: how many times over the entry's capacity to answer
+	// shrank (+Inf if nothing was answered).
+	Amplification float64
+	// Lost is the baseline's total goodput minus this run's.
+	Lost int
+	// Recovery is how long after the last fault ended the entry's goodput
+	// came back to within 10% of the baseline and stayed there for 10 s
+	// (or to the end of the run). Recovered is false if it never did.
+	Recovery  time.Duration
+	Recovered bool
+}
+
+// Series counts entry requests per second. A request is counted in the
+// second it ended; Offered counts arrivals.
+type Series struct {
+	Offered []int
+	// Good is the requests answered successfully within the client's
+	// timeout: the goodput. Degraded counts those of them that used a
+	// fallback somewhere on the way.
+	Good     []int
+	Degraded []int
+	// Failed is the requests answered with an error; TimedOut those the
+	// client gave up on.
+	Failed   []int
+	TimedOut []int
+}
+
+func newSeries(n int) Series {
+	return Series{
+		Offered:  make([]int, n),
+		Good:     make([]int, n),
+		Degraded: make([]int, n),
+		Failed:   make([]int, n),
+		TimedOut: make([]int, n),
+	}
+}
+
+// TierSeries is the peak use of one tier's workers and queue per second.
+type TierSeries struct {
+	Name    string
+	Workers int
+	Busy    []int
+	Queue   []int
+	// Abandoned is the number of requests the tier finished after their
+	// caller had given up: work done for nobody, the mark of a chain in
+	// congestion collapse.
+	Abandoned int64
+}
+
+// FullSeconds is the number of seconds in which every worker was busy.
+func (t TierSeries) FullSeconds() int {
+	n := 0
+	for _, b := range t.Busy {
+		if b >= t.Workers {
+			n++
+		}
+	}
+	return n
+}
+
+// CallResult is what happened on one call of the chain in one run.
+type CallResult struct {
+	Name     string // "orders->inventory"
+	From, To string
+	// Breaker says whether the call was guarded in this run, and Policy
+	// by what.
+	Breaker bool
+	Policy  breaker.Policy
+	// Sent counts calls that went out, Rejected those the breaker
+	// refused; Probes is the number of sent calls that were half-open
+	// probes.
+	Sent, Rejected, Probes int64
+	// Succeeded, Failed and TimedOut split the sent calls by outcome
+	// (calls still in flight at the end are in none of them).
+	Succeeded, Failed, TimedOut int64
+	// WastedWork is the time callers' workers spent on calls that failed
+	// or timed out: work spent on a broken downstream.
+	WastedWork time.Duration
+	// Transitions are the breaker's state changes, in order.
+	Transitions []Transition
+	// Counters are the breaker's counters at the end of the run.
+	Counters breaker.Counters
+	// PeakWindow is the largest number of calls the breaker's window held
+	// at a second's end.
+	PeakWindow uint64
+}
+
+// Wasted is the number of sent calls that failed or timed out.
+func (c *CallResult) Wasted() int64 { return c.Failed + c.TimedOut }
+
+// Opens is the number of transitions to Open.
+func (c *CallResult) Opens() int {
+	n := 0
+	for _, t := range c.Transitions {
+		if t.To == breaker.Open {
+			n++
+		}
+	}
+	return n
+}
+
+// FirstOpen returns when the breaker first opened.
+func (c *CallResult) FirstOpen() (time.Duration, bool) {
+	for _, t := range c.Transitions {
+		if t.To == breaker.Open {
+			return t.At, true
+		}
+	}
+	return 0, false
+}
+
+// ClosedAt returns when the breaker last closed, if it ended the run
+// closed after having opened.
+func (c *CallResult) ClosedAt() (time.Duration, bool) {
+	if n := len(c.Transitions); n > 0 && c.Transitions[n-1].To == breaker.Closed {
+		return c.Transitions[n-1].At, true
+	}
+	return 0, false
+}
+
+// StateAt returns the breaker's state at t.
+func (c *CallResult) StateAt(t time.Duration) breaker.State {
+	st := breaker.Closed
+	for _, tr := range c.Transitions {
+		if tr.At > t {
+			break
+		}
+		st = tr.To
+	}
+	return st
+}
+
+// TimeIn returns how long the breaker spent in state st before end.
+func (c *CallResult) TimeIn(st breaker.State, end time.Duration) time.Duration {
+	var total time.Duration
+	cur, since := breaker.Closed, time.Duration(0)
+	for _, tr := range c.Transitions {
+		if cur == st {
+			total += tr.At - since
+		}
+		cur, since = tr.To, tr.At
+	}
+	if cur == st && end > since {
+		total += end - since
+	}
+	return total
+}
+
+// Transition is one change of a breaker's state.
+type Transition struct {
+	At       time.Duration // since the start of the scenario
+	From, To breaker.State
+	Reason   breaker.Reason
+	Snapshot breaker.Snapshot
+	Cooldown time.Duration
+	Level    int
+}
+
+// Run simulates s in each of its runs: baseline, no breaker, with breaker
+// and, if s has a candidate, candidate. The runs are independent and go
+// in parallel on up to GOMAXPROCS goroutines, all of which have returned
+// when Run does; the report is the same for the same scenario whatever
+// the parallelism.
+func Run(s *Scenario) (*Report, error) {
+	if err := s.Validate(); err != nil {
+		return nil, err
+	}
+	specs := s.specs()
+	runs := make([]*RunResult, len(specs))
+	errs := make([]error, len(specs))
+	sem := make(chan struct{}, max(1, min(runtime.GOMAXPROCS(0), len(specs))))
+	var wg sync.WaitGroup
+	for i, spec := range specs {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			sm, err := newSim(s, spec)
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			runs[i] = sm.run()
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return nil, err
+		}
+	}
+	r := &Report{Scenario: s, Runs: runs}
+	if ws := s.FaultWindows(); len(ws) > 0 {
+		r.FaultStart = ws[0].Start
+		for _, w := range ws {
+			r.FaultEnd = max(r.FaultEnd, w.End)
+		}
+	}
+	for _, run := range runs[1:] {
+		r.compare(run, runs[0])
+	}
+	return r, nil
+}
+
+func (s *Scenario) specs() []runSpec {
+	edges := s.calls()
+	none := make([]*breaker.Policy, len(edges))
+	with := make([]*breaker.Policy, len(edges))
+	base := s.policy()
+	for e, ref := range edges {
+		switch {
+		case ref.call.NoBreaker:
+		case ref.call.Policy != nil:
+			p := *ref.call.Policy
+			with[e] = &p
+		default:
+			with[e] = &base
+		}
+	}
+	specs := []runSpec{
+		{kind: Baseline, label: "baseline", faults: false, policies: none},
+		{kind: NoBreaker, label: "no breaker", faults: true, policies: none},
+		{kind: WithBreaker, label: "with breaker", faults: true, policies: with},
+	}
+	if c := s.Candidate; c != nil {
+		cand := append([]*breaker.Policy(nil), with...)
+		pol := c.Policy
+		for e, ref := range edges {
+			if with[e] != nil && (len(c.Calls) == 0 || contains(c.Calls, ref.name)) {
+				cand[e] = &pol
+			}
+		}
+		label := c.Label
+		if label == "" {
+			label = "candidate"
+		}
+		specs = append(specs, runSpec{kind: CandidateRun, label: label, faults: true, policies: cand})
+	}
+	return specs
+}
+
+func contains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
+
+// recoveryHold is how long goodput must stay near the baseline for the
+// entry to count as recovered; recoveryLevel is how near.
+const (
+	recoveryHold  = 10
+	recoveryLevel = 0.9
+)
+
+func (r *Report) compare(run, base *RunResult) {
+	good, ref := run.Entry.Good, base.Entry.Good
+	run.WorstDrop, run.Amplification = 0, 1
+	lost := 0
+	for sec := range good {
+		lost += ref[sec] - good[sec]
+		if ref[sec] == 0 {
+			continue
+		}
+		if drop := 1 - float64(good[sec])/float64(ref[sec]); drop > run.WorstDrop {
+			run.WorstDrop = drop
+			run.WorstAt = time.Duration(sec) * time.Second
+			if good[sec] == 0 {
+				run.Amplification = math.Inf(1)
+			} else {
+				run.Amplification = float64(ref[sec]) / float64(good[sec])
+			}
+		}
+	}
+	run.Lost = max(lost, 0)
+	if r.FaultEnd == 0 && r.FaultStart == 0 {
+		run.Recovered = true
+		return
+	}
+	first := int(r.FaultEnd / time.Second)
+	for sec := first; sec < len(good); sec++ {
+		ok := true
+		for t := sec; t < min(sec+recoveryHold, len(good)); t++ {
+			if float64(good[t]) < recoveryLevel*float64(ref[t]) {
+				ok = false
+				break
+			}
+		}
+		if ok {
+			run.Recovered = true
+			run.Recovery = max(0, time.Duration(sec)*time.Second-r.FaultEnd)
+			return
+		}
+	}
+}

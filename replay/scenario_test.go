@@ -1,0 +1,340 @@
+package replay
+
+import (
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/govkit/breaker"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// minimal is a valid scenario that each error case below breaks in one
+// place.
+const minimal = `{
+  "name": "t",
+  "duration": "30s",
+  "entry": {"tier": "front", "rate": 50, "timeout": "1s"},
+  "tiers": [
+    {"name": "front", "workers": 10, "service": {"mean": "5ms"},
+     "calls": [{"to": "back", "timeout": "200ms"}]},
+    {"name": "back", "workers": 10, "service": {"dist": "lognormal", "mean": "10ms", "p99": "40ms"}}
+  ],
+  "faults": [{"tier": "back", "start": "10s", "duration": "5s", "error_rate": 0.5}]
+}`
+
+type doc = map[string]any
+
+func minimalDoc(t *testing.T) doc {
+	t.Helper()
+	var m doc
+	require.NoError(t, json.Unmarshal([]byte(minimal), &m))
+	return m
+}
+
+func at(m doc, path ...any) doc {
+	var cur any = m
+	for _, p := range path {
+		switch k := p.(type) {
+		case string:
+			cur = cur.(doc)[k]
+		case int:
+			cur = cur.([]any)[k]
+		}
+	}
+	return cur.(doc)
+}
+
+func TestParseScenario_Minimal(t *testing.T) {
+	s, err := ParseScenario([]byte(minimal))
+	require.NoError(t, err)
+
+	assert.Equal(t, uint64(1), s.Seed, "seed default")
+	assert.Equal(t, Poisson, s.Entry.Arrivals, "arrivals default")
+	assert.Equal(t, Unbounded, s.Tiers[0].Queue, "queue default")
+	assert.Equal(t, Exponential, s.Tiers[0].Service.Dist, "dist default")
+	assert.Equal(t, 1.0, s.Tiers[0].Calls[0].Probability, "probability default")
+	assert.False(t, s.Tiers[0].Calls[0].NoBreaker, "calls have a breaker by default")
+	assert.Nil(t, s.Tiers[0].Calls[0].Policy, "a call without a policy uses the scenario's")
+	assert.Equal(t, breaker.DefaultPolicy(), s.Policy, "policy default")
+	assert.Nil(t, s.Candidate)
+	assert.Equal(t, []Window{{Start: 10 * time.Second, End: 15 * time.Second, Tier: "back"}}, s.FaultWindows())
+}
+
+func TestParseScenario_PoliciesOverlay(t *testing.T) {
+	m := minimalDoc(t)
+	m["policy"] = doc{"open_for": "10s", "max_open_for": "40s"}
+	at(m, "tiers", 0, "calls", 0)["policy"] = doc{"min_requests": 50}
+	m["candidate"] = doc{"policy": doc{"warmup": "0s"}}
+	data, _ := json.Marshal(m)
+	s, err := ParseScenario(data)
+	require.NoError(t, err)
+
+	want := breaker.DefaultPolicy()
+	want.OpenFor, want.MaxOpenFor = 10*time.Second, 40*time.Second
+	assert.Equal(t, want, s.Policy, "the scenario's policy is laid over the default")
+
+	call := want
+	call.MinRequests = 50
+	require.NotNil(t, s.Tiers[0].Calls[0].Policy)
+	assert.Equal(t, call, *s.Tiers[0].Calls[0].Policy, "a call's policy is laid over the scenario's")
+
+	cand := want
+	cand.Warmup = 0
+	require.NotNil(t, s.Candidate)
+	assert.Equal(t, cand, s.Candidate.Policy, "the candidate is laid over the scenario's policy")
+	assert.Equal(t, "", s.Candidate.Label)
+	specs := s.specs()
+	require.Len(t, specs, 4)
+	assert.Equal(t, "candidate", specs[3].label, "label default")
+}
+
+// TestParseScenario_ErrorsNameTheField is the contract for bad input: every
+// problem comes back as a ScenarioError whose field is the path of the
+// field in the document.
+func TestParseScenario_ErrorsNameTheField(t *testing.T) {
+	tests := []struct {
+		name    string
+		edit    func(m doc)
+		raw     string // used instead of the edited document when set
+		field   string
+		problem string
+	}{
+		{name: "not an object", raw: `[1, 2]`, field: "(document)", problem: "want a JSON object"},
+		{name: "empty", raw: ``, field: "(document)", problem: "want a JSON object"},
+		{name: "malformed", raw: "{\n  \"duration\": \"5m\",\n  \"seed\": }", field: "(document)", problem: "malformed JSON at line 3, column 11"},
+		{name: "unknown field", edit: func(m doc) { m["durration"] = "5m" }, field: "durration", problem: "unknown field"},
+		{name: "unknown nested field", edit: func(m doc) { at(m, "tiers", 1, "service")["meen"] = "1s" }, field: "tiers[1].service.meen", problem: "unknown field"},
+		{name: "duration as number", edit: func(m doc) { m["duration"] = 300 }, field: "duration", problem: "want a duration string"},
+		{name: "duration in words", edit: func(m doc) { m["duration"] = "5 minutes" }, field: "duration", problem: `got "5 minutes"`},
+		{name: "duration missing", edit: func(m doc) { delete(m, "duration") }, field: "duration", problem: "must be positive"},
+		{name: "duration too long", edit: func(m doc) { m["duration"] = "2h" }, field: "duration", problem: "at most 1h0m0s"},
+		{name: "seed negative", edit: func(m doc) { m["seed"] = -1 }, field: "seed", problem: "non-negative integer"},
+		{name: "seed fractional", edit: func(m doc) { m["seed"] = 1.5 }, field: "seed", problem: "non-negative integer"},
+		{name: "name not a string", edit: func(m doc) { m["name"] = 7 }, field: "name", problem: "want a string"},
+		{name: "entry missing", edit: func(m doc) { delete(m, "entry") }, field: "entry", problem: "required"},
+		{name: "entry not an object", edit: func(m doc) { m["entry"] = "front" }, field: "entry", problem: "want a JSON object"},
+		{name: "entry tier unknown", edit: func(m doc) { at(m, "entry")["tier"] = "frnt" }, field: "entry.tier", problem: `no tier is named "frnt" (tiers: front, back)`},
+		{name: "rate zero", edit: func(m doc) { at(m, "entry")["rate"] = 0 }, field: "entry.rate", problem: "must be a positive number"},
+		{name: "rate a string", edit: func(m doc) { at(m, "entry")["rate"] = "50" }, field: "entry.rate", problem: "want a number"},
+		{name: "too many requests", edit: func(m doc) { m["duration"] = "1h"; at(m, "entry")["rate"] = 90000 }, field: "entry.rate", problem: "more than 20000000 requests"},
+		{name: "arrivals unknown", edit: func(m doc) { at(m, "entry")["arrivals"] = "bursty" }, field: "entry.arrivals", problem: `must be "poisson" or "uniform"`},
+		{name: "client timeout missing", edit: func(m doc) { delete(at(m, "entry"), "timeout") }, field: "entry.timeout", problem: "required"},
+		{name: "no tiers", edit: func(m doc) { m["tiers"] = []any{} }, field: "tiers", problem: "at least one tier"},
+		{name: "tiers not an array", edit: func(m doc) { m["tiers"] = doc{} }, field: "tiers", problem: "want a JSON array"},
+		{name: "tier without name", edit: func(m doc) { delete(at(m, "tiers", 1), "name") }, field: "tiers[1].name", problem: "required"},
+		{name: "tier name with arrow", edit: func(m doc) { at(m, "tiers", 1)["name"] = "a->b" }, field: "tiers[1].name", problem: `must not contain "->"`},
+		{name: "duplicate tier", edit: func(m doc) { at(m, "tiers", 1)["name"] = "front" }, field: "tiers[1].name", problem: "already the name of tiers[0]"},
+		{name: "no workers", edit: func(m doc) { at(m, "tiers", 0)["workers"] = 0 }, field: "tiers[0].workers", problem: "must be in [1, 100000], got 0"},
+		{name: "workers fractional", edit: func(m doc) { at(m, "tiers", 0)["workers"] = 2.5 }, field: "tiers[0].workers", problem: "want an integer"},
+		{name: "queue negative", edit: func(m doc) { at(m, "tiers", 0)["queue"] = -5 }, field: "tiers[0].queue", problem: "must be in [0, 10000000]"},
+		{name: "dist unknown", edit: func(m doc) { at(m, "tiers", 0, "service")["dist"] = "normal" }, field: "tiers[0].service.dist", problem: `"exponential", "lognormal" or "constant"`},
+		{name: "mean missing", edit: func(m doc) { delete(at(m, "tiers", 0, "service"), "mean") }, field: "tiers[0].service.mean", problem: "required"},
+		{name: "mean negative", edit: func(m doc) { at(m, "tiers", 0, "service")["mean"] = "-5ms" }, field: "tiers[0].service.mean", problem: "must not be negative"},
+		{name: "p99 below mean", edit: func(m doc) { at(m, "tiers", 1, "service")["p99"] = "5ms" }, field: "tiers[1].service.p99", problem: "must be above the mean"},
+		{name: "p99 too far", edit: func(m doc) { at(m, "tiers", 1, "service")["p99"] = "1s" }, field: "tiers[1].service.p99", problem: "14.9 × mean"},
+		{name: "p99 not lognormal", edit: func(m doc) { at(m, "tiers", 0, "service")["p99"] = "20ms" }, field: "tiers[0].service.p99", problem: "lognormal distribution only"},
+		{name: "call to nowhere", edit: func(m doc) { at(m, "tiers", 0, "calls", 0)["to"] = "bak" }, field: "tiers[0].calls[0].to", problem: `no tier is named "bak"`},
+		{name: "call to itself", edit: func(m doc) { at(m, "tiers", 0, "calls", 0)["to"] = "front" }, field: "tiers[0].calls[0].to", problem: "cannot call itself"},
+		{name: "call twice", edit: func(m doc) {
+			tier := at(m, "tiers", 0)
+			tier["calls"] = append(tier["calls"].([]any), doc{"to": "back", "timeout": "1s"})
+		}, field: "tiers[0].calls[1].to", problem: "front already calls back in calls[0]"},
+		{name: "cycle", edit: func(m doc) { at(m, "tiers", 1)["calls"] = []any{doc{"to": "front", "timeout": "1s"}} }, field: "tiers[1].calls[0].to", problem: "makes a cycle: front -> back -> front"},
+		{name: "probability zero", edit: func(m doc) { at(m, "tiers", 0, "calls", 0)["probability"] = 0 }, field: "tiers[0].calls[0].probability", problem: "must be in (0, 1]"},
+		{name: "probability above one", edit: func(m doc) { at(m, "tiers", 0, "calls", 0)["probability"] = 1.5 }, field: "tiers[0].calls[0].probability", problem: "got 1.5"},
+		{name: "call timeout missing", edit: func(m doc) { delete(at(m, "tiers", 0, "calls", 0), "timeout") }, field: "tiers[0].calls[0].timeout", problem: "required"},
+		{name: "fallback not a bool", edit: func(m doc) { at(m, "tiers", 0, "calls", 0)["fallback"] = "yes" }, field: "tiers[0].calls[0].fallback", problem: "want true or false"},
+		{name: "call policy invalid", edit: func(m doc) { at(m, "tiers", 0, "calls", 0)["policy"] = doc{"error_ratio": 1.5} }, field: "tiers[0].calls[0].policy.error_ratio", problem: "must be in (0, 1]"},
+		{name: "call policy unknown field", edit: func(m doc) { at(m, "tiers", 0, "calls", 0)["policy"] = doc{"windw": "5s"} }, field: "tiers[0].calls[0].policy.windw", problem: "unknown field"},
+		{name: "call policy without breaker", edit: func(m doc) {
+			c := at(m, "tiers", 0, "calls", 0)
+			c["breaker"] = false
+			c["policy"] = doc{"min_requests": 5}
+		}, field: "tiers[0].calls[0].policy", problem: `"breaker" is false`},
+		{name: "scenario policy invalid", edit: func(m doc) { m["policy"] = doc{"max_open_for": "1s"} }, field: "policy.max_open_for", problem: "must be at least open_for"},
+		{name: "scenario policy not an object", edit: func(m doc) { m["policy"] = "default" }, field: "policy", problem: "want a JSON object"},
+		{name: "fault tier unknown", edit: func(m doc) { at(m, "faults", 0)["tier"] = "bak" }, field: "faults[0].tier", problem: `no tier is named "bak"`},
+		{name: "fault after the end", edit: func(m doc) { at(m, "faults", 0)["start"] = "30s" }, field: "faults[0].start", problem: "must be in [0, duration (30s))"},
+		{name: "fault without duration", edit: func(m doc) { delete(at(m, "faults", 0), "duration") }, field: "faults[0].duration", problem: "must be positive"},
+		{name: "error rate above one", edit: func(m doc) { at(m, "faults", 0)["error_rate"] = 1.2 }, field: "faults[0].error_rate", problem: "must be in [0, 1]"},
+		{name: "errors and slow above one", edit: func(m doc) {
+			f := at(m, "faults", 0)
+			f["slow_fraction"], f["slow_latency"] = 0.6, "1s"
+		}, field: "faults[0].slow_fraction", problem: "error_rate + slow_fraction must be at most 1"},
+		{name: "slow without latency", edit: func(m doc) { at(m, "faults", 0)["slow_fraction"] = 0.2 }, field: "faults[0].slow_latency", problem: "required"},
+		{name: "latency without slow", edit: func(m doc) { at(m, "faults", 0)["slow_latency"] = "1s" }, field: "faults[0].slow_latency", problem: "slow_fraction is 0"},
+		{name: "outage unknown", edit: func(m doc) { f := at(m, "faults", 0); delete(f, "error_rate"); f["outage"] = "down" }, field: "faults[0].outage", problem: `must be "hang" or "refuse"`},
+		{name: "outage with errors", edit: func(m doc) { at(m, "faults", 0)["outage"] = "hang" }, field: "faults[0].outage", problem: "excludes error_rate"},
+		{name: "fault that does nothing", edit: func(m doc) { delete(at(m, "faults", 0), "error_rate") }, field: "faults[0]", problem: "does nothing"},
+		{name: "overlapping faults", edit: func(m doc) {
+			m["faults"] = append(m["faults"].([]any), doc{"tier": "back", "start": "12s", "duration": "5s", "outage": "hang"})
+		}, field: "faults[1]", problem: "overlaps faults[0] on tier back"},
+		{name: "repeat overlapping itself", edit: func(m doc) { f := at(m, "faults", 0); f["repeat"], f["every"] = 3, "2s" }, field: "faults[0].every", problem: "must be at least duration (5s)"},
+		{name: "every without repeat", edit: func(m doc) { at(m, "faults", 0)["every"] = "10s" }, field: "faults[0].every", problem: "set repeat"},
+		{name: "repeat negative", edit: func(m doc) { at(m, "faults", 0)["repeat"] = -2 }, field: "faults[0].repeat", problem: "must be in [0, 10000]"},
+		{name: "candidate call unknown", edit: func(m doc) { m["candidate"] = doc{"calls": []any{"front->bak"}} }, field: "candidate.calls[0]", problem: `no call is named "front->bak" (calls: front->back)`},
+		{name: "candidate call not a string", edit: func(m doc) { m["candidate"] = doc{"calls": []any{3}} }, field: "candidate.calls[0]", problem: "want a call name"},
+		{name: "candidate on unguarded call", edit: func(m doc) {
+			at(m, "tiers", 0, "calls", 0)["breaker"] = false
+			m["candidate"] = doc{"calls": []any{"front->back"}}
+		}, field: "candidate.calls[0]", problem: "front->back has no breaker"},
+		{name: "candidate policy invalid", edit: func(m doc) { m["candidate"] = doc{"policy": doc{"probes": 0}} }, field: "candidate.policy.probes", problem: "must be in [1, 100]"},
+		{name: "candidate unknown field", edit: func(m doc) { m["candidate"] = doc{"lable": "x"} }, field: "candidate.lable", problem: "unknown field"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			data := []byte(tt.raw)
+			if tt.edit != nil {
+				m := minimalDoc(t)
+				tt.edit(m)
+				var err error
+				data, err = json.Marshal(m)
+				require.NoError(t, err)
+			}
+			s, err := ParseScenario(data)
+			require.Error(t, err)
+			assert.Nil(t, s)
+			var se *ScenarioError
+			require.True(t, errors.As(err, &se), "error %T is not a *ScenarioError", err)
+			for _, p := range se.Problems {
+				if p.Field == tt.field && strings.Contains(p.Problem, tt.problem) {
+					assert.Contains(t, err.Error(), tt.field+": ")
+					return
+				}
+			}
+			t.Errorf("no problem for field %q containing %q; got %v", tt.field, tt.problem, err)
+		})
+	}
+}
+
+func TestParseScenario_ReportsEveryProblem(t *testing.T) {
+	m := minimalDoc(t)
+	at(m, "tiers", 0)["workers"] = -1
+	at(m, "entry")["rate"] = -3
+	at(m, "faults", 0)["error_rate"] = 2
+	m["colour"] = "blue"
+	data, _ := json.Marshal(m)
+	_, err := ParseScenario(data)
+	var se *ScenarioError
+	require.True(t, errors.As(err, &se))
+	var fields []string
+	for _, p := range se.Problems {
+		fields = append(fields, p.Field)
+	}
+	// Unknown fields are found while decoding, before validation starts,
+	// and a document with decoding problems is not validated: the rest of
+	// it may not mean what it seems to.
+	assert.Equal(t, []string{"colour"}, fields)
+
+	delete(m, "colour")
+	data, _ = json.Marshal(m)
+	_, err = ParseScenario(data)
+	require.True(t, errors.As(err, &se))
+	fields = fields[:0]
+	for _, p := range se.Problems {
+		fields = append(fields, p.Field)
+	}
+	assert.ElementsMatch(t, []string{"tiers[0].workers", "entry.rate", "faults[0].error_rate"}, fields)
+}
+
+func TestScenario_ValidateGoValue(t *testing.T) {
+	s := &Scenario{
+		Name:     "go",
+		Duration: 20 * time.Second,
+		Entry:    Entry{Tier: "a", Rate: 20, Timeout: time.Second},
+		Tiers: []Tier{
+			{Name: "a", Workers: 4, Queue: Unbounded, Service: Service{Mean: 5 * time.Millisecond},
+				Calls: []Call{{To: "b", Probability: 1, Timeout: 100 * time.Millisecond}}},
+			{Name: "b", Workers: 4, Queue: 0, Service: Service{Dist: Constant, Mean: 5 * time.Millisecond}},
+		},
+	}
+	require.NoError(t, s.Validate(), "zero Policy means the default, empty Arrivals and Dist mean the defaults")
+	rep, err := Run(s)
+	require.NoError(t, err)
+	assert.Equal(t, breaker.DefaultPolicy(), call(t, rep.Run(WithBreaker), "a->b").Policy)
+
+	s.Tiers[0].Calls[0].Probability = 0
+	var se *ScenarioError
+	require.True(t, errors.As(s.Validate(), &se), "a Go value follows the same rules")
+	assert.Equal(t, "tiers[0].calls[0].probability", se.Problems[0].Field)
+	_, err = Run(s)
+	assert.Error(t, err, "Run refuses an invalid scenario")
+}
+
+func TestShippedScenarios(t *testing.T) {
+	names := ScenarioNames()
+	for _, want := range []string{"seeds000", "slow-only", "cold-start", "flapping", "low-traffic"} {
+		assert.Contains(t, names, want)
+	}
+	assert.Contains(t, names, DefaultScenario)
+	for _, name := range names {
+		s, err := LoadScenario(name)
+		require.NoError(t, err, name)
+		assert.Equal(t, name, s.Name, "a shipped scenario's name is its file's")
+		assert.NotEmpty(t, s.Description, name)
+		assert.NotEmpty(t, s.Faults, name)
+	}
+	_, err := LoadScenario("seeds-000")
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "seeds000", "the error lists what there is")
+	_, err = LoadScenario("../go")
+	assert.Error(t, err)
+}
+
+func TestLoadScenario_ReturnsACopy(t *testing.T) {
+	a, err := LoadScenario(DefaultScenario)
+	require.NoError(t, err)
+	a.Tiers[0].Workers = 1
+	b, err := LoadScenario(DefaultScenario)
+	require.NoError(t, err)
+	assert.Equal(t, 200, b.Tiers[0].Workers)
+}
+
+func TestFault_Windows(t *testing.T) {
+	s, err := LoadScenario("flapping")
+	require.NoError(t, err)
+	ws := s.FaultWindows()
+	require.Len(t, ws, 9)
+	assert.Equal(t, Window{Start: 30 * time.Second, End: 40 * time.Second, Tier: "pricing"}, ws[0])
+	assert.Equal(t, Window{Start: 230 * time.Second, End: 240 * time.Second, Tier: "pricing"}, ws[8])
+	assert.Equal(t, "pricing: outage (no answer), 10s every 25s ×9", s.Faults[0].Summary())
+}
+
+// FuzzParseScenario checks that no document makes the parser or, for the
+// small scenarios it accepts, the simulation panic.
+func FuzzParseScenario(f *testing.F) {
+	f.Add([]byte(minimal))
+	for _, name := range ScenarioNames() {
+		data, err := ScenarioJSON(name)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(data)
+	}
+	f.Add([]byte(`{"tiers": [{"calls": [{"policy": null}]}], "faults": [null]}`))
+	f.Add([]byte(`{"duration": "1s", "entry": {"tier": "a", "rate": 1e308, "timeout": "1s"}}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		s, err := ParseScenario(data)
+		if err != nil {
+			var se *ScenarioError
+			if !errors.As(err, &se) || len(se.Problems) == 0 {
+				t.Fatalf("error %v is not a ScenarioError with problems", err)
+			}
+			return
+		}
+		if err := s.Validate(); err != nil {
+			t.Fatalf("parsed scenario does not validate: %v", err)
+		}
+		work := s.Entry.Rate * s.Duration.Seconds() * float64(len(s.Tiers))
+		if work > 20000 {
+			return
+		}
+		if _, err := Run(s); err != nil {
+			t.Fatalf("valid scenario does not run: %v", err)
+		}
+	})
+}

@@ -1,0 +1,697 @@
+package replay
+
+import (
+	"context"
+	"errors"
+	"math"
+	"math/rand/v2"
+	"sort"
+	"syscall"
+	"time"
+
+	"github.com/govkit/breaker"
+)
+
+// The errors a simulated call can end with. The breaker's default
+// classifier sees them as a real client would report them: an answer that
+// is an error is a Failure; a refused connection or a deadline is a
+// Timeout.
+var (
+	errInjected   = errors.New("replay: injected error")
+	errOverloaded = errors.New("replay: queue full")
+	errDependency = errors.New("replay: downstream call failed")
+	errRefused    = &refusedError{}
+)
+
+// refusedError is what a client sees when nothing listens: it wraps
+// ECONNREFUSED so that the breaker counts it as a timeout, as SPEC.md §3
+// says for transport failures where nothing answered.
+type refusedError struct{}
+
+func (*refusedError) Error() string { return "replay: connection refused" }
+func (*refusedError) Unwrap() error { return syscall.ECONNREFUSED }
+
+const second = int64(time.Second)
+
+// Jobs live in fixed-size chunks so that a *job stays valid while the
+// simulation allocates more of them; a request's handling holds such
+// pointers across calls that start other requests.
+const (
+	chunkBits = 12
+	chunkSize = 1 << chunkBits
+	chunkMask = chunkSize - 1
+)
+
+type jobState uint8
+
+const (
+	jobFree     jobState = iota
+	jobInFlight          // delayed in front of its tier by a fault
+	jobQueued            // waiting for a worker
+	jobRunning           // holding a worker, doing its own work
+	jobWaiting           // holding a worker, waiting on a downstream call
+	jobGone              // no longer at its tier: answered, dropped or lost
+)
+
+// job is one request at one tier, together with its caller's side of the
+// call that sent it there. The two sides end separately: the caller can
+// time out while the tier still works on the request (no cancellation
+// reaches it, as with a thread blocked on I/O), and the tier can drop a
+// request whose caller already gave up. The job is reused once both have
+// ended.
+type job struct {
+	sent     int64       // when the caller sent it
+	done     func(error) // the breaker's report for the call, if guarded
+	caller   int32       // the calling job, or -1 for an entry request
+	gen      uint32      // bumped on reuse; events carry it to detect stale ones
+	edge     int16       // index of the call's edge, or -1 for an entry request
+	tier     int16
+	step     uint8 // next call of the tier to consider
+	state    jobState
+	answered bool // the caller has its result: an answer or a timeout
+	degraded bool // a call on the way used its fallback
+}
+
+type tierState struct {
+	workers  int
+	queueCap int
+	busy     int
+	live     int // requests in queue that still have a caller
+	queue    ring
+	svc      sampler
+	rng      *rand.Rand // service times and which calls a request makes
+	frng     *rand.Rand // fault draws
+	calls    []int      // edge indices, in call order
+	windows  []faultWindow
+	cursor   int
+	res      *TierSeries
+}
+
+type faultWindow struct {
+	start, end int64
+	f          *Fault
+}
+
+type edgeState struct {
+	to       int
+	prob     float64
+	fallback bool
+	timeout  int64
+	br       *breaker.Breaker
+	res      *CallResult
+}
+
+type sim struct {
+	sc      *Scenario
+	clk     Clock
+	end     int64
+	seq     uint64
+	agenda  eventHeap
+	clients fifo   // entry requests' client timeouts
+	timers  []fifo // per edge: call timeouts
+	chunks  [][]job
+	free    []int32
+	count   int32
+	tiers   []tierState
+	edges   []edgeState
+	entry   int
+	arrive  *rand.Rand
+	gap     float64 // mean gap between arrivals, ns
+	nextSec int64
+	out     *RunResult
+}
+
+// runSpec says what one run changes in the scenario.
+type runSpec struct {
+	kind     RunKind
+	label    string
+	faults   bool
+	policies []*breaker.Policy // per edge; nil leaves the edge unguarded
+}
+
+// Stream numbers of the random sources. Every run of a scenario draws its
+// arrivals from the same stream, so runs differ only where their breakers
+// make them differ: a per-second comparison with the baseline is not
+// drowned in sampling noise.
+const (
+	streamArrivals = 1
+	streamService  = 0x100
+	streamFault    = 0x200
+	streamJitter   = 0x300
+)
+
+func newSim(sc *Scenario, spec runSpec) (*sim, error) {
+	n := int((sc.Duration + time.Second - 1) / time.Second)
+	edges := sc.calls()
+	s := &sim{
+		sc:      sc,
+		end:     int64(sc.Duration),
+		timers:  make([]fifo, len(edges)),
+		tiers:   make([]tierState, len(sc.Tiers)),
+		edges:   make([]edgeState, len(edges)),
+		arrive:  rand.New(rand.NewPCG(sc.Seed, streamArrivals)),
+		gap:     float64(time.Second) / sc.Entry.Rate,
+		nextSec: second,
+		out: &RunResult{
+			Kind:  spec.kind,
+			Label: spec.label,
+			Entry: newSeries(n),
+		},
+	}
+	index := make(map[string]int, len(sc.Tiers))
+	for i, t := range sc.Tiers {
+		index[t.Name] = i
+		ts := &s.tiers[i]
+		*ts = tierState{
+			workers:  t.Workers,
+			queueCap: t.Queue,
+			svc:      newSampler(t.Service),
+			rng:      rand.New(rand.NewPCG(sc.Seed, streamService+uint64(i))),
+			frng:     rand.New(rand.NewPCG(sc.Seed, streamFault+uint64(i))),
+		}
+		s.out.Tiers = append(s.out.Tiers, TierSeries{Name: t.Name, Workers: t.Workers, Busy: make([]int, n), Queue: make([]int, n)})
+	}
+	for i := range s.tiers {
+		s.tiers[i].res = &s.out.Tiers[i]
+	}
+	s.entry = index[sc.Entry.Tier]
+	if spec.faults {
+		for fi := range sc.Faults {
+			f := &sc.Faults[fi]
+			ts := &s.tiers[index[f.Tier]]
+			for _, w := range f.windows() {
+				ts.windows = append(ts.windows, faultWindow{start: int64(w.start), end: int64(w.end), f: f})
+			}
+		}
+		for i := range s.tiers {
+			w := s.tiers[i].windows
+			sort.Slice(w, func(a, b int) bool { return w[a].start < w[b].start })
+		}
+	}
+	s.out.Calls = make([]CallResult, len(edges))
+	for e, ref := range edges {
+		es := &s.edges[e]
+		res := &s.out.Calls[e]
+		*res = CallResult{Name: ref.name, From: ref.from, To: ref.to}
+		*es = edgeState{
+			to:       index[ref.to],
+			prob:     ref.call.Probability,
+			fallback: ref.call.Fallback,
+			timeout:  int64(ref.call.Timeout),
+			res:      res,
+		}
+		s.tiers[ref.tier].calls = append(s.tiers[ref.tier].calls, e)
+		pol := spec.policies[e]
+		if pol == nil {
+			continue
+		}
+		res.Breaker = true
+		res.Policy = *pol
+		if pol.Timeout > 0 {
+			es.timeout = min(es.timeout, int64(pol.Timeout))
+		}
+		jitter := rand.New(rand.NewPCG(sc.Seed, streamJitter+uint64(e)))
+		br, err := breaker.New(ref.name, *pol,
+			breaker.WithClock(&s.clk),
+			breaker.WithRand(jitter.Float64),
+			breaker.OnTransition(func(ev breaker.Event) {
+				res.Transitions = append(res.Transitions, Transition{
+					At:       ev.Time.Sub(epoch),
+					From:     ev.From,
+					To:       ev.To,
+					Reason:   ev.Reason,
+					Snapshot: ev.Snapshot,
+					Cooldown: ev.Cooldown,
+					Level:    ev.Level,
+				})
+			}))
+		if err != nil {
+			return nil, err
+		}
+		es.br = br
+	}
+	return s, nil
+}
+
+// run simulates the scenario from time 0 to its duration. Requests still
+// in flight at the end are not counted.
+func (s *sim) run() *RunResult {
+	if s.sc.Entry.Arrivals == Uniform {
+		s.schedule(0, evArrival, -1, 0)
+	} else {
+		s.scheduleArrival(0)
+	}
+	for {
+		e, ok := s.pop()
+		if !ok || e.at >= s.end {
+			break
+		}
+		for e.at >= s.nextSec {
+			s.clk.set(s.nextSec)
+			s.tick()
+		}
+		s.clk.set(e.at)
+		s.out.Events++
+		switch e.kind {
+		case evArrival:
+			s.arrival()
+		case evWorkDone:
+			if j := s.job(e.id); j.gen == e.gen && j.state == jobRunning {
+				j.step = 0
+				s.next(e.id)
+			}
+		case evDelivered:
+			s.delivered(e.id, e.gen)
+		case evTimeout:
+			s.timeout(e.id, e.gen)
+		}
+	}
+	for int(s.nextSec/second) <= len(s.out.Entry.Good) {
+		s.clk.set(min(s.nextSec, s.end))
+		s.tick()
+	}
+	for e := range s.edges {
+		if br := s.edges[e].br; br != nil {
+			s.out.Calls[e].Counters = br.Counters()
+		}
+	}
+	return s.out
+}
+
+func (s *sim) schedule(at int64, kind eventKind, id int32, gen uint32) {
+	s.seq++
+	s.agenda.push(event{at: at, seq: s.seq, id: id, gen: gen, kind: kind})
+}
+
+func (s *sim) setTimer(q *fifo, at int64, id int32, gen uint32) {
+	s.seq++
+	q.push(event{at: at, seq: s.seq, id: id, gen: gen, kind: evTimeout})
+}
+
+// pop takes the earliest event of the heap and the timeout FIFOs.
+func (s *sim) pop() (event, bool) {
+	var best *event
+	var from *fifo
+	if len(s.agenda) > 0 {
+		best = &s.agenda[0]
+	}
+	if h := s.clients.peek(); h != nil && (best == nil || h.before(best)) {
+		best, from = h, &s.clients
+	}
+	for i := range s.timers {
+		if h := s.timers[i].peek(); h != nil && (best == nil || h.before(best)) {
+			best, from = h, &s.timers[i]
+		}
+	}
+	switch {
+	case best == nil:
+		return event{}, false
+	case from != nil:
+		return from.pop(), true
+	default:
+		return s.agenda.pop(), true
+	}
+}
+
+// tick closes the second that ends at s.nextSec.
+func (s *sim) tick() {
+	sec := int(s.nextSec/second) - 1
+	s.nextSec += second
+	if sec < 0 || sec >= len(s.out.Entry.Good) {
+		return
+	}
+	for e := range s.edges {
+		if br := s.edges[e].br; br != nil {
+			if c := br.Snapshot().Counted; c > s.out.Calls[e].PeakWindow {
+				s.out.Calls[e].PeakWindow = c
+			}
+		}
+	}
+	// A second's peaks start from where the previous second ended.
+	if next := sec + 1; next < len(s.out.Entry.Good) {
+		for i := range s.tiers {
+			ts := &s.tiers[i]
+			ts.res.Busy[next] = ts.busy
+			ts.res.Queue[next] = ts.live
+		}
+	}
+}
+
+func (s *sim) sec() int { return int(s.clk.now / second) }
+
+func (s *sim) job(id int32) *job { return &s.chunks[id>>chunkBits][id&chunkMask] }
+
+func (s *sim) alloc(tier int, edge int, caller int32) int32 {
+	var id int32
+	if n := len(s.free); n > 0 {
+		id = s.free[n-1]
+		s.free = s.free[:n-1]
+	} else {
+		id = s.count
+		s.count++
+		if int(id>>chunkBits) == len(s.chunks) {
+			s.chunks = append(s.chunks, make([]job, chunkSize))
+		}
+	}
+	j := s.job(id)
+	*j = job{sent: s.clk.now, caller: caller, gen: j.gen, edge: int16(edge), tier: int16(tier), state: jobInFlight}
+	s.out.Requests++
+	return id
+}
+
+// release frees a job once both its caller and its tier are done with it.
+func (s *sim) release(id int32) {
+	j := s.job(id)
+	if j.answered && j.state == jobGone {
+		j.gen++
+		j.state = jobFree
+		j.done = nil
+		s.free = append(s.free, id)
+	}
+}
+
+// scheduleArrival schedules the next entry request after now, if it
+// comes before the end. The gap is computed in floating point: at a
+// rate of 1e-300 requests a second it does not fit in an int64.
+func (s *sim) scheduleArrival(now int64) {
+	gap := s.gap
+	if s.sc.Entry.Arrivals != Uniform {
+		gap *= s.arrive.ExpFloat64()
+	}
+	if next := float64(now) + gap; next < float64(s.end) {
+		s.schedule(int64(next), evArrival, -1, 0)
+	}
+}
+
+func (s *sim) arrival() {
+	now := s.clk.now
+	s.scheduleArrival(now)
+	id := s.alloc(s.entry, -1, -1)
+	s.out.Entry.Offered[s.sec()]++
+	s.setTimer(&s.clients, now+int64(s.sc.Entry.Timeout), id, s.job(id).gen)
+	if answered, err := s.send(id); answered {
+		s.job(id).state = jobGone
+		s.answer(id, err)
+		s.release(id)
+	}
+}
+
+// active returns the fault window of tier t at now, if any.
+func (s *sim) active(t int) *faultWindow {
+	ts := &s.tiers[t]
+	now := s.clk.now
+	for ts.cursor < len(ts.windows) && ts.windows[ts.cursor].end <= now {
+		ts.cursor++
+	}
+	if ts.cursor < len(ts.windows) && ts.windows[ts.cursor].start <= now {
+		return &ts.windows[ts.cursor]
+	}
+	return nil
+}
+
+// send puts a request in front of its tier, through the tier's fault if
+// one is active. answered is true when the request was answered at once,
+// with err, before any time passed.
+func (s *sim) send(id int32) (answered bool, err error) {
+	j := s.job(id)
+	if w := s.active(int(j.tier)); w != nil {
+		f := w.f
+		switch f.Outage {
+		case OutageHang:
+			j.state = jobGone // lost: only the caller's timeout ends the call
+			return false, nil
+		case OutageRefuse:
+			return true, errRefused
+		}
+		u := s.tiers[j.tier].frng.Float64()
+		if u < f.ErrorRate {
+			return true, errInjected
+		}
+		delay := int64(f.AddedLatency)
+		if u < f.ErrorRate+f.SlowFraction {
+			delay += int64(f.SlowLatency)
+		}
+		if delay > 0 {
+			j.state = jobInFlight
+			s.schedule(s.clk.now+delay, evDelivered, id, j.gen)
+			return false, nil
+		}
+	}
+	return s.admit(id)
+}
+
+// admit gives a request that reached its tier a worker, a place in the
+// queue, or a refusal.
+func (s *sim) admit(id int32) (answered bool, err error) {
+	j := s.job(id)
+	ts := &s.tiers[j.tier]
+	if ts.busy < ts.workers {
+		s.start(id)
+		return false, nil
+	}
+	if ts.queueCap != Unbounded && ts.live >= ts.queueCap {
+		return true, errOverloaded
+	}
+	ts.queue.push(jobRef{id: id, gen: j.gen})
+	ts.live++
+	j.state = jobQueued
+	if sec := s.sec(); ts.live > ts.res.Queue[sec] {
+		ts.res.Queue[sec] = ts.live
+	}
+	return false, nil
+}
+
+func (s *sim) delivered(id int32, gen uint32) {
+	j := s.job(id)
+	if j.gen != gen || j.state != jobInFlight {
+		return
+	}
+	if j.answered {
+		// The caller gave up while the request was on its way.
+		j.state = jobGone
+		s.release(id)
+		return
+	}
+	if answered, err := s.admit(id); answered {
+		s.reply(id, err)
+	}
+}
+
+func (s *sim) start(id int32) {
+	j := s.job(id)
+	ts := &s.tiers[j.tier]
+	j.state = jobRunning
+	ts.busy++
+	if sec := s.sec(); ts.busy > ts.res.Busy[sec] {
+		ts.res.Busy[sec] = ts.busy
+	}
+	s.schedule(s.clk.now+ts.svc.draw(ts.rng), evWorkDone, id, j.gen)
+}
+
+// next makes the request's remaining downstream calls, one at a time, and
+// finishes it when there are none left.
+func (s *sim) next(id int32) {
+	j := s.job(id)
+	ts := &s.tiers[j.tier]
+	for int(j.step) < len(ts.calls) {
+		e := ts.calls[j.step]
+		j.step++
+		es := &s.edges[e]
+		if es.prob < 1 && ts.rng.Float64() >= es.prob {
+			continue
+		}
+		pending, err := s.call(id, e)
+		if pending {
+			j.state = jobWaiting
+			return
+		}
+		if err != nil {
+			if !es.fallback {
+				s.finish(id, errDependency)
+				return
+			}
+			j.degraded = true
+		}
+	}
+	s.finish(id, nil)
+}
+
+// call sends the request's call on edge e. pending is true while the
+// answer is still to come; otherwise the call already ended with err
+// (refused by the breaker, or answered at once).
+func (s *sim) call(caller int32, e int) (pending bool, err error) {
+	es := &s.edges[e]
+	var done func(error)
+	if es.br != nil {
+		ctx := context.Background()
+		if w := s.active(es.to); w != nil && w.f.ColdStart {
+			ctx = breaker.WithInstanceStart(ctx, epoch.Add(time.Duration(w.start)))
+		}
+		cctx, d, err := es.br.Allow(ctx)
+		if err != nil {
+			es.res.Rejected++
+			return false, err
+		}
+		if breaker.IsProbe(cctx) {
+			es.res.Probes++
+		}
+		done = d
+	}
+	id := s.alloc(es.to, e, caller)
+	c := s.job(id)
+	c.done = done
+	es.res.Sent++
+	if answered, err := s.send(id); answered {
+		c.answered = true
+		c.state = jobGone
+		s.ended(c, err)
+		s.release(id)
+		return false, err
+	}
+	s.setTimer(&s.timers[e], s.clk.now+es.timeout, id, c.gen)
+	return true, nil
+}
+
+// ended reports the end of call c to its breaker and counts it on its edge.
+func (s *sim) ended(c *job, err error) {
+	es := &s.edges[c.edge]
+	if c.done != nil {
+		c.done(err)
+		c.done = nil
+	}
+	r := es.res
+	switch {
+	case err == nil:
+		r.Succeeded++
+		return
+	case errors.Is(err, context.DeadlineExceeded):
+		r.TimedOut++
+	default:
+		r.Failed++
+	}
+	r.WastedWork += time.Duration(s.clk.now - c.sent)
+}
+
+// answer gives request id's caller its result, which arrives now.
+func (s *sim) answer(id int32, err error) {
+	c := s.job(id)
+	c.answered = true
+	if c.edge < 0 {
+		s.entryEnded(c, err)
+		return
+	}
+	s.ended(c, err)
+	p := s.job(c.caller)
+	if err == nil {
+		if c.degraded {
+			p.degraded = true
+		}
+	} else if s.edges[c.edge].fallback {
+		p.degraded = true
+	} else {
+		s.finish(c.caller, errDependency)
+		return
+	}
+	s.next(c.caller)
+}
+
+func (s *sim) entryEnded(c *job, err error) {
+	sec := s.sec()
+	e := &s.out.Entry
+	switch {
+	case err == nil:
+		e.Good[sec]++
+		if c.degraded {
+			e.Degraded[sec]++
+		}
+	case errors.Is(err, context.DeadlineExceeded):
+		e.TimedOut[sec]++
+	default:
+		e.Failed[sec]++
+	}
+}
+
+// finish ends a request at its tier: the worker goes to the next waiting
+// request before the answer travels up, so that a caller that reacts to
+// the answer by calling this tier again queues behind those already
+// waiting.
+func (s *sim) finish(id int32, err error) {
+	j := s.job(id)
+	ts := &s.tiers[j.tier]
+	ts.busy--
+	for ts.busy < ts.workers && ts.live > 0 {
+		ref, ok := ts.queue.pop()
+		if !ok {
+			break
+		}
+		if q := s.job(ref.id); q.gen == ref.gen && q.state == jobQueued {
+			ts.live--
+			s.start(ref.id)
+		}
+	}
+	s.reply(id, err)
+}
+
+// reply ends a request at its tier and answers its caller, if the caller
+// is still waiting.
+func (s *sim) reply(id int32, err error) {
+	j := s.job(id)
+	j.state = jobGone
+	if j.answered {
+		s.tiers[j.tier].res.Abandoned++
+	} else {
+		s.answer(id, err)
+	}
+	s.release(id)
+}
+
+func (s *sim) timeout(id int32, gen uint32) {
+	j := s.job(id)
+	if j.gen != gen || j.answered {
+		return
+	}
+	if j.state == jobQueued {
+		// It could not get a worker within its caller's timeout: it
+		// leaves the queue (its entry there is now stale).
+		s.tiers[j.tier].live--
+		j.state = jobGone
+	}
+	s.answer(id, context.DeadlineExceeded)
+	s.release(id)
+}
+
+// sampler draws service times.
+type sampler struct {
+	dist      Dist
+	mean      float64
+	mu, sigma float64
+}
+
+func newSampler(sv Service) sampler {
+	sm := sampler{dist: sv.Dist, mean: float64(sv.Mean)}
+	if sv.Dist == Lognormal {
+		p99 := sv.P99
+		if p99 == 0 {
+			p99 = 3 * sv.Mean
+		}
+		// For a lognormal, mean = e^(mu+sigma²/2) and p99 = e^(mu+z·sigma):
+		// the smaller root of sigma²/2 - z·sigma + ln(p99/mean) = 0.
+		r := math.Log(float64(p99) / float64(sv.Mean))
+		sm.sigma = z99 - math.Sqrt(max(0, z99*z99-2*r))
+		sm.mu = math.Log(float64(sv.Mean)) - sm.sigma*sm.sigma/2
+	}
+	return sm
+}
+
+func (sm sampler) draw(r *rand.Rand) int64 {
+	var d float64
+	switch sm.dist {
+	case Constant:
+		d = sm.mean
+	case Lognormal:
+		d = math.Exp(sm.mu + sm.sigma*r.NormFloat64())
+	default:
+		d = r.ExpFloat64() * sm.mean
+	}
+	return int64(min(max(d, 1), float64(maxLatency)))
+}
