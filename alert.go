@@ -41,6 +41,17 @@ func (s Severity) String() string {
 // MarshalText writes the severity's name.
 func (s Severity) MarshalText() ([]byte, error) { return []byte(s.String()), nil }
 
+// UnmarshalText reads a severity's name.
+func (s *Severity) UnmarshalText(b []byte) error {
+	for c := SeverityNone; c <= SeverityP1; c++ {
+		if string(b) == c.String() {
+			*s = c
+			return nil
+		}
+	}
+	return fmt.Errorf("breaker: unknown severity %q", b)
+}
+
 // AlertThresholds are the open durations at which an open breaker becomes
 // an alert of each severity. Each must be positive and at least the one
 // before.

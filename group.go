@@ -448,10 +448,13 @@ func (b *Breaker) evictable() bool {
 
 // Status is what a dashboard or a health endpoint shows of one breaker.
 type Status struct {
-	Name      string     `json:"name"`
-	State     State      `json:"state"`
-	Mode      Mode       `json:"mode"`
-	OpenSince *time.Time `json:"open_since,omitempty"`
+	Name  string `json:"name"`
+	State State  `json:"state"`
+	Mode  Mode   `json:"mode"`
+	// OpenSince is when the current outage began and OpenFor how long it
+	// has lasted, on the breaker's clock; both are empty while closed.
+	OpenSince *time.Time    `json:"open_since,omitempty"`
+	OpenFor   time.Duration `json:"open_for_ns,omitempty"`
 	// Window is the sliding window now, with its failure ratio.
 	Window     Snapshot `json:"window"`
 	ErrorRatio float64  `json:"error_ratio"`
@@ -472,6 +475,7 @@ func (b *Breaker) Status() Status {
 	s.ErrorRatio = s.Window.ErrorRatio()
 	if t, ok := b.OpenSince(); ok {
 		s.OpenSince = &t
+		s.OpenFor = max(0, b.opt.tb.time(b.opt.tb.now()).Sub(t))
 	}
 	return s
 }

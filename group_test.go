@@ -303,6 +303,18 @@ func TestGroup_SnapshotServesAsJSON(t *testing.T) {
 	assert.Equal(t, "auto", br["mode"])
 	assert.Equal(t, "5s", br["policy"].(map[string]any)["window"])
 	assert.Equal(t, "P3", doc["alerts"].([]any)[0].(map[string]any)["severity"])
+	assert.Equal(t, 90*time.Second, inv.OpenFor)
+
+	var back GroupSnapshot
+	require.NoError(t, json.Unmarshal(data, &back), "a snapshot decodes back")
+	assert.Equal(t, s.Breakers, back.Breakers)
+	assert.Equal(t, s.Alerts[0].Severity, back.Alerts[0].Severity)
+	var st State
+	assert.Error(t, st.UnmarshalText([]byte("ajar")))
+	var m Mode
+	assert.Error(t, m.UnmarshalText([]byte("manual")))
+	var sev Severity
+	assert.Error(t, sev.UnmarshalText([]byte("P0")))
 }
 
 // SPEC §6: severity from open duration, P3 ≥1m, P2 ≥10m, P1 ≥30m, with the

@@ -1,6 +1,7 @@
 package breaker
 
 import (
+	"fmt"
 	"math"
 	"time"
 )
@@ -33,6 +34,17 @@ func (s State) String() string {
 
 // MarshalText writes the state's name, so states read well in JSON.
 func (s State) MarshalText() ([]byte, error) { return []byte(s.String()), nil }
+
+// UnmarshalText reads a state's name, so a JSON snapshot decodes back.
+func (s *State) UnmarshalText(b []byte) error {
+	for c := Closed; c <= HalfOpen; c++ {
+		if string(b) == c.String() {
+			*s = c
+			return nil
+		}
+	}
+	return fmt.Errorf("breaker: unknown state %q", b)
+}
 
 // Reason says why a transition happened. The trip rules' reasons name the
 // rule, so an alert can say whether errors, timeouts or slowness opened a
@@ -92,6 +104,17 @@ func (m Mode) String() string {
 
 // MarshalText writes the mode's name.
 func (m Mode) MarshalText() ([]byte, error) { return []byte(m.String()), nil }
+
+// UnmarshalText reads a mode's name.
+func (m *Mode) UnmarshalText(b []byte) error {
+	for c := ModeAuto; c <= ModeForcedClosed; c++ {
+		if string(b) == c.String() {
+			*m = c
+			return nil
+		}
+	}
+	return fmt.Errorf("breaker: unknown mode %q", b)
+}
 
 // Event describes one transition.
 type Event struct {
