@@ -1,0 +1,251 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"math"
+	"net"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/govkit/breaker"
+	breakerprom "github.com/govkit/breaker/prometheus"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// One breaker per downstream method, named after it: the name is the key
+// in the group, in the logs, in /breakers and in the metrics.
+const (
+	keyStock = "inventory.GetStock"
+	keyPrice = "pricing.GetPrice"
+)
+
+// policies is the group's policy document, as it might be read from a
+// config file. Ten calls in the window are enough to judge here so that a
+// few curls show a trip; the default, twenty, suits production traffic.
+// Pricing gets a deadline of its own: a product page should not wait more
+// than 300ms for a price it can take from the catalogue.
+const policies = `{
+  "default":   {"min_requests": 10, "open_for": "15s", "max_open_for": "1m"},
+  "overrides": {"pricing.GetPrice": {"timeout": "300ms"}}
+}`
+
+// service is the example's HTTP service: a product endpoint that calls two
+// downstreams through a breaker group, and the endpoints to watch it.
+type service struct {
+	group     *breaker.Group
+	metrics   *breakerprom.Collector
+	registry  *prometheus.Registry
+	inventory *inventoryClient
+	pricing   *pricingClient
+	log       *slog.Logger
+}
+
+// newService builds the service. opts go to the breaker group after the
+// logger; the test passes a mock clock there.
+func newService(log *slog.Logger, opts ...breaker.Option) (*service, error) {
+	gp, err := breaker.ParseGroupPolicy([]byte(policies))
+	if err != nil {
+		return nil, err
+	}
+	g, err := breaker.NewGroup(breaker.GroupConfig{Policies: gp},
+		append([]breaker.Option{breaker.WithLogger(log)}, opts...)...)
+	if err != nil {
+		return nil, err
+	}
+	s := &service{
+		group:     g,
+		registry:  prometheus.NewRegistry(),
+		inventory: &inventoryClient{downstream{name: "inventory"}},
+		pricing:   &pricingClient{downstream{name: "pricing"}},
+		log:       log,
+	}
+	// A registry of the service's own rather than the global default, so
+	// that a test can build several services in one process. A real
+	// service registers its other collectors (collectors.NewGoCollector(),
+	// its request metrics) on the same registry.
+	s.metrics = breakerprom.NewCollector(g)
+	if err := s.registry.Register(s.metrics); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// Close stops the metrics subscription and the group's watcher, if any.
+func (s *service) Close() error {
+	return errors.Join(s.metrics.Close(), s.group.Close())
+}
+
+// routes returns the service's HTTP handler.
+func (s *service) routes() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /product", s.product)
+	mux.Handle("GET /metrics", promhttp.HandlerFor(s.registry, promhttp.HandlerOpts{}))
+	mux.HandleFunc("GET /breakers", s.breakers)
+	mux.HandleFunc("GET /faults", s.faults)
+	mux.HandleFunc("POST /faults", s.setFaults)
+	return mux
+}
+
+// productView is the product endpoint's answer.
+type productView struct {
+	SKU        string `json:"sku"`
+	Stock      int    `json:"stock"`
+	PriceCents int64  `json:"price_cents"`
+	// PriceSource is "pricing" for a live price, "catalogue" for the
+	// printed list price served while pricing is failing.
+	PriceSource string `json:"price_source"`
+}
+
+// breaker returns the group's breaker for key. It is looked up on every
+// request rather than kept, because a group configured with IdleAfter may
+// drop an idle breaker and create a new one, and a kept pointer would then
+// miss the metrics and the snapshot. The lookup of a constant key costs a
+// few nanoseconds and never fails.
+func (s *service) breaker(key string) *breaker.Breaker {
+	b, _ := s.group.Get(key)
+	return b
+}
+
+// product answers GET /product?sku=42. Stock is essential: without it the
+// page cannot be served, so a refusal is a 503 with Retry-After. Price is
+// not: a failing or refused pricing call falls back to the catalogue.
+func (s *service) product(w http.ResponseWriter, r *http.Request) {
+	sku := r.URL.Query().Get("sku")
+	if sku == "" {
+		http.Error(w, "missing sku", http.StatusBadRequest)
+		return
+	}
+	ctx := r.Context()
+
+	stock, err := breaker.Call(ctx, s.breaker(keyStock), func(ctx context.Context) (int, error) {
+		n, err := s.inventory.GetStock(ctx, sku)
+		if errors.Is(err, errUnknownSKU) {
+			// The caller asked for something that does not exist; that
+			// says nothing about the health of inventory.
+			return 0, breaker.Ignore(err)
+		}
+		return n, err
+	})
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+
+	source := "pricing"
+	price, err := breaker.FallbackOnFailure(ctx, s.breaker(keyPrice),
+		func(ctx context.Context) (int64, error) { return s.pricing.GetPrice(ctx, sku) },
+		func(context.Context, error) (int64, error) {
+			source = "catalogue"
+			return catalogue[sku].listPrice, nil
+		})
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+
+	writeJSON(w, productView{SKU: sku, Stock: stock, PriceCents: price, PriceSource: source})
+}
+
+// fail answers a request whose essential call did not succeed.
+func (s *service) fail(w http.ResponseWriter, err error) {
+	var open *breaker.OpenError
+	switch {
+	case errors.As(err, &open):
+		// Tell clients when to come back instead of letting them retry
+		// into an open breaker.
+		if d := open.RetryAfter(); d > 0 {
+			w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(d.Seconds()))))
+		}
+		http.Error(w, err.Error(), http.StatusServiceUnavailable)
+	case errors.Is(err, errUnknownSKU):
+		http.Error(w, err.Error(), http.StatusNotFound)
+	default:
+		http.Error(w, err.Error(), http.StatusBadGateway)
+	}
+}
+
+// breakers answers GET /breakers with the group's snapshot: every
+// breaker's state, window, counters and policy, and the current alerts.
+func (s *service) breakers(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, s.group.Snapshot())
+}
+
+// faults answers GET /faults with what each fake downstream does.
+func (s *service) faults(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, map[string]string{
+		"inventory": s.inventory.get().String(),
+		"pricing":   s.pricing.get().String(),
+	})
+}
+
+// setFaults answers POST /faults?pricing=error (or inventory=, with ok,
+// error or slow): the demo's way to make a downstream sick. Every
+// parameter is checked before any is applied.
+func (s *service) setFaults(w http.ResponseWriter, r *http.Request) {
+	targets := map[string]*downstream{"inventory": &s.inventory.downstream, "pricing": &s.pricing.downstream}
+	q := r.URL.Query()
+	if len(q) == 0 {
+		http.Error(w, "want inventory= or pricing= with ok, error or slow", http.StatusBadRequest)
+		return
+	}
+	set := map[*downstream]fault{}
+	for name, vals := range q {
+		d, ok := targets[name]
+		if !ok {
+			http.Error(w, "unknown downstream "+strconv.Quote(name), http.StatusBadRequest)
+			return
+		}
+		f, ok := parseFault(vals[len(vals)-1])
+		if !ok {
+			http.Error(w, "unknown fault "+strconv.Quote(vals[len(vals)-1])+": want ok, error or slow", http.StatusBadRequest)
+			return
+		}
+		set[d] = f
+	}
+	for d, f := range set {
+		d.set(f)
+		s.log.Info("fault injected", "downstream", d.name, "fault", f.String())
+	}
+	s.faults(w, r)
+}
+
+func writeJSON(w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v) // the client has gone if this fails
+}
+
+// run serves h on ln until ctx is done, then shuts the server down, giving
+// requests in flight up to shutdownGrace to finish. It returns nil after
+// a clean shutdown.
+func run(ctx context.Context, ln net.Listener, h http.Handler, log *slog.Logger) error {
+	srv := &http.Server{
+		Handler: h,
+		// Without it a client that sends headers slowly holds a
+		// connection for ever.
+		ReadHeaderTimeout: 5 * time.Second,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelError),
+	}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	select {
+	case err := <-served:
+		return err
+	case <-ctx.Done():
+	}
+	stop, cancel := context.WithTimeout(context.Background(), shutdownGrace)
+	defer cancel()
+	err := srv.Shutdown(stop)
+	if serr := <-served; !errors.Is(serr, http.ErrServerClosed) {
+		err = errors.Join(err, serr)
+	}
+	return err
+}
+
+const shutdownGrace = 5 * time.Second

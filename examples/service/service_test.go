@@ -1,0 +1,286 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/benbjohnson/clock"
+	"github.com/govkit/breaker"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// syncBuffer is a log sink the server's goroutines write while the test
+// reads it.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// instance is the service running on a real loopback listener, its
+// breakers on a mock clock: the window never slides and cooldowns end
+// only when the test moves the clock, so the number of calls that trips a
+// breaker is exact.
+type instance struct {
+	t      *testing.T
+	base   string
+	clk    *clock.Mock
+	logs   *syncBuffer
+	client *http.Client
+}
+
+func start(t *testing.T) *instance {
+	t.Helper()
+	in := &instance{t: t, clk: clock.NewMock(), logs: &syncBuffer{}}
+	in.clk.Set(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
+	log := slog.New(slog.NewTextHandler(in.logs, nil))
+
+	svc, err := newService(log, breaker.WithClock(in.clk), breaker.WithRand(func() float64 { return 0.5 }))
+	require.NoError(t, err)
+	// Port 0: the kernel picks a free port, so tests never collide. The
+	// listener accepts from here on, so no wait for the server is needed.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	in.base = "http://" + ln.Addr().String()
+	in.client = &http.Client{Transport: &http.Transport{}, Timeout: 10 * time.Second}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- run(ctx, ln, svc.routes(), log) }()
+	t.Cleanup(func() {
+		cancel()
+		assert.NoError(t, <-done, "run returns nil after a clean shutdown")
+		in.client.CloseIdleConnections()
+		assert.NoError(t, svc.Close())
+	})
+	return in
+}
+
+// get fetches path and returns the status and the body.
+func (in *instance) get(path string) (int, string) {
+	in.t.Helper()
+	resp, err := in.client.Get(in.base + path)
+	require.NoError(in.t, err)
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(in.t, err)
+	return resp.StatusCode, string(body)
+}
+
+func (in *instance) fault(query string) {
+	in.t.Helper()
+	resp, err := in.client.Post(in.base+"/faults?"+query, "", nil)
+	require.NoError(in.t, err)
+	resp.Body.Close()
+	require.Equal(in.t, http.StatusOK, resp.StatusCode, "POST /faults?%s", query)
+}
+
+// product fetches /product?sku=42 and decodes the answer, which must be a
+// 200.
+func (in *instance) product() productView {
+	in.t.Helper()
+	code, body := in.get("/product?sku=42")
+	require.Equal(in.t, http.StatusOK, code, body)
+	var p productView
+	require.NoError(in.t, json.Unmarshal([]byte(body), &p))
+	return p
+}
+
+// breakerView is the part of a /breakers entry the tests read. State is a
+// string here: breaker.State marshals to its name but does not unmarshal.
+type breakerView struct {
+	Name     string `json:"name"`
+	State    string `json:"state"`
+	Counters struct {
+		Successes uint64 `json:"successes"`
+		Failures  uint64 `json:"failures"`
+		Ignored   uint64 `json:"ignored"`
+		Rejected  uint64 `json:"rejected"`
+		Fallbacks uint64 `json:"fallbacks"`
+	} `json:"counters"`
+}
+
+// breakers fetches /breakers and returns the entries by name.
+func (in *instance) breakers() map[string]breakerView {
+	in.t.Helper()
+	code, body := in.get("/breakers")
+	require.Equal(in.t, http.StatusOK, code, body)
+	var snap struct {
+		Breakers []breakerView `json:"breakers"`
+	}
+	require.NoError(in.t, json.Unmarshal([]byte(body), &snap))
+	out := map[string]breakerView{}
+	for _, b := range snap.Breakers {
+		out[b.Name] = b
+	}
+	return out
+}
+
+// metrics fetches /metrics.
+func (in *instance) metrics() string {
+	in.t.Helper()
+	code, body := in.get("/metrics")
+	require.Equal(in.t, http.StatusOK, code, body)
+	return body
+}
+
+// A pricing outage: its breaker opens after exactly the calls the policy
+// says, the product page keeps answering with the catalogue price, the
+// inventory breaker is untouched, and /breakers, /metrics and the log all
+// show it; then pricing heals and the breaker closes after its probes.
+func TestService_PricingOutageOpensItsBreakerAndFallsBack(t *testing.T) {
+	in := start(t)
+
+	// Healthy: five live prices. The policy judges on at least ten calls
+	// at 50% failures.
+	for i := 0; i < 5; i++ {
+		assert.Equal(t, productView{SKU: "42", Stock: 7, PriceCents: 1899, PriceSource: "pricing"}, in.product())
+	}
+
+	in.fault("pricing=error")
+	// Five failures on top of five successes is 5/10: the fifth trips.
+	// Each failed call is served the catalogue price.
+	for i := 0; i < 5; i++ {
+		require.Equal(t, "closed", in.breakers()[keyPrice].State, "tripped early, at failure %d", i+1)
+		assert.Equal(t, productView{SKU: "42", Stock: 7, PriceCents: 1999, PriceSource: "catalogue"}, in.product())
+	}
+	// Open: pricing is not called at all; the page still answers.
+	for i := 0; i < 3; i++ {
+		assert.Equal(t, "catalogue", in.product().PriceSource)
+	}
+
+	bs := in.breakers()
+	require.Contains(t, bs, keyPrice)
+	require.Contains(t, bs, keyStock)
+	assert.Equal(t, "open", bs[keyPrice].State)
+	assert.Equal(t, uint64(5), bs[keyPrice].Counters.Failures)
+	assert.Equal(t, uint64(3), bs[keyPrice].Counters.Rejected)
+	assert.Equal(t, uint64(8), bs[keyPrice].Counters.Fallbacks, "five failures and three refusals")
+	assert.Equal(t, "closed", bs[keyStock].State)
+	assert.Equal(t, uint64(13), bs[keyStock].Counters.Successes)
+
+	m := in.metrics()
+	for _, line := range []string{
+		`breaker_state{name="pricing.GetPrice",state="open"} 1`,
+		`breaker_state{name="pricing.GetPrice",state="closed"} 0`,
+		`breaker_state{name="inventory.GetStock",state="closed"} 1`,
+		`breaker_transitions_total{from="closed",name="pricing.GetPrice",reason="err_ratio",to="open"} 1`,
+		`breaker_rejected_total{name="pricing.GetPrice"} 3`,
+		`breaker_fallbacks_total{name="pricing.GetPrice"} 8`,
+		`breaker_window_error_ratio{name="pricing.GetPrice"} 0.5`,
+	} {
+		assert.Contains(t, m, line+"\n")
+	}
+	assert.NotContains(t, m, `breaker_transitions_total{from="closed",name="inventory.GetStock"`)
+
+	assert.Contains(t, in.logs.String(),
+		"level=WARN msg=breaker breaker=open name=pricing.GetPrice reason=err_ratio ratio=0.5 counted=10 failures=5 timeouts=0 cooldown=15s from=closed\n")
+
+	// Pricing heals. After the 15s cooldown the next three calls are
+	// probes; all pass and the breaker closes.
+	in.fault("pricing=ok")
+	in.clk.Add(15 * time.Second)
+	for i := 0; i < 3; i++ {
+		assert.Equal(t, "pricing", in.product().PriceSource)
+	}
+	assert.Equal(t, "closed", in.breakers()[keyPrice].State)
+	m = in.metrics()
+	for _, line := range []string{
+		`breaker_state{name="pricing.GetPrice",state="closed"} 1`,
+		`breaker_transitions_total{from="open",name="pricing.GetPrice",reason="cooldown_elapsed",to="half_open"} 1`,
+		`breaker_transitions_total{from="half_open",name="pricing.GetPrice",reason="probes_passed",to="closed"} 1`,
+		`breaker_probes_total{name="pricing.GetPrice",result="passed"} 3`,
+		`breaker_open_seconds_total{name="pricing.GetPrice"} 15`,
+	} {
+		assert.Contains(t, m, line+"\n")
+	}
+	assert.Contains(t, in.logs.String(), "msg=breaker breaker=closed name=pricing.GetPrice reason=probes_passed")
+}
+
+// Stock is essential: while the inventory breaker is open the product
+// page is a 503 that says when to retry, and pricing is not called.
+func TestService_InventoryOutageIsA503WithRetryAfter(t *testing.T) {
+	in := start(t)
+	in.fault("inventory=error")
+	for i := 0; i < 10; i++ {
+		code, body := in.get("/product?sku=42")
+		require.Equal(t, http.StatusBadGateway, code, body)
+	}
+	resp, err := in.client.Get(in.base + "/product?sku=42")
+	require.NoError(t, err)
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
+	assert.Equal(t, "15", resp.Header.Get("Retry-After"))
+	assert.Contains(t, string(body), "breaker: inventory.GetStock is open (err_ratio, 10/10 failed, 0 timeouts, retry in 15s)")
+
+	bs := in.breakers()
+	assert.Equal(t, "open", bs[keyStock].State)
+	assert.NotContains(t, bs, keyPrice, "pricing was never called")
+}
+
+// An unknown SKU is the caller's mistake: a 404 that the inventory
+// breaker ignores, however many there are.
+func TestService_UnknownSKUIsIgnoredByTheBreaker(t *testing.T) {
+	in := start(t)
+	for i := 0; i < 30; i++ {
+		code, _ := in.get("/product?sku=nope")
+		require.Equal(t, http.StatusNotFound, code)
+	}
+	bs := in.breakers()
+	assert.Equal(t, "closed", bs[keyStock].State)
+	assert.Equal(t, uint64(30), bs[keyStock].Counters.Ignored)
+	assert.Contains(t, in.metrics(), `breaker_calls_total{name="inventory.GetStock",outcome="ignored"} 30`+"\n")
+}
+
+func TestService_BadRequests(t *testing.T) {
+	in := start(t)
+	for _, c := range []struct {
+		method, path string
+		want         int
+	}{
+		{"GET", "/product", http.StatusBadRequest},
+		{"POST", "/faults", http.StatusBadRequest},
+		{"POST", "/faults?billing=error", http.StatusBadRequest},
+		{"POST", "/faults?pricing=broken", http.StatusBadRequest},
+		{"POST", "/faults?pricing=error&billing=error", http.StatusBadRequest},
+		{"GET", "/nowhere", http.StatusNotFound},
+		{"POST", "/product?sku=42", http.StatusMethodNotAllowed},
+	} {
+		req, err := http.NewRequest(c.method, in.base+c.path, nil)
+		require.NoError(t, err)
+		resp, err := in.client.Do(req)
+		require.NoError(t, err)
+		resp.Body.Close()
+		assert.Equal(t, c.want, resp.StatusCode, "%s %s", c.method, c.path)
+	}
+	// A refused request changed nothing.
+	code, body := in.get("/faults")
+	require.Equal(t, http.StatusOK, code)
+	assert.JSONEq(t, `{"inventory":"ok","pricing":"ok"}`, body)
+}

@@ -1,0 +1,288 @@
+// Package breakerotel reports the breakers of a [breaker.Group] through the
+// OpenTelemetry metrics API.
+//
+// [Register] creates asynchronous instruments whose one callback reads the
+// group at each collection, so nothing is added to the call path: the
+// breakers already keep the counts. Only transitions are counted as they
+// happen, through [breaker.Group.Subscribe], because the breakers keep no
+// per-reason history.
+//
+//	m, err := breakerotel.Register(group, otel.GetMeterProvider())
+//	if err != nil {
+//		return err
+//	}
+//	defer m.Unregister()
+//
+// The instruments, each with the attribute breaker.name (the breaker's
+// key) and the attributes shown:
+//
+//	name                        kind           unit          attributes
+//	breaker.state               UpDownCounter  {breaker}     breaker.state: 1 for the current state, 0 for the others
+//	breaker.transitions         Counter        {transition}  breaker.transition.from, .to, .reason
+//	breaker.calls               Counter        {call}        breaker.outcome: success, failure, timeout, ignored
+//	breaker.slow_calls          Counter        {call}
+//	breaker.rejected            Counter        {call}
+//	breaker.shadow_rejected     Counter        {call}
+//	breaker.fallbacks           Counter        {call}
+//	breaker.probes              Counter        {probe}       breaker.probe.result: passed, failed
+//	breaker.open.time           Counter        s             (time open or half-open, current outage included)
+//	breaker.open.duration       Gauge          s             (length of the current outage, 0 when closed)
+//	breaker.window.calls        UpDownCounter  {call}        (counted calls in the sliding window)
+//	breaker.window.error_ratio  Gauge          1             (failures/counted in the window)
+//
+// All are observable. The state and the window's calls are UpDownCounters
+// rather than gauges because they add up across breakers: the sum of
+// breaker.state over breaker.name for breaker.state=open is the number of
+// open breakers. Transitions are observed too, from counts the adapter
+// keeps, rather than added to a synchronous counter: a synchronous
+// counter's series live as long as the meter provider, so per-target keys
+// that come and go would fill the SDK's cardinality limit (2000 series an
+// instrument by default) and outlive the breakers they describe.
+package breakerotel
+
+import (
+	"context"
+	"errors"
+	"sync"
+
+	"github.com/govkit/breaker"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+)
+
+// ScopeName is the instrumentation scope of the meter the instruments are
+// created with: the import path, as OpenTelemetry recommends.
+const ScopeName = "github.com/govkit/breaker/otel"
+
+// Attribute keys.
+const (
+	KeyName             = attribute.Key("breaker.name")
+	KeyState            = attribute.Key("breaker.state")
+	KeyOutcome          = attribute.Key("breaker.outcome")
+	KeyProbeResult      = attribute.Key("breaker.probe.result")
+	KeyTransitionFrom   = attribute.Key("breaker.transition.from")
+	KeyTransitionTo     = attribute.Key("breaker.transition.to")
+	KeyTransitionReason = attribute.Key("breaker.transition.reason")
+)
+
+// Option configures [Register].
+type Option func(*config)
+
+type config struct {
+	attrs []attribute.KeyValue
+}
+
+// WithAttributes adds attributes to every measurement, such as
+// breaker.group=outbound when several groups report through one meter
+// provider and may share keys.
+func WithAttributes(kv ...attribute.KeyValue) Option {
+	return func(c *config) { c.attrs = append(c.attrs, kv...) }
+}
+
+// Metrics is the registration of one group's instruments. Every
+// measurement reflects the group as it is at the collection; a breaker the
+// group has dropped (evicted as idle, or removed) stops being reported,
+// together with its transition counts, and one created again under the
+// same key starts its counts afresh.
+//
+// Transitions that happened before Register was called are not counted;
+// register right after creating the group.
+//
+// Metrics is safe for concurrent use by multiple goroutines.
+type Metrics struct {
+	g           *breaker.Group
+	attrs       []attribute.KeyValue
+	reg         metric.Registration
+	unsubscribe func()
+
+	state, transitions, calls, slow, rejected, shadowRejected,
+	fallbacks, probes, windowCalls metric.Int64Observable
+	openTime, openDuration, windowRatio metric.Float64Observable
+
+	mu sync.Mutex
+	// counts is keyed by breaker name first so that the transitions of a
+	// dropped breaker can be forgotten in one delete.
+	counts map[string]map[transition]int64
+}
+
+type transition struct {
+	from, to breaker.State
+	reason   breaker.Reason
+}
+
+// Register creates the instruments on a meter of mp named [ScopeName],
+// registers a callback that reads g at each collection, and subscribes to
+// g's transitions. Call [Metrics.Unregister] to stop both.
+func Register(g *breaker.Group, mp metric.MeterProvider, opts ...Option) (*Metrics, error) {
+	if g == nil || mp == nil {
+		return nil, errors.New("breakerotel: nil group or meter provider")
+	}
+	var cfg config
+	for _, o := range opts {
+		if o != nil {
+			o(&cfg)
+		}
+	}
+	meter := mp.Meter(ScopeName)
+	m := &Metrics{g: g, attrs: cfg.attrs, counts: map[string]map[transition]int64{}}
+
+	// Errors are gathered rather than returned at the first, so that one
+	// report names every instrument the provider refused. The curried
+	// form lets each constructor's two results go straight in.
+	var errs []error
+	i64 := func(dst *metric.Int64Observable) func(metric.Int64Observable, error) {
+		return func(inst metric.Int64Observable, err error) { *dst, errs = inst, append(errs, err) }
+	}
+	f64 := func(dst *metric.Float64Observable) func(metric.Float64Observable, error) {
+		return func(inst metric.Float64Observable, err error) { *dst, errs = inst, append(errs, err) }
+	}
+	desc, unit := metric.WithDescription, metric.WithUnit
+	i64(&m.state)(meter.Int64ObservableUpDownCounter("breaker.state",
+		desc("Current state of the breaker: 1 for the state it is in, 0 for the others."), unit("{breaker}")))
+	i64(&m.transitions)(meter.Int64ObservableCounter("breaker.transitions",
+		desc("State transitions of the breaker, by the rule or event that caused them."), unit("{transition}")))
+	i64(&m.calls)(meter.Int64ObservableCounter("breaker.calls",
+		desc("Admitted calls that have returned, by outcome; probes included."), unit("{call}")))
+	i64(&m.slow)(meter.Int64ObservableCounter("breaker.slow_calls",
+		desc("Closed-state calls slower than the policy's slow_call."), unit("{call}")))
+	i64(&m.rejected)(meter.Int64ObservableCounter("breaker.rejected",
+		desc("Calls refused without calling the downstream."), unit("{call}")))
+	i64(&m.shadowRejected)(meter.Int64ObservableCounter("breaker.shadow_rejected",
+		desc("Calls a shadow breaker admitted but would have refused."), unit("{call}")))
+	i64(&m.fallbacks)(meter.Int64ObservableCounter("breaker.fallbacks",
+		desc("Results served by a fallback instead of the downstream."), unit("{call}")))
+	i64(&m.probes)(meter.Int64ObservableCounter("breaker.probes",
+		desc("Half-open probe verdicts."), unit("{probe}")))
+	f64(&m.openTime)(meter.Float64ObservableCounter("breaker.open.time",
+		desc("Time the breaker has spent open or half-open, the current outage included."), unit("s")))
+	f64(&m.openDuration)(meter.Float64ObservableGauge("breaker.open.duration",
+		desc("Time since the current outage began; 0 while the breaker is closed."), unit("s")))
+	i64(&m.windowCalls)(meter.Int64ObservableUpDownCounter("breaker.window.calls",
+		desc("Counted calls (successes, failures and timeouts) in the sliding window."), unit("{call}")))
+	f64(&m.windowRatio)(meter.Float64ObservableGauge("breaker.window.error_ratio",
+		desc("Failures divided by counted calls in the sliding window; 0 when it is empty."), unit("1")))
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+
+	reg, err := meter.RegisterCallback(m.observe,
+		m.state, m.transitions, m.calls, m.slow, m.rejected, m.shadowRejected,
+		m.fallbacks, m.probes, m.openTime, m.openDuration, m.windowCalls, m.windowRatio)
+	if err != nil {
+		return nil, err
+	}
+	m.reg = reg
+	m.unsubscribe = g.Subscribe(m.count)
+	return m, nil
+}
+
+// Unregister removes the callback and the subscription: the instruments
+// report nothing more for this group. It is safe to call more than once.
+func (m *Metrics) Unregister() error {
+	m.unsubscribe()
+	return m.reg.Unregister()
+}
+
+// count runs on the goroutine of the call that caused the transition, so
+// it only takes a short lock and increments.
+func (m *Metrics) count(e breaker.Event) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	c := m.counts[e.Name]
+	if c == nil {
+		c = map[transition]int64{}
+		m.counts[e.Name] = c
+	}
+	c[transition{e.From, e.To, e.Reason}]++
+}
+
+var states = [...]breaker.State{breaker.Closed, breaker.Open, breaker.HalfOpen}
+
+func (m *Metrics) observe(_ context.Context, o metric.Observer) error {
+	// The names seen before the snapshot are the only ones a snapshot can
+	// prove gone: a breaker whose first transition lands after the
+	// snapshot is absent from it but very much alive.
+	m.mu.Lock()
+	before := make(map[string]bool, len(m.counts))
+	for name := range m.counts {
+		before[name] = true
+	}
+	m.mu.Unlock()
+
+	snap := m.g.Snapshot()
+	live := make(map[string]bool, len(snap.Breakers))
+	for _, s := range snap.Breakers {
+		live[s.Name] = true
+		m.observeStatus(o, snap, s)
+	}
+
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for name, c := range m.counts {
+		if !live[name] {
+			if before[name] {
+				delete(m.counts, name)
+			}
+			continue
+		}
+		for t, n := range c {
+			o.ObserveInt64(m.transitions, n, m.with(name,
+				KeyTransitionFrom.String(t.from.String()),
+				KeyTransitionTo.String(t.to.String()),
+				KeyTransitionReason.String(string(t.reason))))
+		}
+	}
+	return nil
+}
+
+// with builds the measurement's attribute set: the breaker's name, kv and
+// the attributes of WithAttributes.
+func (m *Metrics) with(name string, kv ...attribute.KeyValue) metric.MeasurementOption {
+	all := make([]attribute.KeyValue, 0, 1+len(kv)+len(m.attrs))
+	all = append(all, KeyName.String(name))
+	all = append(all, kv...)
+	all = append(all, m.attrs...)
+	return metric.WithAttributeSet(attribute.NewSet(all...))
+}
+
+func toInt64(v uint64) int64 {
+	// A counter past 2^63 would take centuries of calls; saturate rather
+	// than report a negative count.
+	if v > 1<<63-1 {
+		return 1<<63 - 1
+	}
+	return int64(v)
+}
+
+func (m *Metrics) observeStatus(o metric.Observer, snap breaker.GroupSnapshot, s breaker.Status) {
+	n := s.Name
+	for _, st := range states {
+		var v int64
+		if s.State == st {
+			v = 1
+		}
+		o.ObserveInt64(m.state, v, m.with(n, KeyState.String(st.String())))
+	}
+	k := s.Counters
+	o.ObserveInt64(m.calls, toInt64(k.Successes), m.with(n, KeyOutcome.String("success")))
+	o.ObserveInt64(m.calls, toInt64(k.Failures), m.with(n, KeyOutcome.String("failure")))
+	o.ObserveInt64(m.calls, toInt64(k.Timeouts), m.with(n, KeyOutcome.String("timeout")))
+	o.ObserveInt64(m.calls, toInt64(k.Ignored), m.with(n, KeyOutcome.String("ignored")))
+	o.ObserveInt64(m.slow, toInt64(k.Slow), m.with(n))
+	o.ObserveInt64(m.rejected, toInt64(k.Rejected), m.with(n))
+	o.ObserveInt64(m.shadowRejected, toInt64(k.ShadowRejected), m.with(n))
+	o.ObserveInt64(m.fallbacks, toInt64(k.Fallbacks), m.with(n))
+	o.ObserveInt64(m.probes, toInt64(k.ProbesPassed), m.with(n, KeyProbeResult.String("passed")))
+	o.ObserveInt64(m.probes, toInt64(k.ProbesFailed), m.with(n, KeyProbeResult.String("failed")))
+	o.ObserveFloat64(m.openTime, k.OpenTime.Seconds(), m.with(n))
+
+	open := 0.0
+	if s.OpenSince != nil {
+		// The snapshot's time is the group's clock, the one OpenSince was
+		// read from; time.Now would disagree under a mock or a skewed clock.
+		open = max(0, snap.Time.Sub(*s.OpenSince).Seconds())
+	}
+	o.ObserveFloat64(m.openDuration, open, m.with(n))
+	o.ObserveInt64(m.windowCalls, toInt64(s.Window.Counted), m.with(n))
+	o.ObserveFloat64(m.windowRatio, s.ErrorRatio, m.with(n))
+}

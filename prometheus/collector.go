@@ -1,0 +1,262 @@
+// Package breakerprom exposes the breakers of a [breaker.Group] as
+// Prometheus metrics.
+//
+// A [Collector] reads the group when it is scraped, so it adds nothing to
+// the call path: the breakers already keep the counts. Only transitions are
+// counted as they happen, through [breaker.Group.Subscribe], because the
+// breakers keep no per-reason history. Register one collector per group:
+//
+//	c := breakerprom.NewCollector(group)
+//	defer c.Close()
+//	reg.MustRegister(c)
+//
+// With the default namespace the collector exposes these families, each
+// with the label name (the breaker's key) and the labels shown:
+//
+//	breaker_state{state}                       gauge    1 for the current state, 0 for the others
+//	breaker_transitions_total{from,to,reason}  counter
+//	breaker_calls_total{outcome}               counter  success, failure, timeout, ignored
+//	breaker_slow_calls_total                   counter
+//	breaker_rejected_total                     counter
+//	breaker_shadow_rejected_total              counter
+//	breaker_fallbacks_total                    counter
+//	breaker_probes_total{result}               counter  passed, failed
+//	breaker_open_seconds_total                 counter  time open or half-open, current outage included
+//	breaker_open_duration_seconds              gauge    length of the current outage, 0 when closed
+//	breaker_window_calls                       gauge    counted calls in the sliding window
+//	breaker_window_error_ratio                 gauge    failures/counted in the window
+package breakerprom
+
+import (
+	"sync"
+
+	"github.com/govkit/breaker"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// DefaultNamespace is the prefix of every metric name unless
+// [WithNamespace] says otherwise.
+const DefaultNamespace = "breaker"
+
+// Option configures a [Collector].
+type Option func(*config)
+
+type config struct {
+	namespace   string
+	constLabels prometheus.Labels
+}
+
+// WithNamespace replaces [DefaultNamespace] as the prefix of the metric
+// names: WithNamespace("shop_breaker") gives shop_breaker_state and so on.
+// An empty ns keeps the default, since names such as calls_total alone
+// would say nothing about where they come from.
+func WithNamespace(ns string) Option {
+	return func(c *config) {
+		if ns != "" {
+			c.namespace = ns
+		}
+	}
+}
+
+// WithConstLabels adds labels with fixed values to every metric. Two
+// collectors registered with one registry need them (group="outbound",
+// say), or the registry refuses the second as a duplicate.
+func WithConstLabels(l prometheus.Labels) Option {
+	return func(c *config) { c.constLabels = l }
+}
+
+// A Collector is a [prometheus.Collector] for the breakers of one group.
+// Every metric reflects the group as it is at the scrape; a breaker the
+// group has dropped (evicted as idle, or removed) disappears from the
+// exposition together with its transition counts, and a breaker created
+// again under the same key starts its counters afresh, which Prometheus's
+// rate functions read as a counter reset.
+//
+// Transitions that happened before NewCollector was called are not
+// counted; create the collector right after the group.
+//
+// A Collector is safe for concurrent use by multiple goroutines.
+type Collector struct {
+	g           *breaker.Group
+	unsubscribe func()
+
+	state, transitions, calls, slow, rejected, shadowRejected,
+	fallbacks, probes, openTime, openDuration, windowCalls, windowRatio *prometheus.Desc
+
+	mu sync.Mutex
+	// counts is keyed by breaker name first so that the transitions of a
+	// dropped breaker can be forgotten in one delete.
+	counts map[string]map[transition]uint64
+}
+
+type transition struct {
+	from, to breaker.State
+	reason   breaker.Reason
+}
+
+// NewCollector returns a collector for g and subscribes it to g's
+// transitions. Call [Collector.Close] when the collector is no longer
+// scraped, or the subscription keeps it alive as long as the group.
+func NewCollector(g *breaker.Group, opts ...Option) *Collector {
+	cfg := config{namespace: DefaultNamespace}
+	for _, o := range opts {
+		if o != nil {
+			o(&cfg)
+		}
+	}
+	desc := func(name, help string, labels ...string) *prometheus.Desc {
+		return prometheus.NewDesc(cfg.namespace+"_"+name, help,
+			append([]string{"name"}, labels...), cfg.constLabels)
+	}
+	c := &Collector{
+		g:      g,
+		counts: map[string]map[transition]uint64{},
+		state: desc("state",
+			"Current state of the breaker: 1 for the state it is in, 0 for the others.", "state"),
+		transitions: desc("transitions_total",
+			"State transitions of the breaker, by the rule or event that caused them.", "from", "to", "reason"),
+		calls: desc("calls_total",
+			"Admitted calls that have returned, by outcome; probes included.", "outcome"),
+		slow: desc("slow_calls_total",
+			"Closed-state calls slower than the policy's slow_call."),
+		rejected: desc("rejected_total",
+			"Calls refused without calling the downstream."),
+		shadowRejected: desc("shadow_rejected_total",
+			"Calls a shadow breaker admitted but would have refused."),
+		fallbacks: desc("fallbacks_total",
+			"Results served by a fallback instead of the downstream."),
+		probes: desc("probes_total",
+			"Half-open probe verdicts.", "result"),
+		openTime: desc("open_seconds_total",
+			"Time the breaker has spent open or half-open, the current outage included."),
+		openDuration: desc("open_duration_seconds",
+			"Time since the current outage began; 0 while the breaker is closed."),
+		windowCalls: desc("window_calls",
+			"Counted calls (successes, failures and timeouts) in the sliding window."),
+		windowRatio: desc("window_error_ratio",
+			"Failures divided by counted calls in the sliding window; 0 when it is empty."),
+	}
+	c.unsubscribe = g.Subscribe(c.observe)
+	return c
+}
+
+// observe runs on the goroutine of the call that caused the transition,
+// so it only takes a short lock and increments.
+func (c *Collector) observe(e breaker.Event) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	m := c.counts[e.Name]
+	if m == nil {
+		m = map[transition]uint64{}
+		c.counts[e.Name] = m
+	}
+	m[transition{e.From, e.To, e.Reason}]++
+}
+
+// Close stops counting transitions. The collector still reports the rest
+// of the group's metrics if it is scraped afterwards; unregister it from
+// the registry to stop that too. Close is safe to call more than once and
+// always returns nil.
+func (c *Collector) Close() error {
+	c.unsubscribe()
+	return nil
+}
+
+// Describe sends the descriptors of every metric the collector can
+// produce. The set is fixed, so a registry can check it for conflicts at
+// registration.
+func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{
+		c.state, c.transitions, c.calls, c.slow, c.rejected, c.shadowRejected,
+		c.fallbacks, c.probes, c.openTime, c.openDuration, c.windowCalls, c.windowRatio,
+	} {
+		ch <- d
+	}
+}
+
+var states = [...]breaker.State{breaker.Closed, breaker.Open, breaker.HalfOpen}
+
+// Collect sends the current metrics of every breaker in the group.
+func (c *Collector) Collect(ch chan<- prometheus.Metric) {
+	// The names seen before the snapshot are the only ones a snapshot can
+	// prove gone: a breaker whose first transition lands after the
+	// snapshot is absent from it but very much alive.
+	c.mu.Lock()
+	before := make(map[string]bool, len(c.counts))
+	for name := range c.counts {
+		before[name] = true
+	}
+	c.mu.Unlock()
+
+	snap := c.g.Snapshot()
+
+	live := make(map[string]bool, len(snap.Breakers))
+	for _, s := range snap.Breakers {
+		live[s.Name] = true
+		c.collectStatus(ch, snap, s)
+	}
+
+	c.mu.Lock()
+	type sample struct {
+		name string
+		t    transition
+		n    uint64
+	}
+	var samples []sample
+	for name, m := range c.counts {
+		if !live[name] {
+			if before[name] {
+				delete(c.counts, name)
+			}
+			continue
+		}
+		for t, n := range m {
+			samples = append(samples, sample{name, t, n})
+		}
+	}
+	c.mu.Unlock()
+	// Sent outside the lock: the registry reads ch while other collectors
+	// run, and a transition must not wait for a scrape.
+	for _, s := range samples {
+		ch <- prometheus.MustNewConstMetric(c.transitions, prometheus.CounterValue, float64(s.n),
+			s.name, s.t.from.String(), s.t.to.String(), string(s.t.reason))
+	}
+}
+
+func (c *Collector) collectStatus(ch chan<- prometheus.Metric, snap breaker.GroupSnapshot, s breaker.Status) {
+	counter := func(d *prometheus.Desc, v uint64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), append([]string{s.Name}, labels...)...)
+	}
+	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, append([]string{s.Name}, labels...)...)
+	}
+	for _, st := range states {
+		v := 0.0
+		if s.State == st {
+			v = 1
+		}
+		gauge(c.state, v, st.String())
+	}
+	k := s.Counters
+	counter(c.calls, k.Successes, "success")
+	counter(c.calls, k.Failures, "failure")
+	counter(c.calls, k.Timeouts, "timeout")
+	counter(c.calls, k.Ignored, "ignored")
+	counter(c.slow, k.Slow)
+	counter(c.rejected, k.Rejected)
+	counter(c.shadowRejected, k.ShadowRejected)
+	counter(c.fallbacks, k.Fallbacks)
+	counter(c.probes, k.ProbesPassed, "passed")
+	counter(c.probes, k.ProbesFailed, "failed")
+	ch <- prometheus.MustNewConstMetric(c.openTime, prometheus.CounterValue, k.OpenTime.Seconds(), s.Name)
+
+	open := 0.0
+	if s.OpenSince != nil {
+		// The snapshot's time is the group's clock, the one OpenSince was
+		// read from; time.Now would disagree under a mock or a skewed clock.
+		open = max(0, snap.Time.Sub(*s.OpenSince).Seconds())
+	}
+	gauge(c.openDuration, open)
+	gauge(c.windowCalls, float64(s.Window.Counted))
+	gauge(c.windowRatio, s.ErrorRatio)
+}

@@ -1,0 +1,515 @@
+package breakerprom
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/benbjohnson/clock"
+	"github.com/govkit/breaker"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+var errBoom = errors.New("boom")
+
+const (
+	inventory = "inventory.GetStock"
+	pricing   = "pricing.GetPrice"
+	payment   = "payment.Charge"
+)
+
+// testPolicy trips on 4 counted calls at 50% failures and probes once, so
+// an outage takes a handful of calls. With the jitter source fixed at 0.5
+// every cooldown is exactly OpenFor·2^level: 10s, then 20s.
+func testPolicy() breaker.Policy {
+	p := breaker.DefaultPolicy()
+	p.Window = 10 * time.Second
+	p.Buckets = 10
+	p.MinRequests = 4
+	p.SlowCall = 2 * time.Second
+	p.SlowRatio = 1 // slowness is counted but never trips these tests
+	p.OpenFor = 10 * time.Second
+	p.MaxOpenFor = 40 * time.Second
+	p.Probes = 1
+	return p
+}
+
+// fixture is a group on a mock clock with a collector on it.
+type fixture struct {
+	t   *testing.T
+	clk *clock.Mock
+	t0  time.Time
+	g   *breaker.Group
+	c   *Collector
+}
+
+func newFixture(t *testing.T, opts ...Option) *fixture {
+	t.Helper()
+	f := &fixture{t: t, clk: clock.NewMock()}
+	f.clk.Set(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
+	f.t0 = f.clk.Now()
+	g, err := breaker.NewGroup(breaker.GroupConfig{Policies: breaker.GroupPolicy{Default: testPolicy()}},
+		breaker.WithClock(f.clk),
+		breaker.WithRand(func() float64 { return 0.5 }))
+	require.NoError(t, err)
+	f.g = g
+	f.c = NewCollector(g, opts...)
+	t.Cleanup(func() { _ = f.c.Close() })
+	return f
+}
+
+// at moves the clock to t0+d, never backwards.
+func (f *fixture) at(d time.Duration) {
+	f.t.Helper()
+	target := f.t0.Add(d)
+	require.False(f.t, target.Before(f.clk.Now()), "at(%v) would move the clock back", d)
+	f.clk.Set(target)
+}
+
+func (f *fixture) breaker(key string) *breaker.Breaker {
+	f.t.Helper()
+	b, err := f.g.Get(key)
+	require.NoError(f.t, err)
+	return b
+}
+
+// call makes one call through key's breaker that returns err.
+func (f *fixture) call(key string, err error) error {
+	return f.g.Do(context.Background(), key, func(context.Context) error { return err })
+}
+
+// calls makes n admitted calls that return err.
+func (f *fixture) calls(key string, n int, err error) {
+	f.t.Helper()
+	for i := 0; i < n; i++ {
+		require.NotErrorIs(f.t, f.call(key, err), breaker.ErrOpen, "call %d of %d to %s was refused", i+1, n, key)
+	}
+}
+
+// refused makes n calls that the breaker must refuse.
+func (f *fixture) refused(key string, n int) {
+	f.t.Helper()
+	for i := 0; i < n; i++ {
+		require.ErrorIs(f.t, f.call(key, nil), breaker.ErrOpen, "call %d of %d to %s was admitted", i+1, n, key)
+	}
+}
+
+// slowCall makes a call that succeeds after d of mock time.
+func (f *fixture) slowCall(key string, d time.Duration) {
+	f.t.Helper()
+	require.NoError(f.t, f.g.Do(context.Background(), key, func(context.Context) error {
+		f.clk.Add(d)
+		return nil
+	}))
+}
+
+// trip opens key's breaker: two successes and two failures reach 50% of
+// MinRequests.
+func (f *fixture) trip(key string) {
+	f.t.Helper()
+	f.calls(key, 2, nil)
+	f.calls(key, 2, errBoom)
+	require.Equal(f.t, breaker.Open, f.breaker(key).State())
+}
+
+// expect compares the collector's exposition, limited to names when given,
+// with want, exactly.
+func (f *fixture) expect(want string, names ...string) {
+	f.t.Helper()
+	if err := testutil.CollectAndCompare(f.c, strings.NewReader(want), names...); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+// Every family, from one group that has seen a full outage and recovery
+// (pricing), a shadow breaker that would be open (payment), and a healthy
+// breaker with slow and ignored calls (inventory).
+func TestCollector_ExposesEveryFamily(t *testing.T) {
+	f := newFixture(t)
+
+	// t0: pricing trips; three calls are refused, one of them served by a
+	// fallback.
+	f.trip(pricing)
+	f.refused(pricing, 2)
+	v, err := breaker.Fallback(context.Background(), f.breaker(pricing),
+		func(context.Context) (int, error) { return 0, nil },
+		func(context.Context, error) (int, error) { return 1999, nil })
+	require.NoError(t, err)
+	require.Equal(t, 1999, v)
+
+	// t0+10s: the cooldown is over; the probe times out and the breaker
+	// reopens for 20s.
+	f.at(10 * time.Second)
+	f.calls(pricing, 1, context.DeadlineExceeded)
+	require.Equal(t, breaker.Open, f.breaker(pricing).State())
+
+	// t0+30s: the next probe passes and closes it, after 30s open.
+	f.at(30 * time.Second)
+	f.calls(pricing, 1, nil)
+	require.Equal(t, breaker.Closed, f.breaker(pricing).State())
+
+	// t0+30s: payment runs in shadow mode and trips.
+	require.NoError(t, f.breaker(payment).SetMode(breaker.ModeShadow))
+	f.trip(payment)
+
+	// t0+34s: inventory answers, once after 3s (slow), once with an error
+	// that is the caller's fault (ignored).
+	f.at(34 * time.Second)
+	f.calls(inventory, 3, nil)
+	f.calls(inventory, 1, breaker.Ignore(errBoom))
+	f.slowCall(inventory, 3*time.Second)
+
+	// t0+38s: payment admits a call it would have refused.
+	f.at(38 * time.Second)
+	f.calls(payment, 1, nil)
+
+	f.expect(`
+# HELP breaker_calls_total Admitted calls that have returned, by outcome; probes included.
+# TYPE breaker_calls_total counter
+breaker_calls_total{name="inventory.GetStock",outcome="failure"} 0
+breaker_calls_total{name="inventory.GetStock",outcome="ignored"} 1
+breaker_calls_total{name="inventory.GetStock",outcome="success"} 4
+breaker_calls_total{name="inventory.GetStock",outcome="timeout"} 0
+breaker_calls_total{name="payment.Charge",outcome="failure"} 2
+breaker_calls_total{name="payment.Charge",outcome="ignored"} 0
+breaker_calls_total{name="payment.Charge",outcome="success"} 3
+breaker_calls_total{name="payment.Charge",outcome="timeout"} 0
+breaker_calls_total{name="pricing.GetPrice",outcome="failure"} 2
+breaker_calls_total{name="pricing.GetPrice",outcome="ignored"} 0
+breaker_calls_total{name="pricing.GetPrice",outcome="success"} 3
+breaker_calls_total{name="pricing.GetPrice",outcome="timeout"} 1
+# HELP breaker_fallbacks_total Results served by a fallback instead of the downstream.
+# TYPE breaker_fallbacks_total counter
+breaker_fallbacks_total{name="inventory.GetStock"} 0
+breaker_fallbacks_total{name="payment.Charge"} 0
+breaker_fallbacks_total{name="pricing.GetPrice"} 1
+# HELP breaker_open_duration_seconds Time since the current outage began; 0 while the breaker is closed.
+# TYPE breaker_open_duration_seconds gauge
+breaker_open_duration_seconds{name="inventory.GetStock"} 0
+breaker_open_duration_seconds{name="payment.Charge"} 8
+breaker_open_duration_seconds{name="pricing.GetPrice"} 0
+# HELP breaker_open_seconds_total Time the breaker has spent open or half-open, the current outage included.
+# TYPE breaker_open_seconds_total counter
+breaker_open_seconds_total{name="inventory.GetStock"} 0
+breaker_open_seconds_total{name="payment.Charge"} 8
+breaker_open_seconds_total{name="pricing.GetPrice"} 30
+# HELP breaker_probes_total Half-open probe verdicts.
+# TYPE breaker_probes_total counter
+breaker_probes_total{name="inventory.GetStock",result="failed"} 0
+breaker_probes_total{name="inventory.GetStock",result="passed"} 0
+breaker_probes_total{name="payment.Charge",result="failed"} 0
+breaker_probes_total{name="payment.Charge",result="passed"} 0
+breaker_probes_total{name="pricing.GetPrice",result="failed"} 1
+breaker_probes_total{name="pricing.GetPrice",result="passed"} 1
+# HELP breaker_rejected_total Calls refused without calling the downstream.
+# TYPE breaker_rejected_total counter
+breaker_rejected_total{name="inventory.GetStock"} 0
+breaker_rejected_total{name="payment.Charge"} 0
+breaker_rejected_total{name="pricing.GetPrice"} 3
+# HELP breaker_shadow_rejected_total Calls a shadow breaker admitted but would have refused.
+# TYPE breaker_shadow_rejected_total counter
+breaker_shadow_rejected_total{name="inventory.GetStock"} 0
+breaker_shadow_rejected_total{name="payment.Charge"} 1
+breaker_shadow_rejected_total{name="pricing.GetPrice"} 0
+# HELP breaker_slow_calls_total Closed-state calls slower than the policy's slow_call.
+# TYPE breaker_slow_calls_total counter
+breaker_slow_calls_total{name="inventory.GetStock"} 1
+breaker_slow_calls_total{name="payment.Charge"} 0
+breaker_slow_calls_total{name="pricing.GetPrice"} 0
+# HELP breaker_state Current state of the breaker: 1 for the state it is in, 0 for the others.
+# TYPE breaker_state gauge
+breaker_state{name="inventory.GetStock",state="closed"} 1
+breaker_state{name="inventory.GetStock",state="half_open"} 0
+breaker_state{name="inventory.GetStock",state="open"} 0
+breaker_state{name="payment.Charge",state="closed"} 0
+breaker_state{name="payment.Charge",state="half_open"} 0
+breaker_state{name="payment.Charge",state="open"} 1
+breaker_state{name="pricing.GetPrice",state="closed"} 1
+breaker_state{name="pricing.GetPrice",state="half_open"} 0
+breaker_state{name="pricing.GetPrice",state="open"} 0
+# HELP breaker_transitions_total State transitions of the breaker, by the rule or event that caused them.
+# TYPE breaker_transitions_total counter
+breaker_transitions_total{from="closed",name="payment.Charge",reason="err_ratio",to="open"} 1
+breaker_transitions_total{from="closed",name="pricing.GetPrice",reason="err_ratio",to="open"} 1
+breaker_transitions_total{from="half_open",name="pricing.GetPrice",reason="probe_failed",to="open"} 1
+breaker_transitions_total{from="half_open",name="pricing.GetPrice",reason="probes_passed",to="closed"} 1
+breaker_transitions_total{from="open",name="pricing.GetPrice",reason="cooldown_elapsed",to="half_open"} 2
+# HELP breaker_window_calls Counted calls (successes, failures and timeouts) in the sliding window.
+# TYPE breaker_window_calls gauge
+breaker_window_calls{name="inventory.GetStock"} 4
+breaker_window_calls{name="payment.Charge"} 4
+breaker_window_calls{name="pricing.GetPrice"} 0
+# HELP breaker_window_error_ratio Failures divided by counted calls in the sliding window; 0 when it is empty.
+# TYPE breaker_window_error_ratio gauge
+breaker_window_error_ratio{name="inventory.GetStock"} 0
+breaker_window_error_ratio{name="payment.Charge"} 0.5
+breaker_window_error_ratio{name="pricing.GetPrice"} 0
+`)
+
+	problems, err := testutil.CollectAndLint(f.c)
+	require.NoError(t, err)
+	assert.Empty(t, problems)
+}
+
+// The state gauge and the open-time metrics follow one outage step by
+// step. A scrape itself notices an ended cooldown, as any look at the
+// breaker does, so the breaker shows half-open at t2 before a call comes.
+func TestCollector_StateAndOpenTimeFollowAnOutage(t *testing.T) {
+	f := newFixture(t)
+	const (
+		t0 = 0
+		t1 = 4 * time.Second
+		t2 = 10 * time.Second // the first cooldown ends
+		t3 = 30 * time.Second // the second (doubled) cooldown ends
+		t4 = 45 * time.Second
+	)
+	steps := []struct {
+		at   time.Duration
+		do   func()
+		want string
+	}{
+		{t0, func() { f.trip(pricing) }, `
+breaker_state{name="pricing.GetPrice",state="closed"} 0
+breaker_state{name="pricing.GetPrice",state="half_open"} 0
+breaker_state{name="pricing.GetPrice",state="open"} 1
+breaker_open_duration_seconds{name="pricing.GetPrice"} 0
+breaker_open_seconds_total{name="pricing.GetPrice"} 0
+breaker_transitions_total{from="closed",name="pricing.GetPrice",reason="err_ratio",to="open"} 1
+`},
+		{t1, nil, `
+breaker_state{name="pricing.GetPrice",state="closed"} 0
+breaker_state{name="pricing.GetPrice",state="half_open"} 0
+breaker_state{name="pricing.GetPrice",state="open"} 1
+breaker_open_duration_seconds{name="pricing.GetPrice"} 4
+breaker_open_seconds_total{name="pricing.GetPrice"} 4
+breaker_transitions_total{from="closed",name="pricing.GetPrice",reason="err_ratio",to="open"} 1
+`},
+		{t2, nil, `
+breaker_state{name="pricing.GetPrice",state="closed"} 0
+breaker_state{name="pricing.GetPrice",state="half_open"} 1
+breaker_state{name="pricing.GetPrice",state="open"} 0
+breaker_open_duration_seconds{name="pricing.GetPrice"} 10
+breaker_open_seconds_total{name="pricing.GetPrice"} 10
+breaker_transitions_total{from="closed",name="pricing.GetPrice",reason="err_ratio",to="open"} 1
+breaker_transitions_total{from="open",name="pricing.GetPrice",reason="cooldown_elapsed",to="half_open"} 1
+`},
+		{t2, func() { f.calls(pricing, 1, context.DeadlineExceeded) }, `
+breaker_state{name="pricing.GetPrice",state="closed"} 0
+breaker_state{name="pricing.GetPrice",state="half_open"} 0
+breaker_state{name="pricing.GetPrice",state="open"} 1
+breaker_open_duration_seconds{name="pricing.GetPrice"} 10
+breaker_open_seconds_total{name="pricing.GetPrice"} 10
+breaker_transitions_total{from="closed",name="pricing.GetPrice",reason="err_ratio",to="open"} 1
+breaker_transitions_total{from="half_open",name="pricing.GetPrice",reason="probe_failed",to="open"} 1
+breaker_transitions_total{from="open",name="pricing.GetPrice",reason="cooldown_elapsed",to="half_open"} 1
+`},
+		{t3, func() { f.calls(pricing, 1, nil) }, `
+breaker_state{name="pricing.GetPrice",state="closed"} 1
+breaker_state{name="pricing.GetPrice",state="half_open"} 0
+breaker_state{name="pricing.GetPrice",state="open"} 0
+breaker_open_duration_seconds{name="pricing.GetPrice"} 0
+breaker_open_seconds_total{name="pricing.GetPrice"} 30
+breaker_transitions_total{from="closed",name="pricing.GetPrice",reason="err_ratio",to="open"} 1
+breaker_transitions_total{from="half_open",name="pricing.GetPrice",reason="probe_failed",to="open"} 1
+breaker_transitions_total{from="half_open",name="pricing.GetPrice",reason="probes_passed",to="closed"} 1
+breaker_transitions_total{from="open",name="pricing.GetPrice",reason="cooldown_elapsed",to="half_open"} 2
+`},
+		{t4, nil, `
+breaker_state{name="pricing.GetPrice",state="closed"} 1
+breaker_state{name="pricing.GetPrice",state="half_open"} 0
+breaker_state{name="pricing.GetPrice",state="open"} 0
+breaker_open_duration_seconds{name="pricing.GetPrice"} 0
+breaker_open_seconds_total{name="pricing.GetPrice"} 30
+breaker_transitions_total{from="closed",name="pricing.GetPrice",reason="err_ratio",to="open"} 1
+breaker_transitions_total{from="half_open",name="pricing.GetPrice",reason="probe_failed",to="open"} 1
+breaker_transitions_total{from="half_open",name="pricing.GetPrice",reason="probes_passed",to="closed"} 1
+breaker_transitions_total{from="open",name="pricing.GetPrice",reason="cooldown_elapsed",to="half_open"} 2
+`},
+	}
+	for i, s := range steps {
+		f.at(s.at)
+		if s.do != nil {
+			s.do()
+		}
+		t.Logf("step %d at t0+%v", i, s.at)
+		f.expect(withHeaders(s.want),
+			"breaker_state", "breaker_open_duration_seconds", "breaker_open_seconds_total", "breaker_transitions_total")
+	}
+}
+
+// withHeaders prefixes the HELP and TYPE lines of the families a step
+// table uses, so that each step lists only samples.
+func withHeaders(samples string) string {
+	var sb strings.Builder
+	for _, h := range []struct{ name, typ, help string }{
+		{"breaker_state", "gauge", "Current state of the breaker: 1 for the state it is in, 0 for the others."},
+		{"breaker_open_duration_seconds", "gauge", "Time since the current outage began; 0 while the breaker is closed."},
+		{"breaker_open_seconds_total", "counter", "Time the breaker has spent open or half-open, the current outage included."},
+		{"breaker_transitions_total", "counter", "State transitions of the breaker, by the rule or event that caused them."},
+	} {
+		sb.WriteString("# HELP " + h.name + " " + h.help + "\n# TYPE " + h.name + " " + h.typ + "\n")
+		for _, line := range strings.Split(samples, "\n") {
+			if strings.HasPrefix(line, h.name+"{") {
+				sb.WriteString(line + "\n")
+			}
+		}
+	}
+	return sb.String()
+}
+
+// A breaker the group drops takes its series, transitions included, out of
+// the exposition; one created again under the same key counts afresh.
+func TestCollector_ForgetsBreakersTheGroupDrops(t *testing.T) {
+	f := newFixture(t)
+	f.trip(pricing)
+	f.calls(inventory, 1, nil)
+	f.expect(withHeaders(`
+breaker_transitions_total{from="closed",name="pricing.GetPrice",reason="err_ratio",to="open"} 1
+`), "breaker_transitions_total")
+
+	require.True(t, f.g.Remove(pricing))
+	f.expect(withHeaders(`
+breaker_state{name="inventory.GetStock",state="closed"} 1
+breaker_state{name="inventory.GetStock",state="half_open"} 0
+breaker_state{name="inventory.GetStock",state="open"} 0
+`), "breaker_state", "breaker_transitions_total")
+	assert.Empty(t, f.c.counts, "the dropped breaker's transition counts are freed")
+
+	f.trip(pricing)
+	f.expect(withHeaders(`
+breaker_transitions_total{from="closed",name="pricing.GetPrice",reason="err_ratio",to="open"} 1
+`), "breaker_transitions_total")
+}
+
+// A breaker created after a scrape took its snapshot, whose first
+// transition lands while the scrape is still sending, is absent from that
+// snapshot but alive: the scrape must not take it for a dropped breaker
+// and forget the transition.
+func TestCollector_KeepsATransitionThatLandsDuringAScrape(t *testing.T) {
+	f := newFixture(t)
+	f.calls(inventory, 1, nil) // so the scrape has samples to send
+	ch := make(chan prometheus.Metric)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		first := true
+		for range ch {
+			if first {
+				// Collect is blocked on its next send until this returns,
+				// so the transition lands before its sweep.
+				f.trip(pricing)
+				first = false
+			}
+		}
+	}()
+	f.c.Collect(ch)
+	close(ch)
+	<-done
+	f.expect(withHeaders(`
+breaker_transitions_total{from="closed",name="pricing.GetPrice",reason="err_ratio",to="open"} 1
+`), "breaker_transitions_total")
+}
+
+// After Close, transitions are no longer counted; the rest still reads the
+// group.
+func TestCollector_CloseStopsCountingTransitions(t *testing.T) {
+	f := newFixture(t)
+	require.NoError(t, f.c.Close())
+	require.NoError(t, f.c.Close())
+	f.trip(pricing)
+	f.expect(withHeaders(`
+breaker_state{name="pricing.GetPrice",state="closed"} 0
+breaker_state{name="pricing.GetPrice",state="half_open"} 0
+breaker_state{name="pricing.GetPrice",state="open"} 1
+`), "breaker_state", "breaker_transitions_total")
+}
+
+// Two groups can share a registry when their collectors carry distinct
+// constant labels, and the namespace renames every family.
+func TestCollector_NamespaceAndConstLabels(t *testing.T) {
+	a, b := newFixture(t, WithNamespace("shop_breaker"), WithConstLabels(prometheus.Labels{"group": "outbound"})),
+		newFixture(t, WithNamespace("shop_breaker"), WithConstLabels(prometheus.Labels{"group": "inbound"}))
+	a.trip(pricing)
+	b.calls(inventory, 1, nil)
+
+	reg := prometheus.NewPedanticRegistry()
+	require.NoError(t, reg.Register(a.c))
+	require.NoError(t, reg.Register(b.c))
+	err := testutil.GatherAndCompare(reg, strings.NewReader(`
+# HELP shop_breaker_state Current state of the breaker: 1 for the state it is in, 0 for the others.
+# TYPE shop_breaker_state gauge
+shop_breaker_state{group="inbound",name="inventory.GetStock",state="closed"} 1
+shop_breaker_state{group="inbound",name="inventory.GetStock",state="half_open"} 0
+shop_breaker_state{group="inbound",name="inventory.GetStock",state="open"} 0
+shop_breaker_state{group="outbound",name="pricing.GetPrice",state="closed"} 0
+shop_breaker_state{group="outbound",name="pricing.GetPrice",state="half_open"} 0
+shop_breaker_state{group="outbound",name="pricing.GetPrice",state="open"} 1
+`), "shop_breaker_state")
+	require.NoError(t, err)
+
+	// Without distinct labels the registry must refuse the second group
+	// rather than merge two breakers that share a key.
+	dup := newFixture(t, WithNamespace("shop_breaker"), WithConstLabels(prometheus.Labels{"group": "outbound"}))
+	assert.Error(t, reg.Register(dup.c))
+
+	// An empty namespace keeps the default.
+	c := newFixture(t, WithNamespace(""))
+	c.calls(inventory, 1, nil)
+	assert.Equal(t, 3, testutil.CollectAndCount(c.c, "breaker_state"))
+}
+
+// Scrapes run while breakers trip and recover on other goroutines; every
+// transition is counted exactly once.
+func TestCollector_RaceHammer(t *testing.T) {
+	f := newFixture(t)
+	var mu sync.Mutex
+	seen := 0
+	unsub := f.g.Subscribe(func(breaker.Event) { mu.Lock(); seen++; mu.Unlock() })
+	defer unsub()
+
+	keys := []string{inventory, pricing, payment}
+	var wg sync.WaitGroup
+	for _, key := range keys {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			b, _ := f.g.Get(key)
+			for i := 0; i < 50; i++ {
+				for j := 0; j < 4; j++ {
+					_ = b.Do(context.Background(), func(context.Context) error { return errBoom })
+				}
+				b.Reset()
+			}
+		}()
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for i := 0; i < 20; i++ {
+			testutil.CollectAndCount(f.c)
+		}
+	}()
+	wg.Wait()
+
+	total := 0
+	for _, m := range f.c.counts {
+		for _, n := range m {
+			total += int(n)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	assert.Equal(t, seen, total)
+	assert.Equal(t, 3*50*2, total, "each round trips once and resets once")
+}

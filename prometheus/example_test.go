@@ -1,0 +1,51 @@
+package breakerprom_test
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+
+	"github.com/govkit/breaker"
+	breakerprom "github.com/govkit/breaker/prometheus"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+func ExampleNewCollector() {
+	g, err := breaker.NewGroup(breaker.GroupConfig{})
+	if err != nil {
+		panic(err)
+	}
+	c := breakerprom.NewCollector(g)
+	defer c.Close()
+
+	// A registry of its own keeps the example's output to the breakers;
+	// prometheus.MustRegister(c) adds them to the default one instead.
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(c)
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+
+	failing := func(context.Context) error { return errors.New("pricing: 503") }
+	for i := 0; i < breaker.DefaultMinRequests; i++ {
+		_ = g.Do(context.Background(), "pricing.GetPrice", failing)
+	}
+
+	rec := httptest.NewRecorder()
+	mux.ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	sc := bufio.NewScanner(rec.Body)
+	for sc.Scan() {
+		if line := sc.Text(); strings.HasPrefix(line, "breaker_state{") || strings.HasPrefix(line, "breaker_transitions_total{") {
+			fmt.Println(line)
+		}
+	}
+	// Output:
+	// breaker_state{name="pricing.GetPrice",state="closed"} 0
+	// breaker_state{name="pricing.GetPrice",state="half_open"} 0
+	// breaker_state{name="pricing.GetPrice",state="open"} 1
+	// breaker_transitions_total{from="closed",name="pricing.GetPrice",reason="err_ratio",to="open"} 1
+}
