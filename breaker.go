@@ -659,7 +659,7 @@ func (b *Breaker) SetMode(m Mode) error {
 			Reason:   ReasonForcedOpen,
 			Snapshot: snap,
 			Since:    b.opt.tb.time(b.since),
-			clock:    &b.opt.tb,
+			b:        b,
 		})
 		b.histLocked().opens++
 		b.transitionLocked(now, Open, m, ReasonForcedOpen, snap, 0)

@@ -3,6 +3,7 @@ package breaker
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -981,4 +982,38 @@ func TestCounters_OpenTimeCoversEveryOutageIncludingTheCurrentOne(t *testing.T) 
 	h.at(10*time.Minute + 12*time.Second)
 	assert.Equal(t, 42*time.Second, h.b.Counters().OpenTime, "the current outage counts up to now")
 	assert.Equal(t, uint64(2), h.b.Counters().Opens)
+}
+
+// net/http returns the cause of a context canceled with a cause, not
+// context.Canceled; that is still the caller's own cancellation.
+func TestRegression_ACancellationWithACauseIsIgnored(t *testing.T) {
+	h := newHarness(t, DefaultPolicy())
+	navigatedAway := errors.New("user navigated away")
+	for i := 0; i < 30; i++ {
+		ctx, cancel := context.WithCancelCause(context.Background())
+		err := h.b.Do(ctx, func(ctx context.Context) error {
+			cancel(navigatedAway)
+			return fmt.Errorf("GET /stock: %w", context.Cause(ctx))
+		})
+		require.ErrorIs(t, err, navigatedAway)
+	}
+	h.requireState(Closed)
+	assert.Equal(t, uint64(30), h.b.Counters().Ignored)
+}
+
+func TestMark_ReportsADecidedOutcomeWhateverTheClassifier(t *testing.T) {
+	// A classifier that would call everything a success.
+	h := newHarness(t, DefaultPolicy(), WithClassifier(func(error) Outcome { return Success }))
+	refused := errors.New("dial tcp: connection refused")
+	for i := 0; i < 20; i++ {
+		err := h.call(Mark(refused, Timeout))
+		require.ErrorIs(t, err, refused)
+		require.Equal(t, refused.Error(), err.Error())
+	}
+	h.requireState(Open)
+	assert.Equal(t, uint64(20), h.b.Counters().Timeouts)
+	assert.Nil(t, Mark(nil, Failure))
+	assert.True(t, IsIgnored(Mark(errBoom, Ignored)))
+	assert.False(t, IsIgnored(Mark(errBoom, Failure)))
+	assert.Equal(t, Ignored, func() Outcome { o, _ := markOf(Mark(Mark(errBoom, Failure), Ignored)); return o }(), "the outermost mark wins")
 }

@@ -44,9 +44,9 @@ func (o Outcome) String() string {
 
 // A Classifier maps the non-nil error a call returned to an [Outcome]. It is
 // called only for errors the breaker has not already settled: a nil error
-// with an in-time call is a Success, the caller's own cancellation and
-// errors wrapped by [Ignore] are Ignored, and a call slower than
-// Policy.Timeout is a Timeout, before any classifier runs. To extend the
+// with an in-time call is a Success, the caller's own cancellation is
+// Ignored, an error wrapped by [Mark] (or [Ignore]) has its mark, and a
+// call slower than Policy.Timeout is a Timeout, before any classifier runs. To extend the
 // default rather than replace it, fall through to [DefaultClassifier]:
 //
 //	func(err error) breaker.Outcome {
@@ -85,30 +85,51 @@ func DefaultClassifier(err error) Outcome {
 
 // Ignore wraps err so that the breaker does not count it: use it for errors
 // that are not the downstream's fault, such as a validation error, a
-// permission refusal or a business rejection. The result matches err with
-// errors.Is and errors.As and has the same message. Ignore(nil) is nil.
-func Ignore(err error) error {
+// permission refusal or a business rejection. It is Mark(err, Ignored).
+func Ignore(err error) error { return Mark(err, Ignored) }
+
+// Mark wraps err so that the breaker counts it as o, whatever the
+// classifier would say: the way for code that has already decided an
+// outcome (an HTTP transport that saw the status, say) to report it
+// through Do or Allow's done without depending on the classifier. The
+// result matches err with errors.Is and errors.As and has the same
+// message. Mark(nil, o) is nil, which is a success; an o outside the four
+// outcomes counts as Failure. The outermost mark wins.
+func Mark(err error, o Outcome) error {
 	if err == nil {
 		return nil
 	}
-	return ignored{err}
+	return marked{err, o}
 }
 
-type ignored struct{ err error }
+type marked struct {
+	err error
+	o   Outcome
+}
 
-func (e ignored) Error() string { return e.err.Error() }
-func (e ignored) Unwrap() error { return e.err }
+func (e marked) Error() string { return e.err.Error() }
+func (e marked) Unwrap() error { return e.err }
 
-// IsIgnored reports whether err, or an error it wraps, came from [Ignore].
+// markOf returns the outcome of the outermost Mark in err's chain.
+func markOf(err error) (Outcome, bool) {
+	var m marked
+	if errors.As(err, &m) {
+		return m.o, true
+	}
+	return 0, false
+}
+
+// IsIgnored reports whether err, or an error it wraps, was marked Ignored
+// (by [Ignore] or [Mark]).
 func IsIgnored(err error) bool {
-	var ig ignored
-	return errors.As(err, &ig)
+	o, ok := markOf(err)
+	return ok && o == Ignored
 }
 
 // outcome settles the outcome of a finished call. elapsed is negative when
 // the call's start time was not taken (no Timeout and no SlowCall).
 func (b *Breaker) outcome(caller context.Context, err error, elapsed int64, r *rules) Outcome {
-	if err != nil && errors.Is(err, context.Canceled) && caller.Err() != nil {
+	if err != nil && callerCanceled(caller, err) {
 		return Ignored // the caller gave up; says nothing of the downstream
 	}
 	if r.timeout > 0 && elapsed > r.timeout {
@@ -117,14 +138,29 @@ func (b *Breaker) outcome(caller context.Context, err error, elapsed int64, r *r
 	if err == nil {
 		return Success
 	}
-	if IsIgnored(err) {
-		return Ignored
+	o, ok := markOf(err)
+	if !ok {
+		o = b.classify(err)
 	}
-	o := b.classify(err)
 	if o > Timeout {
 		return Failure
 	}
 	return o
+}
+
+// callerCanceled reports whether err is the caller's own cancellation: the
+// caller's context was canceled, and err is context.Canceled or the
+// cancellation's cause (net/http returns the cause of a context canceled
+// with context.WithCancelCause, not context.Canceled).
+func callerCanceled(caller context.Context, err error) bool {
+	if !errors.Is(caller.Err(), context.Canceled) {
+		return false
+	}
+	if errors.Is(err, context.Canceled) {
+		return true
+	}
+	cause := context.Cause(caller)
+	return cause != nil && errors.Is(err, cause)
 }
 
 func itoa(v uint64) string {

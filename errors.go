@@ -43,16 +43,17 @@ type OpenError struct {
 	// at any moment, and for a breaker forced open.
 	Until time.Time
 
-	clock *timebase
+	b *Breaker // the breaker that refused: its clock, and where Recover counts
 }
 
 // RetryAfter is how long from now until the breaker admits probes: zero if
 // that time has passed or is not known (half-open, forced open).
 func (e *OpenError) RetryAfter() time.Duration {
-	if e.Until.IsZero() || e.clock == nil {
+	if e.Until.IsZero() || e.b == nil {
 		return 0
 	}
-	return max(0, e.Until.Sub(e.clock.time(e.clock.now())))
+	tb := &e.b.opt.tb
+	return max(0, e.Until.Sub(tb.time(tb.now())))
 }
 
 func (e *OpenError) Error() string {

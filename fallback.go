@@ -30,6 +30,30 @@ func FallbackOnFailure[T any](ctx context.Context, b *Breaker, fn func(context.C
 	return callWithFallback(ctx, b, fn, fallback, true)
 }
 
+// Recover is the fallback for a call guarded somewhere else, such as by
+// the HTTP transport of package breakerhttp or the gRPC interceptors: given
+// that call's results, it returns what fallback returns when err is a
+// refusal (it matches [ErrOpen]), and counts the fallback in
+// Counters.Fallbacks of the breaker that refused. Otherwise it returns v
+// and err unchanged. Wrapping such a call in [Fallback] instead would pass
+// it through a breaker twice.
+//
+//	resp, err := client.Get(url) // client uses breakerhttp
+//	resp, err = breaker.Recover(ctx, resp, err, cachedResponse)
+func Recover[T any](ctx context.Context, v T, err error, fallback func(context.Context, error) (T, error)) (T, error) {
+	if err == nil || !errors.Is(err, ErrOpen) {
+		return v, err
+	}
+	if fallback == nil {
+		return v, errors.New("breaker: nil fallback")
+	}
+	var oe *OpenError
+	if errors.As(err, &oe) && oe.b != nil {
+		oe.b.tally.inc(kFallbacks)
+	}
+	return fallback(ctx, err)
+}
+
 func callWithFallback[T any](ctx context.Context, b *Breaker, fn func(context.Context) (T, error), fallback func(context.Context, error) (T, error), onFailure bool) (T, error) {
 	if fallback == nil {
 		var zero T

@@ -3,6 +3,7 @@ package breaker
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -74,4 +75,29 @@ func TestFallback_NoFallbackWhenTheCallerHasGone(t *testing.T) {
 	_, err = Fallback[int](context.Background(), h.b, func(context.Context) (int, error) { return 1, nil }, nil)
 	assert.EqualError(t, err, "breaker: nil fallback")
 	assert.Zero(t, h.b.Counters().Fallbacks)
+}
+
+func TestRecover_FallsBackForARefusalMadeElsewhereAndCountsIt(t *testing.T) {
+	h := newHarness(t, DefaultPolicy())
+	require.NoError(t, h.b.SetMode(ModeForcedOpen))
+	// A refusal that reached us through other code, wrapped on the way.
+	refusal := h.b.Do(context.Background(), func(context.Context) error { return nil })
+	wrapped := fmt.Errorf("GET /stock/42: %w", refusal)
+	v, err := Recover(context.Background(), "", wrapped, func(_ context.Context, err error) (string, error) {
+		assert.ErrorIs(t, err, ErrOpen)
+		return "cached", nil
+	})
+	assert.Equal(t, "cached", v)
+	assert.NoError(t, err)
+	assert.Equal(t, uint64(1), h.b.Counters().Fallbacks)
+
+	v, err = Recover(context.Background(), "fresh", errBoom, func(context.Context, error) (string, error) { return "cached", nil })
+	assert.Equal(t, "fresh", v, "not a refusal: unchanged")
+	assert.ErrorIs(t, err, errBoom)
+	v, err = Recover(context.Background(), "fresh", nil, func(context.Context, error) (string, error) { return "cached", nil })
+	assert.Equal(t, "fresh", v)
+	assert.NoError(t, err)
+	_, err = Recover[string](context.Background(), "", refusal, nil)
+	assert.EqualError(t, err, "breaker: nil fallback")
+	assert.Equal(t, uint64(1), h.b.Counters().Fallbacks)
 }

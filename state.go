@@ -247,7 +247,7 @@ func (b *Breaker) openLocked(now int64, r *rules, reason Reason, snap Snapshot) 
 		Snapshot: snap,
 		Since:    b.opt.tb.time(b.since),
 		Until:    b.opt.tb.time(until),
-		clock:    &b.opt.tb,
+		b:        b,
 	})
 	b.histLocked().opens++
 	b.transitionLocked(now, Open, wordMode(b.state.Load()), reason, snap, cd)
