@@ -1,0 +1,269 @@
+// Package breakerhttp puts a circuit breaker in front of every request an
+// [http.Client] sends, one breaker per downstream, so a sick downstream is
+// failed fast instead of holding the caller's goroutines and connections.
+//
+// Install the [Transport] in a client:
+//
+//	g, _ := breaker.NewGroup(breaker.GroupConfig{})
+//	client := &http.Client{Transport: breakerhttp.New(nil, g)}
+//
+// Requests are keyed by host by default (one breaker per downstream), or by
+// any function of the request, such as host, method and route template,
+// with [WithKey]. Responses are classified by [DefaultClassify]: a 5xx or a
+// 429 is a failure, any other 4xx says nothing about the downstream's
+// health, and a request that got no response at all is a timeout. While a
+// breaker is open the Transport returns an error matching [breaker.ErrOpen]
+// without touching the network; [WriteOpenError] turns it into a 503 with
+// Retry-After for servers that proxy. Half-open probes carry the header
+// Breaker-Probe: 1 so they can be told apart in the downstream's logs and
+// traces.
+//
+// The package uses only the standard library.
+package breakerhttp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+
+	"github.com/govkit/breaker"
+)
+
+// ProbeHeader is the request header that marks a half-open probe. Its value
+// is "1".
+const ProbeHeader = "Breaker-Probe"
+
+// Transport is an [http.RoundTripper] that guards each request with a
+// breaker of a [breaker.Group], then passes it to a base RoundTripper.
+//
+// What it does with a request:
+//
+//   - The breaker is the group's breaker for the request's key (see
+//     [WithKey]). A key of "" sends the request on unguarded.
+//   - If the breaker refuses the request, RoundTrip closes the request's
+//     body and returns the refusal, an error matching [breaker.ErrOpen]
+//     from which errors.As extracts the *[breaker.OpenError]; the base is
+//     not called.
+//   - Otherwise the base gets a shallow copy of the request whose context
+//     carries the breaker's Policy.Timeout deadline, if any, and, for a
+//     half-open probe, the header Breaker-Probe: 1. On any other request
+//     that header is removed: it describes this hop, and a proxy that
+//     copies an inbound request's headers must not pass an upstream's
+//     probe off as its own. The caller's request is never modified.
+//   - The response is returned as the base returned it, whatever its
+//     status: a 503 is an answer for the caller to read. Only its Body is
+//     wrapped, so that the call ends when the body does (see below).
+//
+// The outcome of a request is decided when the exchange ends: when the
+// base fails, or when a response without a body arrives, or else when its
+// body is read to the end, fails, or is closed. The response is classified
+// by the classifier (see [WithClassifier]); a request that fails after its
+// caller cancelled its context is ignored before the classifier runs. The
+// call stays open until then because the Policy.Timeout deadline must cover
+// the body: a deadline cancelled when RoundTrip returns would cut the body
+// off half read, and a downstream that sends its headers at once and then
+// stalls would be judged healthy. So the duration that Policy.Timeout and
+// Policy.SlowCall judge includes reading the body, and a body which is
+// never closed is a call which never ends; the [http.RoundTripper] contract
+// already asks callers to close it.
+//
+// The Transport reports each outcome it decides with [breaker.Mark], so
+// the group's own classifier, if it has one, does not second-guess it.
+//
+// A Transport is safe for concurrent use by multiple goroutines.
+type Transport struct {
+	base     http.RoundTripper
+	group    *breaker.Group
+	key      func(*http.Request) string
+	classify func(*http.Response, error) breaker.Outcome
+}
+
+// Option configures a [Transport].
+type Option func(*Transport)
+
+// WithKey sets the function that names the breaker for a request. The
+// default is the request's host (req.URL.Host, or req.Host when the URL has
+// none), one breaker per downstream. A finer key, such as host, method and
+// route template, isolates one bad endpoint from its neighbours:
+//
+//	breakerhttp.WithKey(func(r *http.Request) string {
+//		return r.URL.Host + " " + r.Method + " " + routeOf(r.URL.Path) // "/users/{id}", not "/users/42"
+//	})
+//
+// Use a template, not the raw path: a key per user id would create a
+// breaker per user. A key of "" sends the request on unguarded. A nil f
+// keeps the default.
+func WithKey(f func(*http.Request) string) Option {
+	return func(t *Transport) {
+		if f != nil {
+			t.key = f
+		}
+	}
+}
+
+// WithClassifier replaces [DefaultClassify]. The function is called once
+// for each guarded request, when the exchange ends, with:
+//
+//   - (nil, err) when the base returned err;
+//   - (resp, nil) when the response has no body, or its body was read to
+//     the end or closed;
+//   - (resp, err) when reading the body failed with err.
+//
+// It is not called when the caller cancelled the request's context: that
+// outcome is always [breaker.Ignored]. It must be safe for concurrent use.
+// A value outside the four outcomes counts as [breaker.Failure]. A nil f
+// keeps the default.
+func WithClassifier(f func(*http.Response, error) breaker.Outcome) Option {
+	return func(t *Transport) {
+		if f != nil {
+			t.classify = f
+		}
+	}
+}
+
+// New returns a Transport that guards requests with breakers from g and
+// sends them with base; a nil base means [http.DefaultTransport]. With a
+// nil g, every guarded request fails with an error.
+func New(base http.RoundTripper, g *breaker.Group, opts ...Option) *Transport {
+	t := &Transport{base: base, group: g, key: hostKey, classify: DefaultClassify}
+	for _, o := range opts {
+		if o != nil {
+			o(t)
+		}
+	}
+	return t
+}
+
+func hostKey(r *http.Request) string {
+	if r.URL != nil && r.URL.Host != "" {
+		return r.URL.Host
+	}
+	return r.Host
+}
+
+func (t *Transport) baseRT() http.RoundTripper {
+	if t.base == nil {
+		return http.DefaultTransport
+	}
+	return t.base
+}
+
+var errNilGroup = errors.New("breakerhttp: nil *breaker.Group")
+
+// RoundTrip implements [http.RoundTripper]; see [Transport] for what it
+// does.
+func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	key := t.key(req)
+	if key == "" {
+		return t.baseRT().RoundTrip(req)
+	}
+	if t.group == nil {
+		closeRequestBody(req)
+		return nil, errNilGroup
+	}
+	b, err := t.group.Get(key)
+	if err != nil {
+		closeRequestBody(req)
+		return nil, err
+	}
+	caller := req.Context()
+	ctx, done, err := b.Allow(caller)
+	if err != nil {
+		// Refused, or the caller had already gone. The network is not
+		// touched, but a RoundTripper must close the body on every path.
+		closeRequestBody(req)
+		return nil, err
+	}
+	out := req.WithContext(ctx)
+	probe := breaker.IsProbe(ctx)
+	if _, tagged := req.Header[ProbeHeader]; probe || tagged {
+		out.Header = req.Header.Clone()
+		if out.Header == nil {
+			out.Header = make(http.Header, 1)
+		}
+		if probe {
+			out.Header.Set(ProbeHeader, "1")
+		} else {
+			out.Header.Del(ProbeHeader)
+		}
+	}
+
+	returned := false
+	defer func() {
+		if !returned {
+			// The base panicked. Mirror Do: a failure, but a probe only
+			// frees its slot, since it proved nothing either way.
+			if probe {
+				done(breaker.Ignore(errPanicked))
+			} else {
+				done(errPanicked)
+			}
+		}
+	}()
+	resp, err := t.baseRT().RoundTrip(out)
+	returned = true
+
+	if err != nil {
+		if resp != nil && resp.Body != nil {
+			// Against the RoundTripper contract, but the caller gets only
+			// the error and could never close this body.
+			resp.Body.Close()
+		}
+		t.settle(caller, done, nil, err)
+		return nil, err
+	}
+	if resp == nil {
+		err := fmt.Errorf("breakerhttp: %T.RoundTrip returned neither a response nor an error", t.baseRT())
+		t.settle(caller, done, nil, err)
+		return nil, err
+	}
+	if resp.Body == nil || resp.Body == http.NoBody {
+		t.settle(caller, done, resp, nil)
+		return resp, nil
+	}
+	if _, ok := resp.Body.(io.Writer); ok {
+		// A protocol switch (101): the body is the connection itself and
+		// may live for hours. The call it guarded is over, and net/http has
+		// handed the connection to the caller, so ending the call (and
+		// its deadline) here leaves the connection alone.
+		t.settle(caller, done, resp, nil)
+		return resp, nil
+	}
+	resp.Body = &body{rc: resp.Body, t: t, resp: resp, caller: caller, done: done}
+	return resp, nil
+}
+
+var errPanicked = errors.New("breakerhttp: base RoundTripper panicked")
+
+// settle classifies an ended exchange and reports it to the breaker.
+func (t *Transport) settle(caller context.Context, done func(error), resp *http.Response, err error) {
+	var o breaker.Outcome
+	switch {
+	case err != nil && errors.Is(caller.Err(), context.Canceled):
+		// The caller gave up; that says nothing about the downstream. The
+		// caller's context rather than err decides, because the error of a
+		// cancelled request is context.Cause, which need not be
+		// context.Canceled.
+		o = breaker.Ignored
+	default:
+		o = t.classify(resp, err)
+	}
+	report(done, o, resp, err)
+}
+
+// CloseIdleConnections closes the idle connections of the base
+// RoundTripper, if it has such a method, so that
+// [http.Client.CloseIdleConnections] reaches through the Transport.
+func (t *Transport) CloseIdleConnections() {
+	if c, ok := t.baseRT().(interface{ CloseIdleConnections() }); ok {
+		c.CloseIdleConnections()
+	}
+}
+
+func closeRequestBody(req *http.Request) {
+	if req.Body != nil {
+		req.Body.Close()
+	}
+}
