@@ -163,7 +163,18 @@ func OnTransition(h func(Event)) Option {
 // one freshly started instance ("payment.Charge@10.0.0.7").
 func StartCold() Option { return func(o *options) { o.startCold = true } }
 
+// defaultOptions is shared by every breaker created without options: it is
+// never changed after creation.
+var defaultOptions = buildOptions(nil)
+
 func newOptions(opts []Option) *options {
+	if len(opts) == 0 {
+		return defaultOptions
+	}
+	return buildOptions(opts)
+}
+
+func buildOptions(opts []Option) *options {
 	o := &options{classify: DefaultClassifier, randf: rand.Float64, tb: newTimebase(nil)}
 	for _, f := range opts {
 		if f != nil {
@@ -190,7 +201,7 @@ func New(name string, p Policy, opts ...Option) (*Breaker, error) {
 	if name == "" {
 		return nil, errors.New("breaker: empty name")
 	}
-	r, err := compile(p)
+	r, err := compileShared(p)
 	if err != nil {
 		return nil, err
 	}
@@ -240,6 +251,14 @@ func (b *Breaker) Do(ctx context.Context, fn func(context.Context) error) error 
 	r := b.rules.Load()
 	w := b.state.Load()
 	if wordState(w) != Closed || r.timed {
+		// The refusal of an open breaker in ModeAuto is the other path
+		// that runs at full rate during an outage: one clock read, one
+		// load, one add, and the outage's shared error. Everything else
+		// takes the general path.
+		if w&(stateMask|modeMask) == uint64(Open) && b.opt.tb.now() < b.deadline.Load() {
+			b.tally.inc(kRejected)
+			return b.refusal()
+		}
 		return b.do(ctx, fn, w, r)
 	}
 	// The closed path, kept apart so that its frame stays small: one
@@ -609,7 +628,7 @@ func (b *Breaker) Policy() Policy { return b.rules.Load().p }
 // Buckets change, in which case it starts empty: counts from buckets of
 // another width cannot be compared.
 func (b *Breaker) SetPolicy(p Policy) error {
-	r, err := compile(p)
+	r, err := compileShared(p)
 	if err != nil {
 		return err
 	}

@@ -173,14 +173,14 @@ func compileGroup(gp GroupPolicy) (*groupRules, error) {
 	if err := gp.Validate(); err != nil {
 		return nil, err
 	}
-	def, _ := compile(gp.Default)
+	def, _ := compileShared(gp.Default)
 	gr := &groupRules{doc: gp, def: def, over: make(map[string]*rules, len(gp.Overrides))}
 	for k, p := range gp.Overrides {
 		if p == gp.Default {
 			gr.over[k] = def
 			continue
 		}
-		gr.over[k], _ = compile(p)
+		gr.over[k], _ = compileShared(p)
 	}
 	return gr, nil
 }

@@ -7,6 +7,7 @@ import (
 	"math"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -486,6 +487,38 @@ type rules struct {
 	// timed is true when a call's start time is needed: a deadline or a
 	// slow-call threshold. Otherwise the closed path reads the clock once.
 	timed bool
+}
+
+// compiled interns the rules of the policies breakers are created with:
+// breakers with equal policies (most of a service's, which use the
+// defaults) share one immutable *rules instead of 200 bytes each. At most
+// maxCompiled policies are kept, so a program that makes up policies
+// without end cannot grow it without end.
+var compiled struct {
+	sync.Mutex
+	m map[Policy]*rules
+}
+
+const maxCompiled = 64
+
+// compileShared is compile through the intern table.
+func compileShared(p Policy) (*rules, error) {
+	compiled.Lock()
+	defer compiled.Unlock()
+	if r, ok := compiled.m[p]; ok {
+		return r, nil
+	}
+	r, err := compile(p)
+	if err != nil {
+		return nil, err
+	}
+	if compiled.m == nil {
+		compiled.m = make(map[Policy]*rules)
+	}
+	if len(compiled.m) < maxCompiled { // an invalid policy never gets here
+		compiled.m[p] = r
+	}
+	return r, nil
 }
 
 func compile(p Policy) (*rules, error) {

@@ -72,11 +72,17 @@ func (b *Breaker) admitSlow(w uint64, r *rules) (token, error) {
 			return token{gen: wordGen(w), role: roleShadow}, nil
 		}
 		b.tally.inc(kRejected)
-		if e := b.openErr.Load(); e != nil {
-			return token{}, e
-		}
-		return token{}, ErrOpen
+		return token{}, b.refusal()
 	}
+}
+
+// refusal is the error of a refused call: the current episode's open
+// error, shared by all its refusals so that refusing allocates nothing.
+func (b *Breaker) refusal() error {
+	if e := b.openErr.Load(); e != nil {
+		return e
+	}
+	return ErrOpen // only in a race with a close
 }
 
 // verdict applies a probe's outcome. A stale probe (its episode is over)
