@@ -374,17 +374,29 @@ func (b *Breaker) Allow(ctx context.Context) (context.Context, func(error), erro
 		return nil, nil, err
 	}
 	call, cancel := b.prepare(ctx, &tok, r)
-	var once atomic.Bool
-	done := func(err error) {
-		if !once.CompareAndSwap(false, true) {
-			return
-		}
-		b.finish(ctx, tok, err, r)
-		if cancel != nil {
-			cancel()
-		}
+	p := &permit{b: b, caller: ctx, tok: tok, r: r, cancel: cancel}
+	return call, p.done, nil
+}
+
+// permit is an admitted two-step call waiting for its result. It and the
+// done method value are Allow's two allocations.
+type permit struct {
+	b      *Breaker
+	caller context.Context
+	tok    token
+	r      *rules
+	cancel context.CancelFunc
+	used   atomic.Bool
+}
+
+func (p *permit) done(err error) {
+	if !p.used.CompareAndSwap(false, true) {
+		return
 	}
-	return call, done, nil
+	p.b.finish(p.caller, p.tok, err, p.r)
+	if p.cancel != nil {
+		p.cancel()
+	}
 }
 
 // prepare derives the context of an admitted call and starts its timer.
