@@ -1,0 +1,273 @@
+#!/usr/bin/env bash
+# Runs the core's benchmarks and the comparison with other Go circuit
+# breakers, summarises them with benchstat and writes BENCHMARKS.md at the
+# repository root.
+#
+#   benchmarks/run.sh                 # 10 rounds, -cpu 1,2, 1s per benchmark
+#   ROUNDS=3 BENCHTIME=200ms benchmarks/run.sh   # a quick look
+#
+# Each round runs every benchmark once (-test.count=1), core then peers,
+# and the rounds are concatenated: ten samples per benchmark, as -count=10
+# gives, but interleaved. With -count=10 the ten samples of one benchmark
+# are taken back to back, so a burst of other load on a shared machine
+# lands on a few benchmarks and skews their ratios; interleaved, it spreads
+# over all of them.
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/.." && pwd)
+ROUNDS=${ROUNDS:-10}
+CPU=${CPU:-1,2}
+BENCHTIME=${BENCHTIME:-1s}
+OUT=${OUT:-$root/BENCHMARKS.md}
+# Pinned so that a rerun formats its tables the same way; an installed
+# benchstat can be used instead with BENCHSTAT=benchstat.
+BENCHSTAT_PKG=golang.org/x/perf/cmd/benchstat@v0.0.0-20260908200009-22c9c6c9d4da
+BENCHSTAT=${BENCHSTAT:-go run $BENCHSTAT_PKG}
+
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+benchflags="-test.bench=. -test.benchmem -test.count=1 -test.cpu=$CPU -test.benchtime=$BENCHTIME"
+
+log() { printf '%s\n' "$*" >&2; }
+
+# A misconfigured peer (closed where it should be open) would make its
+# figures meaningless, so the setup checks run first.
+log "checking the benchmark setups"
+(cd "$here" && go test -count=1 ./...)
+
+log "building the test binaries"
+(cd "$root" && go test -c -o "$work/core.test" .)
+(cd "$here" && go test -c -o "$work/peers.test" .)
+
+load_before=$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo unknown)
+for round in $(seq 1 "$ROUNDS"); do
+	log "round $round/$ROUNDS"
+	# shellcheck disable=SC2086 # benchflags is a list of flags
+	(cd "$root" && "$work/core.test" -test.run='^$' $benchflags) >>"$work/core.txt"
+	# shellcheck disable=SC2086
+	(cd "$here" && "$work/peers.test" -test.run='^$' $benchflags) >>"$work/peers.txt"
+done
+load_after=$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo unknown)
+
+log "summarising"
+# From the work directory, so that the tables are headed core.txt and
+# peers.txt as in the commands listed in BENCHMARKS.md.
+(cd "$work" && $BENCHSTAT core.txt >core.stat)
+(cd "$work" && $BENCHSTAT peers.txt >peers.stat)
+
+# The summary: each line names two benchmarks and a unit, and the ratio of
+# their medians (the centre benchstat prints) is checked against a target.
+# Serial figures are at -cpu=1 (no suffix), parallel ones at -cpu=2 ("-2").
+# kind|label|numerator|denominator|unit|comparison|target
+cat >"$work/spec" <<'EOF'
+head|Closed breaker, a call that returns nil (how many times faster govkit is; below 1×, slower)
+ratio|Do vs gobreaker v2 Execute|BenchmarkClosed/gobreaker/serial|BenchmarkClosed/govkit/serial|ns/op|>=|3
+ratio|Do vs failsafe-go (time window)|BenchmarkClosed/failsafe/serial|BenchmarkClosed/govkit/serial|ns/op|>=|1
+ratio|Do vs cep21/circuit (time window)|BenchmarkClosed/cep21/serial|BenchmarkClosed/govkit/serial|ns/op|>=|1
+ratio|Do vs mercari (reads no clock per call: see below)|BenchmarkClosed/mercari/serial|BenchmarkClosed/govkit/serial|ns/op|>=|1
+ratio|Do vs gobreaker v2, both parallel at -cpu=2|BenchmarkClosed/gobreaker/parallel-2|BenchmarkClosed/govkit/parallel-2|ns/op|-|
+head|Closed breaker, cost over the floor (govkit / floor)
+ratio|Do / floor, core package|BenchmarkDo/closed/serial|BenchmarkFloor/serial|ns/op|<=|1.3
+ratio|Do / floor, comparison module|BenchmarkClosed/govkit/serial|BenchmarkClosed/floor/serial|ns/op|<=|1.3
+ratio|Call / floor, core package (not a target)|BenchmarkCall/closed/serial|BenchmarkFloor/serial|ns/op|-|
+ratio|Allow+done / floor, core package (not a target)|BenchmarkAllow/closed/serial|BenchmarkFloor/serial|ns/op|-|
+head|Open breaker, a refused call (how many times faster govkit is; below 1×, slower)
+ratio|Refusal vs gobreaker v2 Execute|BenchmarkOpen/gobreaker/serial|BenchmarkOpen/govkit/serial|ns/op|>=|2
+ratio|Refusal vs failsafe-go (not a target)|BenchmarkOpen/failsafe/serial|BenchmarkOpen/govkit/serial|ns/op|-|
+ratio|Refusal vs cep21/circuit (not a target)|BenchmarkOpen/cep21/serial|BenchmarkOpen/govkit/serial|ns/op|-|
+ratio|Refusal vs mercari (not a target)|BenchmarkOpen/mercari/serial|BenchmarkOpen/govkit/serial|ns/op|-|
+head|Open breaker, cost over the floor (govkit / floor)
+ratio|Refusal / floor, core package|BenchmarkDo/open/serial|BenchmarkFloor/serial|ns/op|<=|1.3
+ratio|Refusal / floor, comparison module|BenchmarkOpen/govkit/serial|BenchmarkOpen/floor/serial|ns/op|<=|1.3
+head|Parallel (-cpu=2, RunParallel) per op / serial (-cpu=1) per op
+ratio|Do, closed|BenchmarkDo/closed/parallel-2|BenchmarkDo/closed/serial|ns/op|<=|1
+ratio|Do, open|BenchmarkDo/open/parallel-2|BenchmarkDo/open/serial|ns/op|<=|1
+ratio|Window record|BenchmarkWindow/record/parallel-2|BenchmarkWindow/record/serial|ns/op|<=|1
+ratio|Floor, for reference (not a target)|BenchmarkFloor/parallel-2|BenchmarkFloor/serial|ns/op|-|
+head|Allocations (allocs/op, median)
+value|Do, closed, serial|BenchmarkDo/closed/serial||allocs/op|<=|0
+value|Do, closed, parallel -cpu=2|BenchmarkDo/closed/parallel-2||allocs/op|<=|0
+value|Do, open, serial|BenchmarkDo/open/serial||allocs/op|<=|0
+value|Do, open, parallel -cpu=2|BenchmarkDo/open/parallel-2||allocs/op|<=|0
+value|Call, closed|BenchmarkCall/closed/serial||allocs/op|<=|0
+value|Allow + done, closed|BenchmarkAllow/closed/serial||allocs/op|<=|0
+value|Window record, serial|BenchmarkWindow/record/serial||allocs/op|<=|0
+value|Window record, parallel -cpu=2|BenchmarkWindow/record/parallel-2||allocs/op|<=|0
+value|Window sum|BenchmarkWindow/sum||allocs/op|<=|0
+head|Memory
+value|Heap kept per idle breaker (B/breaker)|BenchmarkMemory/idle_breaker||B/breaker|<=|512
+value|Allocations to create one (allocs/op, not a target)|BenchmarkMemory/idle_breaker||allocs/op|-|
+value|Heap per breaker in a group of 10,000 keys, map and key included (B/breaker)|BenchmarkGroupMemory/10000_keys||B/breaker|-|
+head|Group: g.Do on an existing key / b.Do on its breaker
+ratio|key passed as the breaker was created (a constant), serial|BenchmarkGroupDo/existing/serial|BenchmarkGroupDo/direct/serial|ns/op|<=|1.2
+ratio|the same, parallel -cpu=2|BenchmarkGroupDo/existing/parallel-2|BenchmarkGroupDo/direct/parallel-2|ns/op|<=|1.2
+ratio|key built anew for each call, serial (not a target)|BenchmarkGroupDo/built_key/serial|BenchmarkGroupDo/direct/serial|ns/op|-|
+value|g.Do allocations, existing key|BenchmarkGroupDo/existing/serial||allocs/op|<=|0
+EOF
+
+# The k-th sample of every benchmark comes from round k, so the two
+# benchmarks of a ratio can also be paired round by round: the "rounds"
+# column gives the range of those per-round ratios and "met" says in how
+# many rounds the target held, which shows whether a verdict survives the
+# machine's noise. mawk-compatible: no asort, hence the insertion sort.
+awk -F'|' -v spec="$work/spec" '
+FILENAME != spec {
+	if ($0 !~ /^Benchmark/) next
+	n = split($0, f, /[ \t]+/)
+	for (i = 3; i + 1 <= n; i += 2) {
+		k = f[1] SUBSEP f[i + 1]
+		cnt[k]++
+		val[k, cnt[k]] = f[i] + 0
+	}
+	next
+}
+function median(k,    m, i, j, t, a) {
+	m = cnt[k]
+	if (m == 0) return ""
+	for (i = 1; i <= m; i++) a[i] = val[k, i]
+	for (i = 2; i <= m; i++) {
+		t = a[i]
+		for (j = i - 1; j >= 1 && a[j] > t; j--) a[j + 1] = a[j]
+		a[j + 1] = t
+	}
+	if (m % 2) return a[(m + 1) / 2]
+	return (a[m / 2] + a[m / 2 + 1]) / 2
+}
+function holds(v, cmp, target) {
+	if (cmp == ">=") return v >= target
+	if (cmp == "<=") return v <= target
+	return 0
+}
+function num(x) {
+	return (x == int(x)) ? sprintf("%d", x) : sprintf("%.2f", x)
+}
+$1 == "head" {
+	printf "\n**%s**\n\n| | figure | rounds | target | met |\n|---|---:|---:|---:|---|\n", $2
+	next
+}
+{
+	kx = $3 SUBSEP $5
+	ky = $4 SUBSEP $5
+	ratio = ($1 == "ratio")
+	x = median(kx)
+	y = ratio ? median(ky) : 1
+	if (x == "" || y == "" || y == 0 || (ratio && cnt[kx] != cnt[ky])) {
+		printf "| %s | missing | | | |\n", $2
+		next
+	}
+	v = x / y
+	lo = ""; hi = ""; good = 0
+	for (i = 1; i <= cnt[kx]; i++) {
+		r = ratio ? val[kx, i] / val[ky, i] : val[kx, i]
+		if (lo == "" || r < lo) lo = r
+		if (hi == "" || r > hi) hi = r
+		if (holds(r, $6, $7 + 0)) good++
+	}
+	unit = ratio ? "×" : ""
+	fig = ratio ? sprintf("%.2f×", v) : num(v)
+	rng = ratio ? sprintf("%.2f–%.2f×", lo, hi) : num(lo) "–" num(hi)
+	tgt = ($6 == "-") ? "" : sprintf("%s %s%s", $6, $7, unit)
+	met = ""
+	if ($6 != "-") {
+		met = holds(v, $6, $7 + 0) ? "yes" : "**no**"
+		if (good != cnt[kx]) met = met sprintf(" (%d/%d rounds)", good, cnt[kx])
+	}
+	printf "| %s | %s | %s | %s | %s |\n", $2, fig, rng, tgt, met
+}
+' "$work/core.txt" "$work/peers.txt" "$work/spec" >"$work/summary.md"
+
+commit=$(cd "$root" && git rev-parse --short HEAD 2>/dev/null || echo unknown)
+if [ -n "$(cd "$root" && git status --porcelain 2>/dev/null)" ]; then
+	commit="$commit with uncommitted changes"
+fi
+cpuline=$(grep -m1 '^cpu:' "$work/core.txt" | cut -d' ' -f2- || true)
+
+{
+	cat <<EOF
+# Benchmarks
+
+Figures from one run of \`benchmarks/run.sh\` on a shared machine with
+$(nproc) cores ($cpuline), which was running other work at the same time
+(1/5/15-minute load average ${load_before} before the run,
+${load_after} after). Absolute times drift
+with that load, so the figures are given as ratios of medians taken in the
+same run; rerun the script before relying on any of them.
+
+- Go: $(go version | cut -d' ' -f3-)
+- Source: commit $commit
+- Samples: $ROUNDS per benchmark, -cpu=$CPU, -benchtime=$BENCHTIME
+
+## Summary
+
+Ratios of the medians in the benchstat tables below; "rounds" is the range
+of the same ratio taken round by round, and where a target did not hold in
+every round, "met" says in how many it did. "Serial" is the
+benchmark at -cpu=1; "parallel" is RunParallel at -cpu=2, whose ns/op is
+wall time per call with both cores calling. The floor is one monotonic
+clock read plus one atomic add on a shared counter: the least a breaker
+with a time window does per call.
+EOF
+	cat "$work/summary.md"
+	cat <<'EOF'
+
+How the peers are configured (see the comments in benchmarks/*_test.go):
+like DefaultPolicy where the API allows: 5 s window in 10 buckets, trip at
+20 calls with half failing, 3 probes, no per-call timeout. gobreaker v2.4.0
+(rolling window, Execute), failsafe-go v0.9.8 (time-based failure-rate
+threshold, 10 slices, an executor built once), cep21/circuit v4.1.0
+(hystrix opener with a 5 s/10-bucket rolling window; its default 1 s
+execution timeout and concurrency limit switched off), mercari
+go-circuitbreaker v0.0.2 (counters reset every 5 s by a ticker goroutine
+per breaker, and the open state ended by a timer). Open breakers are
+tripped by real failures and given a day-long cooldown; `go test` in
+benchmarks/ checks that each one really refuses.
+
+Two targets cannot be met by a breaker that reads its clock on every call,
+and this one does so by design (no goroutines, no timers, transitions
+tested on a mock clock):
+
+- mercari reads no clock per call: its ticker goroutine resets a tumbling
+  window and a timer ends its cooldown, so its calls cost two mutex round
+  trips and its refusals an atomic load. Beating it would mean not reading
+  the clock, which puts every call's bucket in doubt.
+- gobreaker refuses with a mutex and a time.Now, which reads both the wall
+  and the monotonic clock, about twice the floor's time.Since. Twice as
+  fast as that is about the floor itself. Refusing without a clock read
+  would need an upper bound on the current time to prove the cooldown has
+  not ended, and only a timer or a goroutine can provide one.
+
+## Commands
+
+Run from the repository root:
+
+```sh
+EOF
+	cat <<EOF
+(cd benchmarks && go test -count=1 ./...)          # setup checks
+go test -c -o core.test .
+(cd benchmarks && go test -c -o ../peers.test .)
+for round in \$(seq 1 $ROUNDS); do
+  ./core.test -test.run='^\$' $benchflags >>core.txt
+  (cd benchmarks && ../peers.test -test.run='^\$' $benchflags) >>peers.txt
+done
+$BENCHSTAT core.txt
+$BENCHSTAT peers.txt
+\`\`\`
+
+## Core package (github.com/govkit/breaker)
+
+\`\`\`
+$(cat "$work/core.stat")
+\`\`\`
+
+## Against other breakers (benchmarks/)
+
+\`\`\`
+$(cat "$work/peers.stat")
+\`\`\`
+EOF
+} >"$OUT"
+
+log "wrote $OUT"

@@ -1,0 +1,227 @@
+package breaker
+
+import (
+	"context"
+	"errors"
+	"runtime"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// benchOK and benchFail are package-level so that no benchmark loop pays
+// for building a closure.
+func benchOK(context.Context) error { return nil }
+
+var benchErr = errors.New("bench: downstream failed")
+
+func benchFail(context.Context) error { return benchErr }
+
+func benchClosed(b *testing.B) *Breaker {
+	b.Helper()
+	br, err := New("bench.Closed", DefaultPolicy())
+	if err != nil {
+		b.Fatal(err)
+	}
+	return br
+}
+
+// benchOpen returns a breaker tripped by real failures, so that a refusal
+// takes the same path as in production (the clock is read to see whether
+// the cooldown is over). ModeForcedOpen would skip that read and flatter
+// the figure. The cooldown is a day so that no run reaches half-open.
+func benchOpen(b *testing.B) *Breaker {
+	b.Helper()
+	p := DefaultPolicy()
+	p.OpenFor = 24 * time.Hour
+	p.MaxOpenFor = 24 * time.Hour
+	br, err := New("bench.Open", p)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	for i := 0; i < p.MinRequests; i++ {
+		_ = br.Do(ctx, benchFail)
+	}
+	if s := br.State(); s != Open {
+		b.Fatalf("breaker is %v after %d failures, want open", s, p.MinRequests)
+	}
+	return br
+}
+
+func benchWantOpen(b *testing.B, err error) {
+	b.Helper()
+	if !errors.Is(err, ErrOpen) {
+		b.Fatalf("got %v, want ErrOpen", err)
+	}
+}
+
+func BenchmarkDo(b *testing.B) {
+	ctx := context.Background()
+	b.Run("closed/serial", func(b *testing.B) {
+		br := benchClosed(b)
+		b.ReportAllocs()
+		b.ResetTimer()
+		var err error
+		for i := 0; i < b.N; i++ {
+			err = br.Do(ctx, benchOK)
+		}
+		if err != nil {
+			b.Fatal(err)
+		}
+	})
+	b.Run("closed/parallel", func(b *testing.B) {
+		br := benchClosed(b)
+		b.ReportAllocs()
+		b.ResetTimer()
+		var bad atomic.Int64
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				if br.Do(ctx, benchOK) != nil {
+					bad.Add(1)
+				}
+			}
+		})
+		if n := bad.Load(); n != 0 {
+			b.Fatalf("%d calls failed on a closed breaker", n)
+		}
+	})
+	b.Run("open/serial", func(b *testing.B) {
+		br := benchOpen(b)
+		b.ReportAllocs()
+		b.ResetTimer()
+		var err error
+		for i := 0; i < b.N; i++ {
+			err = br.Do(ctx, benchOK)
+		}
+		benchWantOpen(b, err)
+	})
+	b.Run("open/parallel", func(b *testing.B) {
+		br := benchOpen(b)
+		b.ReportAllocs()
+		b.ResetTimer()
+		var admitted atomic.Int64
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				if br.Do(ctx, benchOK) == nil {
+					admitted.Add(1)
+				}
+			}
+		})
+		if n := admitted.Load(); n != 0 {
+			b.Fatalf("an open breaker admitted %d calls", n)
+		}
+	})
+}
+
+func BenchmarkCall(b *testing.B) {
+	ctx := context.Background()
+	fn := func(context.Context) (int, error) { return 1, nil }
+	b.Run("closed/serial", func(b *testing.B) {
+		br := benchClosed(b)
+		b.ReportAllocs()
+		b.ResetTimer()
+		var v int
+		var err error
+		for i := 0; i < b.N; i++ {
+			v, err = Call(ctx, br, fn)
+		}
+		if v != 1 || err != nil {
+			b.Fatalf("got %d, %v", v, err)
+		}
+	})
+}
+
+func BenchmarkAllow(b *testing.B) {
+	ctx := context.Background()
+	b.Run("closed/serial", func(b *testing.B) {
+		br := benchClosed(b)
+		b.ReportAllocs()
+		b.ResetTimer()
+		for i := 0; i < b.N; i++ {
+			_, done, err := br.Allow(ctx)
+			if err != nil {
+				b.Fatal(err)
+			}
+			done(nil)
+		}
+	})
+}
+
+// The floor is the least a breaker that keeps a time window can do per
+// call: read the monotonic clock once and add to one shared counter. Do
+// and the refusal path are judged against it. It uses its own start time
+// rather than processStart so that it shares nothing with the breaker.
+var (
+	benchFloorStart = time.Now()
+	benchFloorSum   atomic.Int64
+)
+
+func BenchmarkFloor(b *testing.B) {
+	b.Run("serial", func(b *testing.B) {
+		b.ReportAllocs()
+		for i := 0; i < b.N; i++ {
+			benchFloorSum.Add(int64(time.Since(benchFloorStart)))
+		}
+	})
+	b.Run("parallel", func(b *testing.B) {
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				benchFloorSum.Add(int64(time.Since(benchFloorStart)))
+			}
+		})
+	})
+}
+
+// benchMemoryBatch bounds how many breakers are alive at once, so that a
+// long run does not grow the heap without limit.
+const benchMemoryBatch = 10_000
+
+// BenchmarkMemory reports what an idle breaker keeps on the heap: one
+// breaker with DefaultPolicy that has served one call, as most breakers of
+// a large Group are. An op is New plus that call, so ns/op, B/op and
+// allocs/op are the cost of creating one; B/breaker is what stays live
+// after a GC, measured by HeapAlloc over batches of benchMemoryBatch.
+func BenchmarkMemory(b *testing.B) {
+	b.Run("idle_breaker", func(b *testing.B) {
+		ctx := context.Background()
+		p := DefaultPolicy()
+		batch := make([]*Breaker, 0, min(b.N, benchMemoryBatch))
+		var retained, counted int64
+		var before, after runtime.MemStats
+		b.ReportAllocs()
+		b.ResetTimer()
+		for done := 0; done < b.N; {
+			n := min(b.N-done, benchMemoryBatch)
+			b.StopTimer()
+			// Drop the previous batch: pointers left in the backing
+			// array would keep it alive through the GC below.
+			clear(batch)
+			batch = batch[:0]
+			runtime.GC()
+			runtime.ReadMemStats(&before)
+			b.StartTimer()
+			for i := 0; i < n; i++ {
+				br, err := New("orders.Create", p)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := br.Do(ctx, benchOK); err != nil {
+					b.Fatal(err)
+				}
+				batch = append(batch, br)
+			}
+			b.StopTimer()
+			runtime.GC()
+			runtime.ReadMemStats(&after)
+			runtime.KeepAlive(batch)
+			retained += int64(after.HeapAlloc) - int64(before.HeapAlloc)
+			counted += int64(n)
+			done += n
+			b.StartTimer()
+		}
+		b.StopTimer()
+		b.ReportMetric(float64(retained)/float64(counted), "B/breaker")
+	})
+}
