@@ -3,6 +3,7 @@ package replay
 import (
 	"embed"
 	"fmt"
+	"io"
 	"path"
 	"sort"
 	"strings"
@@ -54,4 +55,29 @@ func ScenarioJSON(name string) ([]byte, error) {
 		return nil, fmt.Errorf("replay: no shipped scenario %q (have %s)", name, strings.Join(ScenarioNames(), ", "))
 	}
 	return data, nil
+}
+
+// WriteScenarioList writes one entry per shipped scenario: its name and the
+// first sentence of its description, wrapped.
+func WriteScenarioList(w io.Writer) error {
+	for _, name := range ScenarioNames() {
+		s, err := LoadScenario(name)
+		if err != nil {
+			return err
+		}
+		summary := s.Description
+		if i := strings.Index(summary, ". "); i >= 0 {
+			summary = summary[:i+1]
+		}
+		for i, line := range wrap(summary, 64) {
+			label := ""
+			if i == 0 {
+				label = name
+			}
+			if _, err := fmt.Fprintf(w, "%-12s  %s\n", label, line); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }

@@ -78,18 +78,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return code
 	}
 	if *list {
-		for _, name := range replay.ScenarioNames() {
-			s, err := replay.LoadScenario(name)
-			if err != nil {
-				return fail(exitError, "%v", err)
-			}
-			for i, line := range wrapText(firstSentence(s.Description), 64) {
-				if i == 0 {
-					fmt.Fprintf(stdout, "%-12s  %s\n", name, line)
-				} else {
-					fmt.Fprintf(stdout, "%-12s  %s\n", "", line)
-				}
-			}
+		if err := replay.WriteScenarioList(stdout); err != nil {
+			return fail(exitError, "%v", err)
 		}
 		return exitOK
 	}
@@ -199,31 +189,6 @@ func writeSVG(rep *replay.Report, path string) (err error) {
 		}
 	}()
 	return rep.WriteSVG(f)
-}
-
-// firstSentence returns the first sentence of a scenario's description.
-func firstSentence(s string) string {
-	if i := strings.Index(s, ". "); i >= 0 {
-		s = s[:i+1]
-	}
-	return s
-}
-
-// wrapText breaks s into lines of at most width bytes.
-func wrapText(s string, width int) []string {
-	var lines []string
-	line := ""
-	for _, word := range strings.Fields(s) {
-		if line != "" && len(line)+1+len(word) > width {
-			lines = append(lines, line)
-			line = ""
-		}
-		if line != "" {
-			line += " "
-		}
-		line += word
-	}
-	return append(lines, line)
 }
 
 func millions(n int64) string {
