@@ -1017,3 +1017,46 @@ func TestMark_ReportsADecidedOutcomeWhateverTheClassifier(t *testing.T) {
 	assert.False(t, IsIgnored(Mark(errBoom, Failure)))
 	assert.Equal(t, Ignored, func() Outcome { o, _ := markOf(Mark(Mark(errBoom, Failure), Ignored)); return o }(), "the outermost mark wins")
 }
+
+// SPEC §1: the hot path allocates nothing. Benchmarks report it; this test
+// fails if it ever changes.
+func TestDo_AllocatesNothingOnTheHotPaths(t *testing.T) {
+	ctx := context.Background()
+	ok := func(context.Context) error { return nil }
+	closed, err := New("allocs.Closed", DefaultPolicy())
+	require.NoError(t, err)
+	assert.Zero(t, testing.AllocsPerRun(1000, func() { _ = closed.Do(ctx, ok) }), "Do, closed")
+	assert.Zero(t, testing.AllocsPerRun(1000, func() {
+		_, _ = Call(ctx, closed, func(context.Context) (int, error) { return 1, nil })
+	}), "Call, closed")
+
+	open, err := New("allocs.Open", policy(func(p *Policy) { p.OpenFor = time.Hour; p.MaxOpenFor = time.Hour }))
+	require.NoError(t, err)
+	for i := 0; i < 20; i++ {
+		_ = open.Do(ctx, func(context.Context) error { return errBoom })
+	}
+	require.Equal(t, Open, open.State())
+	assert.Zero(t, testing.AllocsPerRun(1000, func() { _ = open.Do(ctx, ok) }), "Do, refused")
+
+	g, err := NewGroup(GroupConfig{})
+	require.NoError(t, err)
+	_ = g.Do(ctx, "allocs.Group", ok)
+	assert.Zero(t, testing.AllocsPerRun(1000, func() { _ = g.Do(ctx, "allocs.Group", ok) }), "Group.Do, existing key")
+}
+
+// SPEC §7: a clock that goes backwards is harmless: no panic, no lost
+// count, no early end of a cooldown.
+func TestClock_GoingBackwardsIsHarmless(t *testing.T) {
+	h := newHarness(t, DefaultPolicy())
+	h.at(time.Hour)
+	h.calls(10, nil)
+	h.clk.Set(h.t0.Add(time.Minute)) // 59 minutes back
+	h.calls(9, errBoom)
+	assert.Equal(t, Snapshot{Counted: 19, Failures: 9}, h.b.Snapshot(), "counted in the newest bucket")
+	h.calls(1, errBoom)
+	h.requireState(Open)
+	h.clk.Set(h.t0) // further back: the cooldown must not end
+	require.ErrorIs(t, h.call(nil), ErrOpen)
+	h.clk.Set(h.t0.Add(time.Minute + 30*time.Second))
+	h.requireState(HalfOpen)
+}
