@@ -112,25 +112,19 @@ func (o object) done() {
 	}
 }
 
-func (o object) str(name string, dst *string) bool {
-	raw := o.take(name)
-	if raw == nil {
-		return false
-	}
-	if err := json.Unmarshal(raw, dst); err != nil {
-		o.p.add(o.field(name), "want a string, got %s", short(raw))
-		return false
-	}
-	return true
-}
+func (o object) str(name string, dst *string) bool { return plain(o, name, dst, "a string") }
 
-func (o object) boolean(name string, dst *bool) bool {
+func (o object) boolean(name string, dst *bool) bool { return plain(o, name, dst, "true or false") }
+
+// plain decodes a field whose JSON form is its Go form, naming what was
+// wanted if it is not.
+func plain[T any](o object, name string, dst *T, want string) bool {
 	raw := o.take(name)
 	if raw == nil {
 		return false
 	}
 	if err := json.Unmarshal(raw, dst); err != nil {
-		o.p.add(o.field(name), "want true or false, got %s", short(raw))
+		o.p.add(o.field(name), "want %s, got %s", want, short(raw))
 		return false
 	}
 	return true
