@@ -79,7 +79,9 @@ type Policy struct {
 	// before any trip rule is evaluated. Default 20.
 	MinRequests int `json:"min_requests"`
 	// ErrorRatio trips the breaker when failures (timeouts included)
-	// divided by counted calls reaches it. In (0, 1]. Default 0.5.
+	// divided by counted calls reaches it. In (0, 1], or 0 to turn the
+	// ratio rule off, which is allowed only when another trip rule
+	// (ErrorCount, SlowCall or ConsecutiveFailures) is set. Default 0.5.
 	ErrorRatio float64 `json:"error_ratio"`
 	// ErrorCount, when positive, also trips the breaker when the window
 	// holds at least this many failures. Default 0 (off).
@@ -92,7 +94,11 @@ type Policy struct {
 	// otherwise.
 	SlowRatio float64 `json:"slow_ratio"`
 	// ConsecutiveFailures, when positive, also trips the breaker after this
-	// many failures in a row with no success between them. Default 0 (off).
+	// many failures in a row with no success between them. The run is its
+	// own sample requirement: it trips whatever MinRequests says, so a
+	// method with thin traffic can still be cut off after N failures in a
+	// row (5 to 10 is the usual advice for low-latency services).
+	// Default 0 (off).
 	ConsecutiveFailures int `json:"consecutive_failures"`
 	// Timeout, when positive, is a deadline added to each call's context;
 	// a call that takes longer is a timeout even if it returned nil.
@@ -205,7 +211,12 @@ func (p Policy) check(v *validator, prefix string) {
 	if p.MinRequests < 0 {
 		v.add(f("min_requests"), "must not be negative, got %d", p.MinRequests)
 	}
-	checkRatio(v, f("error_ratio"), p.ErrorRatio)
+	switch {
+	case p.ErrorRatio != 0 || math.IsNaN(p.ErrorRatio):
+		checkRatio(v, f("error_ratio"), p.ErrorRatio)
+	case p.ErrorCount <= 0 && p.SlowCall <= 0 && p.ConsecutiveFailures <= 0:
+		v.add(f("error_ratio"), "is 0 (off) and no other trip rule is set; set error_ratio in (0, 1], or error_count, slow_call or consecutive_failures")
+	}
 	if p.ErrorCount < 0 {
 		v.add(f("error_count"), "must not be negative (0 turns the rule off), got %d", p.ErrorCount)
 	}

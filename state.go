@@ -333,21 +333,25 @@ func (b *Breaker) probeTimeout(now int64, seen uint64) {
 // in generation gen, and trips the breaker if one holds.
 func (b *Breaker) evaluate(now int64, gen uint64, r *rules, win *window) {
 	snap := win.sum(now, &b.tally)
-	if snap.Counted < r.minReq || snap.Counted == 0 {
-		return
-	}
 	var reason Reason
 	switch {
-	case float64(snap.Failures)/float64(snap.Counted) >= r.p.ErrorRatio:
-		reason = ReasonErrorRatio
-	case r.errCount > 0 && snap.Failures >= r.errCount:
-		reason = ReasonErrorCount
-	case r.slowCall > 0 && float64(snap.Slow)/float64(snap.Counted) >= r.p.SlowRatio:
-		reason = ReasonSlowRatio
-	case r.consec > 0 && b.consec.Load() >= r.consec:
+	case snap.Counted >= r.minReq && snap.Counted > 0:
+		switch {
+		case r.p.ErrorRatio > 0 && float64(snap.Failures)/float64(snap.Counted) >= r.p.ErrorRatio:
+			reason = ReasonErrorRatio
+		case r.errCount > 0 && snap.Failures >= r.errCount:
+			reason = ReasonErrorCount
+		case r.slowCall > 0 && float64(snap.Slow)/float64(snap.Counted) >= r.p.SlowRatio:
+			reason = ReasonSlowRatio
+		}
+	}
+	if reason == "" {
+		// A run of failures is its own sample requirement: N in a row
+		// trip the breaker however thin the traffic is.
+		if r.consec == 0 || b.consec.Load() < r.consec {
+			return
+		}
 		reason = ReasonConsecutive
-	default:
-		return
 	}
 	b.mu.Lock()
 	w := b.state.Load()
