@@ -618,9 +618,10 @@ func TestPeer_HystrixGoSuccessOpensCircuit(t *testing.T) {
 	h.requireState(Open)
 }
 
-// A resilience4j user found the slow-call rate evaluated, as they read the
-// code, without the minimum-number-of-calls gate. Here the slow-call rule
-// waits for MinRequests like every ratio rule.
+// Reported against resilience4j as a bug: the slow-call rate looked as if
+// it skipped the minimum-number-of-calls gate (the failure-rate check turned
+// out to guard it). Here the slow-call rule waits for MinRequests like every
+// ratio rule.
 // https://github.com/resilience4j/resilience4j/issues/808
 func TestPeer_Resilience4jSlowCallMinimumCalls(t *testing.T) {
 	h := newHarness(t, policy(func(p *Policy) {
@@ -867,9 +868,10 @@ func TestPeer_Cep21ForceOpenConfigIgnored(t *testing.T) {
 	assert.Equal(t, uint64(5*DefaultMinRequests), h.b.Counters().Failures, "a disabled breaker still measures")
 }
 
-// Hystrix (Java): after Hystrix.reset() the circuit opened again shortly,
-// because metrics of calls from before the reset still counted. Here calls
-// in flight when Reset is called are not counted in the new window.
+// Hystrix (Java): after Hystrix.reset() the circuit was seen open again
+// shortly afterwards. A reset that lets older calls count in the new window
+// does exactly that; here calls in flight when Reset is called are not
+// counted in it.
 // https://github.com/Netflix/Hystrix/issues/1680
 func TestPeer_HystrixResetThenReopens(t *testing.T) {
 	h := newHarness(t, DefaultPolicy())
