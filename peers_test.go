@@ -945,3 +945,49 @@ func TestPeer_HogletWallClockJump(t *testing.T) {
 		assert.Equal(t, Snapshot{Counted: 10, Failures: 10}, h.b.Snapshot(), "the window froze at the old head")
 	})
 }
+
+// opossum: concurrent failures each called open(); the second call
+// cancelled the timer the first had started, without starting another, so
+// the circuit never left the open state. Here late failures on an open
+// breaker neither restart nor cancel its cooldown: it ends when it said it
+// would.
+// https://github.com/nodeshift/opossum/issues/385
+func TestPeer_OpossumSimultaneousFailuresNeverHalfOpen(t *testing.T) {
+	h := newHarness(t, DefaultPolicy())
+	var late []*blocked
+	for i := 0; i < 10; i++ {
+		late = append(late, h.start(context.Background()))
+	}
+	h.trip()
+	var oe *OpenError
+	require.ErrorAs(t, h.call(nil), &oe)
+	until := oe.Until
+	h.add(DefaultOpenFor / 2)
+	for _, bl := range late {
+		require.ErrorIs(t, bl.finish(errBoom), errBoom)
+	}
+	require.ErrorAs(t, h.call(nil), &oe)
+	assert.Equal(t, until, oe.Until, "late failures moved the end of the cooldown")
+	h.add(DefaultOpenFor/2 - time.Nanosecond)
+	h.requireState(Open)
+	h.add(time.Nanosecond)
+	h.requireState(HalfOpen)
+}
+
+// Polly's consecutive-failure breaker did not reset its count on a
+// success, so failures separated by successes added up until it broke.
+// https://github.com/App-vNext/Polly/issues/131
+func TestPeer_PollyConsecutiveCountNotResetBySuccess(t *testing.T) {
+	h := newHarness(t, policy(func(p *Policy) {
+		p.ConsecutiveFailures = 5
+		p.ErrorRatio = 1 // with a success in every five calls, only the run rule can trip
+	}))
+	for i := 0; i < 20; i++ { // 80 failures, never five in a row
+		h.calls(4, errBoom)
+		h.calls(1, nil)
+	}
+	h.requireState(Closed)
+	h.calls(5, errBoom)
+	h.requireState(Open)
+	assert.Equal(t, ReasonConsecutive, h.eventLog()[0].Reason)
+}
