@@ -34,20 +34,32 @@ import (
 )
 
 // chaosPolicy trips on 5 counted calls at 50% failures within an 800 ms
-// window, cuts each call at 200 ms, and probes three times after a
-// cooldown of 200 ms ±10%, doubling up to 800 ms.
+// window and probes three times after a cooldown of 200 ms ±10%, doubling
+// up to 800 ms. Policy.Timeout is a whole second, far above a loopback
+// call, because a healthy call that a loaded machine delays past it would
+// count as a timeout and make the experiment fail for the wrong reason;
+// the delay experiment, whose calls are all slow, uses delayPolicy.
 func chaosPolicy() breaker.Policy {
 	p := breaker.DefaultPolicy()
 	p.Window = 800 * time.Millisecond
 	p.Buckets = 4
 	p.MinRequests = 5
 	p.ErrorRatio = 0.5
-	p.Timeout = 200 * time.Millisecond
+	p.Timeout = time.Second
 	p.OpenFor = 200 * time.Millisecond
 	p.MaxOpenFor = 800 * time.Millisecond
 	p.Jitter = 0.1
 	p.Probes = 3
 	p.Warmup = 0
+	return p
+}
+
+// delayPolicy is chaosPolicy with Policy.Timeout at 200 ms, a quarter of
+// the window, so that a window holds MinRequests timeouts of callers that
+// call one after another.
+func delayPolicy() breaker.Policy {
+	p := chaosPolicy()
+	p.Timeout = 200 * time.Millisecond
 	return p
 }
 
@@ -102,12 +114,12 @@ func truncated(w http.ResponseWriter, _ *http.Request) {
 	conn.Close()
 }
 
-// limited serves one request at a time: a request that finds the single
-// slot taken gets over, as an overloaded server without a queue would
-// treat it. Every request first waits until need requests have arrived
-// (or 100 ms, well inside Policy.Timeout), so that they are all in flight
-// together whatever order the scheduler runs them in.
-func limited(need int64, over fault) fault {
+// limited serves one request at a time: a request that finds the single slot
+// taken gets over, as an overloaded server without a queue would treat
+// it. Every request first waits until need requests have arrived, or for guard
+// (which must be well inside Policy.Timeout), so that they are all in
+// flight together whatever order the scheduler runs them in.
+func limited(need int64, guard time.Duration, over fault) fault {
 	slot := make(chan struct{}, 1)
 	var arrived atomic.Int64
 	all := make(chan struct{})
@@ -122,7 +134,7 @@ func limited(need int64, over fault) fault {
 		if arrived.Add(1) == need {
 			close(all)
 		}
-		t := time.NewTimer(100 * time.Millisecond)
+		t := time.NewTimer(guard)
 		select {
 		case <-all:
 		case <-t.C:
@@ -390,7 +402,7 @@ func openFDs(t *testing.T) int {
 // timeout.
 func TestChaos_DelayOpensWithinTheWindow(t *testing.T) {
 	check := noLeaks(t)
-	p := chaosPolicy()
+	p := delayPolicy()
 	c := newChaos(t, p)
 	s := newChaosServer(t)
 	b := c.breakerFor(s)
@@ -659,7 +671,7 @@ func TestChaos_ProbesBeyondCapacityReopen(t *testing.T) {
 			s.set(failWith(http.StatusInternalServerError))
 			tripAfter(t, c, s.url(), vFailed)
 
-			s.set(limited(int64(p.Probes), row.over))
+			s.set(limited(int64(p.Probes), p.Timeout/2, row.over))
 			trip := c.ev.list()[0]
 			time.Sleep(time.Until(trip.Time.Add(trip.Cooldown)))
 			require.Eventually(t, func() bool { return b.State() == breaker.HalfOpen }, time.Second, time.Millisecond)
