@@ -173,6 +173,20 @@ func (s *chaosServer) Check(ctx context.Context, _ *healthpb.HealthCheckRequest)
 	return serving, nil
 }
 
+// Watch sends one SERVING message, then ends as the fault says.
+func (s *chaosServer) Watch(_ *healthpb.HealthCheckRequest, ws healthpb.Health_WatchServer) error {
+	s.active.Add(1)
+	defer s.active.Add(-1)
+	s.hits.Add(1)
+	if v := metadata.ValueFromIncomingContext(ws.Context(), ProbeKey); len(v) == 1 && v[0] == "1" {
+		s.probes.Add(1)
+	}
+	if err := ws.Send(serving); err != nil {
+		return err
+	}
+	return (*s.fault.Load())(ws.Context())
+}
+
 // start listens on s.addr, the same port after the first start.
 func (s *chaosServer) start() {
 	s.t.Helper()
@@ -411,11 +425,30 @@ func newChaos(t *testing.T, addr string, p breaker.Policy) *chaos {
 	return c
 }
 
-func (c *chaos) breaker() *breaker.Breaker {
+func (c *chaos) breaker() *breaker.Breaker { return c.breakerFor(checkMethod) }
+
+func (c *chaos) breakerFor(method string) *breaker.Breaker {
 	c.t.Helper()
-	b, err := c.group.Get(checkMethod)
+	b, err := c.group.Get(method)
 	require.NoError(c.t, err)
 	return b
+}
+
+// watch opens a Watch stream and reads it to its end, and notes the
+// result. It closes first, if not nil, when the first message has arrived.
+func (c *chaos) watch(first chan<- struct{}) verdict {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	s, err := c.hc.Watch(ctx, &healthpb.HealthCheckRequest{})
+	for n := 0; err == nil; n++ {
+		if _, err = s.Recv(); err == nil && n == 0 && first != nil {
+			close(first)
+		}
+	}
+	if err == io.EOF {
+		err = nil
+	}
+	return c.note(err)
 }
 
 // connected brings the channel up without a call, so that the first calls
@@ -642,14 +675,12 @@ func TestChaos_ErrorsOpenAfterMinRequestsThenRecover(t *testing.T) {
 // Faults of the connection: the server killed in the middle of a call and
 // started again on the same port, and every connection reset (RST) by the
 // network while a call is in flight, then each new one reset too. Each
-// failed call is a timeout (Unavailable: nothing answered); the breaker
-// opens on MinRequests counted calls, and closes once the fault ends and
-// the channel has reconnected.
+// strikes a unary call waiting for its answer, and a stream past its
+// first message, whose answer is thereby cut short. Each failed call is a
+// timeout (Unavailable: nothing, or only part of an answer, came back);
+// the breaker opens on MinRequests counted calls, and closes once the
+// fault ends and the channel has reconnected.
 func TestChaos_ConnectionFaults(t *testing.T) {
-	type env struct {
-		s *chaosServer
-		p *proxy // nil when the client talks to the server directly
-	}
 	rows := []struct {
 		name   string
 		direct bool
@@ -671,77 +702,116 @@ func TestChaos_ConnectionFaults(t *testing.T) {
 			heal: func(e env) { e.p.reset.Store(false) },
 		},
 	}
-	for _, row := range rows {
-		t.Run(row.name, func(t *testing.T) {
-			check := noLeaks(t)
-			pol := chaosPolicy()
-			e := env{s: newChaosServer(t)}
-			addr := e.s.addr
-			if !row.direct {
-				e.p = newProxy(t, e.s.addr)
-				addr = e.p.addr()
+	kinds := []struct {
+		name   string
+		method string
+		// call makes one call and notes it; started, if not nil, is
+		// closed once the call is under way: at the server for a unary
+		// call, past its first message for a stream.
+		call func(c *chaos, s *chaosServer, started chan<- struct{}) verdict
+	}{
+		{"unary", checkMethod, func(c *chaos, s *chaosServer, started chan<- struct{}) verdict {
+			if started == nil {
+				return c.call()
 			}
-			c := newChaos(t, addr, pol)
-			b := c.breaker()
-			// A call that succeeds first, so the fault meets a connection
-			// that is up.
-			require.Equal(t, vSucceeded, c.call(), "%v", c.lastErr())
-
-			// A call in flight when the fault strikes.
-			e.s.set(hang)
-			hits := e.s.hits.Load()
+			hits := s.hits.Load()
 			res := make(chan verdict, 1)
 			go func() { res <- c.call() }()
-			for e.s.hits.Load() == hits {
+			for s.hits.Load() == hits {
 				time.Sleep(time.Millisecond)
 			}
-			row.inject(e)
-			require.Equal(t, vTimedOut, <-res)
-			e.s.set(healthy)
-
-			// One success and one timeout counted: MinRequests-2 more
-			// timeouts reach MinRequests counted calls at a ratio of 0.8.
-			for i := 2; i < pol.MinRequests; i++ {
-				require.Empty(t, c.ev.list(), "opened after %d timeouts", i-1)
-				require.Equal(t, vTimedOut, c.call())
-			}
-			evs := c.ev.list()
-			require.Len(t, evs, 1, "not open after MinRequests counted calls")
-			trip := evs[0]
-			assert.Equal(t, breaker.ReasonErrorRatio, trip.Reason)
-			assert.Equal(t, uint64(pol.MinRequests), trip.Snapshot.Counted)
-			assert.Equal(t, uint64(pol.MinRequests-1), trip.Snapshot.Timeouts)
-
-			row.heal(e)
-			// The breaker closes within a bound: a probe made before the
-			// channel has reconnected fails fast with Unavailable and
-			// reopens it, with a longer cooldown.
-			deadline := time.Now().Add(5 * time.Second)
-			for b.State() != breaker.Closed {
-				require.True(t, time.Now().Before(deadline), "still %v after the fault ended", b.State())
-				if c.call() == vRefused {
-					time.Sleep(5 * time.Millisecond)
-				}
-			}
-			hits = e.s.hits.Load()
-			const more = 5
-			for i := 0; i < more; i++ {
-				require.Equal(t, vSucceeded, c.call(), "%v", c.lastErr())
-			}
-			assert.Equal(t, int64(more), e.s.hits.Load()-hits, "calls that reached the server")
-			co := b.Counters()
-			assert.GreaterOrEqual(t, co.ProbesPassed, uint64(pol.Probes), "the last episode's probes passed")
-			assert.Equal(t, co.Opens, co.ProbesFailed+1, "every reopen came from a failed probe")
-			c.check(t, b)
-
-			c.conn.Close()
-			if e.p != nil {
-				e.p.close()
-			}
-			e.s.kill()
-			check()
-		})
+			close(started)
+			return <-res
+		}},
+		{"stream", watchMethod, func(c *chaos, _ *chaosServer, started chan<- struct{}) verdict {
+			return c.watch(started)
+		}},
 	}
+	for _, row := range rows {
+		for _, kind := range kinds {
+			t.Run(row.name+"/"+kind.name, func(t *testing.T) {
+				connectionFault(t, row.direct, row.inject, row.heal, kind.method, kind.call)
+			})
+		}
+	}
+}
+
+// connectionFault is one connection-fault experiment: inject strikes
+// while a call is under way, heal ends the fault, and call makes the
+// calls, all to method.
+func connectionFault(t *testing.T, direct bool, inject, heal func(e env), method string,
+	call func(c *chaos, s *chaosServer, started chan<- struct{}) verdict) {
+	check := noLeaks(t)
+	pol := chaosPolicy()
+	e := env{s: newChaosServer(t)}
+	addr := e.s.addr
+	if !direct {
+		e.p = newProxy(t, e.s.addr)
+		addr = e.p.addr()
+	}
+	c := newChaos(t, addr, pol)
+	b := c.breakerFor(method)
+	// A call that succeeds first, so the fault meets a connection
+	// that is up.
+	require.Equal(t, vSucceeded, call(c, e.s, nil), "%v", c.lastErr())
+
+	// A call in flight when the fault strikes.
+	e.s.set(hang)
+	started := make(chan struct{})
+	res := make(chan verdict, 1)
+	go func() { res <- call(c, e.s, started) }()
+	<-started
+	inject(e)
+	require.Equal(t, vTimedOut, <-res)
+	e.s.set(healthy)
+
+	// One success and one timeout counted: MinRequests-2 more
+	// timeouts reach MinRequests counted calls at a ratio of 0.8.
+	for i := 2; i < pol.MinRequests; i++ {
+		require.Empty(t, c.ev.list(), "opened after %d timeouts", i-1)
+		require.Equal(t, vTimedOut, call(c, e.s, nil))
+	}
+	evs := c.ev.list()
+	require.Len(t, evs, 1, "not open after MinRequests counted calls")
+	trip := evs[0]
+	assert.Equal(t, breaker.ReasonErrorRatio, trip.Reason)
+	assert.Equal(t, uint64(pol.MinRequests), trip.Snapshot.Counted)
+	assert.Equal(t, uint64(pol.MinRequests-1), trip.Snapshot.Timeouts)
+
+	heal(e)
+	// The breaker closes within a bound: a probe made before the
+	// channel has reconnected fails fast with Unavailable and
+	// reopens it, with a longer cooldown.
+	deadline := time.Now().Add(5 * time.Second)
+	for b.State() != breaker.Closed {
+		require.True(t, time.Now().Before(deadline), "still %v after the fault ended", b.State())
+		if call(c, e.s, nil) == vRefused {
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	hits := e.s.hits.Load()
+	const more = 5
+	for i := 0; i < more; i++ {
+		require.Equal(t, vSucceeded, call(c, e.s, nil), "%v", c.lastErr())
+	}
+	assert.Equal(t, int64(more), e.s.hits.Load()-hits, "calls that reached the server")
+	co := b.Counters()
+	assert.GreaterOrEqual(t, co.ProbesPassed, uint64(pol.Probes), "the last episode's probes passed")
+	assert.Equal(t, co.Opens, co.ProbesFailed+1, "every reopen came from a failed probe")
+	c.check(t, b)
+
+	c.conn.Close()
+	if e.p != nil {
+		e.p.close()
+	}
+	e.s.kill()
+	check()
+}
+
+// env is where a connection fault strikes.
+type env struct {
+	s *chaosServer
+	p *proxy // nil when the client talks to the server directly
 }
 
 // Boundary: a server that serves one call at a time meets three probes at
