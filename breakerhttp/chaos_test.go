@@ -718,3 +718,65 @@ func TestChaos_ProbesBeyondCapacityReopen(t *testing.T) {
 		})
 	}
 }
+
+// Probes that hang, with no Policy.Timeout to cut them: the breaker must
+// not wedge half-open. Once every probe slot is taken and no verdict has
+// come for one cooldown, it reopens (probe_timeout) and refuses calls
+// while the probes still hang. When the server dies and the probes end,
+// they are counted, but their episode is over and they change nothing.
+func TestChaos_HungProbesReopenAfterACooldown(t *testing.T) {
+	check := noLeaks(t)
+	p := chaosPolicy()
+	p.Timeout = 0
+	c := newChaos(t, p)
+	s := newChaosServer(t)
+	b := c.breakerFor(s)
+	s.set(failWith(http.StatusInternalServerError))
+	tripAfter(t, c, s.url(), vFailed)
+
+	s.set(hang)
+	trip := c.ev.list()[0]
+	time.Sleep(time.Until(trip.Time.Add(trip.Cooldown)))
+	var wg sync.WaitGroup
+	for range p.Probes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c.call(s.url())
+		}()
+	}
+	require.Eventually(t, func() bool { return s.hits.Load() == int64(p.MinRequests+p.Probes) },
+		5*time.Second, time.Millisecond, "probes at the server")
+	probesAt := time.Now()
+	require.Eventually(t, func() bool { return b.State() == breaker.Open }, 5*time.Second, time.Millisecond)
+
+	evs := c.ev.list()
+	require.Len(t, evs, 3)
+	half, reopen := evs[1], evs[2]
+	assert.Equal(t, breaker.HalfOpen, half.To)
+	assert.Equal(t, breaker.ReasonProbeTimeout, reopen.Reason)
+	assert.GreaterOrEqual(t, reopen.Time.Sub(half.Time), p.OpenFor, "reopened before one cooldown")
+	// The reopen happens when the state is read after the cooldown, and
+	// the test starts reading once the probes are at the server, which a
+	// loaded machine may delay past the cooldown.
+	due := half.Time.Add(p.OpenFor)
+	if probesAt.After(due) {
+		due = probesAt
+	}
+	assert.Less(t, reopen.Time.Sub(due), slack, "reopened long after one cooldown")
+	hits := s.hits.Load()
+	require.Equal(t, vRefused, c.call(s.url()))
+	assert.Equal(t, hits, s.hits.Load(), "a refused call reached the server")
+
+	s.kill()
+	wg.Wait()
+	co := b.Counters()
+	assert.Equal(t, uint64(p.Probes), co.Timeouts, "the hung probes end as timeouts")
+	assert.Zero(t, co.ProbesPassed+co.ProbesFailed, "a stale probe gives a verdict")
+	assert.Equal(t, uint64(2), co.Opens)
+	assert.Equal(t, breaker.Open, b.State())
+	c.check(t, b)
+
+	c.tr.CloseIdleConnections()
+	check()
+}
