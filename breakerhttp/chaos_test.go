@@ -556,14 +556,24 @@ func recoverAfter(t *testing.T, c *chaos, s *chaosServer, b *breaker.Breaker, he
 // breaker opens on exactly MinRequests of them and recovers when the fault
 // ends.
 func TestChaos_ConnectionFaults(t *testing.T) {
+	p := chaosPolicy()
 	rows := []struct {
-		name  string
-		start func(t *testing.T, c *chaos, s *chaosServer) // injects the fault
-		heal  func(s *chaosServer)
+		name string
+		// inject starts the fault once a healthy call has kept a
+		// connection alive, and may make the fault's first calls.
+		inject func(t *testing.T, c *chaos, s *chaosServer)
+		heal   func(s *chaosServer)
+		// hits is the least number of requests the server sees, the
+		// healthy call's included; exact if no more may come. The
+		// client retries a request that failed on a reused connection
+		// once on a new one, within the one call, so a fault that
+		// answers every request may see more requests than calls.
+		hits  int64
+		exact bool
 	}{
 		{
 			name: "killed mid-call, restarted on the same port",
-			start: func(t *testing.T, c *chaos, s *chaosServer) {
+			inject: func(t *testing.T, c *chaos, s *chaosServer) {
 				s.set(hang)
 				hits := s.hits.Load()
 				res := make(chan verdict, 1)
@@ -580,23 +590,24 @@ func TestChaos_ConnectionFaults(t *testing.T) {
 				s.set(healthy)
 				s.start()
 			},
+			hits: 2, exact: true,
 		},
 		{
-			name:  "connection reset",
-			start: func(*testing.T, *chaos, *chaosServer) {},
-			heal:  func(s *chaosServer) { s.set(healthy) },
+			name:   "connection reset",
+			inject: func(_ *testing.T, _ *chaos, s *chaosServer) { s.set(resetConn) },
+			heal:   func(s *chaosServer) { s.set(healthy) },
+			hits:   int64(p.MinRequests),
 		},
 		{
-			name:  "body cut short",
-			start: func(*testing.T, *chaos, *chaosServer) {},
-			heal:  func(s *chaosServer) { s.set(healthy) },
+			name:   "body cut short",
+			inject: func(_ *testing.T, _ *chaos, s *chaosServer) { s.set(truncated) },
+			heal:   func(s *chaosServer) { s.set(healthy) },
+			hits:   int64(p.MinRequests),
 		},
 	}
-	faults := map[string]fault{"connection reset": resetConn, "body cut short": truncated}
 	for _, row := range rows {
 		t.Run(row.name, func(t *testing.T) {
 			check := noLeaks(t)
-			p := chaosPolicy()
 			c := newChaos(t, p)
 			s := newChaosServer(t)
 			b := c.breakerFor(s)
@@ -604,16 +615,13 @@ func TestChaos_ConnectionFaults(t *testing.T) {
 			// connection.
 			require.Equal(t, vSucceeded, c.call(s.url()))
 
-			if f, ok := faults[row.name]; ok {
-				s.set(f)
-			}
-			row.start(t, c, s)
+			row.inject(t, c, s)
 			c.mu.Lock()
 			already := c.timedOut
 			c.mu.Unlock()
-			// One success in the window already: MinRequests-1 more
-			// timeouts reach MinRequests counted calls, but a ratio of
-			// (MinRequests-1)/MinRequests = 0.8, which trips.
+			// One success in the window already: MinRequests-1 timeouts
+			// make MinRequests counted calls at a ratio of 0.8, which
+			// trips.
 			for i := int(already); i < p.MinRequests-1; i++ {
 				require.Empty(t, c.ev.list(), "opened after %d timeouts", i)
 				require.Equal(t, vTimedOut, c.call(s.url()))
@@ -625,12 +633,11 @@ func TestChaos_ConnectionFaults(t *testing.T) {
 			assert.Equal(t, uint64(p.MinRequests), trip.Snapshot.Counted)
 			assert.Equal(t, uint64(p.MinRequests-1), trip.Snapshot.Timeouts)
 			assert.Equal(t, uint64(p.MinRequests-1), trip.Snapshot.Failures)
-
-			// The Transport's client retries a request that failed on a
-			// reused connection once on a new one, inside the one call, so
-			// the server may see more requests than calls were made, never
-			// fewer.
-			assert.GreaterOrEqual(t, s.hits.Load(), int64(1))
+			if row.exact {
+				assert.Equal(t, row.hits, s.hits.Load(), "requests at the server")
+			} else {
+				assert.GreaterOrEqual(t, s.hits.Load(), row.hits, "requests at the server")
+			}
 
 			recoverAfter(t, c, s, b, func() { row.heal(s) })
 
