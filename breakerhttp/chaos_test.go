@@ -230,7 +230,6 @@ func (s *chaosServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 type tally struct {
 	mu                                                  sync.Mutex
 	made, succeeded, failed, timedOut, ignored, refused uint64
-	lastRefusal                                         *breaker.OpenError
 }
 
 type verdict int
@@ -250,11 +249,9 @@ func (tl *tally) note(status int, err error) verdict {
 	tl.mu.Lock()
 	defer tl.mu.Unlock()
 	tl.made++
-	var oe *breaker.OpenError
 	switch {
-	case errors.As(err, &oe):
+	case errors.Is(err, breaker.ErrOpen):
 		tl.refused++
-		tl.lastRefusal = oe
 		return vRefused
 	case err != nil:
 		tl.timedOut++
