@@ -238,8 +238,9 @@ var errPanicked = errors.New("breakerhttp: base RoundTripper panicked")
 // casing. A Header is a plain map: code that fills it by hand, rather than
 // with Set, can store "breaker-probe", which net/http sends as it is and
 // the server canonicalizes, so looking up the canonical key alone would let
-// such a header through. The canonical lookup comes first because it is
-// the usual case; the walk over the keys allocates nothing.
+// such a header through. The canonical lookup answers for a forwarded
+// request at once; a request without the header pays a walk over its keys,
+// a handful as a rule, which allocates nothing.
 func hasProbeHeader(h http.Header) bool {
 	if _, ok := h[ProbeHeader]; ok {
 		return true
