@@ -27,6 +27,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 
 	"github.com/govkit/breaker"
 )
@@ -49,9 +50,10 @@ const ProbeHeader = "Breaker-Probe"
 //   - Otherwise the base gets a shallow copy of the request whose context
 //     carries the breaker's Policy.Timeout deadline, if any, and, for a
 //     half-open probe, the header Breaker-Probe: 1. On any other request
-//     that header is removed: it describes this hop, and a proxy that
-//     copies an inbound request's headers must not pass an upstream's
-//     probe off as its own. The caller's request is never modified.
+//     that header is removed, whatever the casing of its key in the
+//     header map: it describes this hop, and a proxy that copies an
+//     inbound request's headers must not pass an upstream's probe off as
+//     its own. The caller's request is never modified.
 //   - The response is returned as the base returned it, whatever its
 //     status: a 503 is an answer for the caller to read. Only its Body is
 //     wrapped, so that the call ends when the body does (see below).
@@ -178,15 +180,10 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	out := req.WithContext(ctx)
 	probe := breaker.IsProbe(ctx)
-	if _, tagged := req.Header[ProbeHeader]; probe || tagged {
-		out.Header = req.Header.Clone()
-		if out.Header == nil {
-			out.Header = make(http.Header, 1)
-		}
+	if probe || hasProbeHeader(req.Header) {
+		out.Header = withoutProbeHeader(req.Header)
 		if probe {
-			out.Header.Set(ProbeHeader, "1")
-		} else {
-			out.Header.Del(ProbeHeader)
+			out.Header[ProbeHeader] = []string{"1"}
 		}
 	}
 
@@ -236,6 +233,44 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 }
 
 var errPanicked = errors.New("breakerhttp: base RoundTripper panicked")
+
+// hasProbeHeader reports whether h holds the probe header under any
+// casing. A Header is a plain map: code that fills it by hand, rather than
+// with Set, can store "breaker-probe", which net/http sends as it is and
+// the server canonicalizes, so looking up the canonical key alone would let
+// such a header through. The canonical lookup answers for a forwarded
+// request at once; a request without the header pays a walk over its keys,
+// a handful as a rule, which allocates nothing.
+func hasProbeHeader(h http.Header) bool {
+	if _, ok := h[ProbeHeader]; ok {
+		return true
+	}
+	for k := range h {
+		if isProbeKey(k) {
+			return true
+		}
+	}
+	return false
+}
+
+// withoutProbeHeader returns a deep copy of h without the probe header
+// under any casing; the caller's map is not touched.
+func withoutProbeHeader(h http.Header) http.Header {
+	out := h.Clone()
+	if out == nil {
+		return make(http.Header, 1)
+	}
+	for k := range out {
+		if isProbeKey(k) {
+			delete(out, k) // deleting while ranging is allowed
+		}
+	}
+	return out
+}
+
+func isProbeKey(k string) bool {
+	return len(k) == len(ProbeHeader) && strings.EqualFold(k, ProbeHeader)
+}
 
 // settle classifies an ended exchange and reports it to the breaker.
 func (t *Transport) settle(caller context.Context, done func(error), resp *http.Response, err error) {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -306,6 +307,63 @@ func TestTransport_ProbeHeaderOnProbesOnly(t *testing.T) {
 
 	assert.Equal(t, []string{"", "", "", "", "1", "1", ""}, d.probeHeaders())
 	assert.Equal(t, uint64(2), b.Counters().ProbesPassed)
+}
+
+// TestRegression_ProbeHeaderStrippedUnderAnyCase: a header map is an
+// ordinary map, so a caller (a proxy copying an inbound request, or code
+// that fills the map by hand) can hold the probe header under a key that is
+// not canonical, req.Header["breaker-probe"]. net/http sends such a key as
+// it is and the server canonicalizes it, so the request arrived as a probe
+// while the breaker was closed; and on a real probe it arrived with the
+// caller's value beside the Transport's "1". Every casing is stripped from
+// ordinary requests, a probe carries exactly one canonical "1", and the
+// caller's header map is left as it was.
+func TestRegression_ProbeHeaderStrippedUnderAnyCase(t *testing.T) {
+	var mu sync.Mutex
+	var seen [][]string // every Breaker-Probe value of each request, in order
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		seen = append(seen, r.Header.Values(ProbeHeader))
+		mu.Unlock()
+		if r.URL.Path == "/fail" {
+			w.WriteHeader(http.StatusInternalServerError)
+		}
+	}))
+	defer srv.Close()
+	f := newFixture(t, testPolicy())
+	b, err := f.group.Get(srv.Listener.Addr().String())
+	require.NoError(t, err)
+
+	send := func(path string, h http.Header) {
+		t.Helper()
+		req, err := http.NewRequest(http.MethodGet, srv.URL+path, nil)
+		require.NoError(t, err)
+		for k, v := range h {
+			req.Header[k] = v
+		}
+		before := req.Header.Clone()
+		resp, err := f.client.Do(req)
+		require.NoError(t, err)
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		assert.Equal(t, before, req.Header, "the caller's request was modified")
+	}
+	send("/", http.Header{"breaker-probe": {"1"}})
+	send("/", http.Header{"BREAKER-PROBE": {"1"}, "X-Other": {"kept"}})
+	send("/", http.Header{"breaker-probe": {"1"}, ProbeHeader: {"1"}})
+	for i := 0; i < 3; i++ { // 3 of 6 failed: trips at MinRequests 4, ratio 0.5
+		send("/fail", nil)
+	}
+	require.Equal(t, breaker.Open, b.State())
+	f.clk.Add(10 * time.Second)
+	send("/", http.Header{"breaker-probe": {"0"}})
+	send("/", http.Header{"bReAkEr-PrObE": {"0", "2"}})
+	assert.Equal(t, breaker.Closed, b.State())
+
+	mu.Lock()
+	defer mu.Unlock()
+	want := [][]string{nil, nil, nil, nil, nil, nil, {"1"}, {"1"}}
+	assert.Equal(t, want, seen)
 }
 
 // A probe that times out fails the half-open episode: the breaker reopens

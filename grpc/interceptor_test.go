@@ -186,6 +186,43 @@ func TestUnary_OpensRefusesProbesAndCloses(t *testing.T) {
 	assert.Equal(t, []string{"", "", "", "", "1", "1", ""}, srv.probeValues())
 }
 
+// The probe key is stripped from ordinary calls and set once on probes
+// whatever the casing of the caller's key: a metadata.MD is a plain map
+// that code may fill by hand ("Breaker_Probe"), and AppendToOutgoingContext
+// keeps its keys as given until grpc-go lowercases them on the wire, where
+// the server would read either as breaker_probe.
+func TestUnary_ProbeKeyStrippedUnderAnyCase(t *testing.T) {
+	srv := newServer(t)
+	c := newClient(t, srv.addr, testPolicy())
+	b := c.breaker(checkMethod)
+
+	byHand := func(k, v string) context.Context {
+		return metadata.NewOutgoingContext(context.Background(), metadata.MD{k: {v}, "x-other": {"kept"}})
+	}
+	appended := func(k, v string) context.Context {
+		return metadata.AppendToOutgoingContext(context.Background(), k, v)
+	}
+	call := func(ctx context.Context, service string) error {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		_, err := c.hc.Check(ctx, &healthpb.HealthCheckRequest{Service: service})
+		return err
+	}
+	require.NoError(t, call(byHand("Breaker_Probe", "1"), ""))
+	require.NoError(t, call(appended("BREAKER_PROBE", "1"), ""))
+	require.NoError(t, call(metadata.AppendToOutgoingContext(byHand("breaker_probe", "1"), "Breaker_Probe", "1"), ""))
+	for i := 0; i < 3; i++ { // 3 of 6 failed: trips at MinRequests 4, ratio 0.5
+		require.Equal(t, codes.Internal, status.Code(call(context.Background(), "code:13")))
+	}
+	require.Equal(t, breaker.Open, b.State())
+	c.clk.Add(10 * time.Second)
+	require.NoError(t, call(byHand("Breaker_Probe", "0"), ""))
+	require.NoError(t, call(appended("BREAKER_PROBE", "0"), ""))
+	assert.Equal(t, breaker.Closed, b.State())
+	assert.Equal(t, []string{"", "", "", "", "", "", "1", "1"}, srv.probeValues())
+}
+
 // A probe that ends in Unavailable fails the half-open episode: the
 // breaker reopens with a doubled cooldown.
 func TestUnary_UnavailableProbeReopens(t *testing.T) {
