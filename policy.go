@@ -472,8 +472,12 @@ func members(v *validator, data []byte, where, want string, path func(name strin
 	if _, err := dec.Token(); err != nil { // the closing brace
 		return syntax(err)
 	}
-	if end := dec.InputOffset(); len(bytes.TrimSpace(data[end:])) > 0 {
-		v.add(where, "want %s and nothing after it, got more at byte %d: %s", want, end, short(data[end:]))
+	// JSON's whitespace only: bytes.TrimSpace would let \v or U+00A0
+	// through, which no JSON parser accepts.
+	end := dec.InputOffset()
+	if rest := bytes.TrimLeft(data[end:], " \t\r\n"); len(rest) > 0 {
+		at := int64(len(data) - len(rest))
+		v.add(where, "want %s and nothing after it, got more at byte %d: %s", want, at, quoteKey(string(rest)))
 		return nil
 	}
 	for name := range dup {

@@ -271,3 +271,20 @@ func TestRegression_ErrorMessageListsABoundedNumberOfProblems(t *testing.T) {
 	assert.Less(t, len(err.Error()), 2048)
 	assert.Contains(t, err.Error(), "more")
 }
+
+// Scenario (found by FuzzParseGroupPolicy): the duplicate-key decoder
+// checked for data after the document with bytes.TrimSpace, which also
+// trims \v, \f and Unicode spaces, so `{}\v` was accepted by
+// ParseGroupPolicy while json.Unmarshal refused it. Only JSON's own
+// whitespace (space, tab, newline, carriage return) may follow a
+// document.
+func TestRegression_OnlyJSONWhitespaceMayFollowADocument(t *testing.T) {
+	for _, tail := range []string{"\v", "\f", "\u00a0", "\u2028", " \x85"} {
+		_, err := ParsePolicy([]byte(`{}` + tail))
+		assert.True(t, hasProblem(problemsOf(t, err, "%q", tail), "(document)", "after"), "%q: %v", tail, err)
+		_, err = ParseGroupPolicy([]byte(`{}` + tail))
+		assert.True(t, hasProblem(problemsOf(t, err, "%q", tail), "(document)", "after"), "%q: %v", tail, err)
+	}
+	_, err := ParsePolicy([]byte("{} \t\r\n"))
+	assert.NoError(t, err)
+}
