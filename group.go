@@ -73,10 +73,10 @@ type GroupConfig struct {
 //	  "overrides": {"payment.Charge": {"open_for": "45s", "max_open_for": "3m"}}
 //	}
 //
-// Decoding is strict: an unknown field, a value of the wrong type or an
-// invalid policy is an error that gives its path
-// (overrides["payment.Charge"].open_for), and nothing of the document is
-// applied.
+// Decoding is strict: an unknown field, a key named twice (a field, an
+// override, "default"), a value of the wrong type or an invalid policy is
+// an error that gives its path (overrides["payment.Charge"].open_for), and
+// nothing of the document is applied.
 type GroupPolicy struct {
 	Default   Policy            `json:"default"`
 	Overrides map[string]Policy `json:"overrides,omitempty"`

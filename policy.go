@@ -67,10 +67,11 @@ const (
 // accepted, and an invalid one is refused as a whole, never corrected.
 //
 // The JSON form uses snake_case names and duration strings ("5s", "1m30s").
-// Decoding is strict: an unknown field or a value of the wrong type is an
-// error that names the field. Decoding onto a Policy that already holds
-// values (such as DefaultPolicy()) changes only the fields the document
-// names, so a document may be partial.
+// Decoding is strict: an unknown field, a field named twice, a value of
+// the wrong type and an invalid result are errors that name the field, and
+// an error quotes at most a short prefix of a bad value. Decoding onto a
+// Policy that already holds values (such as DefaultPolicy()) changes only
+// the fields the document names, so a document may be partial.
 type Policy struct {
 	// Window is the length of the sliding statistics window. Default 5s.
 	Window time.Duration `json:"window"`
@@ -144,7 +145,9 @@ func DefaultPolicy() Policy {
 // FieldError is one problem with one field of a policy document or value.
 type FieldError struct {
 	// Field is the JSON name of the field, prefixed by its path in the
-	// document when the policy was nested ("overrides.orders.Create.window").
+	// document when the policy was nested (`overrides["orders.Create"].window`),
+	// or "(document)" for a problem with the document as a whole. A name or
+	// key that is not a plain word is quoted, and cut short if it is long.
 	Field string
 	// Problem says what is wrong, in words.
 	Problem string
