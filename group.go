@@ -2,10 +2,8 @@ package breaker
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -75,10 +73,10 @@ type GroupConfig struct {
 //	  "overrides": {"payment.Charge": {"open_for": "45s", "max_open_for": "3m"}}
 //	}
 //
-// Decoding is strict: an unknown field, a value of the wrong type or an
-// invalid policy is an error that gives its path
-// (overrides["payment.Charge"].open_for), and nothing of the document is
-// applied.
+// Decoding is strict: an unknown field, a key named twice (a field, an
+// override, "default"), a value of the wrong type or an invalid policy is
+// an error that gives its path (overrides["payment.Charge"].open_for), and
+// nothing of the document is applied.
 type GroupPolicy struct {
 	Default   Policy            `json:"default"`
 	Overrides map[string]Policy `json:"overrides,omitempty"`
@@ -102,7 +100,9 @@ func (gp GroupPolicy) Validate() error {
 	return v.err()
 }
 
-func overridePath(key string) string { return "overrides[" + strconv.Quote(key) + "]." }
+// overridePath is the path prefix of an override's fields. The key is
+// quoted, and cut if it is long: a key is input too.
+func overridePath(key string) string { return "overrides[" + quoteKey(key) + "]." }
 
 // ParseGroupPolicy decodes and validates a group policy document. On error
 // (a *[PolicyError] listing every problem by path) it returns a zero
@@ -116,12 +116,12 @@ func ParseGroupPolicy(data []byte) (GroupPolicy, error) {
 }
 
 // UnmarshalJSON decodes a group policy document strictly and validates it;
-// see [GroupPolicy]. On error gp is unchanged.
+// see [GroupPolicy]. A key named twice at any level (a field, an override,
+// "default") is an error at its path. On error gp is unchanged.
 func (gp *GroupPolicy) UnmarshalJSON(data []byte) error {
 	var v validator
-	var top map[string]json.RawMessage
-	if err := json.Unmarshal(data, &top); err != nil || top == nil {
-		v.add("(document)", "want a JSON object with \"default\" and \"overrides\": %s", jsonProblem(err, data))
+	top := members(&v, data, "(document)", `a JSON object with "default" and "overrides"`, fieldName)
+	if top == nil {
 		return v.err()
 	}
 	def := DefaultPolicy()
@@ -131,16 +131,13 @@ func (gp *GroupPolicy) UnmarshalJSON(data []byte) error {
 			v.problems = append(v.problems, decodePolicyInto(&def, top[k], "default.")...)
 		case "overrides":
 		default:
-			v.add(k, "unknown field")
+			v.add(fieldName(k), "unknown field")
 		}
 	}
 	var over map[string]Policy
 	if raw, ok := top["overrides"]; ok && !isNull(raw) {
-		var docs map[string]json.RawMessage
-		if err := json.Unmarshal(raw, &docs); err != nil {
-			v.add("overrides", "want a JSON object from key to policy: %s", err)
-		}
-		over = make(map[string]Policy, len(docs))
+		docs := members(&v, raw, "overrides", "a JSON object from key to policy",
+			func(k string) string { return strings.TrimSuffix(overridePath(k), ".") })
 		for _, k := range sortedKeys(docs) {
 			if k == "" {
 				v.add("overrides", "empty key")
@@ -148,12 +145,17 @@ func (gp *GroupPolicy) UnmarshalJSON(data []byte) error {
 			}
 			p := def
 			v.problems = append(v.problems, decodePolicyInto(&p, docs[k], overridePath(k))...)
+			if over == nil {
+				over = make(map[string]Policy, len(docs))
+			}
 			over[k] = p
 		}
 	}
 	if err := v.err(); err != nil {
 		return err
 	}
+	// No overrides decode to nil, "overrides": {} included, as they
+	// encode: an empty map and a nil one are the same document.
 	*gp = GroupPolicy{Default: def, Overrides: over}
 	return nil
 }

@@ -3,12 +3,15 @@ package breaker
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"math"
-	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 )
 
 // Defaults of [Policy]. They are the values a production team arrived at by
@@ -64,10 +67,11 @@ const (
 // accepted, and an invalid one is refused as a whole, never corrected.
 //
 // The JSON form uses snake_case names and duration strings ("5s", "1m30s").
-// Decoding is strict: an unknown field or a value of the wrong type is an
-// error that names the field. Decoding onto a Policy that already holds
-// values (such as DefaultPolicy()) changes only the fields the document
-// names, so a document may be partial.
+// Decoding is strict: an unknown field, a field named twice, a value of
+// the wrong type and an invalid result are errors that name the field, and
+// an error quotes at most a short prefix of a bad value. Decoding onto a
+// Policy that already holds values (such as DefaultPolicy()) changes only
+// the fields the document names, so a document may be partial.
 type Policy struct {
 	// Window is the length of the sliding statistics window. Default 5s.
 	Window time.Duration `json:"window"`
@@ -147,7 +151,9 @@ func DefaultPolicy() Policy {
 // FieldError is one problem with one field of a policy document or value.
 type FieldError struct {
 	// Field is the JSON name of the field, prefixed by its path in the
-	// document when the policy was nested ("overrides.orders.Create.window").
+	// document when the policy was nested (`overrides["orders.Create"].window`),
+	// or "(document)" for a problem with the document as a whole. A name or
+	// key that is not a plain word is quoted, and cut short if it is long.
 	Field string
 	// Problem says what is wrong, in words.
 	Problem string
@@ -161,10 +167,20 @@ type PolicyError struct {
 	Problems []FieldError
 }
 
+// maxListed is how many problems the message of a PolicyError lists. A
+// policy value has at most one problem a field, but a document can have
+// any number (a thousand unknown fields), and a message that grows with
+// the document has no place in a log line.
+const maxListed = 20
+
 func (e *PolicyError) Error() string {
 	var sb strings.Builder
 	sb.WriteString("breaker: invalid policy: ")
 	for i, p := range e.Problems {
+		if i == maxListed {
+			sb.WriteString("; and " + strconv.Itoa(len(e.Problems)-i) + " more problems")
+			break
+		}
 		if i > 0 {
 			sb.WriteString("; ")
 		}
@@ -312,16 +328,15 @@ type policyJSON struct {
 	StrictProbes        bool    `json:"strict_probes"`
 }
 
-// UnmarshalJSON decodes a policy document strictly onto p: fields the
-// document does not name keep their values, unknown fields and values of
-// the wrong type are errors naming the field. On error p is unchanged. It
-// does not validate the result; [ParsePolicy] does both.
+// UnmarshalJSON decodes a policy document strictly onto p and validates
+// the result: fields the document does not name keep their values, and
+// unknown fields, fields named twice, values of the wrong type and an
+// invalid result are errors (a *[PolicyError]) naming each field. On error
+// p is unchanged. [ParsePolicy] is the same decoding onto [DefaultPolicy].
 func (p *Policy) UnmarshalJSON(data []byte) error {
-	var v validator
 	q := *p
-	q.decode(&v, data, "")
-	if err := v.err(); err != nil {
-		return err
+	if problems := decodePolicyInto(&q, data, ""); len(problems) > 0 {
+		return &PolicyError{Problems: problems}
 	}
 	*p = q
 	return nil
@@ -332,12 +347,7 @@ func (p *Policy) UnmarshalJSON(data []byte) error {
 // The error, if any, is a *[PolicyError] naming every bad field.
 func ParsePolicy(data []byte) (Policy, error) {
 	p := DefaultPolicy()
-	var v validator
-	p.decode(&v, data, "")
-	if len(v.problems) == 0 {
-		p.check(&v, "")
-	}
-	if err := v.err(); err != nil {
+	if err := p.UnmarshalJSON(data); err != nil {
 		return Policy{}, err
 	}
 	return p, nil
@@ -363,25 +373,18 @@ func decodePolicyInto(p *Policy, data []byte, prefix string) []FieldError {
 }
 
 // decode overlays the fields named in data onto p, recording a problem for
-// each unknown field and each value that does not fit its field.
+// each unknown field, each field named twice, and each value that does not
+// fit its field.
 func (p *Policy) decode(v *validator, data []byte, prefix string) {
-	var fields map[string]json.RawMessage
-	if err := json.Unmarshal(data, &fields); err != nil || fields == nil {
-		name := strings.TrimSuffix(prefix, ".")
-		if name == "" {
-			name = "(document)"
-		}
-		v.add(name, "want a JSON object of policy fields: %s", jsonProblem(err, data))
-		return
+	where := strings.TrimSuffix(prefix, ".")
+	if where == "" {
+		where = "(document)"
 	}
-	names := make([]string, 0, len(fields))
-	for name := range fields {
-		names = append(names, name)
-	}
-	sort.Strings(names) // report problems in a stable order
-	for _, name := range names {
+	fields := members(v, data, where, "a JSON object of policy fields",
+		func(name string) string { return prefix + fieldName(name) })
+	for _, name := range sortedKeys(fields) { // report problems in a stable order
 		raw := fields[name]
-		field := prefix + name
+		field := prefix + fieldName(name)
 		switch name {
 		case "window":
 			decodeDuration(v, field, raw, &p.Window)
@@ -421,6 +424,94 @@ func (p *Policy) decode(v *validator, data []byte, prefix string) {
 	}
 }
 
+// members reads data as one JSON object and returns its members by name,
+// or nil if data is not one JSON object. where names the object in
+// problems, want says what it should be, and path names a member.
+//
+// It reads the object token by token rather than with json.Unmarshal into
+// a map, because Unmarshal keeps the last of two members with the same
+// name: a document that sets a field twice would say two things and be
+// read as the second. Here a name that appears twice is a problem at its
+// path, and the name is left out of the result so that neither value is
+// decoded. Only the object's own members are read this way; each value is
+// taken whole (encoding/json bounds its nesting depth) for the caller to
+// decode, with members again if it is an object in its turn. Data after
+// the object is a problem too.
+func members(v *validator, data []byte, where, want string, path func(name string) string) map[string]json.RawMessage {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber() // a huge number is "not an object", not a float overflow
+	syntax := func(err error) map[string]json.RawMessage {
+		v.add(where, "want %s: %s", want, syntaxProblem(err, dec.InputOffset()))
+		return nil
+	}
+	tok, err := dec.Token()
+	if err == io.EOF {
+		v.add(where, "want %s, got an empty document", want)
+		return nil
+	}
+	if err != nil {
+		return syntax(err)
+	}
+	if tok != json.Delim('{') {
+		v.add(where, "want %s, got %s", want, short(data))
+		return nil
+	}
+	m := make(map[string]json.RawMessage)
+	var dup map[string]bool
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return syntax(err)
+		}
+		name, ok := tok.(string)
+		if !ok { // Token only returns strings in a key's place; be sure
+			return syntax(fmt.Errorf("want a member name, got %v", tok))
+		}
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); err != nil {
+			return syntax(err)
+		}
+		if _, seen := m[name]; !seen {
+			m[name] = raw
+			continue
+		}
+		if !dup[name] {
+			if dup == nil {
+				dup = make(map[string]bool)
+			}
+			dup[name] = true
+			v.add(path(name), "duplicate key")
+		}
+	}
+	if _, err := dec.Token(); err != nil { // the closing brace
+		return syntax(err)
+	}
+	// JSON's whitespace only: bytes.TrimSpace would let \v or U+00A0
+	// through, which no JSON parser accepts.
+	end := dec.InputOffset()
+	if rest := bytes.TrimLeft(data[end:], " \t\r\n"); len(rest) > 0 {
+		at := int64(len(data) - len(rest))
+		v.add(where, "want %s and nothing after it, got more at byte %d: %s", want, at, quoteKey(string(rest)))
+		return nil
+	}
+	for name := range dup {
+		delete(m, name)
+	}
+	return m
+}
+
+// syntaxProblem describes a JSON syntax error without quoting the input.
+func syntaxProblem(err error, offset int64) string {
+	var se *json.SyntaxError
+	switch {
+	case errors.As(err, &se):
+		return se.Error() + " at byte " + strconv.FormatInt(se.Offset, 10)
+	case err == io.EOF || err == io.ErrUnexpectedEOF:
+		return "unexpected end of the document at byte " + strconv.FormatInt(offset, 10)
+	}
+	return err.Error()
+}
+
 func decodeDuration(v *validator, field string, raw json.RawMessage, dst *time.Duration) {
 	var s string
 	if err := json.Unmarshal(raw, &s); err != nil || isNull(raw) {
@@ -429,7 +520,7 @@ func decodeDuration(v *validator, field string, raw json.RawMessage, dst *time.D
 	}
 	d, err := time.ParseDuration(s)
 	if err != nil {
-		v.add(field, `want a duration string such as "5s" or "1m30s", got %q`, s)
+		v.add(field, `want a duration string such as "5s" or "1m30s", got %s`, short(raw))
 		return
 	}
 	*dst = d
@@ -463,20 +554,56 @@ func decodeFloat(v *validator, field string, raw json.RawMessage, dst *float64) 
 
 func isNull(raw json.RawMessage) bool { return string(bytes.TrimSpace(raw)) == "null" }
 
-// short quotes at most 40 bytes of a raw value for an error message.
+// maxQuote is how many bytes of a bad value, or of a key, a problem
+// quotes. An error ends up in a log line or an HTTP answer, so it must stay
+// short whatever the document holds (a 10 MB duration string, say).
+const maxQuote = 64
+
+// short quotes a raw JSON value for a problem: whole if it is short, else
+// its first maxQuote bytes and its length.
 func short(raw []byte) string {
-	s := string(bytes.TrimSpace(raw))
-	if len(s) > 40 {
-		s = s[:40] + "..."
+	s := bytes.TrimSpace(raw)
+	if len(s) <= maxQuote {
+		return string(s)
 	}
-	return s
+	return string(s[:cut(s)]) + "…(" + strconv.Itoa(len(s)) + " bytes)"
 }
 
-func jsonProblem(err error, data []byte) string {
-	if err != nil {
-		return err.Error()
+// cut returns where to cut s to keep at most maxQuote bytes without
+// splitting a UTF-8 sequence.
+func cut[S string | []byte](s S) int {
+	n := maxQuote
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
 	}
-	return "got " + short(data)
+	return n
+}
+
+// quoteKey quotes a key of a document (a field name, an override key) for
+// a path: as a Go string literal, cut to maxQuote bytes with its length if
+// it is longer.
+func quoteKey(key string) string {
+	if len(key) <= maxQuote {
+		return strconv.Quote(key)
+	}
+	return strconv.Quote(key[:cut(key)]) + "…(" + strconv.Itoa(len(key)) + " bytes)"
+}
+
+// fieldName is a member name as it appears in a path: as it is when it is
+// a plain name (letters, digits, '_', '-', '.') short enough to quote, and
+// quoted otherwise, so that a name holding a newline or 10 MB of text
+// cannot forge or flood an error message.
+func fieldName(name string) string {
+	if len(name) == 0 || len(name) > maxQuote {
+		return quoteKey(name)
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '-' || c == '.') {
+			return quoteKey(name)
+		}
+	}
+	return name
 }
 
 // rules is a validated policy compiled to the integer nanoseconds and
