@@ -63,11 +63,22 @@ type Classifier func(err error) Outcome
 // DefaultClassifier treats as Timeout an error that is
 // context.DeadlineExceeded, that has a Timeout() method returning true
 // (net.Error), or that is a refused, reset or aborted connection (nothing
-// answered); and every other error as Failure.
-func DefaultClassifier(err error) Outcome {
+// answered); and every other error as Failure. An error whose methods
+// panic when asked (the classic typed nil: a nil *net.OpError returned as
+// an error) is a Failure.
+func DefaultClassifier(err error) (o Outcome) {
 	if err == nil {
 		return Success
 	}
+	// errors.Is and errors.As call the error's own Unwrap, Is, As and
+	// Timeout methods, which panic on a nil pointer receiver. A failing
+	// call must not turn into a panic in the caller because of how its
+	// error was built.
+	defer func() {
+		if recover() != nil {
+			o = Failure
+		}
+	}()
 	if errors.Is(err, context.DeadlineExceeded) {
 		return Timeout
 	}
@@ -111,7 +122,14 @@ func (e marked) Error() string { return e.err.Error() }
 func (e marked) Unwrap() error { return e.err }
 
 // markOf returns the outcome of the outermost Mark in err's chain.
-func markOf(err error) (Outcome, bool) {
+func markOf(err error) (o Outcome, ok bool) {
+	// errors.As calls the error's own methods; a typed nil panics there
+	// (see DefaultClassifier) and carries no mark.
+	defer func() {
+		if recover() != nil {
+			o, ok = 0, false
+		}
+	}()
 	var m marked
 	if errors.As(err, &m) {
 		return m.o, true
@@ -152,10 +170,15 @@ func (b *Breaker) outcome(caller context.Context, err error, elapsed int64, r *r
 // caller's context was canceled, and err is context.Canceled or the
 // cancellation's cause (net/http returns the cause of a context canceled
 // with context.WithCancelCause, not context.Canceled).
-func callerCanceled(caller context.Context, err error) bool {
+func callerCanceled(caller context.Context, err error) (yes bool) {
 	if !errors.Is(caller.Err(), context.Canceled) {
 		return false
 	}
+	defer func() {
+		if recover() != nil {
+			yes = false // a typed nil error (see DefaultClassifier)
+		}
+	}()
 	if errors.Is(err, context.Canceled) {
 		return true
 	}

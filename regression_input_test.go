@@ -1,7 +1,10 @@
 package breaker
 
 import (
+	"context"
 	"encoding/json"
+	"net"
+	"net/url"
 	"strings"
 	"testing"
 
@@ -287,4 +290,17 @@ func TestRegression_OnlyJSONWhitespaceMayFollowADocument(t *testing.T) {
 	}
 	_, err := ParsePolicy([]byte("{} \t\r\n"))
 	assert.NoError(t, err)
+}
+
+// A function that returns a typed nil pointer as its error (var e
+// *net.OpError; return e) made DefaultClassifier panic inside errors.As,
+// so Do panicked and counted nothing. Such an error is a failure.
+func TestRegression_TypedNilErrorIsAFailureNotAPanic(t *testing.T) {
+	for _, err := range []error{(*net.OpError)(nil), (*url.Error)(nil), (*net.DNSError)(nil)} {
+		assert.Equal(t, Failure, DefaultClassifier(err), "%T", err)
+	}
+	h := newHarness(t, DefaultPolicy())
+	err := h.b.Do(context.Background(), func(context.Context) error { var e *net.OpError; return e })
+	assert.Error(t, err)
+	assert.Equal(t, uint64(1), h.b.Counters().Failures)
 }
