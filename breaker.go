@@ -315,7 +315,7 @@ func (b *Breaker) recordSuccess(caller context.Context, gen uint64, r *rules) {
 		return
 	}
 	b.win.Load().touch(now, &b.tally)
-	b.tally.inc(kCounted)
+	b.tally.inc(kSuccess)
 	if r.consec > 0 && b.consec.Load() != 0 {
 		b.consec.Store(0)
 	}
@@ -474,30 +474,22 @@ func (b *Breaker) record(caller context.Context, now int64, gen uint64, o Outcom
 	}
 	win := b.win.Load()
 	win.touch(now, &b.tally)
-	if o == Success && !slow {
-		b.tally.inc(kCounted)
+	// The outcome is added before the slowness; readers load them in the
+	// other order (see tally.outcomes).
+	b.tally.inc(outcomeKind(o))
+	if slow {
+		b.tally.inc(kSlow)
+	}
+	if o == Success {
 		if r.consec > 0 && b.consec.Load() != 0 {
 			b.consec.Store(0)
 		}
-		return
-	}
-	kinds := uint(1) << kCounted
-	if slow {
-		kinds |= 1 << kSlow
-	}
-	switch o {
-	case Success:
-		if r.consec > 0 {
-			b.consec.Store(0)
+		if !slow {
+			return
 		}
-	case Timeout:
-		kinds |= 1<<kFailures | 1<<kTimeouts
-		b.consec.Add(1)
-	default:
-		kinds |= 1 << kFailures
+	} else {
 		b.consec.Add(1)
 	}
-	b.tally.addKinds(kinds)
 	if wordMode(w) != ModeForcedClosed {
 		b.evaluate(now, gen, r, win)
 	}
@@ -589,14 +581,17 @@ type Counters struct {
 // ended while it was read.
 func (b *Breaker) Counters() Counters {
 	now := b.opt.tb.now()
-	tot := b.tally.windowTotals()
+	// Every field is a sum of monotonic counters, each read once, so every
+	// field is monotonic from one call to the next. Slow is read before
+	// the outcomes, so Slow <= Admitted.
+	tot := b.tally.outcomes()
 	o := func(i int) uint64 { return b.other[i].Load() }
 	c := Counters{
-		Successes:      tot[0] - tot[1] + o(oSuccess),
-		Failures:       tot[1] - tot[2] + o(oFailure),
-		Timeouts:       tot[2] + o(oTimeout),
+		Successes:      tot[kSuccess] + o(oSuccess),
+		Failures:       tot[kFailure] + o(oFailure),
+		Timeouts:       tot[kTimeout] + o(oTimeout),
 		Ignored:        o(oIgnored),
-		Slow:           tot[3],
+		Slow:           tot[kSlow],
 		Exempt:         o(oExempt),
 		Rejected:       b.tally.load(kRejected),
 		ShadowRejected: o(oShadowRejected),
