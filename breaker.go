@@ -776,7 +776,10 @@ func (b *Breaker) cold(ctx context.Context, now int64, r *rules) bool {
 		return false
 	}
 	if start, ok := ctx.Value(instanceStartKey{}).(time.Time); ok {
-		return b.opt.tb.time(now).Sub(start) < time.Duration(r.warmup)
+		// start was read from the clock, not from the breaker: map it the
+		// way a reading taken now would be, so that a clock that stepped
+		// back does not age the instance by the size of the step.
+		return now-b.opt.tb.offset(start) < r.warmup
 	}
 	return false
 }

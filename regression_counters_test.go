@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/benbjohnson/clock"
 	"github.com/stretchr/testify/require"
 )
 
@@ -136,4 +137,120 @@ func TestRegression_TripSnapshotIsNeverTorn(t *testing.T) {
 		require.Equal(t, oe.Snapshot, evs[0].Snapshot, "round %d", round)
 		mu.Unlock()
 	}
+}
+
+// Bug: with a clock that has no monotonic reading, a step back left every
+// call behind the window's newest bucket, so all of them landed in it
+// until the clock caught up: the window froze for as long as the step.
+// Scenario: the clock reads t0+1h, then steps back to t0; a second of
+// successes is recorded, then ten seconds pass and twenty timeouts come.
+// The successes must have left the window, and the timeouts trip it.
+func TestRegression_ClockSteppingBackDoesNotFreezeTheWindow(t *testing.T) {
+	h := newHarness(t, DefaultPolicy())
+	h.at(time.Hour)
+	h.calls(1, nil)
+	h.clk.Set(h.t0) // back an hour
+	for i := 0; i < 100; i++ {
+		h.calls(10, nil)
+		h.add(10 * time.Millisecond)
+	}
+	require.Equal(t, uint64(1001), h.b.Snapshot().Counted)
+	h.add(10 * time.Second)
+	require.Equal(t, Snapshot{}, h.b.Snapshot(), "ten seconds on, the window must have slid")
+	h.calls(20, context.DeadlineExceeded)
+	h.requireState(Open)
+	require.Equal(t, Snapshot{Counted: 20, Failures: 20, Timeouts: 20}, h.eventLog()[0].Snapshot)
+}
+
+// Bug: a cooldown ended when the clock reached the deadline, so a clock
+// that stepped back an hour kept an open breaker refusing for an hour and
+// its RetryAfter said so. Scenario: trip at t0+1h (cooldown 30 s), step
+// the clock back to t0: 29 s later it is still open, 30 s later it lets
+// probes through. Times reported are the breaker's own: the clock's
+// readings until the step, then continuing from there.
+func TestRegression_ClockSteppingBackDoesNotStretchTheCooldown(t *testing.T) {
+	h := newHarness(t, DefaultPolicy())
+	h.at(time.Hour)
+	h.trip()
+	h.clk.Set(h.t0) // back an hour
+	var oe *OpenError
+	require.ErrorAs(t, h.call(nil), &oe)
+	require.Equal(t, h.t0.Add(time.Hour), oe.Since)
+	require.Equal(t, h.t0.Add(time.Hour+30*time.Second), oe.Until)
+	require.Equal(t, 30*time.Second, oe.RetryAfter())
+	h.add(29 * time.Second)
+	h.requireState(Open)
+	h.add(time.Second)
+	h.requireState(HalfOpen)
+	since, ok := h.b.OpenSince()
+	require.True(t, ok)
+	require.Equal(t, h.t0.Add(time.Hour), since)
+	ev := h.eventLog()
+	require.Equal(t, h.t0.Add(time.Hour+30*time.Second), ev[len(ev)-1].Time)
+}
+
+// zeroFirst is a clock that reads the zero time once, as a clock not yet
+// set does, then follows next.
+type zeroFirst struct {
+	read atomic.Bool
+	next Clock
+}
+
+func (z *zeroFirst) Now() time.Time {
+	if z.read.CompareAndSwap(false, true) {
+		return time.Time{}
+	}
+	return z.next.Now()
+}
+
+// Bug: a clock that read the zero time when the breaker was created put
+// every later reading about two thousand years on, past what
+// time.Time.Sub can represent; Sub saturated, the breaker's time stood
+// still at its maximum, and every cooldown ended at once. Scenario: such a
+// clock, then a trip: the breaker must stay open for its 30 s cooldown and
+// its window must slide.
+func TestRegression_ZeroTimeFirstReadingKeepsTimingWorking(t *testing.T) {
+	clk := clockAt(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
+	b, err := New("zero.First", DefaultPolicy(), WithClock(&zeroFirst{next: clk}), WithRand(func() float64 { return 0.5 }))
+	require.NoError(t, err)
+	requireTimingWorks(t, b, clk)
+}
+
+// Bug: the same saturation after a forward jump of more than the 292
+// years a time.Duration holds. Scenario: the clock jumps 300 years on,
+// then the breaker trips: its cooldown and window must work as before.
+func TestRegression_HugeForwardJumpKeepsTimingWorking(t *testing.T) {
+	clk := clockAt(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
+	b, err := New("huge.Jump", DefaultPolicy(), WithClock(clk), WithRand(func() float64 { return 0.5 }))
+	require.NoError(t, err)
+	require.NoError(t, b.Do(context.Background(), func(context.Context) error { return nil }))
+	clk.Set(clk.Now().AddDate(300, 0, 0))
+	requireTimingWorks(t, b, clk)
+}
+
+// requireTimingWorks checks that b's window slides and its cooldown lasts
+// its 30 s on clk.
+func requireTimingWorks(t *testing.T, b *Breaker, clk *clock.Mock) {
+	t.Helper()
+	ctx := context.Background()
+	fail := func(context.Context) error { return errBoom }
+	for i := 0; i < 10; i++ {
+		require.ErrorIs(t, b.Do(ctx, fail), errBoom)
+	}
+	clk.Add(10 * time.Second)
+	require.Zero(t, b.Snapshot().Counted, "the window must slide")
+	for i := 0; i < 20; i++ {
+		require.ErrorIs(t, b.Do(ctx, fail), errBoom)
+	}
+	require.Equal(t, Open, b.State())
+	clk.Add(29 * time.Second)
+	require.Equal(t, Open, b.State(), "29 s into a 30 s cooldown")
+	clk.Add(time.Second)
+	require.Equal(t, HalfOpen, b.State())
+}
+
+func clockAt(t0 time.Time) *clock.Mock {
+	clk := clock.NewMock()
+	clk.Set(t0)
+	return clk
 }

@@ -222,9 +222,11 @@ func newWindow(width, n int64) *window {
 
 // touch makes sure the bucket holding now has a snapshot before the caller
 // adds to the totals. The common case, a call inside the newest bucket, is
-// one load and one compare. A time older than the newest bucket (a clock
-// that stepped back, or a call that read the clock long ago) is counted in
-// the newest bucket: history is never rewritten.
+// one load and one compare. A time older than the newest bucket (a call
+// that read the clock just before another moved the window on) is counted
+// in the newest bucket: history is never rewritten. The breaker's own time
+// never goes backwards (see Clock), so a clock that stepped back does not
+// reach here.
 func (w *window) touch(now int64, t *tally) {
 	if now >= w.headEnd.Load() {
 		w.advance(now, t)
