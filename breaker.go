@@ -758,8 +758,8 @@ type instanceStartKey struct{}
 // A breaker looks for the mark on every failed, timed-out or slow call, and
 // on every probe. On a plain success it looks only once it has seen a
 // marked call, and until then on its first call and then on one call in
-// each instanceSample (100 ms): a breaker whose calls are never marked does
-// not walk their contexts. So a breaker that gets marked and unmarked calls
+// each 100 ms: a breaker whose calls are never marked does not walk their
+// contexts. So a breaker that gets marked and unmarked calls
 // may count, before it has seen its first mark, a few successes of a cold
 // instance; a success in the window can only make a trip later, never
 // sooner.
