@@ -3,6 +3,7 @@ package breaker
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -86,4 +87,61 @@ func TestClock_InstanceStartAfterAStepBack(t *testing.T) {
 	}
 	h.requireState(Closed)
 	require.Equal(t, uint64(40), h.b.Counters().Exempt)
+}
+
+// A clock stepped back and forth while calls run: under -race, nothing
+// races, no reported time is before the clock's first reading, and every
+// snapshot stays ordered.
+func TestClock_StepsRacingWithCalls(t *testing.T) {
+	clk := clock.NewMock()
+	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	clk.Set(t0)
+	var mu sync.Mutex
+	var backwards []string
+	b, err := New("clock.Racing", policy(func(p *Policy) { p.OpenFor = time.Second; p.MaxOpenFor = 2 * time.Second }),
+		WithClock(clk), OnTransition(func(e Event) {
+			mu.Lock()
+			defer mu.Unlock()
+			if e.Time.Before(t0) {
+				backwards = append(backwards, "event before the clock's first reading: "+e.Time.String())
+			}
+			if s := snapshotBroken(e.Snapshot); s != "" {
+				backwards = append(backwards, s)
+			}
+		}))
+	require.NoError(t, err)
+	var wg sync.WaitGroup
+	var working atomic.Int64
+	for w := 0; w < 4; w++ {
+		wg.Add(1)
+		working.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			defer working.Add(-1)
+			ctx := context.Background()
+			for i := 0; i < 2000; i++ {
+				err := error(nil)
+				if (w+i)%3 == 0 {
+					err = errBoom
+				}
+				_ = b.Do(ctx, func(context.Context) error { return err })
+				if s := snapshotBroken(b.Snapshot()); s != "" {
+					t.Error(s)
+					return
+				}
+			}
+		}(w)
+	}
+	for i := 0; working.Load() > 0; i++ {
+		step := time.Duration(i%7-2) * 300 * time.Millisecond // mostly forward, sometimes back
+		if i%50 == 0 {
+			step = -time.Hour
+		}
+		clk.Set(clk.Now().Add(step))
+		_ = b.State()
+	}
+	wg.Wait()
+	mu.Lock()
+	defer mu.Unlock()
+	assert.Empty(t, backwards)
 }
