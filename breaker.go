@@ -52,6 +52,7 @@ type Breaker struct {
 	// a verdict reopens. One field serves both: only one is live at a time.
 	deadline  atomic.Int64
 	warmUntil atomic.Int64 // offset until which this breaker's target is cold
+	marks     atomic.Int64 // marksSeen, or when to look for WithInstanceStart next
 	consec    atomic.Uint64
 	openErr   atomic.Pointer[OpenError]
 	other     [nOther]atomic.Uint64
@@ -310,12 +311,12 @@ func (b *Breaker) do(ctx context.Context, fn func(context.Context) error, w uint
 // window's head, one atomic add.
 func (b *Breaker) recordSuccess(caller context.Context, gen uint64, r *rules) {
 	now := b.opt.tb.now()
-	if wordGen(b.state.Load()) != gen || b.cold(caller, now, r) {
+	if wordGen(b.state.Load()) != gen || b.coldFast(caller, now, r) {
 		b.record(caller, now, gen, Success, false, r)
 		return
 	}
 	b.win.Load().touch(now, &b.tally)
-	b.tally.inc(kCounted)
+	b.tally.inc(kSuccess)
 	if r.consec > 0 && b.consec.Load() != 0 {
 		b.consec.Store(0)
 	}
@@ -474,30 +475,22 @@ func (b *Breaker) record(caller context.Context, now int64, gen uint64, o Outcom
 	}
 	win := b.win.Load()
 	win.touch(now, &b.tally)
-	if o == Success && !slow {
-		b.tally.inc(kCounted)
+	// The outcome is added before the slowness; readers load them in the
+	// other order (see tally.outcomes).
+	b.tally.inc(outcomeKind(o))
+	if slow {
+		b.tally.inc(kSlow)
+	}
+	if o == Success {
 		if r.consec > 0 && b.consec.Load() != 0 {
 			b.consec.Store(0)
 		}
-		return
-	}
-	kinds := uint(1) << kCounted
-	if slow {
-		kinds |= 1 << kSlow
-	}
-	switch o {
-	case Success:
-		if r.consec > 0 {
-			b.consec.Store(0)
+		if !slow {
+			return
 		}
-	case Timeout:
-		kinds |= 1<<kFailures | 1<<kTimeouts
-		b.consec.Add(1)
-	default:
-		kinds |= 1 << kFailures
+	} else {
 		b.consec.Add(1)
 	}
-	b.tally.addKinds(kinds)
 	if wordMode(w) != ModeForcedClosed {
 		b.evaluate(now, gen, r, win)
 	}
@@ -589,14 +582,17 @@ type Counters struct {
 // ended while it was read.
 func (b *Breaker) Counters() Counters {
 	now := b.opt.tb.now()
-	tot := b.tally.windowTotals()
+	// Every field is a sum of monotonic counters, each read once, so every
+	// field is monotonic from one call to the next. Slow is read before
+	// the outcomes, so Slow <= Admitted.
+	tot := b.tally.outcomes()
 	o := func(i int) uint64 { return b.other[i].Load() }
 	c := Counters{
-		Successes:      tot[0] - tot[1] + o(oSuccess),
-		Failures:       tot[1] - tot[2] + o(oFailure),
-		Timeouts:       tot[2] + o(oTimeout),
+		Successes:      tot[kSuccess] + o(oSuccess),
+		Failures:       tot[kFailure] + o(oFailure),
+		Timeouts:       tot[kTimeout] + o(oTimeout),
 		Ignored:        o(oIgnored),
-		Slow:           tot[3],
+		Slow:           tot[kSlow],
 		Exempt:         o(oExempt),
 		Rejected:       b.tally.load(kRejected),
 		ShadowRejected: o(oShadowRejected),
@@ -752,21 +748,56 @@ func (b *Breaker) Rewarm() {
 
 type instanceStartKey struct{}
 
-// instanceMarks is set once WithInstanceStart has been called in this
-// process. Until then the closed path skips the context lookup: programs
-// that never mark instances pay nothing for the feature.
-var instanceMarks atomic.Bool
-
 // WithInstanceStart marks ctx as a call to a target instance that started
-// at start. If that is less than Policy.Warmup before the call ends, the
-// call's outcome is left out of the window. Use it for per-method breakers
-// whose calls spread over many instances, where the instance is only known
-// per call (from service discovery, for example).
+// at start, a time read from the breaker's [Clock]. If that is less than
+// Policy.Warmup before the call ends, the call's outcome is left out of the
+// window. Use it for per-method breakers whose calls spread over many
+// instances, where the instance is only known per call (from service
+// discovery, for example).
+//
+// A breaker looks for the mark on every failed, timed-out or slow call, and
+// on every probe. On a plain success it looks only once it has seen a
+// marked call, and until then on its first call and then on one call in
+// each 100 ms: a breaker whose calls are never marked does not walk their
+// contexts. So a breaker that gets marked and unmarked calls
+// may count, before it has seen its first mark, a few successes of a cold
+// instance; a success in the window can only make a trip later, never
+// sooner.
 func WithInstanceStart(ctx context.Context, start time.Time) context.Context {
-	if !instanceMarks.Load() {
-		instanceMarks.Store(true)
-	}
 	return context.WithValue(ctx, instanceStartKey{}, start)
+}
+
+// Rejected alternative: looking up the mark on every call while Warmup is
+// above 0, as it is by default. Context.Value walks the caller's context,
+// and a server's request context is several values deep: five values cost
+// about as much again as the context check Do makes before calling fn.
+// The flag this replaces was one per process, set by the first
+// WithInstanceStart anywhere, so that one caller's marks made every
+// breaker's calls slower.
+
+// marksSeen in Breaker.marks means the breaker has seen a marked call and
+// looks on every call. Otherwise marks is the offset from which the next
+// plain success is looked at; 0, a new breaker's, samples its first call.
+const marksSeen = math.MinInt64
+
+// instanceSample is how often a breaker that has seen no mark samples a
+// plain success for one: ten context walks a second at most.
+const instanceSample = int64(100 * time.Millisecond)
+
+// coldFast is cold for the closed-state success path: the context is
+// looked at only if the breaker has seen marks or a sample is due. One
+// more load of the breaker, which the warmup check has in cache already.
+func (b *Breaker) coldFast(ctx context.Context, now int64, r *rules) bool {
+	if r.warmup == 0 {
+		return false
+	}
+	if now < b.warmUntil.Load() {
+		return true
+	}
+	if now < b.marks.Load() {
+		return false
+	}
+	return b.coldInstance(ctx, now, r)
 }
 
 // cold reports whether a call ending at now went to a warming-up target.
@@ -777,11 +808,26 @@ func (b *Breaker) cold(ctx context.Context, now int64, r *rules) bool {
 	if now < b.warmUntil.Load() {
 		return true
 	}
-	if !instanceMarks.Load() {
+	return b.coldInstance(ctx, now, r)
+}
+
+// coldInstance looks ctx up for WithInstanceStart's mark, and notes
+// whether it found one for coldFast.
+func (b *Breaker) coldInstance(ctx context.Context, now int64, r *rules) bool {
+	start, ok := ctx.Value(instanceStartKey{}).(time.Time)
+	m := b.marks.Load()
+	switch {
+	case ok && m != marksSeen:
+		b.marks.Store(marksSeen)
+	case !ok && m != marksSeen && m <= now:
+		// Losing the CAS to another sampler, or to a mark, is fine.
+		b.marks.CompareAndSwap(m, now+instanceSample)
+	}
+	if !ok {
 		return false
 	}
-	if start, ok := ctx.Value(instanceStartKey{}).(time.Time); ok {
-		return b.opt.tb.time(now).Sub(start) < time.Duration(r.warmup)
-	}
-	return false
+	// start was read from the clock, not from the breaker: map it the way
+	// a reading taken now would be, so that a clock that stepped back does
+	// not age the instance by the size of the step.
+	return now-b.opt.tb.offset(start) < r.warmup
 }

@@ -49,6 +49,18 @@ func benchOpen(b *testing.B) *Breaker {
 	return br
 }
 
+// benchCtxKey is a context key of the kind other packages use.
+type benchCtxKey int
+
+// benchDeepContext returns a context n values deep, none of them ours.
+func benchDeepContext(n int) context.Context {
+	ctx := context.Background()
+	for i := 0; i < n; i++ {
+		ctx = context.WithValue(ctx, benchCtxKey(i), i)
+	}
+	return ctx
+}
+
 func benchWantOpen(b *testing.B, err error) {
 	b.Helper()
 	if !errors.Is(err, ErrOpen) {
@@ -84,6 +96,22 @@ func BenchmarkDo(b *testing.B) {
 		})
 		if n := bad.Load(); n != 0 {
 			b.Fatalf("%d calls failed on a closed breaker", n)
+		}
+	})
+	// A caller's context is rarely Background: a server's request
+	// context carries values of the router, the tracer and the logger.
+	// The closed path must not pay for walking it.
+	deep := benchDeepContext(5)
+	b.Run("closed/ctx5/serial", func(b *testing.B) {
+		br := benchClosed(b)
+		b.ReportAllocs()
+		b.ResetTimer()
+		var err error
+		for i := 0; i < b.N; i++ {
+			err = br.Do(deep, benchOK)
+		}
+		if err != nil {
+			b.Fatal(err)
 		}
 	})
 	b.Run("open/serial", func(b *testing.B) {

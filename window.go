@@ -9,8 +9,8 @@ import (
 
 // The window is built on cumulative counters rather than per-bucket ones.
 //
-// A breaker keeps one set of monotonic totals (calls counted, failures,
-// timeouts, slow calls; plus admitted and rejected for metrics). Recording a
+// A breaker keeps one set of monotonic totals (one per outcome of a
+// counted call; plus rejected calls and fallbacks for metrics). Recording a
 // call is one atomic add to a total; it is never reset, so no write can be
 // lost to a bucket being cleared under it, after an idle gap or otherwise.
 // Each of the window's slots holds the bucket index it stands for and a
@@ -26,19 +26,39 @@ import (
 // adding to the old bucket (cep21/circuit lost writes after idle gaps this
 // way), and the monotonic metrics would need a second add on every call.
 
-// Counter kinds held by a tally.
+// Counter kinds held by a tally. A closed-state call adds one to exactly
+// one outcome kind, so that a reader sees each outcome whole or not at
+// all: counted calls and failures are sums of the outcome kinds, never
+// counters of their own. (When a failure added to counted, failures and
+// timeouts in turn, a reader between the adds saw more failures than
+// calls, and Successes, derived by subtraction, went down.) A slow call
+// adds to kSlow after its outcome, and readers load kSlow before the
+// outcomes, so a reading never has a slow call without its outcome.
+//
+// Rejected alternative: six outcome kinds, one per outcome with and
+// without slowness, which would make a slow call one add too. It costs two
+// more counters in every breaker, 16 bytes that take an idle breaker past
+// 512, for an exactness the window cannot use: see window.sum.
 const (
-	kCounted   = iota // closed-state outcomes recorded in the window
-	kFailures         // of kCounted: failures, timeouts included
-	kTimeouts         // of kCounted: timeouts
-	kSlow             // of kCounted: slower than Policy.SlowCall
+	kSuccess   = iota // closed-state successes
+	kFailure          // closed-state failures other than timeouts
+	kTimeout          // closed-state timeouts
+	kSlow             // closed-state calls slower than Policy.SlowCall
 	kRejected         // calls refused without calling fn
 	kFallbacks        // results served by a fallback instead of the downstream
 	nKinds
 )
 
-// windowKinds are the kinds a window slot snapshots, in Snapshot order.
-var windowKinds = [4]int{kCounted, kFailures, kTimeouts, kSlow}
+// outcomeKind is the kind a closed-state outcome o (not Ignored) adds to.
+func outcomeKind(o Outcome) int {
+	switch o {
+	case Timeout:
+		return kTimeout
+	case Failure:
+		return kFailure
+	}
+	return kSuccess
+}
 
 type counters [nKinds]atomic.Uint64
 
@@ -76,20 +96,6 @@ func (t *tally) inc(k int) {
 	if v := c.Load(); !c.CompareAndSwap(v, v+1) {
 		s.rehash()
 		c.Add(1)
-	}
-}
-
-// addKinds adds one to each kind whose bit is set in kinds: the failure
-// path's several counters, all in one stripe.
-func (t *tally) addKinds(kinds uint) {
-	c := &t.base
-	if s := t.stripes.Load(); s != nil {
-		c = s.local()
-	}
-	for k := 0; kinds != 0; k, kinds = k+1, kinds>>1 {
-		if kinds&1 != 0 {
-			c[k].Add(1)
-		}
 	}
 }
 
@@ -152,12 +158,33 @@ func (t *tally) load(k int) uint64 {
 	return v
 }
 
-// windowTotals returns the totals of the four window kinds.
-func (t *tally) windowTotals() (out [4]uint64) {
-	for i, k := range windowKinds {
-		out[i] = t.load(k)
+// outcomes returns the totals of the outcome kinds and of kSlow, indexed
+// by kind. kSlow is read first: a slow call's outcome is added before its
+// slowness, so every slow call in the reading has its outcome in it too.
+func (t *tally) outcomes() (out [kSlow + 1]uint64) {
+	out[kSlow] = t.load(kSlow)
+	for k := range kSlow {
+		out[k] = t.base[k].Load()
+	}
+	if s := t.stripes.Load(); s != nil {
+		for i := range s.cells {
+			c := &s.cells[i].c
+			for k := range kSlow {
+				out[k] += c[k].Load()
+			}
+		}
 	}
 	return out
+}
+
+// windowTotals returns the totals the window snapshots, in Snapshot order:
+// counted, failures, timeouts, slow. The first three are sums of one read
+// of each outcome kind, so Timeouts <= Failures <= Counted holds for the
+// totals and for the difference of any two readings of them.
+func (t *tally) windowTotals() [4]uint64 {
+	o := t.outcomes()
+	failures := o[kFailure] + o[kTimeout]
+	return [4]uint64{failures + o[kSuccess], failures, o[kTimeout], o[kSlow]}
 }
 
 // Slot epochs that are not bucket indices. Real indices are floor(now/width)
@@ -195,9 +222,11 @@ func newWindow(width, n int64) *window {
 
 // touch makes sure the bucket holding now has a snapshot before the caller
 // adds to the totals. The common case, a call inside the newest bucket, is
-// one load and one compare. A time older than the newest bucket (a clock
-// that stepped back, or a call that read the clock long ago) is counted in
-// the newest bucket: history is never rewritten.
+// one load and one compare. A time older than the newest bucket (a call
+// that read the clock just before another moved the window on) is counted
+// in the newest bucket: history is never rewritten. The breaker's own time
+// never goes backwards (see Clock), so a clock that stepped back does not
+// reach here.
 func (w *window) touch(now int64, t *tally) {
 	if now >= w.headEnd.Load() {
 		w.advance(now, t)
@@ -321,12 +350,19 @@ func (w *window) sum(now int64, t *tally) Snapshot {
 		}
 		// Totals are read after the snapshot, so they are never behind it.
 		tot := t.windowTotals()
-		return Snapshot{
+		out := Snapshot{
 			Counted:  uint64(uint32(tot[0]) - snap[0]),
 			Failures: uint64(uint32(tot[1]) - snap[1]),
 			Timeouts: uint64(uint32(tot[2]) - snap[2]),
 			Slow:     uint64(uint32(tot[3]) - snap[3]),
 		}
+		// A slow call whose two adds straddle the bucket's snapshot (its
+		// outcome before, its slowness after) is slow in this window but
+		// counted in the one before. Only calls in flight at the instant
+		// a bucket began can do that; the clamp keeps the ratio at most 1
+		// in a window that holds little else.
+		out.Slow = min(out.Slow, out.Counted)
+		return out
 	}
 	return Snapshot{}
 }

@@ -23,21 +23,22 @@ func newTestWindow(width, n int64) *testWindow {
 	return &testWindow{w: newWindow(width, n), t: &tally{}}
 }
 
-// outcome kinds for tests: bit set of window kinds.
+// outcome kinds for tests.
 const (
-	recOK      = uint(1) << kCounted
-	recFail    = recOK | 1<<kFailures
-	recTimeout = recFail | 1<<kTimeouts
-	recSlow    = recOK | 1<<kSlow
+	recOK      = kSuccess
+	recFail    = kFailure
+	recTimeout = kTimeout
+	recSlow    = -1 // a slow success
 )
 
-func (tw *testWindow) record(now int64, kinds uint) {
+func (tw *testWindow) record(now int64, kind int) {
 	tw.w.touch(now, tw.t)
-	if kinds == recOK {
-		tw.t.inc(kCounted)
+	if kind == recSlow {
+		tw.t.inc(kSuccess)
+		tw.t.inc(kSlow)
 		return
 	}
-	tw.t.addKinds(kinds)
+	tw.t.inc(kind)
 }
 
 func (tw *testWindow) sum(now int64) Snapshot { return tw.w.sum(now, tw.t) }
@@ -140,7 +141,7 @@ func TestWindow_HugeBurstInOneBucket(t *testing.T) {
 func TestTally_SpreadingKeepsEveryCount(t *testing.T) {
 	var tl tally
 	for i := 0; i < 10; i++ {
-		tl.inc(kCounted)
+		tl.inc(kSuccess)
 	}
 	tl.spread()
 	require.NotNil(t, tl.stripes.Load())
@@ -150,14 +151,15 @@ func TestTally_SpreadingKeepsEveryCount(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for i := 0; i < 1000; i++ {
-				tl.inc(kCounted)
-				tl.addKinds(1<<kFailures | 1<<kSlow)
+				tl.inc(kSuccess)
+				tl.inc(kFailure)
+				tl.inc(kSlow)
 			}
 		}()
 	}
 	wg.Wait()
-	assert.Equal(t, uint64(8010), tl.load(kCounted))
-	assert.Equal(t, [4]uint64{8010, 8000, 0, 8000}, tl.windowTotals())
+	assert.Equal(t, uint64(8010), tl.load(kSuccess))
+	assert.Equal(t, [4]uint64{16010, 8000, 0, 8000}, tl.windowTotals())
 }
 
 // naiveWindow is the model the fuzz target checks the window against: a
@@ -170,13 +172,13 @@ type naiveWindow struct {
 
 type naiveCall struct {
 	bucket int64
-	kinds  uint
+	kind   int
 }
 
-func (m *naiveWindow) record(now int64, kinds uint) {
+func (m *naiveWindow) record(now int64, kind int) {
 	b := max(floorDiv(now, m.width), m.head)
 	m.head = b
-	m.calls = append(m.calls, naiveCall{b, kinds})
+	m.calls = append(m.calls, naiveCall{b, kind})
 }
 
 func (m *naiveWindow) sum(now int64) Snapshot {
@@ -190,13 +192,13 @@ func (m *naiveWindow) sum(now int64) Snapshot {
 			continue
 		}
 		s.Counted++
-		if c.kinds&(1<<kFailures) != 0 {
+		switch c.kind {
+		case recFail:
 			s.Failures++
-		}
-		if c.kinds&(1<<kTimeouts) != 0 {
+		case recTimeout:
+			s.Failures++
 			s.Timeouts++
-		}
-		if c.kinds&(1<<kSlow) != 0 {
+		case recSlow:
 			s.Slow++
 		}
 	}
@@ -227,9 +229,9 @@ func FuzzWindow(f *testing.F) {
 			case 0:
 				require.Equal(t, m.sum(now), tw.sum(now), "sum at %d", now)
 			default:
-				kinds := [4]uint{recOK, recFail, recTimeout, recSlow}[op-1]
-				tw.record(now, kinds)
-				m.record(now, kinds)
+				kind := [4]int{recOK, recFail, recTimeout, recSlow}[op-1]
+				tw.record(now, kind)
+				m.record(now, kind)
 			}
 		}
 		require.Equal(t, m.sum(now), tw.sum(now), "final sum at %d", now)
