@@ -511,6 +511,11 @@ func (m *refModel) SetMode(mode Mode) {
 	case mode == ModeForcedOpen:
 		snap := m.tripSnap()
 		if m.state == Closed {
+			// The level returns to 0 once the breaker has stayed closed
+			// for MaxOpenFor, whatever ends the closed spell.
+			if m.since != never && now-m.since >= int64(m.pol.MaxOpenFor) && !m.gaps.has(gapLevelDecay) {
+				m.level = 0
+			}
 			m.since = now
 		}
 		m.deadline = int64(^uint64(0) >> 1)

@@ -65,12 +65,15 @@ const (
 	// gapRatioZero: ErrorRatio 0 with another rule is refused, so the
 	// generator never draws it.
 	gapRatioZero
+	// gapLevelDecay: the cooldown level decays only when a trip rule opens
+	// the breaker, not when it is forced open after a stable spell.
+	gapLevelDecay
 )
 
 var gapNames = map[string]gapSet{
 	"backclock": gapBackClock, "probetimeout": gapProbeTimeout, "rulesatadmission": gapRulesAtAdmission,
 	"opensforced": gapOpensForced, "strictpanic": gapStrictPanic, "consecminrequests": gapConsecMinRequests,
-	"halfopensnap": gapHalfOpenSnap, "ratiozero": gapRatioZero,
+	"halfopensnap": gapHalfOpenSnap, "ratiozero": gapRatioZero, "leveldecay": gapLevelDecay,
 }
 
 func (g gapSet) has(x gapSet) bool { return g&x != 0 }
@@ -411,6 +414,9 @@ func (r *modelRun) doCtxDone(t *rapid.T) {
 	err := r.b.Do(ctx, func(context.Context) error { called = true; return nil })
 	if called || !errors.Is(err, context.Canceled) {
 		t.Fatalf("Do with a done ctx: called fn %v, returned %v; want no call and context.Canceled", called, err)
+	}
+	if _, done, err := r.b.Allow(ctx); done != nil || !errors.Is(err, context.Canceled) {
+		t.Fatalf("Allow with a done ctx: returned done %v, %v; want nil and context.Canceled", done != nil, err)
 	}
 }
 
