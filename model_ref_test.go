@@ -352,8 +352,10 @@ func classifyRef(c refCall, kind outcomeKind, elapsed int64) (Outcome, bool) {
 		return Success, slow
 	case kindIgnored:
 		return Ignored, slow
-	case kindTimeout:
+	case kindTimeout, kindNetTimeout, kindRefused:
 		return Timeout, slow
+	case kindMarkedSuccess:
+		return Success, slow
 	}
 	return Failure, slow
 }

@@ -28,6 +28,7 @@ import (
 	"reflect"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -130,12 +131,20 @@ const (
 	kindTimeout  // fn returns context.DeadlineExceeded
 	kindIgnored  // fn returns Ignore(err)
 	kindCanceled // the caller cancels its ctx, fn returns context.Canceled
-	kindPanic
+	kindNetTimeout
+	kindRefused       // a refused connection: nothing answered
+	kindMarkedSuccess // Mark(err, Success)
+	kindPanic         // last: two-step calls cannot panic
 )
 
 func (k outcomeKind) String() string {
-	return [...]string{"success", "failure", "timeout", "ignored", "canceled", "panic"}[k]
+	return [...]string{"success", "failure", "timeout", "ignored", "canceled", "net_timeout", "conn_refused", "marked_success", "panic"}[k]
 }
+
+type netTimeout struct{}
+
+func (netTimeout) Error() string { return "i/o timeout" }
+func (netTimeout) Timeout() bool { return true }
 
 func (k outcomeKind) err() error {
 	switch k {
@@ -147,6 +156,12 @@ func (k outcomeKind) err() error {
 		return Ignore(errors.New("bad request"))
 	case kindCanceled:
 		return context.Canceled
+	case kindNetTimeout:
+		return fmt.Errorf("read: %w", netTimeout{})
+	case kindRefused:
+		return fmt.Errorf("dial: %w", syscall.ECONNREFUSED)
+	case kindMarkedSuccess:
+		return Mark(errors.New("not found, as expected"), Success)
 	}
 	return nil
 }
@@ -392,7 +407,7 @@ func (r *modelRun) report(t *rapid.T) {
 		t.Skip("no pending permit")
 	}
 	i := rapid.IntRange(0, len(r.pending)-1).Draw(t, "permit")
-	kind := outcomeKind(rapid.IntRange(0, int(kindCanceled)).Draw(t, "outcome"))
+	kind := outcomeKind(rapid.IntRange(0, int(kindPanic)-1).Draw(t, "outcome"))
 	pc := r.pending[i]
 	r.pending = append(r.pending[:i], r.pending[i+1:]...)
 	t.Logf("permit #%d reports %s", pc.rc.id, kind)
@@ -464,8 +479,8 @@ func (r *modelRun) step(t *rapid.T) {
 		d := rapid.Int64Range(1, 600).Draw(t, "s")
 		c = r.clk.Now().Add(time.Duration(d) * time.Second)
 	case "back":
-		d := rapid.Int64Range(1, 10000).Draw(t, "ms_back")
-		c = r.clk.Now().Add(-time.Duration(d) * time.Millisecond)
+		d := time.Duration(rapid.Int64Range(0, 10000).Draw(t, "ms_back")) * time.Millisecond
+		c = r.clk.Now().Add(-max(d, 1))
 	default:
 		target := rapid.SampledFrom(targets).Draw(t, "target") + int64(rapid.IntRange(-1, 1).Draw(t, "ns"))
 		if target <= now {
@@ -475,6 +490,14 @@ func (r *modelRun) step(t *rapid.T) {
 	}
 	t.Logf("clock %+v (internal %v)", c.Sub(m.base), time.Duration(now))
 	r.setClock(c)
+	// A call right after the step, before the check reads the state,
+	// makes the lazy transitions happen on admission instead.
+	switch rapid.SampledFrom([]string{"none", "Do", "Allow"}).Draw(t, "then") {
+	case "Do":
+		r.do(t)
+	case "Allow":
+		r.allow(t)
+	}
 }
 
 func (r *modelRun) setPolicy(t *rapid.T) {
@@ -609,6 +632,9 @@ func (r *modelRun) check(t *rapid.T) {
 	m := r.m
 	if g, w := r.b.State(), m.State(); g != w {
 		t.Fatalf("State() = %v, want %v", g, w)
+	}
+	if g, w := r.b.Policy(), m.pol; !reflect.DeepEqual(g, w) {
+		t.Fatalf("Policy() = %+v, want %+v", g, w)
 	}
 	if g, w := r.b.Mode(), m.mode; g != w {
 		t.Fatalf("Mode() = %v, want %v", g, w)
