@@ -24,6 +24,8 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
+	"log/slog"
 	"math"
 	"reflect"
 	"strings"
@@ -212,6 +214,7 @@ func runModel(t *rapid.T, gaps gapSet) {
 	p := drawPolicy(t, gaps, "policy")
 	u := rapid.SampledFrom([]float64{0.5, 0, 0.25, 0.999, 1.5, math.NaN()}).Draw(t, "rand")
 	cold := rapid.Bool().Draw(t, "start_cold")
+	reenter := rapid.Bool().Draw(t, "reentrant_hook")
 	opts := []Option{
 		WithClock(r.clk),
 		WithRand(func() float64 { return u }),
@@ -219,10 +222,19 @@ func runModel(t *rapid.T, gaps gapSet) {
 			r.mu.Lock()
 			r.events = append(r.events, e)
 			r.mu.Unlock()
+			if reenter {
+				// A hook may call back into the breaker. At the instant
+				// of a transition these reads change nothing: no
+				// cooldown or probe timeout can end at once.
+				_, _, _ = r.b.State(), r.b.Snapshot(), r.b.Counters()
+			}
 		}),
 	}
 	if cold {
 		opts = append(opts, StartCold())
+	}
+	if rapid.Bool().Draw(t, "logger") {
+		opts = append(opts, WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
 	}
 	b, err := New("orders.Create", p, opts...)
 	if err != nil {
@@ -308,6 +320,7 @@ func (r *modelRun) do(t *rapid.T) {
 	kind := outcomeKind(rapid.IntRange(0, int(kindPanic)).Draw(t, "outcome"))
 	inst := r.drawInstance(t)
 	run := r.drawRunTime(t)
+	viaCall := rapid.Bool().Draw(t, "via_call")
 	ctx, cancel := r.callCtx(inst)
 	defer cancel()
 
@@ -321,7 +334,7 @@ func (r *modelRun) do(t *rapid.T) {
 				panicked = p
 			}
 		}()
-		return r.b.Do(ctx, func(c context.Context) error {
+		fn := func(c context.Context) error {
 			called, probe = true, IsProbe(c)
 			if run > 0 {
 				r.setClock(r.clk.Now().Add(run))
@@ -333,7 +346,12 @@ func (r *modelRun) do(t *rapid.T) {
 				cancel()
 			}
 			return kind.err()
-		})
+		}
+		if viaCall {
+			_, err := Call(ctx, r.b, func(c context.Context) (int, error) { return 1, fn(c) })
+			return err
+		}
+		return r.b.Do(ctx, fn)
 	}()
 	if refusal != nil {
 		if called {
@@ -602,6 +620,9 @@ func (r *modelRun) checkRefusal(t *rapid.T, err error, want *OpenError) {
 	var oe *OpenError
 	if !errors.As(err, &oe) || !errors.Is(err, ErrOpen) {
 		t.Fatalf("refusal: got %v (%T), want an *OpenError matching ErrOpen", err, err)
+	}
+	if msg := oe.Error(); !strings.HasPrefix(msg, "breaker: "+want.Name+" is ") {
+		t.Fatalf("refusal message %q", msg)
 	}
 	got := *oe
 	got.b = nil
