@@ -28,12 +28,14 @@ import (
 	"log/slog"
 	"math"
 	"reflect"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/benbjohnson/clock"
 	"pgregory.net/rapid"
 )
 
@@ -99,11 +101,17 @@ func parseGaps(t *testing.T, s string) gapSet {
 	return g
 }
 
-// stepClock is the test's clock. Not *clock.Mock: its Set and Add sleep a
-// millisecond each to let timer goroutines run, which would cap the test at
-// about a thousand clock steps a second, and the model needs nothing but
-// Now. WithTimeout keeps Policy.Timeout deadlines off the real clock; the
-// breaker decides timeouts from its own clock readings.
+// settableClock is a Clock the test can set.
+type settableClock interface {
+	Clock
+	Set(time.Time)
+}
+
+// stepClock is the clock of the bulk of the sequences. *clock.Mock runs a
+// share of them too (TestModel/mock), but its Set sleeps a millisecond to
+// let timer goroutines run, which would cap the test at about a thousand
+// clock steps a second. WithTimeout keeps Policy.Timeout deadlines off the
+// real clock; the breaker decides timeouts from its own clock readings.
 type stepClock struct {
 	mu sync.Mutex
 	t  time.Time
@@ -115,7 +123,7 @@ func (c *stepClock) Now() time.Time {
 	return c.t
 }
 
-func (c *stepClock) set(t time.Time) {
+func (c *stepClock) Set(t time.Time) {
 	c.mu.Lock()
 	c.t = t
 	c.mu.Unlock()
@@ -177,7 +185,7 @@ type pendingCall struct {
 }
 
 type modelRun struct {
-	clk     *stepClock
+	clk     settableClock
 	b       *Breaker
 	m       *refModel
 	gaps    gapSet
@@ -192,8 +200,22 @@ func TestModel(t *testing.T) {
 	setDefaultFlag("rapid.checks", modelChecks)
 	setDefaultFlag("rapid.steps", modelSteps)
 	gaps := parseGaps(t, *modelGapsFlag)
-	rapid.Check(t, func(rt *rapid.T) { runModel(rt, gaps) })
+	t.Run("step", func(t *testing.T) {
+		rapid.Check(t, func(rt *rapid.T) { runModel(rt, &stepClock{}, gaps) })
+	})
+	t.Run("mock", func(t *testing.T) {
+		// One sequence in mockShare, on *clock.Mock: its timers carry the
+		// Policy.Timeout deadlines here.
+		checks := flag.Lookup("rapid.checks")
+		all := checks.Value.String()
+		defer checks.Value.Set(all)
+		n, _ := strconv.Atoi(all)
+		checks.Value.Set(strconv.Itoa(max(1, n/mockShare)))
+		rapid.Check(t, func(rt *rapid.T) { runModel(rt, clock.NewMock(), gaps) })
+	})
 }
+
+const mockShare = 20
 
 // setDefaultFlag gives a rapid flag this test's default unless the command
 // line set it.
@@ -207,10 +229,10 @@ func setDefaultFlag(name string, v int) {
 	}
 }
 
-func runModel(t *rapid.T, gaps gapSet) {
-	r := &modelRun{clk: &stepClock{}, gaps: gaps}
+func runModel(t *rapid.T, clk settableClock, gaps gapSet) {
+	r := &modelRun{clk: clk, gaps: gaps}
 	base := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC).Add(time.Duration(rapid.Int64Range(0, 999).Draw(t, "base_ms")) * time.Millisecond)
-	r.clk.set(base)
+	r.clk.Set(base)
 	p := drawPolicy(t, gaps, "policy")
 	u := rapid.SampledFrom([]float64{0.5, 0, 0.25, 0.999, 1.5, math.NaN()}).Draw(t, "rand")
 	cold := rapid.Bool().Draw(t, "start_cold")
@@ -269,7 +291,7 @@ func runModel(t *rapid.T, gaps gapSet) {
 }
 
 func (r *modelRun) setClock(c time.Time) {
-	r.clk.set(c)
+	r.clk.Set(c)
 	r.m.clk = c
 }
 
