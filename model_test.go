@@ -7,13 +7,15 @@ package breaker
 // changes, resets and warmups, and compares everything observable after
 // every step. rapid shrinks a failing sequence to a short one.
 //
-// By default it runs modelChecks sequences, sized for CI under -race. To run
-// it longer:
+// By default it runs modelChecks sequences of about modelSteps steps on a
+// step clock, and one in mockShare more on *clock.Mock: about 15 s under
+// -race on two cores. To run it longer:
 //
 //	go test -run TestModel -rapid.checks=100000 -rapid.steps=200
 //
 // A failing run prints the shrunk sequence and saves it under
-// testdata/rapid; -rapid.failfile replays it.
+// testdata/rapid (ignored by git); -rapid.failfile replays it, with -run
+// naming the subtest (TestModel/step or TestModel/mock).
 //
 // -model.gaps=name,... (or all) makes the model imitate named behaviours
 // of an older Breaker instead of the contract, to look for other
