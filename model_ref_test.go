@@ -1,6 +1,7 @@
 package breaker
 
 import (
+	"math"
 	"time"
 )
 
@@ -53,10 +54,26 @@ type refEntry struct {
 	fail, timeout, slow bool
 }
 
+// Roles of an admitted call, as the model sees them.
 const (
-	roleRefused = 0xFF
-	maxRefLevel = 62
+	refCounted uint8 = iota // closed: its outcome goes to the window
+	refProbe                // half-open probe: its outcome is a verdict
+	refShadow               // admitted by a shadow breaker that would refuse it
+	refRefused = 0xFF
 )
+
+const (
+	maxRefLevel = 62            // the cooldown stops doubling here
+	refNever    = math.MinInt64 // no such instant
+)
+
+func refFloorDiv(a, b int64) int64 {
+	q := a / b
+	if a%b != 0 && a < 0 {
+		q--
+	}
+	return q
+}
 
 func newRefModel(name string, base time.Time, p Policy, u float64, startCold bool, gaps gapSet) *refModel {
 	if !(u >= 0 && u < 1) {
@@ -64,7 +81,7 @@ func newRefModel(name string, base time.Time, p Policy, u float64, startCold boo
 	}
 	m := &refModel{
 		name: name, base: base, clk: base, u: u, gaps: gaps, pol: p,
-		since: never, blockedSince: never, warmUntil: never,
+		since: refNever, blockedSince: refNever, warmUntil: refNever,
 		inflight: map[int]bool{},
 	}
 	if startCold && p.Warmup > 0 {
@@ -101,11 +118,11 @@ func (m *refModel) at(off int64) time.Time { return m.base.Add(time.Duration(off
 // idx(now)-Buckets+1 .. idx(now), bucket index = floor(t/width).
 func (m *refModel) sum(now int64) Snapshot {
 	width := int64(m.pol.Window) / int64(m.pol.Buckets)
-	hi := floorDiv(now, width)
+	hi := refFloorDiv(now, width)
 	lo := hi - int64(m.pol.Buckets) + 1
 	var s Snapshot
 	for _, e := range m.win {
-		if i := floorDiv(e.t, width); i < lo || i > hi {
+		if i := refFloorDiv(e.t, width); i < lo || i > hi {
 			continue
 		}
 		s.Counted++
@@ -185,7 +202,7 @@ func (m *refModel) open(now int64, p Policy, reason Reason, snap Snapshot) {
 }
 
 func (m *refModel) trip(now int64, p Policy, reason Reason, snap Snapshot) {
-	if m.since != never && now-m.since < int64(p.MaxOpenFor) {
+	if m.since != refNever && now-m.since < int64(p.MaxOpenFor) {
 		m.level = min(m.level+1, maxRefLevel)
 	} else {
 		m.level = 0
@@ -216,7 +233,7 @@ func (m *refModel) halfOpen(now int64, mode Mode, reason Reason) {
 func (m *refModel) close(now int64, mode Mode, reason Reason) {
 	m.win = nil
 	m.consec = 0
-	if m.state != Closed && m.since != never {
+	if m.state != Closed && m.since != refNever {
 		m.openTotal += max(0, now-m.since)
 	}
 	m.since = now
@@ -231,8 +248,8 @@ func (m *refModel) updateBlocked(now int64) {
 	blocked := m.state == HalfOpen && m.issued >= m.pol.Probes && len(m.inflight) > 0
 	switch {
 	case !blocked:
-		m.blockedSince = never
-	case m.blockedSince == never:
+		m.blockedSince = refNever
+	case m.blockedSince == refNever:
 		m.blockedSince = now
 	}
 }
@@ -241,7 +258,7 @@ func (m *refModel) probeTimedOut(now int64) bool {
 	if m.gaps.has(gapProbeTimeout) {
 		return m.issued >= m.pol.Probes && now >= m.oldDeadline
 	}
-	return m.blockedSince != never && now-m.blockedSince >= m.baseCooldown(m.pol)
+	return m.blockedSince != refNever && now-m.blockedSince >= m.baseCooldown(m.pol)
 }
 
 // State is Breaker.State: it makes the lazy transitions first.
@@ -266,7 +283,7 @@ func (m *refModel) Counters() Counters {
 	now := m.read()
 	c := m.c
 	open := m.openTotal
-	if m.state != Closed && m.since != never {
+	if m.state != Closed && m.since != refNever {
 		open += max(0, now-m.since)
 	}
 	c.OpenTime = time.Duration(open)
@@ -284,12 +301,12 @@ type refCall struct {
 }
 
 // admit is the admission of Do and Allow at internal time now. It returns
-// the call, or the refusal (role == roleRefused).
+// the call, or the refusal (role == refRefused).
 func (m *refModel) admit(id int, now int64, inst *time.Time) (refCall, *OpenError) {
 	for {
 		switch m.state {
 		case Closed:
-			return refCall{id: id, role: roleCounted, gen: m.gen, pol: m.pol, start: now, inst: inst}, nil
+			return refCall{id: id, role: refCounted, gen: m.gen, pol: m.pol, start: now, inst: inst}, nil
 		case Open:
 			if m.mode != ModeForcedOpen && now >= m.deadline {
 				m.halfOpen(now, m.mode, ReasonCooldown)
@@ -300,7 +317,7 @@ func (m *refModel) admit(id int, now int64, inst *time.Time) (refCall, *OpenErro
 				m.issued++
 				m.inflight[id] = true
 				m.updateBlocked(now)
-				return refCall{id: id, role: roleProbe, gen: m.gen, pol: m.pol, start: now, inst: inst}, nil
+				return refCall{id: id, role: refProbe, gen: m.gen, pol: m.pol, start: now, inst: inst}, nil
 			}
 			if m.probeTimedOut(now) {
 				m.reopen(now, m.pol, ReasonProbeTimeout)
@@ -309,11 +326,11 @@ func (m *refModel) admit(id int, now int64, inst *time.Time) (refCall, *OpenErro
 		}
 		if m.mode == ModeShadow {
 			m.c.ShadowRejected++
-			return refCall{id: id, role: roleShadow, gen: m.gen, pol: m.pol, start: now, inst: inst}, nil
+			return refCall{id: id, role: refShadow, gen: m.gen, pol: m.pol, start: now, inst: inst}, nil
 		}
 		m.c.Rejected++
 		e := *m.oe
-		return refCall{role: roleRefused}, &e
+		return refCall{role: refRefused}, &e
 	}
 }
 
@@ -339,29 +356,29 @@ func (m *refModel) cold(now int64, p Policy, inst *time.Time) bool {
 // classify is the outcome of a call that returned err after elapsed (-1 if
 // its start was not taken). The deadline and the slow-call mark are the
 // call's own, set at admission.
-func classifyRef(c refCall, kind outcomeKind, elapsed int64) (Outcome, bool) {
+func classifyRef(c refCall, kind modelKind, elapsed int64) (Outcome, bool) {
 	slow := elapsed >= 0 && c.pol.SlowCall > 0 && elapsed > int64(c.pol.SlowCall)
-	if kind == kindCanceled {
+	if kind == mkCanceled {
 		return Ignored, slow
 	}
 	if elapsed >= 0 && c.pol.Timeout > 0 && elapsed > int64(c.pol.Timeout) {
 		return Timeout, slow
 	}
 	switch kind {
-	case kindSuccess:
+	case mkSuccess:
 		return Success, slow
-	case kindIgnored:
+	case mkIgnored:
 		return Ignored, slow
-	case kindTimeout, kindNetTimeout, kindRefused:
+	case mkTimeout, mkNetTimeout, mkRefused:
 		return Timeout, slow
-	case kindMarkedSuccess:
+	case mkMarkedSuccess:
 		return Success, slow
 	}
 	return Failure, slow
 }
 
 // finish settles a call that returned.
-func (m *refModel) finish(c refCall, kind outcomeKind) {
+func (m *refModel) finish(c refCall, kind modelKind) {
 	now := m.read()
 	elapsed := int64(-1)
 	if c.pol.Timeout > 0 || c.pol.SlowCall > 0 {
@@ -369,9 +386,9 @@ func (m *refModel) finish(c refCall, kind outcomeKind) {
 	}
 	o, slow := classifyRef(c, kind, elapsed)
 	switch c.role {
-	case roleCounted:
+	case refCounted:
 		m.record(now, c, o, slow)
-	case roleProbe:
+	case refProbe:
 		m.verdict(now, c, o)
 	default:
 		m.countOff(o)
@@ -383,9 +400,9 @@ func (m *refModel) finish(c refCall, kind outcomeKind) {
 func (m *refModel) abandon(c refCall) {
 	now := m.read()
 	switch c.role {
-	case roleCounted:
+	case refCounted:
 		m.record(now, c, Failure, false)
-	case roleProbe:
+	case refProbe:
 		if m.rulesFor(c).StrictProbes && !m.gaps.has(gapStrictPanic) {
 			m.verdict(now, c, Failure)
 			break
@@ -515,7 +532,7 @@ func (m *refModel) SetMode(mode Mode) {
 		if m.state == Closed {
 			// The level returns to 0 once the breaker has stayed closed
 			// for MaxOpenFor, whatever ends the closed spell.
-			if m.since != never && now-m.since >= int64(m.pol.MaxOpenFor) && !m.gaps.has(gapLevelDecay) {
+			if m.since != refNever && now-m.since >= int64(m.pol.MaxOpenFor) && !m.gaps.has(gapLevelDecay) {
 				m.level = 0
 			}
 			m.since = now
@@ -547,7 +564,7 @@ func (m *refModel) Reset() {
 	}
 	m.level = 0
 	m.close(now, mode, ReasonReset)
-	m.since = never
+	m.since = refNever
 }
 
 func (m *refModel) Rewarm() {
