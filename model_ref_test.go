@@ -36,9 +36,8 @@ type refModel struct {
 
 	// Half-open episode.
 	issued, passed int
-	inflight       map[int]bool // ids of probes of this episode with no verdict
-	blockedSince   int64        // since when every slot is taken with a probe in flight
-	oldDeadline    int64        // the current code's probe deadline (gapProbeTimeout)
+	inflight       map[int]int64 // admission of each probe of this episode with no verdict
+	oldDeadline    int64         // the older code's probe deadline (gapProbeTimeout)
 
 	win       []refEntry // outcomes recorded in the current window
 	consec    int
@@ -81,8 +80,8 @@ func newRefModel(name string, base time.Time, p Policy, u float64, startCold boo
 	}
 	m := &refModel{
 		name: name, base: base, clk: base, u: u, gaps: gaps, pol: p,
-		since: refNever, blockedSince: refNever, warmUntil: refNever,
-		inflight: map[int]bool{},
+		since: refNever, warmUntil: refNever,
+		inflight: map[int]int64{},
 	}
 	if startCold && p.Warmup > 0 {
 		m.warmUntil = int64(p.Warmup)
@@ -180,7 +179,7 @@ func (m *refModel) transition(now int64, to State, mode Mode, reason Reason, sna
 	from := m.state
 	m.gen++
 	m.issued, m.passed = 0, 0
-	m.inflight = map[int]bool{}
+	m.inflight = map[int]int64{}
 	m.state, m.mode = to, mode
 	if from != to {
 		m.events = append(m.events, Event{
@@ -188,7 +187,6 @@ func (m *refModel) transition(now int64, to State, mode Mode, reason Reason, sna
 			Snapshot: snap, Cooldown: time.Duration(cd), Level: m.level, Mode: mode,
 		})
 	}
-	m.updateBlocked(now)
 }
 
 // open, trip and reopen take the policy whose rules decided the transition.
@@ -241,24 +239,27 @@ func (m *refModel) close(now int64, mode Mode, reason Reason) {
 	m.transition(now, Closed, mode, reason, Snapshot{}, 0)
 }
 
-// updateBlocked keeps the start of the span in which every probe slot is
-// taken and a probe is in flight: the only time that counts toward the
-// probe timeout.
-func (m *refModel) updateBlocked(now int64) {
-	blocked := m.state == HalfOpen && m.issued >= m.pol.Probes && len(m.inflight) > 0
-	switch {
-	case !blocked:
-		m.blockedSince = refNever
-	case m.blockedSince == refNever:
-		m.blockedSince = now
+// probeDeadline is when the episode reopens with probe_timeout if nothing
+// else happens: one base cooldown after the admission of the oldest probe
+// in flight, while every slot is taken. ok is false if no probe is in
+// flight or a slot is free: time with a free slot never counts.
+func (m *refModel) probeDeadline() (int64, bool) {
+	if m.gaps.has(gapProbeTimeout) {
+		return m.oldDeadline, m.state == HalfOpen && m.issued >= m.pol.Probes
 	}
+	if m.state != HalfOpen || m.issued < m.pol.Probes || len(m.inflight) == 0 {
+		return 0, false
+	}
+	oldest := int64(math.MaxInt64)
+	for _, t := range m.inflight {
+		oldest = min(oldest, t)
+	}
+	return oldest + m.baseCooldown(m.pol), true
 }
 
 func (m *refModel) probeTimedOut(now int64) bool {
-	if m.gaps.has(gapProbeTimeout) {
-		return m.issued >= m.pol.Probes && now >= m.oldDeadline
-	}
-	return m.blockedSince != refNever && now-m.blockedSince >= m.baseCooldown(m.pol)
+	d, ok := m.probeDeadline()
+	return ok && now >= d
 }
 
 // State is Breaker.State: it makes the lazy transitions first.
@@ -315,8 +316,7 @@ func (m *refModel) admit(id int, now int64, inst *time.Time) (refCall, *OpenErro
 		case HalfOpen:
 			if m.issued < m.pol.Probes {
 				m.issued++
-				m.inflight[id] = true
-				m.updateBlocked(now)
+				m.inflight[id] = now
 				return refCall{id: id, role: refProbe, gen: m.gen, pol: m.pol, start: now, inst: inst}, nil
 			}
 			if m.probeTimedOut(now) {
@@ -350,14 +350,18 @@ func (m *refModel) cold(now int64, p Policy, inst *time.Time) bool {
 	if now < m.warmUntil {
 		return true
 	}
-	return inst != nil && m.at(now).Sub(*inst) < p.Warmup
+	// The start is an instant of the clock, not of the breaker: its age is
+	// the clock's reading now minus it, so that a clock that stepped back
+	// does not age the instance by the size of the step.
+	return inst != nil && m.clk.Sub(*inst) < p.Warmup
 }
 
-// classify is the outcome of a call that returned err after elapsed (-1 if
-// its start was not taken). The deadline and the slow-call mark are the
-// call's own, set at admission.
-func classifyRef(c refCall, kind modelKind, elapsed int64) (Outcome, bool) {
-	slow := elapsed >= 0 && c.pol.SlowCall > 0 && elapsed > int64(c.pol.SlowCall)
+// classifyRef is the outcome of a call that returned after elapsed (-1 if
+// its start was not taken: neither Timeout nor SlowCall was set when it was
+// admitted), and whether it was slow. The deadline is the call's own, set
+// at admission; slowness is judged by slowCall, that of the rules in force.
+func classifyRef(c refCall, kind modelKind, elapsed int64, slowCall time.Duration) (Outcome, bool) {
+	slow := elapsed >= 0 && slowCall > 0 && elapsed > int64(slowCall)
 	if kind == mkCanceled {
 		return Ignored, slow
 	}
@@ -384,7 +388,7 @@ func (m *refModel) finish(c refCall, kind modelKind) {
 	if c.pol.Timeout > 0 || c.pol.SlowCall > 0 {
 		elapsed = now - c.start
 	}
-	o, slow := classifyRef(c, kind, elapsed)
+	o, slow := classifyRef(c, kind, elapsed, m.rulesFor(c).SlowCall)
 	switch c.role {
 	case refCounted:
 		m.record(now, c, o, slow)
@@ -393,7 +397,6 @@ func (m *refModel) finish(c refCall, kind modelKind) {
 	default:
 		m.countOff(o)
 	}
-	m.updateBlocked(now)
 }
 
 // abandon settles a call whose function panicked.
@@ -412,7 +415,6 @@ func (m *refModel) abandon(c refCall) {
 	default:
 		m.countOff(Failure)
 	}
-	m.updateBlocked(now)
 }
 
 func (m *refModel) release(c refCall) {
@@ -511,6 +513,11 @@ func (m *refModel) SetPolicy(p Policy) {
 	m.pol = p
 	if old.Window != p.Window || old.Buckets != p.Buckets {
 		m.win = nil
+		if m.state == Closed && !m.gaps.has(gapRulesAtAdmission) {
+			// No result of a call admitted before lands in the new
+			// window: a new generation, without a transition.
+			m.gen++
+		}
 	}
 	if old.ConsecutiveFailures != p.ConsecutiveFailures {
 		m.consec = 0
@@ -519,7 +526,6 @@ func (m *refModel) SetPolicy(p Policy) {
 		// Fewer probes now: the passed ones are enough.
 		m.close(now, m.mode, ReasonProbesPassed)
 	}
-	m.updateBlocked(now)
 }
 
 func (m *refModel) SetMode(mode Mode) {

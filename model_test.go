@@ -55,7 +55,8 @@ const (
 	// uses raw readings (the breaker used to let time go backwards).
 	gapBackClock gapSet = 1 << iota
 	// gapProbeTimeout: the probe deadline runs from the start of the
-	// half-open episode, free slots or not.
+	// half-open episode, not from the admission of the oldest probe in
+	// flight.
 	gapProbeTimeout
 	// gapRulesAtAdmission: a result is judged by the policy in force when
 	// its call was admitted; lowering Probes does not close an episode.
@@ -75,12 +76,16 @@ const (
 	// gapLevelDecay: the cooldown level decays only when a trip rule opens
 	// the breaker, not when it is forced open after a stable spell.
 	gapLevelDecay
+	// gapInstanceMarks: calls never carry an instance start (a breaker that
+	// samples for marks misses the first ones after unmarked traffic).
+	gapInstanceMarks
 )
 
 var gapNames = map[string]gapSet{
 	"backclock": gapBackClock, "probetimeout": gapProbeTimeout, "rulesatadmission": gapRulesAtAdmission,
 	"opensforced": gapOpensForced, "strictpanic": gapStrictPanic, "consecminrequests": gapConsecMinRequests,
 	"halfopensnap": gapHalfOpenSnap, "ratiozero": gapRatioZero, "leveldecay": gapLevelDecay,
+	"instancemarks": gapInstanceMarks,
 }
 
 func (g gapSet) has(x gapSet) bool { return g&x != 0 }
@@ -300,10 +305,10 @@ func (r *modelRun) setClock(c time.Time) {
 // drawInstance draws the instance-start mark of a call: none, or a start
 // near the instant where the target stops being cold.
 func (r *modelRun) drawInstance(t *rapid.T) *time.Time {
-	if !rapid.Bool().Draw(t, "marked") {
+	if r.gaps.has(gapInstanceMarks) || !rapid.Bool().Draw(t, "marked") {
 		return nil
 	}
-	now := r.m.at(r.m.now)
+	now := r.m.clk
 	w := r.m.pol.Warmup
 	var s time.Time
 	switch rapid.IntRange(0, 3).Draw(t, "mark") {
@@ -494,12 +499,8 @@ func (r *modelRun) step(t *rapid.T) {
 	if m.since != refNever {
 		targets = append(targets, m.since+int64(m.pol.MaxOpenFor))
 	}
-	if m.state == HalfOpen {
-		if m.gaps.has(gapProbeTimeout) {
-			targets = append(targets, m.oldDeadline)
-		} else if m.blockedSince != refNever {
-			targets = append(targets, m.blockedSince+m.baseCooldown(m.pol))
-		}
+	if d, ok := m.probeDeadline(); ok {
+		targets = append(targets, d)
 	}
 	for _, pc := range r.pending {
 		for _, d := range []time.Duration{pc.rc.pol.Timeout, pc.rc.pol.SlowCall} {
@@ -513,7 +514,8 @@ func (r *modelRun) step(t *rapid.T) {
 		kinds = append(kinds, "back")
 	}
 	var c time.Time
-	switch kind := rapid.SampledFrom(kinds).Draw(t, "step"); kind {
+	kind := rapid.SampledFrom(kinds).Draw(t, "step")
+	switch kind {
 	case "forward":
 		d := rapid.Int64Range(1, 3000).Draw(t, "ms")
 		c = r.clk.Now().Add(time.Duration(d) * time.Millisecond)
@@ -532,6 +534,13 @@ func (r *modelRun) step(t *rapid.T) {
 	}
 	t.Logf("clock %+v (internal %v)", c.Sub(m.base), time.Duration(now))
 	r.setClock(c)
+	if kind == "back" {
+		// The breaker must read the clock (the check does) before it
+		// moves again: whether a step back is a pause depends on whether
+		// the breaker saw the earlier reading, and not every admission
+		// reads the clock.
+		return
+	}
 	// A call right after the step, before the check reads the state,
 	// makes the lazy transitions happen on admission instead.
 	switch rapid.SampledFrom([]string{"none", "Do", "Allow"}).Draw(t, "then") {
