@@ -1,11 +1,12 @@
 module github.com/govkit/breaker
 
-go 1.22
+go 1.23
 
 require (
 	github.com/benbjohnson/clock v1.3.5
 	github.com/stretchr/testify v1.12.1
 	go.uber.org/goleak v1.3.0
+	pgregory.net/rapid v1.3.0
 )
 
 require go.yaml.in/yaml/v3 v3.0.5 // indirect

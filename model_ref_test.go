@@ -1,0 +1,589 @@
+package breaker
+
+import (
+	"math"
+	"time"
+)
+
+// refModel is the reference model of TestModel: the contract written as
+// plainly as possible, with no atomics, no packing and no cleverness. It is
+// driven by one goroutine, so it needs no lock.
+//
+// Time: the model keeps the breaker's internal time, which never goes
+// backwards. A clock reading earlier than the latest internal time is a
+// pause of zero length: the skew grows so that the reading maps to the
+// latest internal time, and later readings continue at the clock's rate.
+// Every duration is measured on internal time; instants the breaker shows
+// (Event.Time, OpenError.Since/Until) are base + internal offset.
+type refModel struct {
+	name string
+	base time.Time // the clock's reading when the breaker was created
+	clk  time.Time // the clock's reading now
+	now  int64     // internal offset of the latest reading
+	skew int64
+	u    float64 // the jitter draw, already mapped into [0, 1)
+	gaps gapSet  // behaviours of the current code the model imitates on request
+
+	pol   Policy
+	state State
+	mode  Mode
+	gen   uint64 // bumped on every transition
+
+	level    int
+	since    int64 // closed: last close after an outage; otherwise outage start
+	deadline int64 // open: end of the cooldown
+	oe       *OpenError
+
+	// Half-open episode.
+	issued, passed int
+	inflight       map[int]int64 // admission of each probe of this episode with no verdict
+	oldDeadline    int64         // the older code's probe deadline (gapProbeTimeout)
+
+	win       []refEntry // outcomes recorded in the current window
+	consec    int
+	warmUntil int64
+
+	c         Counters // every field but OpenTime
+	openTotal int64
+	events    []Event
+}
+
+type refEntry struct {
+	t                   int64
+	fail, timeout, slow bool
+}
+
+// Roles of an admitted call, as the model sees them.
+const (
+	refCounted uint8 = iota // closed: its outcome goes to the window
+	refProbe                // half-open probe: its outcome is a verdict
+	refShadow               // admitted by a shadow breaker that would refuse it
+	refRefused = 0xFF
+)
+
+const (
+	maxRefLevel = 62            // the cooldown stops doubling here
+	refNever    = math.MinInt64 // no such instant
+)
+
+func refFloorDiv(a, b int64) int64 {
+	q := a / b
+	if a%b != 0 && a < 0 {
+		q--
+	}
+	return q
+}
+
+func newRefModel(name string, base time.Time, p Policy, u float64, startCold bool, gaps gapSet) *refModel {
+	if !(u >= 0 && u < 1) {
+		u = 0.5
+	}
+	m := &refModel{
+		name: name, base: base, clk: base, u: u, gaps: gaps, pol: p,
+		since: refNever, warmUntil: refNever,
+		inflight: map[int]int64{},
+	}
+	if startCold && p.Warmup > 0 {
+		m.warmUntil = int64(p.Warmup)
+	}
+	return m
+}
+
+// read is the breaker reading its clock.
+func (m *refModel) read() int64 {
+	v := int64(m.clk.Sub(m.base)) + m.skew
+	if m.gaps.has(gapBackClock) {
+		// The current code uses the raw reading.
+		m.now = v
+		return v
+	}
+	if v < m.now {
+		m.skew += m.now - v
+		v = m.now
+	}
+	m.now = v
+	return v
+}
+
+// clockFor returns the clock reading at which internal time is off, for a
+// target later than now.
+func (m *refModel) clockFor(off int64) time.Time {
+	return m.base.Add(time.Duration(off - m.skew))
+}
+
+func (m *refModel) at(off int64) time.Time { return m.base.Add(time.Duration(off)) }
+
+// sum is the window at now: the entries whose bucket index lies in
+// idx(now)-Buckets+1 .. idx(now), bucket index = floor(t/width).
+func (m *refModel) sum(now int64) Snapshot {
+	width := int64(m.pol.Window) / int64(m.pol.Buckets)
+	hi := refFloorDiv(now, width)
+	lo := hi - int64(m.pol.Buckets) + 1
+	var s Snapshot
+	for _, e := range m.win {
+		if i := refFloorDiv(e.t, width); i < lo || i > hi {
+			continue
+		}
+		s.Counted++
+		if e.fail {
+			s.Failures++
+		}
+		if e.timeout {
+			s.Timeouts++
+		}
+		if e.slow {
+			s.Slow++
+		}
+	}
+	return s
+}
+
+func (m *refModel) countOff(o Outcome) {
+	switch o {
+	case Success:
+		m.c.Successes++
+	case Ignored:
+		m.c.Ignored++
+	case Timeout:
+		m.c.Timeouts++
+	default:
+		m.c.Failures++
+	}
+	m.c.Admitted++
+}
+
+func (m *refModel) baseCooldown(p Policy) int64 {
+	d, mx := int64(p.OpenFor), int64(p.MaxOpenFor)
+	for i := 0; i < m.level && d < mx; i++ {
+		d *= 2
+	}
+	return min(d, mx)
+}
+
+func (m *refModel) cooldown(p Policy) int64 {
+	d := m.baseCooldown(p)
+	if j := p.Jitter; j > 0 {
+		d = int64(float64(d) * (1 - j + 2*j*m.u))
+	}
+	return max(d, 1)
+}
+
+func (m *refModel) tripSnap() Snapshot {
+	if m.oe != nil {
+		return m.oe.Snapshot
+	}
+	return Snapshot{}
+}
+
+func (m *refModel) transition(now int64, to State, mode Mode, reason Reason, snap Snapshot, cd int64) {
+	from := m.state
+	m.gen++
+	m.issued, m.passed = 0, 0
+	m.inflight = map[int]int64{}
+	m.state, m.mode = to, mode
+	if from != to {
+		m.events = append(m.events, Event{
+			Name: m.name, From: from, To: to, Reason: reason, Time: m.at(now),
+			Snapshot: snap, Cooldown: time.Duration(cd), Level: m.level, Mode: mode,
+		})
+	}
+}
+
+// open, trip and reopen take the policy whose rules decided the transition.
+func (m *refModel) open(now int64, p Policy, reason Reason, snap Snapshot) {
+	cd := m.cooldown(p)
+	m.deadline = now + cd
+	m.oe = &OpenError{Name: m.name, State: Open, Reason: reason, Snapshot: snap,
+		Since: m.at(m.since), Until: m.at(m.deadline)}
+	m.c.Opens++
+	m.transition(now, Open, m.mode, reason, snap, cd)
+}
+
+func (m *refModel) trip(now int64, p Policy, reason Reason, snap Snapshot) {
+	if m.since != refNever && now-m.since < int64(p.MaxOpenFor) {
+		m.level = min(m.level+1, maxRefLevel)
+	} else {
+		m.level = 0
+	}
+	m.since = now
+	m.open(now, p, reason, snap)
+}
+
+func (m *refModel) reopen(now int64, p Policy, reason Reason) {
+	m.level = min(m.level+1, maxRefLevel)
+	m.open(now, p, reason, m.tripSnap())
+}
+
+func (m *refModel) halfOpen(now int64, mode Mode, reason Reason) {
+	m.oldDeadline = now + m.baseCooldown(m.pol)
+	snap := m.sum(now) // "otherwise the window at the transition"
+	if m.gaps.has(gapHalfOpenSnap) {
+		snap = m.tripSnap()
+	}
+	if m.oe != nil {
+		e := *m.oe
+		e.State, e.Until = HalfOpen, time.Time{}
+		m.oe = &e
+	}
+	m.transition(now, HalfOpen, mode, reason, snap, 0)
+}
+
+func (m *refModel) close(now int64, mode Mode, reason Reason) {
+	m.win = nil
+	m.consec = 0
+	if m.state != Closed && m.since != refNever {
+		m.openTotal += max(0, now-m.since)
+	}
+	m.since = now
+	m.oe = nil
+	m.transition(now, Closed, mode, reason, Snapshot{}, 0)
+}
+
+// probeDeadline is when the episode reopens with probe_timeout if nothing
+// else happens: one base cooldown after the admission of the oldest probe
+// in flight, while every slot is taken. ok is false if no probe is in
+// flight or a slot is free: time with a free slot never counts.
+func (m *refModel) probeDeadline() (int64, bool) {
+	if m.gaps.has(gapProbeTimeout) {
+		return m.oldDeadline, m.state == HalfOpen && m.issued >= m.pol.Probes
+	}
+	if m.state != HalfOpen || m.issued < m.pol.Probes || len(m.inflight) == 0 {
+		return 0, false
+	}
+	oldest := int64(math.MaxInt64)
+	for _, t := range m.inflight {
+		oldest = min(oldest, t)
+	}
+	return oldest + m.baseCooldown(m.pol), true
+}
+
+func (m *refModel) probeTimedOut(now int64) bool {
+	d, ok := m.probeDeadline()
+	return ok && now >= d
+}
+
+// State is Breaker.State: it makes the lazy transitions first.
+func (m *refModel) State() State {
+	now := m.read()
+	switch m.state {
+	case Open:
+		if m.mode != ModeForcedOpen && now >= m.deadline {
+			m.halfOpen(now, m.mode, ReasonCooldown)
+		}
+	case HalfOpen:
+		if m.probeTimedOut(now) {
+			m.reopen(now, m.pol, ReasonProbeTimeout)
+		}
+	}
+	return m.state
+}
+
+func (m *refModel) Snapshot() Snapshot { return m.sum(m.read()) }
+
+func (m *refModel) Counters() Counters {
+	now := m.read()
+	c := m.c
+	open := m.openTotal
+	if m.state != Closed && m.since != refNever {
+		open += max(0, now-m.since)
+	}
+	c.OpenTime = time.Duration(open)
+	return c
+}
+
+// refCall is an admitted call, as the model sees it.
+type refCall struct {
+	id    int
+	role  uint8
+	gen   uint64
+	pol   Policy // the policy at admission
+	start int64
+	inst  *time.Time // instance start mark of the call's context
+}
+
+// admit is the admission of Do and Allow at internal time now. It returns
+// the call, or the refusal (role == refRefused).
+func (m *refModel) admit(id int, now int64, inst *time.Time) (refCall, *OpenError) {
+	for {
+		switch m.state {
+		case Closed:
+			return refCall{id: id, role: refCounted, gen: m.gen, pol: m.pol, start: now, inst: inst}, nil
+		case Open:
+			if m.mode != ModeForcedOpen && now >= m.deadline {
+				m.halfOpen(now, m.mode, ReasonCooldown)
+				continue
+			}
+		case HalfOpen:
+			if m.issued < m.pol.Probes {
+				m.issued++
+				m.inflight[id] = now
+				return refCall{id: id, role: refProbe, gen: m.gen, pol: m.pol, start: now, inst: inst}, nil
+			}
+			if m.probeTimedOut(now) {
+				m.reopen(now, m.pol, ReasonProbeTimeout)
+				continue
+			}
+		}
+		if m.mode == ModeShadow {
+			m.c.ShadowRejected++
+			return refCall{id: id, role: refShadow, gen: m.gen, pol: m.pol, start: now, inst: inst}, nil
+		}
+		m.c.Rejected++
+		e := *m.oe
+		return refCall{role: refRefused}, &e
+	}
+}
+
+// rulesFor is the policy whose rules apply to a result recorded now: the
+// one in force now (the current code applies the one at admission).
+func (m *refModel) rulesFor(c refCall) Policy {
+	if m.gaps.has(gapRulesAtAdmission) {
+		return c.pol
+	}
+	return m.pol
+}
+
+func (m *refModel) cold(now int64, p Policy, inst *time.Time) bool {
+	if p.Warmup == 0 {
+		return false
+	}
+	if now < m.warmUntil {
+		return true
+	}
+	// The start is an instant of the clock, not of the breaker: its age is
+	// the clock's reading now minus it, so that a clock that stepped back
+	// does not age the instance by the size of the step.
+	return inst != nil && m.clk.Sub(*inst) < p.Warmup
+}
+
+// classifyRef is the outcome of a call that returned after elapsed (-1 if
+// its start was not taken: neither Timeout nor SlowCall was set when it was
+// admitted), and whether it was slow. The deadline is the call's own, set
+// at admission; slowness is judged by slowCall, that of the rules in force.
+func classifyRef(c refCall, kind modelKind, elapsed int64, slowCall time.Duration) (Outcome, bool) {
+	slow := elapsed >= 0 && slowCall > 0 && elapsed > int64(slowCall)
+	if kind == mkCanceled {
+		return Ignored, slow
+	}
+	if elapsed >= 0 && c.pol.Timeout > 0 && elapsed > int64(c.pol.Timeout) {
+		return Timeout, slow
+	}
+	switch kind {
+	case mkSuccess:
+		return Success, slow
+	case mkIgnored:
+		return Ignored, slow
+	case mkTimeout, mkNetTimeout, mkRefused:
+		return Timeout, slow
+	case mkMarkedSuccess:
+		return Success, slow
+	}
+	return Failure, slow
+}
+
+// finish settles a call that returned.
+func (m *refModel) finish(c refCall, kind modelKind) {
+	now := m.read()
+	elapsed := int64(-1)
+	if c.pol.Timeout > 0 || c.pol.SlowCall > 0 {
+		elapsed = now - c.start
+	}
+	o, slow := classifyRef(c, kind, elapsed, m.rulesFor(c).SlowCall)
+	switch c.role {
+	case refCounted:
+		m.record(now, c, o, slow)
+	case refProbe:
+		m.verdict(now, c, o)
+	default:
+		m.countOff(o)
+	}
+}
+
+// abandon settles a call whose function panicked.
+func (m *refModel) abandon(c refCall) {
+	now := m.read()
+	switch c.role {
+	case refCounted:
+		m.record(now, c, Failure, false)
+	case refProbe:
+		if m.rulesFor(c).StrictProbes && !m.gaps.has(gapStrictPanic) {
+			m.verdict(now, c, Failure)
+			break
+		}
+		m.countOff(Failure)
+		m.release(c)
+	default:
+		m.countOff(Failure)
+	}
+}
+
+func (m *refModel) release(c refCall) {
+	if c.gen == m.gen && m.state == HalfOpen && m.issued > 0 {
+		m.issued--
+	}
+	delete(m.inflight, c.id)
+}
+
+func (m *refModel) record(now int64, c refCall, o Outcome, slow bool) {
+	if o == Ignored {
+		m.c.Ignored++
+		m.c.Admitted++
+		return
+	}
+	if c.gen != m.gen {
+		m.countOff(o) // stale: counters only
+		return
+	}
+	p := m.rulesFor(c)
+	if m.cold(now, p, c.inst) {
+		m.c.Exempt++
+		m.countOff(o)
+		return
+	}
+	m.countOff(o)
+	m.win = append(m.win, refEntry{t: now, fail: o != Success, timeout: o == Timeout, slow: slow})
+	if slow {
+		m.c.Slow++
+	}
+	if o == Success {
+		if p.ConsecutiveFailures > 0 {
+			m.consec = 0
+		}
+		if !slow {
+			return
+		}
+	} else {
+		m.consec++
+	}
+	if m.mode != ModeForcedClosed {
+		m.evaluate(now, p)
+	}
+}
+
+func (m *refModel) evaluate(now int64, p Policy) {
+	snap := m.sum(now)
+	var reason Reason
+	if snap.Counted >= uint64(p.MinRequests) && snap.Counted > 0 {
+		switch {
+		case p.ErrorRatio > 0 && float64(snap.Failures)/float64(snap.Counted) >= p.ErrorRatio:
+			reason = ReasonErrorRatio
+		case p.ErrorCount > 0 && snap.Failures >= uint64(p.ErrorCount):
+			reason = ReasonErrorCount
+		case p.SlowCall > 0 && float64(snap.Slow)/float64(snap.Counted) >= p.SlowRatio:
+			reason = ReasonSlowRatio
+		case p.ConsecutiveFailures > 0 && m.consec >= p.ConsecutiveFailures:
+			reason = ReasonConsecutive
+		}
+	} else if !m.gaps.has(gapConsecMinRequests) && p.ConsecutiveFailures > 0 && m.consec >= p.ConsecutiveFailures {
+		// ConsecutiveFailures is its own sample requirement.
+		reason = ReasonConsecutive
+	}
+	if reason != "" {
+		m.trip(now, p, reason, snap)
+	}
+}
+
+func (m *refModel) verdict(now int64, c refCall, o Outcome) {
+	m.countOff(o)
+	if c.gen != m.gen || m.state != HalfOpen {
+		return // stale probe
+	}
+	delete(m.inflight, c.id)
+	p := m.rulesFor(c)
+	pass := o == Success || (o == Failure && !p.StrictProbes)
+	switch {
+	case o == Ignored || (m.cold(now, p, c.inst) && !pass):
+		m.release(c)
+	case pass:
+		m.c.ProbesPassed++
+		m.passed++
+		if m.passed >= p.Probes {
+			m.close(now, m.mode, ReasonProbesPassed)
+		}
+	default:
+		m.c.ProbesFailed++
+		m.reopen(now, p, ReasonProbeFailed)
+	}
+}
+
+// SetPolicy with a policy the model knows to be valid.
+func (m *refModel) SetPolicy(p Policy) {
+	now := m.read()
+	old := m.pol
+	m.pol = p
+	if old.Window != p.Window || old.Buckets != p.Buckets {
+		m.win = nil
+		if m.state == Closed && !m.gaps.has(gapRulesAtAdmission) {
+			// No result of a call admitted before lands in the new
+			// window: a new generation, without a transition.
+			m.gen++
+		}
+	}
+	if old.ConsecutiveFailures != p.ConsecutiveFailures {
+		m.consec = 0
+	}
+	if !m.gaps.has(gapRulesAtAdmission) && m.state == HalfOpen && m.passed >= p.Probes {
+		// Fewer probes now: the passed ones are enough.
+		m.close(now, m.mode, ReasonProbesPassed)
+	}
+}
+
+func (m *refModel) SetMode(mode Mode) {
+	now := m.read()
+	from := m.mode
+	switch {
+	case from == mode:
+	case mode == ModeForcedOpen:
+		snap := m.tripSnap()
+		if m.state == Closed {
+			// The level returns to 0 once the breaker has stayed closed
+			// for MaxOpenFor, whatever ends the closed spell.
+			if m.since != refNever && now-m.since >= int64(m.pol.MaxOpenFor) && !m.gaps.has(gapLevelDecay) {
+				m.level = 0
+			}
+			m.since = now
+		}
+		m.deadline = int64(^uint64(0) >> 1)
+		m.oe = &OpenError{Name: m.name, State: Open, Reason: ReasonForcedOpen, Snapshot: snap, Since: m.at(m.since)}
+		if m.state != Open || m.gaps.has(gapOpensForced) {
+			m.c.Opens++
+		}
+		m.transition(now, Open, mode, ReasonForcedOpen, snap, 0)
+	case mode == ModeForcedClosed:
+		if m.state != Closed {
+			m.close(now, mode, ReasonForcedClosed)
+		} else {
+			m.mode = mode
+		}
+	case from == ModeForcedOpen:
+		m.halfOpen(now, mode, ReasonReleased)
+	default:
+		m.mode = mode
+	}
+}
+
+func (m *refModel) Reset() {
+	now := m.read()
+	mode := m.mode
+	if mode != ModeShadow {
+		mode = ModeAuto
+	}
+	m.level = 0
+	m.close(now, mode, ReasonReset)
+	m.since = refNever
+}
+
+func (m *refModel) Rewarm() {
+	now := m.read()
+	if m.pol.Warmup > 0 {
+		m.warmUntil = now + int64(m.pol.Warmup)
+	}
+}
+
+// RetryAfter is OpenError.RetryAfter at the current reading.
+func (m *refModel) RetryAfter(e *OpenError) time.Duration {
+	if e.Until.IsZero() {
+		return 0
+	}
+	return max(0, e.Until.Sub(m.at(m.read())))
+}
