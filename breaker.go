@@ -692,7 +692,7 @@ func (b *Breaker) SetMode(m Mode) error {
 			Since:    b.opt.tb.time(b.since),
 			b:        b,
 		})
-		b.histLocked().opens++
+		b.countOpenLocked()
 		b.transitionLocked(now, Open, m, ReasonForcedOpen, snap, 0)
 	case m == ModeForcedClosed:
 		if wordState(w) != Closed {

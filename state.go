@@ -249,8 +249,17 @@ func (b *Breaker) openLocked(now int64, r *rules, reason Reason, snap Snapshot) 
 		Until:    b.opt.tb.time(until),
 		b:        b,
 	})
-	b.histLocked().opens++
+	b.countOpenLocked()
 	b.transitionLocked(now, Open, wordMode(b.state.Load()), reason, snap, cd)
+}
+
+// countOpenLocked counts a transition to Open that is about to be made.
+// Counters.Opens counts transitions, so forcing open a breaker that is
+// already open adds nothing. b.mu must be held.
+func (b *Breaker) countOpenLocked() {
+	if wordState(b.state.Load()) != Open {
+		b.histLocked().opens++
+	}
 }
 
 // baseCooldown is min(OpenFor·2^level, MaxOpenFor).
