@@ -393,10 +393,10 @@ func (p *permit) done(err error) {
 	if !p.used.CompareAndSwap(false, true) {
 		return
 	}
-	p.b.finish(p.caller, p.tok, err, p.r)
 	if p.cancel != nil {
-		p.cancel()
+		defer p.cancel() // even if the classifier panics
 	}
+	p.b.finish(p.caller, p.tok, err, p.r)
 }
 
 // prepare derives the context of an admitted call and starts its timer.
@@ -427,7 +427,17 @@ func (b *Breaker) finish(caller context.Context, tok token, err error, r *rules)
 	if tok.timed {
 		elapsed = now - tok.start
 	}
+	// The classifier is user code. If it panics, the call is settled as
+	// if its function had panicked, and the panic goes on: otherwise a
+	// probe would keep its slot for the rest of the episode.
+	classified := false
+	defer func() {
+		if !classified {
+			b.abandon(caller, tok, r)
+		}
+	}()
 	o := b.outcome(caller, err, elapsed, r)
+	classified = true
 	switch tok.role {
 	case roleCounted:
 		b.record(caller, now, tok.gen, o, r.slowCall > 0 && elapsed > r.slowCall, r)

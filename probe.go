@@ -115,8 +115,10 @@ func (b *Breaker) verdict(ctx context.Context, now int64, gen uint64, o Outcome,
 		b.reopenLocked(now, r, ReasonProbeFailed)
 	}
 	b.mu.Unlock()
+	// Deferred, so that a log handler that panics on the probe's record
+	// cannot leave the transition's event queued until the next one.
+	defer b.flush()
 	b.logProbe(ctx, o, verdict)
-	b.flush()
 }
 
 // releaseProbe frees the slot of a probe that ended without an outcome (its

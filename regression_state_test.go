@@ -1,7 +1,12 @@
 package breaker
 
 import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -33,4 +38,76 @@ func TestRegression_ForcingOpenAnOpenBreakerIsNotAnOpen(t *testing.T) {
 	h.requireState(HalfOpen)
 	require.NoError(t, h.b.SetMode(ModeForcedOpen))
 	assert.Equal(t, uint64(2), h.b.Counters().Opens)
+}
+
+// probePanicHandler is a log handler that panics on a probe record.
+type probePanicHandler struct{ slog.Handler }
+
+func (h probePanicHandler) Handle(ctx context.Context, r slog.Record) error {
+	if r.Message == "breaker probe" {
+		panic("handler bug")
+	}
+	return nil
+}
+
+func (h probePanicHandler) Enabled(context.Context, slog.Level) bool { return true }
+
+// Scenario: the log handler panics on the record of the probe whose pass
+// closes the breaker. The record was written between the unlock and the
+// delivery of the events, so the close event stayed queued until some
+// later transition.
+func TestRegression_APanickingLogHandlerDoesNotStrandTheNextEvent(t *testing.T) {
+	h := newHarness(t, DefaultPolicy(), WithLogger(slog.New(probePanicHandler{slog.NewTextHandler(io.Discard, nil)})))
+	h.trip()
+	h.at(30 * time.Second)
+	for i := 0; i < 3; i++ {
+		assert.PanicsWithValue(t, "handler bug", func() { _ = h.call(nil) })
+	}
+	h.requireState(Closed)
+	assert.Equal(t, []string{"closed>open:err_ratio", "open>half_open:cooldown_elapsed", "half_open>closed:probes_passed"}, h.transitions())
+}
+
+var errOdd = errors.New("odd")
+
+// panickyClassifier panics on errOdd.
+func panickyClassifier(err error) Outcome {
+	if errors.Is(err, errOdd) {
+		panic("classifier bug")
+	}
+	return DefaultClassifier(err)
+}
+
+// Scenario: the classifier panics on a probe's error. The panic went up
+// through Do before the probe was settled, so its slot stayed taken for
+// the rest of the episode: two probes could pass, never three, and the
+// breaker reopened with probe_timeout. A panicking classifier now counts
+// like a panicking function: a failure in the window, a freed slot for a
+// probe.
+func TestRegression_APanickingClassifierDoesNotLeakAProbeSlot(t *testing.T) {
+	h := newHarness(t, DefaultPolicy(), WithClassifier(panickyClassifier))
+	h.trip()
+	h.at(30 * time.Second)
+	assert.PanicsWithValue(t, "classifier bug", func() { _ = h.call(errOdd) })
+	h.calls(3, nil)
+	h.requireState(Closed)
+	assert.Equal(t, uint64(21), h.b.Counters().Failures, "20 trips + 1 panic")
+}
+
+// Scenario: the classifier panics on the twentieth failure of a window of
+// nineteen. The call was not counted at all; like a panicking function it
+// counts as a failure, and trips the breaker.
+func TestRegression_APanickingClassifierCountsAFailure(t *testing.T) {
+	h := newHarness(t, DefaultPolicy(), WithClassifier(panickyClassifier))
+	h.calls(19, errBoom)
+	assert.PanicsWithValue(t, "classifier bug", func() { _ = h.call(errOdd) })
+	h.requireState(Open)
+
+	// The two-step form too, and its deadline is released.
+	h2 := newHarness(t, policy(func(p *Policy) { p.Timeout = time.Second }), WithClassifier(panickyClassifier))
+	h2.calls(19, errBoom)
+	ctx, done, err := h2.b.Allow(context.Background())
+	require.NoError(t, err)
+	assert.PanicsWithValue(t, "classifier bug", func() { done(errOdd) })
+	h2.requireState(Open)
+	assert.ErrorIs(t, ctx.Err(), context.Canceled, "the call's context is released")
 }
