@@ -239,8 +239,10 @@ type token struct {
 // The context fn receives is ctx, with a deadline of Policy.Timeout added
 // when that is set, and marked for [IsProbe] when the call is a half-open
 // probe. The outcome of fn's error is decided as the [Classifier]
-// documentation says. If fn panics, the call counts as a failure (a probe
-// gives no verdict and frees its slot) and the panic continues unchanged.
+// documentation says. If fn panics, the call counts as a failure and the
+// panic continues unchanged. A half-open probe that panics frees its slot
+// without a verdict, or, under Policy.StrictProbes, fails the episode and
+// reopens the breaker (reason probe_failed).
 func (b *Breaker) Do(ctx context.Context, fn func(context.Context) error) error {
 	if b == nil || ctx == nil || fn == nil {
 		return badCall(b, ctx, fn != nil)
@@ -443,7 +445,7 @@ func (b *Breaker) finish(caller context.Context, tok token, err error, r *rules)
 		b.record(caller, now, tok.gen, o, r.slowCall > 0 && elapsed > r.slowCall, r)
 	case roleProbe:
 		b.countOff(o)
-		b.verdict(caller, now, tok.gen, o, b.cold(caller, now, r), r)
+		b.verdict(caller, now, tok.gen, o, b.cold(caller, now, r), false, r)
 	default:
 		b.countOff(o)
 	}
@@ -456,8 +458,8 @@ func (b *Breaker) abandon(caller context.Context, tok token, r *rules) {
 		b.record(caller, b.opt.tb.now(), tok.gen, Failure, false, r)
 	case roleProbe:
 		b.countOff(Failure)
-		b.releaseProbe(tok.gen)
-		b.logProbe(caller, Failure, "none")
+		now := b.opt.tb.now()
+		b.verdict(caller, now, tok.gen, Failure, b.cold(caller, now, r), true, r)
 	default:
 		b.countOff(Failure)
 	}

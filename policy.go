@@ -119,7 +119,10 @@ type Policy struct {
 	// StrictProbes makes a probe that ends in a failure (an error that is
 	// not a timeout) fail the half-open episode. By default such a probe
 	// passes: the downstream answered, so the path to it works; only a
-	// timeout proves it has not recovered.
+	// timeout proves it has not recovered. A probe whose function panics
+	// counts as a failure: by default it frees its slot without a verdict
+	// (it says nothing of the downstream's answers); with StrictProbes it
+	// fails the episode, like any other failure.
 	StrictProbes bool `json:"strict_probes"`
 }
 

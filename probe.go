@@ -86,9 +86,13 @@ func (b *Breaker) refusal() error {
 }
 
 // verdict applies a probe's outcome. A stale probe (its episode is over)
-// changes nothing.
-func (b *Breaker) verdict(ctx context.Context, now int64, gen uint64, o Outcome, excused bool, r *rules) {
-	pass := o == Success || (o == Failure && !r.p.StrictProbes)
+// changes nothing. A probe whose function panicked (panicked, with o
+// Failure) proves nothing about the downstream's answers, so it never
+// passes: by default it frees its slot without a verdict, and under
+// Policy.StrictProbes, where a failure fails the episode, it fails it.
+func (b *Breaker) verdict(ctx context.Context, now int64, gen uint64, o Outcome, excused, panicked bool, r *rules) {
+	strict := r.p.StrictProbes
+	pass := o == Success || (o == Failure && !strict && !panicked)
 	b.mu.Lock()
 	w := b.state.Load()
 	if wordGen(w) != gen || wordState(w) != HalfOpen {
@@ -98,7 +102,7 @@ func (b *Breaker) verdict(ctx context.Context, now int64, gen uint64, o Outcome,
 	}
 	verdict := "fail"
 	switch {
-	case o == Ignored || (excused && !pass):
+	case o == Ignored || (excused && !pass) || (panicked && !strict):
 		// No verdict: free the slot for another call. A cold target's
 		// failure is excused like its failures in the window.
 		verdict = "none"
@@ -119,14 +123,6 @@ func (b *Breaker) verdict(ctx context.Context, now int64, gen uint64, o Outcome,
 	// cannot leave the transition's event queued until the next one.
 	defer b.flush()
 	b.logProbe(ctx, o, verdict)
-}
-
-// releaseProbe frees the slot of a probe that ended without an outcome (its
-// function panicked).
-func (b *Breaker) releaseProbe(gen uint64) {
-	b.mu.Lock()
-	b.releaseLocked(gen)
-	b.mu.Unlock()
 }
 
 // releaseLocked gives back one probe slot of episode gen, if that episode

@@ -111,3 +111,19 @@ func TestRegression_APanickingClassifierCountsAFailure(t *testing.T) {
 	h2.requireState(Open)
 	assert.ErrorIs(t, ctx.Err(), context.Canceled, "the call's context is released")
 }
+
+// Scenario: with StrictProbes, a probe whose function panics. A panic is a
+// failure, and a strict episode fails on a failure, but the breaker stayed
+// half-open with the slot freed.
+func TestRegression_AStrictProbeThatPanicsReopens(t *testing.T) {
+	h := newHarness(t, policy(func(p *Policy) { p.StrictProbes = true }))
+	h.trip()
+	h.at(30 * time.Second)
+	assert.PanicsWithValue(t, "probe bug", func() {
+		_ = h.b.Do(context.Background(), func(context.Context) error { panic("probe bug") })
+	})
+	h.requireState(Open)
+	assert.Equal(t, ReasonProbeFailed, h.lastReason())
+	assert.Equal(t, uint64(1), h.b.Counters().ProbesFailed)
+	assert.Equal(t, 60*time.Second, h.eventLog()[len(h.eventLog())-1].Cooldown)
+}
