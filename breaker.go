@@ -271,13 +271,13 @@ func (b *Breaker) Do(ctx context.Context, fn func(context.Context) error) error 
 	returned := false
 	defer func() {
 		if !returned {
-			b.abandon(ctx, token{gen: gen}, r)
+			b.abandon(ctx, token{gen: gen})
 		}
 	}()
 	err := fn(ctx)
 	returned = true
 	if err == nil {
-		b.recordSuccess(ctx, gen, r)
+		b.recordSuccess(ctx, gen)
 	} else {
 		b.finish(ctx, token{gen: gen}, err, r)
 	}
@@ -298,7 +298,7 @@ func (b *Breaker) do(ctx context.Context, fn func(context.Context) error, w uint
 	returned := false
 	defer func() {
 		if !returned {
-			b.abandon(ctx, tok, r)
+			b.abandon(ctx, tok)
 		}
 	}()
 	err = fn(call)
@@ -309,9 +309,11 @@ func (b *Breaker) do(ctx context.Context, fn func(context.Context) error, w uint
 
 // recordSuccess is record for the common case, an in-time success in the
 // closed state: one clock read, one load of the state word and of the
-// window's head, one atomic add.
-func (b *Breaker) recordSuccess(caller context.Context, gen uint64, r *rules) {
+// window's head, one atomic add. Like record, it applies the rules in
+// force now, not those the call was admitted under.
+func (b *Breaker) recordSuccess(caller context.Context, gen uint64) {
 	now := b.opt.tb.now()
+	r := b.rules.Load()
 	if wordGen(b.state.Load()) != gen || b.cold(caller, now, r) {
 		b.record(caller, now, gen, Success, false, r)
 		return
@@ -422,44 +424,52 @@ func (b *Breaker) prepare(ctx context.Context, tok *token, r *rules) (context.Co
 	return context.WithTimeout(ctx, time.Duration(r.timeout))
 }
 
-// finish settles a returned call.
+// finish settles a returned call. r is the rules the call was admitted
+// under: they decide whether it overran the deadline it was given. Every
+// other decision (slowness, warmup, the trip rules, the number of probes)
+// follows the rules in force now, so that a call admitted before SetPolicy
+// is never judged by a policy that has been replaced.
 func (b *Breaker) finish(caller context.Context, tok token, err error, r *rules) {
 	now := b.opt.tb.now()
 	elapsed := int64(-1)
 	if tok.timed {
 		elapsed = now - tok.start
 	}
+	cur := b.rules.Load()
 	// The classifier is user code. If it panics, the call is settled as
 	// if its function had panicked, and the panic goes on: otherwise a
 	// probe would keep its slot for the rest of the episode.
 	classified := false
 	defer func() {
 		if !classified {
-			b.abandon(caller, tok, r)
+			b.abandon(caller, tok)
 		}
 	}()
 	o := b.outcome(caller, err, elapsed, r)
 	classified = true
 	switch tok.role {
 	case roleCounted:
-		b.record(caller, now, tok.gen, o, r.slowCall > 0 && elapsed > r.slowCall, r)
+		slow := cur.slowCall > 0 && elapsed > cur.slowCall // elapsed < 0: not timed
+		b.record(caller, now, tok.gen, o, slow, cur)
 	case roleProbe:
 		b.countOff(o)
-		b.verdict(caller, now, tok.gen, o, b.cold(caller, now, r), false, r)
+		b.verdict(caller, now, tok.gen, o, b.cold(caller, now, cur), false)
 	default:
 		b.countOff(o)
 	}
 }
 
-// abandon settles a call whose function panicked or called runtime.Goexit.
-func (b *Breaker) abandon(caller context.Context, tok token, r *rules) {
+// abandon settles a call whose function (or the classifier) panicked, or
+// called runtime.Goexit, under the rules in force now.
+func (b *Breaker) abandon(caller context.Context, tok token) {
+	r := b.rules.Load()
 	switch tok.role {
 	case roleCounted:
 		b.record(caller, b.opt.tb.now(), tok.gen, Failure, false, r)
 	case roleProbe:
 		b.countOff(Failure)
 		now := b.opt.tb.now()
-		b.verdict(caller, now, tok.gen, Failure, b.cold(caller, now, r), true, r)
+		b.verdict(caller, now, tok.gen, Failure, b.cold(caller, now, r), true)
 	default:
 		b.countOff(Failure)
 	}
@@ -651,6 +661,12 @@ func (b *Breaker) Policy() Policy { return b.rules.Load().p }
 // applied. The state is kept. The window is kept too, unless Window or
 // Buckets change, in which case it starts empty: counts from buckets of
 // another width cannot be compared.
+//
+// The new policy applies at once to the results of calls already in
+// flight: a result is judged by the policy in force when it is recorded,
+// whatever policy admitted its call (only the deadline of Policy.Timeout,
+// already given to the call, stays). A half-open breaker whose passed
+// probes reach a lowered Probes closes at once.
 func (b *Breaker) SetPolicy(p Policy) error {
 	r, err := compileShared(p)
 	if err != nil {
@@ -660,7 +676,10 @@ func (b *Breaker) SetPolicy(p Policy) error {
 	return nil
 }
 
+// setRules puts r in force. Results recorded from now on are judged by r,
+// whenever their call was admitted.
 func (b *Breaker) setRules(r *rules) {
+	now := b.opt.tb.now()
 	b.mu.Lock()
 	old := b.rules.Swap(r)
 	if old.width != r.width || old.buckets != r.buckets {
@@ -671,7 +690,12 @@ func (b *Breaker) setRules(r *rules) {
 		// one allows; trip on failures seen under the new rule only.
 		b.consec.Store(0)
 	}
+	if w := b.state.Load(); wordState(w) == HalfOpen && uint64(b.passed) >= r.probes {
+		// Probes was lowered below the passes this episode already has.
+		b.closeLocked(now, wordMode(w), ReasonProbesPassed)
+	}
 	b.mu.Unlock()
+	b.flush()
 }
 
 // SetMode changes how the breaker applies its state machine; see [Mode].

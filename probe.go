@@ -90,10 +90,15 @@ func (b *Breaker) refusal() error {
 // Failure) proves nothing about the downstream's answers, so it never
 // passes: by default it frees its slot without a verdict, and under
 // Policy.StrictProbes, where a failure fails the episode, it fails it.
-func (b *Breaker) verdict(ctx context.Context, now int64, gen uint64, o Outcome, excused, panicked bool, r *rules) {
+//
+// The rules are read under the lock, so a verdict and SetPolicy are
+// ordered: a verdict never counts passes against a probe count that has
+// already been replaced.
+func (b *Breaker) verdict(ctx context.Context, now int64, gen uint64, o Outcome, excused, panicked bool) {
+	b.mu.Lock()
+	r := b.rules.Load()
 	strict := r.p.StrictProbes
 	pass := o == Success || (o == Failure && !strict && !panicked)
-	b.mu.Lock()
 	w := b.state.Load()
 	if wordGen(w) != gen || wordState(w) != HalfOpen {
 		b.mu.Unlock()

@@ -127,3 +127,77 @@ func TestRegression_AStrictProbeThatPanicsReopens(t *testing.T) {
 	assert.Equal(t, uint64(1), h.b.Counters().ProbesFailed)
 	assert.Equal(t, 60*time.Second, h.eventLog()[len(h.eventLog())-1].Cooldown)
 }
+
+// Scenario: 19 failures are in the window and one more call is in flight
+// when SetPolicy raises MinRequests to 40. The call fails: with the policy
+// in force, 20 counted calls are too few to trip, but the rules captured at
+// the call's admission (MinRequests 20) tripped the breaker.
+func TestRegression_AResultIsJudgedByThePolicyInForceWhenItIsRecorded(t *testing.T) {
+	h := newHarness(t, DefaultPolicy())
+	h.calls(19, errBoom)
+	inFlight := h.start(context.Background())
+	require.NoError(t, h.b.SetPolicy(policy(func(p *Policy) { p.MinRequests = 40 })))
+	require.ErrorIs(t, inFlight.finish(errBoom), errBoom)
+	h.requireState(Closed)
+	assert.Equal(t, uint64(20), h.b.Snapshot().Counted)
+	h.calls(19, errBoom)
+	h.requireState(Closed)
+	h.calls(1, errBoom)
+	h.requireState(Open)
+}
+
+// Scenario: two probes are in flight when SetPolicy lowers Probes from 3
+// to 1. The first passes: the episode has the one pass the policy asks for
+// and must close. It stayed half-open (the verdict compared with the old
+// count) and, with no slot left to admit a third probe, reopened with
+// probe_timeout.
+func TestRegression_LoweringProbesMidEpisodeCloses(t *testing.T) {
+	h := newHarness(t, DefaultPolicy())
+	h.trip()
+	h.at(30 * time.Second)
+	p1 := h.start(context.Background())
+	p2 := h.start(context.Background())
+	require.NoError(t, h.b.SetPolicy(policy(func(p *Policy) { p.Probes = 1 })))
+	require.ErrorIs(t, h.call(nil), ErrOpen, "slots beyond the new count are taken")
+	require.NoError(t, p1.finish(nil))
+	h.requireState(Closed)
+	assert.Equal(t, ReasonProbesPassed, h.lastReason())
+	require.NoError(t, p2.finish(nil)) // stale now
+	h.requireState(Closed)
+}
+
+// Scenario: two probes have passed and a third is in flight when Probes is
+// lowered to 2: the passes already reach the new count, so the episode
+// closes without waiting for the third.
+func TestRegression_LoweringProbesBelowThePassesClosesAtOnce(t *testing.T) {
+	h := newHarness(t, DefaultPolicy())
+	h.trip()
+	h.at(30 * time.Second)
+	h.calls(2, nil)
+	p3 := h.start(context.Background())
+	require.NoError(t, h.b.SetPolicy(policy(func(p *Policy) { p.Probes = 2 })))
+	h.requireState(Closed)
+	assert.Equal(t, ReasonProbesPassed, h.lastReason())
+	require.ErrorIs(t, p3.finish(context.DeadlineExceeded), context.DeadlineExceeded) // stale
+	h.requireState(Closed)
+}
+
+// Slots issued beyond a lowered Probes do not wedge the episode: two probes
+// are in flight when SetPolicy lowers Probes from 3 to 1, and both end
+// ignored. The slots are freed one by one; once none is taken, the next
+// call is admitted as the one probe.
+func TestHalfOpen_LoweringProbesThenIgnoredProbesDoesNotWedge(t *testing.T) {
+	h := newHarness(t, DefaultPolicy())
+	h.trip()
+	h.at(30 * time.Second)
+	ctx, cancel := context.WithCancel(context.Background())
+	p1 := h.start(ctx)
+	p2 := h.start(context.Background())
+	require.NoError(t, h.b.SetPolicy(policy(func(p *Policy) { p.Probes = 1 })))
+	cancel()
+	require.ErrorIs(t, <-p1.done, context.Canceled)
+	require.ErrorIs(t, h.call(nil), ErrOpen, "p2 still holds the one slot")
+	require.ErrorIs(t, p2.finish(Ignore(errBoom)), errBoom)
+	require.NoError(t, h.call(nil))
+	h.requireState(Closed)
+}

@@ -339,32 +339,45 @@ func (b *Breaker) probeTimeout(now int64, seen uint64) {
 }
 
 // evaluate checks the trip rules after a failure or a slow call recorded
-// in generation gen, and trips the breaker if one holds.
+// in generation gen, and trips the breaker if one holds. r is the rules in
+// force when the result was recorded; if SetPolicy replaces them before
+// the trip is made, the rules are checked again under the lock, so a
+// breaker never trips on a policy that is no longer in force.
 func (b *Breaker) evaluate(now int64, gen uint64, r *rules, win *window) {
 	snap := win.sum(now, &b.tally)
-	if snap.Counted < r.minReq || snap.Counted == 0 {
-		return
-	}
-	var reason Reason
-	switch {
-	case float64(snap.Failures)/float64(snap.Counted) >= r.p.ErrorRatio:
-		reason = ReasonErrorRatio
-	case r.errCount > 0 && snap.Failures >= r.errCount:
-		reason = ReasonErrorCount
-	case r.slowCall > 0 && float64(snap.Slow)/float64(snap.Counted) >= r.p.SlowRatio:
-		reason = ReasonSlowRatio
-	case r.consec > 0 && b.consec.Load() >= r.consec:
-		reason = ReasonConsecutive
-	default:
+	if b.tripReason(r, snap) == "" {
 		return
 	}
 	b.mu.Lock()
 	w := b.state.Load()
 	if wordGen(w) == gen && wordState(w) == Closed && wordMode(w) != ModeForcedClosed {
-		b.tripLocked(now, r, reason, snap)
+		if cur := b.rules.Load(); cur != r {
+			r, snap = cur, b.win.Load().sum(now, &b.tally)
+		}
+		if reason := b.tripReason(r, snap); reason != "" {
+			b.tripLocked(now, r, reason, snap)
+		}
 	}
 	b.mu.Unlock()
 	b.flush()
+}
+
+// tripReason names the trip rule of r that snap meets, or is "".
+func (b *Breaker) tripReason(r *rules, snap Snapshot) Reason {
+	if snap.Counted < r.minReq || snap.Counted == 0 {
+		return ""
+	}
+	switch {
+	case float64(snap.Failures)/float64(snap.Counted) >= r.p.ErrorRatio:
+		return ReasonErrorRatio
+	case r.errCount > 0 && snap.Failures >= r.errCount:
+		return ReasonErrorCount
+	case r.slowCall > 0 && float64(snap.Slow)/float64(snap.Counted) >= r.p.SlowRatio:
+		return ReasonSlowRatio
+	case r.consec > 0 && b.consec.Load() >= r.consec:
+		return ReasonConsecutive
+	}
+	return ""
 }
 
 // eventQueue holds the events waiting for the hooks.
