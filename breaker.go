@@ -26,6 +26,8 @@ import (
 // that starts at Policy.OpenFor and doubles, up to Policy.MaxOpenFor, each
 // time it reopens before it has been stable. Then, half-open, it admits
 // Policy.Probes calls; all must pass to close it, one failure reopens it.
+// So does a probe that hangs: once every slot is taken and a probe has been
+// in flight for one cooldown without a verdict (probe_timeout).
 //
 // Most callers want [New] with [DefaultPolicy], then Do; [Call] returns a
 // typed value, and [Breaker.Allow] splits a call into admission and report
@@ -48,8 +50,11 @@ type Breaker struct {
 	tally tally
 
 	// deadline is, in the Open state, the offset at which probes may
-	// start; in the HalfOpen state, the offset at which an episode without
-	// a verdict reopens. One field serves both: only one is live at a time.
+	// start; in the HalfOpen state, the offset at which the oldest probe
+	// still in flight will have been in flight for one cooldown (MaxInt64
+	// while none is). One field serves both: only one is live at a time.
+	// The refusals of a half-open breaker read it without the lock; the
+	// probe timeout itself is decided under it (see probeTimeout).
 	deadline  atomic.Int64
 	warmUntil atomic.Int64 // offset until which this breaker's target is cold
 	consec    atomic.Uint64
@@ -79,6 +84,10 @@ type history struct {
 	probesOK  uint32
 	probesBad uint32
 	events    eventQueue
+	// inflight holds the admission offsets of the current half-open
+	// episode's probes that have no verdict yet, indexed by the slot
+	// number in their token; never marks an unused entry.
+	inflight []int64
 }
 
 // histLocked returns b.hist, allocating it. b.mu must be held.
@@ -228,6 +237,7 @@ type token struct {
 	start int64 // offset at admission, if timed
 	role  uint8
 	timed bool
+	slot  uint8 // a probe's entry in history.inflight, or noSlot
 }
 
 // Do calls fn if the breaker admits the call, and returns fn's error
@@ -453,7 +463,7 @@ func (b *Breaker) finish(caller context.Context, tok token, err error, r *rules)
 		b.record(caller, now, tok.gen, o, slow, cur)
 	case roleProbe:
 		b.countOff(o)
-		b.verdict(caller, now, tok.gen, o, b.cold(caller, now, cur), false)
+		b.verdict(caller, now, tok.gen, tok.slot, o, b.cold(caller, now, cur), false)
 	default:
 		b.countOff(o)
 	}
@@ -469,7 +479,7 @@ func (b *Breaker) abandon(caller context.Context, tok token) {
 	case roleProbe:
 		b.countOff(Failure)
 		now := b.opt.tb.now()
-		b.verdict(caller, now, tok.gen, Failure, b.cold(caller, now, r), true)
+		b.verdict(caller, now, tok.gen, tok.slot, Failure, b.cold(caller, now, r), true)
 	default:
 		b.countOff(Failure)
 	}
@@ -690,9 +700,13 @@ func (b *Breaker) setRules(r *rules) {
 		// one allows; trip on failures seen under the new rule only.
 		b.consec.Store(0)
 	}
-	if w := b.state.Load(); wordState(w) == HalfOpen && uint64(b.passed) >= r.probes {
-		// Probes was lowered below the passes this episode already has.
-		b.closeLocked(now, wordMode(w), ReasonProbesPassed)
+	if w := b.state.Load(); wordState(w) == HalfOpen {
+		if uint64(b.passed) >= r.probes {
+			// Probes was lowered below the passes this episode already has.
+			b.closeLocked(now, wordMode(w), ReasonProbesPassed)
+		} else {
+			b.probeDeadlineLocked() // OpenFor or MaxOpenFor may have changed
+		}
 	}
 	b.mu.Unlock()
 	b.flush()

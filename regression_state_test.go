@@ -201,3 +201,117 @@ func TestHalfOpen_LoweringProbesThenIgnoredProbesDoesNotWedge(t *testing.T) {
 	require.NoError(t, h.call(nil))
 	h.requireState(Closed)
 }
+
+// Scenario: probe 1 passes as soon as the cooldown ends, then traffic
+// pauses for longer than a cooldown. Probes 2 and 3 arrive together and are
+// in flight when a fourth call comes: the probe timeout was measured from
+// the start of the half-open episode, so that call reopened the breaker at
+// once (probe_timeout, cooldown doubled) although no probe had been in
+// flight for more than an instant.
+func TestRegression_LowTrafficHalfOpenClosesHoweverSlowlyProbesArrive(t *testing.T) {
+	h := newHarness(t, DefaultPolicy())
+	h.trip()
+	h.at(30 * time.Second)
+	require.NoError(t, h.call(nil)) // probe 1 passes
+	h.at(95 * time.Second)          // a long pause
+	p2 := h.start(context.Background())
+	p3 := h.start(context.Background())
+	require.True(t, p2.probe && p3.probe)
+	require.ErrorIs(t, h.call(nil), ErrOpen, "every slot is taken")
+	h.requireState(HalfOpen)
+	require.NoError(t, p2.finish(nil))
+	require.NoError(t, p3.finish(nil))
+	h.requireState(Closed)
+	assert.Equal(t, []string{"closed>open:err_ratio", "open>half_open:cooldown_elapsed", "half_open>closed:probes_passed"}, h.transitions())
+}
+
+// Scenario: a metrics scrape every 15 s reads the state, which makes the
+// lazy open → half-open transition as soon as the cooldown ends. Healthy
+// traffic comes in bursts every 5 minutes: three calls in flight at once
+// and a fourth beside them. The fourth found the half-open episode older
+// than a cooldown and reopened the breaker, and the breaker stayed open for
+// the whole hour although every call succeeded.
+func TestRegression_AMetricsScrapeDoesNotStartTheProbeTimeout(t *testing.T) {
+	h := newHarness(t, DefaultPolicy())
+	h.trip()
+	for at := 15 * time.Second; at <= time.Hour; at += 15 * time.Second {
+		h.at(at)
+		_ = h.b.State() // the scrape
+		if at%(5*time.Minute) != 0 {
+			continue
+		}
+		var burst []*blocked
+		for i := 0; i < 3; i++ {
+			burst = append(burst, h.start(context.Background()))
+		}
+		_ = h.call(nil)
+		for _, bl := range burst {
+			require.NoError(t, bl.finish(nil))
+		}
+		if h.b.State() == Closed {
+			break
+		}
+	}
+	h.requireState(Closed)
+	assert.Equal(t, 5*time.Minute, h.clk.Now().Sub(h.t0), "closed by the first burst")
+	assert.Equal(t, uint64(1), h.b.Counters().Opens)
+}
+
+// Scenario: the breaker went half-open at the end of the cooldown (a
+// scrape read it), and probes were admitted 70 s later. A scrape one second
+// after their admission reopened the breaker with probe_timeout. The probe
+// timeout must run from the admission of the oldest probe still in flight.
+func TestRegression_AScrapeWhileProbesAreInFlightDoesNotReopen(t *testing.T) {
+	h := newHarness(t, DefaultPolicy())
+	h.trip()
+	h.at(30 * time.Second)
+	h.requireState(HalfOpen)
+	h.at(100 * time.Second)
+	var probes []*blocked
+	for i := 0; i < 3; i++ {
+		probes = append(probes, h.start(context.Background()))
+	}
+	h.at(101 * time.Second)
+	h.requireState(HalfOpen)
+	h.at(130*time.Second - 1)
+	h.requireState(HalfOpen)
+	require.NoError(t, probes[0].finish(nil))
+	// The oldest probe in flight is now probes[1], admitted at 100 s too.
+	h.at(130 * time.Second)
+	h.requireState(Open)
+	assert.Equal(t, ReasonProbeTimeout, h.lastReason())
+	for _, bl := range probes[1:] {
+		require.NoError(t, bl.finish(nil))
+	}
+	h.requireState(Open)
+}
+
+// Scenario: a probe admitted at the start of the episode frees its slot
+// (its caller gave up, so it has no verdict), and three probes arrive much
+// later. The first probe's admission must not count toward the timeout of
+// the later ones, and a probe timeout is measured from the oldest probe
+// still in flight, not the newest.
+func TestRegression_TheProbeTimeoutCountsOnlyProbesStillInFlight(t *testing.T) {
+	h := newHarness(t, DefaultPolicy())
+	h.trip()
+	h.at(30 * time.Second)
+	ctx, cancel := context.WithCancel(context.Background())
+	gaveUp := h.start(ctx)
+	require.True(t, gaveUp.probe)
+	cancel()
+	require.ErrorIs(t, <-gaveUp.done, context.Canceled) // ignored: slot freed
+	h.at(200 * time.Second)
+	old := h.start(context.Background()) // in flight from 200 s
+	h.at(220 * time.Second)
+	p2 := h.start(context.Background())
+	p3 := h.start(context.Background())
+	h.at(230*time.Second - 1)
+	h.requireState(HalfOpen)
+	h.at(230 * time.Second) // old has been in flight for one cooldown
+	require.ErrorIs(t, h.call(nil), ErrOpen)
+	h.requireState(Open)
+	assert.Equal(t, ReasonProbeTimeout, h.lastReason())
+	for _, bl := range []*blocked{old, p2, p3} {
+		require.NoError(t, bl.finish(nil))
+	}
+}

@@ -16,7 +16,8 @@ const (
 	Open
 	// HalfOpen: the next Policy.Probes calls go through as probes; the
 	// rest are refused. All probes passing closes the breaker, one
-	// failing reopens it.
+	// failing reopens it, and so does one that has been in flight for a
+	// cooldown while every slot is taken.
 	HalfOpen
 )
 
@@ -59,7 +60,7 @@ const (
 	ReasonCooldown     Reason = "cooldown_elapsed"     // open → half-open
 	ReasonProbesPassed Reason = "probes_passed"        // half-open → closed
 	ReasonProbeFailed  Reason = "probe_failed"         // half-open → open
-	ReasonProbeTimeout Reason = "probe_timeout"        // half-open with no verdict for a cooldown → open
+	ReasonProbeTimeout Reason = "probe_timeout"        // every slot taken, a probe in flight for a cooldown → open
 	ReasonForcedOpen   Reason = "forced_open"          // SetMode(ModeForcedOpen)
 	ReasonForcedClosed Reason = "forced_closed"        // SetMode(ModeForcedClosed)
 	ReasonReleased     Reason = "released"             // a forced mode ended
@@ -282,15 +283,14 @@ func (b *Breaker) cooldown(r *rules) int64 {
 }
 
 // halfOpenLocked lets probes through: the cooldown is over, or a forced
-// open ended. An episode that has no verdict after one (unjittered)
-// cooldown reopens.
+// open ended. No probe is in flight yet, so there is no probe timeout
+// until one is admitted (see admitProbe).
 func (b *Breaker) halfOpenLocked(now int64, m Mode, reason Reason) {
 	b.passed = 0
-	deadline := now + b.baseCooldown(b.rules.Load())
-	if deadline < now {
-		deadline = math.MaxInt64
+	if h := b.hist; h != nil {
+		h.inflight = h.inflight[:0]
 	}
-	b.deadline.Store(deadline)
+	b.deadline.Store(math.MaxInt64)
 	snap := b.tripSnap()
 	if e := b.openErr.Load(); e != nil {
 		he := *e
@@ -325,14 +325,17 @@ func (b *Breaker) toHalfOpen(now int64, seen uint64) {
 	b.flush()
 }
 
-// probeTimeout reopens a half-open breaker whose probes have all been
-// admitted but have not all reported within one cooldown: a probe whose
-// function ignores its context must not wedge the breaker.
+// probeTimeout reopens a half-open breaker whose every probe slot is taken
+// and whose oldest probe in flight has been so for one cooldown without a
+// verdict: a probe whose function ignores its context must not wedge the
+// breaker. Time spent with a free slot never counts (see admitProbe).
 func (b *Breaker) probeTimeout(now int64, seen uint64) {
 	b.mu.Lock()
 	w := b.state.Load()
-	if wordGen(w) == wordGen(seen) && wordState(w) == HalfOpen && now >= b.deadline.Load() {
-		b.reopenLocked(now, b.rules.Load(), ReasonProbeTimeout)
+	r := b.rules.Load()
+	if wordGen(w) == wordGen(seen) && wordState(w) == HalfOpen &&
+		wordIssued(w) >= r.probes && now >= b.deadline.Load() {
+		b.reopenLocked(now, r, ReasonProbeTimeout)
 	}
 	b.mu.Unlock()
 	b.flush()
