@@ -321,14 +321,39 @@ func (b *Breaker) do(ctx context.Context, fn func(context.Context) error, w uint
 // closed state: one clock read, one load of the state word and of the
 // window's head, one atomic add. Like record, it applies the rules in
 // force now, not those the call was admitted under.
+//
+// A result must never land in a window that started after its call was
+// admitted (a Reset, a close, a SetPolicy that changes the window). The
+// order of the three loads below and of the transition's two writes makes
+// sure of it. A transition that starts a window bumps the generation
+// first and stores the new window after (closeLocked, setRules); this
+// path loads the window first and checks the generation after. If the
+// load returns the new window, the store, and so the bump before it, came
+// first, and the check fails: the result is stale. If the check passes,
+// the bump has not happened yet, so neither has the store, and win is the
+// window of generation gen. (Atomic operations are sequentially
+// consistent in Go.) A call admitted just after the bump may still load
+// the old window; its result then counts in the old window, never in a
+// newer one, and the trip rules are decided on the current window under
+// the lock (evaluate).
+//
+// The warmup check comes before the window load because it may read the
+// caller's context, which is user code: only the touch separates the
+// check from the add. The window's totals are shared by its successive
+// windows, so one case is left: a result that passes the check just
+// before a transition and is descheduled between the check and the add
+// for as long as the transition and a call of the new generation take
+// counts in the new window.
 func (b *Breaker) recordSuccess(caller context.Context, gen uint64) {
 	now := b.opt.tb.now()
 	r := b.rules.Load()
-	if wordGen(b.state.Load()) != gen || b.cold(caller, now, r) {
+	cold := b.cold(caller, now, r)
+	win := b.win.Load()
+	if wordGen(b.state.Load()) != gen || cold {
 		b.record(caller, now, gen, Success, false, r)
 		return
 	}
-	b.win.Load().touch(now, &b.tally)
+	win.touch(now, &b.tally)
 	b.tally.inc(kCounted)
 	if r.consec > 0 && b.consec.Load() != 0 {
 		b.consec.Store(0)
@@ -492,6 +517,9 @@ func (b *Breaker) record(caller context.Context, now int64, gen uint64, o Outcom
 		b.other[oIgnored].Add(1)
 		return
 	}
+	// The same order as recordSuccess, for the same reason.
+	cold := b.cold(caller, now, r)
+	win := b.win.Load()
 	w := b.state.Load()
 	if wordGen(w) != gen {
 		// Admitted before a transition: its result belongs to an episode
@@ -499,12 +527,11 @@ func (b *Breaker) record(caller context.Context, now int64, gen uint64, o Outcom
 		b.countOff(o)
 		return
 	}
-	if b.cold(caller, now, r) {
+	if cold {
 		b.other[oExempt].Add(1)
 		b.countOff(o)
 		return
 	}
-	win := b.win.Load()
 	win.touch(now, &b.tally)
 	if o == Success && !slow {
 		b.tally.inc(kCounted)
@@ -693,6 +720,12 @@ func (b *Breaker) setRules(r *rules) {
 	b.mu.Lock()
 	old := b.rules.Swap(r)
 	if old.width != r.width || old.buckets != r.buckets {
+		if wordState(b.state.Load()) == Closed {
+			// Calls in flight were admitted for the old window: a new
+			// generation makes their results stale, like a close does.
+			// The bump comes before the store (see recordSuccess).
+			b.bumpGenLocked()
+		}
 		b.win.Store(newWindow(r.width, r.buckets))
 	}
 	if old.consec != r.consec {

@@ -315,3 +315,59 @@ func TestRegression_TheProbeTimeoutCountsOnlyProbesStillInFlight(t *testing.T) {
 		require.NoError(t, bl.finish(nil))
 	}
 }
+
+// resetCtx calls fire from its Value method once armed: the one place user
+// code runs inside the recording of a closed-state result (it ran between
+// the generation check and the window load).
+type resetCtx struct {
+	context.Context
+	armed bool
+	fire  func()
+}
+
+func (c *resetCtx) Value(key any) any {
+	if c.armed {
+		c.armed = false
+		c.fire()
+	}
+	return c.Context.Value(key)
+}
+
+// Scenario: a call admitted before Reset records its result while Reset
+// runs. Reset stored the new window before bumping the generation, so the
+// call passed the generation check and then counted in the new, supposedly
+// empty, window. Here the interleaving is forced by running Reset from the
+// context lookup that recording makes when warmup marks are in use.
+func TestRegression_AResultAdmittedBeforeResetNeverLandsInTheNewWindow(t *testing.T) {
+	for _, err := range []error{nil, errBoom} {
+		h := newHarness(t, DefaultPolicy())
+		_ = WithInstanceStart(context.Background(), h.clk.Now()) // turn the per-call lookup on
+		h.calls(5, errBoom)
+		ctx := &resetCtx{Context: context.Background()}
+		ctx.fire = func() {
+			h.b.Reset()
+			require.NoError(t, h.b.Do(context.Background(), func(context.Context) error { return nil }))
+		}
+		require.ErrorIs(t, h.b.Do(ctx, func(context.Context) error {
+			ctx.armed = true
+			return err
+		}), err)
+		require.False(t, ctx.armed, "reset ran")
+		assert.Equal(t, Snapshot{Counted: 1}, h.b.Snapshot(), "only the call made after the reset, err=%v", err)
+	}
+}
+
+// Scenario: SetPolicy changes Window while a call is in flight. The window
+// starts empty, but the call admitted before the change counted in it: the
+// change did not start a new generation.
+func TestRegression_AResultAdmittedBeforeAWindowChangeNeverLandsInTheNewWindow(t *testing.T) {
+	h := newHarness(t, DefaultPolicy())
+	h.calls(5, errBoom)
+	inFlight := h.start(context.Background())
+	require.NoError(t, h.b.SetPolicy(policy(func(p *Policy) { p.Window = 10 * time.Second })))
+	require.ErrorIs(t, inFlight.finish(errBoom), errBoom)
+	assert.Equal(t, Snapshot{}, h.b.Snapshot())
+	assert.Equal(t, uint64(6), h.b.Counters().Failures, "it still counts in the metrics")
+	h.calls(1, nil)
+	assert.Equal(t, Snapshot{Counted: 1}, h.b.Snapshot())
+}

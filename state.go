@@ -149,8 +149,9 @@ type Event struct {
 // compare-and-swap on it, so a slot can only be claimed in the episode the
 // caller saw. Everything else about a transition is written under b.mu
 // before the new word is published with a CAS, so a goroutine that sees the
-// new generation also sees the deadline, the window and the open error of that
-// generation (atomic operations are sequentially consistent in Go).
+// new generation also sees the deadline and the open error of that
+// generation (atomic operations are sequentially consistent in Go). The one
+// exception is a new window, stored after the bump; recordSuccess says why.
 const (
 	stateMask   = 0x3
 	modeShift   = 2
@@ -301,17 +302,31 @@ func (b *Breaker) halfOpenLocked(now int64, m Mode, reason Reason) {
 	b.transitionLocked(now, HalfOpen, m, reason, snap, 0)
 }
 
-// closeLocked closes the breaker on an empty window.
+// closeLocked closes the breaker on an empty window. The window is stored
+// after the generation is bumped, not before like the rest of the
+// transition: see recordSuccess for why that order keeps every result of
+// an earlier generation out of the new window.
 func (b *Breaker) closeLocked(now int64, m Mode, reason Reason) {
-	r := b.rules.Load()
-	b.win.Store(newWindow(r.width, r.buckets))
-	b.consec.Store(0)
 	if wordState(b.state.Load()) != Closed && b.since != never {
 		b.histLocked().openTotal += max(0, now-b.since)
 	}
 	b.since = now
 	b.openErr.Store(nil)
 	b.transitionLocked(now, Closed, m, reason, Snapshot{}, 0)
+	r := b.rules.Load()
+	b.consec.Store(0)
+	b.win.Store(newWindow(r.width, r.buckets))
+}
+
+// bumpGenLocked starts a new generation without a transition, so that the
+// results of calls in flight are not recorded. b.mu must be held.
+func (b *Breaker) bumpGenLocked() {
+	for {
+		w := b.state.Load()
+		if b.state.CompareAndSwap(w, w+genOne) {
+			return
+		}
+	}
 }
 
 // toHalfOpen moves an open breaker whose cooldown has ended to half-open.
@@ -342,21 +357,20 @@ func (b *Breaker) probeTimeout(now int64, seen uint64) {
 }
 
 // evaluate checks the trip rules after a failure or a slow call recorded
-// in generation gen, and trips the breaker if one holds. r is the rules in
-// force when the result was recorded; if SetPolicy replaces them before
-// the trip is made, the rules are checked again under the lock, so a
-// breaker never trips on a policy that is no longer in force.
+// in generation gen into win, and trips the breaker if one holds. The check
+// without the lock only filters; the trip is decided again under the lock,
+// on the window and the rules in force then: win may be a window that a
+// transition has just replaced (see recordSuccess), and r rules that
+// SetPolicy has just replaced, and a breaker must trip on neither.
 func (b *Breaker) evaluate(now int64, gen uint64, r *rules, win *window) {
-	snap := win.sum(now, &b.tally)
-	if b.tripReason(r, snap) == "" {
+	if b.tripReason(r, win.sum(now, &b.tally)) == "" {
 		return
 	}
 	b.mu.Lock()
 	w := b.state.Load()
 	if wordGen(w) == gen && wordState(w) == Closed && wordMode(w) != ModeForcedClosed {
-		if cur := b.rules.Load(); cur != r {
-			r, snap = cur, b.win.Load().sum(now, &b.tally)
-		}
+		r = b.rules.Load()
+		snap := b.win.Load().sum(now, &b.tally)
 		if reason := b.tripReason(r, snap); reason != "" {
 			b.tripLocked(now, r, reason, snap)
 		}
