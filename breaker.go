@@ -142,9 +142,11 @@ func WithClassifier(c Classifier) Option {
 
 // WithRand sets the source of the cooldown jitter: a function returning a
 // number in [0, 1), safe for concurrent use. A value outside [0, 1) (or
-// NaN) is treated as 0.5, no jitter. The default is math/rand/v2.Float64;
-// tests inject a fixed value to know each cooldown exactly. A nil f keeps
-// the default.
+// NaN) is treated as 0.5, no jitter, and so is a panic of f: f runs in the
+// middle of a transition, under the breaker's lock, where a panic would
+// leave the breaker locked or half moved. The default is
+// math/rand/v2.Float64; tests inject a fixed value to know each cooldown
+// exactly. A nil f keeps the default.
 func WithRand(f func() float64) Option {
 	return func(o *options) {
 		if f != nil {
@@ -193,8 +195,13 @@ func buildOptions(opts []Option) *options {
 	return o
 }
 
-func (o *options) random() float64 {
-	u := o.randf()
+func (o *options) random() (u float64) {
+	defer func() {
+		if recover() != nil {
+			u = 0.5 // see WithRand
+		}
+	}()
+	u = o.randf()
 	if !(u >= 0 && u < 1) {
 		return 0.5
 	}

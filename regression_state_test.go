@@ -371,3 +371,20 @@ func TestRegression_AResultAdmittedBeforeAWindowChangeNeverLandsInTheNewWindow(t
 	h.calls(1, nil)
 	assert.Equal(t, Snapshot{Counted: 1}, h.b.Snapshot())
 }
+
+// Scenario: the jitter source given with WithRand panics. It was called
+// under the breaker's lock in the middle of a trip, so the panic left the
+// lock held (the next call that needed it hung for ever) and the level
+// raised with no transition made.
+func TestRegression_APanickingJitterSourceLeavesTheBreakerUsable(t *testing.T) {
+	h := newHarness(t, DefaultPolicy(), WithRand(func() float64 { panic("rand bug") }))
+	h.calls(19, errBoom)
+	_ = h.call(errBoom)
+	require.True(t, h.b.mu.TryLock(), "the lock is free")
+	h.b.mu.Unlock()
+	h.requireState(Open)
+	assert.Equal(t, 30*time.Second, h.eventLog()[0].Cooldown, "no jitter")
+	h.at(30 * time.Second)
+	h.calls(3, nil)
+	h.requireState(Closed)
+}
