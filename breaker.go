@@ -21,8 +21,9 @@ import (
 // The model: outcomes of calls in the Closed state go into a sliding window
 // of Policy.Window. After a failure, if the window holds at least
 // Policy.MinRequests counted calls and a trip rule holds (the failure ratio
-// reaches Policy.ErrorRatio, or an optional count, slow-call or
-// consecutive-failure rule), the breaker opens. It stays open for a cooldown
+// reaches Policy.ErrorRatio, or an optional count or slow-call rule), or if
+// the optional run of Policy.ConsecutiveFailures is reached, the breaker
+// opens. It stays open for a cooldown
 // that starts at Policy.OpenFor and doubles, up to Policy.MaxOpenFor, each
 // time it reopens before it has been stable. Then, half-open, it admits
 // Policy.Probes calls; all must pass to close it, one failure reopens it.

@@ -21,7 +21,8 @@ const (
 	// DefaultBuckets splits the window into 500 ms slots, so a call leaves
 	// the window at most 500 ms later than its exact age says.
 	DefaultBuckets = 10
-	// DefaultMinRequests is the sample size below which nothing trips: a
+	// DefaultMinRequests is the sample size below which the window's
+	// rules do not trip (a run of ConsecutiveFailures still does): a
 	// 5 QPS reconciliation job never fills a 5 s window, and the breaker
 	// should rather miss a fault there than open on three errors.
 	DefaultMinRequests = 20
@@ -76,7 +77,8 @@ type Policy struct {
 	// Default 10 (500 ms each).
 	Buckets int `json:"buckets"`
 	// MinRequests is the number of counted calls the window must hold
-	// before any trip rule is evaluated. Default 20.
+	// before the window's trip rules (ErrorRatio, ErrorCount, SlowRatio)
+	// are evaluated; ConsecutiveFailures does not wait for it. Default 20.
 	MinRequests int `json:"min_requests"`
 	// ErrorRatio trips the breaker when failures (timeouts included)
 	// divided by counted calls reaches it. In (0, 1]. Default 0.5.
@@ -92,7 +94,10 @@ type Policy struct {
 	// otherwise.
 	SlowRatio float64 `json:"slow_ratio"`
 	// ConsecutiveFailures, when positive, also trips the breaker after this
-	// many failures in a row with no success between them. Default 0 (off).
+	// many failures in a row with no success between them, however few
+	// calls the window holds (MinRequests does not apply to it): it is the
+	// rule for methods with too little traffic to fill the window.
+	// Default 0 (off).
 	ConsecutiveFailures int `json:"consecutive_failures"`
 	// Timeout, when positive, is a deadline added to each call's context;
 	// a call that takes longer is a timeout even if it returned nil.

@@ -388,3 +388,19 @@ func TestRegression_APanickingJitterSourceLeavesTheBreakerUsable(t *testing.T) {
 	h.calls(3, nil)
 	h.requireState(Closed)
 }
+
+// Scenario: a low-traffic method with ConsecutiveFailures 5 and the
+// default MinRequests 20 fails five times in a row. The run rule is its
+// own sample requirement, meant for exactly such thin traffic, but it was
+// evaluated only once the window held MinRequests calls, so it never
+// tripped.
+func TestRegression_ConsecutiveFailuresTripBelowMinRequests(t *testing.T) {
+	h := newHarness(t, policy(func(p *Policy) { p.ConsecutiveFailures = 5 }))
+	h.calls(3, nil)
+	h.calls(4, errBoom)
+	h.requireState(Closed)
+	h.calls(1, errBoom)
+	h.requireState(Open)
+	assert.Equal(t, ReasonConsecutive, h.lastReason())
+	assert.Equal(t, Snapshot{Counted: 8, Failures: 5}, h.eventLog()[0].Snapshot)
+}

@@ -379,19 +379,22 @@ func (b *Breaker) evaluate(now int64, gen uint64, r *rules, win *window) {
 	b.flush()
 }
 
-// tripReason names the trip rule of r that snap meets, or is "".
+// tripReason names the trip rule of r that snap meets, or is "". The
+// window rules wait for MinRequests counted calls; the run of consecutive
+// failures is its own sample size, since it is the rule for methods whose
+// traffic is too thin to fill the window.
 func (b *Breaker) tripReason(r *rules, snap Snapshot) Reason {
-	if snap.Counted < r.minReq || snap.Counted == 0 {
-		return ""
+	if snap.Counted >= r.minReq && snap.Counted > 0 {
+		switch {
+		case float64(snap.Failures)/float64(snap.Counted) >= r.p.ErrorRatio:
+			return ReasonErrorRatio
+		case r.errCount > 0 && snap.Failures >= r.errCount:
+			return ReasonErrorCount
+		case r.slowCall > 0 && float64(snap.Slow)/float64(snap.Counted) >= r.p.SlowRatio:
+			return ReasonSlowRatio
+		}
 	}
-	switch {
-	case float64(snap.Failures)/float64(snap.Counted) >= r.p.ErrorRatio:
-		return ReasonErrorRatio
-	case r.errCount > 0 && snap.Failures >= r.errCount:
-		return ReasonErrorCount
-	case r.slowCall > 0 && float64(snap.Slow)/float64(snap.Counted) >= r.p.SlowRatio:
-		return ReasonSlowRatio
-	case r.consec > 0 && b.consec.Load() >= r.consec:
+	if r.consec > 0 && b.consec.Load() >= r.consec {
 		return ReasonConsecutive
 	}
 	return ""
