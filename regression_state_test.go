@@ -5,9 +5,12 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"math"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/benbjohnson/clock"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -404,3 +407,51 @@ func TestRegression_ConsecutiveFailuresTripBelowMinRequests(t *testing.T) {
 	assert.Equal(t, ReasonConsecutive, h.lastReason())
 	assert.Equal(t, Snapshot{Counted: 8, Failures: 5}, h.eventLog()[0].Snapshot)
 }
+
+// The probe bookkeeping under concurrency: probes claim slots lock-free and
+// register their admission under the lock. Whatever the interleaving of
+// admissions, passes, ignored and panicking probes, once no call is in
+// flight a half-open breaker holds exactly one slot per pass, no probe is
+// registered as in flight, and there is no probe timeout pending.
+func TestRace_ProbeSlotsAndAdmissionTimesStayConsistent(t *testing.T) {
+	clk := clock.NewMock()
+	b, err := New("probes", policy(func(p *Policy) { p.Probes = 4; p.Jitter = 0 }), WithClock(clk))
+	require.NoError(t, err)
+	outcomes := []error{nil, Ignore(errBoom), errBoom, nil, errPanic}
+	for round := 0; round < 200; round++ {
+		b.Reset()
+		for i := 0; i < 20; i++ {
+			_ = b.Do(context.Background(), func(context.Context) error { return errBoom })
+		}
+		require.Equal(t, Open, b.State())
+		clk.Add(time.Minute)
+		var wg sync.WaitGroup
+		for g := 0; g < 6; g++ {
+			wg.Add(1)
+			go func(g int) {
+				defer wg.Done()
+				defer func() { _ = recover() }()
+				res := outcomes[(round+g)%len(outcomes)]
+				_ = b.Do(context.Background(), func(context.Context) error {
+					if res == errPanic {
+						panic(res)
+					}
+					return res
+				})
+			}(g)
+		}
+		wg.Wait()
+		b.mu.Lock()
+		w := b.state.Load()
+		if wordState(w) == HalfOpen {
+			require.Equal(t, uint64(b.passed), wordIssued(w), "round %d: one slot per pass", round)
+			for _, at := range b.hist.inflight {
+				require.Equal(t, int64(never), at, "round %d: nothing in flight", round)
+			}
+			require.Equal(t, int64(math.MaxInt64), b.deadline.Load(), "round %d: no probe timeout pending", round)
+		}
+		b.mu.Unlock()
+	}
+}
+
+var errPanic = errors.New("panic")
