@@ -407,7 +407,8 @@ func Call[T any](ctx context.Context, b *Breaker, fn func(context.Context) (T, e
 //
 // A done that is never called is a call that never ended: in the half-open
 // state it holds its probe slot until the probe timeout reopens the
-// breaker.
+// breaker, once every slot is taken and it has been in flight for a
+// cooldown.
 func (b *Breaker) Allow(ctx context.Context) (context.Context, func(error), error) {
 	if b == nil || ctx == nil {
 		return nil, nil, badCall(b, ctx, true)
@@ -755,10 +756,12 @@ func (b *Breaker) setRules(r *rules) {
 
 // SetMode changes how the breaker applies its state machine; see [Mode].
 // Entering ModeForcedOpen opens the breaker and entering ModeForcedClosed
-// closes it, each with an event; leaving ModeForcedOpen goes to half-open,
-// so the downstream is probed before traffic returns. Switching between
-// ModeAuto and ModeShadow keeps the state. An unknown mode is an error and
-// changes nothing.
+// closes it, each with an event if the state changes (forcing open an open
+// breaker is no transition: no event, and Counters.Opens stays); leaving
+// ModeForcedOpen goes to half-open, so the downstream is probed before
+// traffic returns. Switching between ModeAuto and ModeShadow keeps the
+// state, and calls in flight still report into it. An unknown mode is an
+// error and changes nothing.
 func (b *Breaker) SetMode(m Mode) error {
 	if m > ModeForcedClosed {
 		return fmt.Errorf("breaker: unknown mode %d", m)
