@@ -21,11 +21,14 @@ import (
 // The model: outcomes of calls in the Closed state go into a sliding window
 // of Policy.Window. After a failure, if the window holds at least
 // Policy.MinRequests counted calls and a trip rule holds (the failure ratio
-// reaches Policy.ErrorRatio, or an optional count, slow-call or
-// consecutive-failure rule), the breaker opens. It stays open for a cooldown
+// reaches Policy.ErrorRatio, or an optional count or slow-call rule), or if
+// the optional run of Policy.ConsecutiveFailures is reached, the breaker
+// opens. It stays open for a cooldown
 // that starts at Policy.OpenFor and doubles, up to Policy.MaxOpenFor, each
 // time it reopens before it has been stable. Then, half-open, it admits
 // Policy.Probes calls; all must pass to close it, one failure reopens it.
+// So does a probe that hangs: once every slot is taken and a probe has been
+// in flight for one cooldown without a verdict (probe_timeout).
 //
 // Most callers want [New] with [DefaultPolicy], then Do; [Call] returns a
 // typed value, and [Breaker.Allow] splits a call into admission and report
@@ -48,8 +51,11 @@ type Breaker struct {
 	tally tally
 
 	// deadline is, in the Open state, the offset at which probes may
-	// start; in the HalfOpen state, the offset at which an episode without
-	// a verdict reopens. One field serves both: only one is live at a time.
+	// start; in the HalfOpen state, the offset at which the oldest probe
+	// still in flight will have been in flight for one cooldown (MaxInt64
+	// while none is). One field serves both: only one is live at a time.
+	// The refusals of a half-open breaker read it without the lock; the
+	// probe timeout itself is decided under it (see probeTimeout).
 	deadline  atomic.Int64
 	warmUntil atomic.Int64 // offset until which this breaker's target is cold
 	marks     atomic.Int64 // marksSeen, or when to look for WithInstanceStart next
@@ -80,6 +86,10 @@ type history struct {
 	probesOK  uint32
 	probesBad uint32
 	events    eventQueue
+	// inflight holds the admission offsets of the current half-open
+	// episode's probes that have no verdict yet, indexed by the slot
+	// number in their token; never marks an unused entry.
+	inflight []int64
 }
 
 // histLocked returns b.hist, allocating it. b.mu must be held.
@@ -134,9 +144,11 @@ func WithClassifier(c Classifier) Option {
 
 // WithRand sets the source of the cooldown jitter: a function returning a
 // number in [0, 1), safe for concurrent use. A value outside [0, 1) (or
-// NaN) is treated as 0.5, no jitter. The default is math/rand/v2.Float64;
-// tests inject a fixed value to know each cooldown exactly. A nil f keeps
-// the default.
+// NaN) is treated as 0.5, no jitter, and so is a panic of f: f runs in the
+// middle of a transition, under the breaker's lock, where a panic would
+// leave the breaker locked or half moved. The default is
+// math/rand/v2.Float64; tests inject a fixed value to know each cooldown
+// exactly. A nil f keeps the default.
 func WithRand(f func() float64) Option {
 	return func(o *options) {
 		if f != nil {
@@ -185,8 +197,13 @@ func buildOptions(opts []Option) *options {
 	return o
 }
 
-func (o *options) random() float64 {
-	u := o.randf()
+func (o *options) random() (u float64) {
+	defer func() {
+		if recover() != nil {
+			u = 0.5 // see WithRand
+		}
+	}()
+	u = o.randf()
 	if !(u >= 0 && u < 1) {
 		return 0.5
 	}
@@ -229,6 +246,7 @@ type token struct {
 	start int64 // offset at admission, if timed
 	role  uint8
 	timed bool
+	slot  uint8 // a probe's entry in history.inflight, or noSlot
 }
 
 // Do calls fn if the breaker admits the call, and returns fn's error
@@ -240,8 +258,10 @@ type token struct {
 // The context fn receives is ctx, with a deadline of Policy.Timeout added
 // when that is set, and marked for [IsProbe] when the call is a half-open
 // probe. The outcome of fn's error is decided as the [Classifier]
-// documentation says. If fn panics, the call counts as a failure (a probe
-// gives no verdict and frees its slot) and the panic continues unchanged.
+// documentation says. If fn panics, the call counts as a failure and the
+// panic continues unchanged. A half-open probe that panics frees its slot
+// without a verdict, or, under Policy.StrictProbes, fails the episode and
+// reopens the breaker (reason probe_failed).
 func (b *Breaker) Do(ctx context.Context, fn func(context.Context) error) error {
 	if b == nil || ctx == nil || fn == nil {
 		return badCall(b, ctx, fn != nil)
@@ -270,13 +290,13 @@ func (b *Breaker) Do(ctx context.Context, fn func(context.Context) error) error 
 	returned := false
 	defer func() {
 		if !returned {
-			b.abandon(ctx, token{gen: gen}, r)
+			b.abandon(ctx, token{gen: gen})
 		}
 	}()
 	err := fn(ctx)
 	returned = true
 	if err == nil {
-		b.recordSuccess(ctx, gen, r)
+		b.recordSuccess(ctx, gen)
 	} else {
 		b.finish(ctx, token{gen: gen}, err, r)
 	}
@@ -297,7 +317,7 @@ func (b *Breaker) do(ctx context.Context, fn func(context.Context) error, w uint
 	returned := false
 	defer func() {
 		if !returned {
-			b.abandon(ctx, tok, r)
+			b.abandon(ctx, tok)
 		}
 	}()
 	err = fn(call)
@@ -308,14 +328,41 @@ func (b *Breaker) do(ctx context.Context, fn func(context.Context) error, w uint
 
 // recordSuccess is record for the common case, an in-time success in the
 // closed state: one clock read, one load of the state word and of the
-// window's head, one atomic add.
-func (b *Breaker) recordSuccess(caller context.Context, gen uint64, r *rules) {
+// window's head, one atomic add. Like record, it applies the rules in
+// force now, not those the call was admitted under.
+//
+// A result must never land in a window that started after its call was
+// admitted (a Reset, a close, a SetPolicy that changes the window). The
+// order of the three loads below and of the transition's two writes makes
+// sure of it. A transition that starts a window bumps the generation
+// first and stores the new window after (closeLocked, setRules); this
+// path loads the window first and checks the generation after. If the
+// load returns the new window, the store, and so the bump before it, came
+// first, and the check fails: the result is stale. If the check passes,
+// the bump has not happened yet, so neither has the store, and win is the
+// window of generation gen. (Atomic operations are sequentially
+// consistent in Go.) A call admitted just after the bump may still load
+// the old window; its result then counts in the old window, never in a
+// newer one, and the trip rules are decided on the current window under
+// the lock (evaluate).
+//
+// The warmup check comes before the window load because it may read the
+// caller's context, which is user code: only the touch separates the
+// check from the add. The window's totals are shared by its successive
+// windows, so one case is left: a result that passes the check just
+// before a transition and is descheduled between the check and the add
+// for as long as the transition and a call of the new generation take
+// counts in the new window.
+func (b *Breaker) recordSuccess(caller context.Context, gen uint64) {
 	now := b.opt.tb.now()
-	if wordGen(b.state.Load()) != gen || b.coldFast(caller, now, r) {
+	r := b.rules.Load()
+	cold := b.coldFast(caller, now, r)
+	win := b.win.Load()
+	if wordGen(b.state.Load()) != gen || cold {
 		b.record(caller, now, gen, Success, false, r)
 		return
 	}
-	b.win.Load().touch(now, &b.tally)
+	win.touch(now, &b.tally)
 	b.tally.inc(kSuccess)
 	if r.consec > 0 && b.consec.Load() != 0 {
 		b.consec.Store(0)
@@ -361,7 +408,8 @@ func Call[T any](ctx context.Context, b *Breaker, fn func(context.Context) (T, e
 //
 // A done that is never called is a call that never ended: in the half-open
 // state it holds its probe slot until the probe timeout reopens the
-// breaker.
+// breaker, once every slot is taken and it has been in flight for a
+// cooldown.
 func (b *Breaker) Allow(ctx context.Context) (context.Context, func(error), error) {
 	if b == nil || ctx == nil {
 		return nil, nil, badCall(b, ctx, true)
@@ -394,10 +442,10 @@ func (p *permit) done(err error) {
 	if !p.used.CompareAndSwap(false, true) {
 		return
 	}
-	p.b.finish(p.caller, p.tok, err, p.r)
 	if p.cancel != nil {
-		p.cancel()
+		defer p.cancel() // even if the classifier panics
 	}
+	p.b.finish(p.caller, p.tok, err, p.r)
 }
 
 // prepare derives the context of an admitted call and starts its timer.
@@ -421,34 +469,52 @@ func (b *Breaker) prepare(ctx context.Context, tok *token, r *rules) (context.Co
 	return context.WithTimeout(ctx, time.Duration(r.timeout))
 }
 
-// finish settles a returned call.
+// finish settles a returned call. r is the rules the call was admitted
+// under: they decide whether it overran the deadline it was given. Every
+// other decision (slowness, warmup, the trip rules, the number of probes)
+// follows the rules in force now, so that a call admitted before SetPolicy
+// is never judged by a policy that has been replaced.
 func (b *Breaker) finish(caller context.Context, tok token, err error, r *rules) {
 	now := b.opt.tb.now()
 	elapsed := int64(-1)
 	if tok.timed {
 		elapsed = now - tok.start
 	}
+	cur := b.rules.Load()
+	// The classifier is user code. If it panics, the call is settled as
+	// if its function had panicked, and the panic goes on: otherwise a
+	// probe would keep its slot for the rest of the episode.
+	classified := false
+	defer func() {
+		if !classified {
+			b.abandon(caller, tok)
+		}
+	}()
 	o := b.outcome(caller, err, elapsed, r)
+	classified = true
 	switch tok.role {
 	case roleCounted:
-		b.record(caller, now, tok.gen, o, r.slowCall > 0 && elapsed > r.slowCall, r)
+		slow := cur.slowCall > 0 && elapsed > cur.slowCall // elapsed < 0: not timed
+		b.record(caller, now, tok.gen, o, slow, cur)
 	case roleProbe:
 		b.countOff(o)
-		b.verdict(caller, now, tok.gen, o, b.cold(caller, now, r), r)
+		b.verdict(caller, now, tok.gen, tok.slot, o, b.cold(caller, now, cur), false)
 	default:
 		b.countOff(o)
 	}
 }
 
-// abandon settles a call whose function panicked or called runtime.Goexit.
-func (b *Breaker) abandon(caller context.Context, tok token, r *rules) {
+// abandon settles a call whose function (or the classifier) panicked, or
+// called runtime.Goexit, under the rules in force now.
+func (b *Breaker) abandon(caller context.Context, tok token) {
+	r := b.rules.Load()
 	switch tok.role {
 	case roleCounted:
 		b.record(caller, b.opt.tb.now(), tok.gen, Failure, false, r)
 	case roleProbe:
 		b.countOff(Failure)
-		b.releaseProbe(tok.gen)
-		b.logProbe(caller, Failure, "none")
+		now := b.opt.tb.now()
+		b.verdict(caller, now, tok.gen, tok.slot, Failure, b.cold(caller, now, r), true)
 	default:
 		b.countOff(Failure)
 	}
@@ -461,6 +527,9 @@ func (b *Breaker) record(caller context.Context, now int64, gen uint64, o Outcom
 		b.other[oIgnored].Add(1)
 		return
 	}
+	// The same order as recordSuccess, for the same reason.
+	cold := b.cold(caller, now, r)
+	win := b.win.Load()
 	w := b.state.Load()
 	if wordGen(w) != gen {
 		// Admitted before a transition: its result belongs to an episode
@@ -468,12 +537,11 @@ func (b *Breaker) record(caller context.Context, now int64, gen uint64, o Outcom
 		b.countOff(o)
 		return
 	}
-	if b.cold(caller, now, r) {
+	if cold {
 		b.other[oExempt].Add(1)
 		b.countOff(o)
 		return
 	}
-	win := b.win.Load()
 	win.touch(now, &b.tally)
 	// The outcome is added before the slowness; readers load them in the
 	// other order (see tally.outcomes).
@@ -635,6 +703,12 @@ func (b *Breaker) Policy() Policy { return b.rules.Load().p }
 // applied. The state is kept. The window is kept too, unless Window or
 // Buckets change, in which case it starts empty: counts from buckets of
 // another width cannot be compared.
+//
+// The new policy applies at once to the results of calls already in
+// flight: a result is judged by the policy in force when it is recorded,
+// whatever policy admitted its call (only the deadline of Policy.Timeout,
+// already given to the call, stays). A half-open breaker whose passed
+// probes reach a lowered Probes closes at once.
 func (b *Breaker) SetPolicy(p Policy) error {
 	r, err := compileShared(p)
 	if err != nil {
@@ -644,10 +718,19 @@ func (b *Breaker) SetPolicy(p Policy) error {
 	return nil
 }
 
+// setRules puts r in force. Results recorded from now on are judged by r,
+// whenever their call was admitted.
 func (b *Breaker) setRules(r *rules) {
+	now := b.opt.tb.now()
 	b.mu.Lock()
 	old := b.rules.Swap(r)
 	if old.width != r.width || old.buckets != r.buckets {
+		if wordState(b.state.Load()) == Closed {
+			// Calls in flight were admitted for the old window: a new
+			// generation makes their results stale, like a close does.
+			// The bump comes before the store (see recordSuccess).
+			b.bumpGenLocked()
+		}
 		b.win.Store(newWindow(r.width, r.buckets))
 	}
 	if old.consec != r.consec {
@@ -655,15 +738,26 @@ func (b *Breaker) setRules(r *rules) {
 		// one allows; trip on failures seen under the new rule only.
 		b.consec.Store(0)
 	}
+	if w := b.state.Load(); wordState(w) == HalfOpen {
+		if uint64(b.passed) >= r.probes {
+			// Probes was lowered below the passes this episode already has.
+			b.closeLocked(now, wordMode(w), ReasonProbesPassed)
+		} else {
+			b.probeDeadlineLocked() // OpenFor or MaxOpenFor may have changed
+		}
+	}
 	b.mu.Unlock()
+	b.flush()
 }
 
 // SetMode changes how the breaker applies its state machine; see [Mode].
 // Entering ModeForcedOpen opens the breaker and entering ModeForcedClosed
-// closes it, each with an event; leaving ModeForcedOpen goes to half-open,
-// so the downstream is probed before traffic returns. Switching between
-// ModeAuto and ModeShadow keeps the state. An unknown mode is an error and
-// changes nothing.
+// closes it, each with an event if the state changes (forcing open an open
+// breaker is no transition: no event, and Counters.Opens stays); leaving
+// ModeForcedOpen goes to half-open, so the downstream is probed before
+// traffic returns. Switching between ModeAuto and ModeShadow keeps the
+// state, and calls in flight still report into it. An unknown mode is an
+// error and changes nothing.
 func (b *Breaker) SetMode(m Mode) error {
 	if m > ModeForcedClosed {
 		return fmt.Errorf("breaker: unknown mode %d", m)
@@ -688,7 +782,7 @@ func (b *Breaker) SetMode(m Mode) error {
 			Since:    b.opt.tb.time(b.since),
 			b:        b,
 		})
-		b.histLocked().opens++
+		b.countOpenLocked()
 		b.transitionLocked(now, Open, m, ReasonForcedOpen, snap, 0)
 	case m == ModeForcedClosed:
 		if wordState(w) != Closed {

@@ -58,6 +58,10 @@ func (o Outcome) String() string {
 //
 // A classifier must be safe for concurrent use and should be fast: it runs
 // on every failed call. A value outside the four outcomes counts as Failure.
+// A classifier that panics is treated like a function that panics: the call
+// counts as a failure (a half-open probe frees its slot, or fails the
+// episode under Policy.StrictProbes), and the panic goes on to the caller
+// of Do, or of Allow's done.
 type Classifier func(err error) Outcome
 
 // DefaultClassifier treats as Timeout an error that is

@@ -24,7 +24,8 @@ const (
 	// DefaultBuckets splits the window into 500 ms slots, so a call leaves
 	// the window at most 500 ms later than its exact age says.
 	DefaultBuckets = 10
-	// DefaultMinRequests is the sample size below which nothing trips: a
+	// DefaultMinRequests is the sample size below which the window's
+	// rules do not trip (a run of ConsecutiveFailures still does): a
 	// 5 QPS reconciliation job never fills a 5 s window, and the breaker
 	// should rather miss a fault there than open on three errors.
 	DefaultMinRequests = 20
@@ -80,7 +81,8 @@ type Policy struct {
 	// Default 10 (500 ms each).
 	Buckets int `json:"buckets"`
 	// MinRequests is the number of counted calls the window must hold
-	// before any trip rule is evaluated. Default 20.
+	// before the window's trip rules (ErrorRatio, ErrorCount, SlowRatio)
+	// are evaluated; ConsecutiveFailures does not wait for it. Default 20.
 	MinRequests int `json:"min_requests"`
 	// ErrorRatio trips the breaker when failures (timeouts included)
 	// divided by counted calls reaches it. In (0, 1], or 0 to turn the
@@ -98,10 +100,9 @@ type Policy struct {
 	// otherwise.
 	SlowRatio float64 `json:"slow_ratio"`
 	// ConsecutiveFailures, when positive, also trips the breaker after this
-	// many failures in a row with no success between them. The run is its
-	// own sample requirement: it trips whatever MinRequests says, so a
-	// method with thin traffic can still be cut off after N failures in a
-	// row (5 to 10 is the usual advice for low-latency services).
+	// many failures in a row with no success between them, however few
+	// calls the window holds (MinRequests does not apply to it): it is the
+	// rule for methods with too little traffic to fill the window.
 	// Default 0 (off).
 	ConsecutiveFailures int `json:"consecutive_failures"`
 	// Timeout, when positive, is a deadline added to each call's context;
@@ -129,7 +130,10 @@ type Policy struct {
 	// StrictProbes makes a probe that ends in a failure (an error that is
 	// not a timeout) fail the half-open episode. By default such a probe
 	// passes: the downstream answered, so the path to it works; only a
-	// timeout proves it has not recovered.
+	// timeout proves it has not recovered. A probe whose function panics
+	// counts as a failure: by default it frees its slot without a verdict
+	// (it says nothing of the downstream's answers); with StrictProbes it
+	// fails the episode, like any other failure.
 	StrictProbes bool `json:"strict_probes"`
 }
 

@@ -1,6 +1,9 @@
 package breaker
 
-import "context"
+import (
+	"context"
+	"math"
+)
 
 // Half-open admission and verdicts.
 //
@@ -56,7 +59,7 @@ func (b *Breaker) admitSlow(w uint64, r *rules) (token, error) {
 		case HalfOpen:
 			if issued := wordIssued(w); issued < r.probes && issued < 0xFF {
 				if b.state.CompareAndSwap(w, w+issuedOne) {
-					return token{gen: wordGen(w), role: roleProbe}, nil
+					return token{gen: wordGen(w), role: roleProbe, slot: b.admitProbe(wordGen(w))}, nil
 				}
 				w = b.state.Load()
 				continue
@@ -86,19 +89,29 @@ func (b *Breaker) refusal() error {
 }
 
 // verdict applies a probe's outcome. A stale probe (its episode is over)
-// changes nothing.
-func (b *Breaker) verdict(ctx context.Context, now int64, gen uint64, o Outcome, excused bool, r *rules) {
-	pass := o == Success || (o == Failure && !r.p.StrictProbes)
+// changes nothing. A probe whose function panicked (panicked, with o
+// Failure) proves nothing about the downstream's answers, so it never
+// passes: by default it frees its slot without a verdict, and under
+// Policy.StrictProbes, where a failure fails the episode, it fails it.
+//
+// The rules are read under the lock, so a verdict and SetPolicy are
+// ordered: a verdict never counts passes against a probe count that has
+// already been replaced.
+func (b *Breaker) verdict(ctx context.Context, now int64, gen uint64, slot uint8, o Outcome, excused, panicked bool) {
 	b.mu.Lock()
+	r := b.rules.Load()
+	strict := r.p.StrictProbes
+	pass := o == Success || (o == Failure && !strict && !panicked)
 	w := b.state.Load()
 	if wordGen(w) != gen || wordState(w) != HalfOpen {
 		b.mu.Unlock()
 		b.logProbe(ctx, o, "stale")
 		return
 	}
+	b.landedLocked(slot)
 	verdict := "fail"
 	switch {
-	case o == Ignored || (excused && !pass):
+	case o == Ignored || (excused && !pass) || (panicked && !strict):
 		// No verdict: free the slot for another call. A cold target's
 		// failure is excused like its failures in the window.
 		verdict = "none"
@@ -115,16 +128,10 @@ func (b *Breaker) verdict(ctx context.Context, now int64, gen uint64, o Outcome,
 		b.reopenLocked(now, r, ReasonProbeFailed)
 	}
 	b.mu.Unlock()
+	// Deferred, so that a log handler that panics on the probe's record
+	// cannot leave the transition's event queued until the next one.
+	defer b.flush()
 	b.logProbe(ctx, o, verdict)
-	b.flush()
-}
-
-// releaseProbe frees the slot of a probe that ended without an outcome (its
-// function panicked).
-func (b *Breaker) releaseProbe(gen uint64) {
-	b.mu.Lock()
-	b.releaseLocked(gen)
-	b.mu.Unlock()
 }
 
 // releaseLocked gives back one probe slot of episode gen, if that episode
@@ -140,4 +147,88 @@ func (b *Breaker) releaseLocked(gen uint64) {
 			return
 		}
 	}
+}
+
+// The probe timeout.
+//
+// A probe that never reports (a function that ignores its context, an
+// Allow whose done is never called) must not wedge the breaker, so a
+// half-open episode reopens (probe_timeout) when every slot is taken and
+// a probe has been in flight for one cooldown without a verdict. The
+// clock of that rule is each probe's own admission, not the start of the
+// episode: a low-traffic method may take many cooldowns to send its
+// probes, and the open → half-open transition happens lazily whenever
+// anything (a call, a metrics scrape reading State) looks, so the start
+// of the episode says nothing about how long any probe has waited.
+//
+// Slots are claimed lock-free, by a CAS on the state word. The winner of
+// a slot then registers its admission time under b.mu (admitProbe), and
+// its verdict unregisters it under b.mu (landedLocked); the timeout is
+// decided under b.mu too. So the timeout sees every registered probe, and
+// the only probes it can miss are those between their CAS and their
+// registration, which are younger than any registered one: missing them
+// can only make the timeout later, never earlier, and a probe cannot be in
+// flight for a cooldown before it is registered, because its function is
+// called only after. Only the winners take the lock, at most Policy.Probes
+// of them per episode plus the ones that give their slot back; the
+// refusals, which run at full rate, read b.deadline and take no lock
+// unless it has passed.
+
+// noSlot is the slot of a probe whose episode ended before it registered.
+const noSlot = 0xFF
+
+// admitProbe registers the admission of a probe that has just claimed a
+// slot of episode gen, and returns its entry in history.inflight.
+func (b *Breaker) admitProbe(gen uint64) uint8 {
+	now := b.opt.tb.now()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	w := b.state.Load()
+	if wordGen(w) != gen || wordState(w) != HalfOpen {
+		return noSlot // the episode is over; the probe's result is stale
+	}
+	h := b.histLocked()
+	i := 0
+	for i < len(h.inflight) && h.inflight[i] != never {
+		i++
+	}
+	if i == len(h.inflight) {
+		// At most 0xFF slots are ever issued (wordIssued), so i < noSlot.
+		h.inflight = append(h.inflight, never)
+	}
+	h.inflight[i] = now
+	b.probeDeadlineLocked()
+	return uint8(i)
+}
+
+// landedLocked unregisters a probe of the current episode that has its
+// verdict, or gave its slot back. b.mu must be held.
+func (b *Breaker) landedLocked(slot uint8) {
+	if h := b.hist; h != nil && int(slot) < len(h.inflight) {
+		h.inflight[slot] = never
+		b.probeDeadlineLocked()
+	}
+}
+
+// probeDeadlineLocked sets b.deadline, in the HalfOpen state, to the
+// instant at which the oldest registered probe will have been in flight
+// for one cooldown: the unjittered base cooldown of the current level,
+// which is at most MaxOpenFor. b.mu must be held.
+func (b *Breaker) probeDeadlineLocked() {
+	oldest := int64(math.MaxInt64)
+	if h := b.hist; h != nil {
+		for _, t := range h.inflight {
+			if t != never {
+				oldest = min(oldest, t)
+			}
+		}
+	}
+	deadline := int64(math.MaxInt64)
+	if oldest != math.MaxInt64 {
+		deadline = oldest + b.baseCooldown(b.rules.Load())
+		if deadline < oldest {
+			deadline = math.MaxInt64
+		}
+	}
+	b.deadline.Store(deadline)
 }

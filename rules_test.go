@@ -13,7 +13,7 @@ import (
 // was only looked at once the window held MinRequests calls, so
 // ConsecutiveFailures: 6 with the default MinRequests opened after the 20th
 // call instead of the 6th failure.
-func TestRegression_ConsecutiveFailuresTripBelowMinRequests(t *testing.T) {
+func TestRegression_SixFailuresInARowTripUnderTheDefaultGate(t *testing.T) {
 	h := newHarness(t, policy(func(p *Policy) { p.ConsecutiveFailures = 6 }))
 	h.calls(3, nil)
 	h.calls(5, errBoom)

@@ -16,7 +16,8 @@ const (
 	Open
 	// HalfOpen: the next Policy.Probes calls go through as probes; the
 	// rest are refused. All probes passing closes the breaker, one
-	// failing reopens it.
+	// failing reopens it, and so does one that has been in flight for a
+	// cooldown while every slot is taken.
 	HalfOpen
 )
 
@@ -59,7 +60,7 @@ const (
 	ReasonCooldown     Reason = "cooldown_elapsed"     // open → half-open
 	ReasonProbesPassed Reason = "probes_passed"        // half-open → closed
 	ReasonProbeFailed  Reason = "probe_failed"         // half-open → open
-	ReasonProbeTimeout Reason = "probe_timeout"        // half-open with no verdict for a cooldown → open
+	ReasonProbeTimeout Reason = "probe_timeout"        // every slot taken, a probe in flight for a cooldown → open
 	ReasonForcedOpen   Reason = "forced_open"          // SetMode(ModeForcedOpen)
 	ReasonForcedClosed Reason = "forced_closed"        // SetMode(ModeForcedClosed)
 	ReasonReleased     Reason = "released"             // a forced mode ended
@@ -148,8 +149,9 @@ type Event struct {
 // compare-and-swap on it, so a slot can only be claimed in the episode the
 // caller saw. Everything else about a transition is written under b.mu
 // before the new word is published with a CAS, so a goroutine that sees the
-// new generation also sees the deadline, the window and the open error of that
-// generation (atomic operations are sequentially consistent in Go).
+// new generation also sees the deadline and the open error of that
+// generation (atomic operations are sequentially consistent in Go). The one
+// exception is a new window, stored after the bump; recordSuccess says why.
 const (
 	stateMask   = 0x3
 	modeShift   = 2
@@ -249,8 +251,17 @@ func (b *Breaker) openLocked(now int64, r *rules, reason Reason, snap Snapshot) 
 		Until:    b.opt.tb.time(until),
 		b:        b,
 	})
-	b.histLocked().opens++
+	b.countOpenLocked()
 	b.transitionLocked(now, Open, wordMode(b.state.Load()), reason, snap, cd)
+}
+
+// countOpenLocked counts a transition to Open that is about to be made.
+// Counters.Opens counts transitions, so forcing open a breaker that is
+// already open adds nothing. b.mu must be held.
+func (b *Breaker) countOpenLocked() {
+	if wordState(b.state.Load()) != Open {
+		b.histLocked().opens++
+	}
 }
 
 // baseCooldown is min(OpenFor·2^level, MaxOpenFor).
@@ -273,15 +284,14 @@ func (b *Breaker) cooldown(r *rules) int64 {
 }
 
 // halfOpenLocked lets probes through: the cooldown is over, or a forced
-// open ended. An episode that has no verdict after one (unjittered)
-// cooldown reopens.
+// open ended. No probe is in flight yet, so there is no probe timeout
+// until one is admitted (see admitProbe).
 func (b *Breaker) halfOpenLocked(now int64, m Mode, reason Reason) {
 	b.passed = 0
-	deadline := now + b.baseCooldown(b.rules.Load())
-	if deadline < now {
-		deadline = math.MaxInt64
+	if h := b.hist; h != nil {
+		h.inflight = h.inflight[:0]
 	}
-	b.deadline.Store(deadline)
+	b.deadline.Store(math.MaxInt64)
 	snap := b.tripSnap()
 	if e := b.openErr.Load(); e != nil {
 		he := *e
@@ -292,17 +302,31 @@ func (b *Breaker) halfOpenLocked(now int64, m Mode, reason Reason) {
 	b.transitionLocked(now, HalfOpen, m, reason, snap, 0)
 }
 
-// closeLocked closes the breaker on an empty window.
+// closeLocked closes the breaker on an empty window. The window is stored
+// after the generation is bumped, not before like the rest of the
+// transition: see recordSuccess for why that order keeps every result of
+// an earlier generation out of the new window.
 func (b *Breaker) closeLocked(now int64, m Mode, reason Reason) {
-	r := b.rules.Load()
-	b.win.Store(newWindow(r.width, r.buckets))
-	b.consec.Store(0)
 	if wordState(b.state.Load()) != Closed && b.since != never {
 		b.histLocked().openTotal += max(0, now-b.since)
 	}
 	b.since = now
 	b.openErr.Store(nil)
 	b.transitionLocked(now, Closed, m, reason, Snapshot{}, 0)
+	r := b.rules.Load()
+	b.consec.Store(0)
+	b.win.Store(newWindow(r.width, r.buckets))
+}
+
+// bumpGenLocked starts a new generation without a transition, so that the
+// results of calls in flight are not recorded. b.mu must be held.
+func (b *Breaker) bumpGenLocked() {
+	for {
+		w := b.state.Load()
+		if b.state.CompareAndSwap(w, w+genOne) {
+			return
+		}
+	}
 }
 
 // toHalfOpen moves an open breaker whose cooldown has ended to half-open.
@@ -316,50 +340,64 @@ func (b *Breaker) toHalfOpen(now int64, seen uint64) {
 	b.flush()
 }
 
-// probeTimeout reopens a half-open breaker whose probes have all been
-// admitted but have not all reported within one cooldown: a probe whose
-// function ignores its context must not wedge the breaker.
+// probeTimeout reopens a half-open breaker whose every probe slot is taken
+// and whose oldest probe in flight has been so for one cooldown without a
+// verdict: a probe whose function ignores its context must not wedge the
+// breaker. Time spent with a free slot never counts (see admitProbe).
 func (b *Breaker) probeTimeout(now int64, seen uint64) {
 	b.mu.Lock()
 	w := b.state.Load()
-	if wordGen(w) == wordGen(seen) && wordState(w) == HalfOpen && now >= b.deadline.Load() {
-		b.reopenLocked(now, b.rules.Load(), ReasonProbeTimeout)
+	r := b.rules.Load()
+	if wordGen(w) == wordGen(seen) && wordState(w) == HalfOpen &&
+		wordIssued(w) >= r.probes && now >= b.deadline.Load() {
+		b.reopenLocked(now, r, ReasonProbeTimeout)
 	}
 	b.mu.Unlock()
 	b.flush()
 }
 
 // evaluate checks the trip rules after a failure or a slow call recorded
-// in generation gen, and trips the breaker if one holds.
+// in generation gen into win, and trips the breaker if one holds. The check
+// without the lock only filters; the trip is decided again under the lock,
+// on the window and the rules in force then: win may be a window that a
+// transition has just replaced (see recordSuccess), and r rules that
+// SetPolicy has just replaced, and a breaker must trip on neither.
 func (b *Breaker) evaluate(now int64, gen uint64, r *rules, win *window) {
-	snap := win.sum(now, &b.tally)
-	var reason Reason
-	switch {
-	case snap.Counted >= r.minReq && snap.Counted > 0:
-		switch {
-		case r.p.ErrorRatio > 0 && float64(snap.Failures)/float64(snap.Counted) >= r.p.ErrorRatio:
-			reason = ReasonErrorRatio
-		case r.errCount > 0 && snap.Failures >= r.errCount:
-			reason = ReasonErrorCount
-		case r.slowCall > 0 && float64(snap.Slow)/float64(snap.Counted) >= r.p.SlowRatio:
-			reason = ReasonSlowRatio
-		}
-	}
-	if reason == "" {
-		// A run of failures is its own sample requirement: N in a row
-		// trip the breaker however thin the traffic is.
-		if r.consec == 0 || b.consec.Load() < r.consec {
-			return
-		}
-		reason = ReasonConsecutive
+	if b.tripReason(r, win.sum(now, &b.tally)) == "" {
+		return
 	}
 	b.mu.Lock()
 	w := b.state.Load()
 	if wordGen(w) == gen && wordState(w) == Closed && wordMode(w) != ModeForcedClosed {
-		b.tripLocked(now, r, reason, snap)
+		r = b.rules.Load()
+		snap := b.win.Load().sum(now, &b.tally)
+		if reason := b.tripReason(r, snap); reason != "" {
+			b.tripLocked(now, r, reason, snap)
+		}
 	}
 	b.mu.Unlock()
 	b.flush()
+}
+
+// tripReason names the trip rule of r that snap meets, or is "". The
+// window rules wait for MinRequests counted calls; the run of consecutive
+// failures is its own sample size, since it is the rule for methods whose
+// traffic is too thin to fill the window.
+func (b *Breaker) tripReason(r *rules, snap Snapshot) Reason {
+	if snap.Counted >= r.minReq && snap.Counted > 0 {
+		switch {
+		case r.p.ErrorRatio > 0 && float64(snap.Failures)/float64(snap.Counted) >= r.p.ErrorRatio:
+			return ReasonErrorRatio
+		case r.errCount > 0 && snap.Failures >= r.errCount:
+			return ReasonErrorCount
+		case r.slowCall > 0 && float64(snap.Slow)/float64(snap.Counted) >= r.p.SlowRatio:
+			return ReasonSlowRatio
+		}
+	}
+	if r.consec > 0 && b.consec.Load() >= r.consec {
+		return ReasonConsecutive
+	}
+	return ""
 }
 
 // eventQueue holds the events waiting for the hooks.
