@@ -771,6 +771,11 @@ func (b *Breaker) SetMode(m Mode) error {
 	case m == ModeForcedOpen:
 		snap := b.tripSnap()
 		if wordState(w) == Closed {
+			if b.since != never && now-b.since >= b.rules.Load().maxOpenFor {
+				// Stable for MaxOpenFor: the doubling starts over, whatever
+				// ends the closed spell (a trip does the same).
+				b.level = 0
+			}
 			b.since = now
 		}
 		b.deadline.Store(math.MaxInt64)

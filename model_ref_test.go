@@ -216,10 +216,7 @@ func (m *refModel) reopen(now int64, p Policy, reason Reason) {
 
 func (m *refModel) halfOpen(now int64, mode Mode, reason Reason) {
 	m.oldDeadline = now + m.baseCooldown(m.pol)
-	snap := m.sum(now) // "otherwise the window at the transition"
-	if m.gaps.has(gapHalfOpenSnap) {
-		snap = m.tripSnap()
-	}
+	snap := m.tripSnap() // every event of an outage carries its trip's window
 	if m.oe != nil {
 		e := *m.oe
 		e.State, e.Until = HalfOpen, time.Time{}

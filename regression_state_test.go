@@ -344,7 +344,10 @@ func (c *resetCtx) Value(key any) any {
 func TestRegression_AResultAdmittedBeforeResetNeverLandsInTheNewWindow(t *testing.T) {
 	for _, err := range []error{nil, errBoom} {
 		h := newHarness(t, DefaultPolicy())
-		_ = WithInstanceStart(context.Background(), h.clk.Now()) // turn the per-call lookup on
+		// A marked call of a long-started instance turns the breaker's
+		// per-call lookup on for every later call.
+		warm := WithInstanceStart(context.Background(), h.clk.Now().Add(-time.Hour))
+		require.NoError(t, h.b.Do(warm, func(context.Context) error { return nil }))
 		h.calls(5, errBoom)
 		ctx := &resetCtx{Context: context.Background()}
 		ctx.fire = func() {
@@ -455,3 +458,27 @@ func TestRace_ProbeSlotsAndAdmissionTimesStayConsistent(t *testing.T) {
 }
 
 var errPanic = errors.New("panic")
+
+// Scenario: a breaker reopens once (level 1), is forced closed, stays
+// closed for MaxOpenFor and is then forced open for maintenance. Stable
+// for MaxOpenFor, its cooldown should start over at OpenFor; it kept level
+// 1, so the first failed probe after the release waited 4×OpenFor instead
+// of 2×.
+func TestRegression_ForcedOpenAfterAStableSpellStartsTheDoublingOver(t *testing.T) {
+	p := policy(func(p *Policy) { p.Jitter = 0; p.MinRequests = 1; p.StrictProbes = true })
+	h := newHarness(t, p)
+	h.trip()
+	h.add(p.OpenFor)
+	h.calls(1, errBoom) // the probe fails: level 1
+	ev := h.eventLog()
+	require.Equal(t, 2*p.OpenFor, ev[len(ev)-1].Cooldown)
+	require.NoError(t, h.b.SetMode(ModeForcedClosed))
+	h.add(p.MaxOpenFor)
+	require.NoError(t, h.b.SetMode(ModeForcedOpen))
+	ev = h.eventLog()
+	assert.Equal(t, 0, ev[len(ev)-1].Level, "stable for MaxOpenFor: level back to 0")
+	require.NoError(t, h.b.SetMode(ModeAuto)) // half-open
+	h.calls(1, errBoom)                       // the probe fails: level 1
+	ev = h.eventLog()
+	assert.Equal(t, 2*p.OpenFor, ev[len(ev)-1].Cooldown)
+}

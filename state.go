@@ -125,8 +125,9 @@ type Event struct {
 	Reason Reason
 	Time   time.Time // the breaker's clock at the transition
 	// Snapshot is the window that tripped the breaker for a trip; for the
-	// other transitions into Open, the snapshot of the trip that began
-	// the outage; otherwise the window at the transition.
+	// other transitions of an outage (reopening, half-open), the snapshot
+	// of the trip that began it, so every event of an outage says what
+	// caused it; for a transition to Closed, the window at the transition.
 	Snapshot Snapshot
 	// Cooldown is how long the breaker will stay open, for a transition
 	// to Open that ends on its own; zero otherwise.
