@@ -233,7 +233,7 @@ func NewGroup(cfg GroupConfig, opts ...Option) (*Group, error) {
 // returns an error only for an empty key.
 func (g *Group) Get(key string) (*Breaker, error) {
 	slot := g.cache.slot(key)
-	if b := slot.Load(); b != nil && sameString(b.name, key) {
+	if b := slot.Load(); b != nil && sameString(b.name, key) && !b.dropped() {
 		return b, nil
 	}
 	return g.get(key, slot)
@@ -243,14 +243,36 @@ func (g *Group) get(key string, slot *atomic.Pointer[Breaker]) (*Breaker, error)
 	if key == "" {
 		return nil, errors.New("breaker: empty key")
 	}
-	if v, ok := g.m.Load(key); ok {
-		b := v.(*Breaker)
-		if sameString(b.name, key) {
-			slot.Store(b) // another key had taken the slot; take it back
-		}
+	if b := g.load(key); b != nil {
+		g.recache(slot, key, b)
 		return b, nil
 	}
 	return g.create(key), nil
+}
+
+// load returns the group's breaker for key, or nil.
+func (g *Group) load(key string) *Breaker {
+	if v, ok := g.m.Load(key); ok {
+		return v.(*Breaker)
+	}
+	return nil
+}
+
+// recache puts b, found in the map under key, back into key's slot:
+// another key had taken the slot. b may have been dropped since it was
+// found. A drop marks the breaker before it clears the slot, so if the
+// mark is not seen after the store, the clearing comes after the store
+// and undoes it; if it is seen, the store is undone here. Either way no
+// dropped breaker stays cached, and Get never returns one from the cache
+// (it checks the mark on every hit).
+func (g *Group) recache(slot *atomic.Pointer[Breaker], key string, b *Breaker) {
+	if !sameString(b.name, key) || b.dropped() {
+		return
+	}
+	slot.Store(b)
+	if b.dropped() {
+		slot.CompareAndSwap(b, nil)
+	}
 }
 
 // keyCache answers the common lookup, a key that is the very string the
@@ -308,16 +330,52 @@ func (g *Group) Do(ctx context.Context, key string, fn func(context.Context) err
 }
 
 // Remove drops the breaker for key, whatever its state, and reports
-// whether there was one. Use it when a target is decommissioned.
+// whether there was one. Use it when a target is decommissioned. The next
+// use of the key creates a new breaker.
 func (g *Group) Remove(key string) bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	v, ok := g.m.LoadAndDelete(key)
-	if ok {
-		delete(g.activity, v.(*Breaker))
-		g.cache.forget(v.(*Breaker))
+	b := g.load(key)
+	if b == nil {
+		return false
 	}
-	return ok
+	b.drop(false)
+	g.forgetLocked(key, b)
+	return true
+}
+
+// forgetLocked takes the dropped b out of the map and the cache. g.mu must
+// be held.
+func (g *Group) forgetLocked(key string, b *Breaker) {
+	g.m.Delete(key)
+	delete(g.activity, b)
+	g.cache.forget(b)
+}
+
+// droppedBit in a breaker's state word marks a breaker its group has let
+// go of (removed, or evicted as idle). A dropped breaker is never handed
+// out again.
+const droppedBit = 1 << 4
+
+func (b *Breaker) dropped() bool { return b.state.Load()&droppedBit != 0 }
+
+// drop marks b dropped and reports whether it did. With onlyIdle it drops
+// b only if it is closed and in ModeAuto, checked under b.mu so that no
+// transition slips in between. The word becomes closed and in ModeAuto,
+// so that no lazy transition (end of a cooldown, probe timeout) happens
+// on a breaker nobody can see.
+func (b *Breaker) drop(onlyIdle bool) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for {
+		w := b.state.Load()
+		if w&droppedBit != 0 || onlyIdle && (wordState(w) != Closed || wordMode(w) != ModeAuto) {
+			return false
+		}
+		if b.state.CompareAndSwap(w, (wordGen(w)+1)<<genShift|droppedBit) {
+			return true
+		}
+	}
 }
 
 // Len returns the number of breakers in the group.
@@ -428,22 +486,13 @@ func (g *Group) sweepLocked(now int64) int {
 		switch {
 		case !ok || a.count != count:
 			g.activity[b] = activity{count: count, at: now}
-		case now-a.at >= idle && b.evictable():
-			g.m.Delete(k)
-			delete(g.activity, b)
-			g.cache.forget(b)
+		case now-a.at >= idle && b.drop(true):
+			g.forgetLocked(k.(string), b)
 			n++
 		}
 		return true
 	})
 	return n
-}
-
-// evictable reports whether dropping b loses nothing an operator needs: it
-// is closed and in ModeAuto.
-func (b *Breaker) evictable() bool {
-	w := b.state.Load()
-	return wordState(w) == Closed && wordMode(w) == ModeAuto
 }
 
 // Status is what a dashboard or a health endpoint shows of one breaker.

@@ -141,6 +141,7 @@ type Event struct {
 //
 //	bits 0-1   State
 //	bits 2-3   Mode
+//	bit  4     dropped: the breaker's group has let go of it (group.go)
 //	bits 8-15  probes admitted in the current half-open episode
 //	bits 16-63 generation, bumped on every transition
 //
@@ -179,7 +180,7 @@ func (b *Breaker) transitionLocked(now int64, to State, m Mode, reason Reason, s
 	for {
 		w := b.state.Load()
 		from = wordState(w)
-		nw := (wordGen(w)+1)<<genShift | uint64(m)<<modeShift | uint64(to)
+		nw := (wordGen(w)+1)<<genShift | uint64(m)<<modeShift | uint64(to) | w&droppedBit
 		if b.state.CompareAndSwap(w, nw) {
 			break
 		}

@@ -1,0 +1,89 @@
+package breaker
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// regressionKey is a constant, so every Get below passes the very string
+// the breaker is created with and takes the key cache; regressionBuilt is
+// an equal string with bytes of its own, which takes the map.
+const regressionKey = "inventory.GetStock@10.0.0.7"
+
+var regressionBuilt = string([]byte(regressionKey))
+
+// reachable returns the breakers Range visits for key.
+func reachable(g *Group, key string) []*Breaker {
+	var out []*Breaker
+	g.Range(func(k string, b *Breaker) bool {
+		if k == key {
+			out = append(out, b)
+		}
+		return true
+	})
+	return out
+}
+
+// groupDrops are the two ways a group drops a breaker.
+var groupDrops = []struct {
+	name string
+	cfg  GroupConfig
+	// prepare runs before the breaker is used; drop drops it.
+	prepare, drop func(t *testing.T, gh *groupHarness)
+}{
+	{
+		name:    "remove",
+		prepare: func(*testing.T, *groupHarness) {},
+		drop: func(t *testing.T, gh *groupHarness) {
+			require.True(t, gh.g.Remove(regressionKey))
+		},
+	},
+	{
+		name: "evict",
+		cfg:  GroupConfig{IdleAfter: time.Minute},
+		prepare: func(t *testing.T, gh *groupHarness) {
+			gh.g.EvictIdle() // notes the activity
+		},
+		drop: func(t *testing.T, gh *groupHarness) {
+			gh.clk.Add(time.Minute)
+			require.Equal(t, 1, gh.g.EvictIdle())
+		},
+	},
+}
+
+// Scenario: Get(k) misses the key cache (a colliding key had taken k's
+// slot) and finds breaker b in the map; before it puts b back into the
+// slot, Remove(k) or an idle sweep drops b. Get then re-cached b: every
+// later Get with that very string returned the dropped b, while an equal
+// string built elsewhere found no breaker and created a second one. Two
+// live breakers for one key, one of them invisible to Range, Snapshot,
+// SetPolicies and the metrics. The steps of Get are run here in that
+// order.
+func TestRegression_GetRacingADropNeverRecachesTheDroppedBreaker(t *testing.T) {
+	for _, d := range groupDrops {
+		t.Run(d.name, func(t *testing.T) {
+			gh := newGroupHarness(t, d.cfg)
+			g := gh.g
+			old, err := g.Get(regressionKey)
+			require.NoError(t, err)
+			d.prepare(t, gh)
+
+			slot := g.cache.slot(regressionKey)
+			found := g.load(regressionKey) // Get's map lookup...
+			require.Same(t, old, found)
+			d.drop(t, gh)                         // ...the drop...
+			g.recache(slot, regressionKey, found) // ...and Get's re-cache.
+
+			b1, err := g.Get(regressionKey)
+			require.NoError(t, err)
+			b2, err := g.Get(regressionBuilt)
+			require.NoError(t, err)
+			assert.NotSame(t, old, b1, "Get returned the dropped breaker")
+			assert.Same(t, b1, b2, "two breakers for one key")
+			assert.Equal(t, []*Breaker{b2}, reachable(g, regressionKey))
+		})
+	}
+}
