@@ -49,6 +49,17 @@ type GroupConfig struct {
 	// half-open, or in a forced or shadow mode, is never dropped. Idle
 	// breakers are found when a new key is created (at most every
 	// IdleAfter/2), by the watcher, and by [Group.EvictIdle].
+	//
+	// A call counts toward activity when it returns, so a breaker whose
+	// only calls are still running (a long call, a stream opened with
+	// [Breaker.Allow]) can be dropped. Nothing is lost when it is: the
+	// outcome of such a call, when it ends, goes into the window and the
+	// counters of the group's current breaker for the key (made anew if
+	// need be) as if that breaker had admitted it. A call made later
+	// through a *Breaker kept from before the drop goes there too, with
+	// Do, Call and Allow alike, so a key never has two live breakers. The
+	// same holds for [Group.Remove]. Other methods of a dropped breaker
+	// (State, Counters, SetMode, ...) act on it alone.
 	IdleAfter time.Duration
 	// ColdTargets makes a new breaker for a per-target key (one that
 	// contains "@") start cold: its outcomes are left out of the window for
@@ -223,6 +234,7 @@ func NewGroup(cfg GroupConfig, opts ...Option) (*Group, error) {
 	cfg.Policies = gr.doc
 	g := &Group{cfg: cfg, activity: map[*Breaker]activity{}}
 	g.opt = newOptions(append(opts, OnTransition(g.dispatch)))
+	g.opt.group = g // its own options: the list is never empty
 	g.rules.Store(gr)
 	g.subs.Store(&[]*subscriber{})
 	g.lastSweep = g.opt.tb.now()
@@ -331,7 +343,9 @@ func (g *Group) Do(ctx context.Context, key string, fn func(context.Context) err
 
 // Remove drops the breaker for key, whatever its state, and reports
 // whether there was one. Use it when a target is decommissioned. The next
-// use of the key creates a new breaker.
+// use of the key creates a new breaker; see [GroupConfig.IdleAfter] for
+// what becomes of calls still running on the dropped one, and of a
+// *Breaker kept from before.
 func (g *Group) Remove(key string) bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -354,7 +368,13 @@ func (g *Group) forgetLocked(key string, b *Breaker) {
 
 // droppedBit in a breaker's state word marks a breaker its group has let
 // go of (removed, or evicted as idle). A dropped breaker is never handed
-// out again.
+// out again: a call made on it, through a *Breaker kept from before, goes
+// to the group's current breaker for the key (made if need be), and so
+// does the result of a call admitted just before the drop. Dropping bumps
+// the generation like a transition, so such a result misses the closed
+// path's generation check and reaches record, which diverts it. The
+// closed path pays nothing: it already compares the generation, and the
+// admission test masks the bit together with the state.
 const droppedBit = 1 << 4
 
 func (b *Breaker) dropped() bool { return b.state.Load()&droppedBit != 0 }
@@ -376,6 +396,33 @@ func (b *Breaker) drop(onlyIdle bool) bool {
 			return true
 		}
 	}
+}
+
+// successor is the group's current breaker for b's key, made if need be.
+// b must have been dropped, so b.opt.group is set.
+func (b *Breaker) successor() *Breaker {
+	nb, _ := b.opt.group.Get(b.name) // b.name is never empty
+	return nb
+}
+
+// divert hands a result that reached b (in state word w) after b was
+// dropped to the key's current breaker, and reports whether it did. A
+// call admitted in the last generation before the drop is a closed-state
+// call (only closed breakers are evicted) whose outcome goes into the
+// successor's window, as if it had been admitted there; a result older
+// than that was stale anyway and is only counted.
+func (b *Breaker) divert(caller context.Context, now int64, gen, w uint64, o Outcome, slow bool) bool {
+	if w&droppedBit == 0 {
+		return false
+	}
+	nb := b.successor()
+	nw := nb.state.Load()
+	if wordGen(w) != gen+1 || wordState(nw) != Closed {
+		nb.countOff(o)
+		return true
+	}
+	nb.record(caller, now, wordGen(nw), o, slow, nb.rules.Load())
+	return true
 }
 
 // Len returns the number of breakers in the group.

@@ -1,6 +1,7 @@
 package breaker
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -84,6 +85,86 @@ func TestRegression_GetRacingADropNeverRecachesTheDroppedBreaker(t *testing.T) {
 			assert.NotSame(t, old, b1, "Get returned the dropped breaker")
 			assert.Same(t, b1, b2, "two breakers for one key")
 			assert.Equal(t, []*Breaker{b2}, reachable(g, regressionKey))
+		})
+	}
+}
+
+// startCall starts g.Do(key) with a function that blocks until the
+// returned release is sent the call's result, and returns once the call
+// has been admitted. wait returns Do's error.
+func startCall(t *testing.T, do func(context.Context, func(context.Context) error) error) (release chan<- error, wait func() error) {
+	t.Helper()
+	rel := make(chan error)
+	in := make(chan struct{})
+	out := make(chan error, 1)
+	go func() {
+		out <- do(context.Background(), func(context.Context) error {
+			close(in)
+			return <-rel
+		})
+	}()
+	<-in
+	return rel, func() error { return <-out }
+}
+
+// Scenario: a breaker's idleness counted only calls that had returned, so a
+// breaker whose only calls were still running (a long Do, a stream opened
+// with Allow) looked idle and was evicted; when the calls ended, their
+// outcomes went into the dropped breaker, and the breaker the group made
+// next for the key never saw them. The same happened to a call made after
+// the eviction through a *Breaker kept from before it.
+func TestRegression_EvictionLosesNoOutcomeOfACallInFlight(t *testing.T) {
+	cfg := GroupConfig{IdleAfter: time.Minute}
+	cases := []struct {
+		name string
+		// begin starts a call on b that is still running at the eviction;
+		// end finishes it with err.
+		begin func(t *testing.T, b *Breaker) (end func(err error))
+	}{
+		{"do", func(t *testing.T, b *Breaker) func(error) {
+			release, wait := startCall(t, b.Do)
+			return func(err error) {
+				release <- err
+				require.ErrorIs(t, wait(), err)
+			}
+		}},
+		{"do_with_timeout", func(t *testing.T, b *Breaker) func(error) {
+			require.NoError(t, b.SetPolicy(policy(func(p *Policy) { p.Timeout = time.Hour })))
+			release, wait := startCall(t, b.Do)
+			return func(err error) {
+				release <- err
+				require.ErrorIs(t, wait(), err)
+			}
+		}},
+		{"allow", func(t *testing.T, b *Breaker) func(error) {
+			_, done, err := b.Allow(context.Background())
+			require.NoError(t, err)
+			return done
+		}},
+		{"kept_pointer", func(t *testing.T, b *Breaker) func(error) {
+			return func(err error) {
+				require.ErrorIs(t, b.Do(context.Background(), func(context.Context) error { return err }), err)
+			}
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			gh := newGroupHarness(t, cfg)
+			old, err := gh.g.Get(regressionKey)
+			require.NoError(t, err)
+			gh.g.EvictIdle()
+			end := tc.begin(t, old)
+			gh.clk.Add(time.Minute)
+			gh.g.EvictIdle()
+			end(errBoom)
+
+			cur, err := gh.g.Get(regressionKey)
+			require.NoError(t, err)
+			c := cur.Counters()
+			c.OpenTime = 0
+			assert.Equal(t, Counters{Admitted: 1, Failures: 1}, c, "the group's breaker for the key")
+			assert.Equal(t, uint64(1), cur.Snapshot().Failures, "the failure is in the window")
+			assert.Equal(t, []*Breaker{cur}, reachable(gh.g, regressionKey))
 		})
 	}
 }
