@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
+	"runtime/debug"
 	"sort"
 	"strconv"
 	"strings"
@@ -470,12 +472,25 @@ func (g *Group) LoadPolicies(doc []byte) error {
 	return g.SetPolicies(gp)
 }
 
-type subscriber struct{ f func(Event) }
+type subscriber struct {
+	f   func(Event)
+	off atomic.Bool // unsubscribed
+}
 
 // Subscribe adds f to the group's subscribers: it is called with every
 // transition of every breaker in the group, outside any lock, in order for
 // each breaker (see [OnTransition] for the full contract). The returned
-// function removes f; calling it more than once does nothing.
+// function removes f; once it has returned, f is not called again (a call
+// already under way may still be running, unless unsubscribe was called
+// from it). Calling it more than once does nothing.
+//
+// A subscriber is an observer, and whatever goes wrong in it stays there:
+// a panic in f is recovered, the other subscribers still see the event,
+// and the panic is logged at Error level, with its value and stack, to
+// the group's logger ([WithLogger]), or to [slog.Default] if it has none.
+// It does not reach the caller that caused the transition, which may be
+// any Do of the group's users, a metrics scrape, or the watcher of
+// [Group.Watch].
 func (g *Group) Subscribe(f func(Event)) (unsubscribe func()) {
 	if f == nil {
 		return func() {}
@@ -486,6 +501,9 @@ func (g *Group) Subscribe(f func(Event)) (unsubscribe func()) {
 	// Copy on write: dispatch reads the list with one atomic load.
 	g.subs.Store(ptr(append(append([]*subscriber{}, *g.subs.Load()...), s)))
 	return func() {
+		// Marked before it leaves the list: a delivery that read the
+		// list before the removal checks the mark before each call.
+		s.off.Store(true)
 		g.mu.Lock()
 		defer g.mu.Unlock()
 		var next []*subscriber
@@ -502,8 +520,31 @@ func ptr[T any](v T) *T { return &v }
 
 func (g *Group) dispatch(e Event) {
 	for _, s := range *g.subs.Load() {
-		s.f(e)
+		if !s.off.Load() {
+			g.deliver(s, e)
+		}
 	}
+}
+
+// deliver calls one subscriber and contains its panic.
+func (g *Group) deliver(s *subscriber, e Event) {
+	defer func() {
+		if v := recover(); v != nil {
+			g.reportPanic("breaker: subscriber panicked", e.Name, v)
+		}
+	}()
+	s.f(e)
+}
+
+// reportPanic logs a panic recovered from user code that the library
+// must survive. Run from the deferred function, debug.Stack still shows
+// where the panic began.
+func (g *Group) reportPanic(msg, name string, v any) {
+	l := g.opt.logger
+	if l == nil {
+		l = slog.Default()
+	}
+	l.Error(msg, "name", name, "panic", v, "stack", string(debug.Stack()))
 }
 
 // EvictIdle drops the closed breakers that have seen no call for

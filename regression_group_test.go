@@ -1,7 +1,10 @@
 package breaker
 
 import (
+	"bytes"
 	"context"
+	"log/slog"
+	"sync"
 	"testing"
 	"time"
 
@@ -167,4 +170,100 @@ func TestRegression_EvictionLosesNoOutcomeOfACallInFlight(t *testing.T) {
 			assert.Equal(t, []*Breaker{cur}, reachable(gh.g, regressionKey))
 		})
 	}
+}
+
+// recorder is a subscriber that keeps the transitions it sees.
+type recorder struct {
+	mu  sync.Mutex
+	got []string
+	ch  chan struct{}
+}
+
+func newRecorder() *recorder { return &recorder{ch: make(chan struct{}, 64)} }
+
+func (r *recorder) see(e Event) {
+	r.mu.Lock()
+	r.got = append(r.got, e.Name+" "+e.From.String()+">"+e.To.String())
+	r.mu.Unlock()
+	r.ch <- struct{}{}
+}
+
+func (r *recorder) seen() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]string(nil), r.got...)
+}
+
+// Scenario: a subscriber that panicked took the event from every
+// subscriber after it, and its panic came out of whatever call happened to
+// cause the transition: a Do, a metrics scrape, or the watcher's
+// goroutine, where nothing recovers it and the process died.
+func TestRegression_APanickingSubscriberHidesNoEventAndCrashesNothing(t *testing.T) {
+	t.Run("caller", func(t *testing.T) {
+		var buf bytes.Buffer
+		gh := newGroupHarness(t, GroupConfig{}, WithLogger(slog.New(slog.NewTextHandler(&buf, nil))))
+		gh.g.Subscribe(func(Event) { panic("subscriber bug") })
+		rec := newRecorder()
+		gh.g.Subscribe(rec.see)
+		require.NotPanics(t, func() { gh.calls("inventory.GetStock", 20, errBoom) })
+		assert.Equal(t, []string{"inventory.GetStock closed>open"}, rec.seen())
+		assert.Contains(t, buf.String(), `level=ERROR msg="breaker: subscriber panicked" name=inventory.GetStock panic="subscriber bug"`)
+	})
+	t.Run("no_logger", func(t *testing.T) {
+		var buf bytes.Buffer
+		defer slog.SetDefault(slog.Default())
+		slog.SetDefault(slog.New(slog.NewTextHandler(&buf, nil)))
+		gh := newGroupHarness(t, GroupConfig{})
+		gh.g.Subscribe(func(Event) { panic("subscriber bug") })
+		require.NotPanics(t, func() { gh.calls("inventory.GetStock", 20, errBoom) })
+		assert.Contains(t, buf.String(), `msg="breaker: subscriber panicked"`, "reported to slog.Default()")
+	})
+	t.Run("watcher", func(t *testing.T) {
+		var buf bytes.Buffer
+		var mu sync.Mutex
+		gh := newGroupHarness(t, GroupConfig{}, WithLogger(slog.New(slog.NewTextHandler(lockedWriter{&mu, &buf}, nil))))
+		gh.calls("inventory.GetStock", 20, errBoom)
+		gh.g.Subscribe(func(Event) { panic("subscriber bug") })
+		rec := newRecorder()
+		gh.g.Subscribe(rec.see)
+		// The cooldown is over: the watcher's next look at the breaker
+		// moves it to half-open, on the watcher's goroutine.
+		gh.clk.Add(30 * time.Second)
+		require.NoError(t, gh.g.Watch(time.Millisecond, func(Alert) {}))
+		select {
+		case <-rec.ch:
+		case <-time.After(10 * time.Second):
+			t.Fatal("the watcher delivered no event")
+		}
+		require.NoError(t, gh.g.Close())
+		assert.Equal(t, []string{"inventory.GetStock open>half_open"}, rec.seen())
+		mu.Lock()
+		defer mu.Unlock()
+		assert.Contains(t, buf.String(), `msg="breaker: subscriber panicked"`)
+	})
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  *bytes.Buffer
+}
+
+func (l lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+// Scenario: dispatch read the subscriber list once per event, so a
+// subscriber removed while an event was being delivered (by an earlier
+// subscriber, or by another goroutine) was still called with it after
+// its unsubscribe had returned.
+func TestRegression_NoDeliveryAfterUnsubscribeReturns(t *testing.T) {
+	gh := newGroupHarness(t, GroupConfig{})
+	rec := newRecorder()
+	var unsubscribe func()
+	gh.g.Subscribe(func(Event) { unsubscribe() })
+	unsubscribe = gh.g.Subscribe(rec.see)
+	gh.calls("inventory.GetStock", 20, errBoom)
+	assert.Empty(t, rec.seen())
 }
