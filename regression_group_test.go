@@ -172,6 +172,27 @@ func TestRegression_EvictionLosesNoOutcomeOfACallInFlight(t *testing.T) {
 	}
 }
 
+// Scenario: a Watch notify that closed the group (an alert handler that
+// shuts the service down, say) deadlocked: Close waited for the watcher to
+// return, and the watcher was waiting for notify, which was inside Close.
+func TestRegression_CloseFromInsideNotifyReturns(t *testing.T) {
+	gh := newGroupHarness(t, GroupConfig{})
+	gh.calls("inventory.GetStock", 20, errBoom)
+	gh.clk.Add(time.Minute) // a P3
+	closed := make(chan error, 1)
+	require.NoError(t, gh.g.Watch(time.Millisecond, func(Alert) { closed <- gh.g.Close() }))
+	select {
+	case err := <-closed:
+		require.NoError(t, err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("Close called from notify did not return")
+	}
+	// The watcher has stopped: another may start, and Close waits for it.
+	require.NoError(t, gh.g.Watch(time.Hour, func(Alert) {}))
+	require.NoError(t, gh.g.Close())
+	// goleak in TestMain proves both watchers are gone.
+}
+
 // recorder is a subscriber that keeps the transitions it sees.
 type recorder struct {
 	mu  sync.Mutex
@@ -266,4 +287,37 @@ func TestRegression_NoDeliveryAfterUnsubscribeReturns(t *testing.T) {
 	unsubscribe = gh.g.Subscribe(rec.see)
 	gh.calls("inventory.GetStock", 20, errBoom)
 	assert.Empty(t, rec.seen())
+}
+
+// Scenario: a notify that panicked killed the process: it runs on the
+// watcher's goroutine, which the library started and nothing recovered.
+func TestRegression_APanickingNotifyIsLoggedAndTheWatcherGoesOn(t *testing.T) {
+	var buf bytes.Buffer
+	var mu sync.Mutex
+	gh := newGroupHarness(t, GroupConfig{}, WithLogger(slog.New(slog.NewTextHandler(lockedWriter{&mu, &buf}, nil))))
+	gh.calls("inventory.GetStock", 20, errBoom)
+	gh.clk.Add(time.Minute)
+	got := make(chan Severity, 4)
+	require.NoError(t, gh.g.Watch(time.Millisecond, func(a Alert) {
+		got <- a.Severity
+		if a.Severity == SeverityP3 {
+			panic("alert sink bug")
+		}
+	}))
+	wait := func() Severity {
+		select {
+		case s := <-got:
+			return s
+		case <-time.After(10 * time.Second):
+			t.Fatal("no notification")
+		}
+		return SeverityNone
+	}
+	assert.Equal(t, SeverityP3, wait())
+	gh.clk.Add(9 * time.Minute)
+	assert.Equal(t, SeverityP2, wait(), "the watcher goes on")
+	require.NoError(t, gh.g.Close())
+	mu.Lock()
+	defer mu.Unlock()
+	assert.Contains(t, buf.String(), `msg="breaker: watcher recovered a panic" name=inventory.GetStock panic="alert sink bug"`)
 }
