@@ -110,7 +110,9 @@ type Alert struct {
 
 // Alerts returns the group's breakers that have been open for at least the
 // P3 threshold, most severe first, then by name. Breakers forced open, and
-// shadow breakers, are not alerts.
+// shadow breakers, are not alerts. The open duration of a breaker released
+// from a forced open counts from the release, not from the start of the
+// forced open (see [Breaker.OpenSince]).
 func (g *Group) Alerts() []Alert {
 	now := g.opt.tb.now()
 	at := g.opt.tb.time(now)
@@ -128,6 +130,20 @@ func (g *Group) Alerts() []Alert {
 		return out[i].Name < out[j].Name
 	})
 	return out
+}
+
+// endForcedOpenLocked starts the outage afresh when a forced open ends. A forced
+// open is an operator's decision, not a failing downstream: measured from
+// its start, a breaker released after a two-hour maintenance window would
+// be a P1 the moment its first probe went out. From the release on, the
+// breaker is judged like any other, and if its probes fail the alert
+// counts from the release. The time spent open so far, forced time
+// included, stays in Counters.OpenTime. b.mu must be held.
+func (b *Breaker) endForcedOpenLocked(now int64) {
+	if b.since != never {
+		b.histLocked().openTotal += max(0, now-b.since)
+	}
+	b.since = now
 }
 
 func (b *Breaker) alert(now time.Time, th AlertThresholds) (Alert, bool) {

@@ -631,8 +631,9 @@ func (b *Breaker) Counters() Counters {
 }
 
 // OpenSince returns when the current outage began: the trip that opened
-// the breaker, however many times it has reopened since. ok is false while
-// the breaker is closed.
+// the breaker, however many times it has reopened since, or the end of a
+// forced open (see [ModeForcedOpen]), whichever came last. ok is false
+// while the breaker is closed.
 func (b *Breaker) OpenSince() (t time.Time, ok bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -712,6 +713,7 @@ func (b *Breaker) SetMode(m Mode) error {
 			b.setModeLocked(m)
 		}
 	case from == ModeForcedOpen:
+		b.endForcedOpenLocked(now)
 		b.halfOpenLocked(now, m, ReasonReleased)
 	default:
 		b.setModeLocked(m)

@@ -321,3 +321,50 @@ func TestRegression_APanickingNotifyIsLoggedAndTheWatcherGoesOn(t *testing.T) {
 	defer mu.Unlock()
 	assert.Contains(t, buf.String(), `msg="breaker: watcher recovered a panic" name=inventory.GetStock panic="alert sink bug"`)
 }
+
+// Scenario: an operator forced a breaker open for a two-hour maintenance
+// and then released it. The release goes to half-open, and the alert
+// measured the outage from the start of the forced open: a P1 at once,
+// for a downstream nobody had seen fail. A forced open is not an outage;
+// after the release the outage counts from the release.
+func TestRegression_ReleasingAForcedOpenRaisesNoAlert(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		trip bool // the breaker had tripped on its own before it was forced open
+	}{{"from_closed", false}, {"from_open", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			gh := newGroupHarness(t, GroupConfig{})
+			const key = "payment.Charge"
+			b, err := gh.g.Get(key)
+			require.NoError(t, err)
+			if tc.trip {
+				gh.calls(key, 20, errBoom)
+				gh.clk.Add(5 * time.Second)
+			}
+			require.NoError(t, b.SetMode(ModeForcedOpen))
+			gh.clk.Add(2 * time.Hour)
+			assert.Empty(t, gh.g.Alerts(), "forced open")
+			require.NoError(t, b.SetMode(ModeAuto))
+			require.Equal(t, HalfOpen, b.State())
+			assert.Empty(t, gh.g.Alerts(), "just released")
+
+			// The probes time out: a real outage, counted from the release.
+			gh.calls(key, 1, context.DeadlineExceeded)
+			require.Equal(t, Open, b.State())
+			gh.clk.Add(time.Minute - 1)
+			assert.Empty(t, gh.g.Alerts())
+			gh.clk.Add(1)
+			alerts := gh.g.Alerts()
+			require.Len(t, alerts, 1)
+			assert.Equal(t, SeverityP3, alerts[0].Severity)
+			assert.Equal(t, time.Minute, alerts[0].OpenFor)
+
+			// The time spent open still counts every minute of it.
+			open := 2*time.Hour + time.Minute
+			if tc.trip {
+				open += 5 * time.Second
+			}
+			assert.Equal(t, open, b.Counters().OpenTime)
+		})
+	}
+}
