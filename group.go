@@ -235,8 +235,10 @@ func NewGroup(cfg GroupConfig, opts ...Option) (*Group, error) {
 	}
 	cfg.Policies = gr.doc
 	g := &Group{cfg: cfg, activity: map[*Breaker]activity{}}
-	g.opt = newOptions(append(opts, OnTransition(g.dispatch)))
-	g.opt.group = g // its own options: the list is never empty
+	// Its own options, never the shared defaults: they point back at g,
+	// which delivers the events to the subscribers after the hooks.
+	g.opt = buildOptions(opts)
+	g.opt.group = g
 	g.rules.Store(gr)
 	g.subs.Store(&[]*subscriber{})
 	g.lastSweep = g.opt.tb.now()
@@ -473,9 +475,13 @@ func (g *Group) LoadPolicies(doc []byte) error {
 }
 
 type subscriber struct {
-	f   func(Event)
+	f   func(*Breaker, Event)
 	off atomic.Bool // unsubscribed
 }
+
+// observed reports whether transitions have anyone to go to: a hook, or a
+// group's subscribers.
+func (o *options) observed() bool { return len(o.hooks) > 0 || o.group != nil }
 
 // Subscribe adds f to the group's subscribers: it is called with every
 // transition of every breaker in the group, outside any lock, in order for
@@ -491,7 +497,26 @@ type subscriber struct {
 // It does not reach the caller that caused the transition, which may be
 // any Do of the group's users, a metrics scrape, or the watcher of
 // [Group.Watch].
+//
+// Once a breaker has been dropped (see [Group.Remove] and
+// [GroupConfig.IdleAfter]), its transitions are no longer delivered, even
+// one it made just before: the group's subscribers see the group's
+// breakers only.
 func (g *Group) Subscribe(f func(Event)) (unsubscribe func()) {
+	if f == nil {
+		return func() {}
+	}
+	return g.SubscribeWithBreaker(func(_ *Breaker, e Event) { f(e) })
+}
+
+// SubscribeWithBreaker is [Group.Subscribe] for a subscriber that needs to
+// know which breaker an event comes from: f receives it with the event.
+// A key that is removed or evicted and then used again gets a new
+// *Breaker whose counters start from zero, so a subscriber that keeps
+// something per breaker (a metrics adapter counting transitions, say)
+// keys it by the *Breaker rather than the name, and starts afresh with the
+// new one.
+func (g *Group) SubscribeWithBreaker(f func(b *Breaker, e Event)) (unsubscribe func()) {
 	if f == nil {
 		return func() {}
 	}
@@ -518,22 +543,28 @@ func (g *Group) Subscribe(f func(Event)) (unsubscribe func()) {
 
 func ptr[T any](v T) *T { return &v }
 
-func (g *Group) dispatch(e Event) {
+// dispatch delivers b's event to the subscribers. It runs after the
+// breaker's own hooks, from Breaker.flush, so it inherits their order and
+// their freedom from locks.
+func (g *Group) dispatch(b *Breaker, e Event) {
+	if b.dropped() {
+		return
+	}
 	for _, s := range *g.subs.Load() {
 		if !s.off.Load() {
-			g.deliver(s, e)
+			g.deliver(s, b, e)
 		}
 	}
 }
 
 // deliver calls one subscriber and contains its panic.
-func (g *Group) deliver(s *subscriber, e Event) {
+func (g *Group) deliver(s *subscriber, b *Breaker, e Event) {
 	defer func() {
 		if v := recover(); v != nil {
 			g.reportPanic("breaker: subscriber panicked", e.Name, v)
 		}
 	}()
-	s.f(e)
+	s.f(b, e)
 }
 
 // reportPanic logs a panic recovered from user code that the library

@@ -368,3 +368,28 @@ func TestRegression_ReleasingAForcedOpenRaisesNoAlert(t *testing.T) {
 		})
 	}
 }
+
+// Scenario: code kept a *Breaker from before its key was removed, and
+// forced it open. The group's subscribers got that transition under the
+// key's name, so a metrics adapter counted it for the key's new breaker,
+// which had never left Closed. Subscribers now see the group's breakers
+// only, and SubscribeWithBreaker tells them which one.
+func TestRegression_SubscribersSeeNoTransitionOfADroppedBreaker(t *testing.T) {
+	gh := newGroupHarness(t, GroupConfig{})
+	rec := newRecorder()
+	gh.g.Subscribe(rec.see)
+	var from []*Breaker
+	gh.g.SubscribeWithBreaker(func(b *Breaker, _ Event) { from = append(from, b) })
+
+	old, err := gh.g.Get(regressionKey)
+	require.NoError(t, err)
+	require.True(t, gh.g.Remove(regressionKey))
+	require.NoError(t, old.SetMode(ModeForcedOpen))
+	assert.Empty(t, rec.seen())
+
+	cur, err := gh.g.Get(regressionKey)
+	require.NoError(t, err)
+	require.NoError(t, cur.SetMode(ModeForcedOpen))
+	assert.Equal(t, []string{regressionKey + " closed>open"}, rec.seen())
+	assert.Equal(t, []*Breaker{cur}, from)
+}

@@ -367,7 +367,7 @@ type eventQueue struct {
 
 // queueLocked adds an event for delivery. b.mu must be held.
 func (b *Breaker) queueLocked(ev Event) {
-	if len(b.opt.hooks) == 0 {
+	if !b.opt.observed() {
 		return
 	}
 	q := &b.histLocked().events
@@ -381,7 +381,7 @@ func (b *Breaker) queueLocked(ev Event) {
 // the hook returns. So hooks never run concurrently for one breaker, never
 // see events out of order, and cannot deadlock the breaker.
 func (b *Breaker) flush() {
-	if len(b.opt.hooks) == 0 {
+	if !b.opt.observed() {
 		return
 	}
 	b.mu.Lock()
@@ -419,6 +419,9 @@ func (b *Breaker) flush() {
 		b.mu.Unlock()
 		for _, h := range b.opt.hooks {
 			h(ev)
+		}
+		if g := b.opt.group; g != nil {
+			g.dispatch(b, ev)
 		}
 	}
 }
