@@ -259,7 +259,9 @@ func (g *Group) get(key string, slot *atomic.Pointer[Breaker]) (*Breaker, error)
 	if key == "" {
 		return nil, errors.New("breaker: empty key")
 	}
-	if b := g.load(key); b != nil {
+	// A dropped breaker is in the map only while its drop is under way,
+	// with g.mu held; create waits for the drop to finish.
+	if b := g.load(key); b != nil && !b.dropped() {
 		g.recache(slot, key, b)
 		return b, nil
 	}

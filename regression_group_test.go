@@ -393,3 +393,37 @@ func TestRegression_SubscribersSeeNoTransitionOfADroppedBreaker(t *testing.T) {
 	assert.Equal(t, []string{regressionKey + " closed>open"}, rec.seen())
 	assert.Equal(t, []*Breaker{cur}, from)
 }
+
+// Scenario: a sweep had marked a breaker dropped and not yet taken it out
+// of the map when Get, with a key that missed the cache, found it there
+// and returned it. A call on it was forwarded to the key's current
+// breaker, which Get again found to be the dropped one: the call went
+// round until the sweep finished, and a diverted result was recorded
+// into the dropped breaker itself. Here the test holds the group's lock
+// between the two steps of the drop, as the sweep does.
+func TestRegression_GetNeverReturnsABreakerBeingDropped(t *testing.T) {
+	gh := newGroupHarness(t, GroupConfig{})
+	old, err := gh.g.Get(regressionKey)
+	require.NoError(t, err)
+
+	gh.g.mu.Lock()
+	require.True(t, old.drop(false))
+	got := make(chan *Breaker)
+	go func() {
+		b, _ := gh.g.Get(regressionBuilt)
+		got <- b
+	}()
+	var early *Breaker
+	select {
+	case early = <-got:
+	case <-time.After(100 * time.Millisecond):
+		// Get is waiting for the drop to finish, as it should.
+	}
+	gh.g.forgetLocked(regressionKey, old)
+	gh.g.mu.Unlock()
+	if early == nil {
+		early = <-got
+	}
+	assert.NotSame(t, old, early, "Get returned a dropped breaker")
+	assert.Equal(t, []*Breaker{early}, reachable(gh.g, regressionKey))
+}
