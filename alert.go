@@ -303,13 +303,19 @@ func goid() uint64 {
 func (g *Group) Close() error {
 	g.mu.Lock()
 	w := g.watch
-	g.watch = nil
-	g.mu.Unlock()
 	if w != nil {
+		g.watch = nil
+		g.stopped = w
 		close(w.stop)
-		if w.gid.Load() != goid() {
-			<-w.done
-		}
+	} else {
+		// Another Close may have stopped the watcher and still be
+		// waiting for it; this one must wait too. Once the watcher has
+		// returned, done is closed and this costs nothing.
+		w = g.stopped
+	}
+	g.mu.Unlock()
+	if w != nil && w.gid.Load() != goid() {
+		<-w.done
 	}
 	return nil
 }

@@ -38,6 +38,7 @@ type Group struct {
 	activity  map[*Breaker]activity
 	lastSweep int64
 	watch     *watcher
+	stopped   *watcher // the last watcher Close stopped
 }
 
 // GroupConfig configures a [Group].

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"log/slog"
+	"runtime"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -426,4 +428,45 @@ func TestRegression_GetNeverReturnsABreakerBeingDropped(t *testing.T) {
 	}
 	assert.NotSame(t, old, early, "Get returned a dropped breaker")
 	assert.Equal(t, []*Breaker{early}, reachable(gh.g, regressionKey))
+}
+
+// Scenario: two goroutines closed the group while the watcher was inside
+// notify. The first took the watcher and waited for it; the second found
+// none and returned at once, while notify was still running, although
+// Close promises to return only once the watcher has.
+func TestRegression_EveryCloseWaitsForTheWatcher(t *testing.T) {
+	gh := newGroupHarness(t, GroupConfig{})
+	gh.calls("inventory.GetStock", 20, errBoom)
+	gh.clk.Add(time.Minute)
+	in, release := make(chan struct{}), make(chan struct{})
+	var returned atomic.Bool
+	require.NoError(t, gh.g.Watch(time.Millisecond, func(Alert) {
+		close(in)
+		<-release
+		returned.Store(true)
+	}))
+	<-in
+	first := make(chan struct{})
+	go func() { _ = gh.g.Close(); close(first) }()
+	for { // until the first Close has taken the watcher
+		gh.g.mu.Lock()
+		w := gh.g.watch
+		gh.g.mu.Unlock()
+		if w == nil {
+			break
+		}
+		runtime.Gosched()
+	}
+	second := make(chan struct{})
+	go func() { _ = gh.g.Close(); close(second) }()
+	select {
+	case <-second:
+		assert.True(t, returned.Load(), "the second Close returned while notify was running")
+	case <-time.After(100 * time.Millisecond):
+		// Still waiting, as it should.
+	}
+	close(release)
+	<-first
+	<-second
+	assert.True(t, returned.Load())
 }
