@@ -470,3 +470,74 @@ func TestRegression_EveryCloseWaitsForTheWatcher(t *testing.T) {
 	<-second
 	assert.True(t, returned.Load())
 }
+
+// TestRace_GroupLookupsDropsAndDeliveries runs lookups with the constant
+// key and with an equal built one, long and short calls, streams, Remove,
+// idle sweeps, SetPolicies, Snapshot and subscribers coming and going, all
+// at once. Run under -race. When everything has stopped, the key has one
+// breaker, found by every lookup and by Range, and it is not dropped.
+func TestRace_GroupLookupsDropsAndDeliveries(t *testing.T) {
+	steps := 400
+	if testing.Short() {
+		steps = 100
+	}
+	gh := newGroupHarness(t, GroupConfig{IdleAfter: time.Second})
+	g := gh.g
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	run := func(f func(i int)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < steps; i++ {
+				f(i)
+			}
+		}()
+	}
+	fail := func(i int) error {
+		if i%3 == 0 {
+			return errBoom
+		}
+		return nil
+	}
+	run(func(i int) { _ = g.Do(ctx, regressionKey, func(context.Context) error { return fail(i) }) })
+	run(func(i int) { _ = g.Do(ctx, regressionBuilt, func(context.Context) error { return fail(i) }) })
+	run(func(i int) {
+		b, err := g.Get(regressionKey)
+		require.NoError(t, err)
+		_, done, err := b.Allow(ctx)
+		if err == nil {
+			runtime.Gosched()
+			done(fail(i))
+		}
+	})
+	run(func(i int) {
+		switch i % 4 {
+		case 0:
+			g.Remove(regressionKey)
+		case 1:
+			gh.clk.Add(time.Second)
+			g.EvictIdle()
+		case 2:
+			_ = g.SetPolicies(GroupPolicy{Default: policy(func(p *Policy) { p.MinRequests = 5 + i%7 })})
+		default:
+			_ = g.Snapshot()
+		}
+	})
+	run(func(int) {
+		unsubscribe := g.SubscribeWithBreaker(func(b *Breaker, e Event) {
+			assert.Equal(t, b.Name(), e.Name)
+		})
+		runtime.Gosched()
+		unsubscribe()
+	})
+	wg.Wait()
+
+	b1, err := g.Get(regressionKey)
+	require.NoError(t, err)
+	b2, err := g.Get(regressionBuilt)
+	require.NoError(t, err)
+	assert.Same(t, b1, b2)
+	assert.False(t, b1.dropped())
+	assert.Equal(t, []*Breaker{b1}, reachable(g, regressionKey))
+}
