@@ -416,15 +416,23 @@ func (b *Breaker) successor() *Breaker {
 // dropped to the key's current breaker, and reports whether it did. A
 // call admitted in the last generation before the drop is a closed-state
 // call (only closed breakers are evicted) whose outcome goes into the
-// successor's window, as if it had been admitted there; a result older
-// than that was stale anyway and is only counted.
+// successor's window, made if need be, as if it had been admitted there.
+// A result older than that was stale anyway: it is only counted, by the
+// successor if there is one, and no breaker is made for it.
 func (b *Breaker) divert(caller context.Context, now int64, gen, w uint64, o Outcome, slow bool) bool {
 	if w&droppedBit == 0 {
 		return false
 	}
+	if wordGen(w) != gen+1 {
+		if nb := b.opt.group.load(b.name); nb != nil && !nb.dropped() {
+			nb.countOff(o)
+			return true
+		}
+		return false
+	}
 	nb := b.successor()
 	nw := nb.state.Load()
-	if wordGen(w) != gen+1 || wordState(nw) != Closed {
+	if wordState(nw) != Closed {
 		nb.countOff(o)
 		return true
 	}

@@ -541,3 +541,21 @@ func TestRace_GroupLookupsDropsAndDeliveries(t *testing.T) {
 	assert.False(t, b1.dropped())
 	assert.Equal(t, []*Breaker{b1}, reachable(g, regressionKey))
 }
+
+// A call admitted before its breaker tripped, still running when the
+// tripped breaker is removed, returns a result that was stale anyway: it
+// is counted nowhere in a window, and makes no new breaker for a key that
+// was removed on purpose. A call admitted just before the drop does make
+// one (see TestRegression_EvictionLosesNoOutcomeOfACallInFlight).
+func TestGroup_AStaleResultAfterRemoveMakesNoBreaker(t *testing.T) {
+	gh := newGroupHarness(t, GroupConfig{})
+	b, err := gh.g.Get(regressionKey)
+	require.NoError(t, err)
+	release, wait := startCall(t, b.Do)
+	gh.calls(regressionKey, 20, errBoom)
+	require.Equal(t, Open, b.State())
+	require.True(t, gh.g.Remove(regressionKey))
+	release <- nil
+	require.NoError(t, wait())
+	assert.Zero(t, gh.g.Len())
+}
