@@ -448,9 +448,13 @@ func (g *Group) Len() int {
 }
 
 // Range calls f for each breaker in the group, in no particular order,
-// until f returns false.
+// until f returns false. A breaker being dropped is skipped: it is marked
+// before it leaves the map.
 func (g *Group) Range(f func(key string, b *Breaker) bool) {
-	g.m.Range(func(k, v any) bool { return f(k.(string), v.(*Breaker)) })
+	g.m.Range(func(k, v any) bool {
+		b := v.(*Breaker)
+		return b.dropped() || f(k.(string), b)
+	})
 }
 
 // Policies returns the group's policy document.

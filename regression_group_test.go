@@ -559,3 +559,20 @@ func TestGroup_AStaleResultAfterRemoveMakesNoBreaker(t *testing.T) {
 	require.NoError(t, wait())
 	assert.Zero(t, gh.g.Len())
 }
+
+// Scenario: Range (and so Snapshot, Alerts and the metrics adapters) ran
+// while an idle sweep had marked a breaker dropped and not yet taken it
+// out of the map, and reported the dropped breaker as one of the group's.
+// The test holds the group's lock between the two steps, as the sweep
+// does.
+func TestRegression_RangeSkipsABreakerBeingDropped(t *testing.T) {
+	gh := newGroupHarness(t, GroupConfig{})
+	old, err := gh.g.Get(regressionKey)
+	require.NoError(t, err)
+	gh.g.mu.Lock()
+	require.True(t, old.drop(false))
+	seen := reachable(gh.g, regressionKey)
+	gh.g.forgetLocked(regressionKey, old)
+	gh.g.mu.Unlock()
+	assert.Empty(t, seen)
+}
