@@ -138,12 +138,18 @@ func (g *Group) Alerts() []Alert {
 // be a P1 the moment its first probe went out. From the release on, the
 // breaker is judged like any other, and if its probes fail the alert
 // counts from the release. The time spent open so far, forced time
-// included, stays in Counters.OpenTime. b.mu must be held.
+// included, stays in Counters.OpenTime. The open error, which the
+// half-open episode's refusals copy, says the same. b.mu must be held.
 func (b *Breaker) endForcedOpenLocked(now int64) {
 	if b.since != never {
 		b.histLocked().openTotal += max(0, now-b.since)
 	}
 	b.since = now
+	if e := b.openErr.Load(); e != nil {
+		ne := *e
+		ne.Since = b.opt.tb.time(now)
+		b.openErr.Store(&ne)
+	}
 }
 
 func (b *Breaker) alert(now time.Time, th AlertThresholds) (Alert, bool) {

@@ -576,3 +576,23 @@ func TestRegression_RangeSkipsABreakerBeingDropped(t *testing.T) {
 	gh.g.mu.Unlock()
 	assert.Empty(t, seen)
 }
+
+// Scenario: after a forced open was released, OpenSince gave the release
+// but a refusal's OpenError.Since still gave the start of the forced open,
+// so a client's error and the breaker's status disagreed about when the
+// outage began.
+func TestRegression_RefusalAfterReleaseAgreesWithOpenSince(t *testing.T) {
+	h := newHarness(t, policy(func(p *Policy) { p.Probes = 1 }))
+	require.NoError(t, h.b.SetMode(ModeForcedOpen))
+	h.add(2 * time.Hour)
+	require.NoError(t, h.b.SetMode(ModeAuto))
+	_, done, err := h.b.Allow(context.Background()) // the probe
+	require.NoError(t, err)
+	defer done(nil)
+	var oe *OpenError
+	require.ErrorAs(t, h.call(nil), &oe)
+	since, ok := h.b.OpenSince()
+	require.True(t, ok)
+	assert.Equal(t, h.t0.Add(2*time.Hour), since)
+	assert.Equal(t, since, oe.Since)
+}
