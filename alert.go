@@ -3,9 +3,10 @@ package breaker
 import (
 	"errors"
 	"fmt"
+	"runtime"
 	"sort"
 	"strings"
-
+	"sync/atomic"
 	"time"
 )
 
@@ -109,7 +110,9 @@ type Alert struct {
 
 // Alerts returns the group's breakers that have been open for at least the
 // P3 threshold, most severe first, then by name. Breakers forced open, and
-// shadow breakers, are not alerts.
+// shadow breakers, are not alerts. The open duration of a breaker released
+// from a forced open counts from the release, not from the start of the
+// forced open (see [Breaker.OpenSince]).
 func (g *Group) Alerts() []Alert {
 	now := g.opt.tb.now()
 	at := g.opt.tb.time(now)
@@ -127,6 +130,26 @@ func (g *Group) Alerts() []Alert {
 		return out[i].Name < out[j].Name
 	})
 	return out
+}
+
+// endForcedOpenLocked starts the outage afresh when a forced open ends. A forced
+// open is an operator's decision, not a failing downstream: measured from
+// its start, a breaker released after a two-hour maintenance window would
+// be a P1 the moment its first probe went out. From the release on, the
+// breaker is judged like any other, and if its probes fail the alert
+// counts from the release. The time spent open so far, forced time
+// included, stays in Counters.OpenTime. The open error, which the
+// half-open episode's refusals copy, says the same. b.mu must be held.
+func (b *Breaker) endForcedOpenLocked(now int64) {
+	if b.since != never {
+		b.histLocked().openTotal += max(0, now-b.since)
+	}
+	b.since = now
+	if e := b.openErr.Load(); e != nil {
+		ne := *e
+		ne.Since = b.opt.tb.time(now)
+		b.openErr.Store(&ne)
+	}
 }
 
 func (b *Breaker) alert(now time.Time, th AlertThresholds) (Alert, bool) {
@@ -176,14 +199,21 @@ func alertMessage(a Alert) string {
 type watcher struct {
 	stop chan struct{}
 	done chan struct{}
+	gid  atomic.Uint64 // the goroutine's id, so that Close can tell it calls from notify
 }
 
 // Watch starts a goroutine that, every interval, drops idle breakers (when
 // GroupConfig.IdleAfter is set) and calls notify for each alert whose
 // severity has risen since it was last notified: once at P3, again at P2,
 // again at P1, and again after the breaker has closed and reopened. notify
-// runs on the watcher's goroutine. Close stops the watcher. Watch returns
-// an error if a watcher is already running or interval is not positive.
+// runs on the watcher's goroutine, and may call any method of the group,
+// [Group.Close] included. Close stops the watcher. Watch returns an error
+// if a watcher is already running or interval is not positive.
+//
+// The watcher survives panics: one raised by a subscriber, a hook or a
+// classifier while it looks at the breakers, or by notify, is recovered
+// and logged (see [Group.Subscribe]), and the watcher goes on at the next
+// interval.
 func (g *Group) Watch(interval time.Duration, notify func(Alert)) error {
 	if interval <= 0 {
 		return fmt.Errorf("breaker: watch interval must be positive, got %v", interval)
@@ -204,6 +234,7 @@ func (g *Group) Watch(interval time.Duration, notify func(Alert)) error {
 
 func (g *Group) watchLoop(w *watcher, interval time.Duration, notify func(Alert)) {
 	defer close(w.done)
+	w.gid.Store(goid())
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	notified := map[string]Severity{}
@@ -213,33 +244,83 @@ func (g *Group) watchLoop(w *watcher, interval time.Duration, notify func(Alert)
 			return
 		case <-t.C:
 		}
-		g.EvictIdle()
-		alerts := g.Alerts()
-		current := make(map[string]bool, len(alerts))
-		for _, a := range alerts {
-			current[a.Name] = true
-			if a.Severity > notified[a.Name] {
-				notified[a.Name] = a.Severity
-				notify(a)
-			}
-		}
-		for name := range notified {
-			if !current[name] {
-				delete(notified, name) // recovered: a new outage alerts anew
-			}
+		if !g.watchOnce(w, notified, notify) {
+			return
 		}
 	}
 }
 
-// Close stops the watcher, if any, and waits for it to return. The group
-// and its breakers keep working. Close is safe to call more than once.
+// watchOnce is one round of the watcher. It reports false when the
+// watcher was stopped during the round (by notify calling Close, say).
+func (g *Group) watchOnce(w *watcher, notified map[string]Severity, notify func(Alert)) (goOn bool) {
+	notifying := "" // the alert's breaker while notify runs
+	defer func() {
+		if v := recover(); v != nil {
+			g.reportPanic("breaker: watcher recovered a panic", notifying, v)
+			goOn = true
+		}
+	}()
+	g.EvictIdle()
+	alerts := g.Alerts()
+	current := make(map[string]bool, len(alerts))
+	for _, a := range alerts {
+		current[a.Name] = true
+		if a.Severity > notified[a.Name] {
+			select {
+			case <-w.stop:
+				return false
+			default:
+			}
+			notified[a.Name] = a.Severity
+			notifying = a.Name
+			notify(a)
+			notifying = ""
+		}
+	}
+	for name := range notified {
+		if !current[name] {
+			delete(notified, name) // recovered: a new outage alerts anew
+		}
+	}
+	return true
+}
+
+// goid returns the id of the calling goroutine, read from the header of
+// its stack trace ("goroutine 18 [running]:"). Go hides goroutine ids on
+// purpose, and nothing else may depend on this one: it only lets Close
+// tell a call from the watcher's own notify, which must not wait for the
+// watcher to return, from any other, which must.
+func goid() uint64 {
+	var buf [40]byte
+	n := runtime.Stack(buf[:], false)
+	s, _ := strings.CutPrefix(string(buf[:n]), "goroutine ")
+	var id uint64
+	for i := 0; i < len(s) && s[i] >= '0' && s[i] <= '9'; i++ {
+		id = id*10 + uint64(s[i]-'0')
+	}
+	return id
+}
+
+// Close stops the watcher, if any, and waits for it to return; called
+// from the watcher's notify, it stops the watcher and returns at once
+// (the watcher returns when notify does, without notifying again). The
+// group and its breakers keep working. Close is safe to call more than
+// once.
 func (g *Group) Close() error {
 	g.mu.Lock()
 	w := g.watch
-	g.watch = nil
-	g.mu.Unlock()
 	if w != nil {
+		g.watch = nil
+		g.stopped = w
 		close(w.stop)
+	} else {
+		// Another Close may have stopped the watcher and still be
+		// waiting for it; this one must wait too. Once the watcher has
+		// returned, done is closed and this costs nothing.
+		w = g.stopped
+	}
+	g.mu.Unlock()
+	if w != nil && w.gid.Load() != goid() {
 		<-w.done
 	}
 	return nil

@@ -123,6 +123,7 @@ type options struct {
 	hooks     []func(Event)
 	logger    *slog.Logger
 	startCold bool
+	group     *Group // the group that made the breaker, if any
 }
 
 // WithClock makes the breaker read time from c instead of the real clock.
@@ -271,12 +272,12 @@ func (b *Breaker) Do(ctx context.Context, fn func(context.Context) error) error 
 	}
 	r := b.rules.Load()
 	w := b.state.Load()
-	if wordState(w) != Closed || r.timed {
+	if w&(stateMask|droppedBit) != 0 || r.timed {
 		// The refusal of an open breaker in ModeAuto is the other path
 		// that runs at full rate during an outage: one clock read, one
 		// load, one add, and the outage's shared error. Everything else
 		// takes the general path.
-		if w&(stateMask|modeMask) == uint64(Open) && b.opt.tb.now() < b.deadline.Load() {
+		if w&(stateMask|modeMask|droppedBit) == uint64(Open) && b.opt.tb.now() < b.deadline.Load() {
 			b.tally.inc(kRejected)
 			return b.refusal()
 		}
@@ -306,6 +307,9 @@ func (b *Breaker) Do(ctx context.Context, fn func(context.Context) error) error 
 // do is Do for every call that is not a plain closed-state call: probes,
 // shadow admissions, timed calls, refusals.
 func (b *Breaker) do(ctx context.Context, fn func(context.Context) error, w uint64, r *rules) error {
+	if w&droppedBit != 0 {
+		return b.successor().Do(ctx, fn)
+	}
 	tok, err := b.admitSlow(w, r)
 	if err != nil {
 		return err
@@ -418,7 +422,11 @@ func (b *Breaker) Allow(ctx context.Context) (context.Context, func(error), erro
 		return nil, nil, err
 	}
 	r := b.rules.Load()
-	tok, err := b.admitSlow(b.state.Load(), r)
+	w := b.state.Load()
+	if w&droppedBit != 0 {
+		return b.successor().Allow(ctx)
+	}
+	tok, err := b.admitSlow(w, r)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -532,6 +540,9 @@ func (b *Breaker) record(caller context.Context, now int64, gen uint64, o Outcom
 	win := b.win.Load()
 	w := b.state.Load()
 	if wordGen(w) != gen {
+		if b.divert(caller, now, gen, w, o, slow) {
+			return
+		}
 		// Admitted before a transition: its result belongs to an episode
 		// that is over. It counts in the metrics, never in the window.
 		b.countOff(o)
@@ -684,8 +695,9 @@ func (b *Breaker) Counters() Counters {
 }
 
 // OpenSince returns when the current outage began: the trip that opened
-// the breaker, however many times it has reopened since. ok is false while
-// the breaker is closed.
+// the breaker, however many times it has reopened since, or the end of a
+// forced open (see [ModeForcedOpen]), whichever came last. ok is false
+// while the breaker is closed.
 func (b *Breaker) OpenSince() (t time.Time, ok bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -796,6 +808,7 @@ func (b *Breaker) SetMode(m Mode) error {
 			b.setModeLocked(m)
 		}
 	case from == ModeForcedOpen:
+		b.endForcedOpenLocked(now)
 		b.halfOpenLocked(now, m, ReasonReleased)
 	default:
 		b.setModeLocked(m)

@@ -3,6 +3,8 @@ package breaker
 import (
 	"context"
 	"errors"
+	"log/slog"
+	"runtime/debug"
 	"sort"
 	"strings"
 	"sync"
@@ -34,6 +36,7 @@ type Group struct {
 	activity  map[*Breaker]activity
 	lastSweep int64
 	watch     *watcher
+	stopped   *watcher // the last watcher Close stopped
 }
 
 // GroupConfig configures a [Group].
@@ -47,6 +50,17 @@ type GroupConfig struct {
 	// half-open, or in a forced or shadow mode, is never dropped. Idle
 	// breakers are found when a new key is created (at most every
 	// IdleAfter/2), by the watcher, and by [Group.EvictIdle].
+	//
+	// A call counts toward activity when it returns, so a breaker whose
+	// only calls are still running (a long call, a stream opened with
+	// [Breaker.Allow]) can be dropped. Nothing is lost when it is: the
+	// outcome of such a call, when it ends, goes into the window and the
+	// counters of the group's current breaker for the key (made anew if
+	// need be) as if that breaker had admitted it. A call made later
+	// through a *Breaker kept from before the drop goes there too, with
+	// Do, Call and Allow alike, so a key never has two live breakers. The
+	// same holds for [Group.Remove]. Other methods of a dropped breaker
+	// (State, Counters, SetMode, ...) act on it alone.
 	IdleAfter time.Duration
 	// ColdTargets makes a new breaker for a per-target key (one that
 	// contains "@") start cold: its outcomes are left out of the window for
@@ -224,7 +238,10 @@ func NewGroup(cfg GroupConfig, opts ...Option) (*Group, error) {
 	}
 	cfg.Policies = gr.doc
 	g := &Group{cfg: cfg, activity: map[*Breaker]activity{}}
-	g.opt = newOptions(append(opts, OnTransition(g.dispatch)))
+	// Its own options, never the shared defaults: they point back at g,
+	// which delivers the events to the subscribers after the hooks.
+	g.opt = buildOptions(opts)
+	g.opt.group = g
 	g.rules.Store(gr)
 	g.subs.Store(&[]*subscriber{})
 	g.lastSweep = g.opt.tb.now()
@@ -235,7 +252,7 @@ func NewGroup(cfg GroupConfig, opts ...Option) (*Group, error) {
 // returns an error only for an empty key.
 func (g *Group) Get(key string) (*Breaker, error) {
 	slot := g.cache.slot(key)
-	if b := slot.Load(); b != nil && sameString(b.name, key) {
+	if b := slot.Load(); b != nil && sameString(b.name, key) && !b.dropped() {
 		return b, nil
 	}
 	return g.get(key, slot)
@@ -245,14 +262,38 @@ func (g *Group) get(key string, slot *atomic.Pointer[Breaker]) (*Breaker, error)
 	if key == "" {
 		return nil, errors.New("breaker: empty key")
 	}
-	if v, ok := g.m.Load(key); ok {
-		b := v.(*Breaker)
-		if sameString(b.name, key) {
-			slot.Store(b) // another key had taken the slot; take it back
-		}
+	// A dropped breaker is in the map only while its drop is under way,
+	// with g.mu held; create waits for the drop to finish.
+	if b := g.load(key); b != nil && !b.dropped() {
+		g.recache(slot, key, b)
 		return b, nil
 	}
 	return g.create(key), nil
+}
+
+// load returns the group's breaker for key, or nil.
+func (g *Group) load(key string) *Breaker {
+	if v, ok := g.m.Load(key); ok {
+		return v.(*Breaker)
+	}
+	return nil
+}
+
+// recache puts b, found in the map under key, back into key's slot:
+// another key had taken the slot. b may have been dropped since it was
+// found. A drop marks the breaker before it clears the slot, so if the
+// mark is not seen after the store, the clearing comes after the store
+// and undoes it; if it is seen, the store is undone here. Either way no
+// dropped breaker stays cached, and Get never returns one from the cache
+// (it checks the mark on every hit).
+func (g *Group) recache(slot *atomic.Pointer[Breaker], key string, b *Breaker) {
+	if !sameString(b.name, key) || b.dropped() {
+		return
+	}
+	slot.Store(b)
+	if b.dropped() {
+		slot.CompareAndSwap(b, nil)
+	}
 }
 
 // keyCache answers the common lookup, a key that is the very string the
@@ -310,16 +351,95 @@ func (g *Group) Do(ctx context.Context, key string, fn func(context.Context) err
 }
 
 // Remove drops the breaker for key, whatever its state, and reports
-// whether there was one. Use it when a target is decommissioned.
+// whether there was one. Use it when a target is decommissioned. The next
+// use of the key creates a new breaker; see [GroupConfig.IdleAfter] for
+// what becomes of calls still running on the dropped one, and of a
+// *Breaker kept from before.
 func (g *Group) Remove(key string) bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	v, ok := g.m.LoadAndDelete(key)
-	if ok {
-		delete(g.activity, v.(*Breaker))
-		g.cache.forget(v.(*Breaker))
+	b := g.load(key)
+	if b == nil {
+		return false
 	}
-	return ok
+	b.drop(false)
+	g.forgetLocked(key, b)
+	return true
+}
+
+// forgetLocked takes the dropped b out of the map and the cache. g.mu must
+// be held.
+func (g *Group) forgetLocked(key string, b *Breaker) {
+	g.m.Delete(key)
+	delete(g.activity, b)
+	g.cache.forget(b)
+}
+
+// droppedBit in a breaker's state word marks a breaker its group has let
+// go of (removed, or evicted as idle). A dropped breaker is never handed
+// out again: a call made on it, through a *Breaker kept from before, goes
+// to the group's current breaker for the key (made if need be), and so
+// does the result of a call admitted just before the drop. Dropping bumps
+// the generation like a transition, so such a result misses the closed
+// path's generation check and reaches record, which diverts it. The
+// closed path pays nothing: it already compares the generation, and the
+// admission test masks the bit together with the state.
+const droppedBit = 1 << 4
+
+func (b *Breaker) dropped() bool { return b.state.Load()&droppedBit != 0 }
+
+// drop marks b dropped and reports whether it did. With onlyIdle it drops
+// b only if it is closed and in ModeAuto, checked under b.mu so that no
+// transition slips in between. The word becomes closed and in ModeAuto,
+// so that no lazy transition (end of a cooldown, probe timeout) happens
+// on a breaker nobody can see.
+func (b *Breaker) drop(onlyIdle bool) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for {
+		w := b.state.Load()
+		if w&droppedBit != 0 || onlyIdle && (wordState(w) != Closed || wordMode(w) != ModeAuto) {
+			return false
+		}
+		if b.state.CompareAndSwap(w, (wordGen(w)+1)<<genShift|droppedBit) {
+			return true
+		}
+	}
+}
+
+// successor is the group's current breaker for b's key, made if need be.
+// b must have been dropped, so b.opt.group is set.
+func (b *Breaker) successor() *Breaker {
+	nb, _ := b.opt.group.Get(b.name) // b.name is never empty
+	return nb
+}
+
+// divert hands a result that reached b (in state word w) after b was
+// dropped to the key's current breaker, and reports whether it did. A
+// call admitted in the last generation before the drop is a closed-state
+// call (only closed breakers are evicted) whose outcome goes into the
+// successor's window, made if need be, as if it had been admitted there.
+// A result older than that was stale anyway: it is only counted, by the
+// successor if there is one, and no breaker is made for it.
+func (b *Breaker) divert(caller context.Context, now int64, gen, w uint64, o Outcome, slow bool) bool {
+	if w&droppedBit == 0 {
+		return false
+	}
+	if wordGen(w) != gen+1 {
+		if nb := b.opt.group.load(b.name); nb != nil && !nb.dropped() {
+			nb.countOff(o)
+			return true
+		}
+		return false
+	}
+	nb := b.successor()
+	nw := nb.state.Load()
+	if wordState(nw) != Closed {
+		nb.countOff(o)
+		return true
+	}
+	nb.record(caller, now, wordGen(nw), o, slow, nb.rules.Load())
+	return true
 }
 
 // Len returns the number of breakers in the group.
@@ -330,9 +450,13 @@ func (g *Group) Len() int {
 }
 
 // Range calls f for each breaker in the group, in no particular order,
-// until f returns false.
+// until f returns false. A breaker being dropped is skipped: it is marked
+// before it leaves the map.
 func (g *Group) Range(f func(key string, b *Breaker) bool) {
-	g.m.Range(func(k, v any) bool { return f(k.(string), v.(*Breaker)) })
+	g.m.Range(func(k, v any) bool {
+		b := v.(*Breaker)
+		return b.dropped() || f(k.(string), b)
+	})
 }
 
 // Policies returns the group's policy document.
@@ -367,13 +491,49 @@ func (g *Group) LoadPolicies(doc []byte) error {
 	return g.SetPolicies(gp)
 }
 
-type subscriber struct{ f func(Event) }
+type subscriber struct {
+	f   func(*Breaker, Event)
+	off atomic.Bool // unsubscribed
+}
+
+// observed reports whether transitions have anyone to go to: a hook, or a
+// group's subscribers.
+func (o *options) observed() bool { return len(o.hooks) > 0 || o.group != nil }
 
 // Subscribe adds f to the group's subscribers: it is called with every
 // transition of every breaker in the group, outside any lock, in order for
 // each breaker (see [OnTransition] for the full contract). The returned
-// function removes f; calling it more than once does nothing.
+// function removes f; once it has returned, f is not called again (a call
+// already under way may still be running, unless unsubscribe was called
+// from it). Calling it more than once does nothing.
+//
+// A subscriber is an observer, and whatever goes wrong in it stays there:
+// a panic in f is recovered, the other subscribers still see the event,
+// and the panic is logged at Error level, with its value and stack, to
+// the group's logger ([WithLogger]), or to [slog.Default] if it has none.
+// It does not reach the caller that caused the transition, which may be
+// any Do of the group's users, a metrics scrape, or the watcher of
+// [Group.Watch].
+//
+// Once a breaker has been dropped (see [Group.Remove] and
+// [GroupConfig.IdleAfter]), its transitions are no longer delivered, even
+// one it made just before: the group's subscribers see the group's
+// breakers only.
 func (g *Group) Subscribe(f func(Event)) (unsubscribe func()) {
+	if f == nil {
+		return func() {}
+	}
+	return g.SubscribeWithBreaker(func(_ *Breaker, e Event) { f(e) })
+}
+
+// SubscribeWithBreaker is [Group.Subscribe] for a subscriber that needs to
+// know which breaker an event comes from: f receives it with the event.
+// A key that is removed or evicted and then used again gets a new
+// *Breaker whose counters start from zero, so a subscriber that keeps
+// something per breaker (a metrics adapter counting transitions, say)
+// keys it by the *Breaker rather than the name, and starts afresh with the
+// new one.
+func (g *Group) SubscribeWithBreaker(f func(b *Breaker, e Event)) (unsubscribe func()) {
 	if f == nil {
 		return func() {}
 	}
@@ -383,6 +543,9 @@ func (g *Group) Subscribe(f func(Event)) (unsubscribe func()) {
 	// Copy on write: dispatch reads the list with one atomic load.
 	g.subs.Store(ptr(append(append([]*subscriber{}, *g.subs.Load()...), s)))
 	return func() {
+		// Marked before it leaves the list: a delivery that read the
+		// list before the removal checks the mark before each call.
+		s.off.Store(true)
 		g.mu.Lock()
 		defer g.mu.Unlock()
 		var next []*subscriber
@@ -397,10 +560,39 @@ func (g *Group) Subscribe(f func(Event)) (unsubscribe func()) {
 
 func ptr[T any](v T) *T { return &v }
 
-func (g *Group) dispatch(e Event) {
-	for _, s := range *g.subs.Load() {
-		s.f(e)
+// dispatch delivers b's event to the subscribers. It runs after the
+// breaker's own hooks, from Breaker.flush, so it inherits their order and
+// their freedom from locks.
+func (g *Group) dispatch(b *Breaker, e Event) {
+	if b.dropped() {
+		return
 	}
+	for _, s := range *g.subs.Load() {
+		if !s.off.Load() {
+			g.deliver(s, b, e)
+		}
+	}
+}
+
+// deliver calls one subscriber and contains its panic.
+func (g *Group) deliver(s *subscriber, b *Breaker, e Event) {
+	defer func() {
+		if v := recover(); v != nil {
+			g.reportPanic("breaker: subscriber panicked", e.Name, v)
+		}
+	}()
+	s.f(b, e)
+}
+
+// reportPanic logs a panic recovered from user code that the library
+// must survive. Run from the deferred function, debug.Stack still shows
+// where the panic began.
+func (g *Group) reportPanic(msg, name string, v any) {
+	l := g.opt.logger
+	if l == nil {
+		l = slog.Default()
+	}
+	l.Error(msg, "name", name, "panic", v, "stack", string(debug.Stack()))
 }
 
 // EvictIdle drops the closed breakers that have seen no call for
@@ -430,22 +622,13 @@ func (g *Group) sweepLocked(now int64) int {
 		switch {
 		case !ok || a.count != count:
 			g.activity[b] = activity{count: count, at: now}
-		case now-a.at >= idle && b.evictable():
-			g.m.Delete(k)
-			delete(g.activity, b)
-			g.cache.forget(b)
+		case now-a.at >= idle && b.drop(true):
+			g.forgetLocked(k.(string), b)
 			n++
 		}
 		return true
 	})
 	return n
-}
-
-// evictable reports whether dropping b loses nothing an operator needs: it
-// is closed and in ModeAuto.
-func (b *Breaker) evictable() bool {
-	w := b.state.Load()
-	return wordState(w) == Closed && wordMode(w) == ModeAuto
 }
 
 // Status is what a dashboard or a health endpoint shows of one breaker.

@@ -143,6 +143,7 @@ type Event struct {
 //
 //	bits 0-1   State
 //	bits 2-3   Mode
+//	bit  4     dropped: the breaker's group has let go of it (group.go)
 //	bits 8-15  probes admitted in the current half-open episode
 //	bits 16-63 generation, bumped on every transition
 //
@@ -182,7 +183,7 @@ func (b *Breaker) transitionLocked(now int64, to State, m Mode, reason Reason, s
 	for {
 		w := b.state.Load()
 		from = wordState(w)
-		nw := (wordGen(w)+1)<<genShift | uint64(m)<<modeShift | uint64(to)
+		nw := (wordGen(w)+1)<<genShift | uint64(m)<<modeShift | uint64(to) | w&droppedBit
 		if b.state.CompareAndSwap(w, nw) {
 			break
 		}
@@ -409,7 +410,7 @@ type eventQueue struct {
 
 // queueLocked adds an event for delivery. b.mu must be held.
 func (b *Breaker) queueLocked(ev Event) {
-	if len(b.opt.hooks) == 0 {
+	if !b.opt.observed() {
 		return
 	}
 	q := &b.histLocked().events
@@ -423,7 +424,7 @@ func (b *Breaker) queueLocked(ev Event) {
 // the hook returns. So hooks never run concurrently for one breaker, never
 // see events out of order, and cannot deadlock the breaker.
 func (b *Breaker) flush() {
-	if len(b.opt.hooks) == 0 {
+	if !b.opt.observed() {
 		return
 	}
 	b.mu.Lock()
@@ -461,6 +462,9 @@ func (b *Breaker) flush() {
 		b.mu.Unlock()
 		for _, h := range b.opt.hooks {
 			h(ev)
+		}
+		if g := b.opt.group; g != nil {
+			g.dispatch(b, ev)
 		}
 	}
 }

@@ -4,8 +4,8 @@
 // [Register] creates asynchronous instruments whose one callback reads the
 // group at each collection, so nothing is added to the call path: the
 // breakers already keep the counts. Only transitions are counted as they
-// happen, through [breaker.Group.Subscribe], because the breakers keep no
-// per-reason history.
+// happen, through [breaker.Group.SubscribeWithBreaker], because the
+// breakers keep no per-reason history.
 //
 //	m, err := breakerotel.Register(group, otel.GetMeterProvider())
 //	if err != nil {
@@ -83,7 +83,10 @@ func WithAttributes(kv ...attribute.KeyValue) Option {
 // measurement reflects the group as it is at the collection; a breaker the
 // group has dropped (evicted as idle, or removed) stops being reported,
 // together with its transition counts, and one created again under the
-// same key starts its counts afresh.
+// same key starts its counts afresh, transitions included, even when no
+// collection saw the key go: transitions are counted per breaker, not per
+// name, so they always agree with the breaker's own counters (Opens, the
+// probe verdicts).
 //
 // Transitions that happened before Register was called are not counted;
 // register right after creating the group.
@@ -100,9 +103,11 @@ type Metrics struct {
 	openTime, openDuration, windowRatio metric.Float64Observable
 
 	mu sync.Mutex
-	// counts is keyed by breaker name first so that the transitions of a
-	// dropped breaker can be forgotten in one delete.
-	counts map[string]map[transition]int64
+	// counts is keyed by breaker first so that the transitions of a
+	// dropped breaker can be forgotten in one delete. The key is the
+	// *Breaker, not its name: a name removed and used again belongs to a
+	// new breaker, whose counts must not start where the old one's ended.
+	counts map[*breaker.Breaker]map[transition]int64
 }
 
 type transition struct {
@@ -124,7 +129,7 @@ func Register(g *breaker.Group, mp metric.MeterProvider, opts ...Option) (*Metri
 		}
 	}
 	meter := mp.Meter(ScopeName)
-	m := &Metrics{g: g, attrs: cfg.attrs, counts: map[string]map[transition]int64{}}
+	m := &Metrics{g: g, attrs: cfg.attrs, counts: map[*breaker.Breaker]map[transition]int64{}}
 
 	// Errors are gathered rather than returned at the first, so that one
 	// report names every instrument the provider refused. The curried
@@ -172,7 +177,7 @@ func Register(g *breaker.Group, mp metric.MeterProvider, opts ...Option) (*Metri
 		return nil, err
 	}
 	m.reg = reg
-	m.unsubscribe = g.Subscribe(m.count)
+	m.unsubscribe = g.SubscribeWithBreaker(m.count)
 	return m, nil
 }
 
@@ -185,13 +190,13 @@ func (m *Metrics) Unregister() error {
 
 // count runs on the goroutine of the call that caused the transition, so
 // it only takes a short lock and increments.
-func (m *Metrics) count(e breaker.Event) {
+func (m *Metrics) count(b *breaker.Breaker, e breaker.Event) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	c := m.counts[e.Name]
+	c := m.counts[b]
 	if c == nil {
 		c = map[transition]int64{}
-		m.counts[e.Name] = c
+		m.counts[b] = c
 	}
 	c[transition{e.From, e.To, e.Reason}]++
 }
@@ -199,34 +204,38 @@ func (m *Metrics) count(e breaker.Event) {
 var states = [...]breaker.State{breaker.Closed, breaker.Open, breaker.HalfOpen}
 
 func (m *Metrics) observe(_ context.Context, o metric.Observer) error {
-	// The names seen before the snapshot are the only ones a snapshot can
-	// prove gone: a breaker whose first transition lands after the
-	// snapshot is absent from it but very much alive.
+	// The breakers seen before the group is read are the only ones the
+	// reading can prove gone: a breaker whose first transition lands
+	// after it is absent from it but very much alive.
 	m.mu.Lock()
-	before := make(map[string]bool, len(m.counts))
-	for name := range m.counts {
-		before[name] = true
+	before := make(map[*breaker.Breaker]bool, len(m.counts))
+	for b := range m.counts {
+		before[b] = true
 	}
 	m.mu.Unlock()
 
-	snap := m.g.Snapshot()
-	live := make(map[string]bool, len(snap.Breakers))
-	for _, s := range snap.Breakers {
-		live[s.Name] = true
-		m.observeStatus(o, snap, s)
+	live := map[*breaker.Breaker]bool{}
+	var status []breaker.Status
+	m.g.Range(func(_ string, b *breaker.Breaker) bool {
+		live[b] = true
+		status = append(status, b.Status())
+		return true
+	})
+	for _, s := range status {
+		m.observeStatus(o, s)
 	}
 
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	for name, c := range m.counts {
-		if !live[name] {
-			if before[name] {
-				delete(m.counts, name)
+	for b, c := range m.counts {
+		if !live[b] {
+			if before[b] {
+				delete(m.counts, b)
 			}
 			continue
 		}
 		for t, n := range c {
-			o.ObserveInt64(m.transitions, n, m.with(name,
+			o.ObserveInt64(m.transitions, n, m.with(b.Name(),
 				KeyTransitionFrom.String(t.from.String()),
 				KeyTransitionTo.String(t.to.String()),
 				KeyTransitionReason.String(string(t.reason))))
@@ -254,7 +263,7 @@ func toInt64(v uint64) int64 {
 	return int64(v)
 }
 
-func (m *Metrics) observeStatus(o metric.Observer, snap breaker.GroupSnapshot, s breaker.Status) {
+func (m *Metrics) observeStatus(o metric.Observer, s breaker.Status) {
 	n := s.Name
 	for _, st := range states {
 		var v int64
@@ -276,13 +285,9 @@ func (m *Metrics) observeStatus(o metric.Observer, snap breaker.GroupSnapshot, s
 	o.ObserveInt64(m.probes, toInt64(k.ProbesFailed), m.with(n, KeyProbeResult.String("failed")))
 	o.ObserveFloat64(m.openTime, k.OpenTime.Seconds(), m.with(n))
 
-	open := 0.0
-	if s.OpenSince != nil {
-		// The snapshot's time is the group's clock, the one OpenSince was
-		// read from; time.Now would disagree under a mock or a skewed clock.
-		open = max(0, snap.Time.Sub(*s.OpenSince).Seconds())
-	}
-	o.ObserveFloat64(m.openDuration, open, m.with(n))
+	// OpenFor is measured on the group's clock, the one OpenSince was read
+	// from; time.Now would disagree under a mock or a skewed clock.
+	o.ObserveFloat64(m.openDuration, s.OpenFor.Seconds(), m.with(n))
 	o.ObserveInt64(m.windowCalls, toInt64(s.Window.Counted), m.with(n))
 	o.ObserveFloat64(m.windowRatio, s.ErrorRatio, m.with(n))
 }

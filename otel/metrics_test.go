@@ -485,3 +485,19 @@ func TestMetrics_RaceHammer(t *testing.T) {
 	assert.Equal(t, int64(seen), total)
 	assert.Equal(t, int64(3*50*2), total, "each round trips once and resets once")
 }
+
+// Scenario: pricing tripped, was removed, and was used again and tripped
+// before the next collection. Transition counts were kept by name and
+// forgotten only when a collection found the name gone, so the new
+// breaker's series carried the old breaker's trip as well as its own (2),
+// while its calls, probes and its own Opens started from zero.
+func TestRegression_TransitionCountsStartAfreshWithARecreatedBreaker(t *testing.T) {
+	f := newFixture(t)
+	f.trip(pricing)
+	require.True(t, f.g.Remove(pricing))
+	f.trip(pricing)
+	require.Equal(t, uint64(1), f.breaker(pricing).Counters().Opens)
+	f.expect([]metricdata.Metrics{
+		counter("breaker.transitions", moved(pricing, breaker.Closed, breaker.Open, breaker.ReasonErrorRatio, 1)),
+	}, true)
+}

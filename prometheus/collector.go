@@ -3,8 +3,8 @@
 //
 // A [Collector] reads the group when it is scraped, so it adds nothing to
 // the call path: the breakers already keep the counts. Only transitions are
-// counted as they happen, through [breaker.Group.Subscribe], because the
-// breakers keep no per-reason history. Register one collector per group:
+// counted as they happen, through [breaker.Group.SubscribeWithBreaker],
+// because the breakers keep no per-reason history. Register one collector per group:
 //
 //	c := breakerprom.NewCollector(group)
 //	defer c.Close()
@@ -70,7 +70,10 @@ func WithConstLabels(l prometheus.Labels) Option {
 // group has dropped (evicted as idle, or removed) disappears from the
 // exposition together with its transition counts, and a breaker created
 // again under the same key starts its counters afresh, which Prometheus's
-// rate functions read as a counter reset.
+// rate functions read as a counter reset. Its transition counts start
+// afresh with it, even when no scrape saw the key go: they are kept per
+// breaker, not per name, so they always agree with the breaker's own
+// counters (Opens, the probe verdicts).
 //
 // Transitions that happened before NewCollector was called are not
 // counted; create the collector right after the group.
@@ -84,9 +87,11 @@ type Collector struct {
 	fallbacks, probes, openTime, openDuration, windowCalls, windowRatio *prometheus.Desc
 
 	mu sync.Mutex
-	// counts is keyed by breaker name first so that the transitions of a
-	// dropped breaker can be forgotten in one delete.
-	counts map[string]map[transition]uint64
+	// counts is keyed by breaker first so that the transitions of a
+	// dropped breaker can be forgotten in one delete. The key is the
+	// *Breaker, not its name: a name removed and used again belongs to a
+	// new breaker, whose counts must not start where the old one's ended.
+	counts map[*breaker.Breaker]map[transition]uint64
 }
 
 type transition struct {
@@ -110,7 +115,7 @@ func NewCollector(g *breaker.Group, opts ...Option) *Collector {
 	}
 	c := &Collector{
 		g:      g,
-		counts: map[string]map[transition]uint64{},
+		counts: map[*breaker.Breaker]map[transition]uint64{},
 		state: desc("state",
 			"Current state of the breaker: 1 for the state it is in, 0 for the others.", "state"),
 		transitions: desc("transitions_total",
@@ -136,19 +141,19 @@ func NewCollector(g *breaker.Group, opts ...Option) *Collector {
 		windowRatio: desc("window_error_ratio",
 			"Failures divided by counted calls in the sliding window; 0 when it is empty."),
 	}
-	c.unsubscribe = g.Subscribe(c.observe)
+	c.unsubscribe = g.SubscribeWithBreaker(c.observe)
 	return c
 }
 
 // observe runs on the goroutine of the call that caused the transition,
 // so it only takes a short lock and increments.
-func (c *Collector) observe(e breaker.Event) {
+func (c *Collector) observe(b *breaker.Breaker, e breaker.Event) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	m := c.counts[e.Name]
+	m := c.counts[b]
 	if m == nil {
 		m = map[transition]uint64{}
-		c.counts[e.Name] = m
+		c.counts[b] = m
 	}
 	m[transition{e.From, e.To, e.Reason}]++
 }
@@ -178,22 +183,25 @@ var states = [...]breaker.State{breaker.Closed, breaker.Open, breaker.HalfOpen}
 
 // Collect sends the current metrics of every breaker in the group.
 func (c *Collector) Collect(ch chan<- prometheus.Metric) {
-	// The names seen before the snapshot are the only ones a snapshot can
-	// prove gone: a breaker whose first transition lands after the
-	// snapshot is absent from it but very much alive.
+	// The breakers seen before the group is read are the only ones the
+	// reading can prove gone: a breaker whose first transition lands
+	// after it is absent from it but very much alive.
 	c.mu.Lock()
-	before := make(map[string]bool, len(c.counts))
-	for name := range c.counts {
-		before[name] = true
+	before := make(map[*breaker.Breaker]bool, len(c.counts))
+	for b := range c.counts {
+		before[b] = true
 	}
 	c.mu.Unlock()
 
-	snap := c.g.Snapshot()
-
-	live := make(map[string]bool, len(snap.Breakers))
-	for _, s := range snap.Breakers {
-		live[s.Name] = true
-		c.collectStatus(ch, snap, s)
+	live := map[*breaker.Breaker]bool{}
+	var status []breaker.Status
+	c.g.Range(func(_ string, b *breaker.Breaker) bool {
+		live[b] = true
+		status = append(status, b.Status())
+		return true
+	})
+	for _, s := range status {
+		c.collectStatus(ch, s)
 	}
 
 	c.mu.Lock()
@@ -203,15 +211,15 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		n    uint64
 	}
 	var samples []sample
-	for name, m := range c.counts {
-		if !live[name] {
-			if before[name] {
-				delete(c.counts, name)
+	for b, m := range c.counts {
+		if !live[b] {
+			if before[b] {
+				delete(c.counts, b)
 			}
 			continue
 		}
 		for t, n := range m {
-			samples = append(samples, sample{name, t, n})
+			samples = append(samples, sample{b.Name(), t, n})
 		}
 	}
 	c.mu.Unlock()
@@ -223,7 +231,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-func (c *Collector) collectStatus(ch chan<- prometheus.Metric, snap breaker.GroupSnapshot, s breaker.Status) {
+func (c *Collector) collectStatus(ch chan<- prometheus.Metric, s breaker.Status) {
 	counter := func(d *prometheus.Desc, v uint64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), append([]string{s.Name}, labels...)...)
 	}
@@ -250,13 +258,9 @@ func (c *Collector) collectStatus(ch chan<- prometheus.Metric, snap breaker.Grou
 	counter(c.probes, k.ProbesFailed, "failed")
 	ch <- prometheus.MustNewConstMetric(c.openTime, prometheus.CounterValue, k.OpenTime.Seconds(), s.Name)
 
-	open := 0.0
-	if s.OpenSince != nil {
-		// The snapshot's time is the group's clock, the one OpenSince was
-		// read from; time.Now would disagree under a mock or a skewed clock.
-		open = max(0, snap.Time.Sub(*s.OpenSince).Seconds())
-	}
-	gauge(c.openDuration, open)
+	// OpenFor is measured on the group's clock, the one OpenSince was read
+	// from; time.Now would disagree under a mock or a skewed clock.
+	gauge(c.openDuration, s.OpenFor.Seconds())
 	gauge(c.windowCalls, float64(s.Window.Counted))
 	gauge(c.windowRatio, s.ErrorRatio)
 }

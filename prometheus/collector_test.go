@@ -513,3 +513,19 @@ func TestCollector_RaceHammer(t *testing.T) {
 	assert.Equal(t, seen, total)
 	assert.Equal(t, 3*50*2, total, "each round trips once and resets once")
 }
+
+// Scenario: pricing tripped, was removed, and was used again and tripped
+// before the next scrape. Transition counts were kept by name and
+// forgotten only when a scrape found the name gone, so the new breaker's
+// series carried the old breaker's trip as well as its own (2), while its
+// calls_total, probes_total and its own Opens started from zero.
+func TestRegression_TransitionCountsStartAfreshWithARecreatedBreaker(t *testing.T) {
+	f := newFixture(t)
+	f.trip(pricing)
+	require.True(t, f.g.Remove(pricing))
+	f.trip(pricing)
+	require.Equal(t, uint64(1), f.breaker(pricing).Counters().Opens)
+	f.expect(withHeaders(`
+breaker_transitions_total{from="closed",name="pricing.GetPrice",reason="err_ratio",to="open"} 1
+`), "breaker_transitions_total")
+}
