@@ -42,6 +42,7 @@ type refModel struct {
 	win       []refEntry // outcomes recorded in the current window
 	consec    int
 	warmUntil int64
+	marks     int64 // refMarksSeen, or when a plain success is next looked at for a mark
 
 	c         Counters // every field but OpenTime
 	openTotal int64
@@ -340,12 +341,40 @@ func (m *refModel) rulesFor(c refCall) Policy {
 	return m.pol
 }
 
+// refMarksSeen in refModel.marks: the breaker has seen a WithInstanceStart
+// mark and looks for one on every call. Otherwise marks is the internal
+// time from which the next plain closed-state success is looked at (0, a
+// new breaker's, samples its first call); then one in each
+// refInstanceSample.
+const (
+	refMarksSeen      = math.MinInt64
+	refInstanceSample = int64(100 * time.Millisecond)
+)
+
+// coldFast is cold for a plain closed-state success of Do (no deadline, no
+// slow-call rule at admission): its context is looked at only once a mark
+// has been seen, or when a sample is due.
+func (m *refModel) coldFast(now int64, p Policy, inst *time.Time) bool {
+	if p.Warmup > 0 && now >= m.warmUntil && now < m.marks {
+		return false
+	}
+	return m.cold(now, p, inst)
+}
+
+// cold reports whether a call ending at now went to a warming-up target,
+// looking at the call's context for an instance mark.
 func (m *refModel) cold(now int64, p Policy, inst *time.Time) bool {
 	if p.Warmup == 0 {
 		return false
 	}
 	if now < m.warmUntil {
 		return true
+	}
+	switch {
+	case inst != nil && m.marks != refMarksSeen:
+		m.marks = refMarksSeen
+	case inst == nil && m.marks != refMarksSeen && m.marks <= now:
+		m.marks = now + refInstanceSample
 	}
 	// The start is an instant of the clock, not of the breaker: its age is
 	// the clock's reading now minus it, so that a clock that stepped back
@@ -376,6 +405,27 @@ func classifyRef(c refCall, kind modelKind, elapsed int64, slowCall time.Duratio
 		return Success, slow
 	}
 	return Failure, slow
+}
+
+// finishDo settles a call made through Do (or Call) that returned. A plain
+// success admitted closed with no deadline and no slow-call rule takes the
+// breaker's fast path, which looks for instance marks only now and then.
+func (m *refModel) finishDo(c refCall, kind modelKind) {
+	if c.role != refCounted || c.pol.Timeout > 0 || c.pol.SlowCall > 0 || kind.err() != nil {
+		m.finish(c, kind)
+		return
+	}
+	now := m.read()
+	p := m.rulesFor(c)
+	if m.coldFast(now, p, c.inst) || c.gen != m.gen {
+		m.record(now, c, Success, false)
+		return
+	}
+	m.countOff(Success)
+	m.win = append(m.win, refEntry{t: now})
+	if p.ConsecutiveFailures > 0 {
+		m.consec = 0
+	}
 }
 
 // finish settles a call that returned.
@@ -427,12 +477,13 @@ func (m *refModel) record(now int64, c refCall, o Outcome, slow bool) {
 		m.c.Admitted++
 		return
 	}
+	p := m.rulesFor(c)
+	cold := m.cold(now, p, c.inst) // looked at before the generation, as the breaker does
 	if c.gen != m.gen {
 		m.countOff(o) // stale: counters only
 		return
 	}
-	p := m.rulesFor(c)
-	if m.cold(now, p, c.inst) {
+	if cold {
 		m.c.Exempt++
 		m.countOff(o)
 		return
@@ -482,14 +533,15 @@ func (m *refModel) evaluate(now int64, p Policy) {
 
 func (m *refModel) verdict(now int64, c refCall, o Outcome) {
 	m.countOff(o)
+	p := m.rulesFor(c)
+	cold := m.cold(now, p, c.inst)
 	if c.gen != m.gen || m.state != HalfOpen {
 		return // stale probe
 	}
 	delete(m.inflight, c.id)
-	p := m.rulesFor(c)
 	pass := o == Success || (o == Failure && !p.StrictProbes)
 	switch {
-	case o == Ignored || (m.cold(now, p, c.inst) && !pass):
+	case o == Ignored || (cold && !pass):
 		m.release(c)
 	case pass:
 		m.c.ProbesPassed++
@@ -553,6 +605,18 @@ func (m *refModel) SetMode(mode Mode) {
 			m.mode = mode
 		}
 	case from == ModeForcedOpen:
+		// A forced open is not an outage: from the release on, the
+		// breaker is judged afresh (OpenSince, the open error's Since),
+		// while the time spent open so far stays in OpenTime.
+		if m.since != refNever {
+			m.openTotal += max(0, now-m.since)
+		}
+		m.since = now
+		if m.oe != nil {
+			e := *m.oe
+			e.Since = m.at(now)
+			m.oe = &e
+		}
 		m.halfOpen(now, mode, ReasonReleased)
 	default:
 		m.mode = mode

@@ -408,7 +408,7 @@ func (r *modelRun) do(t *rapid.T) {
 	if want := kind.err(); (want == nil) != (err == nil) || (want != nil && err.Error() != want.Error()) {
 		t.Fatalf("Do returned %v, fn returned %v", err, want)
 	}
-	r.m.finish(rc, kind)
+	r.m.finishDo(rc, kind)
 }
 
 func modelRoleName(role uint8) string {
