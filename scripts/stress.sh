@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Stress run: the suites that search for failures, run far longer than CI
+# runs them. Not part of CI. Usage:
+#
+#	scripts/stress.sh [fuzztime] [count] [rapid-checks]
+#
+# fuzztime   how long each fuzz target runs (default 1m)
+# count      -count for the race hammer, the model test and the chaos
+#            experiments (default 20)
+# checks     sequences for the model-based test per run (default 20000)
+#
+# Every step prints its wall time; the script stops at the first failure,
+# leaving the failing input where go test puts it (testdata/fuzz/...).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+fuzztime=${1:-1m}
+count=${2:-20}
+checks=${3:-20000}
+
+step() {
+	local start=$SECONDS
+	echo "== $*"
+	"$@"
+	echo "   $((SECONDS - start)) s"
+}
+
+# The race hammer, the model-based test and the chaos experiments, under the
+# race detector, many times over.
+step go test -race -count="$count" -run 'TestRace_' .
+step go test -race -count=1 -run 'TestModel' . -rapid.checks="$checks"
+step go test -race -count="$count" -run 'TestChaos' ./breakerhttp/
+step bash -c "cd grpc && go test -race -count=$count -run 'TestChaos' ./..."
+
+# Every fuzz target, one at a time (go test -fuzz takes one target per run).
+fuzz() {
+	local dir=$1 pkg=$2
+	local targets
+	targets=$(cd "$dir" && go test -list '^Fuzz' "$pkg" | grep '^Fuzz' || true)
+	for t in $targets; do
+		step bash -c "cd '$dir' && go test -run '^$' -fuzz '^$t\$' -fuzztime '$fuzztime' '$pkg'"
+	done
+}
+fuzz . .
+fuzz . ./breakerhttp/
+fuzz grpc .
+echo "stress: all passed"
