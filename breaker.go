@@ -163,7 +163,11 @@ func WithRand(f func() float64) Option {
 // the order of the transitions; each hook sees every event. A hook may call
 // back into the breaker, even causing another transition, which is then
 // delivered after the current hook returns. A slow hook delays only the
-// call that caused the transition. A nil h is ignored.
+// call that caused the transition. A hook that panics does not hide the
+// event from the hooks after it, nor the events after it: they are all
+// delivered, and then the first panic goes on up to the call that caused
+// the transition (a call, a read of the state, a scrape). A nil h is
+// ignored.
 func OnTransition(h func(Event)) Option {
 	return func(o *options) {
 		if h != nil {

@@ -482,3 +482,28 @@ func TestRegression_ForcedOpenAfterAStableSpellStartsTheDoublingOver(t *testing.
 	ev = h.eventLog()
 	assert.Equal(t, 2*p.OpenFor, ev[len(ev)-1].Cooldown)
 }
+
+// Scenario: two hooks, the first panics on every event. The second hook,
+// the group's subscribers and the events queued behind the panicking one
+// (a hook that causes a transition queues one) never reached anyone until
+// some later transition: the panic cut delivery short.
+func TestRegression_APanickingHookHidesNoEventFromTheOthers(t *testing.T) {
+	var seen []Reason
+	var b *Breaker
+	h := newHarness(t, policy(func(p *Policy) { p.MinRequests = 1 }),
+		OnTransition(func(e Event) {
+			if e.Reason == ReasonErrorRatio {
+				b.Reset() // queues a second event
+			}
+			panic("hook bug")
+		}),
+		OnTransition(func(e Event) { seen = append(seen, e.Reason) }))
+	b = h.b
+	assert.PanicsWithValue(t, "hook bug", func() {
+		_ = h.b.Do(context.Background(), func(context.Context) error { return errBoom })
+	})
+	assert.Equal(t, []Reason{ReasonErrorRatio, ReasonReset}, seen,
+		"the second hook saw both events, the one queued by the first hook included")
+	assert.PanicsWithValue(t, "hook bug", func() { _ = h.b.SetMode(ModeForcedOpen) })
+	assert.Equal(t, []Reason{ReasonErrorRatio, ReasonReset, ReasonForcedOpen}, seen, "delivery was handed back")
+}

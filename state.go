@@ -435,11 +435,17 @@ func (b *Breaker) flush() {
 	q := &b.hist.events
 	q.delivering = true
 	b.mu.Unlock()
+	// A hook that panics must not hide the event from the hooks after it,
+	// nor strand the events queued behind it: each hook runs under its
+	// own recover, delivery goes on to the end of the queue, and the first
+	// panic then goes on up to the caller, whose call caused the
+	// transition. The group's subscribers contain their own panics.
+	var panicked any
 	done := false
 	defer func() {
 		if !done {
-			// A hook panicked. Hand delivery back so that one bad hook
-			// does not silence every later event; the panic goes on up.
+			// A hook called runtime.Goexit: hand delivery back, so that
+			// later events are not silenced.
 			b.mu.Lock()
 			q.delivering = false
 			b.mu.Unlock()
@@ -455,16 +461,32 @@ func (b *Breaker) flush() {
 			q.delivering = false
 			b.mu.Unlock()
 			done = true
-			return
+			break
 		}
 		ev := q.events[0]
 		q.events = q.events[1:]
 		b.mu.Unlock()
 		for _, h := range b.opt.hooks {
-			h(ev)
+			if v := callHook(h, ev); v != nil && panicked == nil {
+				panicked = v
+			}
 		}
 		if g := b.opt.group; g != nil {
 			g.dispatch(b, ev)
 		}
 	}
+	if panicked != nil {
+		panic(panicked)
+	}
+}
+
+// callHook calls h with ev and returns what it panicked with, if it did.
+func callHook(h func(Event), ev Event) (panicked any) {
+	defer func() {
+		if v := recover(); v != nil {
+			panicked = v
+		}
+	}()
+	h(ev)
+	return nil
 }
