@@ -22,7 +22,6 @@ type refModel struct {
 	now  int64     // internal offset of the latest reading
 	skew int64
 	u    float64 // the jitter draw, already mapped into [0, 1)
-	gaps gapSet  // behaviours of the current code the model imitates on request
 
 	pol   Policy
 	state State
@@ -37,7 +36,6 @@ type refModel struct {
 	// Half-open episode.
 	issued, passed int
 	inflight       map[int]int64 // admission of each probe of this episode with no verdict
-	oldDeadline    int64         // the older code's probe deadline (gapProbeTimeout)
 
 	win       []refEntry // outcomes recorded in the current window
 	consec    int
@@ -75,12 +73,12 @@ func refFloorDiv(a, b int64) int64 {
 	return q
 }
 
-func newRefModel(name string, base time.Time, p Policy, u float64, startCold bool, gaps gapSet) *refModel {
+func newRefModel(name string, base time.Time, p Policy, u float64, startCold bool) *refModel {
 	if !(u >= 0 && u < 1) {
 		u = 0.5
 	}
 	m := &refModel{
-		name: name, base: base, clk: base, u: u, gaps: gaps, pol: p,
+		name: name, base: base, clk: base, u: u, pol: p,
 		since: refNever, warmUntil: refNever,
 		inflight: map[int]int64{},
 	}
@@ -93,11 +91,6 @@ func newRefModel(name string, base time.Time, p Policy, u float64, startCold boo
 // read is the breaker reading its clock.
 func (m *refModel) read() int64 {
 	v := int64(m.clk.Sub(m.base)) + m.skew
-	if m.gaps.has(gapBackClock) {
-		// The current code uses the raw reading.
-		m.now = v
-		return v
-	}
 	if v < m.now {
 		m.skew += m.now - v
 		v = m.now
@@ -216,7 +209,6 @@ func (m *refModel) reopen(now int64, p Policy, reason Reason) {
 }
 
 func (m *refModel) halfOpen(now int64, mode Mode, reason Reason) {
-	m.oldDeadline = now + m.baseCooldown(m.pol)
 	snap := m.tripSnap() // every event of an outage carries its trip's window
 	if m.oe != nil {
 		e := *m.oe
@@ -242,9 +234,6 @@ func (m *refModel) close(now int64, mode Mode, reason Reason) {
 // in flight, while every slot is taken. ok is false if no probe is in
 // flight or a slot is free: time with a free slot never counts.
 func (m *refModel) probeDeadline() (int64, bool) {
-	if m.gaps.has(gapProbeTimeout) {
-		return m.oldDeadline, m.state == HalfOpen && m.issued >= m.pol.Probes
-	}
 	if m.state != HalfOpen || m.issued < m.pol.Probes || len(m.inflight) == 0 {
 		return 0, false
 	}
@@ -332,15 +321,6 @@ func (m *refModel) admit(id int, now int64, inst *time.Time) (refCall, *OpenErro
 	}
 }
 
-// rulesFor is the policy whose rules apply to a result recorded now: the
-// one in force now (the current code applies the one at admission).
-func (m *refModel) rulesFor(c refCall) Policy {
-	if m.gaps.has(gapRulesAtAdmission) {
-		return c.pol
-	}
-	return m.pol
-}
-
 // refMarksSeen in refModel.marks: the breaker has seen a WithInstanceStart
 // mark and looks for one on every call. Otherwise marks is the internal
 // time from which the next plain closed-state success is looked at (0, a
@@ -416,7 +396,7 @@ func (m *refModel) finishDo(c refCall, kind modelKind) {
 		return
 	}
 	now := m.read()
-	p := m.rulesFor(c)
+	p := m.pol
 	if m.coldFast(now, p, c.inst) || c.gen != m.gen {
 		m.record(now, c, Success, false)
 		return
@@ -435,7 +415,7 @@ func (m *refModel) finish(c refCall, kind modelKind) {
 	if c.pol.Timeout > 0 || c.pol.SlowCall > 0 {
 		elapsed = now - c.start
 	}
-	o, slow := classifyRef(c, kind, elapsed, m.rulesFor(c).SlowCall)
+	o, slow := classifyRef(c, kind, elapsed, m.pol.SlowCall)
 	switch c.role {
 	case refCounted:
 		m.record(now, c, o, slow)
@@ -453,7 +433,7 @@ func (m *refModel) abandon(c refCall) {
 	case refCounted:
 		m.record(now, c, Failure, false)
 	case refProbe:
-		if m.rulesFor(c).StrictProbes && !m.gaps.has(gapStrictPanic) {
+		if m.pol.StrictProbes {
 			m.verdict(now, c, Failure)
 			break
 		}
@@ -477,7 +457,7 @@ func (m *refModel) record(now int64, c refCall, o Outcome, slow bool) {
 		m.c.Admitted++
 		return
 	}
-	p := m.rulesFor(c)
+	p := m.pol
 	cold := m.cold(now, p, c.inst) // looked at before the generation, as the breaker does
 	if c.gen != m.gen {
 		m.countOff(o) // stale: counters only
@@ -522,7 +502,7 @@ func (m *refModel) evaluate(now int64, p Policy) {
 		case p.ConsecutiveFailures > 0 && m.consec >= p.ConsecutiveFailures:
 			reason = ReasonConsecutive
 		}
-	} else if !m.gaps.has(gapConsecMinRequests) && p.ConsecutiveFailures > 0 && m.consec >= p.ConsecutiveFailures {
+	} else if p.ConsecutiveFailures > 0 && m.consec >= p.ConsecutiveFailures {
 		// ConsecutiveFailures is its own sample requirement.
 		reason = ReasonConsecutive
 	}
@@ -533,7 +513,7 @@ func (m *refModel) evaluate(now int64, p Policy) {
 
 func (m *refModel) verdict(now int64, c refCall, o Outcome) {
 	m.countOff(o)
-	p := m.rulesFor(c)
+	p := m.pol
 	cold := m.cold(now, p, c.inst)
 	if c.gen != m.gen || m.state != HalfOpen {
 		return // stale probe
@@ -562,7 +542,7 @@ func (m *refModel) SetPolicy(p Policy) {
 	m.pol = p
 	if old.Window != p.Window || old.Buckets != p.Buckets {
 		m.win = nil
-		if m.state == Closed && !m.gaps.has(gapRulesAtAdmission) {
+		if m.state == Closed {
 			// No result of a call admitted before lands in the new
 			// window: a new generation, without a transition.
 			m.gen++
@@ -571,7 +551,7 @@ func (m *refModel) SetPolicy(p Policy) {
 	if old.ConsecutiveFailures != p.ConsecutiveFailures {
 		m.consec = 0
 	}
-	if !m.gaps.has(gapRulesAtAdmission) && m.state == HalfOpen && m.passed >= p.Probes {
+	if m.state == HalfOpen && m.passed >= p.Probes {
 		// Fewer probes now: the passed ones are enough.
 		m.close(now, m.mode, ReasonProbesPassed)
 	}
@@ -587,14 +567,14 @@ func (m *refModel) SetMode(mode Mode) {
 		if m.state == Closed {
 			// The level returns to 0 once the breaker has stayed closed
 			// for MaxOpenFor, whatever ends the closed spell.
-			if m.since != refNever && now-m.since >= int64(m.pol.MaxOpenFor) && !m.gaps.has(gapLevelDecay) {
+			if m.since != refNever && now-m.since >= int64(m.pol.MaxOpenFor) {
 				m.level = 0
 			}
 			m.since = now
 		}
 		m.deadline = int64(^uint64(0) >> 1)
 		m.oe = &OpenError{Name: m.name, State: Open, Reason: ReasonForcedOpen, Snapshot: snap, Since: m.at(m.since)}
-		if m.state != Open || m.gaps.has(gapOpensForced) {
+		if m.state != Open {
 			m.c.Opens++
 		}
 		m.transition(now, Open, mode, ReasonForcedOpen, snap, 0)
