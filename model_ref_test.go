@@ -26,7 +26,7 @@ type refModel struct {
 	pol   Policy
 	state State
 	mode  Mode
-	gen   uint64 // bumped on every transition
+	gen   uint64 // bumped on every transition and when a closed window is reshaped
 
 	level    int
 	since    int64 // closed: last close after an outage; otherwise outage start
@@ -146,17 +146,17 @@ func (m *refModel) countOff(o Outcome) {
 	m.c.Admitted++
 }
 
-func (m *refModel) baseCooldown(p Policy) int64 {
-	d, mx := int64(p.OpenFor), int64(p.MaxOpenFor)
+func (m *refModel) baseCooldown() int64 {
+	d, mx := int64(m.pol.OpenFor), int64(m.pol.MaxOpenFor)
 	for i := 0; i < m.level && d < mx; i++ {
 		d *= 2
 	}
 	return min(d, mx)
 }
 
-func (m *refModel) cooldown(p Policy) int64 {
-	d := m.baseCooldown(p)
-	if j := p.Jitter; j > 0 {
+func (m *refModel) cooldown() int64 {
+	d := m.baseCooldown()
+	if j := m.pol.Jitter; j > 0 {
 		d = int64(float64(d) * (1 - j + 2*j*m.u))
 	}
 	return max(d, 1)
@@ -183,9 +183,8 @@ func (m *refModel) transition(now int64, to State, mode Mode, reason Reason, sna
 	}
 }
 
-// open, trip and reopen take the policy whose rules decided the transition.
-func (m *refModel) open(now int64, p Policy, reason Reason, snap Snapshot) {
-	cd := m.cooldown(p)
+func (m *refModel) open(now int64, reason Reason, snap Snapshot) {
+	cd := m.cooldown()
 	m.deadline = now + cd
 	m.oe = &OpenError{Name: m.name, State: Open, Reason: reason, Snapshot: snap,
 		Since: m.at(m.since), Until: m.at(m.deadline)}
@@ -193,19 +192,19 @@ func (m *refModel) open(now int64, p Policy, reason Reason, snap Snapshot) {
 	m.transition(now, Open, m.mode, reason, snap, cd)
 }
 
-func (m *refModel) trip(now int64, p Policy, reason Reason, snap Snapshot) {
-	if m.since != refNever && now-m.since < int64(p.MaxOpenFor) {
+func (m *refModel) trip(now int64, reason Reason, snap Snapshot) {
+	if m.since != refNever && now-m.since < int64(m.pol.MaxOpenFor) {
 		m.level = min(m.level+1, maxRefLevel)
 	} else {
 		m.level = 0
 	}
 	m.since = now
-	m.open(now, p, reason, snap)
+	m.open(now, reason, snap)
 }
 
-func (m *refModel) reopen(now int64, p Policy, reason Reason) {
+func (m *refModel) reopen(now int64, reason Reason) {
 	m.level = min(m.level+1, maxRefLevel)
-	m.open(now, p, reason, m.tripSnap())
+	m.open(now, reason, m.tripSnap())
 }
 
 func (m *refModel) halfOpen(now int64, mode Mode, reason Reason) {
@@ -241,7 +240,7 @@ func (m *refModel) probeDeadline() (int64, bool) {
 	for _, t := range m.inflight {
 		oldest = min(oldest, t)
 	}
-	return oldest + m.baseCooldown(m.pol), true
+	return oldest + m.baseCooldown(), true
 }
 
 func (m *refModel) probeTimedOut(now int64) bool {
@@ -259,7 +258,7 @@ func (m *refModel) State() State {
 		}
 	case HalfOpen:
 		if m.probeTimedOut(now) {
-			m.reopen(now, m.pol, ReasonProbeTimeout)
+			m.reopen(now, ReasonProbeTimeout)
 		}
 	}
 	return m.state
@@ -278,7 +277,9 @@ func (m *refModel) Counters() Counters {
 	return c
 }
 
-// refCall is an admitted call, as the model sees it.
+// refCall is an admitted call, as the model sees it. Its result is judged
+// by the rules in force when it is recorded; the policy at admission only
+// sets the call's deadline and whether its start was taken.
 type refCall struct {
 	id    int
 	role  uint8
@@ -307,7 +308,7 @@ func (m *refModel) admit(id int, now int64, inst *time.Time) (refCall, *OpenErro
 				return refCall{id: id, role: refProbe, gen: m.gen, pol: m.pol, start: now, inst: inst}, nil
 			}
 			if m.probeTimedOut(now) {
-				m.reopen(now, m.pol, ReasonProbeTimeout)
+				m.reopen(now, ReasonProbeTimeout)
 				continue
 			}
 		}
@@ -334,17 +335,17 @@ const (
 // coldFast is cold for a plain closed-state success of Do (no deadline, no
 // slow-call rule at admission): its context is looked at only once a mark
 // has been seen, or when a sample is due.
-func (m *refModel) coldFast(now int64, p Policy, inst *time.Time) bool {
-	if p.Warmup > 0 && now >= m.warmUntil && now < m.marks {
+func (m *refModel) coldFast(now int64, inst *time.Time) bool {
+	if m.pol.Warmup > 0 && now >= m.warmUntil && now < m.marks {
 		return false
 	}
-	return m.cold(now, p, inst)
+	return m.cold(now, inst)
 }
 
 // cold reports whether a call ending at now went to a warming-up target,
 // looking at the call's context for an instance mark.
-func (m *refModel) cold(now int64, p Policy, inst *time.Time) bool {
-	if p.Warmup == 0 {
+func (m *refModel) cold(now int64, inst *time.Time) bool {
+	if m.pol.Warmup == 0 {
 		return false
 	}
 	if now < m.warmUntil {
@@ -359,7 +360,7 @@ func (m *refModel) cold(now int64, p Policy, inst *time.Time) bool {
 	// The start is an instant of the clock, not of the breaker: its age is
 	// the clock's reading now minus it, so that a clock that stepped back
 	// does not age the instance by the size of the step.
-	return inst != nil && m.clk.Sub(*inst) < p.Warmup
+	return inst != nil && m.clk.Sub(*inst) < m.pol.Warmup
 }
 
 // classifyRef is the outcome of a call that returned after elapsed (-1 if
@@ -396,14 +397,13 @@ func (m *refModel) finishDo(c refCall, kind modelKind) {
 		return
 	}
 	now := m.read()
-	p := m.pol
-	if m.coldFast(now, p, c.inst) || c.gen != m.gen {
+	if m.coldFast(now, c.inst) || c.gen != m.gen {
 		m.record(now, c, Success, false)
 		return
 	}
 	m.countOff(Success)
 	m.win = append(m.win, refEntry{t: now})
-	if p.ConsecutiveFailures > 0 {
+	if m.pol.ConsecutiveFailures > 0 {
 		m.consec = 0
 	}
 }
@@ -457,8 +457,7 @@ func (m *refModel) record(now int64, c refCall, o Outcome, slow bool) {
 		m.c.Admitted++
 		return
 	}
-	p := m.pol
-	cold := m.cold(now, p, c.inst) // looked at before the generation, as the breaker does
+	cold := m.cold(now, c.inst) // looked at before the generation, as the breaker does
 	if c.gen != m.gen {
 		m.countOff(o) // stale: counters only
 		return
@@ -474,7 +473,7 @@ func (m *refModel) record(now int64, c refCall, o Outcome, slow bool) {
 		m.c.Slow++
 	}
 	if o == Success {
-		if p.ConsecutiveFailures > 0 {
+		if m.pol.ConsecutiveFailures > 0 {
 			m.consec = 0
 		}
 		if !slow {
@@ -484,11 +483,12 @@ func (m *refModel) record(now int64, c refCall, o Outcome, slow bool) {
 		m.consec++
 	}
 	if m.mode != ModeForcedClosed {
-		m.evaluate(now, p)
+		m.evaluate(now)
 	}
 }
 
-func (m *refModel) evaluate(now int64, p Policy) {
+func (m *refModel) evaluate(now int64) {
+	p := m.pol
 	snap := m.sum(now)
 	var reason Reason
 	if snap.Counted >= uint64(p.MinRequests) && snap.Counted > 0 {
@@ -507,31 +507,30 @@ func (m *refModel) evaluate(now int64, p Policy) {
 		reason = ReasonConsecutive
 	}
 	if reason != "" {
-		m.trip(now, p, reason, snap)
+		m.trip(now, reason, snap)
 	}
 }
 
 func (m *refModel) verdict(now int64, c refCall, o Outcome) {
 	m.countOff(o)
-	p := m.pol
-	cold := m.cold(now, p, c.inst)
+	cold := m.cold(now, c.inst)
 	if c.gen != m.gen || m.state != HalfOpen {
 		return // stale probe
 	}
 	delete(m.inflight, c.id)
-	pass := o == Success || (o == Failure && !p.StrictProbes)
+	pass := o == Success || (o == Failure && !m.pol.StrictProbes)
 	switch {
 	case o == Ignored || (cold && !pass):
 		m.release(c)
 	case pass:
 		m.c.ProbesPassed++
 		m.passed++
-		if m.passed >= p.Probes {
+		if m.passed >= m.pol.Probes {
 			m.close(now, m.mode, ReasonProbesPassed)
 		}
 	default:
 		m.c.ProbesFailed++
-		m.reopen(now, p, ReasonProbeFailed)
+		m.reopen(now, ReasonProbeFailed)
 	}
 }
 

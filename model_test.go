@@ -535,6 +535,8 @@ func modelDrawPolicy(t *rapid.T, label string) Policy {
 		}
 	}
 	if p.ErrorRatio == 0 && p.ErrorCount == 0 && p.ConsecutiveFailures == 0 && p.SlowCall == 0 {
+		// ErrorRatio 0 turns the ratio rule off, which is valid only
+		// beside another rule.
 		p.ErrorRatio = 0.5
 	}
 	return p
