@@ -22,12 +22,11 @@ type refModel struct {
 	now  int64     // internal offset of the latest reading
 	skew int64
 	u    float64 // the jitter draw, already mapped into [0, 1)
-	gaps gapSet  // behaviours of the current code the model imitates on request
 
 	pol   Policy
 	state State
 	mode  Mode
-	gen   uint64 // bumped on every transition
+	gen   uint64 // bumped on every transition and when a closed window is reshaped
 
 	level    int
 	since    int64 // closed: last close after an outage; otherwise outage start
@@ -37,7 +36,6 @@ type refModel struct {
 	// Half-open episode.
 	issued, passed int
 	inflight       map[int]int64 // admission of each probe of this episode with no verdict
-	oldDeadline    int64         // the older code's probe deadline (gapProbeTimeout)
 
 	win       []refEntry // outcomes recorded in the current window
 	consec    int
@@ -75,12 +73,12 @@ func refFloorDiv(a, b int64) int64 {
 	return q
 }
 
-func newRefModel(name string, base time.Time, p Policy, u float64, startCold bool, gaps gapSet) *refModel {
+func newRefModel(name string, base time.Time, p Policy, u float64, startCold bool) *refModel {
 	if !(u >= 0 && u < 1) {
 		u = 0.5
 	}
 	m := &refModel{
-		name: name, base: base, clk: base, u: u, gaps: gaps, pol: p,
+		name: name, base: base, clk: base, u: u, pol: p,
 		since: refNever, warmUntil: refNever,
 		inflight: map[int]int64{},
 	}
@@ -93,11 +91,6 @@ func newRefModel(name string, base time.Time, p Policy, u float64, startCold boo
 // read is the breaker reading its clock.
 func (m *refModel) read() int64 {
 	v := int64(m.clk.Sub(m.base)) + m.skew
-	if m.gaps.has(gapBackClock) {
-		// The current code uses the raw reading.
-		m.now = v
-		return v
-	}
 	if v < m.now {
 		m.skew += m.now - v
 		v = m.now
@@ -153,17 +146,17 @@ func (m *refModel) countOff(o Outcome) {
 	m.c.Admitted++
 }
 
-func (m *refModel) baseCooldown(p Policy) int64 {
-	d, mx := int64(p.OpenFor), int64(p.MaxOpenFor)
+func (m *refModel) baseCooldown() int64 {
+	d, mx := int64(m.pol.OpenFor), int64(m.pol.MaxOpenFor)
 	for i := 0; i < m.level && d < mx; i++ {
 		d *= 2
 	}
 	return min(d, mx)
 }
 
-func (m *refModel) cooldown(p Policy) int64 {
-	d := m.baseCooldown(p)
-	if j := p.Jitter; j > 0 {
+func (m *refModel) cooldown() int64 {
+	d := m.baseCooldown()
+	if j := m.pol.Jitter; j > 0 {
 		d = int64(float64(d) * (1 - j + 2*j*m.u))
 	}
 	return max(d, 1)
@@ -190,9 +183,8 @@ func (m *refModel) transition(now int64, to State, mode Mode, reason Reason, sna
 	}
 }
 
-// open, trip and reopen take the policy whose rules decided the transition.
-func (m *refModel) open(now int64, p Policy, reason Reason, snap Snapshot) {
-	cd := m.cooldown(p)
+func (m *refModel) open(now int64, reason Reason, snap Snapshot) {
+	cd := m.cooldown()
 	m.deadline = now + cd
 	m.oe = &OpenError{Name: m.name, State: Open, Reason: reason, Snapshot: snap,
 		Since: m.at(m.since), Until: m.at(m.deadline)}
@@ -200,23 +192,22 @@ func (m *refModel) open(now int64, p Policy, reason Reason, snap Snapshot) {
 	m.transition(now, Open, m.mode, reason, snap, cd)
 }
 
-func (m *refModel) trip(now int64, p Policy, reason Reason, snap Snapshot) {
-	if m.since != refNever && now-m.since < int64(p.MaxOpenFor) {
+func (m *refModel) trip(now int64, reason Reason, snap Snapshot) {
+	if m.since != refNever && now-m.since < int64(m.pol.MaxOpenFor) {
 		m.level = min(m.level+1, maxRefLevel)
 	} else {
 		m.level = 0
 	}
 	m.since = now
-	m.open(now, p, reason, snap)
+	m.open(now, reason, snap)
 }
 
-func (m *refModel) reopen(now int64, p Policy, reason Reason) {
+func (m *refModel) reopen(now int64, reason Reason) {
 	m.level = min(m.level+1, maxRefLevel)
-	m.open(now, p, reason, m.tripSnap())
+	m.open(now, reason, m.tripSnap())
 }
 
 func (m *refModel) halfOpen(now int64, mode Mode, reason Reason) {
-	m.oldDeadline = now + m.baseCooldown(m.pol)
 	snap := m.tripSnap() // every event of an outage carries its trip's window
 	if m.oe != nil {
 		e := *m.oe
@@ -242,9 +233,6 @@ func (m *refModel) close(now int64, mode Mode, reason Reason) {
 // in flight, while every slot is taken. ok is false if no probe is in
 // flight or a slot is free: time with a free slot never counts.
 func (m *refModel) probeDeadline() (int64, bool) {
-	if m.gaps.has(gapProbeTimeout) {
-		return m.oldDeadline, m.state == HalfOpen && m.issued >= m.pol.Probes
-	}
 	if m.state != HalfOpen || m.issued < m.pol.Probes || len(m.inflight) == 0 {
 		return 0, false
 	}
@@ -252,7 +240,7 @@ func (m *refModel) probeDeadline() (int64, bool) {
 	for _, t := range m.inflight {
 		oldest = min(oldest, t)
 	}
-	return oldest + m.baseCooldown(m.pol), true
+	return oldest + m.baseCooldown(), true
 }
 
 func (m *refModel) probeTimedOut(now int64) bool {
@@ -270,7 +258,7 @@ func (m *refModel) State() State {
 		}
 	case HalfOpen:
 		if m.probeTimedOut(now) {
-			m.reopen(now, m.pol, ReasonProbeTimeout)
+			m.reopen(now, ReasonProbeTimeout)
 		}
 	}
 	return m.state
@@ -289,7 +277,9 @@ func (m *refModel) Counters() Counters {
 	return c
 }
 
-// refCall is an admitted call, as the model sees it.
+// refCall is an admitted call, as the model sees it. Its result is judged
+// by the rules in force when it is recorded; the policy at admission only
+// sets the call's deadline and whether its start was taken.
 type refCall struct {
 	id    int
 	role  uint8
@@ -318,7 +308,7 @@ func (m *refModel) admit(id int, now int64, inst *time.Time) (refCall, *OpenErro
 				return refCall{id: id, role: refProbe, gen: m.gen, pol: m.pol, start: now, inst: inst}, nil
 			}
 			if m.probeTimedOut(now) {
-				m.reopen(now, m.pol, ReasonProbeTimeout)
+				m.reopen(now, ReasonProbeTimeout)
 				continue
 			}
 		}
@@ -330,15 +320,6 @@ func (m *refModel) admit(id int, now int64, inst *time.Time) (refCall, *OpenErro
 		e := *m.oe
 		return refCall{role: refRefused}, &e
 	}
-}
-
-// rulesFor is the policy whose rules apply to a result recorded now: the
-// one in force now (the current code applies the one at admission).
-func (m *refModel) rulesFor(c refCall) Policy {
-	if m.gaps.has(gapRulesAtAdmission) {
-		return c.pol
-	}
-	return m.pol
 }
 
 // refMarksSeen in refModel.marks: the breaker has seen a WithInstanceStart
@@ -354,17 +335,17 @@ const (
 // coldFast is cold for a plain closed-state success of Do (no deadline, no
 // slow-call rule at admission): its context is looked at only once a mark
 // has been seen, or when a sample is due.
-func (m *refModel) coldFast(now int64, p Policy, inst *time.Time) bool {
-	if p.Warmup > 0 && now >= m.warmUntil && now < m.marks {
+func (m *refModel) coldFast(now int64, inst *time.Time) bool {
+	if m.pol.Warmup > 0 && now >= m.warmUntil && now < m.marks {
 		return false
 	}
-	return m.cold(now, p, inst)
+	return m.cold(now, inst)
 }
 
 // cold reports whether a call ending at now went to a warming-up target,
 // looking at the call's context for an instance mark.
-func (m *refModel) cold(now int64, p Policy, inst *time.Time) bool {
-	if p.Warmup == 0 {
+func (m *refModel) cold(now int64, inst *time.Time) bool {
+	if m.pol.Warmup == 0 {
 		return false
 	}
 	if now < m.warmUntil {
@@ -379,7 +360,7 @@ func (m *refModel) cold(now int64, p Policy, inst *time.Time) bool {
 	// The start is an instant of the clock, not of the breaker: its age is
 	// the clock's reading now minus it, so that a clock that stepped back
 	// does not age the instance by the size of the step.
-	return inst != nil && m.clk.Sub(*inst) < p.Warmup
+	return inst != nil && m.clk.Sub(*inst) < m.pol.Warmup
 }
 
 // classifyRef is the outcome of a call that returned after elapsed (-1 if
@@ -416,14 +397,13 @@ func (m *refModel) finishDo(c refCall, kind modelKind) {
 		return
 	}
 	now := m.read()
-	p := m.rulesFor(c)
-	if m.coldFast(now, p, c.inst) || c.gen != m.gen {
+	if m.coldFast(now, c.inst) || c.gen != m.gen {
 		m.record(now, c, Success, false)
 		return
 	}
 	m.countOff(Success)
 	m.win = append(m.win, refEntry{t: now})
-	if p.ConsecutiveFailures > 0 {
+	if m.pol.ConsecutiveFailures > 0 {
 		m.consec = 0
 	}
 }
@@ -435,7 +415,7 @@ func (m *refModel) finish(c refCall, kind modelKind) {
 	if c.pol.Timeout > 0 || c.pol.SlowCall > 0 {
 		elapsed = now - c.start
 	}
-	o, slow := classifyRef(c, kind, elapsed, m.rulesFor(c).SlowCall)
+	o, slow := classifyRef(c, kind, elapsed, m.pol.SlowCall)
 	switch c.role {
 	case refCounted:
 		m.record(now, c, o, slow)
@@ -453,7 +433,7 @@ func (m *refModel) abandon(c refCall) {
 	case refCounted:
 		m.record(now, c, Failure, false)
 	case refProbe:
-		if m.rulesFor(c).StrictProbes && !m.gaps.has(gapStrictPanic) {
+		if m.pol.StrictProbes {
 			m.verdict(now, c, Failure)
 			break
 		}
@@ -477,8 +457,7 @@ func (m *refModel) record(now int64, c refCall, o Outcome, slow bool) {
 		m.c.Admitted++
 		return
 	}
-	p := m.rulesFor(c)
-	cold := m.cold(now, p, c.inst) // looked at before the generation, as the breaker does
+	cold := m.cold(now, c.inst) // looked at before the generation, as the breaker does
 	if c.gen != m.gen {
 		m.countOff(o) // stale: counters only
 		return
@@ -494,7 +473,7 @@ func (m *refModel) record(now int64, c refCall, o Outcome, slow bool) {
 		m.c.Slow++
 	}
 	if o == Success {
-		if p.ConsecutiveFailures > 0 {
+		if m.pol.ConsecutiveFailures > 0 {
 			m.consec = 0
 		}
 		if !slow {
@@ -504,11 +483,12 @@ func (m *refModel) record(now int64, c refCall, o Outcome, slow bool) {
 		m.consec++
 	}
 	if m.mode != ModeForcedClosed {
-		m.evaluate(now, p)
+		m.evaluate(now)
 	}
 }
 
-func (m *refModel) evaluate(now int64, p Policy) {
+func (m *refModel) evaluate(now int64) {
+	p := m.pol
 	snap := m.sum(now)
 	var reason Reason
 	if snap.Counted >= uint64(p.MinRequests) && snap.Counted > 0 {
@@ -522,36 +502,35 @@ func (m *refModel) evaluate(now int64, p Policy) {
 		case p.ConsecutiveFailures > 0 && m.consec >= p.ConsecutiveFailures:
 			reason = ReasonConsecutive
 		}
-	} else if !m.gaps.has(gapConsecMinRequests) && p.ConsecutiveFailures > 0 && m.consec >= p.ConsecutiveFailures {
+	} else if p.ConsecutiveFailures > 0 && m.consec >= p.ConsecutiveFailures {
 		// ConsecutiveFailures is its own sample requirement.
 		reason = ReasonConsecutive
 	}
 	if reason != "" {
-		m.trip(now, p, reason, snap)
+		m.trip(now, reason, snap)
 	}
 }
 
 func (m *refModel) verdict(now int64, c refCall, o Outcome) {
 	m.countOff(o)
-	p := m.rulesFor(c)
-	cold := m.cold(now, p, c.inst)
+	cold := m.cold(now, c.inst)
 	if c.gen != m.gen || m.state != HalfOpen {
 		return // stale probe
 	}
 	delete(m.inflight, c.id)
-	pass := o == Success || (o == Failure && !p.StrictProbes)
+	pass := o == Success || (o == Failure && !m.pol.StrictProbes)
 	switch {
 	case o == Ignored || (cold && !pass):
 		m.release(c)
 	case pass:
 		m.c.ProbesPassed++
 		m.passed++
-		if m.passed >= p.Probes {
+		if m.passed >= m.pol.Probes {
 			m.close(now, m.mode, ReasonProbesPassed)
 		}
 	default:
 		m.c.ProbesFailed++
-		m.reopen(now, p, ReasonProbeFailed)
+		m.reopen(now, ReasonProbeFailed)
 	}
 }
 
@@ -562,7 +541,7 @@ func (m *refModel) SetPolicy(p Policy) {
 	m.pol = p
 	if old.Window != p.Window || old.Buckets != p.Buckets {
 		m.win = nil
-		if m.state == Closed && !m.gaps.has(gapRulesAtAdmission) {
+		if m.state == Closed {
 			// No result of a call admitted before lands in the new
 			// window: a new generation, without a transition.
 			m.gen++
@@ -571,7 +550,7 @@ func (m *refModel) SetPolicy(p Policy) {
 	if old.ConsecutiveFailures != p.ConsecutiveFailures {
 		m.consec = 0
 	}
-	if !m.gaps.has(gapRulesAtAdmission) && m.state == HalfOpen && m.passed >= p.Probes {
+	if m.state == HalfOpen && m.passed >= p.Probes {
 		// Fewer probes now: the passed ones are enough.
 		m.close(now, m.mode, ReasonProbesPassed)
 	}
@@ -587,14 +566,14 @@ func (m *refModel) SetMode(mode Mode) {
 		if m.state == Closed {
 			// The level returns to 0 once the breaker has stayed closed
 			// for MaxOpenFor, whatever ends the closed spell.
-			if m.since != refNever && now-m.since >= int64(m.pol.MaxOpenFor) && !m.gaps.has(gapLevelDecay) {
+			if m.since != refNever && now-m.since >= int64(m.pol.MaxOpenFor) {
 				m.level = 0
 			}
 			m.since = now
 		}
 		m.deadline = int64(^uint64(0) >> 1)
 		m.oe = &OpenError{Name: m.name, State: Open, Reason: ReasonForcedOpen, Snapshot: snap, Since: m.at(m.since)}
-		if m.state != Open || m.gaps.has(gapOpensForced) {
+		if m.state != Open {
 			m.c.Opens++
 		}
 		m.transition(now, Open, mode, ReasonForcedOpen, snap, 0)

@@ -16,10 +16,6 @@ package breaker
 // A failing run prints the shrunk sequence and saves it under
 // testdata/rapid (ignored by git); -rapid.failfile replays it, with -run
 // naming the subtest (TestModel/step or TestModel/mock).
-//
-// -model.gaps=name,... (or all) makes the model imitate named behaviours
-// of an older Breaker instead of the contract, to look for other
-// differences while those are being fixed; see gapNames.
 
 import (
 	"context"
@@ -45,68 +41,6 @@ const (
 	modelChecks = 2000
 	modelSteps  = 60
 )
-
-var modelGapsFlag = flag.String("model.gaps", "", "comma-separated behaviours the model imitates instead of the contract (or all)")
-
-type gapSet uint32
-
-const (
-	// gapBackClock: the generator never steps the clock back, and the model
-	// uses raw readings (the breaker used to let time go backwards).
-	gapBackClock gapSet = 1 << iota
-	// gapProbeTimeout: the probe deadline runs from the start of the
-	// half-open episode, not from the admission of the oldest probe in
-	// flight.
-	gapProbeTimeout
-	// gapRulesAtAdmission: a result is judged by the policy in force when
-	// its call was admitted; lowering Probes does not close an episode.
-	gapRulesAtAdmission
-	// gapOpensForced: forcing open an open breaker counts as an open.
-	gapOpensForced
-	// gapStrictPanic: a strict probe that panics frees its slot.
-	gapStrictPanic
-	// gapConsecMinRequests: ConsecutiveFailures waits for MinRequests.
-	gapConsecMinRequests
-	// gapHalfOpenSnap: a half-open event carries the trip snapshot, not the
-	// window at the transition.
-	gapHalfOpenSnap
-	// gapRatioZero: ErrorRatio 0 with another rule is refused, so the
-	// generator never draws it.
-	gapRatioZero
-	// gapLevelDecay: the cooldown level decays only when a trip rule opens
-	// the breaker, not when it is forced open after a stable spell.
-	gapLevelDecay
-	// gapInstanceMarks: calls never carry an instance start (a breaker that
-	// samples for marks misses the first ones after unmarked traffic).
-	gapInstanceMarks
-)
-
-var gapNames = map[string]gapSet{
-	"backclock": gapBackClock, "probetimeout": gapProbeTimeout, "rulesatadmission": gapRulesAtAdmission,
-	"opensforced": gapOpensForced, "strictpanic": gapStrictPanic, "consecminrequests": gapConsecMinRequests,
-	"halfopensnap": gapHalfOpenSnap, "ratiozero": gapRatioZero, "leveldecay": gapLevelDecay,
-	"instancemarks": gapInstanceMarks,
-}
-
-func (g gapSet) has(x gapSet) bool { return g&x != 0 }
-
-func parseGaps(t *testing.T, s string) gapSet {
-	var g gapSet
-	for _, name := range strings.Split(s, ",") {
-		switch name = strings.TrimSpace(name); name {
-		case "":
-		case "all":
-			g = ^gapSet(0)
-		default:
-			x, ok := gapNames[name]
-			if !ok {
-				t.Fatalf("-model.gaps: unknown name %q", name)
-			}
-			g |= x
-		}
-	}
-	return g
-}
 
 // modelClock is a Clock the test can set.
 type modelClock interface {
@@ -195,7 +129,6 @@ type modelRun struct {
 	clk     modelClock
 	b       *Breaker
 	m       *refModel
-	gaps    gapSet
 	pending []*modelPending
 	nextID  int
 
@@ -206,9 +139,8 @@ type modelRun struct {
 func TestModel(t *testing.T) {
 	modelFlagDefault("rapid.checks", modelChecks)
 	modelFlagDefault("rapid.steps", modelSteps)
-	gaps := parseGaps(t, *modelGapsFlag)
 	t.Run("step", func(t *testing.T) {
-		rapid.Check(t, func(rt *rapid.T) { runModel(rt, &modelStepClock{}, gaps) })
+		rapid.Check(t, func(rt *rapid.T) { runModel(rt, &modelStepClock{}) })
 	})
 	t.Run("mock", func(t *testing.T) {
 		// One sequence in mockShare, on *clock.Mock: its timers carry the
@@ -218,7 +150,7 @@ func TestModel(t *testing.T) {
 		defer checks.Value.Set(all)
 		n, _ := strconv.Atoi(all)
 		checks.Value.Set(strconv.Itoa(max(1, n/mockShare)))
-		rapid.Check(t, func(rt *rapid.T) { runModel(rt, clock.NewMock(), gaps) })
+		rapid.Check(t, func(rt *rapid.T) { runModel(rt, clock.NewMock()) })
 	})
 }
 
@@ -236,11 +168,11 @@ func modelFlagDefault(name string, v int) {
 	}
 }
 
-func runModel(t *rapid.T, clk modelClock, gaps gapSet) {
-	r := &modelRun{clk: clk, gaps: gaps}
+func runModel(t *rapid.T, clk modelClock) {
+	r := &modelRun{clk: clk}
 	base := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC).Add(time.Duration(rapid.Int64Range(0, 999).Draw(t, "base_ms")) * time.Millisecond)
 	r.clk.Set(base)
-	p := modelDrawPolicy(t, gaps, "policy")
+	p := modelDrawPolicy(t, "policy")
 	u := rapid.SampledFrom([]float64{0.5, 0, 0.25, 0.999, 1.5, math.NaN()}).Draw(t, "rand")
 	cold := rapid.Bool().Draw(t, "start_cold")
 	reenter := rapid.Bool().Draw(t, "reentrant_hook")
@@ -270,7 +202,7 @@ func runModel(t *rapid.T, clk modelClock, gaps gapSet) {
 		t.Fatalf("New(%+v): %v", p, err)
 	}
 	r.b = b
-	r.m = newRefModel("orders.Create", base, p, u, cold, gaps)
+	r.m = newRefModel("orders.Create", base, p, u, cold)
 	defer func() {
 		for _, pc := range r.pending {
 			pc.cancel()
@@ -305,7 +237,7 @@ func (r *modelRun) setClock(c time.Time) {
 // drawInstance draws the instance-start mark of a call: none, or a start
 // near the instant where the target stops being cold.
 func (r *modelRun) drawInstance(t *rapid.T) *time.Time {
-	if r.gaps.has(gapInstanceMarks) || !rapid.Bool().Draw(t, "marked") {
+	if !rapid.Bool().Draw(t, "marked") {
 		return nil
 	}
 	now := r.m.clk
@@ -509,12 +441,8 @@ func (r *modelRun) step(t *rapid.T) {
 			}
 		}
 	}
-	kinds := []string{"forward", "target", "far"}
-	if !r.gaps.has(gapBackClock) {
-		kinds = append(kinds, "back")
-	}
 	var c time.Time
-	kind := rapid.SampledFrom(kinds).Draw(t, "step")
+	kind := rapid.SampledFrom([]string{"forward", "target", "far", "back"}).Draw(t, "step")
 	switch kind {
 	case "forward":
 		d := rapid.Int64Range(1, 3000).Draw(t, "ms")
@@ -552,7 +480,7 @@ func (r *modelRun) step(t *rapid.T) {
 }
 
 func (r *modelRun) setPolicy(t *rapid.T) {
-	p := modelDrawPolicy(t, r.gaps, "new_policy")
+	p := modelDrawPolicy(t, "new_policy")
 	if rapid.IntRange(0, 4).Draw(t, "invalid") == 0 {
 		p = modelBreakPolicy(t, p)
 		if err := r.b.SetPolicy(p); err == nil {
@@ -584,7 +512,7 @@ func (r *modelRun) setMode(t *rapid.T) {
 }
 
 // modelDrawPolicy draws a small valid policy.
-func modelDrawPolicy(t *rapid.T, gaps gapSet, label string) Policy {
+func modelDrawPolicy(t *rapid.T, label string) Policy {
 	p := Policy{
 		Window:      time.Duration(rapid.IntRange(1, 10).Draw(t, label+".window_s")) * time.Second,
 		Buckets:     rapid.SampledFrom([]int{1, 2, 4, 5, 8, 10}).Draw(t, label+".buckets"),
@@ -606,7 +534,9 @@ func modelDrawPolicy(t *rapid.T, gaps gapSet, label string) Policy {
 			p.SlowRatio = rapid.SampledFrom([]float64{0.5, 0.2, 1}).Draw(t, label+".slow_ratio")
 		}
 	}
-	if p.ErrorRatio == 0 && (gaps.has(gapRatioZero) || (p.ErrorCount == 0 && p.ConsecutiveFailures == 0 && p.SlowCall == 0)) {
+	if p.ErrorRatio == 0 && p.ErrorCount == 0 && p.ConsecutiveFailures == 0 && p.SlowCall == 0 {
+		// ErrorRatio 0 turns the ratio rule off, which is valid only
+		// beside another rule.
 		p.ErrorRatio = 0.5
 	}
 	return p
