@@ -43,4 +43,5 @@ fuzz() {
 fuzz . .
 fuzz . ./breakerhttp/
 fuzz grpc .
+if [ -f replay/go.mod ]; then fuzz replay .; else fuzz . ./replay/; fi
 echo "stress: all passed"
