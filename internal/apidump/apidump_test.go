@@ -1,6 +1,8 @@
 package main
 
 import (
+	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -12,6 +14,49 @@ import (
 
 func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
+}
+
+// TestGoldenFiles fails when the exported API of a package differs from
+// its file in api/, so that no change to the API reaches the main branch
+// without a diff of the golden files for review.
+func TestGoldenFiles(t *testing.T) {
+	root, err := findRoot(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pkgs, err := collect(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checked, err := filepath.Glob(filepath.Join(root, apiDir, "*.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	stale := map[string]bool{}
+	for _, name := range checked {
+		stale[filepath.Base(name)] = true
+	}
+	for _, p := range pkgs {
+		name := apiDir + "/" + p.file()
+		delete(stale, p.file())
+		want, err := os.ReadFile(filepath.Join(root, name))
+		if errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("%s has no golden file %s", p.path, name)
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d := unifiedDiff(name+" (checked in)", name+" (from the source)", string(want), p.golden()); d != "" {
+			t.Errorf("the exported API of %s has changed:\n%s", p.path, d)
+		}
+	}
+	for name := range stale {
+		t.Errorf("%s/%s is the golden file of no package", apiDir, name)
+	}
+	if t.Failed() {
+		t.Logf("if the change is intended, run from the repository root\n\t%s\nand commit the files in %s/ with it", regenerate, apiDir)
+	}
 }
 
 // TestCollectFindsLibraryPackages checks the walk against the repository's
