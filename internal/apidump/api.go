@@ -24,6 +24,11 @@ import (
 // Parameter names are left out, because renaming one is not an API change;
 // type parameter names stay, because the signature refers to them. Lines
 // are sorted so that moving a declaration between files changes nothing.
+//
+// The files are parsed, not type-checked, so fields and methods promoted
+// from an unexported embedded type are not listed (no exported type here
+// embeds one), and a constant shows its expression with iota's value put
+// in (1 << 3), not the computed value.
 func declarations(files []*ast.File) []string {
 	var lines []string
 	for _, f := range files {
@@ -51,9 +56,7 @@ func genDecl(d *ast.GenDecl) []string {
 	for iotaValue, spec := range d.Specs {
 		switch s := spec.(type) {
 		case *ast.ValueSpec:
-			if d.Tok == token.CONST && (s.Type != nil || len(s.Values) > 0) {
-				typ, values = s.Type, s.Values
-			} else if d.Tok == token.VAR {
+			if d.Tok == token.VAR || len(s.Values) > 0 {
 				typ, values = s.Type, s.Values
 			}
 			for i, name := range s.Names {
@@ -67,7 +70,7 @@ func genDecl(d *ast.GenDecl) []string {
 				// A var's initializer is shown only when it stands in for
 				// the missing type; a const's value is part of its API.
 				if (d.Tok == token.CONST || typ == nil) && len(values) == len(s.Names) {
-					line += " = " + constExpr(values[i], iotaValue)
+					line += " = " + valueExpr(values[i], iotaValue)
 				}
 				lines = append(lines, line)
 			}
@@ -220,9 +223,9 @@ func types(list *ast.FieldList) []string {
 	return out
 }
 
-// constExpr prints a constant's value expression with iota replaced by
-// its value in this spec.
-func constExpr(e ast.Expr, iotaValue int) string {
+// valueExpr prints a value expression with iota replaced by its value in
+// this spec.
+func valueExpr(e ast.Expr, iotaValue int) string {
 	var idents []*ast.Ident
 	ast.Inspect(e, func(n ast.Node) bool {
 		if id, ok := n.(*ast.Ident); ok && id.Name == "iota" {
