@@ -75,13 +75,19 @@ func (h *eventHeap) pop() event {
 	return top
 }
 
-// fifo is a queue of events whose times never decrease.
-type fifo struct {
-	items []event
+// fifo is a first-in first-out queue. Popping moves the head instead of
+// shifting the items, so both ends are O(1); the consumed front is reused
+// once it is empty or makes up half of a large queue, so a long run does not
+// grow the queue for ever. It serves the timeout FIFOs (events) and each
+// tier's waiting requests (jobRefs), which need the same operations; the
+// agenda is a heap, which orders by time rather than by arrival, and stays a
+// type of its own.
+type fifo[T any] struct {
+	items []T
 	head  int
 }
 
-func (f *fifo) push(e event) {
+func (f *fifo[T]) push(v T) {
 	if f.head > 0 && f.head == len(f.items) {
 		f.items, f.head = f.items[:0], 0
 	} else if f.head >= 1024 && f.head*2 >= len(f.items) {
@@ -89,50 +95,32 @@ func (f *fifo) push(e event) {
 		n := copy(f.items, f.items[f.head:])
 		f.items, f.head = f.items[:n], 0
 	}
-	f.items = append(f.items, e)
+	f.items = append(f.items, v)
 }
 
-func (f *fifo) peek() *event {
+// peek returns the front item, or nil if the queue is empty. The pointer is
+// good until the next push.
+func (f *fifo[T]) peek() *T {
 	if f.head == len(f.items) {
 		return nil
 	}
 	return &f.items[f.head]
 }
 
-func (f *fifo) pop() event {
-	e := f.items[f.head]
+// pop removes and returns the front item; ok is false if the queue is
+// empty.
+func (f *fifo[T]) pop() (v T, ok bool) {
+	if f.head == len(f.items) {
+		return v, false
+	}
+	v = f.items[f.head]
 	f.head++
-	return e
+	return v, true
 }
 
-// ring is a tier's queue of waiting requests. Requests that leave it early
-// (their caller gave up) stay in it as stale entries and are skipped when
-// they come to the front, which keeps leaving O(1).
-type ring struct {
-	items []jobRef
-	head  int
-}
-
+// jobRef names a request waiting in a tier's queue: a request whose gen has
+// moved on since it was queued is a stale entry.
 type jobRef struct {
 	id  int32
 	gen uint32
-}
-
-func (r *ring) push(j jobRef) {
-	if r.head > 0 && r.head == len(r.items) {
-		r.items, r.head = r.items[:0], 0
-	} else if r.head >= 1024 && r.head*2 >= len(r.items) {
-		n := copy(r.items, r.items[r.head:])
-		r.items, r.head = r.items[:n], 0
-	}
-	r.items = append(r.items, j)
-}
-
-func (r *ring) pop() (jobRef, bool) {
-	if r.head == len(r.items) {
-		return jobRef{}, false
-	}
-	j := r.items[r.head]
-	r.head++
-	return j, true
 }

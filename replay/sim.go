@@ -76,8 +76,8 @@ type tierState struct {
 	workers  int
 	queueCap int
 	busy     int
-	live     int // requests in queue that still have a caller
-	queue    ring
+	live     int          // requests in queue that still have a caller
+	queue    fifo[jobRef] // waiting requests, and stale entries of those that left (see finish)
 	svc      sampler
 	rng      *rand.Rand // service times and which calls a request makes
 	frng     *rand.Rand // fault draws
@@ -107,8 +107,8 @@ type sim struct {
 	end     int64
 	seq     uint64
 	agenda  eventHeap
-	clients fifo   // entry requests' client timeouts
-	timers  []fifo // per edge: call timeouts
+	clients fifo[event]   // entry requests' client timeouts
+	timers  []fifo[event] // per edge: call timeouts
 	chunks  [][]job
 	free    []int32
 	count   int32
@@ -146,7 +146,7 @@ func newSim(sc *Scenario, spec runSpec) (*sim, error) {
 	s := &sim{
 		sc:      sc,
 		end:     int64(sc.Duration),
-		timers:  make([]fifo, len(edges)),
+		timers:  make([]fifo[event], len(edges)),
 		tiers:   make([]tierState, len(sc.Tiers)),
 		edges:   make([]edgeState, len(edges)),
 		arrive:  rand.New(rand.NewPCG(sc.Seed, streamArrivals)),
@@ -283,7 +283,7 @@ func (s *sim) schedule(at int64, kind eventKind, id int32, gen uint32) {
 	s.agenda.push(event{at: at, seq: s.seq, id: id, gen: gen, kind: kind})
 }
 
-func (s *sim) setTimer(q *fifo, at int64, id int32, gen uint32) {
+func (s *sim) setTimer(q *fifo[event], at int64, id int32, gen uint32) {
 	s.seq++
 	q.push(event{at: at, seq: s.seq, id: id, gen: gen, kind: evTimeout})
 }
@@ -291,7 +291,7 @@ func (s *sim) setTimer(q *fifo, at int64, id int32, gen uint32) {
 // pop takes the earliest event of the heap and the timeout FIFOs.
 func (s *sim) pop() (event, bool) {
 	var best *event
-	var from *fifo
+	var from *fifo[event]
 	if len(s.agenda) > 0 {
 		best = &s.agenda[0]
 	}
@@ -307,7 +307,7 @@ func (s *sim) pop() (event, bool) {
 	case best == nil:
 		return event{}, false
 	case from != nil:
-		return from.pop(), true
+		return from.pop()
 	default:
 		return s.agenda.pop(), true
 	}
@@ -614,7 +614,8 @@ func (s *sim) entryEnded(c *job, err error) {
 // finish ends a request at its tier: the worker goes to the next waiting
 // request before the answer travels up, so that a caller that reacts to
 // the answer by calling this tier again queues behind those already
-// waiting.
+// waiting. Requests that left the queue early (their caller gave up) stay
+// in it as stale entries and are skipped here, which keeps leaving O(1).
 func (s *sim) finish(id int32, err error) {
 	j := s.job(id)
 	ts := &s.tiers[j.tier]

@@ -1,0 +1,341 @@
+package replay
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/govkit/breaker"
+)
+
+// Validate reports every problem of s by the JSON path of its field, as a
+// *[ScenarioError], or nil.
+func (s *Scenario) Validate() error {
+	var p problems
+	s.check(&p)
+	return p.err()
+}
+
+func (s *Scenario) check(p *problems) {
+	switch {
+	case s.Duration <= 0:
+		p.add("duration", "must be positive, got %v", s.Duration)
+	case s.Duration > MaxDuration:
+		p.add("duration", "must be at most %v, got %v", MaxDuration, s.Duration)
+	}
+	policyProblems(p, "policy", s.policy())
+
+	index := make(map[string]int, len(s.Tiers))
+	switch {
+	case len(s.Tiers) == 0:
+		p.add("tiers", "required: at least one tier")
+	case len(s.Tiers) > MaxTiers:
+		p.add("tiers", "at most %d tiers, got %d", MaxTiers, len(s.Tiers))
+	}
+	for i, t := range s.Tiers {
+		path := fmt.Sprintf("tiers[%d]", i)
+		switch {
+		case t.Name == "":
+			p.add(path+".name", "required")
+		case strings.Contains(t.Name, "->") || strings.ContainsAny(t.Name, " \t\n"):
+			p.add(path+".name", `must not contain "->" or spaces, got %q`, t.Name)
+		default:
+			if j, dup := index[t.Name]; dup {
+				p.add(path+".name", "%q is already the name of tiers[%d]", t.Name, j)
+			} else {
+				index[t.Name] = i
+			}
+		}
+	}
+	s.checkEntry(p, index)
+	for i, t := range s.Tiers {
+		s.checkTier(p, fmt.Sprintf("tiers[%d]", i), t, index)
+	}
+	s.checkCycles(p, index)
+	s.checkFaults(p, index)
+	s.checkCandidate(p)
+}
+
+func (s *Scenario) checkEntry(p *problems, index map[string]int) {
+	e := s.Entry
+	if e.Tier == "" {
+		p.add("entry.tier", "required")
+	} else if _, ok := index[e.Tier]; !ok {
+		p.add("entry.tier", "no tier is named %q (tiers: %s)", e.Tier, s.tierNames())
+	}
+	switch {
+	case !(e.Rate > 0) || math.IsInf(e.Rate, 0):
+		p.add("entry.rate", "must be a positive number of requests per second, got %v", e.Rate)
+	case e.Rate > MaxRate:
+		p.add("entry.rate", "must be at most %d requests per second, got %v", MaxRate, e.Rate)
+	case s.Duration > 0 && e.Rate*s.Duration.Seconds() > MaxRequests:
+		p.add("entry.rate", "%v requests per second for %v is more than %d requests", e.Rate, s.Duration, MaxRequests)
+	}
+	switch e.Arrivals {
+	case "", Poisson, Uniform:
+	default:
+		p.add("entry.arrivals", `must be "poisson" or "uniform", got %q`, e.Arrivals)
+	}
+	checkLatency(p, "entry.timeout", e.Timeout, true)
+}
+
+func (s *Scenario) checkTier(p *problems, path string, t Tier, index map[string]int) {
+	if t.Workers < 1 || t.Workers > MaxWorkers {
+		p.add(path+".workers", "must be in [1, %d], got %d", MaxWorkers, t.Workers)
+	}
+	if t.Queue < Unbounded || t.Queue > MaxQueue {
+		p.add(path+".queue", "must be in [0, %d] (leave it out for an unbounded queue), got %d", MaxQueue, t.Queue)
+	}
+	sp := path + ".service"
+	switch t.Service.Dist {
+	case "", Exponential, Constant:
+		if t.Service.P99 != 0 {
+			p.add(sp+".p99", "applies to a lognormal distribution only")
+		}
+	case Lognormal:
+	default:
+		p.add(sp+".dist", `must be "exponential", "lognormal" or "constant", got %q`, t.Service.Dist)
+	}
+	if checkLatency(p, sp+".mean", t.Service.Mean, true) && t.Service.Dist == Lognormal && t.Service.P99 != 0 {
+		lo, hi := t.Service.Mean, time.Duration(float64(t.Service.Mean)*lognormalMaxRatio)
+		if t.Service.P99 <= lo || t.Service.P99 > hi {
+			p.add(sp+".p99", "must be above the mean (%v) and at most %v (14.9 × mean) for a lognormal, got %v", lo, hi, t.Service.P99)
+		}
+	}
+	if len(t.Calls) > MaxCalls {
+		p.add(path+".calls", "at most %d calls, got %d", MaxCalls, len(t.Calls))
+	}
+	seen := map[string]int{}
+	for j, c := range t.Calls {
+		cp := fmt.Sprintf("%s.calls[%d]", path, j)
+		switch _, ok := index[c.To]; {
+		case c.To == "":
+			p.add(cp+".to", "required")
+		case !ok:
+			p.add(cp+".to", "no tier is named %q (tiers: %s)", c.To, s.tierNames())
+		case c.To == t.Name:
+			p.add(cp+".to", "a tier cannot call itself")
+		default:
+			if k, dup := seen[c.To]; dup {
+				p.add(cp+".to", "%s already calls %s in calls[%d]", t.Name, c.To, k)
+			}
+			seen[c.To] = j
+		}
+		if !(c.Probability > 0 && c.Probability <= 1) {
+			p.add(cp+".probability", "must be in (0, 1], got %v", c.Probability)
+		}
+		checkLatency(p, cp+".timeout", c.Timeout, true)
+		if c.Policy != nil {
+			if c.NoBreaker {
+				p.add(cp+".policy", `is set but "breaker" is false`)
+			}
+			policyProblems(p, cp+".policy", *c.Policy)
+		}
+	}
+}
+
+// checkCycles refuses a chain in which a request could call itself: the
+// simulation would then never finish a request it started.
+func (s *Scenario) checkCycles(p *problems, index map[string]int) {
+	const (
+		unseen = iota
+		active
+		finished
+	)
+	mark := make([]int, len(s.Tiers))
+	var stack []string
+	reported := false
+	var visit func(i int)
+	visit = func(i int) {
+		mark[i] = active
+		stack = append(stack, s.Tiers[i].Name)
+		for j, c := range s.Tiers[i].Calls {
+			k, ok := index[c.To]
+			if !ok || k == i || reported {
+				continue
+			}
+			switch mark[k] {
+			case active:
+				from := 0
+				for stack[from] != c.To {
+					from++
+				}
+				cycle := append(append([]string(nil), stack[from:]...), c.To)
+				p.add(fmt.Sprintf("tiers[%d].calls[%d].to", i, j), "makes a cycle: %s", strings.Join(cycle, " -> "))
+				reported = true
+			case unseen:
+				visit(k)
+			}
+		}
+		stack = stack[:len(stack)-1]
+		mark[i] = finished
+	}
+	for i := range s.Tiers {
+		if mark[i] == unseen && !reported {
+			visit(i)
+		}
+	}
+}
+
+func (s *Scenario) checkFaults(p *problems, index map[string]int) {
+	type occurrence struct {
+		start, end time.Duration
+		fault      int
+	}
+	byTier := map[string][]occurrence{}
+	windows := 0
+	for i, f := range s.Faults {
+		path := fmt.Sprintf("faults[%d]", i)
+		if f.Tier == "" {
+			p.add(path+".tier", "required")
+		} else if _, ok := index[f.Tier]; !ok {
+			p.add(path+".tier", "no tier is named %q (tiers: %s)", f.Tier, s.tierNames())
+		}
+		if f.Start < 0 || (s.Duration > 0 && f.Start >= s.Duration) {
+			p.add(path+".start", "must be in [0, duration (%v)), got %v", s.Duration, f.Start)
+		}
+		if f.Duration <= 0 {
+			p.add(path+".duration", "must be positive, got %v", f.Duration)
+		}
+		switch {
+		case f.Repeat < 0 || f.Repeat > MaxFaultWindow:
+			p.add(path+".repeat", "must be in [0, %d], got %d", MaxFaultWindow, f.Repeat)
+		case f.Repeat > 1 && f.Every < f.Duration:
+			p.add(path+".every", "must be at least duration (%v) when repeat is %d, got %v", f.Duration, f.Repeat, f.Every)
+		case f.Repeat <= 1 && f.Every != 0:
+			p.add(path+".every", "is set but repeat is %d; set repeat to make the fault recur", f.Repeat)
+		}
+		okErr := checkFraction(p, path+".error_rate", f.ErrorRate)
+		okSlow := checkFraction(p, path+".slow_fraction", f.SlowFraction)
+		if okErr && okSlow && f.ErrorRate+f.SlowFraction > 1 {
+			p.add(path+".slow_fraction", "error_rate + slow_fraction must be at most 1, got %v + %v", f.ErrorRate, f.SlowFraction)
+		}
+		switch {
+		case f.SlowFraction > 0:
+			checkLatency(p, path+".slow_latency", f.SlowLatency, true)
+		case f.SlowLatency != 0:
+			p.add(path+".slow_latency", "is set but slow_fraction is 0")
+		}
+		checkLatency(p, path+".added_latency", f.AddedLatency, false)
+		switch f.Outage {
+		case NoOutage:
+			if f.ErrorRate == 0 && f.SlowFraction == 0 && f.AddedLatency == 0 && !f.ColdStart {
+				p.add(path, "does nothing: set error_rate, slow_fraction, added_latency, outage or cold_start")
+			}
+		case OutageHang, OutageRefuse:
+			if f.ErrorRate != 0 || f.SlowFraction != 0 || f.AddedLatency != 0 {
+				p.add(path+".outage", "excludes error_rate, slow_fraction and added_latency: an unreachable tier answers nothing")
+			}
+		default:
+			p.add(path+".outage", `must be "hang" or "refuse", got %q`, f.Outage)
+		}
+		if f.Duration <= 0 || f.Repeat < 0 || f.Repeat > MaxFaultWindow {
+			continue
+		}
+		for _, w := range f.windows() {
+			windows++
+			if windows <= MaxFaultWindow {
+				byTier[f.Tier] = append(byTier[f.Tier], occurrence{w.start, w.end, i})
+			}
+		}
+	}
+	if windows > MaxFaultWindow {
+		p.add("faults", "at most %d fault occurrences in all, got %d", MaxFaultWindow, windows)
+	}
+	tiers := make([]string, 0, len(byTier))
+	for t := range byTier {
+		tiers = append(tiers, t)
+	}
+	sort.Strings(tiers)
+	for _, t := range tiers {
+		occ := byTier[t]
+		sort.SliceStable(occ, func(a, b int) bool { return occ[a].start < occ[b].start })
+		for k := 1; k < len(occ); k++ {
+			if occ[k].start < occ[k-1].end {
+				a, b := occ[k-1].fault, occ[k].fault
+				if a > b {
+					a, b = b, a
+				}
+				p.add(fmt.Sprintf("faults[%d]", b), "overlaps faults[%d] on tier %s at %v; one fault at a time per tier", a, t, occ[k].start)
+				break
+			}
+		}
+	}
+}
+
+func (s *Scenario) checkCandidate(p *problems) {
+	c := s.Candidate
+	if c == nil {
+		return
+	}
+	policyProblems(p, "candidate.policy", c.Policy)
+	guarded := map[string]bool{}
+	for _, e := range s.calls() {
+		guarded[e.name] = !e.call.NoBreaker
+	}
+	for i, name := range c.Calls {
+		on, ok := guarded[name]
+		switch {
+		case !ok:
+			p.add(fmt.Sprintf("candidate.calls[%d]", i), "no call is named %q (calls: %s)", name, s.callNames())
+		case !on:
+			p.add(fmt.Sprintf("candidate.calls[%d]", i), "%s has no breaker", name)
+		}
+	}
+	someGuarded := false
+	for _, on := range guarded {
+		someGuarded = someGuarded || on
+	}
+	if !someGuarded {
+		p.add("candidate", "no call has a breaker to try it on")
+	}
+}
+
+func policyProblems(p *problems, prefix string, pol breaker.Policy) {
+	o := object{p: p}
+	if err := pol.Validate(); err != nil {
+		o.policyProblems(prefix, err)
+	}
+}
+
+func checkFraction(p *problems, field string, f float64) bool {
+	if !(f >= 0 && f <= 1) {
+		p.add(field, "must be in [0, 1], got %v", f)
+		return false
+	}
+	return true
+}
+
+// checkLatency reports a duration that is negative, beyond maxLatency, or
+// zero when required. It returns whether d is usable.
+func checkLatency(p *problems, field string, d time.Duration, required bool) bool {
+	switch {
+	case d == 0 && required:
+		p.add(field, "required: a positive duration")
+	case d < 0:
+		p.add(field, "must not be negative, got %v", d)
+	case d > maxLatency:
+		p.add(field, "must be at most %v, got %v", maxLatency, d)
+	default:
+		return true
+	}
+	return false
+}
+
+func (s *Scenario) tierNames() string {
+	names := make([]string, len(s.Tiers))
+	for i, t := range s.Tiers {
+		names[i] = t.Name
+	}
+	return strings.Join(names, ", ")
+}
+
+func (s *Scenario) callNames() string {
+	var names []string
+	for _, e := range s.calls() {
+		names = append(names, e.name)
+	}
+	return strings.Join(names, ", ")
+}
