@@ -396,45 +396,31 @@ func (p Policy) check(v *validator, prefix string) {
 	}
 }
 
-// MarshalJSON writes every field, durations as strings such as "5s", so
-// that the document says exactly what the breaker does.
+// MarshalJSON writes every field, in the order of the struct, durations
+// as strings such as "5s", so that the document says exactly what the
+// breaker does.
 func (p Policy) MarshalJSON() ([]byte, error) {
-	return json.Marshal(policyJSON{
-		Window:              p.Window.String(),
-		Buckets:             p.Buckets,
-		MinRequests:         p.MinRequests,
-		ErrorRatio:          p.ErrorRatio,
-		ErrorCount:          p.ErrorCount,
-		SlowCall:            p.SlowCall.String(),
-		SlowRatio:           p.SlowRatio,
-		ConsecutiveFailures: p.ConsecutiveFailures,
-		Timeout:             p.Timeout.String(),
-		OpenFor:             p.OpenFor.String(),
-		MaxOpenFor:          p.MaxOpenFor.String(),
-		Jitter:              p.Jitter,
-		Probes:              p.Probes,
-		Warmup:              p.Warmup.String(),
-		StrictProbes:        p.StrictProbes,
-	})
-}
-
-// policyJSON fixes the field order of the encoded form.
-type policyJSON struct {
-	Window              string  `json:"window"`
-	Buckets             int     `json:"buckets"`
-	MinRequests         int     `json:"min_requests"`
-	ErrorRatio          float64 `json:"error_ratio"`
-	ErrorCount          int     `json:"error_count"`
-	SlowCall            string  `json:"slow_call"`
-	SlowRatio           float64 `json:"slow_ratio"`
-	ConsecutiveFailures int     `json:"consecutive_failures"`
-	Timeout             string  `json:"timeout"`
-	OpenFor             string  `json:"open_for"`
-	MaxOpenFor          string  `json:"max_open_for"`
-	Jitter              float64 `json:"jitter"`
-	Probes              int     `json:"probes"`
-	Warmup              string  `json:"warmup"`
-	StrictProbes        bool    `json:"strict_probes"`
+	b := append(make([]byte, 0, 320), '{')
+	for i, f := range policyFields {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, '"')
+		b = append(b, f.name...) // a plain word: nothing to escape
+		b = append(b, '"', ':')
+		v := f.at(&p)
+		if d, ok := v.(*time.Duration); ok {
+			v = d.String()
+		}
+		// encoding/json writes each value as it would as a struct member
+		// (floats included), and refuses NaN and ±Inf the same way.
+		enc, err := json.Marshal(v)
+		if err != nil {
+			return nil, err
+		}
+		b = append(b, enc...)
+	}
+	return append(b, '}'), nil
 }
 
 // UnmarshalJSON decodes a policy document strictly onto p and validates
