@@ -138,18 +138,37 @@ type Policy struct {
 }
 
 // DefaultPolicy returns the policy with every field at its default.
-func DefaultPolicy() Policy {
-	return Policy{
-		Window:      DefaultWindow,
-		Buckets:     DefaultBuckets,
-		MinRequests: DefaultMinRequests,
-		ErrorRatio:  DefaultErrorRatio,
-		OpenFor:     DefaultOpenFor,
-		MaxOpenFor:  DefaultMaxOpenFor,
-		Jitter:      DefaultJitter,
-		Probes:      DefaultProbes,
-		Warmup:      DefaultWarmup,
+func DefaultPolicy() Policy { return defaultPolicy }
+
+// defaultPolicy is made from policyFields once. A default of the wrong
+// type, or a field of a type the encoder and decoder do not handle, is a
+// mistake in the list; it panics here, when the package is initialised,
+// so that no program or test runs with it.
+var defaultPolicy = func() Policy {
+	var p Policy
+	for _, f := range policyFields {
+		switch dst := f.at(&p).(type) {
+		case *time.Duration:
+			*dst = defaultOf[time.Duration](f)
+		case *int:
+			*dst = defaultOf[int](f)
+		case *float64:
+			*dst = defaultOf[float64](f)
+		case *bool:
+			*dst = defaultOf[bool](f)
+		default:
+			panic(fmt.Sprintf("breaker: policy field %s is of type %T, which policyField does not handle", f.name, dst))
+		}
 	}
+	return p
+}()
+
+func defaultOf[T any](f policyField) T {
+	d, ok := f.def.(T)
+	if !ok {
+		panic(fmt.Sprintf("breaker: the default of policy field %s is of type %T, want %T", f.name, f.def, d))
+	}
+	return d
 }
 
 // policyField describes one field of [Policy]. policyFields, the list of
@@ -480,43 +499,32 @@ func (p *Policy) decode(v *validator, data []byte, prefix string) {
 	for _, name := range sortedKeys(fields) { // report problems in a stable order
 		raw := fields[name]
 		field := prefix + fieldName(name)
-		switch name {
-		case "window":
-			decodeDuration(v, field, raw, &p.Window)
-		case "buckets":
-			decodeInt(v, field, raw, &p.Buckets)
-		case "min_requests":
-			decodeInt(v, field, raw, &p.MinRequests)
-		case "error_ratio":
-			decodeFloat(v, field, raw, &p.ErrorRatio)
-		case "error_count":
-			decodeInt(v, field, raw, &p.ErrorCount)
-		case "slow_call":
-			decodeDuration(v, field, raw, &p.SlowCall)
-		case "slow_ratio":
-			decodeFloat(v, field, raw, &p.SlowRatio)
-		case "consecutive_failures":
-			decodeInt(v, field, raw, &p.ConsecutiveFailures)
-		case "timeout":
-			decodeDuration(v, field, raw, &p.Timeout)
-		case "open_for":
-			decodeDuration(v, field, raw, &p.OpenFor)
-		case "max_open_for":
-			decodeDuration(v, field, raw, &p.MaxOpenFor)
-		case "jitter":
-			decodeFloat(v, field, raw, &p.Jitter)
-		case "probes":
-			decodeInt(v, field, raw, &p.Probes)
-		case "warmup":
-			decodeDuration(v, field, raw, &p.Warmup)
-		case "strict_probes":
-			if err := json.Unmarshal(raw, &p.StrictProbes); err != nil || isNull(raw) {
-				v.add(field, "want true or false, got %s", short(raw))
-			}
-		default:
+		f, ok := policyFieldNamed(name)
+		if !ok {
 			v.add(field, "unknown field")
+			continue
+		}
+		switch dst := f.at(p).(type) { // defaultPolicy has made sure there is no other
+		case *time.Duration:
+			decodeDuration(v, field, raw, dst)
+		case *int:
+			decodeInt(v, field, raw, dst)
+		case *float64:
+			decodeFloat(v, field, raw, dst)
+		case *bool:
+			decodeBool(v, field, raw, dst)
 		}
 	}
+}
+
+// policyFieldNamed returns the field of Policy whose JSON name is name.
+func policyFieldNamed(name string) (policyField, bool) {
+	for _, f := range policyFields {
+		if f.name == name {
+			return f, true
+		}
+	}
+	return policyField{}, false
 }
 
 // members reads data as one JSON object and returns its members by name,
@@ -645,6 +653,12 @@ func decodeFloat(v *validator, field string, raw json.RawMessage, dst *float64) 
 		return
 	}
 	*dst = f
+}
+
+func decodeBool(v *validator, field string, raw json.RawMessage, dst *bool) {
+	if err := json.Unmarshal(raw, dst); err != nil || isNull(raw) {
+		v.add(field, "want true or false, got %s", short(raw))
+	}
 }
 
 func isNull(raw json.RawMessage) bool { return string(bytes.TrimSpace(raw)) == "null" }
