@@ -97,7 +97,7 @@ type Policy struct {
 	SlowCall time.Duration `json:"slow_call"`
 	// SlowRatio trips the breaker when slow calls divided by counted calls
 	// reaches it. Required, in (0, 1], when SlowCall is set; must be 0
-	// otherwise.
+	// otherwise. Default 0.
 	SlowRatio float64 `json:"slow_ratio"`
 	// ConsecutiveFailures, when positive, also trips the breaker after this
 	// many failures in a row with no success between them, however few
@@ -228,7 +228,7 @@ var policyFields = []policyField{{
 }, {
 	name: "error_count", def: 0,
 	at:    func(p *Policy) any { return &p.ErrorCount },
-	check: func(p *Policy) string { return notNegative(p.ErrorCount, " (0 turns the rule off)") },
+	check: func(p *Policy) string { return notNegative(p.ErrorCount, "turns the rule off") },
 }, {
 	name: "slow_call", def: time.Duration(0),
 	at:    func(p *Policy) any { return &p.SlowCall },
@@ -250,7 +250,7 @@ var policyFields = []policyField{{
 }, {
 	name: "consecutive_failures", def: 0,
 	at:    func(p *Policy) any { return &p.ConsecutiveFailures },
-	check: func(p *Policy) string { return notNegative(p.ConsecutiveFailures, " (0 turns the rule off)") },
+	check: func(p *Policy) string { return notNegative(p.ConsecutiveFailures, "turns the rule off") },
 }, {
 	name: "timeout", def: time.Duration(0),
 	at:    func(p *Policy) any { return &p.Timeout },
@@ -323,13 +323,16 @@ func atMostMaxDuration(d time.Duration) string {
 	return ""
 }
 
-// notNegative is the problem of a count that must not be negative; note,
-// if any, says what 0 does.
-func notNegative(n int, note string) string {
-	if n < 0 {
-		return fmt.Sprintf("must not be negative%s, got %d", note, n)
+// notNegative is the problem of a count that must not be negative, where
+// zero, if not empty, says what 0 does.
+func notNegative(n int, zero string) string {
+	switch {
+	case n >= 0:
+		return ""
+	case zero == "":
+		return fmt.Sprintf("must not be negative, got %d", n)
 	}
-	return ""
+	return fmt.Sprintf("must not be negative (0 %s), got %d", zero, n)
 }
 
 // ratio is the problem of a ratio that must be in (0, 1].
