@@ -97,7 +97,7 @@ type Policy struct {
 	SlowCall time.Duration `json:"slow_call"`
 	// SlowRatio trips the breaker when slow calls divided by counted calls
 	// reaches it. Required, in (0, 1], when SlowCall is set; must be 0
-	// otherwise.
+	// otherwise. Default 0.
 	SlowRatio float64 `json:"slow_ratio"`
 	// ConsecutiveFailures, when positive, also trips the breaker after this
 	// many failures in a row with no success between them, however few
@@ -138,18 +138,209 @@ type Policy struct {
 }
 
 // DefaultPolicy returns the policy with every field at its default.
-func DefaultPolicy() Policy {
-	return Policy{
-		Window:      DefaultWindow,
-		Buckets:     DefaultBuckets,
-		MinRequests: DefaultMinRequests,
-		ErrorRatio:  DefaultErrorRatio,
-		OpenFor:     DefaultOpenFor,
-		MaxOpenFor:  DefaultMaxOpenFor,
-		Jitter:      DefaultJitter,
-		Probes:      DefaultProbes,
-		Warmup:      DefaultWarmup,
+func DefaultPolicy() Policy { return defaultPolicy }
+
+// defaultPolicy is made from policyFields once. A default of the wrong
+// type, or a field of a type the encoder and decoder do not handle, is a
+// mistake in the list; it panics here, when the package is initialised,
+// so that no program or test runs with it.
+var defaultPolicy = func() Policy {
+	var p Policy
+	for _, f := range policyFields {
+		switch dst := f.at(&p).(type) {
+		case *time.Duration:
+			*dst = defaultOf[time.Duration](f)
+		case *int:
+			*dst = defaultOf[int](f)
+		case *float64:
+			*dst = defaultOf[float64](f)
+		case *bool:
+			*dst = defaultOf[bool](f)
+		default:
+			panic(fmt.Sprintf("breaker: policy field %s is of type %T, which policyField does not handle", f.name, dst))
+		}
 	}
+	return p
+}()
+
+func defaultOf[T any](f policyField) T {
+	d, ok := f.def.(T)
+	if !ok {
+		panic(fmt.Sprintf("breaker: the default of policy field %s is of type %T, want %T", f.name, f.def, d))
+	}
+	return d
+}
+
+// policyField describes one field of [Policy]. policyFields, the list of
+// them, is what the encoder, the decoder, the validator and DefaultPolicy
+// iterate over, so that a new field is written in two places (the struct,
+// where it is documented, and the list) instead of six; a test checks by
+// reflection that the two agree.
+type policyField struct {
+	// name is the field's JSON name, which problems use too.
+	name string
+	// at returns a pointer to the field in p: a *time.Duration, *int,
+	// *float64 or *bool, which decides how the field is encoded and
+	// decoded (a duration as a string such as "5s").
+	at func(p *Policy) any
+	// def is the field's default, of the field's type.
+	def any
+	// check says what is wrong with the field's value in p, or returns "".
+	// It may read other fields (max_open_for must be at least open_for),
+	// but it reports only on its own. nil means every value is valid.
+	check func(p *Policy) string
+}
+
+// policyFields lists the fields of Policy in the struct's order, which is
+// the order of the encoded form and of the problems Validate reports.
+var policyFields = []policyField{{
+	name: "window", def: DefaultWindow,
+	at:    func(p *Policy) any { return &p.Window },
+	check: func(p *Policy) string { return positiveDuration(p.Window) },
+}, {
+	name: "buckets", def: DefaultBuckets,
+	at: func(p *Policy) any { return &p.Buckets },
+	check: func(p *Policy) string {
+		switch {
+		case p.Buckets < 1 || p.Buckets > MaxBuckets:
+			return fmt.Sprintf("must be in [1, %d], got %d", MaxBuckets, p.Buckets)
+		case p.Window > 0 && p.Window%(time.Duration(p.Buckets)*time.Millisecond) != 0:
+			return fmt.Sprintf("must divide window (%v) into whole milliseconds, got %d", p.Window, p.Buckets)
+		}
+		return ""
+	},
+}, {
+	name: "min_requests", def: DefaultMinRequests,
+	at:    func(p *Policy) any { return &p.MinRequests },
+	check: func(p *Policy) string { return notNegative(p.MinRequests, "") },
+}, {
+	name: "error_ratio", def: DefaultErrorRatio,
+	at: func(p *Policy) any { return &p.ErrorRatio },
+	check: func(p *Policy) string {
+		switch {
+		case p.ErrorRatio != 0 || math.IsNaN(p.ErrorRatio):
+			return ratio(p.ErrorRatio)
+		case p.ErrorCount <= 0 && p.SlowCall <= 0 && p.ConsecutiveFailures <= 0:
+			return "is 0 (off) and no other trip rule is set; set error_ratio in (0, 1], or error_count, slow_call or consecutive_failures"
+		}
+		return ""
+	},
+}, {
+	name: "error_count", def: 0,
+	at:    func(p *Policy) any { return &p.ErrorCount },
+	check: func(p *Policy) string { return notNegative(p.ErrorCount, "turns the rule off") },
+}, {
+	name: "slow_call", def: time.Duration(0),
+	at:    func(p *Policy) any { return &p.SlowCall },
+	check: func(p *Policy) string { return optionalDuration(p.SlowCall, "turns the rule off") },
+}, {
+	name: "slow_ratio", def: 0.0,
+	at: func(p *Policy) any { return &p.SlowRatio },
+	check: func(p *Policy) string {
+		switch {
+		case p.SlowCall < 0 || p.SlowCall > MaxDuration:
+			return "" // slow_call's own problem says it all
+		case p.SlowCall > 0:
+			return ratio(p.SlowRatio)
+		case p.SlowRatio != 0:
+			return fmt.Sprintf("is set to %v but slow_call is 0; set slow_call to use the slow-call rule", p.SlowRatio)
+		}
+		return ""
+	},
+}, {
+	name: "consecutive_failures", def: 0,
+	at:    func(p *Policy) any { return &p.ConsecutiveFailures },
+	check: func(p *Policy) string { return notNegative(p.ConsecutiveFailures, "turns the rule off") },
+}, {
+	name: "timeout", def: time.Duration(0),
+	at:    func(p *Policy) any { return &p.Timeout },
+	check: func(p *Policy) string { return optionalDuration(p.Timeout, "adds no deadline") },
+}, {
+	name: "open_for", def: DefaultOpenFor,
+	at:    func(p *Policy) any { return &p.OpenFor },
+	check: func(p *Policy) string { return positiveDuration(p.OpenFor) },
+}, {
+	name: "max_open_for", def: DefaultMaxOpenFor,
+	at: func(p *Policy) any { return &p.MaxOpenFor },
+	check: func(p *Policy) string {
+		switch {
+		case p.MaxOpenFor < p.OpenFor || p.MaxOpenFor <= 0:
+			return fmt.Sprintf("must be at least open_for (%v), got %v", p.OpenFor, p.MaxOpenFor)
+		case p.MaxOpenFor > MaxDuration:
+			return atMostMaxDuration(p.MaxOpenFor)
+		}
+		return ""
+	},
+}, {
+	name: "jitter", def: DefaultJitter,
+	at: func(p *Policy) any { return &p.Jitter },
+	check: func(p *Policy) string {
+		if math.IsNaN(p.Jitter) || p.Jitter < 0 || p.Jitter >= 1 {
+			return fmt.Sprintf("must be in [0, 1), got %v", p.Jitter)
+		}
+		return ""
+	},
+}, {
+	name: "probes", def: DefaultProbes,
+	at: func(p *Policy) any { return &p.Probes },
+	check: func(p *Policy) string {
+		if p.Probes < 1 || p.Probes > MaxProbes {
+			return fmt.Sprintf("must be in [1, %d], got %d", MaxProbes, p.Probes)
+		}
+		return ""
+	},
+}, {
+	name: "warmup", def: DefaultWarmup,
+	at:    func(p *Policy) any { return &p.Warmup },
+	check: func(p *Policy) string { return optionalDuration(p.Warmup, "turns warmup off") },
+}, {
+	name: "strict_probes", def: false,
+	at: func(p *Policy) any { return &p.StrictProbes },
+}}
+
+// positiveDuration is the problem of a duration that must be in
+// (0, MaxDuration].
+func positiveDuration(d time.Duration) string {
+	if d <= 0 {
+		return fmt.Sprintf("must be positive, got %v", d)
+	}
+	return atMostMaxDuration(d)
+}
+
+// optionalDuration is the problem of a duration that must be in
+// [0, MaxDuration], where zero says what 0 does.
+func optionalDuration(d time.Duration, zero string) string {
+	if d < 0 {
+		return fmt.Sprintf("must not be negative (0 %s), got %v", zero, d)
+	}
+	return atMostMaxDuration(d)
+}
+
+func atMostMaxDuration(d time.Duration) string {
+	if d > MaxDuration {
+		return fmt.Sprintf("must be at most %v, got %v", MaxDuration, d)
+	}
+	return ""
+}
+
+// notNegative is the problem of a count that must not be negative, where
+// zero, if not empty, says what 0 does.
+func notNegative(n int, zero string) string {
+	switch {
+	case n >= 0:
+		return ""
+	case zero == "":
+		return fmt.Sprintf("must not be negative, got %d", n)
+	}
+	return fmt.Sprintf("must not be negative (0 %s), got %d", zero, n)
+}
+
+// ratio is the problem of a ratio that must be in (0, 1].
+func ratio(r float64) string {
+	if math.IsNaN(r) || r <= 0 || r > 1 {
+		return fmt.Sprintf("must be in (0, 1], got %v", r)
+	}
+	return ""
 }
 
 // FieldError is one problem with one field of a policy document or value.
@@ -214,122 +405,44 @@ func (v *validator) err() error {
 	return &PolicyError{Problems: v.problems}
 }
 
+// check records a problem for each invalid field of p, its name prefixed
+// with prefix.
 func (p Policy) check(v *validator, prefix string) {
-	f := func(name string) string { return prefix + name }
-	switch {
-	case p.Window <= 0:
-		v.add(f("window"), "must be positive, got %v", p.Window)
-	case p.Window > MaxDuration:
-		v.add(f("window"), "must be at most %v, got %v", MaxDuration, p.Window)
-	}
-	switch {
-	case p.Buckets < 1 || p.Buckets > MaxBuckets:
-		v.add(f("buckets"), "must be in [1, %d], got %d", MaxBuckets, p.Buckets)
-	case p.Window > 0 && p.Window%(time.Duration(p.Buckets)*time.Millisecond) != 0:
-		v.add(f("buckets"), "must divide window (%v) into whole milliseconds, got %d", p.Window, p.Buckets)
-	}
-	if p.MinRequests < 0 {
-		v.add(f("min_requests"), "must not be negative, got %d", p.MinRequests)
-	}
-	switch {
-	case p.ErrorRatio != 0 || math.IsNaN(p.ErrorRatio):
-		checkRatio(v, f("error_ratio"), p.ErrorRatio)
-	case p.ErrorCount <= 0 && p.SlowCall <= 0 && p.ConsecutiveFailures <= 0:
-		v.add(f("error_ratio"), "is 0 (off) and no other trip rule is set; set error_ratio in (0, 1], or error_count, slow_call or consecutive_failures")
-	}
-	if p.ErrorCount < 0 {
-		v.add(f("error_count"), "must not be negative (0 turns the rule off), got %d", p.ErrorCount)
-	}
-	switch {
-	case p.SlowCall < 0:
-		v.add(f("slow_call"), "must not be negative (0 turns the rule off), got %v", p.SlowCall)
-	case p.SlowCall > MaxDuration:
-		v.add(f("slow_call"), "must be at most %v, got %v", MaxDuration, p.SlowCall)
-	case p.SlowCall > 0:
-		checkRatio(v, f("slow_ratio"), p.SlowRatio)
-	case p.SlowRatio != 0:
-		v.add(f("slow_ratio"), "is set to %v but slow_call is 0; set slow_call to use the slow-call rule", p.SlowRatio)
-	}
-	if p.ConsecutiveFailures < 0 {
-		v.add(f("consecutive_failures"), "must not be negative (0 turns the rule off), got %d", p.ConsecutiveFailures)
-	}
-	switch {
-	case p.Timeout < 0:
-		v.add(f("timeout"), "must not be negative (0 adds no deadline), got %v", p.Timeout)
-	case p.Timeout > MaxDuration:
-		v.add(f("timeout"), "must be at most %v, got %v", MaxDuration, p.Timeout)
-	}
-	switch {
-	case p.OpenFor <= 0:
-		v.add(f("open_for"), "must be positive, got %v", p.OpenFor)
-	case p.OpenFor > MaxDuration:
-		v.add(f("open_for"), "must be at most %v, got %v", MaxDuration, p.OpenFor)
-	}
-	switch {
-	case p.MaxOpenFor < p.OpenFor || p.MaxOpenFor <= 0:
-		v.add(f("max_open_for"), "must be at least open_for (%v), got %v", p.OpenFor, p.MaxOpenFor)
-	case p.MaxOpenFor > MaxDuration:
-		v.add(f("max_open_for"), "must be at most %v, got %v", MaxDuration, p.MaxOpenFor)
-	}
-	if math.IsNaN(p.Jitter) || p.Jitter < 0 || p.Jitter >= 1 {
-		v.add(f("jitter"), "must be in [0, 1), got %v", p.Jitter)
-	}
-	if p.Probes < 1 || p.Probes > MaxProbes {
-		v.add(f("probes"), "must be in [1, %d], got %d", MaxProbes, p.Probes)
-	}
-	switch {
-	case p.Warmup < 0:
-		v.add(f("warmup"), "must not be negative (0 turns warmup off), got %v", p.Warmup)
-	case p.Warmup > MaxDuration:
-		v.add(f("warmup"), "must be at most %v, got %v", MaxDuration, p.Warmup)
+	for _, f := range policyFields {
+		if f.check == nil {
+			continue
+		}
+		if problem := f.check(&p); problem != "" {
+			v.problems = append(v.problems, FieldError{Field: prefix + f.name, Problem: problem})
+		}
 	}
 }
 
-func checkRatio(v *validator, field string, r float64) {
-	if math.IsNaN(r) || r <= 0 || r > 1 {
-		v.add(field, "must be in (0, 1], got %v", r)
-	}
-}
-
-// MarshalJSON writes every field, durations as strings such as "5s", so
-// that the document says exactly what the breaker does.
+// MarshalJSON writes every field, in the order of the struct, durations
+// as strings such as "5s", so that the document says exactly what the
+// breaker does.
 func (p Policy) MarshalJSON() ([]byte, error) {
-	return json.Marshal(policyJSON{
-		Window:              p.Window.String(),
-		Buckets:             p.Buckets,
-		MinRequests:         p.MinRequests,
-		ErrorRatio:          p.ErrorRatio,
-		ErrorCount:          p.ErrorCount,
-		SlowCall:            p.SlowCall.String(),
-		SlowRatio:           p.SlowRatio,
-		ConsecutiveFailures: p.ConsecutiveFailures,
-		Timeout:             p.Timeout.String(),
-		OpenFor:             p.OpenFor.String(),
-		MaxOpenFor:          p.MaxOpenFor.String(),
-		Jitter:              p.Jitter,
-		Probes:              p.Probes,
-		Warmup:              p.Warmup.String(),
-		StrictProbes:        p.StrictProbes,
-	})
-}
-
-// policyJSON fixes the field order of the encoded form.
-type policyJSON struct {
-	Window              string  `json:"window"`
-	Buckets             int     `json:"buckets"`
-	MinRequests         int     `json:"min_requests"`
-	ErrorRatio          float64 `json:"error_ratio"`
-	ErrorCount          int     `json:"error_count"`
-	SlowCall            string  `json:"slow_call"`
-	SlowRatio           float64 `json:"slow_ratio"`
-	ConsecutiveFailures int     `json:"consecutive_failures"`
-	Timeout             string  `json:"timeout"`
-	OpenFor             string  `json:"open_for"`
-	MaxOpenFor          string  `json:"max_open_for"`
-	Jitter              float64 `json:"jitter"`
-	Probes              int     `json:"probes"`
-	Warmup              string  `json:"warmup"`
-	StrictProbes        bool    `json:"strict_probes"`
+	b := append(make([]byte, 0, 320), '{')
+	for i, f := range policyFields {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, '"')
+		b = append(b, f.name...) // a plain word: nothing to escape
+		b = append(b, '"', ':')
+		v := f.at(&p)
+		if d, ok := v.(*time.Duration); ok {
+			v = d.String()
+		}
+		// encoding/json writes each value as it would as a struct member
+		// (floats included), and refuses NaN and ±Inf the same way.
+		enc, err := json.Marshal(v)
+		if err != nil {
+			return nil, err
+		}
+		b = append(b, enc...)
+	}
+	return append(b, '}'), nil
 }
 
 // UnmarshalJSON decodes a policy document strictly onto p and validates
@@ -389,43 +502,32 @@ func (p *Policy) decode(v *validator, data []byte, prefix string) {
 	for _, name := range sortedKeys(fields) { // report problems in a stable order
 		raw := fields[name]
 		field := prefix + fieldName(name)
-		switch name {
-		case "window":
-			decodeDuration(v, field, raw, &p.Window)
-		case "buckets":
-			decodeInt(v, field, raw, &p.Buckets)
-		case "min_requests":
-			decodeInt(v, field, raw, &p.MinRequests)
-		case "error_ratio":
-			decodeFloat(v, field, raw, &p.ErrorRatio)
-		case "error_count":
-			decodeInt(v, field, raw, &p.ErrorCount)
-		case "slow_call":
-			decodeDuration(v, field, raw, &p.SlowCall)
-		case "slow_ratio":
-			decodeFloat(v, field, raw, &p.SlowRatio)
-		case "consecutive_failures":
-			decodeInt(v, field, raw, &p.ConsecutiveFailures)
-		case "timeout":
-			decodeDuration(v, field, raw, &p.Timeout)
-		case "open_for":
-			decodeDuration(v, field, raw, &p.OpenFor)
-		case "max_open_for":
-			decodeDuration(v, field, raw, &p.MaxOpenFor)
-		case "jitter":
-			decodeFloat(v, field, raw, &p.Jitter)
-		case "probes":
-			decodeInt(v, field, raw, &p.Probes)
-		case "warmup":
-			decodeDuration(v, field, raw, &p.Warmup)
-		case "strict_probes":
-			if err := json.Unmarshal(raw, &p.StrictProbes); err != nil || isNull(raw) {
-				v.add(field, "want true or false, got %s", short(raw))
-			}
-		default:
+		f, ok := policyFieldNamed(name)
+		if !ok {
 			v.add(field, "unknown field")
+			continue
+		}
+		switch dst := f.at(p).(type) { // defaultPolicy has made sure there is no other
+		case *time.Duration:
+			decodeDuration(v, field, raw, dst)
+		case *int:
+			decodeInt(v, field, raw, dst)
+		case *float64:
+			decodeFloat(v, field, raw, dst)
+		case *bool:
+			decodeBool(v, field, raw, dst)
 		}
 	}
+}
+
+// policyFieldNamed returns the field of Policy whose JSON name is name.
+func policyFieldNamed(name string) (policyField, bool) {
+	for _, f := range policyFields {
+		if f.name == name {
+			return f, true
+		}
+	}
+	return policyField{}, false
 }
 
 // members reads data as one JSON object and returns its members by name,
@@ -554,6 +656,12 @@ func decodeFloat(v *validator, field string, raw json.RawMessage, dst *float64) 
 		return
 	}
 	*dst = f
+}
+
+func decodeBool(v *validator, field string, raw json.RawMessage, dst *bool) {
+	if err := json.Unmarshal(raw, dst); err != nil || isNull(raw) {
+		v.add(field, "want true or false, got %s", short(raw))
+	}
 }
 
 func isNull(raw json.RawMessage) bool { return string(bytes.TrimSpace(raw)) == "null" }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"math"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -229,4 +230,157 @@ func TestNew_RejectsAnEmptyName(t *testing.T) {
 	assert.Nil(t, b)
 	assert.EqualError(t, err, "breaker: empty name")
 	assert.False(t, errors.Is(err, ErrOpen))
+}
+
+// TestPolicy_EveryFieldIsInTheFieldTable: the encoder, the decoder, the
+// validator and DefaultPolicy all walk policyFields, so a field of the
+// struct that the table leaves out would be silently dropped from JSON
+// and never validated. For every field of the struct, found by
+// reflection: the table holds it at the struct's position (which is the
+// order of the encoded form) under its JSON tag, its accessor points at
+// it and its default has its type; a non-default valid value survives
+// encoding and decoding; and a bad value, in a Policy or in a document,
+// is a problem named for that field alone.
+func TestPolicy_EveryFieldIsInTheFieldTable(t *testing.T) {
+	// base turns every optional rule on, so that changing any one field
+	// alone leaves a valid policy.
+	base := policy(func(p *Policy) {
+		p.ErrorCount = 10
+		p.SlowCall = time.Second
+		p.SlowRatio = 0.5
+		p.ConsecutiveFailures = 5
+		p.Timeout = 2 * time.Second
+	})
+	require.NoError(t, base.Validate())
+
+	rt := reflect.TypeOf(Policy{})
+	var names []string
+	for i := range rt.NumField() {
+		sf := rt.Field(i)
+		name, _, _ := strings.Cut(sf.Tag.Get("json"), ",")
+		require.NotEmpty(t, name, "Policy.%s has no JSON tag", sf.Name)
+		names = append(names, name)
+		t.Run(name, func(t *testing.T) {
+			require.Less(t, i, len(policyFields), "Policy.%s is not in policyFields", sf.Name)
+			f := policyFields[i]
+			require.Equal(t, name, f.name, "Policy.%s is not at position %d of policyFields", sf.Name, i)
+
+			var p Policy
+			at := reflect.ValueOf(f.at(&p))
+			require.Equal(t, reflect.PointerTo(sf.Type), at.Type(), "accessor of %s", name)
+			require.Equal(t, reflect.ValueOf(&p).Elem().Field(i).Addr().Pointer(), at.Pointer(),
+				"the accessor of %s points at another field", name)
+			require.Equal(t, sf.Type, reflect.TypeOf(f.def), "type of the default of %s", name)
+			assert.Equal(t, f.def, reflect.ValueOf(DefaultPolicy()).Field(i).Interface(), "DefaultPolicy().%s", sf.Name)
+
+			// Round trip of a non-default valid value.
+			q := base
+			field := reflect.ValueOf(&q).Elem().Field(i)
+			old := field.Interface()
+			set := false
+			for _, v := range otherValues(t, old) {
+				field.Set(reflect.ValueOf(v))
+				if q.Validate() == nil {
+					set = true
+					break
+				}
+			}
+			require.True(t, set, "no valid value of %s other than %v found; teach otherValues one", name, old)
+			data, err := json.Marshal(q)
+			require.NoError(t, err)
+			baseData, err := json.Marshal(base)
+			require.NoError(t, err)
+			assert.NotEqual(t, string(baseData), string(data), "changing %s does not change the encoding", name)
+			parsed, err := ParsePolicy(data)
+			require.NoError(t, err, "%s", data)
+			assert.Equal(t, q, parsed, "%s", data)
+			var fromZero Policy
+			require.NoError(t, json.Unmarshal(data, &fromZero), "%s", data)
+			assert.Equal(t, q, fromZero, "%s", data)
+			var members map[string]json.RawMessage
+			require.NoError(t, json.Unmarshal(data, &members))
+			onBase := base
+			require.NoError(t, json.Unmarshal([]byte(`{"`+name+`": `+string(members[name])+`}`), &onBase))
+			assert.Equal(t, q, onBase, "decoding %s alone", name)
+
+			// A bad value in a Policy. Every bool is valid; a bool field's
+			// bad values are only in documents, below.
+			q = base
+			field = reflect.ValueOf(&q).Elem().Field(i)
+			switch field.Interface().(type) {
+			case time.Duration:
+				field.Set(reflect.ValueOf(-time.Nanosecond))
+			case int:
+				field.Set(reflect.ValueOf(-1))
+			case float64:
+				field.Set(reflect.ValueOf(math.NaN()))
+			case bool:
+				for _, b := range []bool{false, true} {
+					field.SetBool(b)
+					assert.NoError(t, q.Validate())
+				}
+				return
+			}
+			var pe *PolicyError
+			require.ErrorAs(t, q.Validate(), &pe, "a bad %s is accepted: %+v", name, q)
+			require.Len(t, pe.Problems, 1, "%v", pe)
+			assert.Equal(t, name, pe.Problems[0].Field, "%v", pe)
+		})
+	}
+	assert.Equal(t, rt.NumField(), len(policyFields), "policyFields does not list the fields of Policy one for one")
+
+	// The encoded form has exactly the table's fields, in its order.
+	data, err := json.Marshal(base)
+	require.NoError(t, err)
+	dec := json.NewDecoder(strings.NewReader(string(data)))
+	var keys []string
+	_, err = dec.Token()
+	require.NoError(t, err)
+	for dec.More() {
+		tok, err := dec.Token()
+		require.NoError(t, err)
+		keys = append(keys, tok.(string))
+		var skip json.RawMessage
+		require.NoError(t, dec.Decode(&skip))
+	}
+	assert.Equal(t, names, keys, "%s", data)
+
+	// A bad value in a document, alone or nested in a group's override, is
+	// a problem of that field alone; so is a field named twice.
+	for _, name := range names {
+		for _, c := range []struct{ doc, problem string }{
+			{`{"` + name + `": null}`, "want "},
+			{`{"` + name + `": {}}`, "want "},
+			{`{"` + name + `": null, "` + name + `": null}`, "duplicate key"},
+		} {
+			_, err := ParsePolicy([]byte(c.doc))
+			var pe *PolicyError
+			require.ErrorAs(t, err, &pe, c.doc)
+			require.Len(t, pe.Problems, 1, "%v", pe)
+			assert.Equal(t, name, pe.Problems[0].Field, c.doc)
+			assert.True(t, strings.HasPrefix(pe.Problems[0].Problem, c.problem), "%s: %v", c.doc, pe)
+
+			_, err = ParseGroupPolicy([]byte(`{"overrides": {"a": ` + c.doc + `}}`))
+			require.ErrorAs(t, err, &pe, c.doc)
+			require.Len(t, pe.Problems, 1, "%v", pe)
+			assert.Equal(t, `overrides["a"].`+name, pe.Problems[0].Field, c.doc)
+		}
+	}
+}
+
+// otherValues returns values of v's type other than v, to try in turn as
+// a valid change of a policy field.
+func otherValues(t *testing.T, v any) []any {
+	switch v := v.(type) {
+	case time.Duration:
+		return []any{2 * v, v / 2, v + time.Millisecond, time.Second}
+	case int:
+		return []any{2 * v, v + 1, 1}
+	case float64:
+		return []any{v / 2, 0.5, 0.25}
+	case bool:
+		return []any{!v}
+	}
+	t.Fatalf("a policy field of type %T; teach otherValues and the table's users about it", v)
+	return nil
 }
