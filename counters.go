@@ -93,3 +93,37 @@ func (b *Breaker) OpenSince() (t time.Time, ok bool) {
 	}
 	return b.opt.tb.time(b.since), true
 }
+
+// Status is what a dashboard or a health endpoint shows of one breaker.
+type Status struct {
+	Name  string `json:"name"`
+	State State  `json:"state"`
+	Mode  Mode   `json:"mode"`
+	// OpenSince is when the current outage began and OpenFor how long it
+	// has lasted, on the breaker's clock; both are empty while closed.
+	OpenSince *time.Time    `json:"open_since,omitempty"`
+	OpenFor   time.Duration `json:"open_for_ns,omitempty"`
+	// Window is the sliding window now, with its failure ratio.
+	Window     Snapshot `json:"window"`
+	ErrorRatio float64  `json:"error_ratio"`
+	Counters   Counters `json:"counters"`
+	Policy     Policy   `json:"policy"`
+}
+
+// Status returns the breaker's state, window, counters and policy.
+func (b *Breaker) Status() Status {
+	s := Status{
+		Name:     b.name,
+		State:    b.State(),
+		Mode:     b.Mode(),
+		Window:   b.Snapshot(),
+		Counters: b.Counters(),
+		Policy:   b.Policy(),
+	}
+	s.ErrorRatio = s.Window.ErrorRatio()
+	if t, ok := b.OpenSince(); ok {
+		s.OpenSince = &t
+		s.OpenFor = max(0, b.opt.tb.time(b.opt.tb.now()).Sub(t))
+	}
+	return s
+}

@@ -631,40 +631,6 @@ func (g *Group) sweepLocked(now int64) int {
 	return n
 }
 
-// Status is what a dashboard or a health endpoint shows of one breaker.
-type Status struct {
-	Name  string `json:"name"`
-	State State  `json:"state"`
-	Mode  Mode   `json:"mode"`
-	// OpenSince is when the current outage began and OpenFor how long it
-	// has lasted, on the breaker's clock; both are empty while closed.
-	OpenSince *time.Time    `json:"open_since,omitempty"`
-	OpenFor   time.Duration `json:"open_for_ns,omitempty"`
-	// Window is the sliding window now, with its failure ratio.
-	Window     Snapshot `json:"window"`
-	ErrorRatio float64  `json:"error_ratio"`
-	Counters   Counters `json:"counters"`
-	Policy     Policy   `json:"policy"`
-}
-
-// Status returns the breaker's state, window, counters and policy.
-func (b *Breaker) Status() Status {
-	s := Status{
-		Name:     b.name,
-		State:    b.State(),
-		Mode:     b.Mode(),
-		Window:   b.Snapshot(),
-		Counters: b.Counters(),
-		Policy:   b.Policy(),
-	}
-	s.ErrorRatio = s.Window.ErrorRatio()
-	if t, ok := b.OpenSince(); ok {
-		s.OpenSince = &t
-		s.OpenFor = max(0, b.opt.tb.time(b.opt.tb.now()).Sub(t))
-	}
-	return s
-}
-
 // GroupSnapshot is the state of a whole group at one time, ready to be
 // served as JSON.
 type GroupSnapshot struct {
