@@ -37,8 +37,8 @@ import (
 // A Breaker is safe for concurrent use by multiple goroutines.
 type Breaker struct {
 	// Read on every call. state packs state, mode, probe slots and
-	// generation; see the comment on stateMask.
-	state atomic.Uint64
+	// generation; see word.
+	state stateWord
 	rules atomic.Pointer[rules]
 	win   atomic.Pointer[window]
 	opt   *options
@@ -141,21 +141,21 @@ func (b *Breaker) Name() string { return b.name }
 func (b *Breaker) State() State {
 	now := b.opt.tb.now()
 	w := b.state.Load()
-	switch wordState(w) {
+	switch w.state() {
 	case Open:
-		if wordMode(w) != ModeForcedOpen && now >= b.deadline.Load() {
+		if w.mode() != ModeForcedOpen && now >= b.deadline.Load() {
 			b.toHalfOpen(now, w)
 		}
 	case HalfOpen:
-		if wordIssued(w) >= b.rules.Load().probes && now >= b.deadline.Load() {
+		if w.issued() >= b.rules.Load().probes && now >= b.deadline.Load() {
 			b.probeTimeout(now, w)
 		}
 	}
-	return wordState(b.state.Load())
+	return b.state.Load().state()
 }
 
 // Mode returns the breaker's mode.
-func (b *Breaker) Mode() Mode { return wordMode(b.state.Load()) }
+func (b *Breaker) Mode() Mode { return b.state.Load().mode() }
 
 // Snapshot returns what the window holds now. While the breaker is open or
 // half-open, nothing is added to the window, so it shows the calls that

@@ -38,12 +38,12 @@ func (b *Breaker) Do(ctx context.Context, fn func(context.Context) error) error 
 	}
 	r := b.rules.Load()
 	w := b.state.Load()
-	if w&(stateMask|droppedBit) != 0 || r.timed {
+	if !w.plain() || r.timed {
 		// The refusal of an open breaker in ModeAuto is the other path
 		// that runs at full rate during an outage: one clock read, one
 		// load, one add, and the outage's shared error. Everything else
 		// takes the general path.
-		if w&(stateMask|modeMask|droppedBit) == uint64(Open) && b.opt.tb.now() < b.deadline.Load() {
+		if w.refusing() && b.opt.tb.now() < b.deadline.Load() {
 			b.tally.inc(kRejected)
 			return b.refusal()
 		}
@@ -51,7 +51,7 @@ func (b *Breaker) Do(ctx context.Context, fn func(context.Context) error) error 
 	}
 	// The closed path, kept apart so that its frame stays small: one
 	// deferred check, no derived context.
-	gen := wordGen(w)
+	gen := w.gen()
 	// A flag rather than recover: the panic, or runtime.Goexit, keeps its
 	// original stack while the deferred call records the outcome.
 	returned := false
@@ -72,8 +72,8 @@ func (b *Breaker) Do(ctx context.Context, fn func(context.Context) error) error 
 
 // do is Do for every call that is not a plain closed-state call: probes,
 // shadow admissions, timed calls, refusals.
-func (b *Breaker) do(ctx context.Context, fn func(context.Context) error, w uint64, r *rules) error {
-	if w&droppedBit != 0 {
+func (b *Breaker) do(ctx context.Context, fn func(context.Context) error, w word, r *rules) error {
+	if w.dropped() {
 		return b.successor().Do(ctx, fn)
 	}
 	tok, err := b.admitSlow(w, r)
@@ -146,7 +146,7 @@ func (b *Breaker) Allow(ctx context.Context) (context.Context, func(error), erro
 	}
 	r := b.rules.Load()
 	w := b.state.Load()
-	if w&droppedBit != 0 {
+	if w.dropped() {
 		return b.successor().Allow(ctx)
 	}
 	tok, err := b.admitSlow(w, r)

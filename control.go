@@ -32,7 +32,7 @@ func (b *Breaker) setRules(r *rules) {
 	b.mu.Lock()
 	old := b.rules.Swap(r)
 	if old.width != r.width || old.buckets != r.buckets {
-		if wordState(b.state.Load()) == Closed {
+		if b.state.Load().state() == Closed {
 			// Calls in flight were admitted for the old window: a new
 			// generation makes their results stale, like a close does.
 			// The bump comes before the store (see recordSuccess).
@@ -45,10 +45,10 @@ func (b *Breaker) setRules(r *rules) {
 		// one allows; trip on failures seen under the new rule only.
 		b.consec.Store(0)
 	}
-	if w := b.state.Load(); wordState(w) == HalfOpen {
+	if w := b.state.Load(); w.state() == HalfOpen {
 		if uint64(b.passed) >= r.probes {
 			// Probes was lowered below the passes this episode already has.
-			b.closeLocked(now, wordMode(w), ReasonProbesPassed)
+			b.closeLocked(now, w.mode(), ReasonProbesPassed)
 		} else {
 			b.probeDeadlineLocked() // OpenFor or MaxOpenFor may have changed
 		}
@@ -72,12 +72,12 @@ func (b *Breaker) SetMode(m Mode) error {
 	now := b.opt.tb.now()
 	b.mu.Lock()
 	w := b.state.Load()
-	from := wordMode(w)
+	from := w.mode()
 	switch {
 	case from == m:
 	case m == ModeForcedOpen:
 		snap := b.tripSnap()
-		if wordState(w) == Closed {
+		if w.state() == Closed {
 			if b.since != never && now-b.since >= b.rules.Load().maxOpenFor {
 				// Stable for MaxOpenFor: the doubling starts over, whatever
 				// ends the closed spell (a trip does the same).
@@ -97,7 +97,7 @@ func (b *Breaker) SetMode(m Mode) error {
 		b.countOpenLocked()
 		b.transitionLocked(now, Open, m, ReasonForcedOpen, snap, 0)
 	case m == ModeForcedClosed:
-		if wordState(w) != Closed {
+		if w.state() != Closed {
 			b.closeLocked(now, m, ReasonForcedClosed)
 		} else {
 			b.setModeLocked(m)
@@ -118,7 +118,7 @@ func (b *Breaker) SetMode(m Mode) error {
 func (b *Breaker) setModeLocked(m Mode) {
 	for {
 		w := b.state.Load()
-		if b.state.CompareAndSwap(w, w&^modeMask|uint64(m)<<modeShift) {
+		if b.state.CompareAndSwap(w, w.withMode(m)) {
 			return
 		}
 	}
@@ -131,7 +131,7 @@ func (b *Breaker) setModeLocked(m Mode) {
 func (b *Breaker) Reset() {
 	now := b.opt.tb.now()
 	b.mu.Lock()
-	m := wordMode(b.state.Load())
+	m := b.state.Load().mode()
 	if m != ModeShadow {
 		m = ModeAuto
 	}

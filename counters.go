@@ -73,7 +73,7 @@ func (b *Breaker) Counters() Counters {
 		c.Opens = uint64(h.opens)
 		open = h.openTotal
 	}
-	if wordState(b.state.Load()) != Closed && b.since != never {
+	if b.state.Load().state() != Closed && b.since != never {
 		open += max(0, now-b.since)
 	}
 	b.mu.Unlock()
@@ -88,7 +88,7 @@ func (b *Breaker) Counters() Counters {
 func (b *Breaker) OpenSince() (t time.Time, ok bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if wordState(b.state.Load()) == Closed || b.since == never {
+	if b.state.Load().state() == Closed || b.since == never {
 		return time.Time{}, false
 	}
 	return b.opt.tb.time(b.since), true

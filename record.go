@@ -36,7 +36,7 @@ func (b *Breaker) recordSuccess(caller context.Context, gen uint64) {
 	r := b.rules.Load()
 	cold := b.coldFast(caller, now, r)
 	win := b.win.Load()
-	if wordGen(b.state.Load()) != gen || cold {
+	if b.state.Load().gen() != gen || cold {
 		b.record(caller, now, gen, Success, false, r)
 		return
 	}
@@ -58,7 +58,7 @@ func (b *Breaker) record(caller context.Context, now int64, gen uint64, o Outcom
 	cold := b.cold(caller, now, r)
 	win := b.win.Load()
 	w := b.state.Load()
-	if wordGen(w) != gen {
+	if w.gen() != gen {
 		if b.divert(caller, now, gen, w, o, slow) {
 			return
 		}
@@ -89,7 +89,7 @@ func (b *Breaker) record(caller context.Context, now int64, gen uint64, o Outcom
 	} else {
 		b.consec.Add(1)
 	}
-	if wordMode(w) != ModeForcedClosed {
+	if w.mode() != ModeForcedClosed {
 		b.evaluate(now, gen, r, win)
 	}
 }

@@ -127,9 +127,8 @@ func (b *Breaker) transitionLocked(now int64, to State, m Mode, reason Reason, s
 	var from State
 	for {
 		w := b.state.Load()
-		from = wordState(w)
-		nw := (wordGen(w)+1)<<genShift | uint64(m)<<modeShift | uint64(to) | w&droppedBit
-		if b.state.CompareAndSwap(w, nw) {
+		from = w.state()
+		if b.state.CompareAndSwap(w, w.next(to, m)) {
 			break
 		}
 	}
@@ -199,14 +198,14 @@ func (b *Breaker) openLocked(now int64, r *rules, reason Reason, snap Snapshot) 
 		b:        b,
 	})
 	b.countOpenLocked()
-	b.transitionLocked(now, Open, wordMode(b.state.Load()), reason, snap, cd)
+	b.transitionLocked(now, Open, b.state.Load().mode(), reason, snap, cd)
 }
 
 // countOpenLocked counts a transition to Open that is about to be made.
 // Counters.Opens counts transitions, so forcing open a breaker that is
 // already open adds nothing. b.mu must be held.
 func (b *Breaker) countOpenLocked() {
-	if wordState(b.state.Load()) != Open {
+	if b.state.Load().state() != Open {
 		b.histLocked().opens++
 	}
 }
@@ -254,7 +253,7 @@ func (b *Breaker) halfOpenLocked(now int64, m Mode, reason Reason) {
 // transition: see recordSuccess for why that order keeps every result of
 // an earlier generation out of the new window.
 func (b *Breaker) closeLocked(now int64, m Mode, reason Reason) {
-	if wordState(b.state.Load()) != Closed && b.since != never {
+	if b.state.Load().state() != Closed && b.since != never {
 		b.histLocked().openTotal += max(0, now-b.since)
 	}
 	b.since = now
@@ -270,18 +269,18 @@ func (b *Breaker) closeLocked(now int64, m Mode, reason Reason) {
 func (b *Breaker) bumpGenLocked() {
 	for {
 		w := b.state.Load()
-		if b.state.CompareAndSwap(w, w+genOne) {
+		if b.state.CompareAndSwap(w, w.bump()) {
 			return
 		}
 	}
 }
 
 // toHalfOpen moves an open breaker whose cooldown has ended to half-open.
-func (b *Breaker) toHalfOpen(now int64, seen uint64) {
+func (b *Breaker) toHalfOpen(now int64, seen word) {
 	b.mu.Lock()
 	w := b.state.Load()
-	if w == seen && wordState(w) == Open && wordMode(w) != ModeForcedOpen && now >= b.deadline.Load() {
-		b.halfOpenLocked(now, wordMode(w), ReasonCooldown)
+	if w == seen && w.state() == Open && w.mode() != ModeForcedOpen && now >= b.deadline.Load() {
+		b.halfOpenLocked(now, w.mode(), ReasonCooldown)
 	}
 	b.mu.Unlock()
 	b.flush()
@@ -291,12 +290,12 @@ func (b *Breaker) toHalfOpen(now int64, seen uint64) {
 // and whose oldest probe in flight has been so for one cooldown without a
 // verdict: a probe whose function ignores its context must not wedge the
 // breaker. Time spent with a free slot never counts (see admitProbe).
-func (b *Breaker) probeTimeout(now int64, seen uint64) {
+func (b *Breaker) probeTimeout(now int64, seen word) {
 	b.mu.Lock()
 	w := b.state.Load()
 	r := b.rules.Load()
-	if wordGen(w) == wordGen(seen) && wordState(w) == HalfOpen &&
-		wordIssued(w) >= r.probes && now >= b.deadline.Load() {
+	if w.gen() == seen.gen() && w.state() == HalfOpen &&
+		w.issued() >= r.probes && now >= b.deadline.Load() {
 		b.reopenLocked(now, r, ReasonProbeTimeout)
 	}
 	b.mu.Unlock()
@@ -315,7 +314,7 @@ func (b *Breaker) evaluate(now int64, gen uint64, r *rules, win *window) {
 	}
 	b.mu.Lock()
 	w := b.state.Load()
-	if wordGen(w) == gen && wordState(w) == Closed && wordMode(w) != ModeForcedClosed {
+	if w.gen() == gen && w.state() == Closed && w.mode() != ModeForcedClosed {
 		r = b.rules.Load()
 		snap := b.win.Load().sum(now, &b.tally)
 		if reason := b.tripReason(r, snap); reason != "" {
