@@ -10,7 +10,8 @@ type Counters struct {
 	// Admitted is the number of admitted calls (their function was
 	// called) that have returned: the sum of Successes, Failures,
 	// Timeouts and Ignored. Calls still running are not in it; counting
-	// them at admission would cost a second atomic add on every call.
+	// them at admission would cost a second counter increment on every
+	// call.
 	Admitted uint64 `json:"admitted"`
 	// Successes, Failures, Timeouts and Ignored count the outcomes of
 	// admitted calls that have returned, probes included. Failures does

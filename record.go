@@ -5,9 +5,10 @@ import (
 )
 
 // recordSuccess is record for the common case, an in-time success in the
-// closed state: one clock read, one load of the state word and of the
-// window's head, one atomic add. Like record, it applies the rules in
-// force now, not those the call was admitted under.
+// closed state: one clock read; loads of the rules, the warmup marks, the
+// window and its head, and the state word; one counter increment (a load
+// and a compare-and-swap, see tally.inc). Like record, it applies the
+// rules in force now, not those the call was admitted under.
 //
 // A result must never land in a window that started after its call was
 // admitted (a Reset, a close, a SetPolicy that changes the window). The
