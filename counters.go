@@ -1,8 +1,6 @@
 package breaker
 
-import (
-	"time"
-)
+import "time"
 
 // Counters are a breaker's monotonic counts since it was created. They
 // never go down; take differences for rates.

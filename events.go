@@ -1,8 +1,6 @@
 package breaker
 
-import (
-	"time"
-)
+import "time"
 
 // Event describes one transition.
 type Event struct {

@@ -1,8 +1,6 @@
 package breaker
 
-import (
-	"context"
-)
+import "context"
 
 // recordSuccess is record for the common case, an in-time success in the
 // closed state: one clock read; loads of the rules, the warmup marks, the
