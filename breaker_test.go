@@ -31,19 +31,6 @@ func runSteps(t *testing.T, h *harness, steps []step) {
 	}
 }
 
-func TestOpenSince_SpansReopensUntilClose(t *testing.T) {
-	h := newHarness(t, DefaultPolicy())
-	_, ok := h.b.OpenSince()
-	assert.False(t, ok)
-	h.at(time.Second)
-	h.trip()
-	h.at(31 * time.Second)
-	require.ErrorIs(t, h.call(context.DeadlineExceeded), context.DeadlineExceeded)
-	since, ok := h.b.OpenSince()
-	require.True(t, ok)
-	assert.Equal(t, h.t0.Add(time.Second), since)
-}
-
 // Rule §1: Do, Call and Allow share one semantics.
 func TestAllow_TwoStepHasTheSameSemanticsAsDo(t *testing.T) {
 	h := newHarness(t, DefaultPolicy())
@@ -139,19 +126,6 @@ func TestStrings(t *testing.T) {
 	assert.Equal(t, "half_open", string(txt))
 	assert.Equal(t, "shadow", ModeShadow.String())
 	assert.Equal(t, "mode(9)", Mode(9).String())
-}
-
-func TestCounters_OpenTimeCoversEveryOutageIncludingTheCurrentOne(t *testing.T) {
-	h := newHarness(t, DefaultPolicy())
-	h.trip()
-	h.at(30 * time.Second)
-	h.calls(3, nil) // closed after 30 s open
-	assert.Equal(t, 30*time.Second, h.b.Counters().OpenTime)
-	h.at(10 * time.Minute)
-	h.trip()
-	h.at(10*time.Minute + 12*time.Second)
-	assert.Equal(t, 42*time.Second, h.b.Counters().OpenTime, "the current outage counts up to now")
-	assert.Equal(t, uint64(2), h.b.Counters().Opens)
 }
 
 func TestMark_ReportsADecidedOutcomeWhateverTheClassifier(t *testing.T) {
