@@ -1,8 +1,6 @@
 package breaker
 
 import (
-	"context"
-	"errors"
 	"testing"
 	"time"
 
@@ -31,28 +29,6 @@ func runSteps(t *testing.T, h *harness, steps []step) {
 	}
 }
 
-func TestClassifier_DefaultTable(t *testing.T) {
-	cases := []struct {
-		err  error
-		want Outcome
-	}{
-		{nil, Success},
-		{errBoom, Failure},
-		{context.DeadlineExceeded, Timeout},
-		{timeoutErr{}, Timeout},
-		{errors.Join(errBoom, context.DeadlineExceeded), Timeout},
-		{connRefused(), Timeout},
-		{connReset(), Timeout},
-		{context.Canceled, Failure}, // only the caller's own cancel is ignored, by the breaker
-	}
-	for _, c := range cases {
-		assert.Equal(t, c.want, DefaultClassifier(c.err), "%v", c.err)
-	}
-	for o, s := range map[Outcome]string{Success: "success", Ignored: "ignored", Failure: "failure", Timeout: "timeout"} {
-		assert.Equal(t, s, o.String())
-	}
-}
-
 func TestStrings(t *testing.T) {
 	assert.Equal(t, "closed", Closed.String())
 	assert.Equal(t, "open", Open.String())
@@ -62,23 +38,6 @@ func TestStrings(t *testing.T) {
 	assert.Equal(t, "half_open", string(txt))
 	assert.Equal(t, "shadow", ModeShadow.String())
 	assert.Equal(t, "mode(9)", Mode(9).String())
-}
-
-func TestMark_ReportsADecidedOutcomeWhateverTheClassifier(t *testing.T) {
-	// A classifier that would call everything a success.
-	h := newHarness(t, DefaultPolicy(), WithClassifier(func(error) Outcome { return Success }))
-	refused := errors.New("dial tcp: connection refused")
-	for i := 0; i < 20; i++ {
-		err := h.call(Mark(refused, Timeout))
-		require.ErrorIs(t, err, refused)
-		require.Equal(t, refused.Error(), err.Error())
-	}
-	h.requireState(Open)
-	assert.Equal(t, uint64(20), h.b.Counters().Timeouts)
-	assert.Nil(t, Mark(nil, Failure))
-	assert.True(t, IsIgnored(Mark(errBoom, Ignored)))
-	assert.False(t, IsIgnored(Mark(errBoom, Failure)))
-	assert.Equal(t, Ignored, func() Outcome { o, _ := markOf(Mark(Mark(errBoom, Failure), Ignored)); return o }(), "the outermost mark wins")
 }
 
 // SPEC §7: a clock that goes backwards is harmless: no panic, no lost
