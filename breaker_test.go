@@ -4,7 +4,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
@@ -27,15 +26,4 @@ func runSteps(t *testing.T, h *harness, steps []step) {
 		h.calls(s.fail, errBoom)
 		require.Equal(t, s.want, h.b.State(), "step %d (%s) at t0+%v", i, s.label, s.at)
 	}
-}
-
-func TestStrings(t *testing.T) {
-	assert.Equal(t, "closed", Closed.String())
-	assert.Equal(t, "open", Open.String())
-	assert.Equal(t, "half_open", HalfOpen.String())
-	assert.Equal(t, "state(7)", State(7).String())
-	txt, _ := HalfOpen.MarshalText()
-	assert.Equal(t, "half_open", string(txt))
-	assert.Equal(t, "shadow", ModeShadow.String())
-	assert.Equal(t, "mode(9)", Mode(9).String())
 }
