@@ -17,7 +17,8 @@ import "sync/atomic"
 //	ModeShadow        the same machine, but a refused call is admitted
 //	                  and counted off the window (Counters.ShadowRejected)
 //	ModeForcedOpen    entered from any state: Open, no cooldown ends it;
-//	                  leaving it goes to HalfOpen (released)
+//	                  leaving it for ModeAuto or ModeShadow goes to
+//	                  HalfOpen (released)
 //	ModeForcedClosed  entered from any state: Closed, no rule trips it
 //	Reset             from any state to Closed; a forced mode ends
 //
