@@ -4,14 +4,14 @@ import "sync/atomic"
 
 // The state machine, and what the modes do to it:
 //
-//	                    a trip rule holds
-//	         ┌────────────────────────────────────┐
-//	         │                                    ▼
-//	      Closed                                Open ◀──────────────┐
-//	         ▲                                    │                 │
-//	         │ every probe passed                 │ cooldown over   │ a probe failed, or
-//	         │                                    ▼                 │ probe timeout
-//	         └────────────────────────────── HalfOpen ──────────────┘
+//	                 a trip rule holds
+//	    +------------------------------------+
+//	    |                                    v
+//	  Closed                               Open <------------+
+//	    ^                                    |                |
+//	    | every probe passed                 | cooldown over  | a probe failed,
+//	    |                                    v                | or probe timeout
+//	    +------------------------------ HalfOpen -------------+
 //
 //	ModeAuto          the machine above; refusals return ErrOpen
 //	ModeShadow        the same machine, but a refused call is admitted
