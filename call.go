@@ -160,7 +160,9 @@ func (b *Breaker) Allow(ctx context.Context) (context.Context, func(error), erro
 }
 
 // permit is an admitted two-step call waiting for its result. It and the
-// done method value are Allow's two allocations.
+// done method value are the two allocations of a closed-state Allow; a
+// probe's mark and a Policy.Timeout deadline add their contexts, as they
+// do for Do.
 type permit struct {
 	b      *Breaker
 	caller context.Context
