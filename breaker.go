@@ -36,8 +36,8 @@ import (
 //
 // A Breaker is safe for concurrent use by multiple goroutines.
 type Breaker struct {
-	// Read on every call. state packs state, mode, probe slots and
-	// generation; see word.
+	// Read on every call. state packs state, mode, the dropped bit, probe
+	// slots and generation; see word.
 	state stateWord
 	rules atomic.Pointer[rules]
 	win   atomic.Pointer[window]

@@ -39,9 +39,12 @@ import "sync/atomic"
 //   - A new generation clears issued, so a slot can only be claimed, and
 //     given back, in the episode its caller saw: both are a CAS on the
 //     whole word, generation included.
-//   - issued never exceeds Policy.Probes (nor 0xFF), and the probes passed
-//     in an episode (Breaker.passed) never exceed issued: a pass keeps its
-//     slot, only a probe without a verdict gives it back.
+//   - A slot is claimed only while issued is below Policy.Probes and
+//     maxIssued, so issued never wraps, and exceeds Probes only when
+//     SetPolicy lowers Probes mid-episode.
+//   - The probes passed in an episode (Breaker.passed) never exceed
+//     issued: a pass keeps its slot; only a probe without a verdict gives
+//     its slot back.
 //   - The dropped bit, once set, survives every transition.
 //
 // Admission reads the word once; a half-open probe claims its slot with a
