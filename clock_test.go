@@ -145,3 +145,20 @@ func TestClock_StepsRacingWithCalls(t *testing.T) {
 	defer mu.Unlock()
 	assert.Empty(t, backwards)
 }
+
+// SPEC §7: a clock that goes backwards is harmless: no panic, no lost
+// count, no early end of a cooldown.
+func TestClock_GoingBackwardsIsHarmless(t *testing.T) {
+	h := newHarness(t, DefaultPolicy())
+	h.at(time.Hour)
+	h.calls(10, nil)
+	h.clk.Set(h.t0.Add(time.Minute)) // 59 minutes back
+	h.calls(9, errBoom)
+	assert.Equal(t, Snapshot{Counted: 19, Failures: 9}, h.b.Snapshot(), "counted in the newest bucket")
+	h.calls(1, errBoom)
+	h.requireState(Open)
+	h.clk.Set(h.t0) // further back: the cooldown must not end
+	require.ErrorIs(t, h.call(nil), ErrOpen)
+	h.clk.Set(h.t0.Add(time.Minute + 30*time.Second))
+	h.requireState(HalfOpen)
+}

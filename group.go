@@ -386,7 +386,7 @@ func (g *Group) forgetLocked(key string, b *Breaker) {
 // admission test masks the bit together with the state.
 const droppedBit = 1 << 4
 
-func (b *Breaker) dropped() bool { return b.state.Load()&droppedBit != 0 }
+func (b *Breaker) dropped() bool { return b.state.Load().dropped() }
 
 // drop marks b dropped and reports whether it did. With onlyIdle it drops
 // b only if it is closed and in ModeAuto, checked under b.mu so that no
@@ -398,10 +398,10 @@ func (b *Breaker) drop(onlyIdle bool) bool {
 	defer b.mu.Unlock()
 	for {
 		w := b.state.Load()
-		if w&droppedBit != 0 || onlyIdle && (wordState(w) != Closed || wordMode(w) != ModeAuto) {
+		if w.dropped() || onlyIdle && (w.state() != Closed || w.mode() != ModeAuto) {
 			return false
 		}
-		if b.state.CompareAndSwap(w, (wordGen(w)+1)<<genShift|droppedBit) {
+		if b.state.CompareAndSwap(w, w.drop()) {
 			return true
 		}
 	}
@@ -421,11 +421,11 @@ func (b *Breaker) successor() *Breaker {
 // successor's window, made if need be, as if it had been admitted there.
 // A result older than that was stale anyway: it is only counted, by the
 // successor if there is one, and no breaker is made for it.
-func (b *Breaker) divert(caller context.Context, now int64, gen, w uint64, o Outcome, slow bool) bool {
-	if w&droppedBit == 0 {
+func (b *Breaker) divert(caller context.Context, now int64, gen uint64, w word, o Outcome, slow bool) bool {
+	if !w.dropped() {
 		return false
 	}
-	if wordGen(w) != gen+1 {
+	if w.gen() != gen+1 {
 		if nb := b.opt.group.load(b.name); nb != nil && !nb.dropped() {
 			nb.countOff(o)
 			return true
@@ -434,11 +434,11 @@ func (b *Breaker) divert(caller context.Context, now int64, gen, w uint64, o Out
 	}
 	nb := b.successor()
 	nw := nb.state.Load()
-	if wordState(nw) != Closed {
+	if nw.state() != Closed {
 		nb.countOff(o)
 		return true
 	}
-	nb.record(caller, now, wordGen(nw), o, slow, nb.rules.Load())
+	nb.record(caller, now, nw.gen(), o, slow, nb.rules.Load())
 	return true
 }
 
@@ -629,40 +629,6 @@ func (g *Group) sweepLocked(now int64) int {
 		return true
 	})
 	return n
-}
-
-// Status is what a dashboard or a health endpoint shows of one breaker.
-type Status struct {
-	Name  string `json:"name"`
-	State State  `json:"state"`
-	Mode  Mode   `json:"mode"`
-	// OpenSince is when the current outage began and OpenFor how long it
-	// has lasted, on the breaker's clock; both are empty while closed.
-	OpenSince *time.Time    `json:"open_since,omitempty"`
-	OpenFor   time.Duration `json:"open_for_ns,omitempty"`
-	// Window is the sliding window now, with its failure ratio.
-	Window     Snapshot `json:"window"`
-	ErrorRatio float64  `json:"error_ratio"`
-	Counters   Counters `json:"counters"`
-	Policy     Policy   `json:"policy"`
-}
-
-// Status returns the breaker's state, window, counters and policy.
-func (b *Breaker) Status() Status {
-	s := Status{
-		Name:     b.name,
-		State:    b.State(),
-		Mode:     b.Mode(),
-		Window:   b.Snapshot(),
-		Counters: b.Counters(),
-		Policy:   b.Policy(),
-	}
-	s.ErrorRatio = s.Window.ErrorRatio()
-	if t, ok := b.OpenSince(); ok {
-		s.OpenSince = &t
-		s.OpenFor = max(0, b.opt.tb.time(b.opt.tb.now()).Sub(t))
-	}
-	return s
 }
 
 // GroupSnapshot is the state of a whole group at one time, ready to be

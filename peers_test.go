@@ -196,7 +196,7 @@ func TestPeer_GobreakerAsyncCallbackReordersEvents(t *testing.T) {
 	for i := 1; i < len(events); i++ {
 		require.Equal(t, events[i-1].To, events[i].From, "event %d does not start where event %d ended", i, i-1)
 	}
-	assert.Equal(t, events[len(events)-1].To, State(b.state.Load()&stateMask), "the last event is not the current state")
+	assert.Equal(t, events[len(events)-1].To, b.state.Load().state(), "the last event is not the current state")
 }
 
 // chanOf turns a WaitGroup into a channel closed when it is done.

@@ -42,13 +42,13 @@ const (
 // admitSlow handles every admission that is not a plain closed breaker:
 // open (refuse, or move to half-open when the cooldown is over), half-open
 // (claim a probe slot or refuse), forced and shadow modes.
-func (b *Breaker) admitSlow(w uint64, r *rules) (token, error) {
+func (b *Breaker) admitSlow(w word, r *rules) (token, error) {
 	for {
-		switch wordState(w) {
+		switch w.state() {
 		case Closed:
-			return token{gen: wordGen(w)}, nil
+			return token{gen: w.gen()}, nil
 		case Open:
-			if wordMode(w) != ModeForcedOpen {
+			if w.mode() != ModeForcedOpen {
 				now := b.opt.tb.now()
 				if now >= b.deadline.Load() {
 					b.toHalfOpen(now, w)
@@ -57,9 +57,9 @@ func (b *Breaker) admitSlow(w uint64, r *rules) (token, error) {
 				}
 			}
 		case HalfOpen:
-			if issued := wordIssued(w); issued < r.probes && issued < 0xFF {
-				if b.state.CompareAndSwap(w, w+issuedOne) {
-					return token{gen: wordGen(w), role: roleProbe, slot: b.admitProbe(wordGen(w))}, nil
+			if issued := w.issued(); issued < r.probes && issued < maxIssued {
+				if b.state.CompareAndSwap(w, w.claim()) {
+					return token{gen: w.gen(), role: roleProbe, slot: b.admitProbe(w.gen())}, nil
 				}
 				w = b.state.Load()
 				continue
@@ -70,9 +70,9 @@ func (b *Breaker) admitSlow(w uint64, r *rules) (token, error) {
 				continue
 			}
 		}
-		if wordMode(w) == ModeShadow {
+		if w.mode() == ModeShadow {
 			b.other[oShadowRejected].Add(1)
-			return token{gen: wordGen(w), role: roleShadow}, nil
+			return token{gen: w.gen(), role: roleShadow}, nil
 		}
 		b.tally.inc(kRejected)
 		return token{}, b.refusal()
@@ -103,7 +103,7 @@ func (b *Breaker) verdict(ctx context.Context, now int64, gen uint64, slot uint8
 	strict := r.p.StrictProbes
 	pass := o == Success || (o == Failure && !strict && !panicked)
 	w := b.state.Load()
-	if wordGen(w) != gen || wordState(w) != HalfOpen {
+	if w.gen() != gen || w.state() != HalfOpen {
 		b.mu.Unlock()
 		b.logProbe(ctx, o, "stale")
 		return
@@ -121,7 +121,7 @@ func (b *Breaker) verdict(ctx context.Context, now int64, gen uint64, slot uint8
 		b.histLocked().probesOK++
 		b.passed++
 		if uint64(b.passed) >= r.probes {
-			b.closeLocked(now, wordMode(w), ReasonProbesPassed)
+			b.closeLocked(now, w.mode(), ReasonProbesPassed)
 		}
 	default:
 		b.histLocked().probesBad++
@@ -140,10 +140,10 @@ func (b *Breaker) verdict(ctx context.Context, now int64, gen uint64, slot uint8
 func (b *Breaker) releaseLocked(gen uint64) {
 	for {
 		w := b.state.Load()
-		if wordGen(w) != gen || wordState(w) != HalfOpen || wordIssued(w) == 0 {
+		if w.gen() != gen || w.state() != HalfOpen || w.issued() == 0 {
 			return
 		}
-		if b.state.CompareAndSwap(w, w-issuedOne) {
+		if b.state.CompareAndSwap(w, w.release()) {
 			return
 		}
 	}
@@ -184,7 +184,7 @@ func (b *Breaker) admitProbe(gen uint64) uint8 {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	w := b.state.Load()
-	if wordGen(w) != gen || wordState(w) != HalfOpen {
+	if w.gen() != gen || w.state() != HalfOpen {
 		return noSlot // the episode is over; the probe's result is stale
 	}
 	h := b.histLocked()
@@ -193,7 +193,7 @@ func (b *Breaker) admitProbe(gen uint64) uint8 {
 		i++
 	}
 	if i == len(h.inflight) {
-		// At most 0xFF slots are ever issued (wordIssued), so i < noSlot.
+		// At most maxIssued slots are ever issued, so i < noSlot.
 		h.inflight = append(h.inflight, never)
 	}
 	h.inflight[i] = now

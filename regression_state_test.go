@@ -446,8 +446,8 @@ func TestRace_ProbeSlotsAndAdmissionTimesStayConsistent(t *testing.T) {
 		wg.Wait()
 		b.mu.Lock()
 		w := b.state.Load()
-		if wordState(w) == HalfOpen {
-			require.Equal(t, uint64(b.passed), wordIssued(w), "round %d: one slot per pass", round)
+		if w.state() == HalfOpen {
+			require.Equal(t, uint64(b.passed), w.issued(), "round %d: one slot per pass", round)
 			for _, at := range b.hist.inflight {
 				require.Equal(t, int64(never), at, "round %d: nothing in flight", round)
 			}

@@ -117,61 +117,6 @@ func (m *Mode) UnmarshalText(b []byte) error {
 	return fmt.Errorf("breaker: unknown mode %q", b)
 }
 
-// Event describes one transition.
-type Event struct {
-	Name   string // the breaker's name
-	From   State
-	To     State
-	Reason Reason
-	Time   time.Time // the breaker's clock at the transition
-	// Snapshot is the window that tripped the breaker for a trip; for the
-	// other transitions of an outage (reopening, half-open), the snapshot
-	// of the trip that began it, so every event of an outage says what
-	// caused it; for a transition to Closed, the window at the transition.
-	Snapshot Snapshot
-	// Cooldown is how long the breaker will stay open, for a transition
-	// to Open that ends on its own; zero otherwise.
-	Cooldown time.Duration
-	// Level is how many times the cooldown has doubled in a row.
-	Level int
-	// Mode is the breaker's mode after the transition; ModeShadow marks
-	// a transition a shadow breaker only reports.
-	Mode Mode
-}
-
-// The state word packs everything the hot path needs into one atomic load:
-//
-//	bits 0-1   State
-//	bits 2-3   Mode
-//	bit  4     dropped: the breaker's group has let go of it (group.go)
-//	bits 8-15  probes admitted in the current half-open episode
-//	bits 16-63 generation, bumped on every transition
-//
-// Admission reads it once; a half-open probe claims its slot with a
-// compare-and-swap on it, so a slot can only be claimed in the episode the
-// caller saw. Everything else about a transition is written under b.mu
-// before the new word is published with a CAS, so a goroutine that sees the
-// new generation also sees the deadline and the open error of that
-// generation (atomic operations are sequentially consistent in Go). The one
-// exception is a new window, stored after the bump; recordSuccess says why.
-const (
-	stateMask   = 0x3
-	modeShift   = 2
-	modeMask    = 0x3 << modeShift
-	issuedShift = 8
-	issuedMask  = 0xFF << issuedShift
-	issuedOne   = 1 << issuedShift
-	genShift    = 16
-	genOne      = 1 << genShift
-)
-
-func wordState(w uint64) State { return State(w & stateMask) }
-func wordMode(w uint64) Mode   { return Mode((w & modeMask) >> modeShift) }
-func wordIssued(w uint64) uint64 {
-	return (w & issuedMask) >> issuedShift
-}
-func wordGen(w uint64) uint64 { return w >> genShift }
-
 // never is the offset of "no such instant yet".
 const never = math.MinInt64
 
@@ -182,9 +127,8 @@ func (b *Breaker) transitionLocked(now int64, to State, m Mode, reason Reason, s
 	var from State
 	for {
 		w := b.state.Load()
-		from = wordState(w)
-		nw := (wordGen(w)+1)<<genShift | uint64(m)<<modeShift | uint64(to) | w&droppedBit
-		if b.state.CompareAndSwap(w, nw) {
+		from = w.state()
+		if b.state.CompareAndSwap(w, w.next(to, m)) {
 			break
 		}
 	}
@@ -254,14 +198,14 @@ func (b *Breaker) openLocked(now int64, r *rules, reason Reason, snap Snapshot) 
 		b:        b,
 	})
 	b.countOpenLocked()
-	b.transitionLocked(now, Open, wordMode(b.state.Load()), reason, snap, cd)
+	b.transitionLocked(now, Open, b.state.Load().mode(), reason, snap, cd)
 }
 
 // countOpenLocked counts a transition to Open that is about to be made.
 // Counters.Opens counts transitions, so forcing open a breaker that is
 // already open adds nothing. b.mu must be held.
 func (b *Breaker) countOpenLocked() {
-	if wordState(b.state.Load()) != Open {
+	if b.state.Load().state() != Open {
 		b.histLocked().opens++
 	}
 }
@@ -309,7 +253,7 @@ func (b *Breaker) halfOpenLocked(now int64, m Mode, reason Reason) {
 // transition: see recordSuccess for why that order keeps every result of
 // an earlier generation out of the new window.
 func (b *Breaker) closeLocked(now int64, m Mode, reason Reason) {
-	if wordState(b.state.Load()) != Closed && b.since != never {
+	if b.state.Load().state() != Closed && b.since != never {
 		b.histLocked().openTotal += max(0, now-b.since)
 	}
 	b.since = now
@@ -325,18 +269,18 @@ func (b *Breaker) closeLocked(now int64, m Mode, reason Reason) {
 func (b *Breaker) bumpGenLocked() {
 	for {
 		w := b.state.Load()
-		if b.state.CompareAndSwap(w, w+genOne) {
+		if b.state.CompareAndSwap(w, w.bump()) {
 			return
 		}
 	}
 }
 
 // toHalfOpen moves an open breaker whose cooldown has ended to half-open.
-func (b *Breaker) toHalfOpen(now int64, seen uint64) {
+func (b *Breaker) toHalfOpen(now int64, seen word) {
 	b.mu.Lock()
 	w := b.state.Load()
-	if w == seen && wordState(w) == Open && wordMode(w) != ModeForcedOpen && now >= b.deadline.Load() {
-		b.halfOpenLocked(now, wordMode(w), ReasonCooldown)
+	if w == seen && w.state() == Open && w.mode() != ModeForcedOpen && now >= b.deadline.Load() {
+		b.halfOpenLocked(now, w.mode(), ReasonCooldown)
 	}
 	b.mu.Unlock()
 	b.flush()
@@ -346,12 +290,12 @@ func (b *Breaker) toHalfOpen(now int64, seen uint64) {
 // and whose oldest probe in flight has been so for one cooldown without a
 // verdict: a probe whose function ignores its context must not wedge the
 // breaker. Time spent with a free slot never counts (see admitProbe).
-func (b *Breaker) probeTimeout(now int64, seen uint64) {
+func (b *Breaker) probeTimeout(now int64, seen word) {
 	b.mu.Lock()
 	w := b.state.Load()
 	r := b.rules.Load()
-	if wordGen(w) == wordGen(seen) && wordState(w) == HalfOpen &&
-		wordIssued(w) >= r.probes && now >= b.deadline.Load() {
+	if w.gen() == seen.gen() && w.state() == HalfOpen &&
+		w.issued() >= r.probes && now >= b.deadline.Load() {
 		b.reopenLocked(now, r, ReasonProbeTimeout)
 	}
 	b.mu.Unlock()
@@ -370,7 +314,7 @@ func (b *Breaker) evaluate(now int64, gen uint64, r *rules, win *window) {
 	}
 	b.mu.Lock()
 	w := b.state.Load()
-	if wordGen(w) == gen && wordState(w) == Closed && wordMode(w) != ModeForcedClosed {
+	if w.gen() == gen && w.state() == Closed && w.mode() != ModeForcedClosed {
 		r = b.rules.Load()
 		snap := b.win.Load().sum(now, &b.tally)
 		if reason := b.tripReason(r, snap); reason != "" {
@@ -400,93 +344,4 @@ func (b *Breaker) tripReason(r *rules, snap Snapshot) Reason {
 		return ReasonConsecutive
 	}
 	return ""
-}
-
-// eventQueue holds the events waiting for the hooks.
-type eventQueue struct {
-	events     []Event
-	delivering bool
-}
-
-// queueLocked adds an event for delivery. b.mu must be held.
-func (b *Breaker) queueLocked(ev Event) {
-	if !b.opt.observed() {
-		return
-	}
-	q := &b.histLocked().events
-	q.events = append(q.events, ev)
-}
-
-// flush delivers queued events to the hooks, outside the lock and in the
-// order the transitions happened. Only one goroutine delivers at a time; a
-// transition made meanwhile, including one a hook causes by calling back
-// into the breaker, is queued and delivered by that same goroutine after
-// the hook returns. So hooks never run concurrently for one breaker, never
-// see events out of order, and cannot deadlock the breaker.
-func (b *Breaker) flush() {
-	if !b.opt.observed() {
-		return
-	}
-	b.mu.Lock()
-	if b.hist == nil || b.hist.events.delivering {
-		b.mu.Unlock()
-		return
-	}
-	q := &b.hist.events
-	q.delivering = true
-	b.mu.Unlock()
-	// A hook that panics must not hide the event from the hooks after it,
-	// nor strand the events queued behind it: each hook runs under its
-	// own recover, delivery goes on to the end of the queue, and the first
-	// panic then goes on up to the caller, whose call caused the
-	// transition. The group's subscribers contain their own panics.
-	var panicked any
-	done := false
-	defer func() {
-		if !done {
-			// A hook called runtime.Goexit: hand delivery back, so that
-			// later events are not silenced.
-			b.mu.Lock()
-			q.delivering = false
-			b.mu.Unlock()
-		}
-	}()
-	for {
-		b.mu.Lock()
-		if len(q.events) == 0 {
-			// Give up delivery in the same critical section that saw the
-			// queue empty, or an event queued in between would wait for
-			// the next transition.
-			q.events = nil
-			q.delivering = false
-			b.mu.Unlock()
-			done = true
-			break
-		}
-		ev := q.events[0]
-		q.events = q.events[1:]
-		b.mu.Unlock()
-		for _, h := range b.opt.hooks {
-			if v := callHook(h, ev); v != nil && panicked == nil {
-				panicked = v
-			}
-		}
-		if g := b.opt.group; g != nil {
-			g.dispatch(b, ev)
-		}
-	}
-	if panicked != nil {
-		panic(panicked)
-	}
-}
-
-// callHook calls h with ev and returns what it panicked with, if it did.
-func callHook(h func(Event), ev Event) (panicked any) {
-	defer func() {
-		if v := recover(); v != nil {
-			panicked = v
-		}
-	}()
-	h(ev)
-	return nil
 }

@@ -1,0 +1,255 @@
+package breaker
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"time"
+)
+
+// token is what admission hands to the end of a call.
+type token struct {
+	gen   uint64
+	start int64 // offset at admission, if timed
+	role  uint8
+	timed bool
+	slot  uint8 // a probe's entry in history.inflight, or noSlot
+}
+
+// Do calls fn if the breaker admits the call, and returns fn's error
+// unchanged. If the breaker refuses the call, Do returns an error matching
+// [ErrOpen] (an *[OpenError]) without calling fn. If ctx is already done,
+// Do returns ctx.Err() without calling fn, and nothing is counted. Do
+// returns after fn returns.
+//
+// The context fn receives is ctx, with a deadline of Policy.Timeout added
+// when that is set, and marked for [IsProbe] when the call is a half-open
+// probe. The outcome of fn's error is decided as the [Classifier]
+// documentation says. If fn panics, the call counts as a failure and the
+// panic continues unchanged. A half-open probe that panics frees its slot
+// without a verdict, or, under Policy.StrictProbes, fails the episode and
+// reopens the breaker (reason probe_failed).
+func (b *Breaker) Do(ctx context.Context, fn func(context.Context) error) error {
+	if b == nil || ctx == nil || fn == nil {
+		return badCall(b, ctx, fn != nil)
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	r := b.rules.Load()
+	w := b.state.Load()
+	if !w.plain() || r.timed {
+		// The refusal of an open breaker in ModeAuto is the other path
+		// that runs at full rate during an outage: one clock read, a
+		// load of the deadline, one counter increment (a load and a
+		// compare-and-swap, see tally.inc), and the outage's shared error.
+		// Everything else takes the general path.
+		if w.refusing() && b.opt.tb.now() < b.deadline.Load() {
+			b.tally.inc(kRejected)
+			return b.refusal()
+		}
+		return b.do(ctx, fn, w, r)
+	}
+	// The closed path, kept apart so that its frame stays small: one
+	// deferred check, no derived context.
+	gen := w.gen()
+	// A flag rather than recover: the panic, or runtime.Goexit, keeps its
+	// original stack while the deferred call records the outcome.
+	returned := false
+	defer func() {
+		if !returned {
+			b.abandon(ctx, token{gen: gen})
+		}
+	}()
+	err := fn(ctx)
+	returned = true
+	if err == nil {
+		b.recordSuccess(ctx, gen)
+	} else {
+		b.finish(ctx, token{gen: gen}, err, r)
+	}
+	return err
+}
+
+// do is Do for every call that is not a plain closed-state call: probes,
+// shadow admissions, timed calls, refusals.
+func (b *Breaker) do(ctx context.Context, fn func(context.Context) error, w word, r *rules) error {
+	if w.dropped() {
+		return b.successor().Do(ctx, fn)
+	}
+	tok, err := b.admitSlow(w, r)
+	if err != nil {
+		return err
+	}
+	call, cancel := b.prepare(ctx, &tok, r)
+	if cancel != nil {
+		defer cancel()
+	}
+	returned := false
+	defer func() {
+		if !returned {
+			b.abandon(ctx, tok)
+		}
+	}()
+	err = fn(call)
+	returned = true
+	b.finish(ctx, tok, err, r)
+	return err
+}
+
+func badCall(b *Breaker, ctx context.Context, haveFn bool) error {
+	switch {
+	case b == nil:
+		return errors.New("breaker: nil *Breaker")
+	case ctx == nil:
+		return ErrNilContext
+	case !haveFn:
+		return ErrNilFunc
+	}
+	return nil
+}
+
+// Call is [Breaker.Do] for a function that returns a value as well as an
+// error. It returns fn's results unchanged, or the zero T and the error of
+// a refused call.
+func Call[T any](ctx context.Context, b *Breaker, fn func(context.Context) (T, error)) (T, error) {
+	var v T
+	if fn == nil {
+		return v, ErrNilFunc
+	}
+	err := b.Do(ctx, func(ctx context.Context) error {
+		var err error
+		v, err = fn(ctx)
+		return err
+	})
+	return v, err
+}
+
+// Allow is the two-step form of Do, for calls that cannot be wrapped in a
+// function, such as a stream that outlives the function that opens it. If
+// the breaker admits the call, Allow returns the context to make it with
+// (carrying the probe mark and the Policy.Timeout deadline, like Do's) and
+// a done function to report its result with; the call counts when done is
+// called, and done must be called exactly once (later calls do nothing).
+// If the breaker refuses, Allow returns an error matching [ErrOpen] and a
+// nil done; if ctx is already done, ctx.Err().
+//
+// A done that is never called is a call that never ended: in the half-open
+// state it holds its probe slot until the probe timeout reopens the
+// breaker, once every slot is taken and it has been in flight for a
+// cooldown.
+func (b *Breaker) Allow(ctx context.Context) (context.Context, func(error), error) {
+	if b == nil || ctx == nil {
+		return nil, nil, badCall(b, ctx, true)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, nil, err
+	}
+	r := b.rules.Load()
+	w := b.state.Load()
+	if w.dropped() {
+		return b.successor().Allow(ctx)
+	}
+	tok, err := b.admitSlow(w, r)
+	if err != nil {
+		return nil, nil, err
+	}
+	call, cancel := b.prepare(ctx, &tok, r)
+	p := &permit{b: b, caller: ctx, tok: tok, r: r, cancel: cancel}
+	return call, p.done, nil
+}
+
+// permit is an admitted two-step call waiting for its result. It and the
+// done method value are the two allocations of a closed-state Allow; a
+// probe's mark and a Policy.Timeout deadline add their contexts, as they
+// do for Do.
+type permit struct {
+	b      *Breaker
+	caller context.Context
+	tok    token
+	r      *rules
+	cancel context.CancelFunc
+	used   atomic.Bool
+}
+
+func (p *permit) done(err error) {
+	if !p.used.CompareAndSwap(false, true) {
+		return
+	}
+	if p.cancel != nil {
+		defer p.cancel() // even if the classifier panics
+	}
+	p.b.finish(p.caller, p.tok, err, p.r)
+}
+
+// prepare derives the context of an admitted call and starts its timer.
+func (b *Breaker) prepare(ctx context.Context, tok *token, r *rules) (context.Context, context.CancelFunc) {
+	if tok.role == roleProbe {
+		ctx = context.WithValue(ctx, probeKey{}, probeMark{tok.gen})
+	}
+	if !r.timed {
+		return ctx, nil
+	}
+	tok.timed = true
+	tok.start = b.opt.tb.now()
+	if r.timeout <= 0 {
+		return ctx, nil
+	}
+	if c, ok := b.opt.tb.clock.(interface {
+		WithTimeout(context.Context, time.Duration) (context.Context, context.CancelFunc)
+	}); ok {
+		return c.WithTimeout(ctx, time.Duration(r.timeout))
+	}
+	return context.WithTimeout(ctx, time.Duration(r.timeout))
+}
+
+// finish settles a returned call. r is the rules the call was admitted
+// under: they decide whether it overran the deadline it was given. Every
+// other decision (slowness, warmup, the trip rules, the number of probes)
+// follows the rules in force now, so that a call admitted before SetPolicy
+// is never judged by a policy that has been replaced.
+func (b *Breaker) finish(caller context.Context, tok token, err error, r *rules) {
+	now := b.opt.tb.now()
+	elapsed := int64(-1)
+	if tok.timed {
+		elapsed = now - tok.start
+	}
+	cur := b.rules.Load()
+	// The classifier is user code. If it panics, the call is settled as
+	// if its function had panicked, and the panic goes on: otherwise a
+	// probe would keep its slot for the rest of the episode.
+	classified := false
+	defer func() {
+		if !classified {
+			b.abandon(caller, tok)
+		}
+	}()
+	o := b.outcome(caller, err, elapsed, r)
+	classified = true
+	switch tok.role {
+	case roleCounted:
+		slow := cur.slowCall > 0 && elapsed > cur.slowCall // elapsed < 0: not timed
+		b.record(caller, now, tok.gen, o, slow, cur)
+	case roleProbe:
+		b.countOff(o)
+		b.verdict(caller, now, tok.gen, tok.slot, o, b.cold(caller, now, cur), false)
+	default:
+		b.countOff(o)
+	}
+}
+
+// abandon settles a call whose function (or the classifier) panicked, or
+// called runtime.Goexit, under the rules in force now.
+func (b *Breaker) abandon(caller context.Context, tok token) {
+	r := b.rules.Load()
+	switch tok.role {
+	case roleCounted:
+		b.record(caller, b.opt.tb.now(), tok.gen, Failure, false, r)
+	case roleProbe:
+		b.countOff(Failure)
+		now := b.opt.tb.now()
+		b.verdict(caller, now, tok.gen, tok.slot, Failure, b.cold(caller, now, r), true)
+	default:
+		b.countOff(Failure)
+	}
+}

@@ -1,0 +1,100 @@
+package breaker
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// Rule §1: Do, Call and Allow share one semantics.
+func TestAllow_TwoStepHasTheSameSemanticsAsDo(t *testing.T) {
+	h := newHarness(t, DefaultPolicy())
+	for i := 0; i < 20; i++ {
+		ctx, done, err := h.b.Allow(context.Background())
+		require.NoError(t, err)
+		require.NotNil(t, ctx)
+		done(errBoom)
+		done(nil) // a second report is ignored
+	}
+	h.requireState(Open)
+	assert.Equal(t, uint64(20), h.b.Counters().Failures)
+	_, done, err := h.b.Allow(context.Background())
+	require.ErrorIs(t, err, ErrOpen)
+	assert.Nil(t, done)
+
+	h.at(30 * time.Second)
+	var dones []func(error)
+	for i := 0; i < 3; i++ {
+		ctx, done, err := h.b.Allow(context.Background())
+		require.NoError(t, err)
+		require.True(t, IsProbe(ctx))
+		dones = append(dones, done)
+	}
+	_, _, err = h.b.Allow(context.Background())
+	require.ErrorIs(t, err, ErrOpen)
+	for _, d := range dones {
+		d(nil)
+	}
+	h.requireState(Closed)
+
+	cctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, _, err = h.b.Allow(cctx)
+	assert.ErrorIs(t, err, context.Canceled)
+}
+
+func TestAllow_TimeoutDeadlineAndLateResult(t *testing.T) {
+	h := newHarness(t, policy(func(p *Policy) { p.Timeout = time.Second; p.MinRequests = 1; p.ErrorRatio = 1 }))
+	ctx, done, err := h.b.Allow(context.Background())
+	require.NoError(t, err)
+	dl, ok := ctx.Deadline()
+	require.True(t, ok)
+	assert.Equal(t, h.clk.Now().Add(time.Second), dl)
+	h.add(2 * time.Second)
+	done(nil) // late
+	h.requireState(Open)
+	assert.Equal(t, uint64(1), h.b.Counters().Timeouts)
+}
+
+func TestCall_ReturnsTheTypedValue(t *testing.T) {
+	h := newHarness(t, DefaultPolicy())
+	n, err := Call(context.Background(), h.b, func(context.Context) (int, error) { return 42, nil })
+	require.NoError(t, err)
+	assert.Equal(t, 42, n)
+	s, err := Call(context.Background(), h.b, func(context.Context) (string, error) { return "partial", errBoom })
+	assert.Equal(t, "partial", s, "fn's results come back unchanged")
+	assert.ErrorIs(t, err, errBoom)
+	require.NoError(t, h.b.SetMode(ModeForcedOpen))
+	s, err = Call(context.Background(), h.b, func(context.Context) (string, error) { return "x", nil })
+	assert.Empty(t, s)
+	assert.ErrorIs(t, err, ErrOpen)
+}
+
+// SPEC §1: the hot path allocates nothing. Benchmarks report it; this test
+// fails if it ever changes.
+func TestDo_AllocatesNothingOnTheHotPaths(t *testing.T) {
+	ctx := context.Background()
+	ok := func(context.Context) error { return nil }
+	closed, err := New("allocs.Closed", DefaultPolicy())
+	require.NoError(t, err)
+	assert.Zero(t, testing.AllocsPerRun(1000, func() { _ = closed.Do(ctx, ok) }), "Do, closed")
+	assert.Zero(t, testing.AllocsPerRun(1000, func() {
+		_, _ = Call(ctx, closed, func(context.Context) (int, error) { return 1, nil })
+	}), "Call, closed")
+
+	open, err := New("allocs.Open", policy(func(p *Policy) { p.OpenFor = time.Hour; p.MaxOpenFor = time.Hour }))
+	require.NoError(t, err)
+	for i := 0; i < 20; i++ {
+		_ = open.Do(ctx, func(context.Context) error { return errBoom })
+	}
+	require.Equal(t, Open, open.State())
+	assert.Zero(t, testing.AllocsPerRun(1000, func() { _ = open.Do(ctx, ok) }), "Do, refused")
+
+	g, err := NewGroup(GroupConfig{})
+	require.NoError(t, err)
+	_ = g.Do(ctx, "allocs.Group", ok)
+	assert.Zero(t, testing.AllocsPerRun(1000, func() { _ = g.Do(ctx, "allocs.Group", ok) }), "Group.Do, existing key")
+}

@@ -1,0 +1,143 @@
+package breaker
+
+import (
+	"fmt"
+	"math"
+)
+
+// SetPolicy replaces the breaker's policy. An invalid p is refused with a
+// *[PolicyError] and the breaker keeps its old policy; nothing of p is
+// applied. The state is kept. The window is kept too, unless Window or
+// Buckets change, in which case it starts empty: counts from buckets of
+// another width cannot be compared.
+//
+// The new policy applies at once to the results of calls already in
+// flight: a result is judged by the policy in force when it is recorded,
+// whatever policy admitted its call (only the deadline of Policy.Timeout,
+// already given to the call, stays). A half-open breaker whose passed
+// probes reach a lowered Probes closes at once.
+func (b *Breaker) SetPolicy(p Policy) error {
+	r, err := compileShared(p)
+	if err != nil {
+		return err
+	}
+	b.setRules(r)
+	return nil
+}
+
+// setRules puts r in force. Results recorded from now on are judged by r,
+// whenever their call was admitted.
+func (b *Breaker) setRules(r *rules) {
+	now := b.opt.tb.now()
+	b.mu.Lock()
+	old := b.rules.Swap(r)
+	if old.width != r.width || old.buckets != r.buckets {
+		if b.state.Load().state() == Closed {
+			// Calls in flight were admitted for the old window: a new
+			// generation makes their results stale, like a close does.
+			// The bump comes before the store (see recordSuccess).
+			b.bumpGenLocked()
+		}
+		b.win.Store(newWindow(r.width, r.buckets))
+	}
+	if old.consec != r.consec {
+		// The run counted under the old rule may be longer than the new
+		// one allows; trip on failures seen under the new rule only.
+		b.consec.Store(0)
+	}
+	if w := b.state.Load(); w.state() == HalfOpen {
+		if uint64(b.passed) >= r.probes {
+			// Probes was lowered below the passes this episode already has.
+			b.closeLocked(now, w.mode(), ReasonProbesPassed)
+		} else {
+			b.probeDeadlineLocked() // OpenFor or MaxOpenFor may have changed
+		}
+	}
+	b.mu.Unlock()
+	b.flush()
+}
+
+// SetMode changes how the breaker applies its state machine; see [Mode].
+// Entering ModeForcedOpen opens the breaker and entering ModeForcedClosed
+// closes it, each with an event if the state changes (forcing open an open
+// breaker is no transition: no event, and Counters.Opens stays); leaving
+// ModeForcedOpen goes to half-open, so the downstream is probed before
+// traffic returns. Switching between ModeAuto and ModeShadow keeps the
+// state, and calls in flight still report into it. An unknown mode is an
+// error and changes nothing.
+func (b *Breaker) SetMode(m Mode) error {
+	if m > ModeForcedClosed {
+		return fmt.Errorf("breaker: unknown mode %d", m)
+	}
+	now := b.opt.tb.now()
+	b.mu.Lock()
+	w := b.state.Load()
+	from := w.mode()
+	switch {
+	case from == m:
+	case m == ModeForcedOpen:
+		snap := b.tripSnap()
+		if w.state() == Closed {
+			if b.since != never && now-b.since >= b.rules.Load().maxOpenFor {
+				// Stable for MaxOpenFor: the doubling starts over, whatever
+				// ends the closed spell (a trip does the same).
+				b.level = 0
+			}
+			b.since = now
+		}
+		b.deadline.Store(math.MaxInt64)
+		b.openErr.Store(&OpenError{
+			Name:     b.name,
+			State:    Open,
+			Reason:   ReasonForcedOpen,
+			Snapshot: snap,
+			Since:    b.opt.tb.time(b.since),
+			b:        b,
+		})
+		b.countOpenLocked()
+		b.transitionLocked(now, Open, m, ReasonForcedOpen, snap, 0)
+	case m == ModeForcedClosed:
+		if w.state() != Closed {
+			b.closeLocked(now, m, ReasonForcedClosed)
+		} else {
+			b.setModeLocked(m)
+		}
+	case from == ModeForcedOpen:
+		b.endForcedOpenLocked(now)
+		b.halfOpenLocked(now, m, ReasonReleased)
+	default:
+		b.setModeLocked(m)
+	}
+	b.mu.Unlock()
+	b.flush()
+	return nil
+}
+
+// setModeLocked changes the mode bits only, keeping state and generation so
+// that calls in flight still report.
+func (b *Breaker) setModeLocked(m Mode) {
+	for {
+		w := b.state.Load()
+		if b.state.CompareAndSwap(w, w.withMode(m)) {
+			return
+		}
+	}
+}
+
+// Reset returns the breaker to Closed with an empty window and the cooldown
+// back at Policy.OpenFor, as if it had just been created. A forced mode
+// ends; ModeShadow stays. Calls in flight when Reset is called are not
+// counted.
+func (b *Breaker) Reset() {
+	now := b.opt.tb.now()
+	b.mu.Lock()
+	m := b.state.Load().mode()
+	if m != ModeShadow {
+		m = ModeAuto
+	}
+	b.level = 0
+	b.closeLocked(now, m, ReasonReset)
+	b.since = never // as stable as a new breaker
+	b.mu.Unlock()
+	b.flush()
+}

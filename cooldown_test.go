@@ -1,0 +1,106 @@
+package breaker
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// Rule §4 Cooldown: min(OpenFor·2^level, MaxOpenFor); the level rises on a
+// failed probe or a trip within MaxOpenFor of the last close, and decays
+// after MaxOpenFor closed.
+func TestCooldown_DoublesCapsAndDecays(t *testing.T) {
+	h := newHarness(t, DefaultPolicy())
+	cooldowns := func() []time.Duration {
+		var out []time.Duration
+		for _, e := range h.eventLog() {
+			if e.To == Open {
+				out = append(out, e.Cooldown)
+			}
+		}
+		return out
+	}
+	failProbe := func() {
+		require.ErrorIs(t, h.call(context.DeadlineExceeded), context.DeadlineExceeded)
+	}
+	now := time.Duration(0)
+	h.trip() // 30 s
+	now += 30 * time.Second
+	h.at(now)
+	failProbe() // 60 s
+	now += 60 * time.Second
+	h.at(now)
+	failProbe() // 120 s
+	now += 120 * time.Second
+	h.at(now)
+	failProbe() // capped at 120 s
+	now += 120 * time.Second
+	h.at(now)
+	h.calls(3, nil)
+	h.requireState(Closed)
+	assert.Equal(t, []time.Duration{30 * time.Second, 60 * time.Second, 120 * time.Second, 120 * time.Second}, cooldowns())
+
+	// A trip within MaxOpenFor of the close keeps doubling: flapping.
+	now += 2*time.Minute - time.Nanosecond
+	h.at(now)
+	h.trip()
+	assert.Equal(t, 120*time.Second, cooldowns()[4])
+	now += 120 * time.Second
+	h.at(now)
+	h.calls(3, nil)
+	h.requireState(Closed)
+
+	// Stable for MaxOpenFor: back to OpenFor.
+	now += 2 * time.Minute
+	h.at(now)
+	h.trip()
+	assert.Equal(t, 30*time.Second, cooldowns()[5])
+	assert.Equal(t, 0, h.eventLog()[len(h.eventLog())-1].Level)
+}
+
+func TestCooldown_TripSoonAfterACloseDoubles(t *testing.T) {
+	h := newHarness(t, DefaultPolicy())
+	h.trip()
+	h.at(30 * time.Second)
+	h.calls(3, nil)
+	h.at(31 * time.Second)
+	h.trip()
+	ev := h.eventLog()
+	assert.Equal(t, 60*time.Second, ev[len(ev)-1].Cooldown)
+	assert.Equal(t, 1, ev[len(ev)-1].Level)
+}
+
+// Rule §2 Jitter: each cooldown is scaled by a factor in [1-J, 1+J] drawn
+// from the injected source.
+func TestCooldown_JitterScalesByTheDrawnFactor(t *testing.T) {
+	for _, c := range []struct {
+		draw float64
+		want time.Duration
+	}{
+		{0, 24 * time.Second},    // 1 - 0.2
+		{0.25, 27 * time.Second}, // 0.9
+		{0.5, 30 * time.Second},  // 1
+		{0.999, 35988 * time.Millisecond},
+		{1.5, 30 * time.Second}, // out of range: no jitter
+		{-1, 30 * time.Second},
+	} {
+		draw := c.draw
+		h := newHarness(t, DefaultPolicy(), WithRand(func() float64 { return draw }))
+		h.trip()
+		got := h.eventLog()[0].Cooldown
+		assert.InDelta(t, float64(c.want), float64(got), float64(time.Millisecond), "draw %v", c.draw)
+		h.at(got - 1)
+		h.requireState(Open)
+		h.at(got)
+		h.requireState(HalfOpen)
+	}
+}
+
+func TestCooldown_ZeroJitterIsExact(t *testing.T) {
+	h := newHarness(t, policy(func(p *Policy) { p.Jitter = 0 }), WithRand(func() float64 { return 0.99 }))
+	h.trip()
+	assert.Equal(t, 30*time.Second, h.eventLog()[0].Cooldown)
+}

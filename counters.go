@@ -1,0 +1,128 @@
+package breaker
+
+import "time"
+
+// Counters are a breaker's monotonic counts since it was created. They
+// never go down; take differences for rates.
+type Counters struct {
+	// Admitted is the number of admitted calls (their function was
+	// called) that have returned: the sum of Successes, Failures,
+	// Timeouts and Ignored. Calls still running are not in it; counting
+	// them at admission would cost a second counter increment on every
+	// call.
+	Admitted uint64 `json:"admitted"`
+	// Successes, Failures, Timeouts and Ignored count the outcomes of
+	// admitted calls that have returned, probes included. Failures does
+	// not include Timeouts.
+	Successes uint64 `json:"successes"`
+	Failures  uint64 `json:"failures"`
+	Timeouts  uint64 `json:"timeouts"`
+	Ignored   uint64 `json:"ignored"`
+	// Slow is the number of closed-state calls slower than Policy.SlowCall.
+	Slow uint64 `json:"slow"`
+	// Exempt is the number of outcomes left out of the window because
+	// their target was warming up.
+	Exempt uint64 `json:"exempt"`
+	// Rejected is the number of calls refused with ErrOpen.
+	Rejected uint64 `json:"rejected"`
+	// ShadowRejected is the number of calls a shadow breaker admitted but
+	// would have refused.
+	ShadowRejected uint64 `json:"shadow_rejected"`
+	// Fallbacks is the number of results served by [Fallback] or
+	// [FallbackOnFailure] instead of the downstream. They are not
+	// outcomes: a refusal is counted in Rejected, a failure in Failures.
+	Fallbacks uint64 `json:"fallbacks"`
+	// ProbesPassed and ProbesFailed count half-open verdicts.
+	ProbesPassed uint64 `json:"probes_passed"`
+	ProbesFailed uint64 `json:"probes_failed"`
+	// Opens is the number of transitions to Open.
+	Opens uint64 `json:"opens"`
+	// OpenTime is the time the breaker has spent open or half-open, the
+	// current outage included.
+	OpenTime time.Duration `json:"open_time_ns"`
+}
+
+// Counters returns the breaker's counters. Each is read atomically; the
+// set is not one instant, so two of them may disagree by the calls that
+// ended while it was read.
+func (b *Breaker) Counters() Counters {
+	now := b.opt.tb.now()
+	// Every field is a sum of monotonic counters, each read once, so every
+	// field is monotonic from one call to the next. Slow is read before
+	// the outcomes, so Slow <= Admitted.
+	tot := b.tally.outcomes()
+	o := func(i int) uint64 { return b.other[i].Load() }
+	c := Counters{
+		Successes:      tot[kSuccess] + o(oSuccess),
+		Failures:       tot[kFailure] + o(oFailure),
+		Timeouts:       tot[kTimeout] + o(oTimeout),
+		Ignored:        o(oIgnored),
+		Slow:           tot[kSlow],
+		Exempt:         o(oExempt),
+		Rejected:       b.tally.load(kRejected),
+		ShadowRejected: o(oShadowRejected),
+		Fallbacks:      b.tally.load(kFallbacks),
+	}
+	c.Admitted = c.Successes + c.Failures + c.Timeouts + c.Ignored
+	b.mu.Lock()
+	var open int64
+	if h := b.hist; h != nil {
+		c.ProbesPassed = uint64(h.probesOK)
+		c.ProbesFailed = uint64(h.probesBad)
+		c.Opens = uint64(h.opens)
+		open = h.openTotal
+	}
+	if b.state.Load().state() != Closed && b.since != never {
+		open += max(0, now-b.since)
+	}
+	b.mu.Unlock()
+	c.OpenTime = time.Duration(open)
+	return c
+}
+
+// OpenSince returns when the current outage began: the trip that opened
+// the breaker, however many times it has reopened since, or the end of a
+// forced open (see [ModeForcedOpen]), whichever came last. ok is false
+// while the breaker is closed.
+func (b *Breaker) OpenSince() (t time.Time, ok bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.state.Load().state() == Closed || b.since == never {
+		return time.Time{}, false
+	}
+	return b.opt.tb.time(b.since), true
+}
+
+// Status is what a dashboard or a health endpoint shows of one breaker.
+type Status struct {
+	Name  string `json:"name"`
+	State State  `json:"state"`
+	Mode  Mode   `json:"mode"`
+	// OpenSince is when the current outage began and OpenFor how long it
+	// has lasted, on the breaker's clock; both are empty while closed.
+	OpenSince *time.Time    `json:"open_since,omitempty"`
+	OpenFor   time.Duration `json:"open_for_ns,omitempty"`
+	// Window is the sliding window now, with its failure ratio.
+	Window     Snapshot `json:"window"`
+	ErrorRatio float64  `json:"error_ratio"`
+	Counters   Counters `json:"counters"`
+	Policy     Policy   `json:"policy"`
+}
+
+// Status returns the breaker's state, window, counters and policy.
+func (b *Breaker) Status() Status {
+	s := Status{
+		Name:     b.name,
+		State:    b.State(),
+		Mode:     b.Mode(),
+		Window:   b.Snapshot(),
+		Counters: b.Counters(),
+		Policy:   b.Policy(),
+	}
+	s.ErrorRatio = s.Window.ErrorRatio()
+	if t, ok := b.OpenSince(); ok {
+		s.OpenSince = &t
+		s.OpenFor = max(0, b.opt.tb.time(b.opt.tb.now()).Sub(t))
+	}
+	return s
+}

@@ -1,0 +1,114 @@
+package breaker
+
+import "time"
+
+// Event describes one transition.
+type Event struct {
+	Name   string // the breaker's name
+	From   State
+	To     State
+	Reason Reason
+	Time   time.Time // the breaker's clock at the transition
+	// Snapshot is the window that tripped the breaker for a trip; for the
+	// other transitions of an outage (reopening, half-open), the snapshot
+	// of the trip that began it, so every event of an outage says what
+	// caused it; for a transition to Closed, the window at the transition.
+	Snapshot Snapshot
+	// Cooldown is how long the breaker will stay open, for a transition
+	// to Open that ends on its own; zero otherwise.
+	Cooldown time.Duration
+	// Level is how many times the cooldown has doubled in a row.
+	Level int
+	// Mode is the breaker's mode after the transition; ModeShadow marks
+	// a transition a shadow breaker only reports.
+	Mode Mode
+}
+
+// eventQueue holds the events waiting for the hooks.
+type eventQueue struct {
+	events     []Event
+	delivering bool
+}
+
+// queueLocked adds an event for delivery. b.mu must be held.
+func (b *Breaker) queueLocked(ev Event) {
+	if !b.opt.observed() {
+		return
+	}
+	q := &b.histLocked().events
+	q.events = append(q.events, ev)
+}
+
+// flush delivers queued events to the hooks, outside the lock and in the
+// order the transitions happened. Only one goroutine delivers at a time; a
+// transition made meanwhile, including one a hook causes by calling back
+// into the breaker, is queued and delivered by that same goroutine after
+// the hook returns. So hooks never run concurrently for one breaker, never
+// see events out of order, and cannot deadlock the breaker.
+func (b *Breaker) flush() {
+	if !b.opt.observed() {
+		return
+	}
+	b.mu.Lock()
+	if b.hist == nil || b.hist.events.delivering {
+		b.mu.Unlock()
+		return
+	}
+	q := &b.hist.events
+	q.delivering = true
+	b.mu.Unlock()
+	// A hook that panics must not hide the event from the hooks after it,
+	// nor strand the events queued behind it: each hook runs under its
+	// own recover, delivery goes on to the end of the queue, and the first
+	// panic then goes on up to the caller, whose call caused the
+	// transition. The group's subscribers contain their own panics.
+	var panicked any
+	done := false
+	defer func() {
+		if !done {
+			// A hook called runtime.Goexit: hand delivery back, so that
+			// later events are not silenced.
+			b.mu.Lock()
+			q.delivering = false
+			b.mu.Unlock()
+		}
+	}()
+	for {
+		b.mu.Lock()
+		if len(q.events) == 0 {
+			// Give up delivery in the same critical section that saw the
+			// queue empty, or an event queued in between would wait for
+			// the next transition.
+			q.events = nil
+			q.delivering = false
+			b.mu.Unlock()
+			done = true
+			break
+		}
+		ev := q.events[0]
+		q.events = q.events[1:]
+		b.mu.Unlock()
+		for _, h := range b.opt.hooks {
+			if v := callHook(h, ev); v != nil && panicked == nil {
+				panicked = v
+			}
+		}
+		if g := b.opt.group; g != nil {
+			g.dispatch(b, ev)
+		}
+	}
+	if panicked != nil {
+		panic(panicked)
+	}
+}
+
+// callHook calls h with ev and returns what it panicked with, if it did.
+func callHook(h func(Event), ev Event) (panicked any) {
+	defer func() {
+		if v := recover(); v != nil {
+			panicked = v
+		}
+	}()
+	h(ev)
+	return nil
+}

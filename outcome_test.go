@@ -1,0 +1,162 @@
+package breaker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// Rule §3: the caller's own cancellation is ignored.
+func TestOutcome_CallerCancellationIsIgnored(t *testing.T) {
+	h := newHarness(t, DefaultPolicy())
+	for i := 0; i < 50; i++ {
+		ctx, cancel := context.WithCancel(context.Background())
+		err := h.b.Do(ctx, func(ctx context.Context) error {
+			cancel()
+			return ctx.Err()
+		})
+		require.ErrorIs(t, err, context.Canceled)
+	}
+	h.requireState(Closed)
+	assert.Zero(t, h.b.Snapshot().Counted)
+	assert.Equal(t, uint64(50), h.b.Counters().Ignored)
+}
+
+func TestOutcome_CanceledWithoutTheCallerCancellingIsAFailure(t *testing.T) {
+	// The downstream's own context.Canceled (say, a server shutting down)
+	// is the downstream's fault.
+	h := newHarness(t, DefaultPolicy())
+	h.calls(20, context.Canceled)
+	h.requireState(Open)
+}
+
+// Rule §3: a done ctx means fn is not called and nothing is counted.
+func TestOutcome_ADoneContextIsNotCalledNorCounted(t *testing.T) {
+	h := newHarness(t, DefaultPolicy())
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	called := false
+	err := h.b.Do(ctx, func(context.Context) error { called = true; return nil })
+	assert.ErrorIs(t, err, context.Canceled)
+	assert.False(t, called)
+	assert.Equal(t, Counters{}, h.b.Counters())
+
+	h.trip()
+	err = h.b.Do(ctx, func(context.Context) error { return nil })
+	assert.ErrorIs(t, err, context.Canceled, "ctx.Err() wins over a refusal")
+	assert.Zero(t, h.b.Counters().Rejected)
+}
+
+// Rule §3: Ignore marks errors that are not the downstream's fault.
+func TestOutcome_IgnoredErrorsAreNotCounted(t *testing.T) {
+	h := newHarness(t, DefaultPolicy())
+	invalid := errors.New("invalid argument")
+	for i := 0; i < 40; i++ {
+		err := h.call(Ignore(invalid))
+		require.ErrorIs(t, err, invalid)
+		require.Equal(t, "invalid argument", err.Error())
+	}
+	h.requireState(Closed)
+	assert.Zero(t, h.b.Snapshot().Counted)
+	assert.Nil(t, Ignore(nil))
+	assert.True(t, IsIgnored(Ignore(invalid)))
+	assert.False(t, IsIgnored(invalid))
+}
+
+// Rule §3: the classifier can be replaced or extended.
+func TestOutcome_ACustomClassifierExtendsTheDefault(t *testing.T) {
+	errOutOfStock := errors.New("out of stock")
+	h := newHarness(t, DefaultPolicy(), WithClassifier(func(err error) Outcome {
+		if errors.Is(err, errOutOfStock) {
+			return Ignored
+		}
+		return DefaultClassifier(err)
+	}))
+	h.calls(30, errOutOfStock)
+	h.requireState(Closed)
+	h.calls(20, context.DeadlineExceeded)
+	h.requireState(Open)
+}
+
+func TestOutcome_AClassifierReturningGarbageCountsAFailure(t *testing.T) {
+	h := newHarness(t, DefaultPolicy(), WithClassifier(func(error) Outcome { return Outcome(42) }))
+	h.calls(20, errBoom)
+	h.requireState(Open)
+	assert.Equal(t, "outcome(42)", Outcome(42).String())
+}
+
+// Rule §3: Policy.Timeout adds a deadline, and a late success is a
+// timeout.
+func TestOutcome_PolicyTimeoutIsADeadlineAndALateSuccessIsATimeout(t *testing.T) {
+	// A minute-long window holds the twenty slow calls below.
+	h := newHarness(t, policy(func(p *Policy) { p.Timeout = 800 * time.Millisecond; p.Window = time.Minute }))
+	// The deadline is on the mock clock, through its WithTimeout.
+	var deadline time.Time
+	require.NoError(t, h.b.Do(context.Background(), func(ctx context.Context) error {
+		deadline, _ = ctx.Deadline()
+		return nil
+	}))
+	assert.Equal(t, h.clk.Now().Add(800*time.Millisecond), deadline)
+
+	// A call that honours its context ends with DeadlineExceeded when the
+	// mock clock passes the deadline.
+	bl := h.start(context.Background())
+	h.add(800 * time.Millisecond)
+	assert.ErrorIs(t, <-bl.done, context.DeadlineExceeded)
+
+	// A call that ignores its context and returns nil late is a timeout.
+	for i := 0; i < 18; i++ {
+		require.NoError(t, h.b.Do(context.Background(), func(context.Context) error {
+			h.add(801 * time.Millisecond)
+			return nil
+		}))
+	}
+	h.requireState(Open)
+	assert.Equal(t, uint64(19), h.eventLog()[0].Snapshot.Timeouts)
+}
+
+func TestOutcome_ACallExactlyAtTheTimeoutIsInTime(t *testing.T) {
+	h := newHarness(t, policy(func(p *Policy) { p.Timeout = time.Second; p.MinRequests = 1 }))
+	require.NoError(t, h.b.Do(context.Background(), func(context.Context) error {
+		h.add(time.Second - 1)
+		return nil
+	}))
+	h.requireState(Closed)
+	assert.Equal(t, uint64(1), h.b.Counters().Successes)
+}
+
+func TestOutcome_NilArgumentsAreErrorsNotPanics(t *testing.T) {
+	h := newHarness(t, DefaultPolicy())
+	//nolint:staticcheck // a nil context is the point of the test
+	assert.ErrorIs(t, h.b.Do(nil, func(context.Context) error { return nil }), ErrNilContext) //lint:ignore SA1012 testing nil ctx
+	assert.ErrorIs(t, h.b.Do(context.Background(), nil), ErrNilFunc)
+	_, err := Call[int](context.Background(), h.b, nil)
+	assert.ErrorIs(t, err, ErrNilFunc)
+	var nb *Breaker
+	assert.EqualError(t, nb.Do(context.Background(), func(context.Context) error { return nil }), "breaker: nil *Breaker")
+	_, _, err = nb.Allow(context.Background())
+	assert.Error(t, err)
+	assert.Equal(t, Counters{}, h.b.Counters())
+}
+
+// net/http returns the cause of a context canceled with a cause, not
+// context.Canceled; that is still the caller's own cancellation.
+func TestRegression_ACancellationWithACauseIsIgnored(t *testing.T) {
+	h := newHarness(t, DefaultPolicy())
+	navigatedAway := errors.New("user navigated away")
+	for i := 0; i < 30; i++ {
+		ctx, cancel := context.WithCancelCause(context.Background())
+		err := h.b.Do(ctx, func(ctx context.Context) error {
+			cancel(navigatedAway)
+			return fmt.Errorf("GET /stock: %w", context.Cause(ctx))
+		})
+		require.ErrorIs(t, err, navigatedAway)
+	}
+	h.requireState(Closed)
+	assert.Equal(t, uint64(30), h.b.Counters().Ignored)
+}
