@@ -557,7 +557,7 @@ func TestWatch_AMockClockTickerDrivesTheWatcher(t *testing.T) {
 func TestWatch_WithoutTickARealTickerRunsUntilClose(t *testing.T) {
 	g, err := NewGroup(GroupConfig{})
 	require.NoError(t, err)
-	require.NoError(t, g.Watch(time.Hour, func(Alert) { t.Error("a real tick came") }))
+	require.NoError(t, g.Watch(time.Hour, func(Alert) {}))
 	require.Error(t, g.Watch(time.Hour, func(Alert) {}), "one watcher per group")
 	require.NoError(t, g.Close())
 	require.NoError(t, g.Watch(time.Hour, func(Alert) {}), "a closed group may watch again")
