@@ -564,6 +564,16 @@ func TestWatch_WithoutTickARealTickerRunsUntilClose(t *testing.T) {
 	require.NoError(t, g.Close())
 }
 
+// A GroupConfig still encodes as JSON (a function field would make
+// json.Marshal fail): Tick is left out.
+func TestWatch_TickIsLeftOutOfJSON(t *testing.T) {
+	cfg := GroupConfig{IdleAfter: time.Minute, Tick: func(time.Duration) (<-chan time.Time, func()) { return nil, nil }}
+	b, err := json.Marshal(cfg)
+	require.NoError(t, err)
+	assert.NotContains(t, string(b), "Tick")
+	assert.Contains(t, string(b), `"IdleAfter":60000000000`)
+}
+
 // A tick source that gives no channel or no stop function is an error
 // from Watch, and so is a second watcher; either way the ticks Watch
 // started are stopped again.
