@@ -208,7 +208,12 @@ type watcher struct {
 // again at P1, and again after the breaker has closed and reopened. notify
 // runs on the watcher's goroutine, and may call any method of the group,
 // [Group.Close] included. Close stops the watcher. Watch returns an error
-// if a watcher is already running or interval is not positive.
+// if a watcher is already running, interval is not positive, or
+// GroupConfig.Tick returns a nil channel or a nil stop function.
+//
+// The interval is measured by a [time.Ticker], or by GroupConfig.Tick when
+// it is set: a test hands the watcher the ticks of its mock clock and
+// needs no real time to pass.
 //
 // The watcher survives panics: one raised by a subscriber, a hook or a
 // classifier while it looks at the breakers, or by notify, is recovered
@@ -221,33 +226,79 @@ func (g *Group) Watch(interval time.Duration, notify func(Alert)) error {
 	if notify == nil {
 		return errors.New("breaker: nil notify function")
 	}
+	// The ticks start here, on the caller's goroutine, not in the
+	// watcher's: a mock ticker then counts its first interval from the
+	// mock's time at Watch, whatever the test does to the mock before the
+	// goroutine runs. They start outside g.mu, which user code never runs
+	// under, and are stopped again if the group already has a watcher.
+	ticks, stop, err := g.ticks(interval)
+	if err != nil {
+		return err
+	}
 	g.mu.Lock()
-	defer g.mu.Unlock()
 	if g.watch != nil {
+		g.mu.Unlock()
+		g.stopTicks(stop)
 		return errors.New("breaker: the group already has a watcher")
 	}
 	w := &watcher{stop: make(chan struct{}), done: make(chan struct{})}
 	g.watch = w
-	go g.watchLoop(w, interval, notify)
+	go g.watchLoop(w, ticks, stop, notify)
+	g.mu.Unlock()
 	return nil
 }
 
-func (g *Group) watchLoop(w *watcher, interval time.Duration, notify func(Alert)) {
+// ticks starts the watcher's tick source.
+func (g *Group) ticks(interval time.Duration) (<-chan time.Time, func(), error) {
+	if g.cfg.Tick == nil {
+		t := time.NewTicker(interval)
+		return t.C, t.Stop, nil
+	}
+	ticks, stop := g.cfg.Tick(interval)
+	switch {
+	case ticks == nil && stop == nil:
+		return nil, nil, errors.New("breaker: GroupConfig.Tick returned a nil channel and a nil stop function")
+	case ticks == nil:
+		g.stopTicks(stop)
+		return nil, nil, errors.New("breaker: GroupConfig.Tick returned a nil channel")
+	case stop == nil:
+		return nil, nil, errors.New("breaker: GroupConfig.Tick returned a nil stop function")
+	}
+	return ticks, stop, nil
+}
+
+func (g *Group) watchLoop(w *watcher, ticks <-chan time.Time, stop func(), notify func(Alert)) {
 	defer close(w.done)
+	defer g.stopTicks(stop)
 	w.gid.Store(goid())
-	t := time.NewTicker(interval)
-	defer t.Stop()
 	notified := map[string]Severity{}
 	for {
 		select {
 		case <-w.stop:
 			return
-		case <-t.C:
+		case _, ok := <-ticks:
+			if !ok {
+				ticks = nil // closed: no more rounds, and no busy loop
+				continue
+			}
 		}
 		if !g.watchOnce(w, notified, notify) {
 			return
 		}
 	}
+}
+
+// stopTicks stops a tick source. A stop function from GroupConfig.Tick is
+// user code, and a panic from it is recovered and logged like one from
+// notify: on the watcher's goroutine, which the library started, nothing
+// else would recover it and the process would end.
+func (g *Group) stopTicks(stop func()) {
+	defer func() {
+		if v := recover(); v != nil {
+			g.reportPanic("breaker: GroupConfig.Tick's stop function panicked", "", v)
+		}
+	}()
+	stop()
 }
 
 // watchOnce is one round of the watcher. It reports false when the

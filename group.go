@@ -71,6 +71,22 @@ type GroupConfig struct {
 	// alert of each severity. The zero value means
 	// [DefaultAlertThresholds].
 	Alerts AlertThresholds
+	// Tick, when set, is the source of the ticks that drive the watcher
+	// started by [Group.Watch], in place of a [time.Ticker]. Watch calls
+	// it once, with its interval, before the watcher starts (and calls
+	// stop at once if the group turns out to have a watcher already); the
+	// watcher makes one round per value received on ticks (the value
+	// itself is not used: every decision reads the group's clock), and
+	// calls stop when it returns. A closed ticks channel ends the rounds;
+	// Close still stops the watcher. JSON leaves the field out. Tick is how a test drives the watcher with the
+	// clock it gave [WithClock]; with a *clock.Mock from
+	// github.com/benbjohnson/clock:
+	//
+	//	Tick: func(d time.Duration) (<-chan time.Time, func()) {
+	//		t := mock.Ticker(d)
+	//		return t.C, t.Stop
+	//	},
+	Tick func(interval time.Duration) (ticks <-chan time.Time, stop func()) `json:"-"`
 }
 
 // GroupPolicy is the policy document of a [Group]: a default policy and

@@ -182,11 +182,12 @@ func TestRegression_CloseFromInsideNotifyReturns(t *testing.T) {
 	gh.calls("inventory.GetStock", 20, errBoom)
 	gh.clk.Add(time.Minute) // a P3
 	closed := make(chan error, 1)
-	require.NoError(t, gh.g.Watch(time.Millisecond, func(Alert) { closed <- gh.g.Close() }))
+	require.NoError(t, gh.g.Watch(time.Minute, func(Alert) { closed <- gh.g.Close() }))
+	gh.ticks.hand()
 	select {
 	case err := <-closed:
 		require.NoError(t, err)
-	case <-time.After(10 * time.Second):
+	case <-time.After(watchWait):
 		t.Fatal("Close called from notify did not return")
 	}
 	// The watcher has stopped: another may start, and Close waits for it.
@@ -252,10 +253,11 @@ func TestRegression_APanickingSubscriberHidesNoEventAndCrashesNothing(t *testing
 		// The cooldown is over: the watcher's next look at the breaker
 		// moves it to half-open, on the watcher's goroutine.
 		gh.clk.Add(30 * time.Second)
-		require.NoError(t, gh.g.Watch(time.Millisecond, func(Alert) {}))
+		require.NoError(t, gh.g.Watch(time.Minute, func(Alert) {}))
+		gh.ticks.hand()
 		select {
 		case <-rec.ch:
-		case <-time.After(10 * time.Second):
+		case <-time.After(watchWait):
 			t.Fatal("the watcher delivered no event")
 		}
 		require.NoError(t, gh.g.Close())
@@ -300,7 +302,7 @@ func TestRegression_APanickingNotifyIsLoggedAndTheWatcherGoesOn(t *testing.T) {
 	gh.calls("inventory.GetStock", 20, errBoom)
 	gh.clk.Add(time.Minute)
 	got := make(chan Severity, 4)
-	require.NoError(t, gh.g.Watch(time.Millisecond, func(a Alert) {
+	require.NoError(t, gh.g.Watch(time.Minute, func(a Alert) {
 		got <- a.Severity
 		if a.Severity == SeverityP3 {
 			panic("alert sink bug")
@@ -310,13 +312,15 @@ func TestRegression_APanickingNotifyIsLoggedAndTheWatcherGoesOn(t *testing.T) {
 		select {
 		case s := <-got:
 			return s
-		case <-time.After(10 * time.Second):
+		case <-time.After(watchWait):
 			t.Fatal("no notification")
 		}
 		return SeverityNone
 	}
+	gh.ticks.hand()
 	assert.Equal(t, SeverityP3, wait())
 	gh.clk.Add(9 * time.Minute)
+	gh.ticks.hand() // taken once the panicking round is over
 	assert.Equal(t, SeverityP2, wait(), "the watcher goes on")
 	require.NoError(t, gh.g.Close())
 	mu.Lock()
@@ -440,11 +444,12 @@ func TestRegression_EveryCloseWaitsForTheWatcher(t *testing.T) {
 	gh.clk.Add(time.Minute)
 	in, release := make(chan struct{}), make(chan struct{})
 	var returned atomic.Bool
-	require.NoError(t, gh.g.Watch(time.Millisecond, func(Alert) {
+	require.NoError(t, gh.g.Watch(time.Minute, func(Alert) {
 		close(in)
 		<-release
 		returned.Store(true)
 	}))
+	gh.ticks.hand()
 	<-in
 	first := make(chan struct{})
 	go func() { _ = gh.g.Close(); close(first) }()
