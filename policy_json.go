@@ -1,0 +1,314 @@
+package breaker
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+)
+
+// MarshalJSON writes every field, in the order of the struct, durations
+// as strings such as "5s", so that the document says exactly what the
+// breaker does.
+func (p Policy) MarshalJSON() ([]byte, error) {
+	b := append(make([]byte, 0, 320), '{')
+	for i, f := range policyFields {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, '"')
+		b = append(b, f.name...) // a plain word: nothing to escape
+		b = append(b, '"', ':')
+		v := f.at(&p)
+		if d, ok := v.(*time.Duration); ok {
+			v = d.String()
+		}
+		// encoding/json writes each value as it would as a struct member
+		// (floats included), and refuses NaN and ±Inf the same way.
+		enc, err := json.Marshal(v)
+		if err != nil {
+			return nil, err
+		}
+		b = append(b, enc...)
+	}
+	return append(b, '}'), nil
+}
+
+// UnmarshalJSON decodes a policy document strictly onto p and validates
+// the result: fields the document does not name keep their values, and
+// unknown fields, fields named twice, values of the wrong type and an
+// invalid result are errors (a *[PolicyError]) naming each field. On error
+// p is unchanged. [ParsePolicy] is the same decoding onto [DefaultPolicy].
+func (p *Policy) UnmarshalJSON(data []byte) error {
+	q := *p
+	if problems := decodePolicyInto(&q, data, ""); len(problems) > 0 {
+		return &PolicyError{Problems: problems}
+	}
+	*p = q
+	return nil
+}
+
+// ParsePolicy decodes a JSON policy document onto [DefaultPolicy] and
+// validates the result. A field the document leaves out keeps its default.
+// The error, if any, is a *[PolicyError] naming every bad field.
+func ParsePolicy(data []byte) (Policy, error) {
+	p := DefaultPolicy()
+	if err := p.UnmarshalJSON(data); err != nil {
+		return Policy{}, err
+	}
+	return p, nil
+}
+
+// decodePolicyInto is the building block for documents that nest policies
+// (a group's per-key overrides): it decodes data onto p, prefixing every
+// field name in the problems it reports with prefix, and validates the
+// result. It returns the problems instead of an error so that a caller can
+// gather every problem of a whole document before refusing it; p is changed
+// only when there are none.
+func decodePolicyInto(p *Policy, data []byte, prefix string) []FieldError {
+	var v validator
+	q := *p
+	q.decode(&v, data, prefix)
+	if len(v.problems) == 0 {
+		q.check(&v, prefix)
+	}
+	if len(v.problems) == 0 {
+		*p = q
+	}
+	return v.problems
+}
+
+// decode overlays the fields named in data onto p, recording a problem for
+// each unknown field, each field named twice, and each value that does not
+// fit its field.
+func (p *Policy) decode(v *validator, data []byte, prefix string) {
+	where := strings.TrimSuffix(prefix, ".")
+	if where == "" {
+		where = "(document)"
+	}
+	fields := members(v, data, where, "a JSON object of policy fields",
+		func(name string) string { return prefix + fieldName(name) })
+	for _, name := range sortedKeys(fields) { // report problems in a stable order
+		raw := fields[name]
+		field := prefix + fieldName(name)
+		f, ok := policyFieldNamed(name)
+		if !ok {
+			v.add(field, "unknown field")
+			continue
+		}
+		switch dst := f.at(p).(type) { // defaultPolicy has made sure there is no other
+		case *time.Duration:
+			decodeDuration(v, field, raw, dst)
+		case *int:
+			decodeInt(v, field, raw, dst)
+		case *float64:
+			decodeFloat(v, field, raw, dst)
+		case *bool:
+			decodeBool(v, field, raw, dst)
+		}
+	}
+}
+
+// policyFieldNamed returns the field of Policy whose JSON name is name.
+func policyFieldNamed(name string) (policyField, bool) {
+	for _, f := range policyFields {
+		if f.name == name {
+			return f, true
+		}
+	}
+	return policyField{}, false
+}
+
+// members reads data as one JSON object and returns its members by name,
+// or nil if data is not one JSON object. where names the object in
+// problems, want says what it should be, and path names a member.
+//
+// It reads the object token by token rather than with json.Unmarshal into
+// a map, because Unmarshal keeps the last of two members with the same
+// name: a document that sets a field twice would say two things and be
+// read as the second. Here a name that appears twice is a problem at its
+// path, and the name is left out of the result so that neither value is
+// decoded. Only the object's own members are read this way; each value is
+// taken whole (encoding/json bounds its nesting depth) for the caller to
+// decode, with members again if it is an object in its turn. Data after
+// the object is a problem too.
+func members(v *validator, data []byte, where, want string, path func(name string) string) map[string]json.RawMessage {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber() // a huge number is "not an object", not a float overflow
+	syntax := func(err error) map[string]json.RawMessage {
+		v.add(where, "want %s: %s", want, syntaxProblem(err, dec.InputOffset()))
+		return nil
+	}
+	tok, err := dec.Token()
+	if err == io.EOF {
+		v.add(where, "want %s, got an empty document", want)
+		return nil
+	}
+	if err != nil {
+		return syntax(err)
+	}
+	if tok != json.Delim('{') {
+		v.add(where, "want %s, got %s", want, short(data))
+		return nil
+	}
+	m := make(map[string]json.RawMessage)
+	var dup map[string]bool
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return syntax(err)
+		}
+		name, ok := tok.(string)
+		if !ok { // Token only returns strings in a key's place; be sure
+			return syntax(fmt.Errorf("want a member name, got %v", tok))
+		}
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); err != nil {
+			return syntax(err)
+		}
+		if _, seen := m[name]; !seen {
+			m[name] = raw
+			continue
+		}
+		if !dup[name] {
+			if dup == nil {
+				dup = make(map[string]bool)
+			}
+			dup[name] = true
+			v.add(path(name), "duplicate key")
+		}
+	}
+	if _, err := dec.Token(); err != nil { // the closing brace
+		return syntax(err)
+	}
+	// JSON's whitespace only: bytes.TrimSpace would let \v or U+00A0
+	// through, which no JSON parser accepts.
+	end := dec.InputOffset()
+	if rest := bytes.TrimLeft(data[end:], " \t\r\n"); len(rest) > 0 {
+		at := int64(len(data) - len(rest))
+		v.add(where, "want %s and nothing after it, got more at byte %d: %s", want, at, quoteKey(string(rest)))
+		return nil
+	}
+	for name := range dup {
+		delete(m, name)
+	}
+	return m
+}
+
+// syntaxProblem describes a JSON syntax error without quoting the input.
+func syntaxProblem(err error, offset int64) string {
+	var se *json.SyntaxError
+	switch {
+	case errors.As(err, &se):
+		return se.Error() + " at byte " + strconv.FormatInt(se.Offset, 10)
+	case err == io.EOF || err == io.ErrUnexpectedEOF:
+		return "unexpected end of the document at byte " + strconv.FormatInt(offset, 10)
+	}
+	return err.Error()
+}
+
+func decodeDuration(v *validator, field string, raw json.RawMessage, dst *time.Duration) {
+	var s string
+	if err := json.Unmarshal(raw, &s); err != nil || isNull(raw) {
+		v.add(field, `want a duration string such as "5s" or "1m30s", got %s`, short(raw))
+		return
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		v.add(field, `want a duration string such as "5s" or "1m30s", got %s`, short(raw))
+		return
+	}
+	*dst = d
+}
+
+func decodeInt(v *validator, field string, raw json.RawMessage, dst *int) {
+	var n json.Number
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	// A json.Number also accepts a quoted number; a policy field does not.
+	if t := bytes.TrimSpace(raw); len(t) == 0 || t[0] == '"' || dec.Decode(&n) != nil || isNull(raw) {
+		v.add(field, "want an integer, got %s", short(raw))
+		return
+	}
+	i, err := n.Int64()
+	if err != nil || i > math.MaxInt32 || i < math.MinInt32 {
+		v.add(field, "want an integer, got %s", short(raw))
+		return
+	}
+	*dst = int(i)
+}
+
+func decodeFloat(v *validator, field string, raw json.RawMessage, dst *float64) {
+	var f float64
+	if err := json.Unmarshal(raw, &f); err != nil || isNull(raw) {
+		v.add(field, "want a number, got %s", short(raw))
+		return
+	}
+	*dst = f
+}
+
+func decodeBool(v *validator, field string, raw json.RawMessage, dst *bool) {
+	if err := json.Unmarshal(raw, dst); err != nil || isNull(raw) {
+		v.add(field, "want true or false, got %s", short(raw))
+	}
+}
+
+func isNull(raw json.RawMessage) bool { return string(bytes.TrimSpace(raw)) == "null" }
+
+// maxQuote is how many bytes of a bad value, or of a key, a problem
+// quotes. An error ends up in a log line or an HTTP answer, so it must stay
+// short whatever the document holds (a 10 MB duration string, say).
+const maxQuote = 64
+
+// short quotes a raw JSON value for a problem: whole if it is short, else
+// its first maxQuote bytes and its length.
+func short(raw []byte) string {
+	s := bytes.TrimSpace(raw)
+	if len(s) <= maxQuote {
+		return string(s)
+	}
+	return string(s[:cut(s)]) + "…(" + strconv.Itoa(len(s)) + " bytes)"
+}
+
+// cut returns where to cut s to keep at most maxQuote bytes without
+// splitting a UTF-8 sequence.
+func cut[S string | []byte](s S) int {
+	n := maxQuote
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return n
+}
+
+// quoteKey quotes a key of a document (a field name, an override key) for
+// a path: as a Go string literal, cut to maxQuote bytes with its length if
+// it is longer.
+func quoteKey(key string) string {
+	if len(key) <= maxQuote {
+		return strconv.Quote(key)
+	}
+	return strconv.Quote(key[:cut(key)]) + "…(" + strconv.Itoa(len(key)) + " bytes)"
+}
+
+// fieldName is a member name as it appears in a path: as it is when it is
+// a plain name (letters, digits, '_', '-', '.') short enough to quote, and
+// quoted otherwise, so that a name holding a newline or 10 MB of text
+// cannot forge or flood an error message.
+func fieldName(name string) string {
+	if len(name) == 0 || len(name) > maxQuote {
+		return quoteKey(name)
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '-' || c == '.') {
+			return quoteKey(name)
+		}
+	}
+	return name
+}

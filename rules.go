@@ -1,0 +1,77 @@
+package breaker
+
+import "sync"
+
+// rules is a validated policy compiled to the integer nanoseconds and
+// counts the hot path compares against. It is immutable once built and
+// shared by every breaker created with the same policy.
+type rules struct {
+	p          Policy
+	width      int64 // bucket width, ns
+	buckets    int64
+	minReq     uint64
+	errCount   uint64
+	slowCall   int64
+	consec     uint64
+	timeout    int64
+	openFor    int64
+	maxOpenFor int64
+	warmup     int64
+	probes     uint64
+	// timed is true when a call's start time is needed: a deadline or a
+	// slow-call threshold. Otherwise the closed path reads the clock once.
+	timed bool
+}
+
+// compiled interns the rules of the policies breakers are created with:
+// breakers with equal policies (most of a service's, which use the
+// defaults) share one immutable *rules instead of 200 bytes each. At most
+// maxCompiled policies are kept, so a program that makes up policies
+// without end cannot grow it without end.
+var compiled struct {
+	sync.Mutex
+	m map[Policy]*rules
+}
+
+const maxCompiled = 64
+
+// compileShared is compile through the intern table.
+func compileShared(p Policy) (*rules, error) {
+	compiled.Lock()
+	defer compiled.Unlock()
+	if r, ok := compiled.m[p]; ok {
+		return r, nil
+	}
+	r, err := compile(p)
+	if err != nil {
+		return nil, err
+	}
+	if compiled.m == nil {
+		compiled.m = make(map[Policy]*rules)
+	}
+	if len(compiled.m) < maxCompiled { // an invalid policy never gets here
+		compiled.m[p] = r
+	}
+	return r, nil
+}
+
+func compile(p Policy) (*rules, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	return &rules{
+		p:          p,
+		width:      int64(p.Window) / int64(p.Buckets),
+		buckets:    int64(p.Buckets),
+		minReq:     uint64(p.MinRequests),
+		errCount:   uint64(p.ErrorCount),
+		slowCall:   int64(p.SlowCall),
+		consec:     uint64(p.ConsecutiveFailures),
+		timeout:    int64(p.Timeout),
+		openFor:    int64(p.OpenFor),
+		maxOpenFor: int64(p.MaxOpenFor),
+		warmup:     int64(p.Warmup),
+		probes:     uint64(p.Probes),
+		timed:      p.Timeout > 0 || p.SlowCall > 0,
+	}, nil
+}

@@ -1,0 +1,82 @@
+package breaker
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// FieldError is one problem with one field of a policy document or value.
+type FieldError struct {
+	// Field is the JSON name of the field, prefixed by its path in the
+	// document when the policy was nested (`overrides["orders.Create"].window`),
+	// or "(document)" for a problem with the document as a whole. A name or
+	// key that is not a plain word is quoted, and cut short if it is long.
+	Field string
+	// Problem says what is wrong, in words.
+	Problem string
+}
+
+func (e FieldError) Error() string { return e.Field + ": " + e.Problem }
+
+// PolicyError reports every problem found in a policy. Nothing of a policy
+// that produced a PolicyError has been applied.
+type PolicyError struct {
+	Problems []FieldError
+}
+
+// maxListed is how many problems the message of a PolicyError lists. A
+// policy value has at most one problem a field, but a document can have
+// any number (a thousand unknown fields), and a message that grows with
+// the document has no place in a log line.
+const maxListed = 20
+
+func (e *PolicyError) Error() string {
+	var sb strings.Builder
+	sb.WriteString("breaker: invalid policy: ")
+	for i, p := range e.Problems {
+		if i == maxListed {
+			sb.WriteString("; and " + strconv.Itoa(len(e.Problems)-i) + " more problems")
+			break
+		}
+		if i > 0 {
+			sb.WriteString("; ")
+		}
+		sb.WriteString(p.Error())
+	}
+	return sb.String()
+}
+
+// Validate reports every invalid field of p by its JSON name, or nil.
+// The returned error is a *[PolicyError].
+func (p Policy) Validate() error {
+	var v validator
+	p.check(&v, "")
+	return v.err()
+}
+
+type validator struct{ problems []FieldError }
+
+func (v *validator) add(field, format string, args ...any) {
+	v.problems = append(v.problems, FieldError{Field: field, Problem: fmt.Sprintf(format, args...)})
+}
+
+func (v *validator) err() error {
+	if len(v.problems) == 0 {
+		return nil
+	}
+	return &PolicyError{Problems: v.problems}
+}
+
+// check records a problem for each invalid field of p, its name prefixed
+// with prefix.
+func (p Policy) check(v *validator, prefix string) {
+	for _, f := range policyFields {
+		if f.check == nil {
+			continue
+		}
+		if problem := f.check(&p); problem != "" {
+			v.problems = append(v.problems, FieldError{Field: prefix + f.name, Problem: problem})
+		}
+	}
+}
