@@ -1,0 +1,177 @@
+package breaker
+
+import "strings"
+
+// GroupPolicy is the policy document of a [Group]: a default policy and
+// overrides for particular keys. An override for a method
+// ("payment.Charge") also applies to its per-target keys
+// ("payment.Charge@10.0.0.7"), unless the per-target key has an override
+// of its own.
+//
+// As JSON, each policy in the document is read onto the default (and the
+// default onto [DefaultPolicy]), so it names only the fields that differ:
+//
+//	{
+//	  "default":   {"error_ratio": 0.5},
+//	  "overrides": {"payment.Charge": {"open_for": "45s", "max_open_for": "3m"}}
+//	}
+//
+// Decoding is strict: an unknown field, a key named twice (a field, an
+// override, "default"), a value of the wrong type or an invalid policy is
+// an error that gives its path (overrides["payment.Charge"].open_for), and
+// nothing of the document is applied.
+type GroupPolicy struct {
+	Default   Policy            `json:"default"`
+	Overrides map[string]Policy `json:"overrides,omitempty"`
+}
+
+// Validate reports every invalid field of the default and of every
+// override, by path, or nil. A zero Default stands for DefaultPolicy(), as
+// it does in [NewGroup] and [Group.SetPolicies].
+func (gp GroupPolicy) Validate() error {
+	var v validator
+	if gp.Default != (Policy{}) {
+		gp.Default.check(&v, "default.")
+	}
+	for _, k := range sortedKeys(gp.Overrides) {
+		if k == "" {
+			v.add("overrides", "empty key")
+			continue
+		}
+		gp.Overrides[k].check(&v, overridePath(k))
+	}
+	return v.err()
+}
+
+// overridePath is the path prefix of an override's fields. The key is
+// quoted, and cut if it is long: a key is input too.
+func overridePath(key string) string { return "overrides[" + quoteKey(key) + "]." }
+
+// ParseGroupPolicy decodes and validates a group policy document. On error
+// (a *[PolicyError] listing every problem by path) it returns a zero
+// GroupPolicy.
+func ParseGroupPolicy(data []byte) (GroupPolicy, error) {
+	var gp GroupPolicy
+	if err := gp.UnmarshalJSON(data); err != nil {
+		return GroupPolicy{}, err
+	}
+	return gp, nil
+}
+
+// UnmarshalJSON decodes a group policy document strictly and validates it;
+// see [GroupPolicy]. A key named twice at any level (a field, an override,
+// "default") is an error at its path. On error gp is unchanged.
+func (gp *GroupPolicy) UnmarshalJSON(data []byte) error {
+	var v validator
+	top := members(&v, data, "(document)", `a JSON object with "default" and "overrides"`, fieldName)
+	if top == nil {
+		return v.err()
+	}
+	def := DefaultPolicy()
+	for _, k := range sortedKeys(top) {
+		switch k {
+		case "default":
+			v.problems = append(v.problems, decodePolicyInto(&def, top[k], "default.")...)
+		case "overrides":
+		default:
+			v.add(fieldName(k), "unknown field")
+		}
+	}
+	var over map[string]Policy
+	if raw, ok := top["overrides"]; ok && !isNull(raw) {
+		docs := members(&v, raw, "overrides", "a JSON object from key to policy",
+			func(k string) string { return strings.TrimSuffix(overridePath(k), ".") })
+		for _, k := range sortedKeys(docs) {
+			if k == "" {
+				v.add("overrides", "empty key")
+				continue
+			}
+			p := def
+			v.problems = append(v.problems, decodePolicyInto(&p, docs[k], overridePath(k))...)
+			if over == nil {
+				over = make(map[string]Policy, len(docs))
+			}
+			over[k] = p
+		}
+	}
+	if err := v.err(); err != nil {
+		return err
+	}
+	// No overrides decode to nil, "overrides": {} included, as they
+	// encode: an empty map and a nil one are the same document.
+	*gp = GroupPolicy{Default: def, Overrides: over}
+	return nil
+}
+
+// groupRules is a validated GroupPolicy, compiled. Breakers that use the
+// same policy share one *rules.
+type groupRules struct {
+	doc  GroupPolicy
+	def  *rules
+	over map[string]*rules
+}
+
+func compileGroup(gp GroupPolicy) (*groupRules, error) {
+	if gp.Default == (Policy{}) {
+		gp.Default = DefaultPolicy()
+	}
+	if err := gp.Validate(); err != nil {
+		return nil, err
+	}
+	def, _ := compileShared(gp.Default)
+	gr := &groupRules{doc: gp, def: def, over: make(map[string]*rules, len(gp.Overrides))}
+	for k, p := range gp.Overrides {
+		if p == gp.Default {
+			gr.over[k] = def
+			continue
+		}
+		gr.over[k], _ = compileShared(p)
+	}
+	return gr, nil
+}
+
+// lookup returns the rules for key: its own override, its method's, or the
+// default.
+func (gr *groupRules) lookup(key string) *rules {
+	if r, ok := gr.over[key]; ok {
+		return r
+	}
+	if m, _, ok := strings.Cut(key, "@"); ok {
+		if r, ok := gr.over[m]; ok {
+			return r
+		}
+	}
+	return gr.def
+}
+
+// Policies returns the group's policy document.
+func (g *Group) Policies() GroupPolicy { return g.rules.Load().doc }
+
+// SetPolicies replaces the group's policies and applies them to every
+// breaker it holds. An invalid document is refused with a *[PolicyError]
+// naming every bad field by path, and every breaker keeps its old policy.
+// See [Breaker.SetPolicy] for what a running breaker keeps.
+func (g *Group) SetPolicies(gp GroupPolicy) error {
+	gr, err := compileGroup(gp)
+	if err != nil {
+		return err
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.rules.Store(gr)
+	g.m.Range(func(k, v any) bool {
+		v.(*Breaker).setRules(gr.lookup(k.(string)))
+		return true
+	})
+	return nil
+}
+
+// LoadPolicies decodes a JSON group policy document (see [GroupPolicy]) and
+// applies it with [Group.SetPolicies]. On any error nothing is applied.
+func (g *Group) LoadPolicies(doc []byte) error {
+	gp, err := ParseGroupPolicy(doc)
+	if err != nil {
+		return err
+	}
+	return g.SetPolicies(gp)
+}
