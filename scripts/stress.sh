@@ -26,10 +26,10 @@ step() {
 
 # The race hammer, the model-based test and the chaos experiments, under the
 # race detector, many times over.
-step go test -race -count="$count" -run 'TestRace_' .
-step go test -race -count=1 -run 'TestModel' . -rapid.checks="$checks"
-step go test -race -count="$count" -run 'TestChaos' ./breakerhttp/
-step bash -c "cd grpc && go test -race -count=$count -run 'TestChaos' ./..."
+step go test -race -timeout 0 -count="$count" -run 'TestRace_' .
+step go test -race -timeout 0 -count=1 -run 'TestModel' . -rapid.checks="$checks"
+step go test -race -timeout 0 -count="$count" -run 'TestChaos' ./breakerhttp/
+step bash -c "cd grpc && go test -race -timeout 0 -count=$count -run 'TestChaos' ./..."
 
 # Every fuzz target, one at a time (go test -fuzz takes one target per run).
 fuzz() {
