@@ -141,10 +141,10 @@ func (g *Group) Alerts() []Alert {
 // included, stays in Counters.OpenTime. The open error, which the
 // half-open episode's refusals copy, says the same. b.mu must be held.
 func (b *Breaker) endForcedOpenLocked(now int64) {
-	if b.since != never {
-		b.histLocked().openTotal += max(0, now-b.since)
+	if b.outageStart() != never {
+		b.histLocked().openTotal += max(0, now-b.outageStart())
 	}
-	b.since = now
+	b.setOutageStart(now)
 	if e := b.openErr.Load(); e != nil {
 		ne := *e
 		ne.Since = b.opt.tb.time(now)

@@ -44,13 +44,12 @@ type Breaker struct {
 	opt   *options
 	tally tally
 
-	// deadline is, in the Open state, the offset at which probes may
-	// start; in the HalfOpen state, the offset at which the oldest probe
-	// still in flight will have been in flight for one cooldown (MaxInt64
-	// while none is). One field serves both: only one is live at a time.
-	// The refusals of a half-open breaker read it without the lock; the
-	// probe timeout itself is decided under it (see probeTimeout).
-	deadline  atomic.Int64
+	// due is the offset at which the next timed transition falls due. It
+	// has two meanings, one per state, and is read and written only
+	// through their accessors: openUntil in the Open state, probeDeadline
+	// in the HalfOpen state. One field serves both because only one is
+	// live at a time, and a second field would make every Breaker larger.
+	due       atomic.Int64
 	warmUntil atomic.Int64 // offset until which this breaker's target is cold
 	marks     atomic.Int64 // marksSeen, or when to look for WithInstanceStart next
 	consec    atomic.Uint64
@@ -63,11 +62,14 @@ type Breaker struct {
 	// taken on the closed path. The fields are packed: a group may hold
 	// many thousands of breakers.
 	mu sync.Mutex
-	// since is, while closed, the last close after an outage (never if
-	// none), for the stability check; otherwise the start of the outage.
-	since  int64
-	level  uint8 // doublings of the cooldown
-	passed uint8 // probes passed in this half-open episode
+	// spellStart is the start of the current spell, closed or not. It
+	// has two meanings, one per side, and is read and written only
+	// through their accessors: closedAt while the state is Closed,
+	// outageStart otherwise. One field serves both because only one is
+	// live at a time, and a second field would make every Breaker larger.
+	spellStart int64
+	level      uint8 // doublings of the cooldown
+	passed     uint8 // probes passed in this half-open episode
 	// hist is allocated at the first transition: a breaker that never
 	// trips, the usual case in a large group, does not carry it.
 	hist *history
@@ -85,6 +87,41 @@ type history struct {
 	// number in their token; never marks an unused entry.
 	inflight []int64
 }
+
+// openUntil is, in the Open state, the offset at which probes may start.
+// One atomic load: the refusal path of Do reads it at full rate.
+func (b *Breaker) openUntil() int64 { return b.due.Load() }
+
+// setOpenUntil sets openUntil, on entering the Open state. b.mu must be
+// held.
+func (b *Breaker) setOpenUntil(t int64) { b.due.Store(t) }
+
+// probeDeadline is, in the HalfOpen state, the offset at which the oldest
+// probe still in flight will have been in flight for one cooldown
+// (MaxInt64 while none is). The refusals of a half-open breaker read it
+// without the lock; the probe timeout itself is decided under it (see
+// probeTimeout).
+func (b *Breaker) probeDeadline() int64 { return b.due.Load() }
+
+// setProbeDeadline sets probeDeadline, in the HalfOpen state. b.mu must be
+// held.
+func (b *Breaker) setProbeDeadline(t int64) { b.due.Store(t) }
+
+// closedAt is, while the state is Closed, the last close after an outage
+// (never if none, or since Reset), for the stability check. b.mu must be
+// held.
+func (b *Breaker) closedAt() int64 { return b.spellStart }
+
+// setClosedAt sets closedAt, on closing or resetting. b.mu must be held.
+func (b *Breaker) setClosedAt(t int64) { b.spellStart = t }
+
+// outageStart is, while the state is not Closed, the start of the current
+// outage: the trip, or the end of a forced open. b.mu must be held.
+func (b *Breaker) outageStart() int64 { return b.spellStart }
+
+// setOutageStart sets outageStart, on tripping or when a forced open ends.
+// b.mu must be held.
+func (b *Breaker) setOutageStart(t int64) { b.spellStart = t }
 
 // histLocked returns b.hist, allocating it. b.mu must be held.
 func (b *Breaker) histLocked() *history {
@@ -123,7 +160,7 @@ func New(name string, p Policy, opts ...Option) (*Breaker, error) {
 }
 
 func newBreaker(name string, r *rules, o *options) *Breaker {
-	b := &Breaker{name: name, opt: o, since: never}
+	b := &Breaker{name: name, opt: o, spellStart: never} // closedAt: never
 	b.rules.Store(r)
 	b.win.Store(newWindow(r.width, r.buckets))
 	b.warmUntil.Store(never)
@@ -143,11 +180,11 @@ func (b *Breaker) State() State {
 	w := b.state.Load()
 	switch w.state() {
 	case Open:
-		if w.mode() != ModeForcedOpen && now >= b.deadline.Load() {
+		if w.mode() != ModeForcedOpen && now >= b.openUntil() {
 			b.toHalfOpen(now, w)
 		}
 	case HalfOpen:
-		if w.issued() >= b.rules.Load().probes && now >= b.deadline.Load() {
+		if w.issued() >= b.rules.Load().probes && now >= b.probeDeadline() {
 			b.probeTimeout(now, w)
 		}
 	}

@@ -41,10 +41,10 @@ func (b *Breaker) Do(ctx context.Context, fn func(context.Context) error) error 
 	if !w.plain() || r.timed {
 		// The refusal of an open breaker in ModeAuto is the other path
 		// that runs at full rate during an outage: one clock read, a
-		// load of the deadline, one counter increment (a load and a
+		// load of openUntil, one counter increment (a load and a
 		// compare-and-swap, see tally.inc), and the outage's shared error.
 		// Everything else takes the general path.
-		if w.refusing() && b.opt.tb.now() < b.deadline.Load() {
+		if w.refusing() && b.opt.tb.now() < b.openUntil() {
 			b.tally.inc(kRejected)
 			return b.refusal()
 		}

@@ -50,7 +50,7 @@ func (b *Breaker) setRules(r *rules) {
 			// Probes was lowered below the passes this episode already has.
 			b.closeLocked(now, w.mode(), ReasonProbesPassed)
 		} else {
-			b.probeDeadlineLocked() // OpenFor or MaxOpenFor may have changed
+			b.refreshProbeDeadlineLocked() // OpenFor or MaxOpenFor may have changed
 		}
 	}
 	b.mu.Unlock()
@@ -78,20 +78,22 @@ func (b *Breaker) SetMode(m Mode) error {
 	case m == ModeForcedOpen:
 		snap := b.tripSnap()
 		if w.state() == Closed {
-			if b.since != never && now-b.since >= b.rules.Load().maxOpenFor {
+			if b.closedAt() != never && now-b.closedAt() >= b.rules.Load().maxOpenFor {
 				// Stable for MaxOpenFor: the doubling starts over, whatever
 				// ends the closed spell (a trip does the same).
 				b.level = 0
 			}
-			b.since = now
+			b.setOutageStart(now)
 		}
-		b.deadline.Store(math.MaxInt64)
+		// A forced open has no cooldown to wait out: it ends only when
+		// the mode is left.
+		b.setOpenUntil(math.MaxInt64)
 		b.openErr.Store(&OpenError{
 			Name:     b.name,
 			State:    Open,
 			Reason:   ReasonForcedOpen,
 			Snapshot: snap,
-			Since:    b.opt.tb.time(b.since),
+			Since:    b.opt.tb.time(b.outageStart()),
 			b:        b,
 		})
 		b.countOpenLocked()
@@ -137,7 +139,7 @@ func (b *Breaker) Reset() {
 	}
 	b.level = 0
 	b.closeLocked(now, m, ReasonReset)
-	b.since = never // as stable as a new breaker
+	b.setClosedAt(never) // as stable as a new breaker
 	b.mu.Unlock()
 	b.flush()
 }

@@ -72,8 +72,8 @@ func (b *Breaker) Counters() Counters {
 		c.Opens = uint64(h.opens)
 		open = h.openTotal
 	}
-	if b.state.Load().state() != Closed && b.since != never {
-		open += max(0, now-b.since)
+	if b.state.Load().state() != Closed && b.outageStart() != never {
+		open += max(0, now-b.outageStart())
 	}
 	b.mu.Unlock()
 	c.OpenTime = time.Duration(open)
@@ -87,10 +87,10 @@ func (b *Breaker) Counters() Counters {
 func (b *Breaker) OpenSince() (t time.Time, ok bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.state.Load().state() == Closed || b.since == never {
+	if b.state.Load().state() == Closed || b.outageStart() == never {
 		return time.Time{}, false
 	}
-	return b.opt.tb.time(b.since), true
+	return b.opt.tb.time(b.outageStart()), true
 }
 
 // Status is what a dashboard or a health endpoint shows of one breaker.

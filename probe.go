@@ -50,7 +50,7 @@ func (b *Breaker) admitSlow(w word, r *rules) (token, error) {
 		case Open:
 			if w.mode() != ModeForcedOpen {
 				now := b.opt.tb.now()
-				if now >= b.deadline.Load() {
+				if now >= b.openUntil() {
 					b.toHalfOpen(now, w)
 					w = b.state.Load()
 					continue
@@ -64,7 +64,7 @@ func (b *Breaker) admitSlow(w word, r *rules) (token, error) {
 				w = b.state.Load()
 				continue
 			}
-			if now := b.opt.tb.now(); now >= b.deadline.Load() {
+			if now := b.opt.tb.now(); now >= b.probeDeadline() {
 				b.probeTimeout(now, w)
 				w = b.state.Load()
 				continue
@@ -171,7 +171,7 @@ func (b *Breaker) releaseLocked(gen uint64) {
 // flight for a cooldown before it is registered, because its function is
 // called only after. Only the winners take the lock, at most Policy.Probes
 // of them per episode plus the ones that give their slot back; the
-// refusals, which run at full rate, read b.deadline and take no lock
+// refusals, which run at full rate, read probeDeadline and take no lock
 // unless it has passed.
 
 // noSlot is the slot of a probe whose episode ended before it registered.
@@ -197,7 +197,7 @@ func (b *Breaker) admitProbe(gen uint64) uint8 {
 		h.inflight = append(h.inflight, never)
 	}
 	h.inflight[i] = now
-	b.probeDeadlineLocked()
+	b.refreshProbeDeadlineLocked()
 	return uint8(i)
 }
 
@@ -206,15 +206,15 @@ func (b *Breaker) admitProbe(gen uint64) uint8 {
 func (b *Breaker) landedLocked(slot uint8) {
 	if h := b.hist; h != nil && int(slot) < len(h.inflight) {
 		h.inflight[slot] = never
-		b.probeDeadlineLocked()
+		b.refreshProbeDeadlineLocked()
 	}
 }
 
-// probeDeadlineLocked sets b.deadline, in the HalfOpen state, to the
-// instant at which the oldest registered probe will have been in flight
-// for one cooldown: the unjittered base cooldown of the current level,
-// which is at most MaxOpenFor. b.mu must be held.
-func (b *Breaker) probeDeadlineLocked() {
+// refreshProbeDeadlineLocked sets probeDeadline to the instant at which
+// the oldest registered probe will have been in flight for one cooldown:
+// the unjittered base cooldown of the current level, which is at most
+// MaxOpenFor. b.mu must be held.
+func (b *Breaker) refreshProbeDeadlineLocked() {
 	oldest := int64(math.MaxInt64)
 	if h := b.hist; h != nil {
 		for _, t := range h.inflight {
@@ -230,5 +230,5 @@ func (b *Breaker) probeDeadlineLocked() {
 			deadline = math.MaxInt64
 		}
 	}
-	b.deadline.Store(deadline)
+	b.setProbeDeadline(deadline)
 }

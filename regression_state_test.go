@@ -451,7 +451,7 @@ func TestRace_ProbeSlotsAndAdmissionTimesStayConsistent(t *testing.T) {
 			for _, at := range b.hist.inflight {
 				require.Equal(t, int64(never), at, "round %d: nothing in flight", round)
 			}
-			require.Equal(t, int64(math.MaxInt64), b.deadline.Load(), "round %d: no probe timeout pending", round)
+			require.Equal(t, int64(math.MaxInt64), b.probeDeadline(), "round %d: no probe timeout pending", round)
 		}
 		b.mu.Unlock()
 	}

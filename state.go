@@ -150,14 +150,14 @@ func (b *Breaker) transitionLocked(now int64, to State, m Mode, reason Reason, s
 
 // tripLocked opens a closed breaker. b.mu must be held.
 func (b *Breaker) tripLocked(now int64, r *rules, reason Reason, snap Snapshot) {
-	if b.since != never && now-b.since < r.maxOpenFor {
+	if b.closedAt() != never && now-b.closedAt() < r.maxOpenFor {
 		// Reopened before the breaker had been stable for MaxOpenFor:
 		// the downstream is flapping, so back off further.
 		b.level = min(b.level+1, maxLevel)
 	} else {
 		b.level = 0
 	}
-	b.since = now
+	b.setOutageStart(now)
 	b.openLocked(now, r, reason, snap)
 }
 
@@ -187,13 +187,13 @@ func (b *Breaker) openLocked(now int64, r *rules, reason Reason, snap Snapshot) 
 	if until < now {
 		until = math.MaxInt64
 	}
-	b.deadline.Store(until)
+	b.setOpenUntil(until)
 	b.openErr.Store(&OpenError{
 		Name:     b.name,
 		State:    Open,
 		Reason:   reason,
 		Snapshot: snap,
-		Since:    b.opt.tb.time(b.since),
+		Since:    b.opt.tb.time(b.outageStart()),
 		Until:    b.opt.tb.time(until),
 		b:        b,
 	})
@@ -237,7 +237,7 @@ func (b *Breaker) halfOpenLocked(now int64, m Mode, reason Reason) {
 	if h := b.hist; h != nil {
 		h.inflight = h.inflight[:0]
 	}
-	b.deadline.Store(math.MaxInt64)
+	b.setProbeDeadline(math.MaxInt64)
 	snap := b.tripSnap()
 	if e := b.openErr.Load(); e != nil {
 		he := *e
@@ -253,10 +253,10 @@ func (b *Breaker) halfOpenLocked(now int64, m Mode, reason Reason) {
 // transition: see recordSuccess for why that order keeps every result of
 // an earlier generation out of the new window.
 func (b *Breaker) closeLocked(now int64, m Mode, reason Reason) {
-	if b.state.Load().state() != Closed && b.since != never {
-		b.histLocked().openTotal += max(0, now-b.since)
+	if b.state.Load().state() != Closed && b.outageStart() != never {
+		b.histLocked().openTotal += max(0, now-b.outageStart())
 	}
-	b.since = now
+	b.setClosedAt(now)
 	b.openErr.Store(nil)
 	b.transitionLocked(now, Closed, m, reason, Snapshot{}, 0)
 	r := b.rules.Load()
@@ -279,7 +279,7 @@ func (b *Breaker) bumpGenLocked() {
 func (b *Breaker) toHalfOpen(now int64, seen word) {
 	b.mu.Lock()
 	w := b.state.Load()
-	if w == seen && w.state() == Open && w.mode() != ModeForcedOpen && now >= b.deadline.Load() {
+	if w == seen && w.state() == Open && w.mode() != ModeForcedOpen && now >= b.openUntil() {
 		b.halfOpenLocked(now, w.mode(), ReasonCooldown)
 	}
 	b.mu.Unlock()
@@ -295,7 +295,7 @@ func (b *Breaker) probeTimeout(now int64, seen word) {
 	w := b.state.Load()
 	r := b.rules.Load()
 	if w.gen() == seen.gen() && w.state() == HalfOpen &&
-		w.issued() >= r.probes && now >= b.deadline.Load() {
+		w.issued() >= r.probes && now >= b.probeDeadline() {
 		b.reopenLocked(now, r, ReasonProbeTimeout)
 	}
 	b.mu.Unlock()

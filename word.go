@@ -50,7 +50,7 @@ import "sync/atomic"
 // Admission reads the word once; a half-open probe claims its slot with a
 // compare-and-swap on it. Everything else about a transition is written
 // under b.mu before the new word is published with a CAS, so a goroutine
-// that sees the new generation also sees the deadline and the open error
+// that sees the new generation also sees openUntil or probeDeadline and the open error
 // of that generation (atomic operations are sequentially consistent in
 // Go). The one exception is a new window, stored after the bump;
 // recordSuccess says why.
