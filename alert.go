@@ -98,9 +98,10 @@ type Alert struct {
 	Method string `json:"method"`
 	Target string `json:"target,omitempty"`
 	State  State  `json:"state"`
-	// Since is when the outage began; OpenFor how long ago that was.
-	Since   time.Time     `json:"since"`
-	OpenFor time.Duration `json:"open_for_ns"`
+	// Since is when the outage began; OpenDuration how long ago that was
+	// (elapsed time, not a cooldown: that is Policy.OpenFor).
+	Since        time.Time     `json:"since"`
+	OpenDuration time.Duration `json:"open_duration_ns"`
 	// Reason and Snapshot are the trip rule and the window that tripped
 	// the breaker.
 	Reason   Reason   `json:"reason"`
@@ -166,7 +167,7 @@ func (b *Breaker) alert(now time.Time, th AlertThresholds) (Alert, bool) {
 	if sev == SeverityNone {
 		return Alert{}, false
 	}
-	a := Alert{Severity: sev, Name: b.name, State: st, Since: since, OpenFor: open}
+	a := Alert{Severity: sev, Name: b.name, State: st, Since: since, OpenDuration: open}
 	a.Method, a.Target, _ = strings.Cut(b.name, "@")
 	if e := b.openErr.Load(); e != nil {
 		a.Reason, a.Snapshot = e.Reason, e.Snapshot
@@ -177,7 +178,7 @@ func (b *Breaker) alert(now time.Time, th AlertThresholds) (Alert, bool) {
 
 func alertMessage(a Alert) string {
 	var sb strings.Builder
-	fmt.Fprintf(&sb, "%s: breaker %s has been open for %s", a.Severity, a.Name, a.OpenFor.Round(time.Second))
+	fmt.Fprintf(&sb, "%s: breaker %s has been open for %s", a.Severity, a.Name, a.OpenDuration.Round(time.Second))
 	if a.Snapshot.Counted > 0 {
 		fmt.Fprintf(&sb, " (%s: %d of %d calls failed, %d of them timeouts)",
 			a.Reason, a.Snapshot.Failures, a.Snapshot.Counted, a.Snapshot.Timeouts)

@@ -98,10 +98,12 @@ type Status struct {
 	Name  string `json:"name"`
 	State State  `json:"state"`
 	Mode  Mode   `json:"mode"`
-	// OpenSince is when the current outage began and OpenFor how long it
-	// has lasted, on the breaker's clock; both are empty while closed.
-	OpenSince *time.Time    `json:"open_since,omitempty"`
-	OpenFor   time.Duration `json:"open_for_ns,omitempty"`
+	// OpenSince is when the current outage began and OpenDuration how
+	// long it has lasted, on the breaker's clock; both are empty while
+	// closed. OpenDuration is elapsed time, not a cooldown (that is
+	// Policy.OpenFor).
+	OpenSince    *time.Time    `json:"open_since,omitempty"`
+	OpenDuration time.Duration `json:"open_duration_ns,omitempty"`
 	// Window is the sliding window now, with its failure ratio.
 	Window     Snapshot `json:"window"`
 	ErrorRatio float64  `json:"error_ratio"`
@@ -122,7 +124,7 @@ func (b *Breaker) Status() Status {
 	s.ErrorRatio = s.Window.ErrorRatio()
 	if t, ok := b.OpenSince(); ok {
 		s.OpenSince = &t
-		s.OpenFor = max(0, b.opt.tb.time(b.opt.tb.now()).Sub(t))
+		s.OpenDuration = max(0, b.opt.tb.time(b.opt.tb.now()).Sub(t))
 	}
 	return s
 }

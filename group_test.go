@@ -368,7 +368,7 @@ func TestGroup_SnapshotServesAsJSON(t *testing.T) {
 	assert.Equal(t, "auto", br["mode"])
 	assert.Equal(t, "5s", br["policy"].(map[string]any)["window"])
 	assert.Equal(t, "P3", doc["alerts"].([]any)[0].(map[string]any)["severity"])
-	assert.Equal(t, 90*time.Second, inv.OpenFor)
+	assert.Equal(t, 90*time.Second, inv.OpenDuration)
 
 	var back GroupSnapshot
 	require.NoError(t, json.Unmarshal(data, &back), "a snapshot decodes back")
@@ -416,7 +416,7 @@ func TestAlerts_SeverityGrowsWithTheOpenDuration(t *testing.T) {
 		assert.Equal(t, "10.0.0.7", a.Target)
 		assert.Equal(t, ReasonErrorRatio, a.Reason)
 		assert.Equal(t, Snapshot{Counted: 20, Failures: 12, Timeouts: 7}, a.Snapshot)
-		assert.Equal(t, s.at, a.OpenFor)
+		assert.Equal(t, s.at, a.OpenDuration)
 	}
 	a := gh.g.Alerts()[0]
 	assert.Equal(t, "P1: breaker inventory.GetStock@10.0.0.7 has been open for 30m0s "+
@@ -543,7 +543,7 @@ func TestWatch_AMockClockTickerDrivesTheWatcher(t *testing.T) {
 	select {
 	case a := <-got:
 		assert.Equal(t, SeverityP3, a.Severity)
-		assert.Equal(t, time.Minute, a.OpenFor)
+		assert.Equal(t, time.Minute, a.OpenDuration)
 	case <-time.After(watchWait):
 		t.Fatal("the mock's tick made no round")
 	}

@@ -363,7 +363,7 @@ func TestRegression_ReleasingAForcedOpenRaisesNoAlert(t *testing.T) {
 			alerts := gh.g.Alerts()
 			require.Len(t, alerts, 1)
 			assert.Equal(t, SeverityP3, alerts[0].Severity)
-			assert.Equal(t, time.Minute, alerts[0].OpenFor)
+			assert.Equal(t, time.Minute, alerts[0].OpenDuration)
 
 			// The time spent open still counts every minute of it.
 			open := 2*time.Hour + time.Minute

@@ -285,9 +285,9 @@ func (m *Metrics) observeStatus(o metric.Observer, s breaker.Status) {
 	o.ObserveInt64(m.probes, toInt64(k.ProbesFailed), m.with(n, KeyProbeResult.String("failed")))
 	o.ObserveFloat64(m.openTime, k.OpenTime.Seconds(), m.with(n))
 
-	// OpenFor is measured on the group's clock, the one OpenSince was read
-	// from; time.Now would disagree under a mock or a skewed clock.
-	o.ObserveFloat64(m.openDuration, s.OpenFor.Seconds(), m.with(n))
+	// OpenDuration is measured on the group's clock, the one OpenSince was
+	// read from; time.Now would disagree under a mock or a skewed clock.
+	o.ObserveFloat64(m.openDuration, s.OpenDuration.Seconds(), m.with(n))
 	o.ObserveInt64(m.windowCalls, toInt64(s.Window.Counted), m.with(n))
 	o.ObserveFloat64(m.windowRatio, s.ErrorRatio, m.with(n))
 }

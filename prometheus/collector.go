@@ -258,9 +258,9 @@ func (c *Collector) collectStatus(ch chan<- prometheus.Metric, s breaker.Status)
 	counter(c.probes, k.ProbesFailed, "failed")
 	ch <- prometheus.MustNewConstMetric(c.openTime, prometheus.CounterValue, k.OpenTime.Seconds(), s.Name)
 
-	// OpenFor is measured on the group's clock, the one OpenSince was read
-	// from; time.Now would disagree under a mock or a skewed clock.
-	gauge(c.openDuration, s.OpenFor.Seconds())
+	// OpenDuration is measured on the group's clock, the one OpenSince was
+	// read from; time.Now would disagree under a mock or a skewed clock.
+	gauge(c.openDuration, s.OpenDuration.Seconds())
 	gauge(c.windowCalls, float64(s.Window.Counted))
 	gauge(c.windowRatio, s.ErrorRatio)
 }
