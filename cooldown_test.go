@@ -58,7 +58,7 @@ func TestCooldown_DoublesCapsAndDecays(t *testing.T) {
 	h.at(now)
 	h.trip()
 	assert.Equal(t, 30*time.Second, cooldowns()[5])
-	assert.Equal(t, 0, h.eventLog()[len(h.eventLog())-1].Level)
+	assert.Equal(t, 0, h.eventLog()[len(h.eventLog())-1].Doublings)
 }
 
 func TestCooldown_TripSoonAfterACloseDoubles(t *testing.T) {
@@ -70,7 +70,7 @@ func TestCooldown_TripSoonAfterACloseDoubles(t *testing.T) {
 	h.trip()
 	ev := h.eventLog()
 	assert.Equal(t, 60*time.Second, ev[len(ev)-1].Cooldown)
-	assert.Equal(t, 1, ev[len(ev)-1].Level)
+	assert.Equal(t, 1, ev[len(ev)-1].Doublings)
 }
 
 // Rule §2 Jitter: each cooldown is scaled by a factor in [1-J, 1+J] drawn

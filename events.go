@@ -17,8 +17,9 @@ type Event struct {
 	// Cooldown is how long the breaker will stay open, for a transition
 	// to Open that ends on its own; zero otherwise.
 	Cooldown time.Duration
-	// Level is how many times the cooldown has doubled in a row.
-	Level int
+	// Doublings is how many times in a row the cooldown has doubled: the
+	// cooldown is min(OpenFor·2^Doublings, MaxOpenFor) before jitter.
+	Doublings int
 	// Mode is the breaker's mode after the transition; ModeShadow marks
 	// a transition a shadow breaker only reports.
 	Mode Mode

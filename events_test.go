@@ -43,15 +43,15 @@ func TestHooks_EventCarriesTheWholeStory(t *testing.T) {
 	h.requireState(Open)
 	ev := h.eventLog()[0]
 	assert.Equal(t, Event{
-		Name:     "inventory.GetStock",
-		From:     Closed,
-		To:       Open,
-		Reason:   ReasonErrorRatio,
-		Time:     h.t0.Add(2 * time.Second),
-		Snapshot: Snapshot{Counted: 20, Failures: 15, Timeouts: 10},
-		Cooldown: 30 * time.Second,
-		Level:    0,
-		Mode:     ModeAuto,
+		Name:      "inventory.GetStock",
+		From:      Closed,
+		To:        Open,
+		Reason:    ReasonErrorRatio,
+		Time:      h.t0.Add(2 * time.Second),
+		Snapshot:  Snapshot{Counted: 20, Failures: 15, Timeouts: 10},
+		Cooldown:  30 * time.Second,
+		Doublings: 0,
+		Mode:      ModeAuto,
 	}, ev)
 	assert.InDelta(t, 0.75, ev.Snapshot.ErrorRatio(), 1e-12)
 }

@@ -75,7 +75,7 @@ func TestHalfOpen_OneTimedOutProbeReopensWithADoubledCooldown(t *testing.T) {
 	last := ev[len(ev)-1]
 	assert.Equal(t, ReasonProbeFailed, last.Reason)
 	assert.Equal(t, 60*time.Second, last.Cooldown)
-	assert.Equal(t, 1, last.Level)
+	assert.Equal(t, 1, last.Doublings)
 	assert.Equal(t, Snapshot{Counted: 20, Failures: 20}, last.Snapshot, "reopen reports the trip that began the outage")
 	h2.at(90*time.Second - 1)
 	h2.requireState(Open)

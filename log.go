@@ -52,8 +52,9 @@ func logEvent(l *slog.Logger, e Event) {
 		attrs = append(attrs, slog.Duration("cooldown", e.Cooldown))
 	}
 	attrs = append(attrs, slog.String("from", e.From.String()))
-	if e.Level > 0 {
-		attrs = append(attrs, slog.Int("level", e.Level))
+	if e.Doublings > 0 {
+		// The attribute keeps its earlier key.
+		attrs = append(attrs, slog.Int("level", e.Doublings))
 	}
 	if e.Mode != ModeAuto {
 		attrs = append(attrs, slog.String("mode", e.Mode.String()))

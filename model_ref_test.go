@@ -178,7 +178,7 @@ func (m *refModel) transition(now int64, to State, mode Mode, reason Reason, sna
 	if from != to {
 		m.events = append(m.events, Event{
 			Name: m.name, From: from, To: to, Reason: reason, Time: m.at(now),
-			Snapshot: snap, Cooldown: time.Duration(cd), Level: m.level, Mode: mode,
+			Snapshot: snap, Cooldown: time.Duration(cd), Doublings: m.level, Mode: mode,
 		})
 	}
 }

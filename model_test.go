@@ -605,8 +605,8 @@ func modelFmtOpenErr(m *refModel, e *OpenError) string {
 }
 
 func modelFmtEvent(m *refModel, e Event) string {
-	return fmt.Sprintf("{%s %s->%s %s t=%v snap=%+v cooldown=%v level=%d mode=%s}",
-		e.Name, e.From, e.To, e.Reason, e.Time.Sub(m.base), e.Snapshot, e.Cooldown, e.Level, e.Mode)
+	return fmt.Sprintf("{%s %s->%s %s t=%v snap=%+v cooldown=%v doublings=%d mode=%s}",
+		e.Name, e.From, e.To, e.Reason, e.Time.Sub(m.base), e.Snapshot, e.Cooldown, e.Doublings, e.Mode)
 }
 
 // check compares everything observable. State comes first: like the

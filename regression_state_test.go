@@ -476,7 +476,7 @@ func TestRegression_ForcedOpenAfterAStableSpellStartsTheDoublingOver(t *testing.
 	h.add(p.MaxOpenFor)
 	require.NoError(t, h.b.SetMode(ModeForcedOpen))
 	ev = h.eventLog()
-	assert.Equal(t, 0, ev[len(ev)-1].Level, "stable for MaxOpenFor: level back to 0")
+	assert.Equal(t, 0, ev[len(ev)-1].Doublings, "stable for MaxOpenFor: doublings back to 0")
 	require.NoError(t, h.b.SetMode(ModeAuto)) // half-open
 	h.calls(1, errBoom)                       // the probe fails: level 1
 	ev = h.eventLog()

@@ -136,15 +136,15 @@ func (b *Breaker) transitionLocked(now int64, to State, m Mode, reason Reason, s
 		return
 	}
 	b.queueLocked(Event{
-		Name:     b.name,
-		From:     from,
-		To:       to,
-		Reason:   reason,
-		Time:     b.opt.tb.time(now),
-		Snapshot: snap,
-		Cooldown: time.Duration(cooldown),
-		Level:    int(b.level),
-		Mode:     m,
+		Name:      b.name,
+		From:      from,
+		To:        to,
+		Reason:    reason,
+		Time:      b.opt.tb.time(now),
+		Snapshot:  snap,
+		Cooldown:  time.Duration(cooldown),
+		Doublings: int(b.level),
+		Mode:      m,
 	})
 }
 

@@ -707,7 +707,7 @@ func TestChaos_ProbesBeyondCapacityReopen(t *testing.T) {
 				evs := c.ev.list()
 				last := evs[len(evs)-1]
 				assert.Equal(t, breaker.ReasonProbeFailed, last.Reason)
-				assert.Equal(t, 1, last.Level, "cooldown doubled")
+				assert.Equal(t, 1, last.Doublings, "cooldown doubled")
 				lo, hi := jitterBounds(2*p.OpenFor, p.Jitter)
 				assert.GreaterOrEqual(t, last.Cooldown, lo)
 				assert.LessOrEqual(t, last.Cooldown, hi)

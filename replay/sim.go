@@ -222,7 +222,7 @@ func newSim(sc *Scenario, spec runSpec) (*sim, error) {
 					Reason:   ev.Reason,
 					Snapshot: ev.Snapshot,
 					Cooldown: ev.Cooldown,
-					Level:    ev.Level,
+					Level:    ev.Doublings,
 				})
 			}))
 		if err != nil {
