@@ -9,7 +9,9 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// Rule §1: Do, Call and Allow share one semantics.
+// Do, Call and Allow are three forms of one call: the same admission, the
+// same outcomes (behaviour.md §3) and the same state machine (behaviour.md
+// §4).
 func TestAllow_TwoStepHasTheSameSemanticsAsDo(t *testing.T) {
 	h := newHarness(t, DefaultPolicy())
 	for i := 0; i < 20; i++ {
@@ -73,8 +75,8 @@ func TestCall_ReturnsTheTypedValue(t *testing.T) {
 	assert.ErrorIs(t, err, ErrOpen)
 }
 
-// SPEC §1: the hot path allocates nothing. Benchmarks report it; this test
-// fails if it ever changes.
+// behaviour.md §1 Shape: the hot path allocates nothing. Benchmarks report
+// it; this test fails if it ever changes.
 func TestDo_AllocatesNothingOnTheHotPaths(t *testing.T) {
 	ctx := context.Background()
 	ok := func(context.Context) error { return nil }

@@ -146,8 +146,9 @@ func TestClock_StepsRacingWithCalls(t *testing.T) {
 	assert.Empty(t, backwards)
 }
 
-// SPEC §7: a clock that goes backwards is harmless: no panic, no lost
-// count, no early end of a cooldown.
+// behaviour.md §5 Window and time, and §7 Errors and bad input: a clock
+// that goes backwards is harmless: no panic, no lost count, no early end of
+// a cooldown.
 func TestClock_GoingBackwardsIsHarmless(t *testing.T) {
 	h := newHarness(t, DefaultPolicy())
 	h.at(time.Hour)

@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// Rule §4 Closed: below MinRequests counted calls, nothing trips.
+// behaviour.md §4 Closed: below MinRequests counted calls, nothing trips.
 func TestClosed_MinRequestsGate_19Against20(t *testing.T) {
 	runSteps(t, newHarness(t, DefaultPolicy()), []step{
 		{at: 0, fail: 19, want: Closed, label: "19 failures, 100%, under the gate"},
@@ -17,7 +17,7 @@ func TestClosed_MinRequestsGate_19Against20(t *testing.T) {
 	})
 }
 
-// Rule §4 Closed: the ratio rule trips at exactly ErrorRatio.
+// behaviour.md §4 Closed: the ratio rule trips at exactly ErrorRatio.
 func TestClosed_TripsWithTheRatioExactlyAtTheThreshold(t *testing.T) {
 	h := newHarness(t, DefaultPolicy())
 	h.calls(10, nil)
@@ -43,8 +43,9 @@ func TestClosed_JustBelowTheRatioDoesNotTrip(t *testing.T) {
 	h.requireState(Open)
 }
 
-// Seeds "宁漏勿错": a low-traffic method never reaches the gate and never
-// trips, even at 100% errors.
+// behaviour.md §2 Policy, MinRequests: a low-traffic method never reaches
+// the gate and never trips, even at 100% errors; for so thin a method,
+// opening on a few errors does more harm than missing a fault.
 func TestClosed_LowTrafficNeverTrips(t *testing.T) {
 	h := newHarness(t, DefaultPolicy())
 	for i := 0; i < 360; i++ { // 3 failing calls a second for two minutes
@@ -55,7 +56,8 @@ func TestClosed_LowTrafficNeverTrips(t *testing.T) {
 	assert.Less(t, h.b.Snapshot().Counted, uint64(DefaultMinRequests))
 }
 
-// Rule §2: the optional rules are OR-ed with the ratio rule.
+// behaviour.md §2 Policy: the optional rules are OR-ed with the ratio
+// rule.
 func TestClosed_ErrorCountRule(t *testing.T) {
 	h := newHarness(t, policy(func(p *Policy) { p.ErrorCount = 5; p.MinRequests = 10 }))
 	h.calls(100, nil)
@@ -114,8 +116,8 @@ func TestClosed_CallExactlyAtSlowCallIsNotSlow(t *testing.T) {
 	assert.Zero(t, h.b.Snapshot().Slow)
 }
 
-// Seeds lesson 2: with 60% slow calls the error ratio alone was 8% and the
-// breaker never opened. Timeouts must count as failures.
+// behaviour.md §3 Outcomes: with 60% slow calls the error ratio alone was
+// 8% and the breaker never opened. Timeouts must count as failures.
 func TestClosed_TimeoutsCountAsFailures(t *testing.T) {
 	h := newHarness(t, DefaultPolicy())
 	h.calls(4, errBoom)

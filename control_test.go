@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// Rule §4 Manual control.
+// behaviour.md §4 Manual control.
 func TestManual_ForcedOpenRefusesEverythingUntilReleasedThenProbes(t *testing.T) {
 	h := newHarness(t, DefaultPolicy())
 	require.NoError(t, h.b.SetMode(ModeForcedOpen))

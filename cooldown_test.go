@@ -9,9 +9,9 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// Rule §4 Cooldown: min(OpenFor·2^level, MaxOpenFor); the level rises on a
-// failed probe or a trip within MaxOpenFor of the last close, and decays
-// after MaxOpenFor closed.
+// behaviour.md §4 Cooldown: min(OpenFor·2^doublings, MaxOpenFor); the
+// doublings rise on a failed probe or a trip within MaxOpenFor of the last
+// close, and return to 0 after MaxOpenFor closed.
 func TestCooldown_DoublesCapsAndDecays(t *testing.T) {
 	h := newHarness(t, DefaultPolicy())
 	cooldowns := func() []time.Duration {
@@ -73,8 +73,8 @@ func TestCooldown_TripSoonAfterACloseDoubles(t *testing.T) {
 	assert.Equal(t, 1, ev[len(ev)-1].Doublings)
 }
 
-// Rule §2 Jitter: each cooldown is scaled by a factor in [1-J, 1+J] drawn
-// from the injected source.
+// behaviour.md §2 Policy, Jitter: each cooldown is scaled by a factor in
+// [1-J, 1+J] drawn from the injected source.
 func TestCooldown_JitterScalesByTheDrawnFactor(t *testing.T) {
 	for _, c := range []struct {
 		draw float64

@@ -8,8 +8,8 @@ import (
 	"github.com/stretchr/testify/assert"
 )
 
-// Rule §6 / house rule 10: hooks see every transition in order, outside
-// any lock, and may call back into the breaker.
+// behaviour.md §6 Observability: hooks see every transition in order,
+// outside any lock, and may call back into the breaker.
 func TestHooks_MayCallBackIntoTheBreaker(t *testing.T) {
 	var seen []string
 	var b *Breaker

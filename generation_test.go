@@ -9,7 +9,8 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// Rule §4: a result from an earlier episode never changes the current one.
+// behaviour.md §4 Generations: a result from an earlier episode never
+// changes the current one.
 func TestGenerations_AResultFromAnEarlierEpisodeIsIgnored(t *testing.T) {
 	h := newHarness(t, DefaultPolicy())
 	slowClosed := h.start(context.Background()) // admitted while closed

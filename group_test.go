@@ -150,8 +150,10 @@ func TestGroup_EmptyKeyIsAnError(t *testing.T) {
 	assert.Zero(t, gh.g.Len())
 }
 
-// Seeds lesson 1: a per-service breaker let one slow endpoint take down six
-// healthy ones; per-method breakers isolate them.
+// behaviour.md §1 Shape: a per-service breaker lets one slow endpoint cut
+// off every healthy endpoint of the same service (it took down six healthy
+// ones in the incident behind these rules); per-method breakers isolate
+// them.
 func TestGroup_OneFailingMethodDoesNotOpenItsNeighbours(t *testing.T) {
 	gh := newGroupHarness(t, GroupConfig{})
 	gh.calls("payment.Refund", 20, errBoom)
@@ -189,8 +191,9 @@ func TestGroup_InvalidPoliciesAreRefusedWithPaths(t *testing.T) {
 	assert.ErrorContains(t, err, "alert thresholds")
 }
 
-// SPEC §7: a bad document leaves every running breaker on its old policy
-// and the error is reported, with the path of each bad field.
+// behaviour.md §2 Policy and §7 Errors and bad input: a bad document
+// leaves every running breaker on its old policy and the error is
+// reported, with the path of each bad field.
 func TestGroup_LoadPoliciesIsAllOrNothing(t *testing.T) {
 	gh := newGroupHarness(t, GroupConfig{})
 	gh.calls("orders.Create", 1, nil)
@@ -309,8 +312,8 @@ func TestGroup_EvictionIsOffByDefault(t *testing.T) {
 	assert.Equal(t, 1, gh.g.Len())
 }
 
-// Rule §6: events from every breaker reach one subscriber list, in order
-// per breaker, outside any lock.
+// behaviour.md §6 Observability: events from every breaker reach one
+// subscriber list, in order per breaker, outside any lock.
 func TestGroup_SubscribersSeeEveryBreakersTransitionsInOrder(t *testing.T) {
 	gh := newGroupHarness(t, GroupConfig{})
 	var mu sync.Mutex
@@ -382,8 +385,8 @@ func TestGroup_SnapshotServesAsJSON(t *testing.T) {
 	assert.Error(t, sev.UnmarshalText([]byte("P0")))
 }
 
-// SPEC §6: severity from open duration, P3 ≥1m, P2 ≥10m, P1 ≥30m, with the
-// method and the snapshot at trip time.
+// behaviour.md §6 Observability: severity from open duration, P3 ≥1m, P2
+// ≥10m, P1 ≥30m, with the method and the snapshot at trip time.
 func TestAlerts_SeverityGrowsWithTheOpenDuration(t *testing.T) {
 	gh := newGroupHarness(t, GroupConfig{})
 	gh.calls("inventory.GetStock@10.0.0.7", 8, nil)

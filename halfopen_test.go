@@ -10,8 +10,8 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// Rule §4 HalfOpen: exactly Probes calls are admitted; the fourth is
-// refused while three are in flight.
+// behaviour.md §4 Half-open: exactly Probes calls are admitted; the fourth
+// is refused while three are in flight.
 func TestHalfOpen_FourthCallIsRefusedWhileThreeProbesAreInFlight(t *testing.T) {
 	h := newHarness(t, DefaultPolicy())
 	h.trip()
@@ -39,7 +39,7 @@ func TestHalfOpen_FourthCallIsRefusedWhileThreeProbesAreInFlight(t *testing.T) {
 	h.requireState(Closed)
 }
 
-// Rule §4 HalfOpen: all probes pass → Closed, with an empty window.
+// behaviour.md §4 Half-open: all probes pass → Closed, with an empty window.
 func TestHalfOpen_AllProbesPassClosesOnAnEmptyWindow(t *testing.T) {
 	h := newHarness(t, policy(func(p *Policy) { p.OpenFor = time.Second; p.MaxOpenFor = 2 * time.Second }))
 	h.trip()
@@ -56,7 +56,8 @@ func TestHalfOpen_AllProbesPassClosesOnAnEmptyWindow(t *testing.T) {
 	assert.Equal(t, uint64(3), c.ProbesPassed)
 }
 
-// Rule §4 HalfOpen: one failing probe reopens at once, cooldown doubled.
+// behaviour.md §4 Half-open: one failing probe reopens at once, cooldown
+// doubled.
 func TestHalfOpen_OneTimedOutProbeReopensWithADoubledCooldown(t *testing.T) {
 	h := newHarness(t, DefaultPolicy())
 	h.trip()
@@ -85,8 +86,9 @@ func TestHalfOpen_OneTimedOutProbeReopensWithADoubledCooldown(t *testing.T) {
 	assert.Equal(t, uint64(2), h2.b.Counters().Opens)
 }
 
-// Seeds/000: "返回了（哪怕 500）就算成功，超时才算失败". A probe that gets an
-// error answer passes unless StrictProbes is set.
+// behaviour.md §3 Outcomes: a probe that gets an answer, even an error
+// (a 500, say), shows the downstream is back and passes; only a timeout
+// fails it, unless StrictProbes is set.
 func TestHalfOpen_AnErrorAnswerPassesAProbeUnlessStrict(t *testing.T) {
 	for _, strict := range []bool{false, true} {
 		h := newHarness(t, policy(func(p *Policy) { p.StrictProbes = strict }))
@@ -102,7 +104,8 @@ func TestHalfOpen_AnErrorAnswerPassesAProbeUnlessStrict(t *testing.T) {
 	}
 }
 
-// Rule §3: an ignored probe gives no verdict and frees its slot.
+// behaviour.md §3 Outcomes: an ignored probe gives no verdict and frees its
+// slot.
 func TestHalfOpen_AnIgnoredProbeFreesItsSlot(t *testing.T) {
 	h := newHarness(t, DefaultPolicy())
 	h.trip()
@@ -127,7 +130,8 @@ func TestHalfOpen_AnIgnoredProbeFreesItsSlot(t *testing.T) {
 	assert.Equal(t, uint64(1), c.Ignored)
 }
 
-// Rule §3: a panic is counted, the probe slot released, then re-raised.
+// behaviour.md §3 Outcomes: a panic is counted, the probe slot released,
+// then re-raised.
 func TestHalfOpen_APanickingProbeFreesItsSlotAndThePanicGoesOn(t *testing.T) {
 	h := newHarness(t, DefaultPolicy())
 	h.trip()
@@ -141,8 +145,9 @@ func TestHalfOpen_APanickingProbeFreesItsSlotAndThePanicGoesOn(t *testing.T) {
 	assert.Equal(t, uint64(21), h.b.Counters().Failures, "20 trips + 1 panic")
 }
 
-// Rule §4 HalfOpen: a probe whose function ignores its context cannot wedge
-// the breaker; after one cooldown without a verdict it reopens.
+// behaviour.md §4 Half-open: a probe whose function ignores its context
+// cannot wedge the breaker; after one cooldown without a verdict it
+// reopens.
 func TestHalfOpen_HungProbesReopenAfterOneCooldown(t *testing.T) {
 	h := newHarness(t, DefaultPolicy())
 	h.trip()

@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// Rule §4 Open: refusals carry name, reason, tripping snapshot and
+// behaviour.md §4 Open: refusals carry name, reason, tripping snapshot and
 // retry-after, and match ErrOpen.
 func TestOpen_RefusesWithAnOpenError(t *testing.T) {
 	h := newHarness(t, DefaultPolicy())
@@ -37,7 +37,7 @@ func TestOpen_RefusesWithAnOpenError(t *testing.T) {
 	assert.Equal(t, "breaker: inventory.GetStock is open (err_ratio, 12/24 failed, 8 timeouts, retry in 20s)", err.Error())
 }
 
-// Rule §4 Open / seeds/004 §5: refusals are counted apart, never in the
+// behaviour.md §4 Open: refusals are counted apart, never in the
 // window, so they cannot keep a recovered breaker from closing.
 func TestOpen_RefusalsNeverEnterTheWindow(t *testing.T) {
 	h := newHarness(t, DefaultPolicy())
@@ -52,7 +52,7 @@ func TestOpen_RefusalsNeverEnterTheWindow(t *testing.T) {
 	assert.Equal(t, uint64(20), c.Admitted)
 }
 
-// Rule §4 Open: the cooldown ends lazily, exactly at OpenFor.
+// behaviour.md §4 Open: the cooldown ends lazily, exactly at OpenFor.
 func TestOpen_CooldownEndsAtItsExactNanosecond(t *testing.T) {
 	h := newHarness(t, DefaultPolicy())
 	h.trip()

@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// Rule §3: the caller's own cancellation is ignored.
+// behaviour.md §3 Outcomes: the caller's own cancellation is ignored.
 func TestOutcome_CallerCancellationIsIgnored(t *testing.T) {
 	h := newHarness(t, DefaultPolicy())
 	for i := 0; i < 50; i++ {
@@ -35,7 +35,8 @@ func TestOutcome_CanceledWithoutTheCallerCancellingIsAFailure(t *testing.T) {
 	h.requireState(Open)
 }
 
-// Rule §3: a done ctx means fn is not called and nothing is counted.
+// behaviour.md §3 Outcomes: a done ctx means fn is not called and nothing
+// is counted.
 func TestOutcome_ADoneContextIsNotCalledNorCounted(t *testing.T) {
 	h := newHarness(t, DefaultPolicy())
 	ctx, cancel := context.WithCancel(context.Background())
@@ -52,7 +53,8 @@ func TestOutcome_ADoneContextIsNotCalledNorCounted(t *testing.T) {
 	assert.Zero(t, h.b.Counters().Rejected)
 }
 
-// Rule §3: Ignore marks errors that are not the downstream's fault.
+// behaviour.md §3 Outcomes: Ignore marks errors that are not the
+// downstream's fault.
 func TestOutcome_IgnoredErrorsAreNotCounted(t *testing.T) {
 	h := newHarness(t, DefaultPolicy())
 	invalid := errors.New("invalid argument")
@@ -68,7 +70,7 @@ func TestOutcome_IgnoredErrorsAreNotCounted(t *testing.T) {
 	assert.False(t, IsIgnored(invalid))
 }
 
-// Rule §3: the classifier can be replaced or extended.
+// behaviour.md §3 Outcomes: the classifier can be replaced or extended.
 func TestOutcome_ACustomClassifierExtendsTheDefault(t *testing.T) {
 	errOutOfStock := errors.New("out of stock")
 	h := newHarness(t, DefaultPolicy(), WithClassifier(func(err error) Outcome {
@@ -90,8 +92,8 @@ func TestOutcome_AClassifierReturningGarbageCountsAFailure(t *testing.T) {
 	assert.Equal(t, "outcome(42)", Outcome(42).String())
 }
 
-// Rule §3: Policy.Timeout adds a deadline, and a late success is a
-// timeout.
+// behaviour.md §3 Outcomes: Policy.Timeout adds a deadline, and a late
+// success is a timeout.
 func TestOutcome_PolicyTimeoutIsADeadlineAndALateSuccessIsATimeout(t *testing.T) {
 	// A minute-long window holds the twenty slow calls below.
 	h := newHarness(t, policy(func(p *Policy) { p.Timeout = 800 * time.Millisecond; p.Window = time.Minute }))

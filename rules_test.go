@@ -7,10 +7,10 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// Rule §4 Closed: ConsecutiveFailures is its own sample requirement. A
-// method with thin traffic, where the window never reaches MinRequests,
-// must still be cut off after N failures in a row. Before the fix the run
-// was only looked at once the window held MinRequests calls, so
+// behaviour.md §4 Closed: ConsecutiveFailures is its own sample
+// requirement. A method with thin traffic, where the window never reaches
+// MinRequests, must still be cut off after N failures in a row. Before the
+// fix the run was only looked at once the window held MinRequests calls, so
 // ConsecutiveFailures: 6 with the default MinRequests opened after the 20th
 // call instead of the 6th failure.
 func TestRegression_SixFailuresInARowTripUnderTheDefaultGate(t *testing.T) {
@@ -38,9 +38,10 @@ func TestClosed_ASuccessEndsTheConsecutiveRun(t *testing.T) {
 	h.requireState(Open)
 }
 
-// Rule §2: ErrorRatio 0 turns the ratio rule off when another rule is set,
-// so gobreaker's "more than 5 consecutive failures" is expressible on its
-// own: a window of 100% failures does not trip on the ratio.
+// behaviour.md §2 Policy: ErrorRatio 0 turns the ratio rule off when
+// another rule is set, so gobreaker's "more than 5 consecutive failures" is
+// expressible on its own: a window of 100% failures does not trip on the
+// ratio.
 func TestPolicy_ErrorRatioZeroTurnsTheRatioRuleOff(t *testing.T) {
 	p := policy(func(p *Policy) { p.ErrorRatio = 0; p.ConsecutiveFailures = 6; p.MinRequests = 1 })
 	require.NoError(t, p.Validate())

@@ -128,9 +128,10 @@ func runCallRows(t *testing.T, h *harness, rows []callRow) {
 	}
 }
 
-// §4 Closed: outcomes go into the window, and below MinRequests counted
-// calls nothing trips, even at 100% failures. At MinRequests the ratio
-// rule trips the breaker; refusals then stay out of the window.
+// behaviour.md §4 Closed: outcomes go into the window, and below
+// MinRequests counted calls nothing trips, even at 100% failures. At
+// MinRequests the ratio rule trips the breaker; refusals then stay out of
+// the window.
 func TestSteps_ClosedGatesAtMinRequestsThenTripsAtTheRatio(t *testing.T) {
 	t0 := instant{"t0", 0}
 	t1 := t0.after("t1", time.Second)
@@ -151,8 +152,9 @@ func TestSteps_ClosedGatesAtMinRequestsThenTripsAtTheRatio(t *testing.T) {
 	})
 }
 
-// §4 Closed: the ratio rule holds at exactly ErrorRatio, not only above
-// it; under the ratio the breaker stays closed whatever the count.
+// behaviour.md §4 Closed: the ratio rule holds at exactly ErrorRatio, not
+// only above it; under the ratio the breaker stays closed whatever the
+// count.
 func TestSteps_ClosedTripsWithTheRatioExactlyAtErrorRatio(t *testing.T) {
 	t0 := instant{"t0", 0}
 	runCallRows(t, newHarness(t, DefaultPolicy()), []callRow{
@@ -165,10 +167,10 @@ func TestSteps_ClosedTripsWithTheRatioExactlyAtErrorRatio(t *testing.T) {
 	})
 }
 
-// §4 Open: every call is refused at once with ErrOpen, RetryAfter counting
-// down to the end of the cooldown, and the refusals counted apart. When
-// the cooldown has elapsed, a read of the state finds the breaker
-// half-open.
+// behaviour.md §4 Open: every call is refused at once with ErrOpen,
+// RetryAfter counting down to the end of the cooldown, and the refusals
+// counted apart. When the cooldown has elapsed, a read of the state finds
+// the breaker half-open.
 func TestSteps_OpenRefusesUntilTheCooldownEndsThenHalfOpen(t *testing.T) {
 	const cooldown = DefaultOpenFor
 	t0 := instant{"t0", 0}
@@ -188,10 +190,11 @@ func TestSteps_OpenRefusesUntilTheCooldownEndsThenHalfOpen(t *testing.T) {
 	})
 }
 
-// §4 Half-open: the next Probes calls are admitted as probes. A probe that
-// succeeds, or fails in a way that shows the downstream answered, passes;
-// an ignored one frees its slot with no verdict. When all have passed the
-// breaker closes on an empty window and later calls are not probes.
+// behaviour.md §4 Half-open: the next Probes calls are admitted as probes.
+// A probe that succeeds, or fails in a way that shows the downstream
+// answered, passes; an ignored one frees its slot with no verdict. When all
+// have passed the breaker closes on an empty window and later calls are not
+// probes.
 func TestSteps_PassingProbesCloseTheBreaker(t *testing.T) {
 	t0 := instant{"t0", 0}
 	t1 := t0.after("t1", DefaultOpenFor)
@@ -211,9 +214,10 @@ func TestSteps_PassingProbesCloseTheBreaker(t *testing.T) {
 	})
 }
 
-// §4 Half-open and Cooldown: a probe that times out reopens the breaker at
-// once and doubles the cooldown, up to MaxOpenFor. The doubled cooldown is
-// the one the refusals report and the one the clock must run out.
+// behaviour.md §4 Half-open and Cooldown: a probe that times out reopens
+// the breaker at once and doubles the cooldown, up to MaxOpenFor. The
+// doubled cooldown is the one the refusals report and the one the clock
+// must run out.
 func TestSteps_AFailedProbeReopensWithADoubledCooldown(t *testing.T) {
 	t0 := instant{"t0", 0}
 	t1 := t0.after("t1", 30*time.Second)   // first cooldown over
@@ -240,9 +244,9 @@ func TestSteps_AFailedProbeReopensWithADoubledCooldown(t *testing.T) {
 	})
 }
 
-// §4 Cooldown: the doubling decays. A trip within MaxOpenFor of the last
-// close continues it; once the breaker has stayed closed for MaxOpenFor,
-// the next trip starts again from OpenFor.
+// behaviour.md §4 Cooldown: the doubling decays. A trip within MaxOpenFor
+// of the last close continues it; once the breaker has stayed closed for
+// MaxOpenFor, the next trip starts again from OpenFor.
 func TestSteps_TheCooldownDecaysAfterMaxOpenForClosed(t *testing.T) {
 	t0 := instant{"t0", 0}
 	t1 := t0.after("t1", 30*time.Second) // first cooldown over; the probe fails

@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// Rule §4 Warmup, breaker level: Rewarm and StartCold.
+// behaviour.md §4 Warmup, breaker level: Rewarm and StartCold.
 func TestWarmup_RewarmExemptsTheTargetForWarmup(t *testing.T) {
 	h := newHarness(t, DefaultPolicy())
 	h.b.Rewarm()
@@ -42,7 +42,8 @@ func TestWarmup_ZeroTurnsItOff(t *testing.T) {
 	h.requireState(Open)
 }
 
-// Rule §4 Warmup, per call: the ctx carries the instance's start time.
+// behaviour.md §4 Warmup, per call: the ctx carries the instance's start
+// time.
 func TestWarmup_PerCallInstanceStart(t *testing.T) {
 	h := newHarness(t, DefaultPolicy())
 	h.at(10 * time.Minute)

@@ -4,12 +4,13 @@
 // what the chain's entry answered, second by second, with and without the
 // breakers.
 //
-// It rebuilds the replay of seeds/000: inject 40% errors and 20% slow calls
-// in front of the inventory service for 20 s while the entry holds a
-// constant 1200 requests per second, record the entry's goodput with and
-// without breakers, and let no parameter change ship before it has passed
-// the replay. The shipped scenario [DefaultScenario] is that replay;
-// [ScenarioNames] lists the others.
+// It rebuilds the replay of the incident behind the breaker's defaults:
+// inject 40% errors and 20% slow calls in front of the inventory service
+// for 20 s while the entry holds a constant 1200 requests per second,
+// record the entry's goodput with and without breakers, and let no
+// parameter change ship before it has passed the replay. The shipped
+// scenario [DefaultScenario] is that replay; [ScenarioNames] lists the
+// others.
 //
 // # The model
 //

@@ -12,10 +12,11 @@ import (
 // The bounds here are the qualitative claims of each scenario, with room
 // to spare; they are not the figures the scenarios happen to produce.
 
-// TestSeeds000 is the replay of seeds/000: without breakers the cascade
-// amplifies the fault several times over; with the default policy the
-// entry loses little, because the inventory breaker opens within a window
-// of the fault's start and is closed again soon after its end.
+// TestSeeds000 is the replay of the incident behind the breaker's defaults:
+// without breakers the cascade amplifies the fault several times over; with
+// the default policy the entry loses little, because the inventory breaker
+// opens within a window of the fault's start and is closed again soon after
+// its end.
 func TestSeeds000(t *testing.T) {
 	rep := shippedReport(t, "seeds000")
 	no, with := rep.Run(NoBreaker), rep.Run(WithBreaker)
@@ -47,8 +48,9 @@ func TestSeeds000(t *testing.T) {
 	assert.Greater(t, no.Tiers[0].Abandoned, int64(1000), "the collapsed chain works for clients that have gone")
 }
 
-// TestSlowOnly is seeds/000 lesson 2: no call fails, and the breaker opens
-// anyway, because timeouts count.
+// TestSlowOnly: no call fails, and the breaker opens anyway, because
+// timeouts count (behaviour.md §3: with 60% of calls slow, the error ratio
+// alone stayed at 8% and the breaker never opened).
 func TestSlowOnly(t *testing.T) {
 	rep := shippedReport(t, "slow-only")
 	no, with := rep.Run(NoBreaker), rep.Run(WithBreaker)
@@ -74,9 +76,10 @@ func TestSlowOnly(t *testing.T) {
 	}
 }
 
-// TestColdStart is the false trip of seeds/000 复盘: a cold instance's 61%
-// errors open a breaker without warmup and not one with it, and the false
-// trip costs more than the cold start itself.
+// TestColdStart is the false trip that motivated Warmup (behaviour.md §2
+// Policy and §4 Warmup): a cold instance's 61% errors open a breaker
+// without warmup and not one with it, and the false trip costs more than
+// the cold start itself.
 func TestColdStart(t *testing.T) {
 	rep := shippedReport(t, "cold-start")
 	no, with, cand := rep.Run(NoBreaker), rep.Run(WithBreaker), rep.Run(CandidateRun)
@@ -131,8 +134,10 @@ func TestFlapping(t *testing.T) {
 	assert.Empty(t, call(t, with, "gateway->orders").Transitions)
 }
 
-// TestLowTraffic is seeds/000 宁漏勿错: a method whose window never holds
-// min_requests calls never trips, whatever its error ratio.
+// TestLowTraffic: a method whose window never holds min_requests calls
+// never trips, whatever its error ratio; for so thin a method, opening on a
+// few errors does more harm than missing a fault (behaviour.md §2 Policy,
+// MinRequests).
 func TestLowTraffic(t *testing.T) {
 	rep := shippedReport(t, "low-traffic")
 	no, with, cand := rep.Run(NoBreaker), rep.Run(WithBreaker), rep.Run(CandidateRun)

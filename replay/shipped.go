@@ -12,8 +12,8 @@ import (
 //go:embed scenarios/*.json
 var shipped embed.FS
 
-// DefaultScenario is the name of the replay of seeds/000, the one the
-// command runs when given no scenario.
+// DefaultScenario is the name of the replay of the incident behind the
+// breaker's defaults, the one the command runs when given no scenario.
 const DefaultScenario = "seeds000"
 
 // ScenarioNames returns the names of the shipped scenarios, sorted.

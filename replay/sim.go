@@ -24,8 +24,9 @@ var (
 )
 
 // refusedError is what a client sees when nothing listens: it wraps
-// ECONNREFUSED so that the breaker counts it as a timeout, as SPEC.md §3
-// says for transport failures where nothing answered.
+// ECONNREFUSED so that the breaker counts it as a timeout, as
+// docs/behaviour.md §3 Outcomes says for transport failures where nothing
+// answered.
 type refusedError struct{}
 
 func (*refusedError) Error() string { return "replay: connection refused" }

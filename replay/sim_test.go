@@ -121,7 +121,7 @@ func TestRun_RefusedConnectionsCountAsTimeouts(t *testing.T) {
 	require.NotEmpty(t, with.Transitions)
 	trip := with.Transitions[0]
 	assert.Equal(t, breaker.Open, trip.To)
-	assert.Equal(t, trip.Snapshot.Failures, trip.Snapshot.Timeouts, "nothing answered: SPEC §3 counts it as a timeout")
+	assert.Equal(t, trip.Snapshot.Failures, trip.Snapshot.Timeouts, "nothing answered: behaviour.md §3 counts it as a timeout")
 	assert.Zero(t, with.WastedWork, "a refusal costs no time")
 	no := rep.Run(NoBreaker)
 	assert.InDelta(t, 2000, sum(no.Entry.Failed), 2, "without a fallback each refusal fails its request")

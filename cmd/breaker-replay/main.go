@@ -1,7 +1,8 @@
 // Command breaker-replay tries breaker policies against injected faults in
-// a simulated call chain, the replay of seeds/000.
+// a simulated call chain, starting from the replay of the incident behind
+// the breaker's defaults.
 //
-// With no flags it runs the seeds/000 scenario (inventory fails 40% of
+// With no flags it runs that scenario, seeds000 (inventory fails 40% of
 // calls and slows 20% for 20 s under a constant 1200 req/s) without and
 // with the default policy, prints the comparison, and writes the chart to
 // replay.svg:

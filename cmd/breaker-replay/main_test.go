@@ -33,8 +33,9 @@ func writeFile(t *testing.T, name, content string) string {
 	return path
 }
 
-// TestNoFlags is the README's command: the seeds/000 replay on the default
-// policy, the comparison on stdout, the chart in replay.svg.
+// TestNoFlags is the README's command: the replay of the incident behind
+// the breaker's defaults on the default policy, the comparison on stdout,
+// the chart in replay.svg.
 func TestNoFlags(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the full default replay")
