@@ -28,10 +28,10 @@ type refModel struct {
 	mode  Mode
 	gen   uint64 // bumped on every transition and when a closed window is reshaped
 
-	level    int
-	since    int64 // closed: last close after an outage; otherwise outage start
-	deadline int64 // open: end of the cooldown
-	oe       *OpenError
+	level     int
+	since     int64 // closed: last close after an outage; otherwise outage start
+	openUntil int64 // open: end of the cooldown
+	oe        *OpenError
 
 	// Half-open episode.
 	issued, passed int
@@ -185,9 +185,9 @@ func (m *refModel) transition(now int64, to State, mode Mode, reason Reason, sna
 
 func (m *refModel) open(now int64, reason Reason, snap Snapshot) {
 	cd := m.cooldown()
-	m.deadline = now + cd
+	m.openUntil = now + cd
 	m.oe = &OpenError{Name: m.name, State: Open, Reason: reason, Snapshot: snap,
-		Since: m.at(m.since), Until: m.at(m.deadline)}
+		Since: m.at(m.since), Until: m.at(m.openUntil)}
 	m.c.Opens++
 	m.transition(now, Open, m.mode, reason, snap, cd)
 }
@@ -253,7 +253,7 @@ func (m *refModel) State() State {
 	now := m.read()
 	switch m.state {
 	case Open:
-		if m.mode != ModeForcedOpen && now >= m.deadline {
+		if m.mode != ModeForcedOpen && now >= m.openUntil {
 			m.halfOpen(now, m.mode, ReasonCooldown)
 		}
 	case HalfOpen:
@@ -297,7 +297,7 @@ func (m *refModel) admit(id int, now int64, inst *time.Time) (refCall, *OpenErro
 		case Closed:
 			return refCall{id: id, role: refCounted, gen: m.gen, pol: m.pol, start: now, inst: inst}, nil
 		case Open:
-			if m.mode != ModeForcedOpen && now >= m.deadline {
+			if m.mode != ModeForcedOpen && now >= m.openUntil {
 				m.halfOpen(now, m.mode, ReasonCooldown)
 				continue
 			}
@@ -571,7 +571,7 @@ func (m *refModel) SetMode(mode Mode) {
 			}
 			m.since = now
 		}
-		m.deadline = int64(^uint64(0) >> 1)
+		m.openUntil = int64(^uint64(0) >> 1)
 		m.oe = &OpenError{Name: m.name, State: Open, Reason: ReasonForcedOpen, Snapshot: snap, Since: m.at(m.since)}
 		if m.state != Open {
 			m.c.Opens++

@@ -423,7 +423,7 @@ func (r *modelRun) step(t *rapid.T) {
 	width := int64(m.pol.Window) / int64(m.pol.Buckets)
 	targets = append(targets, (refFloorDiv(now, width)+1)*width, (refFloorDiv(now, width)+int64(m.pol.Buckets))*width)
 	if m.state == Open && m.mode != ModeForcedOpen {
-		targets = append(targets, m.deadline)
+		targets = append(targets, m.openUntil)
 	}
 	if m.warmUntil != refNever {
 		targets = append(targets, m.warmUntil)
