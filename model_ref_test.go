@@ -438,6 +438,10 @@ func (m *refModel) abandon(c refCall) {
 			break
 		}
 		m.countOff(Failure)
+		// The breaker looks at the call's context for an instance mark
+		// here too (it decides whether a strict failure is excused), and
+		// the look itself moves its sampling of plain successes.
+		m.cold(now, c.inst)
 		m.release(c)
 	default:
 		m.countOff(Failure)
