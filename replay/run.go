@@ -231,12 +231,12 @@ func (c *CallResult) TimeIn(st breaker.State, end time.Duration) time.Duration {
 
 // Transition is one change of a breaker's state.
 type Transition struct {
-	At       time.Duration // since the start of the scenario
-	From, To breaker.State
-	Reason   breaker.Reason
-	Snapshot breaker.Snapshot
-	Cooldown time.Duration
-	Level    int
+	At        time.Duration // since the start of the scenario
+	From, To  breaker.State
+	Reason    breaker.Reason
+	Snapshot  breaker.Snapshot
+	Cooldown  time.Duration
+	Doublings int // see breaker.Event.Doublings
 }
 
 // Run simulates s in each of its runs: baseline, no breaker, with breaker

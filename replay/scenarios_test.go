@@ -118,7 +118,7 @@ func TestFlapping(t *testing.T) {
 	maxLevel := 0
 	for _, tr := range doubling.Transitions {
 		if tr.To == breaker.Open {
-			maxLevel = max(maxLevel, tr.Level)
+			maxLevel = max(maxLevel, tr.Doublings)
 		}
 	}
 	assert.GreaterOrEqual(t, maxLevel, 2, "the cooldown doubled twice")

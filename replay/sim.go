@@ -217,13 +217,13 @@ func newSim(sc *Scenario, spec runSpec) (*sim, error) {
 			breaker.WithRand(jitter.Float64),
 			breaker.OnTransition(func(ev breaker.Event) {
 				res.Transitions = append(res.Transitions, Transition{
-					At:       ev.Time.Sub(epoch),
-					From:     ev.From,
-					To:       ev.To,
-					Reason:   ev.Reason,
-					Snapshot: ev.Snapshot,
-					Cooldown: ev.Cooldown,
-					Level:    ev.Doublings,
+					At:        ev.Time.Sub(epoch),
+					From:      ev.From,
+					To:        ev.To,
+					Reason:    ev.Reason,
+					Snapshot:  ev.Snapshot,
+					Cooldown:  ev.Cooldown,
+					Doublings: ev.Doublings,
 				})
 			}))
 		if err != nil {
