@@ -141,13 +141,6 @@ func markOf(err error) (o Outcome, ok bool) {
 	return 0, false
 }
 
-// IsIgnored reports whether err, or an error it wraps, was marked Ignored
-// (by [Ignore] or [Mark]).
-func IsIgnored(err error) bool {
-	o, ok := markOf(err)
-	return ok && o == Ignored
-}
-
 // outcome settles the outcome of a finished call. elapsed is negative when
 // the call's start time was not taken (no Timeout and no SlowCall).
 func (b *Breaker) outcome(caller context.Context, err error, elapsed int64, r *rules) Outcome {

@@ -61,7 +61,9 @@ func TestMark_ReportsADecidedOutcomeWhateverTheClassifier(t *testing.T) {
 	h.requireState(Open)
 	assert.Equal(t, uint64(20), h.b.Counters().Timeouts)
 	assert.Nil(t, Mark(nil, Failure))
-	assert.True(t, IsIgnored(Mark(errBoom, Ignored)))
-	assert.False(t, IsIgnored(Mark(errBoom, Failure)))
+	o, ok := markOf(Mark(errBoom, Ignored))
+	assert.True(t, ok && o == Ignored, "Mark(err, Ignored) carries Ignored")
+	o, ok = markOf(Mark(errBoom, Failure))
+	assert.True(t, ok && o == Failure, "Mark(err, Failure) carries Failure")
 	assert.Equal(t, Ignored, func() Outcome { o, _ := markOf(Mark(Mark(errBoom, Failure), Ignored)); return o }(), "the outermost mark wins")
 }

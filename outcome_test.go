@@ -66,8 +66,10 @@ func TestOutcome_IgnoredErrorsAreNotCounted(t *testing.T) {
 	h.requireState(Closed)
 	assert.Zero(t, h.b.Snapshot().Counted)
 	assert.Nil(t, Ignore(nil))
-	assert.True(t, IsIgnored(Ignore(invalid)))
-	assert.False(t, IsIgnored(invalid))
+	o, ok := markOf(Ignore(invalid))
+	assert.True(t, ok && o == Ignored, "Ignore(err) carries Ignored")
+	_, ok = markOf(invalid)
+	assert.False(t, ok, "an unmarked error carries no mark")
 }
 
 // behaviour.md §3 Outcomes: the classifier can be replaced or extended.
