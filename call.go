@@ -19,8 +19,9 @@ type token struct {
 // Do calls fn if the breaker admits the call, and returns fn's error
 // unchanged. If the breaker refuses the call, Do returns an error matching
 // [ErrOpen] (an *[OpenError]) without calling fn. If ctx is already done,
-// Do returns ctx.Err() without calling fn, and nothing is counted. Do
-// returns after fn returns.
+// Do returns ctx.Err() without calling fn, and nothing is counted. A nil
+// ctx or fn gets an error naming it, and nothing is counted. Do returns
+// after fn returns.
 //
 // The context fn receives is ctx, with a deadline of Policy.Timeout added
 // when that is set, and marked for [IsProbe] when the call is a half-open
@@ -102,9 +103,9 @@ func badCall(b *Breaker, ctx context.Context, haveFn bool) error {
 	case b == nil:
 		return errors.New("breaker: nil *Breaker")
 	case ctx == nil:
-		return ErrNilContext
+		return errNilContext
 	case !haveFn:
-		return ErrNilFunc
+		return errNilFunc
 	}
 	return nil
 }
@@ -115,7 +116,7 @@ func badCall(b *Breaker, ctx context.Context, haveFn bool) error {
 func Call[T any](ctx context.Context, b *Breaker, fn func(context.Context) (T, error)) (T, error) {
 	var v T
 	if fn == nil {
-		return v, ErrNilFunc
+		return v, errNilFunc
 	}
 	err := b.Do(ctx, func(ctx context.Context) error {
 		var err error

@@ -11,13 +11,14 @@ import (
 // half-open for calls beyond the probes. Test for it with errors.Is.
 var ErrOpen = errors.New("breaker: open")
 
-// ErrNilFunc is returned by [Breaker.Do] and [Call] when the function is
-// nil. Nothing is counted.
-var ErrNilFunc = errors.New("breaker: nil function")
-
-// ErrNilContext is returned when a nil context is passed. Nothing is
-// counted.
-var ErrNilContext = errors.New("breaker: nil context")
+// errNilFunc and errNilContext are returned, with nothing counted, for a
+// nil function or context. They are programming errors, not conditions a
+// caller branches on, so they are not exported: the message names what is
+// wrong, and the library does not panic on input it can refuse.
+var (
+	errNilFunc    = errors.New("breaker: nil function")
+	errNilContext = errors.New("breaker: nil context")
+)
 
 // OpenError is the error of a refused call. errors.Is(err, ErrOpen) holds
 // for it. It says which breaker refused, why it opened, what its window

@@ -137,10 +137,14 @@ func TestOutcome_ACallExactlyAtTheTimeoutIsInTime(t *testing.T) {
 func TestOutcome_NilArgumentsAreErrorsNotPanics(t *testing.T) {
 	h := newHarness(t, DefaultPolicy())
 	//nolint:staticcheck // a nil context is the point of the test
-	assert.ErrorIs(t, h.b.Do(nil, func(context.Context) error { return nil }), ErrNilContext) //lint:ignore SA1012 testing nil ctx
-	assert.ErrorIs(t, h.b.Do(context.Background(), nil), ErrNilFunc)
+	assert.EqualError(t, h.b.Do(nil, func(context.Context) error { return nil }), "breaker: nil context") //lint:ignore SA1012 testing nil ctx
+	assert.EqualError(t, h.b.Do(context.Background(), nil), "breaker: nil function")
 	_, err := Call[int](context.Background(), h.b, nil)
-	assert.ErrorIs(t, err, ErrNilFunc)
+	assert.EqualError(t, err, "breaker: nil function")
+	//nolint:staticcheck // a nil context is the point of the test
+	_, done, err := h.b.Allow(nil) //lint:ignore SA1012 testing nil ctx
+	assert.EqualError(t, err, "breaker: nil context")
+	assert.Nil(t, done)
 	var nb *Breaker
 	assert.EqualError(t, nb.Do(context.Background(), func(context.Context) error { return nil }), "breaker: nil *Breaker")
 	_, _, err = nb.Allow(context.Background())
