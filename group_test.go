@@ -318,7 +318,7 @@ func TestGroup_SubscribersSeeEveryBreakersTransitionsInOrder(t *testing.T) {
 	gh := newGroupHarness(t, GroupConfig{})
 	var mu sync.Mutex
 	var seen []string
-	unsub := gh.g.Subscribe(func(e Event) {
+	unsub := gh.g.Subscribe(func(_ *Breaker, e Event) {
 		// Calling back into the breaker and the group must not deadlock.
 		b, _ := gh.g.Get(e.Name)
 		_ = b.State()
@@ -329,7 +329,7 @@ func TestGroup_SubscribersSeeEveryBreakersTransitionsInOrder(t *testing.T) {
 		mu.Unlock()
 	})
 	var other []Event
-	unsub2 := gh.g.Subscribe(func(e Event) { other = append(other, e) })
+	unsub2 := gh.g.Subscribe(func(_ *Breaker, e Event) { other = append(other, e) })
 	gh.calls("a", 20, errBoom)
 	gh.calls("b", 20, errBoom)
 	gh.clk.Add(30 * time.Second)

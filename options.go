@@ -61,6 +61,10 @@ func WithRand(f func() float64) Option {
 // delivered, and then the first panic goes on up to the call that caused
 // the transition (a call, a read of the state, a scrape). A nil h is
 // ignored.
+//
+// OnTransition is for hooks fixed at construction, on one breaker or, given
+// to [NewGroup], on every breaker of a group, and cannot be removed; to
+// listen to a group for a while, use [Group.Subscribe].
 func OnTransition(h func(Event)) Option {
 	return func(o *options) {
 		if h != nil {

@@ -114,7 +114,7 @@ func TestPeer_GobreakerStateChangeCallbackDeadlock(t *testing.T) {
 		g, err := NewGroup(GroupConfig{}, WithClock(clk))
 		require.NoError(t, err)
 		var got atomic.Int32
-		g.Subscribe(func(e Event) {
+		g.Subscribe(func(_ *Breaker, e Event) {
 			b, err := g.Get(e.Name)
 			if assert.NoError(t, err) {
 				_ = b.State()

@@ -205,7 +205,7 @@ type recorder struct {
 
 func newRecorder() *recorder { return &recorder{ch: make(chan struct{}, 64)} }
 
-func (r *recorder) see(e Event) {
+func (r *recorder) see(_ *Breaker, e Event) {
 	r.mu.Lock()
 	r.got = append(r.got, e.Name+" "+e.From.String()+">"+e.To.String())
 	r.mu.Unlock()
@@ -226,7 +226,7 @@ func TestRegression_APanickingSubscriberHidesNoEventAndCrashesNothing(t *testing
 	t.Run("caller", func(t *testing.T) {
 		var buf bytes.Buffer
 		gh := newGroupHarness(t, GroupConfig{}, WithLogger(slog.New(slog.NewTextHandler(&buf, nil))))
-		gh.g.Subscribe(func(Event) { panic("subscriber bug") })
+		gh.g.Subscribe(func(*Breaker, Event) { panic("subscriber bug") })
 		rec := newRecorder()
 		gh.g.Subscribe(rec.see)
 		require.NotPanics(t, func() { gh.calls("inventory.GetStock", 20, errBoom) })
@@ -238,7 +238,7 @@ func TestRegression_APanickingSubscriberHidesNoEventAndCrashesNothing(t *testing
 		defer slog.SetDefault(slog.Default())
 		slog.SetDefault(slog.New(slog.NewTextHandler(&buf, nil)))
 		gh := newGroupHarness(t, GroupConfig{})
-		gh.g.Subscribe(func(Event) { panic("subscriber bug") })
+		gh.g.Subscribe(func(*Breaker, Event) { panic("subscriber bug") })
 		require.NotPanics(t, func() { gh.calls("inventory.GetStock", 20, errBoom) })
 		assert.Contains(t, buf.String(), `msg="breaker: subscriber panicked"`, "reported to slog.Default()")
 	})
@@ -247,7 +247,7 @@ func TestRegression_APanickingSubscriberHidesNoEventAndCrashesNothing(t *testing
 		var mu sync.Mutex
 		gh := newGroupHarness(t, GroupConfig{}, WithLogger(slog.New(slog.NewTextHandler(lockedWriter{&mu, &buf}, nil))))
 		gh.calls("inventory.GetStock", 20, errBoom)
-		gh.g.Subscribe(func(Event) { panic("subscriber bug") })
+		gh.g.Subscribe(func(*Breaker, Event) { panic("subscriber bug") })
 		rec := newRecorder()
 		gh.g.Subscribe(rec.see)
 		// The cooldown is over: the watcher's next look at the breaker
@@ -287,7 +287,7 @@ func TestRegression_NoDeliveryAfterUnsubscribeReturns(t *testing.T) {
 	gh := newGroupHarness(t, GroupConfig{})
 	rec := newRecorder()
 	var unsubscribe func()
-	gh.g.Subscribe(func(Event) { unsubscribe() })
+	gh.g.Subscribe(func(*Breaker, Event) { unsubscribe() })
 	unsubscribe = gh.g.Subscribe(rec.see)
 	gh.calls("inventory.GetStock", 20, errBoom)
 	assert.Empty(t, rec.seen())
@@ -379,13 +379,13 @@ func TestRegression_ReleasingAForcedOpenRaisesNoAlert(t *testing.T) {
 // forced it open. The group's subscribers got that transition under the
 // key's name, so a metrics adapter counted it for the key's new breaker,
 // which had never left Closed. Subscribers now see the group's breakers
-// only, and SubscribeWithBreaker tells them which one.
+// only, and Subscribe tells them which one.
 func TestRegression_SubscribersSeeNoTransitionOfADroppedBreaker(t *testing.T) {
 	gh := newGroupHarness(t, GroupConfig{})
 	rec := newRecorder()
 	gh.g.Subscribe(rec.see)
 	var from []*Breaker
-	gh.g.SubscribeWithBreaker(func(b *Breaker, _ Event) { from = append(from, b) })
+	gh.g.Subscribe(func(b *Breaker, _ Event) { from = append(from, b) })
 
 	old, err := gh.g.Get(regressionKey)
 	require.NoError(t, err)
@@ -530,7 +530,7 @@ func TestRace_GroupLookupsDropsAndDeliveries(t *testing.T) {
 		}
 	})
 	run(func(int) {
-		unsubscribe := g.SubscribeWithBreaker(func(b *Breaker, e Event) {
+		unsubscribe := g.Subscribe(func(b *Breaker, e Event) {
 			assert.Equal(t, b.Name(), e.Name)
 		})
 		runtime.Gosched()

@@ -16,11 +16,18 @@ type subscriber struct {
 func (o *options) observed() bool { return len(o.hooks) > 0 || o.group != nil }
 
 // Subscribe adds f to the group's subscribers: it is called with every
-// transition of every breaker in the group, outside any lock, in order for
-// each breaker (see [OnTransition] for the full contract). The returned
-// function removes f; once it has returned, f is not called again (a call
-// already under way may still be running, unless unsubscribe was called
-// from it). Calling it more than once does nothing.
+// transition of every breaker in the group, and the breaker it comes from,
+// outside any lock, in order for each breaker (see [OnTransition] for the
+// full contract). The returned function removes f; once it has returned, f
+// is not called again (a call already under way may still be running,
+// unless unsubscribe was called from it). Calling it more than once does
+// nothing. A nil f is ignored.
+//
+// A key that is removed or evicted and then used again gets a new
+// *Breaker whose counters start from zero, so a subscriber that keeps
+// something per breaker (a metrics adapter counting transitions, say) keys
+// it by the *Breaker rather than the name, and starts afresh with the new
+// one.
 //
 // A subscriber is an observer, and whatever goes wrong in it stays there:
 // a panic in f is recovered, the other subscribers still see the event,
@@ -34,21 +41,7 @@ func (o *options) observed() bool { return len(o.hooks) > 0 || o.group != nil }
 // [GroupConfig.IdleAfter]), its transitions are no longer delivered, even
 // one it made just before: the group's subscribers see the group's
 // breakers only.
-func (g *Group) Subscribe(f func(Event)) (unsubscribe func()) {
-	if f == nil {
-		return func() {}
-	}
-	return g.SubscribeWithBreaker(func(_ *Breaker, e Event) { f(e) })
-}
-
-// SubscribeWithBreaker is [Group.Subscribe] for a subscriber that needs to
-// know which breaker an event comes from: f receives it with the event.
-// A key that is removed or evicted and then used again gets a new
-// *Breaker whose counters start from zero, so a subscriber that keeps
-// something per breaker (a metrics adapter counting transitions, say)
-// keys it by the *Breaker rather than the name, and starts afresh with the
-// new one.
-func (g *Group) SubscribeWithBreaker(f func(b *Breaker, e Event)) (unsubscribe func()) {
+func (g *Group) Subscribe(f func(b *Breaker, e Event)) (unsubscribe func()) {
 	if f == nil {
 		return func() {}
 	}

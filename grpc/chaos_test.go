@@ -386,7 +386,7 @@ type events struct {
 	all []breaker.Event
 }
 
-func (e *events) record(ev breaker.Event) {
+func (e *events) record(_ *breaker.Breaker, ev breaker.Event) {
 	e.mu.Lock()
 	e.all = append(e.all, ev)
 	e.mu.Unlock()

@@ -4,7 +4,7 @@
 // [Register] creates asynchronous instruments whose one callback reads the
 // group at each collection, so nothing is added to the call path: the
 // breakers already keep the counts. Only transitions are counted as they
-// happen, through [breaker.Group.SubscribeWithBreaker], because the
+// happen, through [breaker.Group.Subscribe], because the
 // breakers keep no per-reason history.
 //
 //	m, err := breakerotel.Register(group, otel.GetMeterProvider())
@@ -177,7 +177,7 @@ func Register(g *breaker.Group, mp metric.MeterProvider, opts ...Option) (*Metri
 		return nil, err
 	}
 	m.reg = reg
-	m.unsubscribe = g.SubscribeWithBreaker(m.count)
+	m.unsubscribe = g.Subscribe(m.count)
 	return m, nil
 }
 

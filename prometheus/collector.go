@@ -3,7 +3,7 @@
 //
 // A [Collector] reads the group when it is scraped, so it adds nothing to
 // the call path: the breakers already keep the counts. Only transitions are
-// counted as they happen, through [breaker.Group.SubscribeWithBreaker],
+// counted as they happen, through [breaker.Group.Subscribe],
 // because the breakers keep no per-reason history. Register one collector per group:
 //
 //	c := breakerprom.NewCollector(group)
@@ -141,7 +141,7 @@ func NewCollector(g *breaker.Group, opts ...Option) *Collector {
 		windowRatio: desc("window_error_ratio",
 			"Failures divided by counted calls in the sliding window; 0 when it is empty."),
 	}
-	c.unsubscribe = g.SubscribeWithBreaker(c.observe)
+	c.unsubscribe = g.Subscribe(c.observe)
 	return c
 }
 

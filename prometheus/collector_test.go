@@ -475,7 +475,7 @@ func TestCollector_RaceHammer(t *testing.T) {
 	f := newFixture(t)
 	var mu sync.Mutex
 	seen := 0
-	unsub := f.g.Subscribe(func(breaker.Event) { mu.Lock(); seen++; mu.Unlock() })
+	unsub := f.g.Subscribe(func(*breaker.Breaker, breaker.Event) { mu.Lock(); seen++; mu.Unlock() })
 	defer unsub()
 
 	keys := []string{inventory, pricing, payment}

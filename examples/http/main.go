@@ -144,7 +144,7 @@ func run(ctx context.Context, w io.Writer, cfg config) error {
 		defer out.Unlock()
 		fmt.Fprintf(w, format, args...)
 	}
-	unsubscribe := group.Subscribe(func(e breaker.Event) {
+	unsubscribe := group.Subscribe(func(_ *breaker.Breaker, e breaker.Event) {
 		line := fmt.Sprintf("%7s  %-9s  %s -> %s (%s", stamp(e.Time.Sub(start)), nameOf[e.Name], e.From, e.To, e.Reason)
 		if e.To == breaker.Open {
 			line += fmt.Sprintf(": %d/%d failed, %d timeouts; cooldown %v",
