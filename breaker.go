@@ -164,9 +164,6 @@ func newBreaker(name string, r *rules, o *options) *Breaker {
 	b.rules.Store(r)
 	b.win.Store(newWindow(r.width, r.buckets))
 	b.warmUntil.Store(never)
-	if o.startCold && r.warmup > 0 {
-		b.warmUntil.Store(o.tb.now() + r.warmup)
-	}
 	return b
 }
 

@@ -54,7 +54,9 @@
 //
 // A target that has just started often fails while its caches fill. Its
 // outcomes can be left out of the window for Policy.Warmup: per breaker
-// with [Breaker.Rewarm] or [StartCold], per call with [WithInstanceStart].
+// with [Breaker.Rewarm] (right after [New] for a new instance), for a
+// group's new per-target breakers with [GroupConfig.ColdTargets], per call
+// with [WithInstanceStart].
 //
 // # Operating it
 //

@@ -61,8 +61,8 @@ type GroupConfig struct {
 	IdleAfter time.Duration
 	// ColdTargets makes a new breaker for a per-target key (one that
 	// contains "@") start cold: its outcomes are left out of the window for
-	// Policy.Warmup, as with [StartCold]. A target that appears in a group
-	// has usually just started.
+	// Policy.Warmup, as if [Breaker.Rewarm] had been called when it was
+	// made. A target that appears in a group has usually just started.
 	ColdTargets bool
 	// Alerts are the open durations at which an open breaker becomes an
 	// alert of each severity. The zero value means

@@ -191,15 +191,17 @@ func runModel(t *rapid.T, clk modelClock) {
 			}
 		}),
 	}
-	if cold {
-		opts = append(opts, StartCold())
-	}
 	if rapid.Bool().Draw(t, "logger") {
 		opts = append(opts, WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
 	}
 	b, err := New("orders.Create", p, opts...)
 	if err != nil {
 		t.Fatalf("New(%+v): %v", p, err)
+	}
+	if cold {
+		// A new instance's breaker starts cold: Rewarm before the clock
+		// moves, so the target is cold from the breaker's creation.
+		b.Rewarm()
 	}
 	r.b = b
 	r.m = newRefModel("orders.Create", base, p, u, cold)

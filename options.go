@@ -10,13 +10,12 @@ import (
 type Option func(*options)
 
 type options struct {
-	tb        timebase
-	classify  Classifier
-	randf     func() float64
-	hooks     []func(Event)
-	logger    *slog.Logger
-	startCold bool
-	group     *Group // the group that made the breaker, if any
+	tb       timebase
+	classify Classifier
+	randf    func() float64
+	hooks    []func(Event)
+	logger   *slog.Logger
+	group    *Group // the group that made the breaker, if any
 }
 
 // WithClock makes the breaker read time from c instead of the real clock.
@@ -72,11 +71,6 @@ func OnTransition(h func(Event)) Option {
 		}
 	}
 }
-
-// StartCold makes a new breaker's target cold for Policy.Warmup from its
-// creation, as if [Breaker.Rewarm] had been called: use it for breakers of
-// one freshly started instance ("payment.Charge@10.0.0.7").
-func StartCold() Option { return func(o *options) { o.startCold = true } }
 
 // defaultOptions is shared by every breaker created without options: it is
 // never changed after creation.

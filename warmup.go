@@ -11,6 +11,11 @@ import (
 // Counters, as Exempt). Call it when the target behind a per-instance
 // breaker restarts; a cold cache can fail most calls for a minute, and that
 // is no reason to cut the instance off. It does nothing if Warmup is 0.
+//
+// Called right after [New], it makes a breaker for a freshly started
+// instance start cold. A group's per-target breakers start cold with
+// [GroupConfig.ColdTargets]; per-method breakers, whose calls spread over
+// instances, mark each call with [WithInstanceStart] instead.
 func (b *Breaker) Rewarm() {
 	if r := b.rules.Load(); r.warmup > 0 {
 		b.warmUntil.Store(b.opt.tb.now() + r.warmup)

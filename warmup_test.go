@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// behaviour.md §4 Warmup, breaker level: Rewarm and StartCold.
+// behaviour.md §4 Warmup, breaker level: Rewarm, also right after New.
 func TestWarmup_RewarmExemptsTheTargetForWarmup(t *testing.T) {
 	h := newHarness(t, DefaultPolicy())
 	h.b.Rewarm()
@@ -26,8 +26,9 @@ func TestWarmup_RewarmExemptsTheTargetForWarmup(t *testing.T) {
 	h.requireState(Open)
 }
 
-func TestWarmup_StartCold(t *testing.T) {
-	h := newHarness(t, DefaultPolicy(), StartCold())
+func TestWarmup_RewarmRightAfterNewStartsANewBreakerCold(t *testing.T) {
+	h := newHarness(t, DefaultPolicy())
+	h.b.Rewarm()
 	h.calls(30, errBoom)
 	h.requireState(Closed)
 	h.at(time.Minute)
@@ -36,7 +37,7 @@ func TestWarmup_StartCold(t *testing.T) {
 }
 
 func TestWarmup_ZeroTurnsItOff(t *testing.T) {
-	h := newHarness(t, policy(func(p *Policy) { p.Warmup = 0 }), StartCold())
+	h := newHarness(t, policy(func(p *Policy) { p.Warmup = 0 }))
 	h.b.Rewarm()
 	h.calls(20, errBoom)
 	h.requireState(Open)
