@@ -143,3 +143,23 @@ func (b *Breaker) Reset() {
 	b.mu.Unlock()
 	b.flush()
 }
+
+// endForcedOpenLocked starts the outage afresh when a forced open ends. A forced
+// open is an operator's decision, not a failing downstream: measured from
+// its start, a breaker released after a two-hour maintenance window would
+// be a P1 the moment its first probe went out. From the release on, the
+// breaker is judged like any other, and if its probes fail the alert
+// counts from the release. The time spent open so far, forced time
+// included, stays in Counters.OpenTime. The open error, which the
+// half-open episode's refusals copy, says the same. b.mu must be held.
+func (b *Breaker) endForcedOpenLocked(now int64) {
+	if b.outageStart() != never {
+		b.histLocked().openTotal += max(0, now-b.outageStart())
+	}
+	b.setOutageStart(now)
+	if e := b.openErr.Load(); e != nil {
+		ne := *e
+		ne.Since = b.opt.tb.time(now)
+		b.openErr.Store(&ne)
+	}
+}

@@ -104,6 +104,12 @@ type Status struct {
 	// Policy.OpenFor).
 	OpenSince    *time.Time    `json:"open_since,omitempty"`
 	OpenDuration time.Duration `json:"open_duration_ns,omitempty"`
+	// Reason and Trip say why the breaker is not closed: the rule that
+	// tripped it and the window that tripped it, as a refusal's
+	// [OpenError] gives them ([ReasonForcedOpen] and the window at that
+	// moment for a forced open). Both are empty while closed.
+	Reason Reason   `json:"reason,omitempty"`
+	Trip   Snapshot `json:"trip"`
 	// Window is the sliding window now, with its failure ratio.
 	Window     Snapshot `json:"window"`
 	ErrorRatio float64  `json:"error_ratio"`
@@ -122,6 +128,9 @@ func (b *Breaker) Status() Status {
 		Policy:   b.Policy(),
 	}
 	s.ErrorRatio = s.Window.ErrorRatio()
+	if e := b.openErr.Load(); e != nil && s.State != Closed {
+		s.Reason, s.Trip = e.Reason, e.Snapshot
+	}
 	if t, ok := b.OpenSince(); ok {
 		s.OpenSince = &t
 		s.OpenDuration = max(0, b.opt.tb.time(b.opt.tb.now()).Sub(t))

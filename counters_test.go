@@ -2,6 +2,7 @@ package breaker
 
 import (
 	"context"
+	"encoding/json"
 	"testing"
 	"time"
 
@@ -33,4 +34,73 @@ func TestCounters_OpenTimeCoversEveryOutageIncludingTheCurrentOne(t *testing.T) 
 	h.at(10*time.Minute + 12*time.Second)
 	assert.Equal(t, 42*time.Second, h.b.Counters().OpenTime, "the current outage counts up to now")
 	assert.Equal(t, uint64(2), h.b.Counters().Opens)
+}
+
+// Status says why a breaker is not closed, as its refusals do: the trip's
+// rule and window while open and half-open, the forced open and the
+// window at that moment, and nothing once closed. A status serves as JSON
+// and decodes back.
+func TestStatus_SaysWhyTheBreakerIsNotClosed(t *testing.T) {
+	gh := newGroupHarness(t, GroupConfig{})
+	const key = "inventory.GetStock"
+	gh.calls(key, 8, nil)
+	gh.calls(key, 7, context.DeadlineExceeded)
+	gh.calls(key, 5, errBoom)
+	b, err := gh.g.Get(key)
+	require.NoError(t, err)
+	trip := Snapshot{Counted: 20, Failures: 12, Timeouts: 7}
+
+	st := b.Status()
+	assert.Equal(t, Open, st.State)
+	assert.Equal(t, ReasonErrorRatio, st.Reason)
+	assert.Equal(t, trip, st.Trip)
+	var oe *OpenError
+	require.ErrorAs(t, b.Do(context.Background(), func(context.Context) error { return nil }), &oe)
+	assert.Equal(t, oe.Reason, st.Reason, "the status and the refusal agree")
+	assert.Equal(t, oe.Snapshot, st.Trip)
+
+	gh.clk.Add(DefaultOpenFor)
+	st = b.Status()
+	assert.Equal(t, HalfOpen, st.State)
+	assert.Equal(t, ReasonErrorRatio, st.Reason, "half-open: still the trip's reason")
+	assert.Equal(t, trip, st.Trip)
+	assert.Equal(t, gh.t0, *st.OpenSince)
+	assert.Equal(t, gh.g.Now().Sub(gh.t0), st.OpenDuration)
+
+	data, err := json.Marshal([]Status{st})
+	require.NoError(t, err)
+	var doc []map[string]any
+	require.NoError(t, json.Unmarshal(data, &doc))
+	assert.Equal(t, "err_ratio", doc[0]["reason"])
+	assert.Equal(t, float64(12), doc[0]["trip"].(map[string]any)["failures"])
+	var back []Status
+	require.NoError(t, json.Unmarshal(data, &back), "a status decodes back")
+	assert.Equal(t, []Status{st}, back)
+
+	gh.calls(key, DefaultProbes, nil)
+	st = b.Status()
+	require.Equal(t, Closed, st.State)
+	assert.Empty(t, st.Reason, "closed")
+	assert.Zero(t, st.Trip)
+	data, err = json.Marshal(st)
+	require.NoError(t, err)
+	assert.NotContains(t, string(data), `"reason"`)
+
+	require.NoError(t, b.SetMode(ModeForcedOpen))
+	st = b.Status()
+	assert.Equal(t, ReasonForcedOpen, st.Reason)
+	assert.Equal(t, b.Snapshot(), st.Trip, "the window when it was forced open")
+
+	var s State
+	assert.Error(t, s.UnmarshalText([]byte("ajar")))
+	var m Mode
+	assert.Error(t, m.UnmarshalText([]byte("manual")))
+}
+
+// Now is the time on the group's clock.
+func TestGroup_NowReadsTheGroupsClock(t *testing.T) {
+	gh := newGroupHarness(t, GroupConfig{})
+	assert.Equal(t, gh.t0, gh.g.Now())
+	gh.clk.Add(time.Minute)
+	assert.Equal(t, gh.t0.Add(time.Minute), gh.g.Now())
 }

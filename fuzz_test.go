@@ -226,7 +226,6 @@ func FuzzGroupLoadPolicies(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer g.Close()
 		before := map[string]Policy{}
 		for _, k := range groupKeys {
 			b, err := g.Get(k)

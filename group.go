@@ -18,7 +18,9 @@ import (
 // group's [GroupPolicy]: the default, or the override for its key.
 //
 // Looking up an existing key takes no lock and allocates nothing. A group
-// has no goroutines unless [Group.Watch] starts one; [Group.Close] stops it.
+// starts no goroutine and no timer: alerting, which must look at the
+// breakers on a schedule, is the business of package
+// github.com/govkit/breaker/ops.
 //
 // A Group is safe for concurrent use by multiple goroutines.
 type Group struct {
@@ -29,11 +31,9 @@ type Group struct {
 	m     sync.Map // key → *Breaker
 	subs  atomic.Pointer[[]*subscriber]
 
-	mu        sync.Mutex // creation, eviction, policy changes, the watcher
+	mu        sync.Mutex // creation, eviction, policy changes
 	activity  map[*Breaker]activity
 	lastSweep int64
-	watch     *watcher
-	stopped   *watcher // the last watcher Close stopped
 }
 
 // GroupConfig configures a [Group].
@@ -46,7 +46,8 @@ type GroupConfig struct {
 	// bound do not grow the group for ever. A breaker that is open or
 	// half-open, or in a forced or shadow mode, is never dropped. Idle
 	// breakers are found when a new key is created (at most every
-	// IdleAfter/2), by the watcher, and by [Group.EvictIdle].
+	// IdleAfter/2) and by [Group.EvictIdle], which the watcher of package
+	// ops calls every round.
 	//
 	// A call counts toward activity when it returns, so a breaker whose
 	// only calls are still running (a long call, a stream opened with
@@ -64,26 +65,6 @@ type GroupConfig struct {
 	// Policy.Warmup, as if [Breaker.Rewarm] had been called when it was
 	// made. A target that appears in a group has usually just started.
 	ColdTargets bool
-	// Alerts are the open durations at which an open breaker becomes an
-	// alert of each severity. The zero value means
-	// [DefaultAlertThresholds].
-	Alerts AlertThresholds
-	// Tick, when set, is the source of the ticks that drive the watcher
-	// started by [Group.Watch], in place of a [time.Ticker]. Watch calls
-	// it once, with its interval, before the watcher starts (and calls
-	// stop at once if the group turns out to have a watcher already); the
-	// watcher makes one round per value received on ticks (the value
-	// itself is not used: every decision reads the group's clock), and
-	// calls stop when it returns. A closed ticks channel ends the rounds;
-	// Close still stops the watcher. JSON leaves the field out. Tick is how a test drives the watcher with the
-	// clock it gave [WithClock]; with a *clock.Mock from
-	// github.com/benbjohnson/clock:
-	//
-	//	Tick: func(d time.Duration) (<-chan time.Time, func()) {
-	//		t := mock.Ticker(d)
-	//		return t.C, t.Stop
-	//	},
-	Tick func(interval time.Duration) (ticks <-chan time.Time, stop func()) `json:"-"`
 }
 
 // NewGroup returns an empty group. The options apply to every breaker the
@@ -95,12 +76,6 @@ func NewGroup(cfg GroupConfig, opts ...Option) (*Group, error) {
 	}
 	if cfg.IdleAfter < 0 {
 		return nil, errors.New("breaker: GroupConfig.IdleAfter must not be negative")
-	}
-	if cfg.Alerts == (AlertThresholds{}) {
-		cfg.Alerts = DefaultAlertThresholds
-	}
-	if err := cfg.Alerts.validate(); err != nil {
-		return nil, err
 	}
 	cfg.Policies = gr.doc
 	g := &Group{cfg: cfg, activity: map[*Breaker]activity{}}
@@ -215,6 +190,10 @@ func (g *Group) Do(ctx context.Context, key string, fn func(context.Context) err
 	}
 	return b.Do(ctx, fn)
 }
+
+// Now returns the time on the group's clock (see [WithClock]): the time
+// its breakers judge by, and the one a report on them should carry.
+func (g *Group) Now() time.Time { return g.opt.tb.time(g.opt.tb.now()) }
 
 // Len returns the number of breakers in the group.
 func (g *Group) Len() int {

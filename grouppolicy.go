@@ -1,6 +1,9 @@
 package breaker
 
-import "strings"
+import (
+	"sort"
+	"strings"
+)
 
 // GroupPolicy is the policy document of a [Group]: a default policy and
 // overrides for particular keys. An override for a method
@@ -174,4 +177,13 @@ func (g *Group) LoadPolicies(doc []byte) error {
 		return err
 	}
 	return g.SetPolicies(gp)
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
 }

@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"runtime"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -174,28 +173,6 @@ func TestRegression_EvictionLosesNoOutcomeOfACallInFlight(t *testing.T) {
 	}
 }
 
-// Scenario: a Watch notify that closed the group (an alert handler that
-// shuts the service down, say) deadlocked: Close waited for the watcher to
-// return, and the watcher was waiting for notify, which was inside Close.
-func TestRegression_CloseFromInsideNotifyReturns(t *testing.T) {
-	gh := newGroupHarness(t, GroupConfig{})
-	gh.calls("inventory.GetStock", 20, errBoom)
-	gh.clk.Add(time.Minute) // a P3
-	closed := make(chan error, 1)
-	require.NoError(t, gh.g.Watch(time.Minute, func(Alert) { closed <- gh.g.Close() }))
-	gh.ticks.hand()
-	select {
-	case err := <-closed:
-		require.NoError(t, err)
-	case <-time.After(watchWait):
-		t.Fatal("Close called from notify did not return")
-	}
-	// The watcher has stopped: another may start, and Close waits for it.
-	require.NoError(t, gh.g.Watch(time.Hour, func(Alert) {}))
-	require.NoError(t, gh.g.Close())
-	// goleak in TestMain proves both watchers are gone.
-}
-
 // recorder is a subscriber that keeps the transitions it sees.
 type recorder struct {
 	mu  sync.Mutex
@@ -220,8 +197,9 @@ func (r *recorder) seen() []string {
 
 // Scenario: a subscriber that panicked took the event from every
 // subscriber after it, and its panic came out of whatever call happened to
-// cause the transition: a Do, a metrics scrape, or the watcher's
-// goroutine, where nothing recovers it and the process died.
+// cause the transition: a Do, a metrics scrape, or the watcher's goroutine
+// (package ops tests that one), where nothing recovers it and the process
+// died.
 func TestRegression_APanickingSubscriberHidesNoEventAndCrashesNothing(t *testing.T) {
 	t.Run("caller", func(t *testing.T) {
 		var buf bytes.Buffer
@@ -241,30 +219,6 @@ func TestRegression_APanickingSubscriberHidesNoEventAndCrashesNothing(t *testing
 		gh.g.Subscribe(func(*Breaker, Event) { panic("subscriber bug") })
 		require.NotPanics(t, func() { gh.calls("inventory.GetStock", 20, errBoom) })
 		assert.Contains(t, buf.String(), `msg="breaker: subscriber panicked"`, "reported to slog.Default()")
-	})
-	t.Run("watcher", func(t *testing.T) {
-		var buf bytes.Buffer
-		var mu sync.Mutex
-		gh := newGroupHarness(t, GroupConfig{}, WithLogger(slog.New(slog.NewTextHandler(lockedWriter{&mu, &buf}, nil))))
-		gh.calls("inventory.GetStock", 20, errBoom)
-		gh.g.Subscribe(func(*Breaker, Event) { panic("subscriber bug") })
-		rec := newRecorder()
-		gh.g.Subscribe(rec.see)
-		// The cooldown is over: the watcher's next look at the breaker
-		// moves it to half-open, on the watcher's goroutine.
-		gh.clk.Add(30 * time.Second)
-		require.NoError(t, gh.g.Watch(time.Minute, func(Alert) {}))
-		gh.ticks.hand()
-		select {
-		case <-rec.ch:
-		case <-time.After(watchWait):
-			t.Fatal("the watcher delivered no event")
-		}
-		require.NoError(t, gh.g.Close())
-		assert.Equal(t, []string{"inventory.GetStock open>half_open"}, rec.seen())
-		mu.Lock()
-		defer mu.Unlock()
-		assert.Contains(t, buf.String(), `msg="breaker: subscriber panicked"`)
 	})
 }
 
@@ -291,88 +245,6 @@ func TestRegression_NoDeliveryAfterUnsubscribeReturns(t *testing.T) {
 	unsubscribe = gh.g.Subscribe(rec.see)
 	gh.calls("inventory.GetStock", 20, errBoom)
 	assert.Empty(t, rec.seen())
-}
-
-// Scenario: a notify that panicked killed the process: it runs on the
-// watcher's goroutine, which the library started and nothing recovered.
-func TestRegression_APanickingNotifyIsLoggedAndTheWatcherGoesOn(t *testing.T) {
-	var buf bytes.Buffer
-	var mu sync.Mutex
-	gh := newGroupHarness(t, GroupConfig{}, WithLogger(slog.New(slog.NewTextHandler(lockedWriter{&mu, &buf}, nil))))
-	gh.calls("inventory.GetStock", 20, errBoom)
-	gh.clk.Add(time.Minute)
-	got := make(chan Severity, 4)
-	require.NoError(t, gh.g.Watch(time.Minute, func(a Alert) {
-		got <- a.Severity
-		if a.Severity == SeverityP3 {
-			panic("alert sink bug")
-		}
-	}))
-	wait := func() Severity {
-		select {
-		case s := <-got:
-			return s
-		case <-time.After(watchWait):
-			t.Fatal("no notification")
-		}
-		return SeverityNone
-	}
-	gh.ticks.hand()
-	assert.Equal(t, SeverityP3, wait())
-	gh.clk.Add(9 * time.Minute)
-	gh.ticks.hand() // taken once the panicking round is over
-	assert.Equal(t, SeverityP2, wait(), "the watcher goes on")
-	require.NoError(t, gh.g.Close())
-	mu.Lock()
-	defer mu.Unlock()
-	assert.Contains(t, buf.String(), `msg="breaker: watcher recovered a panic" name=inventory.GetStock panic="alert sink bug"`)
-}
-
-// Scenario: an operator forced a breaker open for a two-hour maintenance
-// and then released it. The release goes to half-open, and the alert
-// measured the outage from the start of the forced open: a P1 at once,
-// for a downstream nobody had seen fail. A forced open is not an outage;
-// after the release the outage counts from the release.
-func TestRegression_ReleasingAForcedOpenRaisesNoAlert(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		trip bool // the breaker had tripped on its own before it was forced open
-	}{{"from_closed", false}, {"from_open", true}} {
-		t.Run(tc.name, func(t *testing.T) {
-			gh := newGroupHarness(t, GroupConfig{})
-			const key = "payment.Charge"
-			b, err := gh.g.Get(key)
-			require.NoError(t, err)
-			if tc.trip {
-				gh.calls(key, 20, errBoom)
-				gh.clk.Add(5 * time.Second)
-			}
-			require.NoError(t, b.SetMode(ModeForcedOpen))
-			gh.clk.Add(2 * time.Hour)
-			assert.Empty(t, gh.g.Alerts(), "forced open")
-			require.NoError(t, b.SetMode(ModeAuto))
-			require.Equal(t, HalfOpen, b.State())
-			assert.Empty(t, gh.g.Alerts(), "just released")
-
-			// The probes time out: a real outage, counted from the release.
-			gh.calls(key, 1, context.DeadlineExceeded)
-			require.Equal(t, Open, b.State())
-			gh.clk.Add(time.Minute - 1)
-			assert.Empty(t, gh.g.Alerts())
-			gh.clk.Add(1)
-			alerts := gh.g.Alerts()
-			require.Len(t, alerts, 1)
-			assert.Equal(t, SeverityP3, alerts[0].Severity)
-			assert.Equal(t, time.Minute, alerts[0].OpenDuration)
-
-			// The time spent open still counts every minute of it.
-			open := 2*time.Hour + time.Minute
-			if tc.trip {
-				open += 5 * time.Second
-			}
-			assert.Equal(t, open, b.Counters().OpenTime)
-		})
-	}
 }
 
 // Scenario: code kept a *Breaker from before its key was removed, and
@@ -434,51 +306,9 @@ func TestRegression_GetNeverReturnsABreakerBeingDropped(t *testing.T) {
 	assert.Equal(t, []*Breaker{early}, reachable(gh.g, regressionKey))
 }
 
-// Scenario: two goroutines closed the group while the watcher was inside
-// notify. The first took the watcher and waited for it; the second found
-// none and returned at once, while notify was still running, although
-// Close promises to return only once the watcher has.
-func TestRegression_EveryCloseWaitsForTheWatcher(t *testing.T) {
-	gh := newGroupHarness(t, GroupConfig{})
-	gh.calls("inventory.GetStock", 20, errBoom)
-	gh.clk.Add(time.Minute)
-	in, release := make(chan struct{}), make(chan struct{})
-	var returned atomic.Bool
-	require.NoError(t, gh.g.Watch(time.Minute, func(Alert) {
-		close(in)
-		<-release
-		returned.Store(true)
-	}))
-	gh.ticks.hand()
-	<-in
-	first := make(chan struct{})
-	go func() { _ = gh.g.Close(); close(first) }()
-	for { // until the first Close has taken the watcher
-		gh.g.mu.Lock()
-		w := gh.g.watch
-		gh.g.mu.Unlock()
-		if w == nil {
-			break
-		}
-		runtime.Gosched()
-	}
-	second := make(chan struct{})
-	go func() { _ = gh.g.Close(); close(second) }()
-	select {
-	case <-second:
-		assert.True(t, returned.Load(), "the second Close returned while notify was running")
-	case <-time.After(100 * time.Millisecond):
-		// Still waiting, as it should.
-	}
-	close(release)
-	<-first
-	<-second
-	assert.True(t, returned.Load())
-}
-
 // TestRace_GroupLookupsDropsAndDeliveries runs lookups with the constant
 // key and with an equal built one, long and short calls, streams, Remove,
-// idle sweeps, SetPolicies, Snapshot and subscribers coming and going, all
+// idle sweeps, SetPolicies, Status over Range and subscribers coming and going, all
 // at once. Run under -race. When everything has stopped, the key has one
 // breaker, found by every lookup and by Range, and it is not dropped.
 func TestRace_GroupLookupsDropsAndDeliveries(t *testing.T) {
@@ -525,8 +355,8 @@ func TestRace_GroupLookupsDropsAndDeliveries(t *testing.T) {
 			g.EvictIdle()
 		case 2:
 			_ = g.SetPolicies(GroupPolicy{Default: policy(func(p *Policy) { p.MinRequests = 5 + i%7 })})
-		default:
-			_ = g.Snapshot()
+		default: // what ops.Snapshot reads
+			g.Range(func(_ string, b *Breaker) bool { _ = b.Status(); return true })
 		}
 	})
 	run(func(int) {
@@ -565,7 +395,7 @@ func TestGroup_AStaleResultAfterRemoveMakesNoBreaker(t *testing.T) {
 	assert.Zero(t, gh.g.Len())
 }
 
-// Scenario: Range (and so Snapshot, Alerts and the metrics adapters) ran
+// Scenario: Range (and so ops.Snapshot, ops.Alerts and the metrics adapters) ran
 // while an idle sweep had marked a breaker dropped and not yet taken it
 // out of the map, and reported the dropped breaker as one of the group's.
 // The test holds the group's lock between the two steps, as the sweep

@@ -34,8 +34,8 @@ func (o *options) observed() bool { return len(o.hooks) > 0 || o.group != nil }
 // and the panic is logged at Error level, with its value and stack, to
 // the group's logger ([WithLogger]), or to [slog.Default] if it has none.
 // It does not reach the caller that caused the transition, which may be
-// any Do of the group's users, a metrics scrape, or the watcher of
-// [Group.Watch].
+// any Do of the group's users, a metrics scrape, or a watcher of package
+// ops.
 //
 // Once a breaker has been dropped (see [Group.Remove] and
 // [GroupConfig.IdleAfter]), its transitions are no longer delivered, even

@@ -116,7 +116,6 @@ func FuzzTransportOutcome(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer g.Close()
 		base := &fuzzBase{code: code, body: body, broken: broken}
 		if len(body) > 0 {
 			base.cut = int(cut) % (len(body) + 1)

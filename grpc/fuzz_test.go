@@ -117,7 +117,6 @@ func FuzzUnaryOutcome(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer g.Close()
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
 		callErr := status.Error(codes.Code(code), msg)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/govkit/breaker"
+	"github.com/govkit/breaker/ops"
 	breakerprom "github.com/govkit/breaker/prometheus"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -75,9 +76,10 @@ func newService(log *slog.Logger, opts ...breaker.Option) (*service, error) {
 	return s, nil
 }
 
-// Close stops the metrics subscription and the group's watcher, if any.
+// Close stops the metrics subscription. The group itself runs nothing
+// in the background.
 func (s *service) Close() error {
-	return errors.Join(s.metrics.Close(), s.group.Close())
+	return s.metrics.Close()
 }
 
 // routes returns the service's HTTP handler.
@@ -170,9 +172,10 @@ func (s *service) fail(w http.ResponseWriter, err error) {
 }
 
 // breakers answers GET /breakers with the group's snapshot: every
-// breaker's state, window, counters and policy, and the current alerts.
+// breaker's state (and why it is open), window, counters and policy, and
+// the current alerts at the default thresholds.
 func (s *service) breakers(w http.ResponseWriter, _ *http.Request) {
-	writeJSON(w, s.group.Snapshot())
+	writeJSON(w, ops.Snapshot(s.group, ops.Thresholds{}))
 }
 
 // faults answers GET /faults with what each fake downstream does.

@@ -1,0 +1,196 @@
+package ops
+
+import (
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/govkit/breaker"
+)
+
+// Severity grades an alert on a breaker that stays open. The grades and
+// their defaults come from a production team's incident history: 80% of
+// downstream faults healed within ten minutes, and those still open at
+// thirty needed people. Paging at the first minute paged twenty times a
+// week for three real faults, and the fatigue slowed the response to the
+// next two real ones.
+type Severity uint8
+
+const (
+	SeverityNone Severity = iota
+	SeverityP3            // record; do not page
+	SeverityP2            // page the on-call engineer
+	SeverityP1            // escalate; bring in the downstream's team
+)
+
+func (s Severity) String() string {
+	switch s {
+	case SeverityNone:
+		return "none"
+	case SeverityP3:
+		return "P3"
+	case SeverityP2:
+		return "P2"
+	case SeverityP1:
+		return "P1"
+	}
+	return "severity(" + strconv.FormatUint(uint64(s), 10) + ")"
+}
+
+// MarshalText writes the severity's name.
+func (s Severity) MarshalText() ([]byte, error) { return []byte(s.String()), nil }
+
+// UnmarshalText reads a severity's name.
+func (s *Severity) UnmarshalText(b []byte) error {
+	for c := SeverityNone; c <= SeverityP1; c++ {
+		if string(b) == c.String() {
+			*s = c
+			return nil
+		}
+	}
+	return fmt.Errorf("ops: unknown severity %q", b)
+}
+
+// Thresholds are the open durations at which an open breaker becomes an
+// alert of each severity. Each must be positive and at least the one
+// before. The zero value means [DefaultThresholds].
+type Thresholds struct {
+	P3 time.Duration `json:"p3"`
+	P2 time.Duration `json:"p2"`
+	P1 time.Duration `json:"p1"`
+}
+
+// DefaultThresholds returns the default thresholds: P3 after one minute
+// open, P2 after ten, P1 after thirty. It is a function, not a variable,
+// so that no code can change the defaults of every other.
+func DefaultThresholds() Thresholds {
+	return Thresholds{P3: time.Minute, P2: 10 * time.Minute, P1: 30 * time.Minute}
+}
+
+// orDefault returns t, or the defaults for the zero value.
+func (t Thresholds) orDefault() Thresholds {
+	if t == (Thresholds{}) {
+		return DefaultThresholds()
+	}
+	return t
+}
+
+// Validate reports whether the thresholds are usable: the zero value is,
+// and so is any set of positive thresholds with P3 <= P2 <= P1.
+func (t Thresholds) Validate() error {
+	t = t.orDefault()
+	if t.P3 <= 0 || t.P2 < t.P3 || t.P1 < t.P2 {
+		return fmt.Errorf("ops: alert thresholds must be positive and in order P3 <= P2 <= P1, got P3=%v P2=%v P1=%v", t.P3, t.P2, t.P1)
+	}
+	return nil
+}
+
+// Severity returns the severity of a breaker open for d.
+func (t Thresholds) Severity(d time.Duration) Severity {
+	t = t.orDefault()
+	switch {
+	case d >= t.P1:
+		return SeverityP1
+	case d >= t.P2:
+		return SeverityP2
+	case d >= t.P3:
+		return SeverityP3
+	}
+	return SeverityNone
+}
+
+// Alert is a breaker that has been open (or half-open without recovering)
+// for at least the P3 threshold. It says which downstream to check and
+// what the window held when the breaker tripped, so the person it reaches
+// can act without opening a dashboard first.
+type Alert struct {
+	Severity Severity `json:"severity"`
+	// Name is the breaker's key; Method and Target are its parts before
+	// and after "@" (Target is empty for a per-method key).
+	Name   string        `json:"name"`
+	Method string        `json:"method"`
+	Target string        `json:"target,omitempty"`
+	State  breaker.State `json:"state"`
+	// Since is when the outage began; OpenDuration how long ago that was
+	// (elapsed time, not a cooldown: that is Policy.OpenFor).
+	Since        time.Time     `json:"since"`
+	OpenDuration time.Duration `json:"open_duration_ns"`
+	// Reason and Snapshot are the trip rule and the window that tripped
+	// the breaker.
+	Reason   breaker.Reason   `json:"reason"`
+	Snapshot breaker.Snapshot `json:"snapshot"`
+	Message  string           `json:"message"`
+}
+
+// Alerts returns the group's breakers that have been open for at least
+// the P3 threshold of th (the zero value means [DefaultThresholds]), most
+// severe first, then by name. Breakers forced open, and shadow breakers,
+// are not alerts. The open duration of a breaker released from a forced
+// open counts from the release, not from the start of the forced open
+// (see [breaker.Breaker.OpenSince]). Alerts may be called from a
+// subscriber or a hook.
+func Alerts(g *breaker.Group, th Thresholds) []Alert {
+	return alerts(g, g.Now(), th.orDefault())
+}
+
+func alerts(g *breaker.Group, now time.Time, th Thresholds) []Alert {
+	var out []Alert
+	g.Range(func(_ string, b *breaker.Breaker) bool {
+		// The cheap checks first: most breakers are closed, and Status
+		// reads the counters and the policy too.
+		if b.State() == breaker.Closed || b.Mode() != breaker.ModeAuto {
+			return true
+		}
+		if a, ok := alertOf(b.Status(), now, th); ok {
+			out = append(out, a)
+		}
+		return true
+	})
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Severity != out[j].Severity {
+			return out[i].Severity > out[j].Severity
+		}
+		return out[i].Name < out[j].Name
+	})
+	return out
+}
+
+// alertOf grades one breaker's status at now.
+func alertOf(st breaker.Status, now time.Time, th Thresholds) (Alert, bool) {
+	if st.State == breaker.Closed || st.Mode != breaker.ModeAuto || st.OpenSince == nil {
+		return Alert{}, false
+	}
+	since := *st.OpenSince
+	open := now.Sub(since)
+	sev := th.Severity(open)
+	if sev == SeverityNone {
+		return Alert{}, false
+	}
+	a := Alert{Severity: sev, Name: st.Name, State: st.State, Since: since, OpenDuration: open,
+		Reason: st.Reason, Snapshot: st.Trip}
+	a.Method, a.Target, _ = strings.Cut(st.Name, "@")
+	a.Message = message(a)
+	return a, true
+}
+
+func message(a Alert) string {
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "%s: breaker %s has been open for %s", a.Severity, a.Name, a.OpenDuration.Round(time.Second))
+	if a.Snapshot.Counted > 0 {
+		fmt.Fprintf(&sb, " (%s: %d of %d calls failed, %d of them timeouts)",
+			a.Reason, a.Snapshot.Failures, a.Snapshot.Counted, a.Snapshot.Timeouts)
+	} else if a.Reason != "" {
+		fmt.Fprintf(&sb, " (%s)", a.Reason)
+	}
+	// The breaker only stops the bleeding; someone has to heal the
+	// downstream, and the alert says which one.
+	sb.WriteString("; check the health of ")
+	sb.WriteString(a.Method)
+	if a.Target != "" {
+		sb.WriteString(" on ")
+		sb.WriteString(a.Target)
+	}
+	return sb.String()
+}

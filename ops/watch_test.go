@@ -1,0 +1,457 @@
+package ops
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/benbjohnson/clock"
+	"github.com/govkit/breaker"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// watchRow is one instant of a watcher's step table: what happens at it,
+// then the watcher's round at it and what that round notifies.
+type watchRow struct {
+	name string        // the instant's name, for messages
+	at   time.Duration // since t0; a multiple of the watch interval
+	do   func()        // at the instant, before the round; may be nil
+	want []Severity    // notified by the round, in order
+}
+
+// runWatchRows hands the watcher one tick per interval up to the last row
+// and checks what each round notified: a row's severities at its instant,
+// nothing at the instants between rows.
+func runWatchRows(t *testing.T, gh *groupHarness, got <-chan Alert, rows []watchRow) {
+	t.Helper()
+	interval := time.Duration(gh.ticks.interval.Load())
+	check := func(name string, at time.Duration, want []Severity) {
+		t.Helper()
+		var sev []Severity
+		for len(got) > 0 {
+			sev = append(sev, (<-got).Severity)
+		}
+		if !slices.Equal(sev, want) {
+			t.Errorf("%s (t0+%v): notified %v, want %v", name, at, sev, want)
+		}
+	}
+	for _, r := range rows {
+		for now := gh.clk.Now().Sub(gh.t0); now+interval < r.at; now += interval {
+			gh.ticks.round()
+			check("before "+r.name, now+interval, nil)
+		}
+		require.False(t, gh.t0.Add(r.at).Before(gh.clk.Now()), "%s: rows out of order", r.name)
+		gh.clk.Set(gh.t0.Add(r.at))
+		if r.do != nil {
+			r.do()
+		}
+		gh.ticks.hand()
+		gh.ticks.hand() // the round is over
+		check(r.name, r.at, r.want)
+	}
+}
+
+// Watch notifies each rise of an alert's severity once (P3 at one minute
+// open, P2 at ten, P1 at thirty) and nothing in the rounds between or
+// after. A breaker that recovers is forgotten, and its next outage alerts
+// anew from P3.
+func TestWatch_NotifiesEachRiseOnceAndCloseStopsIt(t *testing.T) {
+	const key = "inventory.GetStock"
+	gh := newGroupHarness(t, breaker.GroupConfig{})
+	got := make(chan Alert, 16)
+	w, err := gh.watch(WatchConfig{Interval: time.Minute}, func(a Alert) { got <- a })
+	require.NoError(t, err)
+	assert.Equal(t, time.Minute, time.Duration(gh.ticks.interval.Load()), "Tick gets the interval")
+
+	const (
+		t0 = 0
+		t1 = t0 + time.Minute    // open 1m
+		t2 = t0 + 10*time.Minute // open 10m
+		t3 = t0 + 30*time.Minute // open 30m
+		t4 = t3 + 5*time.Minute  // the probes pass
+		t5 = t4 + time.Minute    // the breaker trips again
+		t6 = t5 + time.Minute    // open 1m, the new outage
+	)
+	trip := func() { gh.calls(key, 20, errBoom) }
+	runWatchRows(t, gh, got, []watchRow{
+		{name: "t0", at: t0, do: trip},
+		{name: "t1", at: t1, want: []Severity{SeverityP3}},
+		{name: "t2", at: t2, want: []Severity{SeverityP2}},
+		{name: "t3", at: t3, want: []Severity{SeverityP1}},
+		{name: "t4", at: t4, do: func() {
+			gh.calls(key, 3, nil)
+			require.Equal(t, breaker.Closed, gh.state(key))
+		}},
+		{name: "t5", at: t5, do: trip},
+		{name: "t6", at: t6, want: []Severity{SeverityP3}},
+	})
+
+	require.NoError(t, w.Close())
+	require.NoError(t, w.Close(), "Close is idempotent")
+	assert.Equal(t, int32(1), gh.ticks.stops.Load(), "Close stopped the ticks")
+	assert.Empty(t, got, "notified after the last row")
+	// goleak in TestMain proves the goroutine is gone.
+
+	_, err = gh.watch(WatchConfig{}, func(Alert) {})
+	assert.ErrorContains(t, err, "WatchConfig.Interval must be positive")
+	_, err = gh.watch(WatchConfig{Interval: time.Second}, nil)
+	assert.ErrorContains(t, err, "nil notify")
+	_, err = Watch(nil, WatchConfig{Interval: time.Second}, func(Alert) {})
+	assert.ErrorContains(t, err, "nil group")
+	assert.Equal(t, int32(1), gh.ticks.starts.Load(), "a bad argument starts no ticks")
+	var none *Watcher
+	assert.NoError(t, none.Close(), "a nil watcher closes")
+}
+
+// Two watchers of one group are on their own: each notifies every rise
+// it sees by its own thresholds, and closing one leaves the other
+// running. (The watcher used to live in the group, which had room for
+// one.)
+func TestWatch_TwoWatchersOfAGroupAreIndependent(t *testing.T) {
+	gh := newGroupHarness(t, breaker.GroupConfig{})
+	other := &watchTicks{t: t, clk: gh.clk, c: make(chan time.Time)}
+	got, early := make(chan Alert, 4), make(chan Alert, 4)
+	w1, err := gh.watch(WatchConfig{Interval: time.Minute}, func(a Alert) { got <- a })
+	require.NoError(t, err)
+	w2, err := gh.watch(WatchConfig{Interval: time.Second, Tick: other.source,
+		Thresholds: Thresholds{P3: time.Second, P2: 2 * time.Second, P1: time.Hour}}, func(a Alert) { early <- a })
+	require.NoError(t, err)
+	assert.Equal(t, int32(1), gh.ticks.starts.Load())
+	assert.Equal(t, int32(1), other.starts.Load())
+
+	gh.calls("inventory.GetStock", 20, errBoom)
+	gh.clk.Add(2 * time.Second)
+	other.hand()
+	other.hand() // the round is over
+	require.Len(t, early, 1)
+	assert.Equal(t, SeverityP2, (<-early).Severity)
+	require.NoError(t, w2.Close())
+	assert.Equal(t, int32(1), other.stops.Load())
+	assert.Equal(t, int32(0), gh.ticks.stops.Load(), "the first watcher runs on")
+
+	gh.clk.Add(time.Minute)
+	gh.ticks.hand()
+	gh.ticks.hand()
+	require.Len(t, got, 1)
+	assert.Equal(t, SeverityP3, (<-got).Severity)
+	require.NoError(t, w1.Close())
+	assert.Equal(t, int32(1), gh.ticks.stops.Load())
+}
+
+// *clock.Mock's own Ticker plugs into WatchConfig.Tick as the field's doc
+// shows: moving the mock by the interval makes the round.
+func TestWatch_AMockClockTickerDrivesTheWatcher(t *testing.T) {
+	clk := clock.NewMock()
+	clk.Set(time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC))
+	var stopped atomic.Bool
+	g, err := breaker.NewGroup(breaker.GroupConfig{}, breaker.WithClock(clk), breaker.WithRand(func() float64 { return 0.5 }))
+	require.NoError(t, err)
+	got := make(chan Alert, 4)
+	w, err := Watch(g, WatchConfig{Interval: time.Minute, Tick: func(d time.Duration) (<-chan time.Time, func()) {
+		tk := clk.Ticker(d)
+		return tk.C, func() { tk.Stop(); stopped.Store(true) }
+	}}, func(a Alert) { got <- a })
+	require.NoError(t, err)
+	defer w.Close()
+	for i := 0; i < 20; i++ {
+		_ = g.Do(context.Background(), "inventory.GetStock", func(context.Context) error { return errBoom })
+	}
+	clk.Add(time.Minute) // one tick, at one minute open
+	select {
+	case a := <-got:
+		assert.Equal(t, SeverityP3, a.Severity)
+		assert.Equal(t, time.Minute, a.OpenDuration)
+	case <-time.After(watchWait):
+		t.Fatal("the mock's tick made no round")
+	}
+	require.NoError(t, w.Close())
+	assert.True(t, stopped.Load(), "Close stopped the mock's ticker")
+}
+
+// Without WatchConfig.Tick the watcher runs on a time.Ticker of the
+// interval, which Close stops with the goroutine (goleak in TestMain). No
+// test waits for a real tick.
+func TestWatch_WithoutTickARealTickerRunsUntilClose(t *testing.T) {
+	g, err := breaker.NewGroup(breaker.GroupConfig{})
+	require.NoError(t, err)
+	w, err := Watch(g, WatchConfig{Interval: time.Hour}, func(Alert) {})
+	require.NoError(t, err)
+	require.NoError(t, w.Close())
+	w, err = Watch(g, WatchConfig{Interval: time.Hour}, func(Alert) {})
+	require.NoError(t, err, "a group may be watched again")
+	require.NoError(t, w.Close())
+}
+
+// A tick source that gives no channel or no stop function is an error
+// from Watch; the ticks Watch started are stopped again.
+func TestWatch_ABadTickSourceIsAnError(t *testing.T) {
+	ch := make(chan time.Time)
+	for _, tc := range []struct {
+		name  string
+		ticks <-chan time.Time
+		stop  bool
+		want  string
+	}{
+		{"no_channel", nil, true, "nil channel"},
+		{"no_stop", ch, false, "nil stop function"},
+		{"neither", nil, false, "nil channel and a nil stop function"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			stops := 0
+			gh := newGroupHarness(t, breaker.GroupConfig{})
+			w, err := gh.watch(WatchConfig{Interval: time.Minute, Tick: func(time.Duration) (<-chan time.Time, func()) {
+				if !tc.stop {
+					return tc.ticks, nil
+				}
+				return tc.ticks, func() { stops++ }
+			}}, func(Alert) {})
+			require.Error(t, err)
+			assert.Nil(t, w)
+			assert.Contains(t, err.Error(), "WatchConfig.Tick returned a "+tc.want)
+			if tc.stop {
+				assert.Equal(t, 1, stops, "the source was stopped")
+			}
+		})
+	}
+}
+
+// A panic from the tick source's stop function, which runs on the
+// watcher's goroutine as it returns, is logged instead of ending the
+// process, and Close returns.
+func TestWatch_APanickingTickStopIsLogged(t *testing.T) {
+	var buf bytes.Buffer
+	var mu sync.Mutex
+	ticks := make(chan time.Time)
+	gh := newGroupHarness(t, breaker.GroupConfig{})
+	w, err := gh.watch(WatchConfig{Interval: time.Minute, Tick: func(time.Duration) (<-chan time.Time, func()) {
+		return ticks, func() { panic("ticker bug") }
+	}, Logger: slog.New(slog.NewTextHandler(lockedWriter{&mu, &buf}, nil))}, func(Alert) {})
+	require.NoError(t, err)
+	require.NotPanics(t, func() { require.NoError(t, w.Close()) })
+	mu.Lock()
+	defer mu.Unlock()
+	assert.Contains(t, buf.String(), `msg="ops: WatchConfig.Tick's stop function panicked" name="" panic="ticker bug"`)
+}
+
+// Scenario: a Watch notify that closed the watcher (an alert handler that
+// shuts the service down, say) deadlocked: Close waited for the watcher to
+// return, and the watcher was waiting for notify, which was inside Close.
+func TestRegression_CloseFromInsideNotifyReturns(t *testing.T) {
+	gh := newGroupHarness(t, breaker.GroupConfig{})
+	gh.calls("inventory.GetStock", 20, errBoom)
+	gh.clk.Add(time.Minute) // a P3
+	closed := make(chan error, 1)
+	var w *Watcher
+	ready := make(chan struct{})
+	w, err := gh.watch(WatchConfig{Interval: time.Minute}, func(Alert) { <-ready; closed <- w.Close() })
+	require.NoError(t, err)
+	close(ready)
+	gh.ticks.hand()
+	select {
+	case err := <-closed:
+		require.NoError(t, err)
+	case <-time.After(watchWait):
+		t.Fatal("Close called from notify did not return")
+	}
+	// The watcher has stopped: another may start, and Close waits for it.
+	w2, err := gh.watch(WatchConfig{Interval: time.Hour}, func(Alert) {})
+	require.NoError(t, err)
+	require.NoError(t, w2.Close())
+	require.NoError(t, w.Close(), "and outside notify, Close waits for the first")
+	// goleak in TestMain proves both watchers are gone.
+}
+
+// Scenario: a notify that panicked killed the process: it runs on the
+// watcher's goroutine, which the library started and nothing recovered.
+func TestRegression_APanickingNotifyIsLoggedAndTheWatcherGoesOn(t *testing.T) {
+	var buf bytes.Buffer
+	var mu sync.Mutex
+	gh := newGroupHarness(t, breaker.GroupConfig{})
+	gh.calls("inventory.GetStock", 20, errBoom)
+	gh.clk.Add(time.Minute)
+	got := make(chan Severity, 4)
+	w, err := gh.watch(WatchConfig{Interval: time.Minute, Logger: slog.New(slog.NewTextHandler(lockedWriter{&mu, &buf}, nil))}, func(a Alert) {
+		got <- a.Severity
+		if a.Severity == SeverityP3 {
+			panic("alert sink bug")
+		}
+	})
+	require.NoError(t, err)
+	wait := func() Severity {
+		select {
+		case s := <-got:
+			return s
+		case <-time.After(watchWait):
+			t.Fatal("no notification")
+		}
+		return SeverityNone
+	}
+	gh.ticks.hand()
+	assert.Equal(t, SeverityP3, wait())
+	gh.clk.Add(9 * time.Minute)
+	gh.ticks.hand() // taken once the panicking round is over
+	assert.Equal(t, SeverityP2, wait(), "the watcher goes on")
+	require.NoError(t, w.Close())
+	mu.Lock()
+	defer mu.Unlock()
+	assert.Contains(t, buf.String(), `msg="ops: watcher recovered a panic" name=inventory.GetStock panic="alert sink bug"`)
+}
+
+// With no WatchConfig.Logger, recovered panics go to slog.Default().
+func TestWatch_NoLoggerReportsToTheDefault(t *testing.T) {
+	var buf bytes.Buffer
+	var mu sync.Mutex
+	defer slog.SetDefault(slog.Default())
+	slog.SetDefault(slog.New(slog.NewTextHandler(lockedWriter{&mu, &buf}, nil)))
+	gh := newGroupHarness(t, breaker.GroupConfig{})
+	gh.calls("inventory.GetStock", 20, errBoom)
+	gh.clk.Add(time.Minute)
+	w, err := gh.watch(WatchConfig{Interval: time.Minute}, func(Alert) { panic("alert sink bug") })
+	require.NoError(t, err)
+	gh.ticks.hand()
+	gh.ticks.hand() // the panicking round is over
+	require.NoError(t, w.Close())
+	mu.Lock()
+	defer mu.Unlock()
+	assert.Contains(t, buf.String(), `msg="ops: watcher recovered a panic"`)
+}
+
+// Scenario: two goroutines closed the watcher while it was inside
+// notify. The first took the watcher and waited for it; the second found
+// none and returned at once, while notify was still running, although
+// Close promises to return only once the watcher has.
+func TestRegression_EveryCloseWaitsForTheWatcher(t *testing.T) {
+	gh := newGroupHarness(t, breaker.GroupConfig{})
+	gh.calls("inventory.GetStock", 20, errBoom)
+	gh.clk.Add(time.Minute)
+	in, release := make(chan struct{}), make(chan struct{})
+	var returned atomic.Bool
+	w, err := gh.watch(WatchConfig{Interval: time.Minute}, func(Alert) {
+		close(in)
+		<-release
+		returned.Store(true)
+	})
+	require.NoError(t, err)
+	gh.ticks.hand()
+	<-in
+	first := make(chan struct{})
+	go func() { _ = w.Close(); close(first) }()
+	for stopped := false; !stopped; { // until the first Close has stopped the watcher
+		select {
+		case <-w.stop:
+			stopped = true
+		default:
+			runtime.Gosched()
+		}
+	}
+	second := make(chan struct{})
+	go func() { _ = w.Close(); close(second) }()
+	select {
+	case <-second:
+		assert.True(t, returned.Load(), "the second Close returned while notify was running")
+	case <-time.After(100 * time.Millisecond):
+		// Still waiting, as it should.
+	}
+	close(release)
+	<-first
+	<-second
+	assert.True(t, returned.Load())
+}
+
+// Scenario: a subscriber that panicked while the watcher looked at the
+// breakers (its look moves a breaker whose cooldown is over to
+// half-open, on the watcher's goroutine) took the event from every
+// subscriber after it, and nothing recovered the panic: the process died.
+func TestRegression_APanickingSubscriberOnTheWatchersGoroutineCrashesNothing(t *testing.T) {
+	var buf bytes.Buffer
+	var mu sync.Mutex
+	gh := newGroupHarness(t, breaker.GroupConfig{}, breaker.WithLogger(slog.New(slog.NewTextHandler(lockedWriter{&mu, &buf}, nil))))
+	gh.calls("inventory.GetStock", 20, errBoom)
+	gh.g.Subscribe(func(*breaker.Breaker, breaker.Event) { panic("subscriber bug") })
+	rec := newRecorder()
+	gh.g.Subscribe(rec.see)
+	// The cooldown is over: the watcher's next look at the breaker
+	// moves it to half-open, on the watcher's goroutine.
+	gh.clk.Add(30 * time.Second)
+	w, err := gh.watch(WatchConfig{Interval: time.Minute}, func(Alert) {})
+	require.NoError(t, err)
+	gh.ticks.hand()
+	select {
+	case <-rec.ch:
+	case <-time.After(watchWait):
+		t.Fatal("the watcher delivered no event")
+	}
+	require.NoError(t, w.Close())
+	assert.Equal(t, []string{"inventory.GetStock open>half_open"}, rec.seen())
+	mu.Lock()
+	defer mu.Unlock()
+	assert.Contains(t, buf.String(), `msg="breaker: subscriber panicked"`)
+}
+
+// A subscriber may take a snapshot and the alerts: neither holds a lock
+// of the group or of a breaker while it reads them.
+func TestSnapshot_FromASubscriber(t *testing.T) {
+	gh := newGroupHarness(t, breaker.GroupConfig{})
+	var snaps []GroupSnapshot
+	gh.g.Subscribe(func(*breaker.Breaker, breaker.Event) {
+		snaps = append(snaps, Snapshot(gh.g, Thresholds{}))
+		_ = Alerts(gh.g, Thresholds{})
+	})
+	gh.calls("inventory.GetStock", 20, errBoom)
+	require.Len(t, snaps, 1)
+	assert.Equal(t, breaker.Open, snaps[0].Breakers[0].State)
+}
+
+// A test drives the watcher with the mock clock it gives the group: the
+// mock's ticker is the watcher's tick source, and moving the mock on by
+// the interval makes a round.
+func ExampleWatch() {
+	mock := clock.NewMock()
+	g, _ := breaker.NewGroup(breaker.GroupConfig{}, breaker.WithClock(mock))
+	alerts := make(chan Alert, 1)
+	w, err := Watch(g, WatchConfig{
+		Interval: time.Minute,
+		Tick: func(d time.Duration) (<-chan time.Time, func()) {
+			t := mock.Ticker(d)
+			return t.C, t.Stop
+		},
+	}, func(a Alert) { alerts <- a })
+	if err != nil {
+		panic(err)
+	}
+	defer w.Close()
+	for i := 0; i < 20; i++ {
+		_ = g.Do(context.Background(), "inventory.GetStock", func(context.Context) error {
+			return errors.New("connection refused")
+		})
+	}
+	mock.Add(time.Minute) // one tick: the breaker has been open for a minute
+	select {
+	case a := <-alerts:
+		fmt.Println(a.Message)
+	case <-time.After(10 * time.Second):
+		fmt.Println("no alert")
+	}
+	// Output: P3: breaker inventory.GetStock has been open for 1m0s (err_ratio: 20 of 20 calls failed, 0 of them timeouts); check the health of inventory.GetStock
+}
+
+// A WatchConfig encodes as JSON (a function field would make json.Marshal
+// fail): Tick and Logger are left out.
+func TestWatch_TickIsLeftOutOfJSON(t *testing.T) {
+	cfg := WatchConfig{Interval: time.Minute, Tick: func(time.Duration) (<-chan time.Time, func()) { return nil, nil }, Logger: slog.Default()}
+	b, err := json.Marshal(cfg)
+	require.NoError(t, err)
+	assert.NotContains(t, string(b), "Tick")
+	assert.NotContains(t, string(b), "Logger")
+	assert.Contains(t, string(b), `"interval":60000000000`)
+}
