@@ -99,6 +99,30 @@ func (g *Group) Get(key string) (*Breaker, error) {
 	return g.get(key, slot)
 }
 
+// Lookup returns the group's breaker for key and true, or nil and false if
+// the group has none. Unlike [Group.Get] it never creates a breaker, so it
+// suits code that only looks, such as a status page or an admin handler,
+// and must not make a breaker for every key it is asked about. It never
+// returns a breaker that has been dropped (see [GroupConfig.IdleAfter] and
+// [Group.Remove]). For a key the group holds it takes no lock and
+// allocates nothing.
+func (g *Group) Lookup(key string) (*Breaker, bool) {
+	slot := g.cache.slot(key)
+	if b := slot.Load(); b != nil && sameString(b.name, key) && !b.dropped() {
+		return b, true
+	}
+	if key == "" {
+		return nil, false
+	}
+	// A breaker found in the map may be under a drop (marked, then
+	// removed, with g.mu held): it is as good as gone.
+	if b := g.load(key); b != nil && !b.dropped() {
+		g.recache(slot, key, b)
+		return b, true
+	}
+	return nil, false
+}
+
 func (g *Group) get(key string, slot *atomic.Pointer[Breaker]) (*Breaker, error) {
 	if key == "" {
 		return nil, errors.New("breaker: empty key")

@@ -337,3 +337,84 @@ func TestGroupConfig_EncodesAsJSON(t *testing.T) {
 	require.NoError(t, err)
 	assert.Contains(t, string(b), `"IdleAfter":60000000000`)
 }
+
+func TestGroup_LookupNeverCreatesABreaker(t *testing.T) {
+	gh := newGroupHarness(t, GroupConfig{})
+	for _, key := range []string{"orders.Create", "orders.Create@10.0.0.7", ""} {
+		b, ok := gh.g.Lookup(key)
+		assert.False(t, ok, "Lookup(%q)", key)
+		assert.Nil(t, b, "Lookup(%q)", key)
+	}
+	assert.Equal(t, 0, gh.g.Len(), "Lookup created a breaker")
+
+	want, err := gh.g.Get("orders.Create")
+	require.NoError(t, err)
+	got, ok := gh.g.Lookup("orders.Create")
+	assert.True(t, ok)
+	assert.Same(t, want, got)
+	// A key built at run time, equal but not the same string, misses the
+	// pointer cache and must still be found.
+	got, ok = gh.g.Lookup(strings.Join([]string{"orders", "Create"}, "."))
+	assert.True(t, ok)
+	assert.Same(t, want, got)
+	_, ok = gh.g.Lookup("orders.Create@10.0.0.7")
+	assert.False(t, ok, "a per-target key is its own breaker")
+	assert.Equal(t, 1, gh.g.Len())
+}
+
+func TestGroup_LookupNeverReturnsADroppedBreaker(t *testing.T) {
+	gh := newGroupHarness(t, GroupConfig{IdleAfter: time.Minute})
+	removed, err := gh.g.Get("orders.Create")
+	require.NoError(t, err)
+	require.True(t, gh.g.Remove("orders.Create"))
+	b, ok := gh.g.Lookup("orders.Create")
+	assert.False(t, ok, "Lookup found a removed breaker")
+	assert.Nil(t, b)
+
+	gh.calls("orders.Cancel", 1, nil)
+	gh.g.EvictIdle() // notes the activity
+	gh.clk.Add(2 * time.Minute)
+	require.Equal(t, 1, gh.g.EvictIdle())
+	_, ok = gh.g.Lookup("orders.Cancel")
+	assert.False(t, ok, "Lookup found an evicted breaker")
+
+	again, err := gh.g.Get("orders.Create")
+	require.NoError(t, err)
+	got, ok := gh.g.Lookup("orders.Create")
+	assert.True(t, ok)
+	assert.Same(t, again, got)
+	assert.NotSame(t, removed, got)
+}
+
+// A breaker marked dropped but still in the map (its drop under way, with
+// the group's lock held) is not handed out either.
+func TestGroup_LookupSkipsABreakerBeingDropped(t *testing.T) {
+	gh := newGroupHarness(t, GroupConfig{})
+	old, err := gh.g.Get(regressionKey)
+	require.NoError(t, err)
+	gh.g.mu.Lock()
+	defer gh.g.mu.Unlock()
+	require.True(t, old.drop(false))
+	for _, key := range []string{regressionKey, regressionBuilt} {
+		b, ok := gh.g.Lookup(key)
+		assert.False(t, ok, "Lookup(%q) found a breaker being dropped", key)
+		assert.Nil(t, b)
+	}
+	gh.g.forgetLocked(regressionKey, old)
+}
+
+func TestGroup_LookupOfAnExistingKeyAllocatesNothing(t *testing.T) {
+	gh := newGroupHarness(t, GroupConfig{})
+	const key = "inventory.GetStock"
+	_, err := gh.g.Get(key)
+	require.NoError(t, err)
+	built := strings.Join([]string{"inventory", "GetStock"}, ".")
+	for _, k := range []string{key, built} {
+		allocs := testing.AllocsPerRun(100, func() {
+			if _, ok := gh.g.Lookup(k); !ok {
+				t.Fatal("not found")
+			}
+		})
+		assert.Zero(t, allocs, "Lookup(%q)", k)
+	}
+}
