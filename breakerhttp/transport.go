@@ -9,7 +9,8 @@
 //
 // Requests are keyed by host by default (one breaker per downstream), or by
 // any function of the request, such as host, method and route template,
-// with [WithKey]. Responses are classified by [DefaultClassify]: a 5xx or a
+// with [WithKey]; a request can name its own breaker through its context
+// with [WithRequestKey]. Responses are classified by [DefaultClassify]: a 5xx or a
 // 429 is a failure, any other 4xx says nothing about the downstream's
 // health, and a request that got no response at all is a timeout. While a
 // breaker is open the Transport returns an error matching [breaker.ErrOpen]
@@ -41,8 +42,10 @@ const ProbeHeader = "Breaker-Probe"
 //
 // What it does with a request:
 //
-//   - The breaker is the group's breaker for the request's key (see
-//     [WithKey]). A key of "" sends the request on unguarded.
+//   - The breaker is the group's breaker for the request's key: the key
+//     set on its context with [WithRequestKey] if there is one, or else
+//     the key function's (see [WithKey]). A key of "" sends the request
+//     on unguarded.
 //   - If the breaker refuses the request, RoundTrip closes the request's
 //     body and returns the refusal, an error matching [breaker.ErrOpen]
 //     from which errors.As extracts the *[breaker.OpenError]; the base is
@@ -105,6 +108,40 @@ func WithKey(f func(*http.Request) string) Option {
 	}
 }
 
+// requestKeyCtx is the context key of [WithRequestKey]. A zero-size
+// struct, so storing and reading it allocates nothing.
+type requestKeyCtx struct{}
+
+// WithRequestKey returns a copy of ctx that names the breaker for a request
+// made with it: the [Transport] uses key instead of its key function
+// ([WithKey]) for such a request. It suits a caller that knows better than
+// any function of the request which downstream it is calling, say the
+// method of a client library ("inventory.GetStock") over a host shared by
+// many methods:
+//
+//	ctx = breakerhttp.WithRequestKey(ctx, "inventory.GetStock")
+//	req, _ := http.NewRequestWithContext(ctx, "GET", url, nil)
+//
+// A key of "" sends the request on unguarded, as it does from the key
+// function. The innermost call wins when ctx already carries a key. A nil
+// ctx is taken as [context.Background].
+func WithRequestKey(ctx context.Context, key string) context.Context {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	return context.WithValue(ctx, requestKeyCtx{}, key)
+}
+
+// requestKey returns the key set on ctx by [WithRequestKey], and whether
+// there is one.
+func requestKey(ctx context.Context) (string, bool) {
+	if ctx == nil {
+		return "", false
+	}
+	key, ok := ctx.Value(requestKeyCtx{}).(string)
+	return key, ok
+}
+
 // WithClassifier replaces [DefaultClassify]. The function is called once
 // for each guarded request, when the exchange ends, with:
 //
@@ -157,7 +194,10 @@ var errNilGroup = errors.New("breakerhttp: nil *breaker.Group")
 // RoundTrip implements [http.RoundTripper]; see [Transport] for what it
 // does.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
-	key := t.key(req)
+	key, ok := requestKey(req.Context())
+	if !ok {
+		key = t.key(req)
+	}
 	if key == "" {
 		return t.baseRT().RoundTrip(req)
 	}

@@ -600,6 +600,69 @@ func TestTransport_Keys(t *testing.T) {
 	assert.Equal(t, outcomes{Successes: 1}, countsOf(f.breaker(d)))
 }
 
+// Two requests to the same host whose contexts carry different keys go to
+// two breakers: tripping one refuses its key only. The context's key beats
+// the transport's key function, and "" from the context sends the request
+// on unguarded even where the key function would guard it.
+func TestTransport_RequestKeyWinsOverTheKeyFunction(t *testing.T) {
+	d := newDownstreamAt(t, "127.0.0.1:0")
+	f := newFixture(t, testPolicy(), WithKey(func(r *http.Request) string { return "by-function" }))
+	stock := WithRequestKey(context.Background(), "inventory.GetStock")
+	price := WithRequestKey(context.Background(), "inventory.GetPrice")
+
+	for i := 0; i < 4; i++ {
+		code, err := f.get(stock, d.URL+"/status/503")
+		require.NoError(t, err)
+		require.Equal(t, http.StatusServiceUnavailable, code)
+	}
+	f.clk.Add(time.Second)
+	_, err := f.get(stock, d.URL+"/status/200")
+	require.ErrorIs(t, err, breaker.ErrOpen, "the tripped key must refuse")
+	var oe *breaker.OpenError
+	require.ErrorAs(t, err, &oe)
+	assert.Equal(t, "inventory.GetStock", oe.Name)
+
+	code, err := f.get(price, d.URL+"/status/200")
+	require.NoError(t, err, "a neighbour's trip must not refuse another key")
+	assert.Equal(t, http.StatusOK, code)
+
+	stockB, ok := f.group.Lookup("inventory.GetStock")
+	require.True(t, ok)
+	priceB, ok := f.group.Lookup("inventory.GetPrice")
+	require.True(t, ok)
+	assert.Equal(t, breaker.Open, stockB.State())
+	assert.Equal(t, breaker.Closed, priceB.State())
+	assert.Equal(t, outcomes{Successes: 1}, countsOf(priceB))
+	_, ok = f.group.Lookup("by-function")
+	assert.False(t, ok, "the key function must not be asked when the context names a key")
+
+	// The innermost key wins, and "" means unguarded.
+	inner := WithRequestKey(stock, "inventory.GetPrice")
+	_, err = f.get(inner, d.URL+"/status/200")
+	require.NoError(t, err)
+	assert.Equal(t, outcomes{Successes: 2}, countsOf(priceB))
+	hits := d.hits.Load()
+	_, err = f.get(WithRequestKey(stock, ""), d.URL+"/status/200")
+	require.NoError(t, err)
+	assert.Equal(t, hits+1, d.hits.Load(), "an unguarded request reaches the server")
+	assert.Equal(t, 2, f.group.Len())
+
+	// Without a key on the context the key function decides.
+	_, err = f.get(context.Background(), d.URL+"/status/200")
+	require.NoError(t, err)
+	_, ok = f.group.Lookup("by-function")
+	assert.True(t, ok)
+}
+
+func TestWithRequestKey_NilContextIsBackground(t *testing.T) {
+	ctx := WithRequestKey(nil, "k") //nolint:staticcheck // the nil is the point
+	key, ok := requestKey(ctx)
+	assert.True(t, ok)
+	assert.Equal(t, "k", key)
+	_, ok = requestKey(context.Background())
+	assert.False(t, ok)
+}
+
 // A replaced classifier decides every row but the caller's cancellation.
 func TestTransport_WithClassifier(t *testing.T) {
 	strict := func(resp *http.Response, err error) breaker.Outcome {
