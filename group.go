@@ -196,7 +196,9 @@ func (g *Group) create(key string) *Breaker {
 	if g.cfg.IdleAfter > 0 && now-g.lastSweep >= int64(g.cfg.IdleAfter)/2 {
 		g.sweepLocked(now)
 	}
-	r := g.rules.Load().lookup(key)
+	gr := g.rules.Load()
+	gr.markUsed(key)
+	r := gr.lookup(key)
 	b := newBreaker(key, r, g.opt)
 	if g.cfg.ColdTargets && strings.Contains(key, "@") && r.warmup > 0 {
 		b.warmUntil.Store(now + r.warmup)

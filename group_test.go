@@ -418,3 +418,97 @@ func TestGroup_LookupOfAnExistingKeyAllocatesNothing(t *testing.T) {
 		assert.Zero(t, allocs, "Lookup(%q)", k)
 	}
 }
+
+// stockOverride is a document whose only override misspells
+// "inventory.GetStock".
+const stockOverride = `{"overrides":{"inventory.GetStok":{"open_for":"45s","max_open_for":"3m"}}}`
+
+func TestGroup_UnusedOverridesListsAKeyNoBreakerUses(t *testing.T) {
+	gh := newGroupHarness(t, GroupConfig{})
+	gh.calls("inventory.GetStock", 1, nil)
+	require.NoError(t, gh.g.LoadPolicies([]byte(stockOverride)), "an unused override is accepted")
+	assert.Equal(t, []string{"inventory.GetStok"}, gh.g.UnusedOverrides())
+	b, _ := gh.g.Lookup("inventory.GetStock")
+	assert.Equal(t, DefaultPolicy().OpenFor, b.Policy().OpenFor, "the typo left the breaker on the default")
+
+	// The breaker may come later: a call on the key uses the override.
+	gh.calls("inventory.GetStok", 1, nil)
+	assert.Nil(t, gh.g.UnusedOverrides())
+	b, _ = gh.g.Lookup("inventory.GetStok")
+	assert.Equal(t, 45*time.Second, b.Policy().OpenFor)
+}
+
+func TestGroup_UnusedOverridesAMethodOverrideCoversItsTargets(t *testing.T) {
+	gh := newGroupHarness(t, GroupConfig{Policies: GroupPolicy{Overrides: map[string]Policy{
+		"payment.Charge":          DefaultPolicy(),
+		"payment.Refund@10.0.0.7": DefaultPolicy(),
+		"payment.Refund@10.0.0.8": DefaultPolicy(),
+	}}})
+	assert.Equal(t, []string{"payment.Charge", "payment.Refund@10.0.0.7", "payment.Refund@10.0.0.8"},
+		gh.g.UnusedOverrides(), "no breaker yet: every override is unused")
+	gh.calls("payment.Charge@10.0.0.7", 1, nil)
+	gh.calls("payment.Refund@10.0.0.7", 1, nil)
+	// A method's breaker does not use an override of one of its targets.
+	gh.calls("payment.Refund", 1, nil)
+	assert.Equal(t, []string{"payment.Refund@10.0.0.8"}, gh.g.UnusedOverrides())
+}
+
+func TestGroup_UnusedOverridesSurviveADropAndAReload(t *testing.T) {
+	gh := newGroupHarness(t, GroupConfig{})
+	require.NoError(t, gh.g.LoadPolicies([]byte(`{"overrides":{"orders.Create":{},"orders.Cancel":{}}}`)))
+	gh.calls("orders.Create", 1, nil)
+	require.True(t, gh.g.Remove("orders.Create"))
+	assert.Equal(t, []string{"orders.Cancel"}, gh.g.UnusedOverrides(), "a dropped breaker was used all the same")
+
+	// A reload keeps the use of a key it keeps, and judges new keys
+	// against the breakers the group holds.
+	gh.calls("orders.Get", 1, nil)
+	require.NoError(t, gh.g.LoadPolicies([]byte(`{"overrides":{"orders.Create":{},"orders.Get":{},"orders.List":{}}}`)))
+	assert.Equal(t, []string{"orders.List"}, gh.g.UnusedOverrides())
+	require.NoError(t, gh.g.SetPolicies(GroupPolicy{}))
+	assert.Nil(t, gh.g.UnusedOverrides())
+}
+
+func TestGroup_SetPoliciesLogsEachUnusedOverrideAtWarn(t *testing.T) {
+	var buf bytes.Buffer
+	l := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{
+		ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
+			if a.Key == slog.TimeKey {
+				return slog.Attr{}
+			}
+			return a
+		},
+	}))
+	gh := newGroupHarness(t, GroupConfig{}, WithLogger(l))
+	gh.calls("inventory.GetStock", 1, nil)
+	require.NoError(t, gh.g.LoadPolicies([]byte(
+		`{"overrides":{"inventory.GetStok":{},"inventory.GetStock":{},"orders.Creat":{}}}`)))
+	assert.Equal(t, "level=WARN msg=\"breaker override unused\" override=inventory.GetStok\n"+
+		"level=WARN msg=\"breaker override unused\" override=orders.Creat\n", buf.String())
+
+	buf.Reset()
+	require.NoError(t, gh.g.LoadPolicies([]byte(`{"overrides":{"inventory.GetStock":{}}}`)))
+	assert.Empty(t, buf.String(), "every override used: nothing to report")
+}
+
+// The logger may call back into the group: the records are written
+// outside its lock.
+func TestGroup_UnusedOverrideLoggerMayCallBack(t *testing.T) {
+	var g *Group
+	var seen []string
+	h := &callbackHandler{f: func() { seen = g.UnusedOverrides() }}
+	gh := newGroupHarness(t, GroupConfig{}, WithLogger(slog.New(h)))
+	g = gh.g
+	require.NoError(t, g.LoadPolicies([]byte(stockOverride)))
+	assert.Equal(t, []string{"inventory.GetStok"}, seen)
+}
+
+type callbackHandler struct{ f func() }
+
+func (h *callbackHandler) Enabled(context.Context, slog.Level) bool { return true }
+func (h *callbackHandler) Handle(context.Context, slog.Record) error {
+	h.f()
+	return nil
+}
+func (h *callbackHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h *callbackHandler) WithGroup(string) slog.Handler      { return h }

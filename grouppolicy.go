@@ -1,6 +1,8 @@
 package breaker
 
 import (
+	"context"
+	"log/slog"
 	"sort"
 	"strings"
 )
@@ -112,6 +114,11 @@ type groupRules struct {
 	doc  GroupPolicy
 	def  *rules
 	over map[string]*rules
+	// used holds the override keys a breaker of the group has used since
+	// the document was set (see Group.UnusedOverrides). It is written and
+	// read with the group's mu held: only creation and policy changes
+	// touch it, never a call.
+	used map[string]bool
 }
 
 func compileGroup(gp GroupPolicy) (*groupRules, error) {
@@ -122,7 +129,12 @@ func compileGroup(gp GroupPolicy) (*groupRules, error) {
 		return nil, err
 	}
 	def, _ := compileShared(gp.Default)
-	gr := &groupRules{doc: gp, def: def, over: make(map[string]*rules, len(gp.Overrides))}
+	gr := &groupRules{
+		doc:  gp,
+		def:  def,
+		over: make(map[string]*rules, len(gp.Overrides)),
+		used: make(map[string]bool, len(gp.Overrides)),
+	}
 	for k, p := range gp.Overrides {
 		if p == gp.Default {
 			gr.over[k] = def
@@ -147,6 +159,32 @@ func (gr *groupRules) lookup(key string) *rules {
 	return gr.def
 }
 
+// markUsed notes that a breaker for key exists: its own override and its
+// method's, if the document has them, are in use. The group's mu must be
+// held.
+func (gr *groupRules) markUsed(key string) {
+	if _, ok := gr.over[key]; ok {
+		gr.used[key] = true
+	}
+	if m, _, ok := strings.Cut(key, "@"); ok {
+		if _, ok := gr.over[m]; ok {
+			gr.used[m] = true
+		}
+	}
+}
+
+// unused returns the override keys not yet used, sorted. The group's mu
+// must be held.
+func (gr *groupRules) unused() []string {
+	var out []string
+	for _, k := range sortedKeys(gr.over) {
+		if !gr.used[k] {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
 // Policies returns the group's policy document.
 func (g *Group) Policies() GroupPolicy { return g.rules.Load().doc }
 
@@ -154,23 +192,79 @@ func (g *Group) Policies() GroupPolicy { return g.rules.Load().doc }
 // breaker it holds. An invalid document is refused with a *[PolicyError]
 // naming every bad field by path, and every breaker keeps its old policy.
 // See [Breaker.SetPolicy] for what a running breaker keeps.
+//
+// An override whose key no breaker of the group has used (see
+// [Group.UnusedOverrides]) is accepted, since its breaker may be made
+// later, but it is reported: if the group has a logger ([WithLogger]),
+// SetPolicies writes one Warn record for each such key, after the
+// document is applied and outside the group's lock:
+//
+//	level=WARN msg="breaker override unused" override=inventory.GetStok
+//
+// A typo in a key would otherwise go unnoticed, the breaker it meant
+// running on the default policy. Before any call has been made every
+// override is reported, so a service that loads its policies at start-up
+// should look again with UnusedOverrides once traffic has begun.
 func (g *Group) SetPolicies(gp GroupPolicy) error {
 	gr, err := compileGroup(gp)
 	if err != nil {
 		return err
 	}
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	g.rules.Store(gr)
-	g.m.Range(func(k, v any) bool {
-		v.(*Breaker).setRules(gr.lookup(k.(string)))
-		return true
-	})
+	unused := g.setRules(gr)
+	if l := g.opt.logger; l != nil {
+		for _, k := range unused {
+			l.LogAttrs(context.Background(), slog.LevelWarn,
+				"breaker override unused", slog.String("override", k))
+		}
+	}
 	return nil
 }
 
+// setRules applies gr to the group and returns its unused override keys.
+func (g *Group) setRules(gr *groupRules) []string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	// An override the previous document had, and a breaker used, stays
+	// used: its breaker may have been dropped as idle since, which makes
+	// the key no less real.
+	for k := range gr.over {
+		if g.rules.Load().used[k] {
+			gr.used[k] = true
+		}
+	}
+	g.rules.Store(gr)
+	g.m.Range(func(k, v any) bool {
+		key := k.(string)
+		gr.markUsed(key)
+		v.(*Breaker).setRules(gr.lookup(key))
+		return true
+	})
+	return gr.unused()
+}
+
+// UnusedOverrides returns, sorted, the keys of the overrides in the
+// group's policy document that no breaker of the group has used yet, or
+// nil if there are none. An override is used once the group has made a
+// breaker for its key; an override for a method ("payment.Charge") is
+// also used by a breaker for one of its targets
+// ("payment.Charge@10.0.0.7"). Use stays noted when the breaker is
+// dropped, and across [Group.SetPolicies] for an override the new
+// document keeps.
+//
+// A key listed here is often a typo ("inventory.GetStok" for
+// "inventory.GetStock"), whose breaker runs on the default policy; it may
+// also belong to a downstream not called yet. Call it once traffic has
+// begun, from a health check or after a reload; [Group.SetPolicies] and
+// [Group.LoadPolicies] log the same list when the group has a logger.
+func (g *Group) UnusedOverrides() []string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.rules.Load().unused()
+}
+
 // LoadPolicies decodes a JSON group policy document (see [GroupPolicy]) and
-// applies it with [Group.SetPolicies]. On any error nothing is applied.
+// applies it with [Group.SetPolicies], which reports its unused overrides.
+// On any error nothing is applied.
 func (g *Group) LoadPolicies(doc []byte) error {
 	gp, err := ParseGroupPolicy(doc)
 	if err != nil {
