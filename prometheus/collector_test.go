@@ -65,7 +65,6 @@ func newFixture(t *testing.T, opts ...Option) *fixture {
 	require.NoError(t, err)
 	f.g = g
 	f.c = NewCollector(g, opts...)
-	t.Cleanup(func() { _ = f.c.Close() })
 	return f
 }
 
@@ -384,7 +383,6 @@ breaker_state{name="inventory.GetStock",state="closed"} 1
 breaker_state{name="inventory.GetStock",state="half_open"} 0
 breaker_state{name="inventory.GetStock",state="open"} 0
 `), "breaker_state", "breaker_transitions_total")
-	assert.Empty(t, f.c.counts, "the dropped breaker's transition counts are freed")
 
 	f.trip(pricing)
 	f.expect(withHeaders(`
@@ -421,18 +419,30 @@ breaker_transitions_total{from="closed",name="pricing.GetPrice",reason="err_rati
 `), "breaker_transitions_total")
 }
 
-// After Close, transitions are no longer counted; the rest still reads the
-// group.
-func TestCollector_CloseStopsCountingTransitions(t *testing.T) {
+// Scenario: a service built its group, served traffic through it, and
+// created the collector only when its metrics endpoint came up. pricing
+// had tripped, failed a probe and recovered in between. The collector
+// counted transitions through Group.Subscribe from its own creation on,
+// so breaker_transitions_total showed none of them, while the breaker's
+// own probes_total showed both verdicts.
+func TestRegression_CollectorCreatedLateCountsEarlierTransitions(t *testing.T) {
 	f := newFixture(t)
-	require.NoError(t, f.c.Close())
-	require.NoError(t, f.c.Close())
 	f.trip(pricing)
-	f.expect(withHeaders(`
-breaker_state{name="pricing.GetPrice",state="closed"} 0
-breaker_state{name="pricing.GetPrice",state="half_open"} 0
-breaker_state{name="pricing.GetPrice",state="open"} 1
-`), "breaker_state", "breaker_transitions_total")
+	f.at(10 * time.Second)
+	f.calls(pricing, 1, context.DeadlineExceeded) // the probe fails: open for 20s
+	f.at(30 * time.Second)
+	f.calls(pricing, 1, nil) // the probe passes: closed
+	require.Equal(t, breaker.Closed, f.breaker(pricing).State())
+
+	late := NewCollector(f.g)
+	err := testutil.CollectAndCompare(late, strings.NewReader(withHeaders(`
+breaker_transitions_total{from="closed",name="pricing.GetPrice",reason="err_ratio",to="open"} 1
+breaker_transitions_total{from="half_open",name="pricing.GetPrice",reason="probe_failed",to="open"} 1
+breaker_transitions_total{from="half_open",name="pricing.GetPrice",reason="probes_passed",to="closed"} 1
+breaker_transitions_total{from="open",name="pricing.GetPrice",reason="cooldown_elapsed",to="half_open"} 2
+breaker_open_seconds_total{name="pricing.GetPrice"} 30
+`)), "breaker_transitions_total", "breaker_open_seconds_total")
+	require.NoError(t, err)
 }
 
 // Two groups can share a registry when their collectors carry distinct
@@ -502,10 +512,16 @@ func TestCollector_RaceHammer(t *testing.T) {
 	}()
 	wg.Wait()
 
+	reg := prometheus.NewPedanticRegistry()
+	require.NoError(t, reg.Register(f.c))
+	families, err := reg.Gather()
+	require.NoError(t, err)
 	total := 0
-	for _, m := range f.c.counts {
-		for _, n := range m {
-			total += int(n)
+	for _, mf := range families {
+		if mf.GetName() == "breaker_transitions_total" {
+			for _, m := range mf.GetMetric() {
+				total += int(m.GetCounter().GetValue())
+			}
 		}
 	}
 	mu.Lock()
