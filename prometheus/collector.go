@@ -20,7 +20,7 @@
 //	breaker_shadow_rejected_total              counter
 //	breaker_fallbacks_total                    counter
 //	breaker_probes_total{result}               counter  passed, failed
-//	breaker_open_seconds_total                 counter  time open or half-open, current outage included
+//	breaker_not_closed_seconds_total           counter  time open or half-open, current outage included
 //	breaker_open_duration_seconds              gauge    length of the current outage, 0 when closed
 //	breaker_window_calls                       gauge    counted calls in the sliding window
 //	breaker_window_error_ratio                 gauge    failures/counted in the window
@@ -74,7 +74,7 @@ type Collector struct {
 	g *breaker.Group
 
 	state, transitions, calls, slow, rejected, shadowRejected,
-	fallbacks, probes, openTime, openDuration, windowCalls, windowRatio *prometheus.Desc
+	fallbacks, probes, notClosedTime, openDuration, windowCalls, windowRatio *prometheus.Desc
 }
 
 // NewCollector returns a collector for g. It holds no resources beyond
@@ -108,7 +108,7 @@ func NewCollector(g *breaker.Group, opts ...Option) *Collector {
 			"Results served by a fallback instead of the downstream."),
 		probes: desc("probes_total",
 			"Half-open probe verdicts.", "result"),
-		openTime: desc("open_seconds_total",
+		notClosedTime: desc("not_closed_seconds_total",
 			"Time the breaker has spent open or half-open, the current outage included."),
 		openDuration: desc("open_duration_seconds",
 			"Time since the current outage began; 0 while the breaker is closed."),
@@ -126,7 +126,7 @@ func NewCollector(g *breaker.Group, opts ...Option) *Collector {
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{
 		c.state, c.transitions, c.calls, c.slow, c.rejected, c.shadowRejected,
-		c.fallbacks, c.probes, c.openTime, c.openDuration, c.windowCalls, c.windowRatio,
+		c.fallbacks, c.probes, c.notClosedTime, c.openDuration, c.windowCalls, c.windowRatio,
 	} {
 		ch <- d
 	}
@@ -181,7 +181,7 @@ func (c *Collector) collectStatus(ch chan<- prometheus.Metric, s breaker.Status)
 	counter(c.fallbacks, k.Fallbacks)
 	counter(c.probes, k.ProbesPassed, "passed")
 	counter(c.probes, k.ProbesFailed, "failed")
-	ch <- prometheus.MustNewConstMetric(c.openTime, prometheus.CounterValue, k.OpenTime.Seconds(), s.Name)
+	ch <- prometheus.MustNewConstMetric(c.notClosedTime, prometheus.CounterValue, k.OpenTime.Seconds(), s.Name)
 
 	// OpenDuration is measured on the group's clock, the one OpenSince was
 	// read from; time.Now would disagree under a mock or a skewed clock.

@@ -198,11 +198,11 @@ breaker_fallbacks_total{name="pricing.GetPrice"} 1
 breaker_open_duration_seconds{name="inventory.GetStock"} 0
 breaker_open_duration_seconds{name="payment.Charge"} 8
 breaker_open_duration_seconds{name="pricing.GetPrice"} 0
-# HELP breaker_open_seconds_total Time the breaker has spent open or half-open, the current outage included.
-# TYPE breaker_open_seconds_total counter
-breaker_open_seconds_total{name="inventory.GetStock"} 0
-breaker_open_seconds_total{name="payment.Charge"} 8
-breaker_open_seconds_total{name="pricing.GetPrice"} 30
+# HELP breaker_not_closed_seconds_total Time the breaker has spent open or half-open, the current outage included.
+# TYPE breaker_not_closed_seconds_total counter
+breaker_not_closed_seconds_total{name="inventory.GetStock"} 0
+breaker_not_closed_seconds_total{name="payment.Charge"} 8
+breaker_not_closed_seconds_total{name="pricing.GetPrice"} 30
 # HELP breaker_probes_total Half-open probe verdicts.
 # TYPE breaker_probes_total counter
 breaker_probes_total{name="inventory.GetStock",result="failed"} 0
@@ -283,7 +283,7 @@ breaker_state{name="pricing.GetPrice",state="closed"} 0
 breaker_state{name="pricing.GetPrice",state="half_open"} 0
 breaker_state{name="pricing.GetPrice",state="open"} 1
 breaker_open_duration_seconds{name="pricing.GetPrice"} 0
-breaker_open_seconds_total{name="pricing.GetPrice"} 0
+breaker_not_closed_seconds_total{name="pricing.GetPrice"} 0
 breaker_transitions_total{from="closed",name="pricing.GetPrice",reason="err_ratio",to="open"} 1
 `},
 		{t1, nil, `
@@ -291,7 +291,7 @@ breaker_state{name="pricing.GetPrice",state="closed"} 0
 breaker_state{name="pricing.GetPrice",state="half_open"} 0
 breaker_state{name="pricing.GetPrice",state="open"} 1
 breaker_open_duration_seconds{name="pricing.GetPrice"} 4
-breaker_open_seconds_total{name="pricing.GetPrice"} 4
+breaker_not_closed_seconds_total{name="pricing.GetPrice"} 4
 breaker_transitions_total{from="closed",name="pricing.GetPrice",reason="err_ratio",to="open"} 1
 `},
 		{t2, nil, `
@@ -299,7 +299,7 @@ breaker_state{name="pricing.GetPrice",state="closed"} 0
 breaker_state{name="pricing.GetPrice",state="half_open"} 1
 breaker_state{name="pricing.GetPrice",state="open"} 0
 breaker_open_duration_seconds{name="pricing.GetPrice"} 10
-breaker_open_seconds_total{name="pricing.GetPrice"} 10
+breaker_not_closed_seconds_total{name="pricing.GetPrice"} 10
 breaker_transitions_total{from="closed",name="pricing.GetPrice",reason="err_ratio",to="open"} 1
 breaker_transitions_total{from="open",name="pricing.GetPrice",reason="cooldown_elapsed",to="half_open"} 1
 `},
@@ -308,7 +308,7 @@ breaker_state{name="pricing.GetPrice",state="closed"} 0
 breaker_state{name="pricing.GetPrice",state="half_open"} 0
 breaker_state{name="pricing.GetPrice",state="open"} 1
 breaker_open_duration_seconds{name="pricing.GetPrice"} 10
-breaker_open_seconds_total{name="pricing.GetPrice"} 10
+breaker_not_closed_seconds_total{name="pricing.GetPrice"} 10
 breaker_transitions_total{from="closed",name="pricing.GetPrice",reason="err_ratio",to="open"} 1
 breaker_transitions_total{from="half_open",name="pricing.GetPrice",reason="probe_failed",to="open"} 1
 breaker_transitions_total{from="open",name="pricing.GetPrice",reason="cooldown_elapsed",to="half_open"} 1
@@ -318,7 +318,7 @@ breaker_state{name="pricing.GetPrice",state="closed"} 1
 breaker_state{name="pricing.GetPrice",state="half_open"} 0
 breaker_state{name="pricing.GetPrice",state="open"} 0
 breaker_open_duration_seconds{name="pricing.GetPrice"} 0
-breaker_open_seconds_total{name="pricing.GetPrice"} 30
+breaker_not_closed_seconds_total{name="pricing.GetPrice"} 30
 breaker_transitions_total{from="closed",name="pricing.GetPrice",reason="err_ratio",to="open"} 1
 breaker_transitions_total{from="half_open",name="pricing.GetPrice",reason="probe_failed",to="open"} 1
 breaker_transitions_total{from="half_open",name="pricing.GetPrice",reason="probes_passed",to="closed"} 1
@@ -329,7 +329,7 @@ breaker_state{name="pricing.GetPrice",state="closed"} 1
 breaker_state{name="pricing.GetPrice",state="half_open"} 0
 breaker_state{name="pricing.GetPrice",state="open"} 0
 breaker_open_duration_seconds{name="pricing.GetPrice"} 0
-breaker_open_seconds_total{name="pricing.GetPrice"} 30
+breaker_not_closed_seconds_total{name="pricing.GetPrice"} 30
 breaker_transitions_total{from="closed",name="pricing.GetPrice",reason="err_ratio",to="open"} 1
 breaker_transitions_total{from="half_open",name="pricing.GetPrice",reason="probe_failed",to="open"} 1
 breaker_transitions_total{from="half_open",name="pricing.GetPrice",reason="probes_passed",to="closed"} 1
@@ -343,7 +343,7 @@ breaker_transitions_total{from="open",name="pricing.GetPrice",reason="cooldown_e
 		}
 		t.Logf("step %d at t0+%v", i, s.at)
 		f.expect(withHeaders(s.want),
-			"breaker_state", "breaker_open_duration_seconds", "breaker_open_seconds_total", "breaker_transitions_total")
+			"breaker_state", "breaker_open_duration_seconds", "breaker_not_closed_seconds_total", "breaker_transitions_total")
 	}
 }
 
@@ -354,7 +354,7 @@ func withHeaders(samples string) string {
 	for _, h := range []struct{ name, typ, help string }{
 		{"breaker_state", "gauge", "Current state of the breaker: 1 for the state it is in, 0 for the others."},
 		{"breaker_open_duration_seconds", "gauge", "Time since the current outage began; 0 while the breaker is closed."},
-		{"breaker_open_seconds_total", "counter", "Time the breaker has spent open or half-open, the current outage included."},
+		{"breaker_not_closed_seconds_total", "counter", "Time the breaker has spent open or half-open, the current outage included."},
 		{"breaker_transitions_total", "counter", "State transitions of the breaker, by the rule or event that caused them."},
 	} {
 		sb.WriteString("# HELP " + h.name + " " + h.help + "\n# TYPE " + h.name + " " + h.typ + "\n")
@@ -440,8 +440,8 @@ breaker_transitions_total{from="closed",name="pricing.GetPrice",reason="err_rati
 breaker_transitions_total{from="half_open",name="pricing.GetPrice",reason="probe_failed",to="open"} 1
 breaker_transitions_total{from="half_open",name="pricing.GetPrice",reason="probes_passed",to="closed"} 1
 breaker_transitions_total{from="open",name="pricing.GetPrice",reason="cooldown_elapsed",to="half_open"} 2
-breaker_open_seconds_total{name="pricing.GetPrice"} 30
-`)), "breaker_transitions_total", "breaker_open_seconds_total")
+breaker_not_closed_seconds_total{name="pricing.GetPrice"} 30
+`)), "breaker_transitions_total", "breaker_not_closed_seconds_total")
 	require.NoError(t, err)
 }
 
