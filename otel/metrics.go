@@ -26,7 +26,7 @@
 //	breaker.shadow_rejected     Counter        {call}
 //	breaker.fallbacks           Counter        {call}
 //	breaker.probes              Counter        {probe}       breaker.probe.result: passed, failed
-//	breaker.open.time           Counter        s             (time open or half-open, current outage included)
+//	breaker.not_closed.time     Counter        s             (time open or half-open, current outage included)
 //	breaker.open.duration       Gauge          s             (length of the current outage, 0 when closed)
 //	breaker.window.calls        UpDownCounter  {call}        (counted calls in the sliding window)
 //	breaker.window.error_ratio  Gauge          1             (failures/counted in the window)
@@ -93,7 +93,7 @@ type Metrics struct {
 
 	state, transitions, calls, slow, rejected, shadowRejected,
 	fallbacks, probes, windowCalls metric.Int64Observable
-	openTime, openDuration, windowRatio metric.Float64Observable
+	notClosedTime, openDuration, windowRatio metric.Float64Observable
 }
 
 // Register creates the instruments on a meter of mp named [ScopeName],
@@ -139,7 +139,7 @@ func Register(g *breaker.Group, mp metric.MeterProvider, opts ...Option) (*Metri
 		desc("Results served by a fallback instead of the downstream."), unit("{call}")))
 	i64(&m.probes)(meter.Int64ObservableCounter("breaker.probes",
 		desc("Half-open probe verdicts."), unit("{probe}")))
-	f64(&m.openTime)(meter.Float64ObservableCounter("breaker.open.time",
+	f64(&m.notClosedTime)(meter.Float64ObservableCounter("breaker.not_closed.time",
 		desc("Time the breaker has spent open or half-open, the current outage included."), unit("s")))
 	f64(&m.openDuration)(meter.Float64ObservableGauge("breaker.open.duration",
 		desc("Time since the current outage began; 0 while the breaker is closed."), unit("s")))
@@ -153,7 +153,7 @@ func Register(g *breaker.Group, mp metric.MeterProvider, opts ...Option) (*Metri
 
 	reg, err := meter.RegisterCallback(m.observe,
 		m.state, m.transitions, m.calls, m.slow, m.rejected, m.shadowRejected,
-		m.fallbacks, m.probes, m.openTime, m.openDuration, m.windowCalls, m.windowRatio)
+		m.fallbacks, m.probes, m.notClosedTime, m.openDuration, m.windowCalls, m.windowRatio)
 	if err != nil {
 		return nil, err
 	}
@@ -234,7 +234,7 @@ func (m *Metrics) observeStatus(o metric.Observer, s breaker.Status) {
 	o.ObserveInt64(m.fallbacks, toInt64(k.Fallbacks), m.with(n))
 	o.ObserveInt64(m.probes, toInt64(k.ProbesPassed), m.with(n, KeyProbeResult.String("passed")))
 	o.ObserveInt64(m.probes, toInt64(k.ProbesFailed), m.with(n, KeyProbeResult.String("failed")))
-	o.ObserveFloat64(m.openTime, k.OpenTime.Seconds(), m.with(n))
+	o.ObserveFloat64(m.notClosedTime, k.OpenTime.Seconds(), m.with(n))
 
 	// OpenDuration is measured on the group's clock, the one OpenSince was
 	// read from; time.Now would disagree under a mock or a skewed clock.

@@ -173,7 +173,7 @@ var instruments = map[string]struct{ desc, unit string }{
 	"breaker.shadow_rejected":    {"Calls a shadow breaker admitted but would have refused.", "{call}"},
 	"breaker.fallbacks":          {"Results served by a fallback instead of the downstream.", "{call}"},
 	"breaker.probes":             {"Half-open probe verdicts.", "{probe}"},
-	"breaker.open.time":          {"Time the breaker has spent open or half-open, the current outage included.", "s"},
+	"breaker.not_closed.time":    {"Time the breaker has spent open or half-open, the current outage included.", "s"},
 	"breaker.open.duration":      {"Time since the current outage began; 0 while the breaker is closed.", "s"},
 	"breaker.window.calls":       {"Counted calls (successes, failures and timeouts) in the sliding window.", "{call}"},
 	"breaker.window.error_ratio": {"Failures divided by counted calls in the sliding window; 0 when it is empty.", "1"},
@@ -295,7 +295,7 @@ func TestMetrics_ReportEveryInstrument(t *testing.T) {
 			point[int64](0, inventory, result("passed")), point[int64](0, inventory, result("failed")),
 			point[int64](0, payment, result("passed")), point[int64](0, payment, result("failed")),
 			point[int64](1, pricing, result("passed")), point[int64](1, pricing, result("failed"))),
-		counter("breaker.open.time", point(0.0, inventory), point(8.0, payment), point(30.0, pricing)),
+		counter("breaker.not_closed.time", point(0.0, inventory), point(8.0, payment), point(30.0, pricing)),
 		gauge("breaker.open.duration", point(0.0, inventory), point(8.0, payment), point(0.0, pricing)),
 		upDown("breaker.window.calls", point[int64](4, inventory), point[int64](4, payment), point[int64](0, pricing)),
 		gauge("breaker.window.error_ratio", point(0.0, inventory), point(0.5, payment), point(0.0, pricing)),
@@ -315,7 +315,7 @@ func TestMetrics_StateAndOpenTimeFollowAnOutage(t *testing.T) {
 		at        time.Duration
 		do        func()
 		state     breaker.State
-		open      float64 // breaker.open.duration and breaker.open.time alike in one outage
+		open      float64 // breaker.open.duration and breaker.not_closed.time alike in one outage
 		moves     []metricdata.DataPoint[int64]
 		rejection int64
 	}{
@@ -336,7 +336,7 @@ func TestMetrics_StateAndOpenTimeFollowAnOutage(t *testing.T) {
 			upDown("breaker.state", stateOf(pricing, s.state)...),
 			counter("breaker.transitions", s.moves...),
 			counter("breaker.rejected", point(s.rejection, pricing)),
-			counter("breaker.open.time", point(s.open, pricing)),
+			counter("breaker.not_closed.time", point(s.open, pricing)),
 			gauge("breaker.open.duration", point(s.open, pricing)),
 		}, true)
 	}
@@ -527,6 +527,6 @@ func TestRegression_MetricsRegisteredLateCountEarlierTransitions(t *testing.T) {
 			moved(pricing, breaker.Open, breaker.HalfOpen, breaker.ReasonCooldown, 2),
 			moved(pricing, breaker.HalfOpen, breaker.Open, breaker.ReasonProbeFailed, 1),
 			moved(pricing, breaker.HalfOpen, breaker.Closed, breaker.ReasonProbesPassed, 1)),
-		counter("breaker.open.time", point(30.0, pricing)),
+		counter("breaker.not_closed.time", point(30.0, pricing)),
 	}, true)
 }
