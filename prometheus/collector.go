@@ -144,6 +144,8 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	// collectors run, and the group must not wait for a scrape.
 	var all []breakerMetrics
 	c.g.Range(func(_ string, b *breaker.Breaker) bool {
+		// Status first: it notices an ended cooldown, and the transition
+		// it makes belongs in the counts read next.
 		all = append(all, breakerMetrics{b.Status(), b.Transitions()})
 		return true
 	})
