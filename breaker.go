@@ -81,7 +81,11 @@ type history struct {
 	opens     uint32
 	probesOK  uint32
 	probesBad uint32
-	events    eventQueue
+	// transitions counts the transitions made, one entry per (from, to,
+	// reason) in the order each first happened. A handful of entries at
+	// most: the reasons are a short fixed list.
+	transitions []TransitionCount
+	events      eventQueue
 	// inflight holds the admission offsets of the current half-open
 	// episode's probes that have no verdict yet, indexed by the slot
 	// number in their token; never marks an unused entry.

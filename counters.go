@@ -137,3 +137,42 @@ func (b *Breaker) Status() Status {
 	}
 	return s
 }
+
+// TransitionCount is how many times a breaker has moved From one state To
+// another for one Reason.
+type TransitionCount struct {
+	From   State  `json:"from"`
+	To     State  `json:"to"`
+	Reason Reason `json:"reason"`
+	Count  uint64 `json:"count"`
+}
+
+// Transitions returns how many transitions the breaker has made since it
+// was created, by from, to and reason, in the order in which each
+// combination first happened; combinations that never happened are absent.
+// Like [Counters] the counts only grow, so an exporter that reads them
+// when it is scraped counts every transition, however late it was set up.
+// The result is a copy the caller may keep; it is nil for a breaker that
+// has never left Closed.
+func (b *Breaker) Transitions() []TransitionCount {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.hist == nil || len(b.hist.transitions) == 0 {
+		return nil
+	}
+	return append([]TransitionCount(nil), b.hist.transitions...)
+}
+
+// countTransitionLocked counts a transition being made. It runs only on
+// transitions, under b.mu, so the calls pay nothing for it. b.mu must be
+// held.
+func (b *Breaker) countTransitionLocked(from, to State, reason Reason) {
+	h := b.histLocked()
+	for i := range h.transitions {
+		if t := &h.transitions[i]; t.From == from && t.To == to && t.Reason == reason {
+			t.Count++
+			return
+		}
+	}
+	h.transitions = append(h.transitions, TransitionCount{From: from, To: to, Reason: reason, Count: 1})
+}

@@ -104,3 +104,32 @@ func TestGroup_NowReadsTheGroupsClock(t *testing.T) {
 	gh.clk.Add(time.Minute)
 	assert.Equal(t, gh.t0.Add(time.Minute), gh.g.Now())
 }
+
+// Transitions counts every transition by from, to and reason, in the order
+// each first happened; Reset does not
+// clear them (they are monotonic, like the counters), and a transition to
+// the state the breaker is already in is not one.
+func TestTransitions_CountEveryTransitionByReason(t *testing.T) {
+	h := newHarness(t, DefaultPolicy())
+	assert.Nil(t, h.b.Transitions(), "a breaker that never left Closed")
+	h.trip()
+	h.at(31 * time.Second)
+	require.ErrorIs(t, h.call(context.DeadlineExceeded), context.DeadlineExceeded) // probe fails
+	h.at(5 * time.Minute)
+	h.calls(3, nil) // probes pass
+	h.b.SetMode(ModeForcedClosed)
+	h.b.Reset() // closed to closed: no transition
+	h.at(10 * time.Minute)
+	h.trip()
+
+	got := h.b.Transitions()
+	assert.Equal(t, []TransitionCount{
+		{Closed, Open, ReasonErrorRatio, 2},
+		{Open, HalfOpen, ReasonCooldown, 2},
+		{HalfOpen, Open, ReasonProbeFailed, 1},
+		{HalfOpen, Closed, ReasonProbesPassed, 1},
+	}, got)
+	got[0].Count = 99
+	assert.Equal(t, uint64(2), h.b.Transitions()[0].Count, "the result is a copy")
+	assert.Equal(t, uint64(3), h.b.Counters().Opens, "Closed→Open and HalfOpen→Open agree with Opens")
+}

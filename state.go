@@ -135,6 +135,7 @@ func (b *Breaker) transitionLocked(now int64, to State, m Mode, reason Reason, s
 	if from == to {
 		return
 	}
+	b.countTransitionLocked(from, to, reason)
 	b.queueLocked(Event{
 		Name:      b.name,
 		From:      from,

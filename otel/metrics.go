@@ -3,9 +3,10 @@
 //
 // [Register] creates asynchronous instruments whose one callback reads the
 // group at each collection, so nothing is added to the call path: the
-// breakers already keep the counts. Only transitions are counted as they
-// happen, through [breaker.Group.Subscribe], because the
-// breakers keep no per-reason history.
+// breakers already keep the counts, transitions included
+// ([breaker.Breaker.Transitions]). Nothing is counted as it happens, so
+// instruments registered late still report every transition the breakers
+// have made.
 //
 //	m, err := breakerotel.Register(group, otel.GetMeterProvider())
 //	if err != nil {
@@ -25,7 +26,7 @@
 //	breaker.shadow_rejected     Counter        {call}
 //	breaker.fallbacks           Counter        {call}
 //	breaker.probes              Counter        {probe}       breaker.probe.result: passed, failed
-//	breaker.open.time           Counter        s             (time open or half-open, current outage included)
+//	breaker.not_closed.time     Counter        s             (time open or half-open, current outage included)
 //	breaker.open.duration       Gauge          s             (length of the current outage, 0 when closed)
 //	breaker.window.calls        UpDownCounter  {call}        (counted calls in the sliding window)
 //	breaker.window.error_ratio  Gauge          1             (failures/counted in the window)
@@ -33,8 +34,8 @@
 // All are observable. The state and the window's calls are UpDownCounters
 // rather than gauges because they add up across breakers: the sum of
 // breaker.state over breaker.name for breaker.state=open is the number of
-// open breakers. Transitions are observed too, from counts the adapter
-// keeps, rather than added to a synchronous counter: a synchronous
+// open breakers. Transitions are observed too, from the breakers' own
+// counts, rather than added to a synchronous counter: a synchronous
 // counter's series live as long as the meter provider, so per-target keys
 // that come and go would fill the SDK's cardinality limit (2000 series an
 // instrument by default) and outlive the breakers they describe.
@@ -43,7 +44,6 @@ package breakerotel
 import (
 	"context"
 	"errors"
-	"sync"
 
 	"github.com/govkit/breaker"
 	"go.opentelemetry.io/otel/attribute"
@@ -82,42 +82,23 @@ func WithAttributes(kv ...attribute.KeyValue) Option {
 // Metrics is the registration of one group's instruments. Every
 // measurement reflects the group as it is at the collection; a breaker the
 // group has dropped (evicted as idle, or removed) stops being reported,
-// together with its transition counts, and one created again under the
-// same key starts its counts afresh, transitions included, even when no
-// collection saw the key go: transitions are counted per breaker, not per
-// name, so they always agree with the breaker's own counters (Opens, the
-// probe verdicts).
-//
-// Transitions that happened before Register was called are not counted;
-// register right after creating the group.
+// and one created again under the same key is a new breaker whose counts,
+// transitions included, start from zero.
 //
 // Metrics is safe for concurrent use by multiple goroutines.
 type Metrics struct {
-	g           *breaker.Group
-	attrs       []attribute.KeyValue
-	reg         metric.Registration
-	unsubscribe func()
+	g     *breaker.Group
+	attrs []attribute.KeyValue
+	reg   metric.Registration
 
 	state, transitions, calls, slow, rejected, shadowRejected,
 	fallbacks, probes, windowCalls metric.Int64Observable
-	openTime, openDuration, windowRatio metric.Float64Observable
-
-	mu sync.Mutex
-	// counts is keyed by breaker first so that the transitions of a
-	// dropped breaker can be forgotten in one delete. The key is the
-	// *Breaker, not its name: a name removed and used again belongs to a
-	// new breaker, whose counts must not start where the old one's ended.
-	counts map[*breaker.Breaker]map[transition]int64
-}
-
-type transition struct {
-	from, to breaker.State
-	reason   breaker.Reason
+	notClosedTime, openDuration, windowRatio metric.Float64Observable
 }
 
 // Register creates the instruments on a meter of mp named [ScopeName],
-// registers a callback that reads g at each collection, and subscribes to
-// g's transitions. Call [Metrics.Unregister] to stop both.
+// and registers a callback that reads g at each collection. Call
+// [Metrics.Unregister] to stop it.
 func Register(g *breaker.Group, mp metric.MeterProvider, opts ...Option) (*Metrics, error) {
 	if g == nil || mp == nil {
 		return nil, errors.New("breakerotel: nil group or meter provider")
@@ -129,7 +110,7 @@ func Register(g *breaker.Group, mp metric.MeterProvider, opts ...Option) (*Metri
 		}
 	}
 	meter := mp.Meter(ScopeName)
-	m := &Metrics{g: g, attrs: cfg.attrs, counts: map[*breaker.Breaker]map[transition]int64{}}
+	m := &Metrics{g: g, attrs: cfg.attrs}
 
 	// Errors are gathered rather than returned at the first, so that one
 	// report names every instrument the provider refused. The curried
@@ -158,7 +139,7 @@ func Register(g *breaker.Group, mp metric.MeterProvider, opts ...Option) (*Metri
 		desc("Results served by a fallback instead of the downstream."), unit("{call}")))
 	i64(&m.probes)(meter.Int64ObservableCounter("breaker.probes",
 		desc("Half-open probe verdicts."), unit("{probe}")))
-	f64(&m.openTime)(meter.Float64ObservableCounter("breaker.open.time",
+	f64(&m.notClosedTime)(meter.Float64ObservableCounter("breaker.not_closed.time",
 		desc("Time the breaker has spent open or half-open, the current outage included."), unit("s")))
 	f64(&m.openDuration)(meter.Float64ObservableGauge("breaker.open.duration",
 		desc("Time since the current outage began; 0 while the breaker is closed."), unit("s")))
@@ -172,73 +153,43 @@ func Register(g *breaker.Group, mp metric.MeterProvider, opts ...Option) (*Metri
 
 	reg, err := meter.RegisterCallback(m.observe,
 		m.state, m.transitions, m.calls, m.slow, m.rejected, m.shadowRejected,
-		m.fallbacks, m.probes, m.openTime, m.openDuration, m.windowCalls, m.windowRatio)
+		m.fallbacks, m.probes, m.notClosedTime, m.openDuration, m.windowCalls, m.windowRatio)
 	if err != nil {
 		return nil, err
 	}
 	m.reg = reg
-	m.unsubscribe = g.Subscribe(m.count)
 	return m, nil
 }
 
-// Unregister removes the callback and the subscription: the instruments
-// report nothing more for this group. It is safe to call more than once.
+// Unregister removes the callback: the instruments report nothing more
+// for this group. It is safe to call more than once.
 func (m *Metrics) Unregister() error {
-	m.unsubscribe()
 	return m.reg.Unregister()
-}
-
-// count runs on the goroutine of the call that caused the transition, so
-// it only takes a short lock and increments.
-func (m *Metrics) count(b *breaker.Breaker, e breaker.Event) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	c := m.counts[b]
-	if c == nil {
-		c = map[transition]int64{}
-		m.counts[b] = c
-	}
-	c[transition{e.From, e.To, e.Reason}]++
 }
 
 var states = [...]breaker.State{breaker.Closed, breaker.Open, breaker.HalfOpen}
 
 func (m *Metrics) observe(_ context.Context, o metric.Observer) error {
-	// The breakers seen before the group is read are the only ones the
-	// reading can prove gone: a breaker whose first transition lands
-	// after it is absent from it but very much alive.
-	m.mu.Lock()
-	before := make(map[*breaker.Breaker]bool, len(m.counts))
-	for b := range m.counts {
-		before[b] = true
+	type breakerMetrics struct {
+		status      breaker.Status
+		transitions []breaker.TransitionCount
 	}
-	m.mu.Unlock()
-
-	live := map[*breaker.Breaker]bool{}
-	var status []breaker.Status
+	// Read under Range, observed after it, so the group is not held while
+	// the SDK aggregates.
+	var all []breakerMetrics
 	m.g.Range(func(_ string, b *breaker.Breaker) bool {
-		live[b] = true
-		status = append(status, b.Status())
+		// Status first: it notices an ended cooldown, and the transition
+		// it makes belongs in the counts read next.
+		all = append(all, breakerMetrics{b.Status(), b.Transitions()})
 		return true
 	})
-	for _, s := range status {
-		m.observeStatus(o, s)
-	}
-
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	for b, c := range m.counts {
-		if !live[b] {
-			if before[b] {
-				delete(m.counts, b)
-			}
-			continue
-		}
-		for t, n := range c {
-			o.ObserveInt64(m.transitions, n, m.with(b.Name(),
-				KeyTransitionFrom.String(t.from.String()),
-				KeyTransitionTo.String(t.to.String()),
-				KeyTransitionReason.String(string(t.reason))))
+	for _, bm := range all {
+		m.observeStatus(o, bm.status)
+		for _, t := range bm.transitions {
+			o.ObserveInt64(m.transitions, toInt64(t.Count), m.with(bm.status.Name,
+				KeyTransitionFrom.String(t.From.String()),
+				KeyTransitionTo.String(t.To.String()),
+				KeyTransitionReason.String(string(t.Reason))))
 		}
 	}
 	return nil
@@ -283,7 +234,7 @@ func (m *Metrics) observeStatus(o metric.Observer, s breaker.Status) {
 	o.ObserveInt64(m.fallbacks, toInt64(k.Fallbacks), m.with(n))
 	o.ObserveInt64(m.probes, toInt64(k.ProbesPassed), m.with(n, KeyProbeResult.String("passed")))
 	o.ObserveInt64(m.probes, toInt64(k.ProbesFailed), m.with(n, KeyProbeResult.String("failed")))
-	o.ObserveFloat64(m.openTime, k.OpenTime.Seconds(), m.with(n))
+	o.ObserveFloat64(m.notClosedTime, k.OpenTime.Seconds(), m.with(n))
 
 	// OpenDuration is measured on the group's clock, the one OpenSince was
 	// read from; time.Now would disagree under a mock or a skewed clock.

@@ -2,13 +2,12 @@
 // Prometheus metrics.
 //
 // A [Collector] reads the group when it is scraped, so it adds nothing to
-// the call path: the breakers already keep the counts. Only transitions are
-// counted as they happen, through [breaker.Group.Subscribe],
-// because the breakers keep no per-reason history. Register one collector per group:
+// the call path: the breakers already keep the counts, transitions
+// included ([breaker.Breaker.Transitions]). Nothing is counted as it
+// happens, so a collector created late still reports every transition the
+// breakers have made. Register one collector per group:
 //
-//	c := breakerprom.NewCollector(group)
-//	defer c.Close()
-//	reg.MustRegister(c)
+//	reg.MustRegister(breakerprom.NewCollector(group))
 //
 // With the default namespace the collector exposes these families, each
 // with the label name (the breaker's key) and the labels shown:
@@ -21,15 +20,13 @@
 //	breaker_shadow_rejected_total              counter
 //	breaker_fallbacks_total                    counter
 //	breaker_probes_total{result}               counter  passed, failed
-//	breaker_open_seconds_total                 counter  time open or half-open, current outage included
+//	breaker_not_closed_seconds_total           counter  time open or half-open, current outage included
 //	breaker_open_duration_seconds              gauge    length of the current outage, 0 when closed
 //	breaker_window_calls                       gauge    counted calls in the sliding window
 //	breaker_window_error_ratio                 gauge    failures/counted in the window
 package breakerprom
 
 import (
-	"sync"
-
 	"github.com/govkit/breaker"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -68,40 +65,20 @@ func WithConstLabels(l prometheus.Labels) Option {
 // A Collector is a [prometheus.Collector] for the breakers of one group.
 // Every metric reflects the group as it is at the scrape; a breaker the
 // group has dropped (evicted as idle, or removed) disappears from the
-// exposition together with its transition counts, and a breaker created
-// again under the same key starts its counters afresh, which Prometheus's
-// rate functions read as a counter reset. Its transition counts start
-// afresh with it, even when no scrape saw the key go: they are kept per
-// breaker, not per name, so they always agree with the breaker's own
-// counters (Opens, the probe verdicts).
-//
-// Transitions that happened before NewCollector was called are not
-// counted; create the collector right after the group.
+// exposition, and a breaker created again under the same key is a new
+// breaker whose counters, transitions included, start from zero, which
+// Prometheus's rate functions read as a counter reset.
 //
 // A Collector is safe for concurrent use by multiple goroutines.
 type Collector struct {
-	g           *breaker.Group
-	unsubscribe func()
+	g *breaker.Group
 
 	state, transitions, calls, slow, rejected, shadowRejected,
-	fallbacks, probes, openTime, openDuration, windowCalls, windowRatio *prometheus.Desc
-
-	mu sync.Mutex
-	// counts is keyed by breaker first so that the transitions of a
-	// dropped breaker can be forgotten in one delete. The key is the
-	// *Breaker, not its name: a name removed and used again belongs to a
-	// new breaker, whose counts must not start where the old one's ended.
-	counts map[*breaker.Breaker]map[transition]uint64
+	fallbacks, probes, notClosedTime, openDuration, windowCalls, windowRatio *prometheus.Desc
 }
 
-type transition struct {
-	from, to breaker.State
-	reason   breaker.Reason
-}
-
-// NewCollector returns a collector for g and subscribes it to g's
-// transitions. Call [Collector.Close] when the collector is no longer
-// scraped, or the subscription keeps it alive as long as the group.
+// NewCollector returns a collector for g. It holds no resources beyond
+// its reference to g: unregister it from the registry to stop it.
 func NewCollector(g *breaker.Group, opts ...Option) *Collector {
 	cfg := config{namespace: DefaultNamespace}
 	for _, o := range opts {
@@ -114,8 +91,7 @@ func NewCollector(g *breaker.Group, opts ...Option) *Collector {
 			append([]string{"name"}, labels...), cfg.constLabels)
 	}
 	c := &Collector{
-		g:      g,
-		counts: map[*breaker.Breaker]map[transition]uint64{},
+		g: g,
 		state: desc("state",
 			"Current state of the breaker: 1 for the state it is in, 0 for the others.", "state"),
 		transitions: desc("transitions_total",
@@ -132,7 +108,7 @@ func NewCollector(g *breaker.Group, opts ...Option) *Collector {
 			"Results served by a fallback instead of the downstream."),
 		probes: desc("probes_total",
 			"Half-open probe verdicts.", "result"),
-		openTime: desc("open_seconds_total",
+		notClosedTime: desc("not_closed_seconds_total",
 			"Time the breaker has spent open or half-open, the current outage included."),
 		openDuration: desc("open_duration_seconds",
 			"Time since the current outage began; 0 while the breaker is closed."),
@@ -141,30 +117,7 @@ func NewCollector(g *breaker.Group, opts ...Option) *Collector {
 		windowRatio: desc("window_error_ratio",
 			"Failures divided by counted calls in the sliding window; 0 when it is empty."),
 	}
-	c.unsubscribe = g.Subscribe(c.observe)
 	return c
-}
-
-// observe runs on the goroutine of the call that caused the transition,
-// so it only takes a short lock and increments.
-func (c *Collector) observe(b *breaker.Breaker, e breaker.Event) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	m := c.counts[b]
-	if m == nil {
-		m = map[transition]uint64{}
-		c.counts[b] = m
-	}
-	m[transition{e.From, e.To, e.Reason}]++
-}
-
-// Close stops counting transitions. The collector still reports the rest
-// of the group's metrics if it is scraped afterwards; unregister it from
-// the registry to stop that too. Close is safe to call more than once and
-// always returns nil.
-func (c *Collector) Close() error {
-	c.unsubscribe()
-	return nil
 }
 
 // Describe sends the descriptors of every metric the collector can
@@ -173,7 +126,7 @@ func (c *Collector) Close() error {
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{
 		c.state, c.transitions, c.calls, c.slow, c.rejected, c.shadowRejected,
-		c.fallbacks, c.probes, c.openTime, c.openDuration, c.windowCalls, c.windowRatio,
+		c.fallbacks, c.probes, c.notClosedTime, c.openDuration, c.windowCalls, c.windowRatio,
 	} {
 		ch <- d
 	}
@@ -183,51 +136,25 @@ var states = [...]breaker.State{breaker.Closed, breaker.Open, breaker.HalfOpen}
 
 // Collect sends the current metrics of every breaker in the group.
 func (c *Collector) Collect(ch chan<- prometheus.Metric) {
-	// The breakers seen before the group is read are the only ones the
-	// reading can prove gone: a breaker whose first transition lands
-	// after it is absent from it but very much alive.
-	c.mu.Lock()
-	before := make(map[*breaker.Breaker]bool, len(c.counts))
-	for b := range c.counts {
-		before[b] = true
+	type breakerMetrics struct {
+		status      breaker.Status
+		transitions []breaker.TransitionCount
 	}
-	c.mu.Unlock()
-
-	live := map[*breaker.Breaker]bool{}
-	var status []breaker.Status
+	// Read under Range, sent after it: the registry reads ch while other
+	// collectors run, and the group must not wait for a scrape.
+	var all []breakerMetrics
 	c.g.Range(func(_ string, b *breaker.Breaker) bool {
-		live[b] = true
-		status = append(status, b.Status())
+		// Status first: it notices an ended cooldown, and the transition
+		// it makes belongs in the counts read next.
+		all = append(all, breakerMetrics{b.Status(), b.Transitions()})
 		return true
 	})
-	for _, s := range status {
-		c.collectStatus(ch, s)
-	}
-
-	c.mu.Lock()
-	type sample struct {
-		name string
-		t    transition
-		n    uint64
-	}
-	var samples []sample
-	for b, m := range c.counts {
-		if !live[b] {
-			if before[b] {
-				delete(c.counts, b)
-			}
-			continue
+	for _, m := range all {
+		c.collectStatus(ch, m.status)
+		for _, t := range m.transitions {
+			ch <- prometheus.MustNewConstMetric(c.transitions, prometheus.CounterValue, float64(t.Count),
+				m.status.Name, t.From.String(), t.To.String(), string(t.Reason))
 		}
-		for t, n := range m {
-			samples = append(samples, sample{b.Name(), t, n})
-		}
-	}
-	c.mu.Unlock()
-	// Sent outside the lock: the registry reads ch while other collectors
-	// run, and a transition must not wait for a scrape.
-	for _, s := range samples {
-		ch <- prometheus.MustNewConstMetric(c.transitions, prometheus.CounterValue, float64(s.n),
-			s.name, s.t.from.String(), s.t.to.String(), string(s.t.reason))
 	}
 }
 
@@ -256,7 +183,7 @@ func (c *Collector) collectStatus(ch chan<- prometheus.Metric, s breaker.Status)
 	counter(c.fallbacks, k.Fallbacks)
 	counter(c.probes, k.ProbesPassed, "passed")
 	counter(c.probes, k.ProbesFailed, "failed")
-	ch <- prometheus.MustNewConstMetric(c.openTime, prometheus.CounterValue, k.OpenTime.Seconds(), s.Name)
+	ch <- prometheus.MustNewConstMetric(c.notClosedTime, prometheus.CounterValue, k.OpenTime.Seconds(), s.Name)
 
 	// OpenDuration is measured on the group's clock, the one OpenSince was
 	// read from; time.Now would disagree under a mock or a skewed clock.

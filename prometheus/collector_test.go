@@ -65,7 +65,6 @@ func newFixture(t *testing.T, opts ...Option) *fixture {
 	require.NoError(t, err)
 	f.g = g
 	f.c = NewCollector(g, opts...)
-	t.Cleanup(func() { _ = f.c.Close() })
 	return f
 }
 
@@ -199,11 +198,11 @@ breaker_fallbacks_total{name="pricing.GetPrice"} 1
 breaker_open_duration_seconds{name="inventory.GetStock"} 0
 breaker_open_duration_seconds{name="payment.Charge"} 8
 breaker_open_duration_seconds{name="pricing.GetPrice"} 0
-# HELP breaker_open_seconds_total Time the breaker has spent open or half-open, the current outage included.
-# TYPE breaker_open_seconds_total counter
-breaker_open_seconds_total{name="inventory.GetStock"} 0
-breaker_open_seconds_total{name="payment.Charge"} 8
-breaker_open_seconds_total{name="pricing.GetPrice"} 30
+# HELP breaker_not_closed_seconds_total Time the breaker has spent open or half-open, the current outage included.
+# TYPE breaker_not_closed_seconds_total counter
+breaker_not_closed_seconds_total{name="inventory.GetStock"} 0
+breaker_not_closed_seconds_total{name="payment.Charge"} 8
+breaker_not_closed_seconds_total{name="pricing.GetPrice"} 30
 # HELP breaker_probes_total Half-open probe verdicts.
 # TYPE breaker_probes_total counter
 breaker_probes_total{name="inventory.GetStock",result="failed"} 0
@@ -284,7 +283,7 @@ breaker_state{name="pricing.GetPrice",state="closed"} 0
 breaker_state{name="pricing.GetPrice",state="half_open"} 0
 breaker_state{name="pricing.GetPrice",state="open"} 1
 breaker_open_duration_seconds{name="pricing.GetPrice"} 0
-breaker_open_seconds_total{name="pricing.GetPrice"} 0
+breaker_not_closed_seconds_total{name="pricing.GetPrice"} 0
 breaker_transitions_total{from="closed",name="pricing.GetPrice",reason="err_ratio",to="open"} 1
 `},
 		{t1, nil, `
@@ -292,7 +291,7 @@ breaker_state{name="pricing.GetPrice",state="closed"} 0
 breaker_state{name="pricing.GetPrice",state="half_open"} 0
 breaker_state{name="pricing.GetPrice",state="open"} 1
 breaker_open_duration_seconds{name="pricing.GetPrice"} 4
-breaker_open_seconds_total{name="pricing.GetPrice"} 4
+breaker_not_closed_seconds_total{name="pricing.GetPrice"} 4
 breaker_transitions_total{from="closed",name="pricing.GetPrice",reason="err_ratio",to="open"} 1
 `},
 		{t2, nil, `
@@ -300,7 +299,7 @@ breaker_state{name="pricing.GetPrice",state="closed"} 0
 breaker_state{name="pricing.GetPrice",state="half_open"} 1
 breaker_state{name="pricing.GetPrice",state="open"} 0
 breaker_open_duration_seconds{name="pricing.GetPrice"} 10
-breaker_open_seconds_total{name="pricing.GetPrice"} 10
+breaker_not_closed_seconds_total{name="pricing.GetPrice"} 10
 breaker_transitions_total{from="closed",name="pricing.GetPrice",reason="err_ratio",to="open"} 1
 breaker_transitions_total{from="open",name="pricing.GetPrice",reason="cooldown_elapsed",to="half_open"} 1
 `},
@@ -309,7 +308,7 @@ breaker_state{name="pricing.GetPrice",state="closed"} 0
 breaker_state{name="pricing.GetPrice",state="half_open"} 0
 breaker_state{name="pricing.GetPrice",state="open"} 1
 breaker_open_duration_seconds{name="pricing.GetPrice"} 10
-breaker_open_seconds_total{name="pricing.GetPrice"} 10
+breaker_not_closed_seconds_total{name="pricing.GetPrice"} 10
 breaker_transitions_total{from="closed",name="pricing.GetPrice",reason="err_ratio",to="open"} 1
 breaker_transitions_total{from="half_open",name="pricing.GetPrice",reason="probe_failed",to="open"} 1
 breaker_transitions_total{from="open",name="pricing.GetPrice",reason="cooldown_elapsed",to="half_open"} 1
@@ -319,7 +318,7 @@ breaker_state{name="pricing.GetPrice",state="closed"} 1
 breaker_state{name="pricing.GetPrice",state="half_open"} 0
 breaker_state{name="pricing.GetPrice",state="open"} 0
 breaker_open_duration_seconds{name="pricing.GetPrice"} 0
-breaker_open_seconds_total{name="pricing.GetPrice"} 30
+breaker_not_closed_seconds_total{name="pricing.GetPrice"} 30
 breaker_transitions_total{from="closed",name="pricing.GetPrice",reason="err_ratio",to="open"} 1
 breaker_transitions_total{from="half_open",name="pricing.GetPrice",reason="probe_failed",to="open"} 1
 breaker_transitions_total{from="half_open",name="pricing.GetPrice",reason="probes_passed",to="closed"} 1
@@ -330,7 +329,7 @@ breaker_state{name="pricing.GetPrice",state="closed"} 1
 breaker_state{name="pricing.GetPrice",state="half_open"} 0
 breaker_state{name="pricing.GetPrice",state="open"} 0
 breaker_open_duration_seconds{name="pricing.GetPrice"} 0
-breaker_open_seconds_total{name="pricing.GetPrice"} 30
+breaker_not_closed_seconds_total{name="pricing.GetPrice"} 30
 breaker_transitions_total{from="closed",name="pricing.GetPrice",reason="err_ratio",to="open"} 1
 breaker_transitions_total{from="half_open",name="pricing.GetPrice",reason="probe_failed",to="open"} 1
 breaker_transitions_total{from="half_open",name="pricing.GetPrice",reason="probes_passed",to="closed"} 1
@@ -344,7 +343,7 @@ breaker_transitions_total{from="open",name="pricing.GetPrice",reason="cooldown_e
 		}
 		t.Logf("step %d at t0+%v", i, s.at)
 		f.expect(withHeaders(s.want),
-			"breaker_state", "breaker_open_duration_seconds", "breaker_open_seconds_total", "breaker_transitions_total")
+			"breaker_state", "breaker_open_duration_seconds", "breaker_not_closed_seconds_total", "breaker_transitions_total")
 	}
 }
 
@@ -355,7 +354,7 @@ func withHeaders(samples string) string {
 	for _, h := range []struct{ name, typ, help string }{
 		{"breaker_state", "gauge", "Current state of the breaker: 1 for the state it is in, 0 for the others."},
 		{"breaker_open_duration_seconds", "gauge", "Time since the current outage began; 0 while the breaker is closed."},
-		{"breaker_open_seconds_total", "counter", "Time the breaker has spent open or half-open, the current outage included."},
+		{"breaker_not_closed_seconds_total", "counter", "Time the breaker has spent open or half-open, the current outage included."},
 		{"breaker_transitions_total", "counter", "State transitions of the breaker, by the rule or event that caused them."},
 	} {
 		sb.WriteString("# HELP " + h.name + " " + h.help + "\n# TYPE " + h.name + " " + h.typ + "\n")
@@ -384,7 +383,6 @@ breaker_state{name="inventory.GetStock",state="closed"} 1
 breaker_state{name="inventory.GetStock",state="half_open"} 0
 breaker_state{name="inventory.GetStock",state="open"} 0
 `), "breaker_state", "breaker_transitions_total")
-	assert.Empty(t, f.c.counts, "the dropped breaker's transition counts are freed")
 
 	f.trip(pricing)
 	f.expect(withHeaders(`
@@ -421,18 +419,30 @@ breaker_transitions_total{from="closed",name="pricing.GetPrice",reason="err_rati
 `), "breaker_transitions_total")
 }
 
-// After Close, transitions are no longer counted; the rest still reads the
-// group.
-func TestCollector_CloseStopsCountingTransitions(t *testing.T) {
+// Scenario: a service built its group, served traffic through it, and
+// created the collector only when its metrics endpoint came up. pricing
+// had tripped, failed a probe and recovered in between. The collector
+// counted transitions through Group.Subscribe from its own creation on,
+// so breaker_transitions_total showed none of them, while the breaker's
+// own probes_total showed both verdicts.
+func TestRegression_CollectorCreatedLateCountsEarlierTransitions(t *testing.T) {
 	f := newFixture(t)
-	require.NoError(t, f.c.Close())
-	require.NoError(t, f.c.Close())
 	f.trip(pricing)
-	f.expect(withHeaders(`
-breaker_state{name="pricing.GetPrice",state="closed"} 0
-breaker_state{name="pricing.GetPrice",state="half_open"} 0
-breaker_state{name="pricing.GetPrice",state="open"} 1
-`), "breaker_state", "breaker_transitions_total")
+	f.at(10 * time.Second)
+	f.calls(pricing, 1, context.DeadlineExceeded) // the probe fails: open for 20s
+	f.at(30 * time.Second)
+	f.calls(pricing, 1, nil) // the probe passes: closed
+	require.Equal(t, breaker.Closed, f.breaker(pricing).State())
+
+	late := NewCollector(f.g)
+	err := testutil.CollectAndCompare(late, strings.NewReader(withHeaders(`
+breaker_transitions_total{from="closed",name="pricing.GetPrice",reason="err_ratio",to="open"} 1
+breaker_transitions_total{from="half_open",name="pricing.GetPrice",reason="probe_failed",to="open"} 1
+breaker_transitions_total{from="half_open",name="pricing.GetPrice",reason="probes_passed",to="closed"} 1
+breaker_transitions_total{from="open",name="pricing.GetPrice",reason="cooldown_elapsed",to="half_open"} 2
+breaker_not_closed_seconds_total{name="pricing.GetPrice"} 30
+`)), "breaker_transitions_total", "breaker_not_closed_seconds_total")
+	require.NoError(t, err)
 }
 
 // Two groups can share a registry when their collectors carry distinct
@@ -502,10 +512,16 @@ func TestCollector_RaceHammer(t *testing.T) {
 	}()
 	wg.Wait()
 
+	reg := prometheus.NewPedanticRegistry()
+	require.NoError(t, reg.Register(f.c))
+	families, err := reg.Gather()
+	require.NoError(t, err)
 	total := 0
-	for _, m := range f.c.counts {
-		for _, n := range m {
-			total += int(n)
+	for _, mf := range families {
+		if mf.GetName() == "breaker_transitions_total" {
+			for _, m := range mf.GetMetric() {
+				total += int(m.GetCounter().GetValue())
+			}
 		}
 	}
 	mu.Lock()

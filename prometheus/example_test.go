@@ -21,7 +21,6 @@ func ExampleNewCollector() {
 		panic(err)
 	}
 	c := breakerprom.NewCollector(g)
-	defer c.Close()
 
 	// A registry of its own keeps the example's output to the breakers;
 	// prometheus.MustRegister(c) adds them to the default one instead.

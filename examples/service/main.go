@@ -45,8 +45,6 @@ func serve(addr string, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	defer svc.Close()
-
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return err

@@ -39,7 +39,6 @@ const policies = `{
 // downstreams through a breaker group, and the endpoints to watch it.
 type service struct {
 	group     *breaker.Group
-	metrics   *breakerprom.Collector
 	registry  *prometheus.Registry
 	inventory *inventoryClient
 	pricing   *pricingClient
@@ -69,17 +68,10 @@ func newService(log *slog.Logger, opts ...breaker.Option) (*service, error) {
 	// that a test can build several services in one process. A real
 	// service registers its other collectors (collectors.NewGoCollector(),
 	// its request metrics) on the same registry.
-	s.metrics = breakerprom.NewCollector(g)
-	if err := s.registry.Register(s.metrics); err != nil {
+	if err := s.registry.Register(breakerprom.NewCollector(g)); err != nil {
 		return nil, err
 	}
 	return s, nil
-}
-
-// Close stops the metrics subscription. The group itself runs nothing
-// in the background.
-func (s *service) Close() error {
-	return s.metrics.Close()
 }
 
 // routes returns the service's HTTP handler.
