@@ -2,7 +2,9 @@ package breaker
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -61,7 +63,7 @@ func (e Event) MarshalJSON() ([]byte, error) {
 func (e *Event) UnmarshalJSON(data []byte) error {
 	v := eventJSON{plainEvent: plainEvent(*e), Cooldown: e.Cooldown.String()}
 	if err := json.Unmarshal(data, &v); err != nil {
-		return err
+		return eventDecodeError(err)
 	}
 	d, err := time.ParseDuration(v.Cooldown)
 	if err != nil {
@@ -76,6 +78,27 @@ func (e *Event) UnmarshalJSON(data []byte) error {
 	v.plainEvent.Cooldown = d
 	*e = Event(v.plainEvent)
 	return nil
+}
+
+// eventDecodeError names the field of a type error by its JSON key, not
+// by the Go types that decode an event, which are no business of the
+// caller's.
+func eventDecodeError(err error) error {
+	var te *json.UnmarshalTypeError
+	if !errors.As(err, &te) {
+		if strings.HasPrefix(err.Error(), "breaker: ") {
+			return err // a State's or a Mode's own error
+		}
+		return fmt.Errorf("breaker: event: %w", err)
+	}
+	switch field := strings.TrimPrefix(te.Field, "plainEvent."); field {
+	case "":
+		return fmt.Errorf("breaker: event: want an object, got a JSON %s", te.Value)
+	case "cooldown":
+		return fmt.Errorf("breaker: event cooldown: want a duration string such as \"30s\", got a JSON %s", te.Value)
+	default:
+		return fmt.Errorf("breaker: event %s: want %s, got a JSON %s", field, te.Type, te.Value)
+	}
 }
 
 // eventQueue holds the events waiting for the hooks.

@@ -112,16 +112,24 @@ func TestEvent_UnmarshalJSONRefusesBadFields(t *testing.T) {
 		{`{"cooldown":"soon"}`, `breaker: event cooldown: "soon" is not a duration such as "30s"`},
 		{`{"cooldown":"-1s"}`, `breaker: event cooldown: -1s is negative`},
 		{`{"doublings":-2}`, `breaker: event doublings: -2 is negative`},
-		{`{"to":"ajar"}`, `ajar`},
-		{`{"cooldown":30}`, `cooldown`},
+		{`{"to":"ajar"}`, `breaker: unknown state "ajar"`},
+		{`{"mode":"manual"}`, `manual`},
+		{`{"cooldown":30}`, `breaker: event cooldown: want a duration string such as "30s", got a JSON number`},
+		{`{"snapshot":{"counted":-1}}`, `breaker: event snapshot.counted: want uint64, got a JSON number -1`},
+		{`[]`, `breaker: event: want an object, got a JSON array`},
 	} {
 		ev := Event{Name: "kept", Cooldown: time.Second}
 		err := json.Unmarshal([]byte(tc.doc), &ev)
 		require.Error(t, err, tc.doc)
 		assert.Contains(t, err.Error(), tc.want, tc.doc)
+		assert.NotContains(t, err.Error(), "plainEvent", tc.doc)
+		assert.NotContains(t, err.Error(), "eventJSON", tc.doc)
 		assert.Equal(t, Event{Name: "kept", Cooldown: time.Second}, ev, tc.doc)
 	}
 	ev := Event{Name: "kept", Cooldown: time.Second}
+	err := ev.UnmarshalJSON([]byte(`{"name":`)) // called directly: no syntax check before
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "breaker: event: ")
 	require.NoError(t, json.Unmarshal([]byte(`{"to":"open"}`), &ev))
 	assert.Equal(t, Event{Name: "kept", To: Open, Cooldown: time.Second}, ev, "unnamed keys keep their values")
 }
