@@ -16,9 +16,9 @@ const logGroup = "breaker"
 // transition to Open is logged at Warn, everything else at Info.
 //
 // The breaker's attributes are in one group, breaker, so that none of them
-// can collide with the handler's own keys (time, level, msg) or with
-// attributes the logger already carries. With slog's text handler a trip
-// reads:
+// can collide with the handler's own keys (time, level, msg) or with the
+// logger's own attributes (unless one of them is itself named breaker).
+// With slog's text handler a trip reads:
 //
 //	level=WARN msg="breaker opened" breaker.name=orders.Create breaker.state=open breaker.from=closed breaker.reason=err_ratio breaker.ratio=0.61 breaker.counted=44 breaker.failures=27 breaker.timeouts=12 breaker.cooldown=30s
 //
