@@ -2,10 +2,12 @@ package breaker
 
 import (
 	"context"
+	"encoding/json"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // behaviour.md §6 Observability: hooks see every transition in order,
@@ -68,4 +70,66 @@ func TestHooks_APanickingHookDoesNotSilenceLaterEvents(t *testing.T) {
 	h.at(30 * time.Second)
 	h.requireState(HalfOpen)
 	assert.Equal(t, 2, calls, "the next transition is still delivered")
+}
+
+// An event in JSON has snake_case keys and its cooldown as a duration
+// string, and decodes back to the same event.
+func TestEvent_JSONRoundTrip(t *testing.T) {
+	h := newHarness(t, DefaultPolicy())
+	h.trip()
+	h.at(30 * time.Second)
+	require.ErrorIs(t, h.call(context.DeadlineExceeded), context.DeadlineExceeded)
+	h.requireState(Open)
+	events := h.eventLog()
+	require.Len(t, events, 3)
+	reopen := events[2]
+	require.Equal(t, time.Minute, reopen.Cooldown)
+	require.Equal(t, 1, reopen.Doublings)
+
+	data, err := json.Marshal(reopen)
+	require.NoError(t, err)
+	wantTime, err := reopen.Time.MarshalJSON()
+	require.NoError(t, err)
+	assert.JSONEq(t, `{"name":"inventory.GetStock","from":"half_open","to":"open","reason":"probe_failed",
+		"time":`+string(wantTime)+`,"snapshot":{"counted":20,"failures":20,"timeouts":0,"slow":0},
+		"cooldown":"1m0s","doublings":1,"mode":"auto"}`, string(data))
+
+	for _, ev := range append(events, Event{}, Event{Name: "x", To: HalfOpen, Mode: ModeShadow, Cooldown: 1500 * time.Millisecond, Snapshot: Snapshot{Counted: 3, Failures: 2, Timeouts: 1, Slow: 1}}) {
+		data, err := json.Marshal(ev)
+		require.NoError(t, err)
+		var got Event
+		require.NoError(t, json.Unmarshal(data, &got), string(data))
+		assert.True(t, ev.Time.Equal(got.Time), "time: %v, want %v", got.Time, ev.Time)
+		got.Time, ev.Time = time.Time{}, time.Time{}
+		assert.Equal(t, ev, got, string(data))
+	}
+}
+
+// A document that is not an event is an error naming the field, and leaves
+// the event as it was.
+func TestEvent_UnmarshalJSONRefusesBadFields(t *testing.T) {
+	for _, tc := range []struct{ doc, want string }{
+		{`{"cooldown":"soon"}`, `breaker: event cooldown: "soon" is not a duration such as "30s"`},
+		{`{"cooldown":"-1s"}`, `breaker: event cooldown: -1s is negative`},
+		{`{"doublings":-2}`, `breaker: event doublings: -2 is negative`},
+		{`{"to":"ajar"}`, `breaker: unknown state "ajar"`},
+		{`{"mode":"manual"}`, `manual`},
+		{`{"cooldown":30}`, `breaker: event cooldown: want a duration string such as "30s", got a JSON number`},
+		{`{"snapshot":{"counted":-1}}`, `breaker: event snapshot.counted: want uint64, got a JSON number -1`},
+		{`[]`, `breaker: event: want an object, got a JSON array`},
+	} {
+		ev := Event{Name: "kept", Cooldown: time.Second}
+		err := json.Unmarshal([]byte(tc.doc), &ev)
+		require.Error(t, err, tc.doc)
+		assert.Contains(t, err.Error(), tc.want, tc.doc)
+		assert.NotContains(t, err.Error(), "plainEvent", tc.doc)
+		assert.NotContains(t, err.Error(), "eventJSON", tc.doc)
+		assert.Equal(t, Event{Name: "kept", Cooldown: time.Second}, ev, tc.doc)
+	}
+	ev := Event{Name: "kept", Cooldown: time.Second}
+	err := ev.UnmarshalJSON([]byte(`{"name":`)) // called directly: no syntax check before
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "breaker: event: ")
+	require.NoError(t, json.Unmarshal([]byte(`{"to":"open"}`), &ev))
+	assert.Equal(t, Event{Name: "kept", To: Open, Cooldown: time.Second}, ev, "unnamed keys keep their values")
 }

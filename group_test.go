@@ -295,12 +295,12 @@ func TestLogger_OneRecordPerTransitionAndProbesApart(t *testing.T) {
 	gh.calls("orders.Create", 3, nil)
 	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
 	require.Len(t, lines, 6, buf.String())
-	assert.Equal(t, "level=WARN msg=breaker breaker=open name=orders.Create reason=err_ratio ratio=0.5 counted=44 failures=22 timeouts=13 cooldown=30s from=closed", lines[0])
-	assert.Equal(t, "level=INFO msg=breaker breaker=half_open name=orders.Create reason=cooldown_elapsed ratio=0.5 counted=44 failures=22 timeouts=13 from=open", lines[1])
-	assert.Equal(t, `level=INFO msg="breaker probe" breaker_probe=1 name=orders.Create outcome=success verdict=pass`, lines[2])
+	assert.Equal(t, `level=WARN msg="breaker opened" breaker.name=orders.Create breaker.state=open breaker.from=closed breaker.reason=err_ratio breaker.ratio=0.5 breaker.counted=44 breaker.failures=22 breaker.timeouts=13 breaker.cooldown=30s`, lines[0])
+	assert.Equal(t, `level=INFO msg="breaker half-open" breaker.name=orders.Create breaker.state=half_open breaker.from=open breaker.reason=cooldown_elapsed breaker.ratio=0.5 breaker.counted=44 breaker.failures=22 breaker.timeouts=13`, lines[1])
+	assert.Equal(t, `level=INFO msg="probe passed" breaker.name=orders.Create breaker.probe=true breaker.outcome=success breaker.verdict=pass`, lines[2])
 	assert.Equal(t, lines[2], lines[3])
-	assert.Equal(t, `level=INFO msg="breaker probe" breaker_probe=1 name=orders.Create outcome=success verdict=pass`, lines[4])
-	assert.Equal(t, "level=INFO msg=breaker breaker=closed name=orders.Create reason=probes_passed ratio=0 counted=0 failures=0 timeouts=0 from=half_open", lines[5])
+	assert.Equal(t, `level=INFO msg="probe passed" breaker.name=orders.Create breaker.probe=true breaker.outcome=success breaker.verdict=pass`, lines[4])
+	assert.Equal(t, `level=INFO msg="breaker closed" breaker.name=orders.Create breaker.state=closed breaker.from=half_open breaker.reason=probes_passed breaker.ratio=0 breaker.counted=0 breaker.failures=0 breaker.timeouts=0`, lines[5])
 }
 
 func TestLogger_NilLogsNothing(t *testing.T) {

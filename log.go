@@ -6,17 +6,29 @@ import (
 	"math"
 )
 
+// logGroup is the key of the slog group that holds a breaker's attributes
+// in its log records.
+const logGroup = "breaker"
+
 // WithLogger logs every transition of the breaker (or of every breaker of
 // a group) as one record, and every probe's result as a record of its own,
 // so probes can be told apart from ordinary calls, which are not logged. A
-// transition to Open is logged at Warn, everything else at Info. With
-// slog's text handler a trip reads:
+// transition to Open is logged at Warn, everything else at Info.
 //
-//	level=WARN msg=breaker breaker=open name=orders.Create reason=err_ratio ratio=0.61 counted=44 failures=27 timeouts=12 cooldown=30s from=closed
+// The breaker's attributes are in one group, breaker, so that none of them
+// can collide with the handler's own keys (time, level, msg) or with the
+// logger's own attributes (unless one of them is itself named breaker).
+// With slog's text handler a trip reads:
+//
+//	level=WARN msg="breaker opened" breaker.name=orders.Create breaker.state=open breaker.from=closed breaker.reason=err_ratio breaker.ratio=0.61 breaker.counted=44 breaker.failures=27 breaker.timeouts=12 breaker.cooldown=30s
 //
 // and a probe:
 //
-//	level=INFO msg="breaker probe" breaker_probe=1 name=orders.Create outcome=success verdict=pass
+//	level=INFO msg="probe passed" breaker.name=orders.Create breaker.probe=true breaker.outcome=success breaker.verdict=pass
+//
+// The JSON handler writes the same attributes as one object,
+// "breaker":{"name":"orders.Create","state":"open",...}, with the cooldown
+// as a string such as "30s".
 //
 // Records are written outside the breaker's lock, in the order of the
 // transitions. A nil l logs nothing.
@@ -30,15 +42,31 @@ func WithLogger(l *slog.Logger) Option {
 	}
 }
 
+// transitionMessage is the message of a transition record: it names the
+// transition, so a reader need not open the attributes to see what
+// happened.
+func transitionMessage(to State) string {
+	switch to {
+	case Closed:
+		return "breaker closed"
+	case Open:
+		return "breaker opened"
+	case HalfOpen:
+		return "breaker half-open"
+	}
+	return "breaker " + to.String()
+}
+
 func logEvent(l *slog.Logger, e Event) {
 	level := slog.LevelInfo
 	if e.To == Open && e.Mode != ModeShadow {
 		level = slog.LevelWarn
 	}
-	attrs := make([]slog.Attr, 0, 12)
+	attrs := make([]slog.Attr, 0, 13)
 	attrs = append(attrs,
-		slog.String("breaker", e.To.String()),
 		slog.String("name", e.Name),
+		slog.String("state", e.To.String()),
+		slog.String("from", e.From.String()),
 		slog.String("reason", string(e.Reason)),
 		slog.Float64("ratio", math.Round(e.Snapshot.ErrorRatio()*100)/100),
 		slog.Uint64("counted", e.Snapshot.Counted),
@@ -49,17 +77,33 @@ func logEvent(l *slog.Logger, e Event) {
 		attrs = append(attrs, slog.Uint64("slow", e.Snapshot.Slow))
 	}
 	if e.To == Open && e.Cooldown > 0 {
-		attrs = append(attrs, slog.Duration("cooldown", e.Cooldown))
+		// A string, not slog.Duration: the JSON handler would write
+		// nanoseconds, the text handler "30s"; both now write "30s".
+		attrs = append(attrs, slog.String("cooldown", e.Cooldown.String()))
 	}
-	attrs = append(attrs, slog.String("from", e.From.String()))
 	if e.Doublings > 0 {
-		// The attribute keeps its earlier key.
-		attrs = append(attrs, slog.Int("level", e.Doublings))
+		attrs = append(attrs, slog.Int("doublings", e.Doublings))
 	}
 	if e.Mode != ModeAuto {
 		attrs = append(attrs, slog.String("mode", e.Mode.String()))
 	}
-	l.LogAttrs(context.Background(), level, "breaker", attrs...)
+	l.LogAttrs(context.Background(), level, transitionMessage(e.To),
+		slog.Attr{Key: logGroup, Value: slog.GroupValue(attrs...)})
+}
+
+// probeMessage is the message of a probe record, by verdict.
+func probeMessage(verdict string) string {
+	switch verdict {
+	case "pass":
+		return "probe passed"
+	case "fail":
+		return "probe failed"
+	case "none":
+		return "probe not judged"
+	case "stale":
+		return "probe after its episode"
+	}
+	return "probe " + verdict
 }
 
 // logProbe records one probe's result. verdict is "pass", "fail", "none"
@@ -70,9 +114,9 @@ func (b *Breaker) logProbe(ctx context.Context, o Outcome, verdict string) {
 	if l == nil {
 		return
 	}
-	l.LogAttrs(ctx, slog.LevelInfo, "breaker probe",
-		slog.Int("breaker_probe", 1),
+	l.LogAttrs(ctx, slog.LevelInfo, probeMessage(verdict), slog.Attr{Key: logGroup, Value: slog.GroupValue(
 		slog.String("name", b.name),
+		slog.Bool("probe", true),
 		slog.String("outcome", o.String()),
-		slog.String("verdict", verdict))
+		slog.String("verdict", verdict))})
 }

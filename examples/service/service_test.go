@@ -198,7 +198,7 @@ func TestService_PricingOutageOpensItsBreakerAndFallsBack(t *testing.T) {
 	assert.NotContains(t, m, `breaker_transitions_total{from="closed",name="inventory.GetStock"`)
 
 	assert.Contains(t, in.logs.String(),
-		"level=WARN msg=breaker breaker=open name=pricing.GetPrice reason=err_ratio ratio=0.5 counted=10 failures=5 timeouts=0 cooldown=15s from=closed\n")
+		`level=WARN msg="breaker opened" breaker.name=pricing.GetPrice breaker.state=open breaker.from=closed breaker.reason=err_ratio breaker.ratio=0.5 breaker.counted=10 breaker.failures=5 breaker.timeouts=0 breaker.cooldown=15s`+"\n")
 
 	// Pricing heals. After the 15s cooldown the next three calls are
 	// probes; all pass and the breaker closes.
@@ -218,7 +218,7 @@ func TestService_PricingOutageOpensItsBreakerAndFallsBack(t *testing.T) {
 	} {
 		assert.Contains(t, m, line+"\n")
 	}
-	assert.Contains(t, in.logs.String(), "msg=breaker breaker=closed name=pricing.GetPrice reason=probes_passed")
+	assert.Contains(t, in.logs.String(), `msg="breaker closed" breaker.name=pricing.GetPrice breaker.state=closed breaker.from=half_open breaker.reason=probes_passed`)
 }
 
 // Stock is essential: while the inventory breaker is open the product

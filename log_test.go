@@ -1,0 +1,149 @@
+package breaker
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// isProbeRecord tells whether r is a probe's record: its breaker group
+// carries probe=true.
+func isProbeRecord(r slog.Record) bool {
+	probe := false
+	r.Attrs(func(a slog.Attr) bool {
+		if a.Key != logGroup || a.Value.Kind() != slog.KindGroup {
+			return true
+		}
+		for _, g := range a.Value.Group() {
+			if g.Key == "probe" && g.Value.Kind() == slog.KindBool && g.Value.Bool() {
+				probe = true
+			}
+		}
+		return false
+	})
+	return probe
+}
+
+// jsonRecords decodes one JSON object per line.
+func jsonRecords(t *testing.T, out string) []map[string]any {
+	t.Helper()
+	var recs []map[string]any
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		var m map[string]any
+		dec := json.NewDecoder(strings.NewReader(line))
+		dec.UseNumber()
+		require.NoError(t, dec.Decode(&m), line)
+		recs = append(recs, m)
+	}
+	return recs
+}
+
+// behaviour.md §6 Observability: every attribute of the breaker is in the
+// group "breaker", so no key of the record collides with the handler's own
+// (a cooldown level logged as "level" used to sit beside the record's
+// level, and pipelines that keep the last key lost the severity).
+func TestLogger_JSONRecordsKeepTheBreakerInOneGroup(t *testing.T) {
+	var buf bytes.Buffer
+	l := slog.New(slog.NewJSONHandler(&buf, nil))
+	h := newHarness(t, policy(func(p *Policy) {
+		p.OpenFor = 30 * time.Second
+		p.MaxOpenFor = 5 * time.Minute
+	}), WithLogger(l))
+	h.calls(5, nil)
+	h.calls(10, context.DeadlineExceeded)
+	h.calls(5, errBoom) // trips
+	h.at(30 * time.Second)
+	// A timed-out probe fails the episode (a failure would pass it, as
+	// StrictProbes is off): the breaker reopens with its cooldown doubled.
+	require.ErrorIs(t, h.call(context.DeadlineExceeded), context.DeadlineExceeded)
+	h.requireState(Open)
+
+	recs := jsonRecords(t, buf.String())
+	require.Len(t, recs, 4, buf.String())
+	for i, r := range recs {
+		for k := range r {
+			assert.Contains(t, []string{"time", "level", "msg", "breaker"}, k, "record %d has a top-level key %q", i, k)
+		}
+		assert.Contains(t, r, "time")
+		delete(r, "time")
+	}
+	group := func(kv ...any) map[string]any {
+		m := map[string]any{}
+		for i := 0; i < len(kv); i += 2 {
+			m[kv[i].(string)] = kv[i+1]
+		}
+		return m
+	}
+	n := func(s string) json.Number { return json.Number(s) }
+	assert.Equal(t, map[string]any{"level": "WARN", "msg": "breaker opened", "breaker": group(
+		"name", "inventory.GetStock", "state", "open", "from", "closed", "reason", "err_ratio",
+		"ratio", n("0.75"), "counted", n("20"), "failures", n("15"), "timeouts", n("10"),
+		"cooldown", "30s")}, recs[0])
+	assert.Equal(t, map[string]any{"level": "INFO", "msg": "breaker half-open", "breaker": group(
+		"name", "inventory.GetStock", "state", "half_open", "from", "open", "reason", "cooldown_elapsed",
+		"ratio", n("0.75"), "counted", n("20"), "failures", n("15"), "timeouts", n("10"))}, recs[1])
+	assert.Equal(t, map[string]any{"level": "INFO", "msg": "probe failed", "breaker": group(
+		"name", "inventory.GetStock", "probe", true, "outcome", "timeout", "verdict", "fail")}, recs[2])
+	assert.Equal(t, map[string]any{"level": "WARN", "msg": "breaker opened", "breaker": group(
+		"name", "inventory.GetStock", "state", "open", "from", "half_open", "reason", "probe_failed",
+		"ratio", n("0.75"), "counted", n("20"), "failures", n("15"), "timeouts", n("10"),
+		"cooldown", "1m0s", "doublings", n("1"))}, recs[3])
+}
+
+// The text handler writes the same group as dotted keys; a shadow breaker's
+// opening is Info and says its mode.
+func TestLogger_TextRecordsUseDottedKeys(t *testing.T) {
+	var buf bytes.Buffer
+	l := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{
+		ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
+			if a.Key == slog.TimeKey {
+				return slog.Attr{}
+			}
+			return a
+		},
+	}))
+	h := newHarness(t, DefaultPolicy(), WithLogger(l))
+	require.NoError(t, h.b.SetMode(ModeShadow))
+	h.calls(20, errBoom)
+	assert.Equal(t, `level=INFO msg="breaker opened" breaker.name=inventory.GetStock breaker.state=open breaker.from=closed breaker.reason=err_ratio breaker.ratio=1 breaker.counted=20 breaker.failures=20 breaker.timeouts=0 breaker.cooldown=30s breaker.mode=shadow`,
+		strings.TrimSpace(buf.String()))
+}
+
+// Scenario: a breaker reopens after a failed probe, so its cooldown has
+// doubled once. The transition record carried that count under the key
+// "level", and the JSON handler wrote {"level":"WARN",...,"level":1}: log
+// pipelines that keep the last of two equal keys lost the record's
+// severity. No record may repeat a key.
+func TestRegression_LogRecordsHaveNoDuplicateKeys(t *testing.T) {
+	var buf bytes.Buffer
+	h := newHarness(t, DefaultPolicy(), WithLogger(slog.New(slog.NewJSONHandler(&buf, nil))))
+	h.trip()
+	h.at(30 * time.Second)
+	require.ErrorIs(t, h.call(context.DeadlineExceeded), context.DeadlineExceeded)
+	h.requireState(Open)
+	require.Equal(t, 1, h.eventLog()[2].Doublings)
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	require.Len(t, lines, 4, buf.String())
+	for _, line := range lines {
+		dec := json.NewDecoder(strings.NewReader(line))
+		_, err := dec.Token() // {
+		require.NoError(t, err)
+		seen := map[string]bool{}
+		for dec.More() {
+			k, err := dec.Token()
+			require.NoError(t, err)
+			key := k.(string)
+			assert.False(t, seen[key], "key %q twice in %s", key, line)
+			seen[key] = true
+			var v json.RawMessage
+			require.NoError(t, dec.Decode(&v))
+		}
+	}
+}
