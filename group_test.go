@@ -483,8 +483,8 @@ func TestGroup_SetPoliciesLogsEachUnusedOverrideAtWarn(t *testing.T) {
 	gh.calls("inventory.GetStock", 1, nil)
 	require.NoError(t, gh.g.LoadPolicies([]byte(
 		`{"overrides":{"inventory.GetStok":{},"inventory.GetStock":{},"orders.Creat":{}}}`)))
-	assert.Equal(t, "level=WARN msg=\"breaker override unused\" override=inventory.GetStok\n"+
-		"level=WARN msg=\"breaker override unused\" override=orders.Creat\n", buf.String())
+	assert.Equal(t, "level=WARN msg=\"breaker override unused\" breaker.override=inventory.GetStok\n"+
+		"level=WARN msg=\"breaker override unused\" breaker.override=orders.Creat\n", buf.String())
 
 	buf.Reset()
 	require.NoError(t, gh.g.LoadPolicies([]byte(`{"overrides":{"inventory.GetStock":{}}}`)))

@@ -199,7 +199,7 @@ func (g *Group) Policies() GroupPolicy { return g.rules.Load().doc }
 // SetPolicies writes one Warn record for each such key, after the
 // document is applied and outside the group's lock:
 //
-//	level=WARN msg="breaker override unused" override=inventory.GetStok
+//	level=WARN msg="breaker override unused" breaker.override=inventory.GetStok
 //
 // A typo in a key would otherwise go unnoticed, the breaker it meant
 // running on the default policy. Before any call has been made every
@@ -214,7 +214,7 @@ func (g *Group) SetPolicies(gp GroupPolicy) error {
 	if l := g.opt.logger; l != nil {
 		for _, k := range unused {
 			l.LogAttrs(context.Background(), slog.LevelWarn,
-				"breaker override unused", slog.String("override", k))
+				"breaker override unused", slog.Group("breaker", slog.String("override", k)))
 		}
 	}
 	return nil

@@ -209,7 +209,7 @@ func TestRegression_APanickingSubscriberHidesNoEventAndCrashesNothing(t *testing
 		gh.g.Subscribe(rec.see)
 		require.NotPanics(t, func() { gh.calls("inventory.GetStock", 20, errBoom) })
 		assert.Equal(t, []string{"inventory.GetStock closed>open"}, rec.seen())
-		assert.Contains(t, buf.String(), `level=ERROR msg="breaker: subscriber panicked" name=inventory.GetStock panic="subscriber bug"`)
+		assert.Contains(t, buf.String(), `level=ERROR msg="breaker: subscriber panicked" breaker.name=inventory.GetStock panic="subscriber bug"`)
 	})
 	t.Run("no_logger", func(t *testing.T) {
 		var buf bytes.Buffer

@@ -100,5 +100,5 @@ func (g *Group) reportPanic(msg, name string, v any) {
 	if l == nil {
 		l = slog.Default()
 	}
-	l.Error(msg, "name", name, "panic", v, "stack", string(debug.Stack()))
+	l.Error(msg, slog.Group("breaker", slog.String("name", name)), "panic", v, "stack", string(debug.Stack()))
 }

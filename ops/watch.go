@@ -197,7 +197,11 @@ func (w *Watcher) round(notified map[string]Severity) (goOn bool) {
 // reportPanic logs a panic recovered from user code. Run from the
 // deferred function, debug.Stack still shows where the panic began.
 func (w *Watcher) reportPanic(msg, name string, v any) {
-	w.log.Error(msg, "name", name, "panic", v, "stack", string(debug.Stack()))
+	args := []any{"panic", v, "stack", string(debug.Stack())}
+	if name != "" {
+		args = append([]any{slog.Group("breaker", slog.String("name", name))}, args...)
+	}
+	w.log.Error(msg, args...)
 }
 
 // goid returns the id of the calling goroutine, read from the header of

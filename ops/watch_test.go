@@ -240,7 +240,7 @@ func TestWatch_APanickingTickStopIsLogged(t *testing.T) {
 	require.NotPanics(t, func() { require.NoError(t, w.Close()) })
 	mu.Lock()
 	defer mu.Unlock()
-	assert.Contains(t, buf.String(), `msg="ops: WatchConfig.Tick's stop function panicked" name="" panic="ticker bug"`)
+	assert.Contains(t, buf.String(), `msg="ops: WatchConfig.Tick's stop function panicked" panic="ticker bug"`)
 }
 
 // Scenario: a Watch notify that closed the watcher (an alert handler that
@@ -304,7 +304,7 @@ func TestRegression_APanickingNotifyIsLoggedAndTheWatcherGoesOn(t *testing.T) {
 	require.NoError(t, w.Close())
 	mu.Lock()
 	defer mu.Unlock()
-	assert.Contains(t, buf.String(), `msg="ops: watcher recovered a panic" name=inventory.GetStock panic="alert sink bug"`)
+	assert.Contains(t, buf.String(), `msg="ops: watcher recovered a panic" breaker.name=inventory.GetStock panic="alert sink bug"`)
 }
 
 // With no WatchConfig.Logger, recovered panics go to slog.Default().
