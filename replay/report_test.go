@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"encoding/xml"
 	"errors"
+	"fmt"
 	"io"
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -25,7 +27,7 @@ func TestWriteText_Seeds000(t *testing.T) {
 		"with breaker: default policy on gateway->orders, orders->inventory",
 		"drop vs baseline",
 		"amplification",
-		"recovered after the fault",
+		"full service back after the fault",
 		"orders pool full (s)",
 		"breakers, with breaker run",
 	} {
@@ -40,6 +42,81 @@ func TestWriteText_Seeds000(t *testing.T) {
 	require.NoError(t, rep.WriteText(&full, TextOptions{Full: true}))
 	assert.NotContains(t, full.String(), "steady:")
 	assert.Equal(t, 300, len(regexp.MustCompile(`(?m)^\d:\d\d +\d+ \|`).FindAllString(full.String(), -1)), "one row per second")
+}
+
+// summaryRow returns the cells of the summary row named name.
+func summaryRow(t *testing.T, out, name string) []string {
+	t.Helper()
+	m := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(name) + `   +(.*?)   +(.*)$`).FindStringSubmatch(out)
+	require.NotNil(t, m, "summary row %q", name)
+	return m[1:]
+}
+
+// The fallback answers every request while the breaker is open: goodput
+// stays near the baseline, full answers drop to nothing. The summary
+// shows the two apart.
+func TestWriteText_FullAndDegradedApart(t *testing.T) {
+	rep := shippedReport(t, "seeds000")
+	with := rep.Run(WithBreaker)
+	var buf bytes.Buffer
+	require.NoError(t, rep.WriteText(&buf, TextOptions{}))
+	out := buf.String()
+
+	full := summaryRow(t, out, "entry full answers, worst second")
+	assert.Regexp(t, `^\d+ -> 0/s at 1:[01]\d$`, full[1], "with the breaker open, no full answer")
+	good := summaryRow(t, out, "entry goodput (full + degraded), worst second")
+	assert.Regexp(t, `^\d+ -> [89]\d\d/s at 1:\d\d$`, good[1], "yet the fallback keeps the goodput up")
+	assert.Equal(t, 1.0, with.FullWorstDrop)
+	assert.Less(t, with.WorstDrop, 0.3)
+	assert.Equal(t, []string{thousands(int64(sum(rep.Run(NoBreaker).Entry.Degraded))), thousands(int64(sum(with.Entry.Degraded)))},
+		summaryRow(t, out, "degraded answers (fallback)"))
+}
+
+// The breaker closed 19.3 s after the fault; before that every answer was
+// degraded, so full service cannot have been back at +0s.
+func TestWriteText_FullServiceBackWhenTheBreakerCloses(t *testing.T) {
+	rep := shippedReport(t, "seeds000")
+	with := rep.Run(WithBreaker)
+	closed, ok := call(t, with, "orders->inventory").ClosedAt()
+	require.True(t, ok)
+	require.True(t, with.Recovered)
+	assert.GreaterOrEqual(t, with.Recovery, closed-rep.FaultEnd, "not before the breaker closes")
+	assert.LessOrEqual(t, with.Recovery, closed-rep.FaultEnd+2*time.Second, "and soon after")
+	assert.InDelta(t, 19, with.Recovery.Seconds(), 1.5)
+
+	var buf bytes.Buffer
+	require.NoError(t, rep.WriteText(&buf, TextOptions{}))
+	cells := summaryRow(t, buf.String(), "full service back after the fault")
+	assert.Equal(t, "+"+span(with.Recovery), cells[1])
+	assert.Contains(t, buf.String(), "full service back: full answers within 5% of the baseline for 5 s")
+}
+
+func TestWriteText_AmplificationDefined(t *testing.T) {
+	rep := shippedReport(t, "seeds000")
+	var buf bytes.Buffer
+	require.NoError(t, rep.WriteText(&buf, TextOptions{}))
+	out := buf.String()
+	assert.Contains(t, out, "\n  amplification *   ")
+	assert.Contains(t, out, "\n* amplification = baseline full answers / the run's full answers, in its worst second\n")
+}
+
+// "requests lost" counts requests, and agrees with the failed / timed out
+// split under it; the worst second is of full answers, as named.
+func TestWriteText_LostAndWorstSecondAgree(t *testing.T) {
+	rep := shippedReport(t, "seeds000")
+	var buf bytes.Buffer
+	require.NoError(t, rep.WriteText(&buf, TextOptions{}))
+	out := buf.String()
+	assert.NotContains(t, out, "goodput lost")
+	for i, run := range rep.faulted() {
+		lost := summaryRow(t, out, "requests lost (error or no answer in time)")[i]
+		split := summaryRow(t, out, "  failed / timed out")[i]
+		f, to := sum(run.Entry.Failed), sum(run.Entry.TimedOut)
+		assert.Equal(t, thousands(int64(f+to)), lost, run.Label)
+		assert.Equal(t, thousands(int64(f))+" / "+thousands(int64(to)), split, run.Label)
+		assert.Equal(t, fmt.Sprintf("-%.1f%%", run.FullWorstDrop*100), summaryRow(t, out, "  drop vs baseline")[i], run.Label)
+	}
+	assert.Equal(t, "8", summaryRow(t, out, "requests lost (error or no answer in time)")[1])
 }
 
 func TestWriteText_Candidate(t *testing.T) {

@@ -86,11 +86,34 @@ type RunResult struct {
 	Amplification float64
 	// Lost is the baseline's total goodput minus this run's.
 	Lost int
-	// Recovery is how long after the last fault ended the entry's goodput
-	// came back to within 10% of the baseline and stayed there for 10 s
-	// (or to the end of the run). Recovered is false if it never did.
+
+	// FullWorstDrop, FullWorstAt and FullAmplification are WorstDrop,
+	// WorstAt and Amplification for the entry's full answers: the good
+	// ones that no fallback degraded. A breaker that answers everything
+	// from a fallback keeps the goodput and loses every full answer.
+	FullWorstDrop     float64
+	FullWorstAt       time.Duration
+	FullAmplification float64
+	// Unanswered is the number of entry requests that got no good answer:
+	// answered with an error, or too late for the client.
+	Unanswered int
+
+	// Recovery is how long after the last fault ended full service came
+	// back: the start of the first second from which the entry's full
+	// answers are within 5% of the baseline's and stay so for 5 s (or to
+	// the end of the run). Recovered is false if they never do.
 	Recovery  time.Duration
 	Recovered bool
+}
+
+// Full returns the entry's full answers per second: good and not
+// degraded.
+func (s Series) Full() []int {
+	out := make([]int, len(s.Good))
+	for i := range out {
+		out[i] = s.Good[i] - s.Degraded[i]
+	}
+	return out
 }
 
 // Series counts entry requests per second. A request is counted in the
@@ -332,49 +355,61 @@ func contains(list []string, s string) bool {
 	return false
 }
 
-// recoveryHold is how long goodput must stay near the baseline for the
-// entry to count as recovered; recoveryLevel is how near.
+// recoveryHold is how many seconds full answers must stay near the
+// baseline for full service to count as back; recoveryLevel is how near.
 const (
-	recoveryHold  = 10
-	recoveryLevel = 0.9
+	recoveryHold  = 5
+	recoveryLevel = 0.95
 )
 
-func (r *Report) compare(run, base *RunResult) {
-	good, ref := run.Entry.Good, base.Entry.Good
-	run.WorstDrop, run.Amplification = 0, 1
-	lost := 0
-	for sec := range good {
-		lost += ref[sec] - good[sec]
+// worst finds the second in which got falls furthest below ref: the drop
+// as a fraction of ref, its start, and ref/got then (+Inf if got is 0).
+func worst(got, ref []int) (drop float64, at time.Duration, amp float64) {
+	amp = 1
+	for sec := range got {
 		if ref[sec] == 0 {
 			continue
 		}
-		if drop := 1 - float64(good[sec])/float64(ref[sec]); drop > run.WorstDrop {
-			run.WorstDrop = drop
-			run.WorstAt = time.Duration(sec) * time.Second
-			if good[sec] == 0 {
-				run.Amplification = math.Inf(1)
+		if d := 1 - float64(got[sec])/float64(ref[sec]); d > drop {
+			drop, at = d, time.Duration(sec)*time.Second
+			if got[sec] == 0 {
+				amp = math.Inf(1)
 			} else {
-				run.Amplification = float64(ref[sec]) / float64(good[sec])
+				amp = float64(ref[sec]) / float64(got[sec])
 			}
 		}
 	}
+	return drop, at, amp
+}
+
+func (r *Report) compare(run, base *RunResult) {
+	good, ref := run.Entry.Good, base.Entry.Good
+	run.WorstDrop, run.WorstAt, run.Amplification = worst(good, ref)
+	full, fullRef := run.Entry.Full(), base.Entry.Full()
+	run.FullWorstDrop, run.FullWorstAt, run.FullAmplification = worst(full, fullRef)
+	lost := 0
+	for sec := range good {
+		lost += ref[sec] - good[sec]
+	}
 	run.Lost = max(lost, 0)
+	run.Unanswered = sum(run.Entry.Failed) + sum(run.Entry.TimedOut)
 	if r.FaultEnd == 0 && r.FaultStart == 0 {
 		run.Recovered = true
 		return
 	}
-	first := int(r.FaultEnd / time.Second)
-	for sec := first; sec < len(good); sec++ {
+	// The first whole second after the fault.
+	first := int((r.FaultEnd + time.Second - 1) / time.Second)
+	for sec := first; sec < len(full); sec++ {
 		ok := true
-		for t := sec; t < min(sec+recoveryHold, len(good)); t++ {
-			if float64(good[t]) < recoveryLevel*float64(ref[t]) {
+		for t := sec; t < min(sec+recoveryHold, len(full)); t++ {
+			if float64(full[t]) < recoveryLevel*float64(fullRef[t]) {
 				ok = false
 				break
 			}
 		}
 		if ok {
 			run.Recovered = true
-			run.Recovery = max(0, time.Duration(sec)*time.Second-r.FaultEnd)
+			run.Recovery = time.Duration(sec)*time.Second - r.FaultEnd
 			return
 		}
 	}

@@ -179,19 +179,25 @@ func (r *Report) writeSummary(w *bufio.Writer) {
 		rows = append(rows, cells)
 	}
 	row("", func(run *RunResult) string { return run.Label })
-	row("entry goodput, worst second", func(run *RunResult) string {
+	fullRef := base.Entry.Full()
+	row("entry full answers, worst second", func(run *RunResult) string {
+		sec := int(run.FullWorstAt / time.Second)
+		return fmt.Sprintf("%d -> %d/s at %s", fullRef[sec], run.Entry.Full()[sec], clockSec(sec))
+	})
+	row("  drop vs baseline", func(run *RunResult) string { return fmt.Sprintf("-%.1f%%", run.FullWorstDrop*100) })
+	row("  amplification *", func(run *RunResult) string { return amplification(run.FullAmplification) })
+	row("entry goodput (full + degraded), worst second", func(run *RunResult) string {
 		sec := int(run.WorstAt / time.Second)
 		return fmt.Sprintf("%d -> %d/s at %s", base.Entry.Good[sec], run.Entry.Good[sec], clockSec(sec))
 	})
 	row("  drop vs baseline", func(run *RunResult) string { return fmt.Sprintf("-%.1f%%", run.WorstDrop*100) })
-	row("  amplification", func(run *RunResult) string { return amplification(run.Amplification) })
-	row("goodput lost (requests)", func(run *RunResult) string { return thousands(int64(run.Lost)) })
-	row("degraded answers", func(run *RunResult) string { return thousands(int64(sum(run.Entry.Degraded))) })
-	row("failed / timed out", func(run *RunResult) string {
+	row("degraded answers (fallback)", func(run *RunResult) string { return thousands(int64(sum(run.Entry.Degraded))) })
+	row("requests lost (error or no answer in time)", func(run *RunResult) string { return thousands(int64(run.Unanswered)) })
+	row("  failed / timed out", func(run *RunResult) string {
 		return thousands(int64(sum(run.Entry.Failed))) + " / " + thousands(int64(sum(run.Entry.TimedOut)))
 	})
 	if r.FaultEnd > 0 {
-		row("recovered after the fault", func(run *RunResult) string {
+		row("full service back after the fault", func(run *RunResult) string {
 			if !run.Recovered {
 				return "not within the run"
 			}
@@ -226,6 +232,11 @@ func (r *Report) writeSummary(w *bufio.Writer) {
 			sb.WriteString(strings.Repeat(" ", widths[i]-len(c)))
 		}
 		fmt.Fprintln(w, strings.TrimRight(sb.String(), " "))
+	}
+	fmt.Fprintln(w, "* amplification = baseline full answers / the run's full answers, in its worst second")
+	if r.FaultEnd > 0 {
+		fmt.Fprintf(w, "full service back: full answers within %d%% of the baseline for %d s from then on\n",
+			int(math.Round((1-recoveryLevel)*100)), recoveryHold)
 	}
 	fmt.Fprintln(w)
 }
@@ -312,7 +323,7 @@ func (r *Report) writeTable(w *bufio.Writer, full bool) {
 	base := r.Run(Baseline)
 	n := len(base.Entry.Good)
 	widths := make([]int, len(runs))
-	fmt.Fprintf(w, "entry goodput per second (good = answered in time; degr = of them, degraded by a fallback)\n")
+	fmt.Fprintf(w, "entry goodput per second (good = answered in time; degr = of them, degraded by a fallback; full = good - degr)\n")
 	fmt.Fprintf(w, "%-7s %8s", "time", "baseline")
 	for i, run := range runs {
 		widths[i] = max(len(run.Label), 6)

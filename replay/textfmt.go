@@ -59,7 +59,7 @@ func span(d time.Duration) string {
 
 func amplification(a float64) string {
 	if math.IsInf(a, 1) {
-		return "inf (nothing answered)"
+		return "inf (no full answer)"
 	}
 	return fmt.Sprintf("%.2fx", a)
 }
