@@ -158,7 +158,9 @@ func TestWriteSVG_Seeds000(t *testing.T) {
 	// twice.
 	assert.Equal(t, 2*len(rep.Runs), shape["polyline"])
 	assert.Contains(t, out, "zoom on 0:50-")
-	for _, label := range []string{"baseline", "no breaker (worst -100%)", "with breaker (worst -", "fault injected",
+	for _, label := range []string{"baseline", "no breaker (worst second: goodput -100%, full answers -100%)",
+		"with breaker (worst second: goodput -18%, full answers -100%)", "fault injected",
+		"degraded answers (fallback), part of the goodput",
 		"breaker orders → inventory, with breaker run: opened 1×", "breaker gateway → orders, with breaker run: never opened",
 		"half-open (probing)"} {
 		assert.Contains(t, out, label)
@@ -166,6 +168,32 @@ func TestWriteSVG_Seeds000(t *testing.T) {
 	assert.Equal(t, 2, strings.Count(out, `fill="#262626"`), "the one open span of the inventory breaker, and the legend's swatch")
 	assert.NotContains(t, out, "NaN")
 	assert.NotContains(t, out, "Inf")
+}
+
+// Both faulted runs of seeds000 answer some requests from the fallback:
+// each gets a shaded band of degraded answers in each of the two panels,
+// lying between its full answers and its goodput.
+func TestWriteSVG_DegradedBand(t *testing.T) {
+	rep := shippedReport(t, "seeds000")
+	var buf bytes.Buffer
+	require.NoError(t, rep.WriteSVG(&buf))
+	shape := svgShape(t, buf.Bytes())
+	assert.Equal(t, 2*2, shape["polygon"], "no breaker and with breaker, in both panels")
+	assert.Equal(t, 4, strings.Count(buf.String(), `fill-opacity="0.25" stroke="none"`))
+
+	// The same report with every degraded answer counted as full (a copy:
+	// the shipped report is shared between tests).
+	plain := *rep
+	plain.Runs = nil
+	for _, run := range rep.Runs {
+		cp := *run
+		cp.Entry.Degraded = make([]int, len(run.Entry.Degraded))
+		plain.Runs = append(plain.Runs, &cp)
+	}
+	buf.Reset()
+	require.NoError(t, plain.WriteSVG(&buf))
+	assert.Zero(t, svgShape(t, buf.Bytes())["polygon"], "no fallback answer, no band")
+	assert.NotContains(t, buf.String(), "degraded answers (fallback)")
 }
 
 func TestWriteSVG_NoZoomWhenTheFaultSpansTheRun(t *testing.T) {

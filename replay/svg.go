@@ -59,6 +59,14 @@ var stateColor = map[breaker.State]string{
 
 const faultColor = "#f4c7c3"
 
+// degradedOpacity is how strongly a run's degraded answers are shaded, in
+// its own colour, between its full answers and its goodput; the legend's
+// swatch uses degradedSwatch.
+const (
+	degradedOpacity = 0.25
+	degradedSwatch  = "#404040"
+)
+
 // WriteSVG draws the entry's goodput per second for every run with the
 // fault windows shaded, and one band per guarded call and run showing the
 // breaker's state over time. When the fault and the breakers' activity
@@ -75,12 +83,14 @@ type chart struct {
 	r       *Report
 	yMax    float64
 	clipped bool
-	plotW   float64
-	legend  [][]legendItem
-	panels  []panel
-	bands   []band
-	bandTop int
-	height  int
+	// degraded says whether some run answered with a fallback.
+	degraded bool
+	plotW    float64
+	legend   [][]legendItem
+	panels   []panel
+	bands    []band
+	bandTop  int
+	height   int
 }
 
 // panel is one plot of goodput over [from, to).
@@ -121,6 +131,9 @@ func newChart(r *Report) *chart {
 				c.bands = append(c.bands, band{run: run, call: &run.Calls[i]})
 			}
 		}
+	}
+	for _, run := range r.Runs {
+		c.degraded = c.degraded || sum(run.Entry.Degraded) > 0
 	}
 	c.legend = c.legendLines()
 	top := legendTop + len(c.legend)*legendLine + 2
@@ -175,7 +188,7 @@ func (c *chart) write(w *bufio.Writer) {
 	fmt.Fprintf(w, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="DejaVu Sans, Helvetica, Arial, sans-serif">`+"\n",
 		chartWidth, c.height, chartWidth, c.height)
 	fmt.Fprintf(w, `<rect width="100%%" height="100%%" fill="#ffffff"/>`+"\n")
-	fmt.Fprintf(w, `<text x="%d" y="28" font-size="18" font-weight="bold" fill="#1a1a1a">%s: entry goodput (requests answered in time, per second)</text>`+"\n",
+	fmt.Fprintf(w, `<text x="%d" y="28" font-size="18" font-weight="bold" fill="#1a1a1a">%s: entry goodput per second (shaded: the part degraded by a fallback)</text>`+"\n",
 		plotLeft, esc(s.Name))
 	var faults []string
 	for _, f := range s.Faults {
@@ -211,7 +224,7 @@ func (c *chart) legendLines() [][]legendItem {
 	for _, run := range c.r.Runs {
 		label := run.Label
 		if run.Kind != Baseline {
-			label += fmt.Sprintf(" (worst -%.0f%%)", run.WorstDrop*100)
+			label += fmt.Sprintf(" (worst second: goodput -%.0f%%, full answers -%.0f%%)", run.WorstDrop*100, run.FullWorstDrop*100)
 		}
 		color, dash := runColor[run.Kind], ""
 		if run.Kind == Baseline {
@@ -219,6 +232,11 @@ func (c *chart) legendLines() [][]legendItem {
 		}
 		items = append(items, legendItem{label: label, swatch: func(x, y float64) string {
 			return fmt.Sprintf(`<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="%s" stroke-width="3"%s/>`, x, y, x+20, y, color, dash)
+		}})
+	}
+	if c.degraded {
+		items = append(items, legendItem{label: "degraded answers (fallback), part of the goodput", swatch: func(x, y float64) string {
+			return fmt.Sprintf(`<rect x="%.1f" y="%.1f" width="20" height="12" fill="%s" fill-opacity="%.2f"/>`, x, y-6, degradedSwatch, degradedOpacity)
 		}})
 	}
 	if len(c.r.Scenario.Faults) > 0 {
@@ -294,6 +312,29 @@ func (c *chart) writePanel(w *bufio.Writer, i int, p panel) {
 	if c.clipped {
 		fmt.Fprintf(w, `<text x="%.1f" y="%d" font-size="11" fill="#606060" text-anchor="end">bursts of late answers above %s/s are cut off</text>`+"\n",
 			plotLeft+c.plotW-4, p.top+14, trimFloat(c.yMax))
+	}
+	// Under each run's line, its degraded answers: a light band from its
+	// full answers up to its goodput.
+	for _, run := range c.r.Runs {
+		if sum(run.Entry.Degraded) == 0 {
+			continue
+		}
+		var top, bottom []string
+		for sec, v := range run.Entry.Good {
+			t := time.Duration(sec)*time.Second + time.Second/2
+			if t < p.from-time.Second || t > p.to+time.Second {
+				continue
+			}
+			x := c.x(p, t)
+			full := float64(v - run.Entry.Degraded[sec])
+			top = append(top, fmt.Sprintf("%.1f,%.1f", x, c.y(p, math.Min(float64(v), c.yMax*1.02))))
+			bottom = append(bottom, fmt.Sprintf("%.1f,%.1f", x, c.y(p, math.Min(full, c.yMax*1.02))))
+		}
+		for i, j := 0, len(bottom)-1; i < j; i, j = i+1, j-1 {
+			bottom[i], bottom[j] = bottom[j], bottom[i]
+		}
+		fmt.Fprintf(w, `<polygon clip-path="url(#%s)" fill="%s" fill-opacity="%.2f" stroke="none" points="%s"/>`+"\n",
+			clip, runColor[run.Kind], degradedOpacity, strings.Join(append(top, bottom...), " "))
 	}
 	// One line per run, a point in the middle of each second.
 	for _, run := range c.r.Runs {
