@@ -45,9 +45,12 @@
 // faults without breakers, the faults with the scenario's policies, and,
 // if the scenario has one, the faults with a candidate policy. For each
 // run the [Report] has the entry's goodput per second (requests answered
-// successfully within the client's timeout), the worst second against the
-// baseline, the amplification (baseline goodput over the run's, in that
-// second), the time to recover after the fault, and per call the breaker's
+// successfully within the client's timeout) and how much of it a fallback
+// degraded, the worst second against the baseline for goodput and for full
+// answers (good and not degraded), the amplification (baseline full
+// answers over the run's, in that second), the requests answered with an
+// error or too late, when full service came back after the fault (full
+// answers within 5% of the baseline for 5 s), and per call the breaker's
 // transitions, probes, rejections, and the calls and worker time wasted on
 // a broken downstream. [Report.WriteText] prints it; [Report.WriteSVG]
 // charts it.
