@@ -5,6 +5,8 @@ import (
 	"io"
 	"net/http"
 	"sync/atomic"
+
+	"github.com/govkit/breaker"
 )
 
 // body is a response body whose end ends the breaker's call: reading it to
@@ -24,6 +26,7 @@ import (
 type body struct {
 	rc     io.ReadCloser
 	t      *Transport
+	b      *breaker.Breaker
 	resp   *http.Response
 	caller context.Context
 	done   func(error)
