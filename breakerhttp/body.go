@@ -32,6 +32,9 @@ type body struct {
 	done   func(error)
 	closed atomic.Bool
 	ended  atomic.Bool
+	// outcome is the call's outcome once it has ended, plus one (0: not
+	// ended), for Fallback.
+	outcome atomic.Int32
 }
 
 func (b *body) Read(p []byte) (int, error) {
@@ -62,5 +65,5 @@ func (b *body) end(err error) {
 	if b.ended.Swap(true) {
 		return
 	}
-	b.t.settle(b.caller, b.done, b.resp, err)
+	b.outcome.Store(int32(b.t.settle(b.caller, b.done, b.resp, err)) + 1)
 }

@@ -12,8 +12,8 @@ import (
 // Fallback turns the results of a request sent through a [Transport] into
 // a value: it serves what fallback returns when the request's breaker
 // refused it, or when the exchange failed or timed out (a 5xx, a 429, no
-// response at all, by the Transport's classifier), and what read returns
-// otherwise. A served fallback is counted in Counters.Fallbacks of the
+// response at all, a body that broke off while read was reading it, by the
+// Transport's classifier), and what read returns otherwise. A served fallback is counted in Counters.Fallbacks of the
 // breaker that guarded the request, as [breaker.FallbackOnFailure] counts
 // it, and the Transport's own outcome (the failure, the refusal) is counted
 // as it always is:
@@ -64,6 +64,13 @@ func Fallback[T any](ctx context.Context, resp *http.Response, err error, read f
 	v, err := read(resp)
 	if resp.Body != nil {
 		resp.Body.Close()
+	}
+	if bd, ok := resp.Body.(*body); ok && err != nil {
+		// The body broke off under read (a reset, a deadline, a
+		// truncated answer): the call ended then with that outcome.
+		if o := breaker.Outcome(bd.outcome.Load() - 1); o == breaker.Failure || o == breaker.Timeout {
+			return breaker.RecoverOnFailure(ctx, v, &callError{err: err, b: bd.b, o: o}, fallback)
+		}
 	}
 	return v, err
 }

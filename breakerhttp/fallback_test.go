@@ -199,3 +199,19 @@ func newEmptyStatusServer(t *testing.T, code int) *httptest.Server {
 	t.Cleanup(srv.Close)
 	return srv
 }
+
+// A body that breaks off while read reads it ends the call as a timeout,
+// and the fallback is served for it.
+func TestFallback_ServesTheCacheOnABodyCutShort(t *testing.T) {
+	f := newFixture(t, testPolicy())
+	d := newDownstream(t)
+	b := f.breaker(d)
+	var got error
+	v, err := f.fallbackGet(context.Background(), d.URL+"/truncate", &got)
+	require.NoError(t, err)
+	assert.Equal(t, "cached", v)
+	assert.ErrorIs(t, got, io.ErrUnexpectedEOF)
+	c := b.Counters()
+	assert.Equal(t, uint64(1), c.Fallbacks)
+	assert.Equal(t, uint64(1), c.Timeouts)
+}
