@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/govkit/breaker"
 	"github.com/stretchr/testify/assert"
@@ -114,5 +115,38 @@ func TestUnary_ErrorsKeepTheCallsStatus(t *testing.T) {
 		assert.Equal(t, ws.Code(), gs.Code(), "%v", callErr)
 		assert.Equal(t, ws.Message(), gs.Message(), "%v", callErr)
 		assert.Equal(t, status.Code(callErr), status.Code(got))
+	}
+}
+
+// A stream's error carries its outcome too: Internal after a message is
+// served from the fallback, InvalidArgument is not.
+func TestRecoverOnFailure_Streams(t *testing.T) {
+	srv := newServer(t)
+	for _, row := range []struct {
+		service  string
+		code     codes.Code
+		fallback bool
+	}{{"code:13", codes.Internal, true}, {"first:3", codes.InvalidArgument, false}} {
+		c := newClient(t, srv.addr, testPolicy())
+		b := c.breaker(watchMethod)
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		s, err := c.watch(ctx, row.service)
+		require.NoError(t, err)
+		for err == nil {
+			_, err = s.Recv()
+		}
+		assert.Equal(t, row.code, status.Code(err), row.service)
+		resp, err := breaker.RecoverOnFailure(ctx, nil, err, func(context.Context, error) (*healthpb.HealthCheckResponse, error) {
+			return cached, nil
+		})
+		if row.fallback {
+			assert.NoError(t, err, row.service)
+			assert.Same(t, cached, resp)
+			assert.Equal(t, uint64(1), b.Counters().Fallbacks, row.service)
+		} else {
+			assert.Equal(t, row.code, status.Code(err), row.service)
+			assert.Zero(t, b.Counters().Fallbacks, row.service)
+		}
+		cancel()
 	}
 }

@@ -159,6 +159,10 @@ func UnaryClientInterceptor(g *breaker.Group, opts ...Option) grpc.UnaryClientIn
 //   - or its context is done (cancelled by the caller, or past a
 //     deadline), even if the caller never reads again.
 //
+// The errors of the stream's methods (io.EOF apart, which stays io.EOF)
+// carry the breaker and the stream's outcome as a unary call's error does,
+// for [breaker.RecoverOnFailure].
+//
 // A stream that the caller abandons without any of these (neither reading
 // to the end nor cancelling its context) never ends; grpc-go itself leaks
 // such a stream. In the half-open state it holds its probe slot until the
@@ -185,7 +189,7 @@ func StreamClientInterceptor(g *breaker.Group, opts ...Option) grpc.StreamClient
 		if err != nil {
 			return nil, outcomeError(err, b, c.settle(ctx, done, err))
 		}
-		s := &stream{ClientStream: cs, c: c, caller: ctx, done: done, serverStreams: desc.ServerStreams}
+		s := &stream{ClientStream: cs, c: c, b: b, caller: ctx, done: done, serverStreams: desc.ServerStreams}
 		// A context.AfterFunc rather than a goroutine: nothing runs until
 		// the context is done, and end stops it when the stream ends first.
 		s.stop = context.AfterFunc(call, func() {
@@ -253,11 +257,13 @@ func abandon(call context.Context, done func(error)) {
 type stream struct {
 	grpc.ClientStream
 	c             *config
+	b             *breaker.Breaker
 	caller        context.Context
 	done          func(error)
 	serverStreams bool
 	stop          func() bool
 	ended         atomic.Bool
+	outcome       atomic.Int32 // the outcome once ended, plus one (0: not yet)
 }
 
 func (s *stream) RecvMsg(m any) error {
@@ -267,6 +273,7 @@ func (s *stream) RecvMsg(m any) error {
 		s.end(nil)
 	case err != nil:
 		s.end(err)
+		return s.carry(err)
 	case !s.serverStreams:
 		// grpc-go reads the status along with the only message of such a
 		// stream: nil here means the call ended with OK.
@@ -279,6 +286,7 @@ func (s *stream) SendMsg(m any) error {
 	err := s.ClientStream.SendMsg(m)
 	if err != nil && err != io.EOF {
 		s.end(err) // io.EOF means the status is RecvMsg's to report
+		return s.carry(err)
 	}
 	return err
 }
@@ -287,6 +295,7 @@ func (s *stream) Header() (metadata.MD, error) {
 	md, err := s.ClientStream.Header()
 	if err != nil && err != io.EOF {
 		s.end(err)
+		return md, s.carry(err)
 	}
 	return md, err
 }
@@ -304,5 +313,17 @@ func (s *stream) finish(err error) {
 	if s.ended.Swap(true) {
 		return
 	}
-	s.c.settle(s.caller, s.done, err)
+	s.outcome.Store(int32(s.c.settle(s.caller, s.done, err)) + 1)
+}
+
+// carry wraps an error of the stream with the breaker and the stream's
+// outcome, for breaker.RecoverOnFailure. It returns err as it is when the
+// outcome is not known yet: the stream's context ended it at that moment,
+// and the AfterFunc is still reporting.
+func (s *stream) carry(err error) error {
+	o := s.outcome.Load()
+	if o == 0 {
+		return err
+	}
+	return outcomeError(err, s.b, breaker.Outcome(o-1))
 }
