@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"time"
 
 	"github.com/benbjohnson/clock"
 
 	"github.com/govkit/breaker"
+	"github.com/govkit/breaker/breakerhttp"
 )
 
 var errUnavailable = errors.New("inventory unavailable")
@@ -129,4 +131,32 @@ func ExampleFallback() {
 		})
 	fmt.Println(price, err, b.Counters().Fallbacks)
 	// Output: 1250 <nil> 1
+}
+
+// A call guarded by an integration (here the HTTP transport, whose
+// downstream does not answer) gives its results to RecoverOnFailure, which
+// serves the fallback and counts it on the breaker that guarded the call.
+func ExampleRecoverOnFailure() {
+	g, _ := breaker.NewGroup(breaker.GroupConfig{})
+	client := &http.Client{Transport: breakerhttp.New(unreachable{}, g)}
+
+	resp, err := client.Get("http://inventory.internal/stock/42")
+	resp, err = breaker.RecoverOnFailure(context.Background(), resp, err,
+		func(ctx context.Context, err error) (*http.Response, error) {
+			return nil, fmt.Errorf("inventory is down, try later: %w", err)
+		})
+	fmt.Println(resp, err)
+
+	b, _ := g.Lookup("inventory.internal")
+	fmt.Println("timeouts:", b.Counters().Timeouts, "fallbacks:", b.Counters().Fallbacks)
+	// Output:
+	// <nil> inventory is down, try later: Get "http://inventory.internal/stock/42": connection refused
+	// timeouts: 1 fallbacks: 1
+}
+
+// unreachable is a RoundTripper whose downstream never answers.
+type unreachable struct{}
+
+func (unreachable) RoundTrip(*http.Request) (*http.Response, error) {
+	return nil, errors.New("connection refused")
 }

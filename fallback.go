@@ -54,6 +54,55 @@ func Recover[T any](ctx context.Context, v T, err error, fallback func(context.C
 	return fallback(ctx, err)
 }
 
+// RecoverOnFailure is [Recover] that also falls back when the guarded call
+// failed or timed out, as [FallbackOnFailure] does for a call made through
+// [Call]. It knows the call's outcome from err: the HTTP transport of
+// package breakerhttp and the gRPC interceptors return errors that carry
+// the breaker that guarded the call and the outcome it counted, and still
+// match the original error with errors.Is and errors.As. It counts the
+// fallback in Counters.Fallbacks of that breaker.
+//
+// It returns v and err unchanged, without calling fallback, when err is
+// nil, when the outcome was ignored (an [Ignore]d error, a 4xx, the
+// caller's cancellation), when err carries no breaker's outcome, or when
+// ctx is done: the caller has gone. An HTTP response with a 5xx status is
+// not an error; see breakerhttp.Fallback for it.
+//
+//	stock, err := inventory.GetStock(ctx, req) // conn uses breakergrpc
+//	stock, err = breaker.RecoverOnFailure(ctx, stock, err, cachedStock)
+func RecoverOnFailure[T any](ctx context.Context, v T, err error, fallback func(context.Context, error) (T, error)) (T, error) {
+	if err == nil {
+		return v, err
+	}
+	if errors.Is(err, ErrOpen) {
+		return Recover(ctx, v, err, fallback)
+	}
+	var c outcomeCarrier
+	if ctx == nil || ctx.Err() != nil || !errors.As(err, &c) {
+		return v, err
+	}
+	b, o := c.BreakerOutcome()
+	if b == nil || (o != Failure && o != Timeout) {
+		return v, err
+	}
+	if fallback == nil {
+		return v, errors.New("breaker: nil fallback")
+	}
+	b.tally.inc(kFallbacks)
+	return fallback(ctx, err)
+}
+
+// outcomeCarrier is the error of a call guarded by an integration (the
+// breakerhttp Transport, the gRPC interceptors) that ended with that
+// outcome on that breaker. The integrations implement it on their own
+// unexported error types; it is an interface, not an exported type, so
+// that they can keep whatever else their errors must be (a gRPC status, a
+// net.Error) without this module knowing of them.
+type outcomeCarrier interface {
+	error
+	BreakerOutcome() (*Breaker, Outcome)
+}
+
 func callWithFallback[T any](ctx context.Context, b *Breaker, fn func(context.Context) (T, error), fallback func(context.Context, error) (T, error), onFailure bool) (T, error) {
 	if fallback == nil {
 		var zero T

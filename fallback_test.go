@@ -101,3 +101,84 @@ func TestRecover_FallsBackForARefusalMadeElsewhereAndCountsIt(t *testing.T) {
 	assert.EqualError(t, err, "breaker: nil fallback")
 	assert.Equal(t, uint64(1), h.b.Counters().Fallbacks)
 }
+
+// carried is an error as the integrations return it: the call's error with
+// the breaker that guarded it and the outcome it counted.
+type carried struct {
+	err error
+	b   *Breaker
+	o   Outcome
+}
+
+func (e *carried) Error() string                       { return e.err.Error() }
+func (e *carried) Unwrap() error                       { return e.err }
+func (e *carried) BreakerOutcome() (*Breaker, Outcome) { return e.b, e.o }
+
+func TestRecoverOnFailure_ServesFailuresAndTimeoutsOnTheirBreaker(t *testing.T) {
+	ctx := context.Background()
+	for _, row := range []struct {
+		o    Outcome
+		want bool
+	}{{Failure, true}, {Timeout, true}, {Ignored, false}, {Success, false}} {
+		b, err := New("x", DefaultPolicy())
+		require.NoError(t, err)
+		var got error
+		callErr := fmt.Errorf("wrapped: %w", &carried{err: errBoom, b: b, o: row.o})
+		v, err := RecoverOnFailure(ctx, 1, callErr, func(_ context.Context, err error) (int, error) {
+			got = err
+			return 2, nil
+		})
+		if row.want {
+			assert.NoError(t, err, "%v", row.o)
+			assert.Equal(t, 2, v)
+			assert.ErrorIs(t, got, errBoom)
+			assert.Equal(t, uint64(1), b.Counters().Fallbacks, "%v", row.o)
+		} else {
+			assert.Same(t, callErr, err, "%v", row.o)
+			assert.Equal(t, 1, v)
+			assert.NoError(t, got, "%v: fallback called", row.o)
+			assert.Zero(t, b.Counters().Fallbacks, "%v", row.o)
+		}
+	}
+}
+
+func TestRecoverOnFailure_LeavesOtherResultsAlone(t *testing.T) {
+	b, err := New("x", DefaultPolicy())
+	require.NoError(t, err)
+	called := false
+	fb := func(context.Context, error) (int, error) { called = true; return 2, nil }
+
+	v, err := RecoverOnFailure(context.Background(), 1, nil, fb)
+	assert.Equal(t, 1, v)
+	assert.NoError(t, err)
+
+	v, err = RecoverOnFailure(context.Background(), 1, errBoom, fb)
+	assert.Equal(t, 1, v)
+	assert.Same(t, errBoom, err, "an error that carries no breaker")
+
+	gone, cancel := context.WithCancel(context.Background())
+	cancel()
+	failed := &carried{err: errBoom, b: b, o: Failure}
+	v, err = RecoverOnFailure(gone, 1, failed, fb)
+	assert.Equal(t, 1, v)
+	assert.Same(t, failed, err, "the caller has gone")
+
+	assert.False(t, called)
+	assert.Zero(t, b.Counters().Fallbacks)
+
+	_, err = RecoverOnFailure[int](context.Background(), 1, failed, nil)
+	assert.ErrorContains(t, err, "nil fallback")
+}
+
+func TestRecoverOnFailure_ServesRefusals(t *testing.T) {
+	b, err := New("x", DefaultPolicy())
+	require.NoError(t, err)
+	require.NoError(t, b.SetMode(ModeForcedOpen))
+	refusal := b.Do(context.Background(), func(context.Context) error { return nil })
+	require.ErrorIs(t, refusal, ErrOpen)
+	v, err := RecoverOnFailure(context.Background(), 1, refusal, func(context.Context, error) (int, error) { return 2, nil })
+	assert.NoError(t, err)
+	assert.Equal(t, 2, v)
+	assert.Equal(t, uint64(1), b.Counters().Fallbacks)
+	assert.Equal(t, uint64(1), b.Counters().Rejected)
+}

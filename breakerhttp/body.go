@@ -5,6 +5,8 @@ import (
 	"io"
 	"net/http"
 	"sync/atomic"
+
+	"github.com/govkit/breaker"
 )
 
 // body is a response body whose end ends the breaker's call: reading it to
@@ -24,11 +26,15 @@ import (
 type body struct {
 	rc     io.ReadCloser
 	t      *Transport
+	b      *breaker.Breaker
 	resp   *http.Response
 	caller context.Context
 	done   func(error)
 	closed atomic.Bool
 	ended  atomic.Bool
+	// outcome is the call's outcome once it has ended, plus one (0: not
+	// ended), for Fallback.
+	outcome atomic.Int32
 }
 
 func (b *body) Read(p []byte) (int, error) {
@@ -59,5 +65,5 @@ func (b *body) end(err error) {
 	if b.ended.Swap(true) {
 		return
 	}
-	b.t.settle(b.caller, b.done, b.resp, err)
+	b.outcome.Store(int32(b.t.settle(b.caller, b.done, b.resp, err)) + 1)
 }

@@ -1,11 +1,13 @@
 package breakerhttp_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 
 	"github.com/govkit/breaker"
 	"github.com/govkit/breaker/breakerhttp"
@@ -81,4 +83,41 @@ func ExampleWriteOpenError() {
 	fmt.Println(rec.Code, "Retry-After:", rec.Header().Get("Retry-After"))
 	// Output:
 	// 503 Retry-After: 1
+}
+
+// A read that serves the cache when the downstream fails: the 500 is
+// counted as a failure of the breaker and the cached answer as a fallback,
+// and no *http.Response has to be made up for it.
+func ExampleFallback() {
+	downstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "database on fire", http.StatusInternalServerError)
+	}))
+	defer downstream.Close()
+
+	g, err := breaker.NewGroup(breaker.GroupConfig{})
+	if err != nil {
+		panic(err)
+	}
+	base := &http.Transport{}
+	defer base.CloseIdleConnections()
+	client := &http.Client{Transport: breakerhttp.New(base, g)}
+
+	ctx := context.Background()
+	resp, err := client.Get(downstream.URL + "/stock/42")
+	stock, err := breakerhttp.Fallback(ctx, resp, err,
+		func(resp *http.Response) (string, error) {
+			b, err := io.ReadAll(resp.Body)
+			return string(b), err
+		},
+		func(ctx context.Context, err error) (string, error) {
+			return "7 (cached)", nil // the last answer we had
+		})
+	fmt.Println(stock, err)
+
+	b, _ := g.Lookup(strings.TrimPrefix(downstream.URL, "http://"))
+	c := b.Counters()
+	fmt.Println("failures:", c.Failures, "fallbacks:", c.Fallbacks)
+	// Output:
+	// 7 (cached) <nil>
+	// failures: 1 fallbacks: 1
 }

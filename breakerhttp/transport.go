@@ -248,16 +248,19 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			// the error and could never close this body.
 			resp.Body.Close()
 		}
-		t.settle(caller, done, nil, err)
-		return nil, err
+		return nil, outcomeError(t.settle(caller, done, nil, err), b, err)
 	}
 	if resp == nil {
 		err := fmt.Errorf("breakerhttp: %T.RoundTrip returned neither a response nor an error", t.baseRT())
-		t.settle(caller, done, nil, err)
-		return nil, err
+		return nil, outcomeError(t.settle(caller, done, nil, err), b, err)
 	}
 	if resp.Body == nil || resp.Body == http.NoBody {
-		t.settle(caller, done, resp, nil)
+		if o := t.settle(caller, done, resp, nil); o == breaker.Failure || o == breaker.Timeout {
+			// An empty answer that failed: an empty body that remembers
+			// the breaker and the outcome, for Fallback. Only such answers
+			// pay for it.
+			resp.Body = &settledBody{b: b, o: o}
+		}
 		return resp, nil
 	}
 	if _, ok := resp.Body.(io.Writer); ok {
@@ -268,7 +271,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		t.settle(caller, done, resp, nil)
 		return resp, nil
 	}
-	resp.Body = &body{rc: resp.Body, t: t, resp: resp, caller: caller, done: done}
+	resp.Body = &body{rc: resp.Body, t: t, b: b, resp: resp, caller: caller, done: done}
 	return resp, nil
 }
 
@@ -312,8 +315,9 @@ func isProbeKey(k string) bool {
 	return len(k) == len(ProbeHeader) && strings.EqualFold(k, ProbeHeader)
 }
 
-// settle classifies an ended exchange and reports it to the breaker.
-func (t *Transport) settle(caller context.Context, done func(error), resp *http.Response, err error) {
+// settle classifies an ended exchange, reports it to the breaker and
+// returns the outcome.
+func (t *Transport) settle(caller context.Context, done func(error), resp *http.Response, err error) breaker.Outcome {
 	var o breaker.Outcome
 	switch {
 	case err != nil && errors.Is(caller.Err(), context.Canceled):
@@ -326,6 +330,7 @@ func (t *Transport) settle(caller context.Context, done func(error), resp *http.
 		o = t.classify(resp, err)
 	}
 	report(done, o, resp, err)
+	return o
 }
 
 // CloseIdleConnections closes the idle connections of the base

@@ -68,8 +68,9 @@ func code(err error) codes.Code {
 	return status.FromContextError(err).Code()
 }
 
-// settle classifies an ended call and reports it to the breaker.
-func (c *config) settle(caller context.Context, done func(error), err error) {
+// settle classifies an ended call, reports it to the breaker and returns
+// the outcome.
+func (c *config) settle(caller context.Context, done func(error), err error) breaker.Outcome {
 	var o breaker.Outcome
 	switch {
 	case err == nil:
@@ -83,6 +84,7 @@ func (c *config) settle(caller context.Context, done func(error), err error) {
 		o = c.classify(err)
 	}
 	report(done, o, err)
+	return o
 }
 
 // report passes an outcome the interceptor has already decided to the

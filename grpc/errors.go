@@ -53,3 +53,40 @@ func (e *openError) GRPCStatus() *status.Status { return e.st }
 
 // Unwrap gives the breaker's refusal, which matches breaker.ErrOpen.
 func (e *openError) Unwrap() error { return e.refusal }
+
+// callError is the error of a call the interceptors guarded: the call's
+// error, unchanged in its message and for errors.Is and errors.As, plus the
+// breaker that guarded the call and the outcome it counted, which
+// breaker.RecoverOnFailure reads.
+type callError struct {
+	err error
+	b   *breaker.Breaker
+	o   breaker.Outcome
+}
+
+// statusCallError is a callError whose error is a status error itself; it
+// hands on that status as it is. A callError around any other error must
+// not have a GRPCStatus method: status.FromError would then take it for a
+// status error, where it takes the call's own error for one only through
+// errors.As (and keeps its message).
+type statusCallError struct {
+	callError
+	st interface{ GRPCStatus() *status.Status }
+}
+
+func outcomeError(err error, b *breaker.Breaker, o breaker.Outcome) error {
+	c := callError{err: err, b: b, o: o}
+	if st, ok := err.(interface{ GRPCStatus() *status.Status }); ok {
+		return &statusCallError{callError: c, st: st}
+	}
+	return &c
+}
+
+func (e *callError) Error() string { return e.err.Error() }
+func (e *callError) Unwrap() error { return e.err }
+
+// BreakerOutcome is read by breaker.RecoverOnFailure.
+func (e *callError) BreakerOutcome() (*breaker.Breaker, breaker.Outcome) { return e.b, e.o }
+
+// GRPCStatus is the call's own status.
+func (e *statusCallError) GRPCStatus() *status.Status { return e.st.GRPCStatus() }

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 )
 
 // Run one with, for example,
@@ -127,8 +128,16 @@ func FuzzUnaryOutcome(f *testing.F) {
 			return callErr
 		}
 		got := UnaryClientInterceptor(g)(ctx, checkMethod, nil, nil, nil, invoker)
-		if got != callErr {
-			t.Fatalf("the interceptor returned %v, want the call's error %v unchanged", got, callErr)
+		// The call's error comes back wrapped with the breaker's outcome,
+		// but unchanged for every way a caller reads it.
+		if (got == nil) != (callErr == nil) || !errors.Is(got, callErr) {
+			t.Fatalf("the interceptor returned %v, want the call's error %v", got, callErr)
+		}
+		if got != nil {
+			gs, ok := status.FromError(got)
+			if !ok || !proto.Equal(gs.Proto(), status.Convert(callErr).Proto()) || got.Error() != callErr.Error() {
+				t.Fatalf("the interceptor returned %v (status %v, %v), want the call's status %v", got, gs, ok, callErr)
+			}
 		}
 		want := codeOutcome(codes.Code(code))
 		if cancelled && callErr != nil {

@@ -109,7 +109,14 @@ func methodKey(_ context.Context, method string, _ *grpc.ClientConn) string { re
 // outgoing metadata breaker_probe: 1 when it is a half-open probe; that
 // key is removed from every other call, so a proxy that forwards an
 // upstream's metadata does not pass the upstream's probe off as its own.
-// The call's error is returned unchanged.
+// The call's error is returned with its message, its status (status.Code
+// and status.FromError see it as they would the call's own error) and its
+// chain for errors.Is and errors.As; it also carries the breaker and the
+// outcome it counted, so that [breaker.RecoverOnFailure] can serve a
+// fallback on a failure or a timeout and count it on that breaker:
+//
+//	resp, err := client.GetStock(ctx, req)
+//	resp, err = breaker.RecoverOnFailure(ctx, resp, err, cachedStock)
 //
 // The interceptor reports each outcome it decides with [breaker.Mark], so
 // the group's own classifier, if it has one, does not second-guess it.
@@ -120,7 +127,7 @@ func UnaryClientInterceptor(g *breaker.Group, opts ...Option) grpc.UnaryClientIn
 		if key == "" {
 			return invoker(ctx, method, req, reply, cc, callOpts...)
 		}
-		call, done, err := c.admit(ctx, key)
+		call, b, done, err := c.admit(ctx, key)
 		if err != nil {
 			return err
 		}
@@ -132,8 +139,11 @@ func UnaryClientInterceptor(g *breaker.Group, opts ...Option) grpc.UnaryClientIn
 		}()
 		err = invoker(call, method, req, reply, cc, callOpts...)
 		returned = true
-		c.settle(ctx, done, err)
-		return err
+		o := c.settle(ctx, done, err)
+		if err != nil {
+			return outcomeError(err, b, o)
+		}
+		return nil
 	}
 }
 
@@ -149,6 +159,10 @@ func UnaryClientInterceptor(g *breaker.Group, opts ...Option) grpc.UnaryClientIn
 //   - or its context is done (cancelled by the caller, or past a
 //     deadline), even if the caller never reads again.
 //
+// The errors of the stream's methods (io.EOF apart, which stays io.EOF)
+// carry the breaker and the stream's outcome as a unary call's error does,
+// for [breaker.RecoverOnFailure].
+//
 // A stream that the caller abandons without any of these (neither reading
 // to the end nor cancelling its context) never ends; grpc-go itself leaks
 // such a stream. In the half-open state it holds its probe slot until the
@@ -160,7 +174,7 @@ func StreamClientInterceptor(g *breaker.Group, opts ...Option) grpc.StreamClient
 		if key == "" {
 			return streamer(ctx, desc, cc, method, callOpts...)
 		}
-		call, done, err := c.admit(ctx, key)
+		call, b, done, err := c.admit(ctx, key)
 		if err != nil {
 			return nil, err
 		}
@@ -173,10 +187,9 @@ func StreamClientInterceptor(g *breaker.Group, opts ...Option) grpc.StreamClient
 		cs, err := streamer(call, desc, cc, method, callOpts...)
 		returned = true
 		if err != nil {
-			c.settle(ctx, done, err)
-			return nil, err
+			return nil, outcomeError(err, b, c.settle(ctx, done, err))
 		}
-		s := &stream{ClientStream: cs, c: c, caller: ctx, done: done, serverStreams: desc.ServerStreams}
+		s := &stream{ClientStream: cs, c: c, b: b, caller: ctx, done: done, serverStreams: desc.ServerStreams}
 		// A context.AfterFunc rather than a goroutine: nothing runs until
 		// the context is done, and end stops it when the stream ends first.
 		s.stop = context.AfterFunc(call, func() {
@@ -188,23 +201,23 @@ func StreamClientInterceptor(g *breaker.Group, opts ...Option) grpc.StreamClient
 
 // admit asks the key's breaker for the call. A refusal comes back as a
 // gRPC status error, as every error of a gRPC call does.
-func (c *config) admit(ctx context.Context, key string) (context.Context, func(error), error) {
+func (c *config) admit(ctx context.Context, key string) (context.Context, *breaker.Breaker, func(error), error) {
 	if c.group == nil {
-		return nil, nil, status.Error(codes.Internal, "breakergrpc: nil *breaker.Group")
+		return nil, nil, nil, status.Error(codes.Internal, "breakergrpc: nil *breaker.Group")
 	}
 	b, err := c.group.Get(key)
 	if err != nil {
-		return nil, nil, status.Error(codes.Internal, err.Error())
+		return nil, nil, nil, status.Error(codes.Internal, err.Error())
 	}
 	call, done, err := b.Allow(ctx)
 	if err != nil {
 		if errors.Is(err, breaker.ErrOpen) {
-			return nil, nil, newOpenError(err)
+			return nil, nil, nil, newOpenError(err)
 		}
 		// The caller's context was already done, as gRPC would report it.
-		return nil, nil, status.FromContextError(err).Err()
+		return nil, nil, nil, status.FromContextError(err).Err()
 	}
-	return tag(call), done, nil
+	return tag(call), b, done, nil
 }
 
 // tag sets the probe metadata on a probe's context and removes it from any
@@ -244,11 +257,13 @@ func abandon(call context.Context, done func(error)) {
 type stream struct {
 	grpc.ClientStream
 	c             *config
+	b             *breaker.Breaker
 	caller        context.Context
 	done          func(error)
 	serverStreams bool
 	stop          func() bool
 	ended         atomic.Bool
+	outcome       atomic.Int32 // the outcome once ended, plus one (0: not yet)
 }
 
 func (s *stream) RecvMsg(m any) error {
@@ -258,6 +273,7 @@ func (s *stream) RecvMsg(m any) error {
 		s.end(nil)
 	case err != nil:
 		s.end(err)
+		return s.carry(err)
 	case !s.serverStreams:
 		// grpc-go reads the status along with the only message of such a
 		// stream: nil here means the call ended with OK.
@@ -270,6 +286,7 @@ func (s *stream) SendMsg(m any) error {
 	err := s.ClientStream.SendMsg(m)
 	if err != nil && err != io.EOF {
 		s.end(err) // io.EOF means the status is RecvMsg's to report
+		return s.carry(err)
 	}
 	return err
 }
@@ -278,6 +295,7 @@ func (s *stream) Header() (metadata.MD, error) {
 	md, err := s.ClientStream.Header()
 	if err != nil && err != io.EOF {
 		s.end(err)
+		return md, s.carry(err)
 	}
 	return md, err
 }
@@ -295,5 +313,17 @@ func (s *stream) finish(err error) {
 	if s.ended.Swap(true) {
 		return
 	}
-	s.c.settle(s.caller, s.done, err)
+	s.outcome.Store(int32(s.c.settle(s.caller, s.done, err)) + 1)
+}
+
+// carry wraps an error of the stream with the breaker and the stream's
+// outcome, for breaker.RecoverOnFailure. It returns err as it is when the
+// outcome is not known yet: the stream's context ended it at that moment,
+// and the AfterFunc is still reporting.
+func (s *stream) carry(err error) error {
+	o := s.outcome.Load()
+	if o == 0 {
+		return err
+	}
+	return outcomeError(err, s.b, breaker.Outcome(o-1))
 }
