@@ -196,10 +196,8 @@ func (b *Breaker) prepare(ctx context.Context, tok *token, r *rules) (context.Co
 	if r.timeout <= 0 {
 		return ctx, nil
 	}
-	if c, ok := b.opt.tb.clock.(interface {
-		WithTimeout(context.Context, time.Duration) (context.Context, context.CancelFunc)
-	}); ok {
-		return c.WithTimeout(ctx, time.Duration(r.timeout))
+	if c, ok := b.opt.tb.clock.(timeoutClock); ok {
+		return withClockTimeout(c, ctx, time.Duration(r.timeout))
 	}
 	return context.WithTimeout(ctx, time.Duration(r.timeout))
 }

@@ -12,7 +12,10 @@ import (
 // all its states without sleeping.
 //
 // *clock.Mock from github.com/benbjohnson/clock satisfies Clock directly, as
-// does any type with a Now method.
+// does any type with a Now method. A Clock that also has a WithTimeout
+// method, as *clock.Mock does, times Policy.Timeout: the call's context
+// expires when that clock's timer fires, but its Deadline reads in real
+// time, since real I/O (grpc-go, net/http) compares it with the real clock.
 //
 // The breaker's own time never goes backwards. It follows the clock's
 // readings at the clock's rate, but a reading earlier than one the breaker

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"time"
 
+	"github.com/benbjohnson/clock"
 	"github.com/govkit/breaker"
 	breakergrpc "github.com/govkit/breaker/grpc"
 	"google.golang.org/grpc"
@@ -63,4 +65,49 @@ func Example() {
 	// Internal false
 	// Internal false
 	// Unavailable true
+}
+
+// serving is a health service that answers every check.
+type serving struct {
+	healthpb.UnimplementedHealthServer
+}
+
+func (serving) Check(context.Context, *healthpb.HealthCheckRequest) (*healthpb.HealthCheckResponse, error) {
+	return &healthpb.HealthCheckResponse{Status: healthpb.HealthCheckResponse_SERVING}, nil
+}
+
+// Testing a service through the interceptor on a mock clock, with
+// Policy.Timeout set: the call's deadline reads in real time, so grpc-go
+// sends it and the call succeeds, while the breaker's own time stays the
+// mock's (here, 1970).
+func Example_mockClock() {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		panic(err)
+	}
+	srv := grpc.NewServer()
+	healthpb.RegisterHealthServer(srv, serving{})
+	go srv.Serve(l)
+	defer srv.Stop()
+
+	clk := clock.NewMock()
+	p := breaker.DefaultPolicy()
+	p.Timeout = time.Second
+	g, err := breaker.NewGroup(breaker.GroupConfig{Policies: breaker.GroupPolicy{Default: p}}, breaker.WithClock(clk))
+	if err != nil {
+		panic(err)
+	}
+	conn, err := grpc.NewClient(l.Addr().String(),
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithUnaryInterceptor(breakergrpc.UnaryClientInterceptor(g)),
+	)
+	if err != nil {
+		panic(err)
+	}
+	defer conn.Close()
+
+	resp, err := healthpb.NewHealthClient(conn).Check(context.Background(), &healthpb.HealthCheckRequest{})
+	fmt.Println(resp.GetStatus(), status.Code(err))
+	// Output:
+	// SERVING OK
 }
