@@ -4,8 +4,8 @@ go 1.26.0
 
 require (
 	github.com/benbjohnson/clock v1.3.5
-	github.com/govkit/breaker v0.0.0
-	github.com/govkit/breaker/prometheus v0.0.0
+	github.com/govkit/breaker v0.1.0
+	github.com/govkit/breaker/prometheus v0.1.0
 	github.com/prometheus/client_golang v1.25.0
 	github.com/stretchr/testify v1.12.1
 	go.uber.org/goleak v1.3.0
@@ -21,9 +21,4 @@ require (
 	go.yaml.in/yaml/v3 v3.0.5 // indirect
 	golang.org/x/sys v0.48.0 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
-)
-
-replace (
-	github.com/govkit/breaker => ../..
-	github.com/govkit/breaker/prometheus => ../../prometheus
 )
