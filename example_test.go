@@ -160,3 +160,78 @@ type unreachable struct{}
 func (unreachable) RoundTrip(*http.Request) (*http.Response, error) {
 	return nil, errors.New("connection refused")
 }
+
+// Call is Do for a function that returns a value: no closure variable is
+// needed to get the result out, and a refusal returns the zero value.
+func ExampleCall() {
+	b, _ := breaker.New("inventory.GetStock", breaker.DefaultPolicy())
+	n, err := breaker.Call(context.Background(), b, func(ctx context.Context) (int, error) {
+		return getStock(ctx, "sku-42")
+	})
+	fmt.Println(n, err)
+
+	_ = b.SetMode(breaker.ModeForcedOpen)
+	n, err = breaker.Call(context.Background(), b, func(ctx context.Context) (int, error) {
+		return getStock(ctx, "sku-42")
+	})
+	fmt.Println(n, errors.Is(err, breaker.ErrOpen))
+	// Output:
+	// 7 <nil>
+	// 0 true
+}
+
+// FallbackOnFailure serves the fallback when the breaker refuses the call,
+// and also when the call fails or times out; the fallback sees why.
+func ExampleFallbackOnFailure() {
+	b, _ := breaker.New("inventory.GetStock", breaker.DefaultPolicy())
+	cache := map[string]int{"sku-42": 6}
+	stock, err := breaker.FallbackOnFailure(context.Background(), b,
+		func(ctx context.Context) (int, error) { return 0, errUnavailable },
+		func(ctx context.Context, err error) (int, error) {
+			fmt.Println("falling back:", err)
+			if n, ok := cache["sku-42"]; ok {
+				return n, nil // stale but useful
+			}
+			return 0, err
+		})
+	fmt.Println(stock, err, b.Counters().Failures, b.Counters().Fallbacks)
+	// Output:
+	// falling back: inventory unavailable
+	// 6 <nil> 1 1
+}
+
+// Recover falls back only on a refusal: the call's own error goes through.
+func ExampleRecover() {
+	b, _ := breaker.New("reviews.Post", breaker.DefaultPolicy())
+	_ = b.SetMode(breaker.ModeForcedOpen) // reviews is down for maintenance
+	err := b.Do(context.Background(), func(context.Context) error { return nil })
+	_, err = breaker.Recover(context.Background(), struct{}{}, err,
+		func(ctx context.Context, err error) (struct{}, error) {
+			var oe *breaker.OpenError
+			errors.As(err, &oe)
+			return struct{}{}, fmt.Errorf("try again later (%s)", oe.Reason)
+		})
+	fmt.Println(err)
+	// Output: try again later (forced_open)
+}
+
+// A policy document, as a config file or a config store holds it, applied
+// to a running group: a bad one is refused whole, with every bad field
+// named, and every breaker keeps the policy it had.
+func ExampleGroup_LoadPolicies() {
+	g, _ := breaker.NewGroup(breaker.GroupConfig{})
+	err := g.LoadPolicies([]byte(`{
+	  "default":   {},
+	  "overrides": {"audit.Write": {"error_ratio": 0, "consecutive_failures": 6, "strict_probes": true}}
+	}`))
+	b, _ := g.Get("audit.Write")
+	fmt.Println(err, b.Policy().ConsecutiveFailures, b.Policy().ErrorRatio)
+
+	err = g.LoadPolicies([]byte(`{"overrides": {"audit.Write": {"open_for": "1m", "max_open_for": "30s"}}}`))
+	fmt.Println(err)
+	fmt.Println(b.Policy().ConsecutiveFailures)
+	// Output:
+	// <nil> 6 0
+	// breaker: invalid policy: overrides["audit.Write"].max_open_for: must be at least open_for (1m0s), got 30s
+	// 6
+}
