@@ -1,6 +1,6 @@
 module github.com/govkit/breaker/benchmarks
 
-go 1.22.0
+go 1.23
 
 require (
 	github.com/cep21/circuit/v4 v4.1.0
