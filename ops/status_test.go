@@ -5,7 +5,9 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"regexp"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -171,4 +173,48 @@ func TestStatusPage_RefusesBadConfigAndOtherMethods(t *testing.T) {
 	assert.Equal(t, http.StatusOK, rec.Code)
 	assert.Empty(t, rec.Body.String())
 	assert.NotEmpty(t, rec.Header().Get("Content-Length"))
+}
+
+// Renders while the breakers trip, recover and are forced, from several
+// goroutines: the race detector watches the page's ring of transitions
+// and its reads of the group.
+func TestStatusPage_RaceHammer(t *testing.T) {
+	gh := newGroupHarness(t, breaker.GroupConfig{})
+	page := gh.statusPage(StatusConfig{Transitions: 4})
+	var wg sync.WaitGroup
+	for w := 0; w < 4; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			key := "svc.M" + strconv.Itoa(w%2)
+			b, _ := gh.g.Get(key)
+			for i := 0; i < 200; i++ {
+				err := error(nil)
+				if i%3 == 0 {
+					err = errBoom
+				}
+				_ = gh.g.Do(context.Background(), key, func(context.Context) error { return err })
+				if i%50 == 0 {
+					_ = b.SetMode(breaker.ModeForcedOpen)
+					_ = b.SetMode(breaker.ModeAuto)
+				}
+			}
+		}(w)
+	}
+	for r := 0; r < 2; r++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 50; i++ {
+				rec := httptest.NewRecorder()
+				page.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/", nil))
+				if rec.Code != http.StatusOK {
+					t.Errorf("status %d", rec.Code)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	assert.Len(t, page.latest(), 4, "the ring is full and no larger")
 }

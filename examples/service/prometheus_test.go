@@ -30,9 +30,10 @@ const e2eWait = 45 * time.Second
 // promServer is a prometheus process of the test's own: on a free
 // loopback port, with its storage in a temporary directory.
 type promServer struct {
-	t    *testing.T
-	base string
-	out  *syncBuffer
+	t      *testing.T
+	base   string
+	out    *syncBuffer
+	client *http.Client
 }
 
 // startPrometheus runs prometheus with the rules, scraping target every
@@ -54,7 +55,8 @@ scrape_configs:
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "prometheus.yml"), []byte(config), 0o644))
 
 	addr := freePort(t)
-	p := &promServer{t: t, base: "http://" + addr, out: &syncBuffer{}}
+	p := &promServer{t: t, base: "http://" + addr, out: &syncBuffer{},
+		client: &http.Client{Transport: &http.Transport{}, Timeout: 10 * time.Second}}
 	cmd := exec.Command(bin,
 		"--config.file="+filepath.Join(dir, "prometheus.yml"),
 		"--storage.tsdb.path="+filepath.Join(dir, "data"),
@@ -72,12 +74,13 @@ scrape_configs:
 			_ = cmd.Process.Kill()
 			<-done
 		}
+		p.client.CloseIdleConnections()
 		if t.Failed() {
 			t.Logf("prometheus output:\n%s", p.out)
 		}
 	})
 	p.eventually("ready", func() (bool, string) {
-		resp, err := http.Get(p.base + "/-/ready")
+		resp, err := p.client.Get(p.base + "/-/ready")
 		if err != nil {
 			return false, err.Error()
 		}
@@ -120,7 +123,7 @@ func (p *promServer) eventually(what string, cond func() (bool, string)) {
 // the status is success.
 func (p *promServer) api(path string, params url.Values, data any) {
 	p.t.Helper()
-	resp, err := http.Get(p.base + path + "?" + params.Encode())
+	resp, err := p.client.Get(p.base + path + "?" + params.Encode())
 	require.NoError(p.t, err)
 	defer resp.Body.Close()
 	body, err := io.ReadAll(resp.Body)
