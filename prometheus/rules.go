@@ -40,15 +40,18 @@ type AlertConfig struct {
 	// Thresholds are the open durations of the P3, P2 and P1 alerts; the
 	// zero value means ops.DefaultThresholds, the grading of ops.Alerts.
 	Thresholds ops.Thresholds
-	// FlapOpens trips from closed within FlapWindow raise BreakerFlapping;
-	// zero means DefaultFlapOpens and DefaultFlapWindow.
+	// FlapOpens trips from closed within FlapWindow raise BreakerFlapping.
+	// Each zero field means its default: DefaultFlapOpens,
+	// DefaultFlapWindow.
 	FlapOpens  int
 	FlapWindow time.Duration
 	// ProbeFailures failed probes within ProbeWindow raise
-	// BreakerProbesFailing; zero means DefaultProbeFailures and
-	// DefaultProbeWindow.
+	// BreakerProbesFailing. Each zero field means its default:
+	// DefaultProbeFailures, DefaultProbeWindow.
 	ProbeFailures int
 	ProbeWindow   time.Duration
+	// Windows and thresholds must be whole milliseconds, the finest unit
+	// of a Prometheus duration.
 }
 
 var metricName = regexp.MustCompile(`^[a-zA-Z_:][a-zA-Z0-9_:]*$`)
