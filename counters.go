@@ -110,6 +110,11 @@ type Status struct {
 	// moment for a forced open). Both are empty while closed.
 	Reason Reason   `json:"reason,omitempty"`
 	Trip   Snapshot `json:"trip"`
+	// ProbeAt is when an open breaker's cooldown ends and it lets probes
+	// through, as a refusal's [OpenError.Until] says; empty in the other
+	// states and for a breaker forced open, which waits for its mode to
+	// change. A status page shows it as the next probe.
+	ProbeAt *time.Time `json:"probe_at,omitempty"`
 	// Window is the sliding window now, with its failure ratio.
 	Window     Snapshot `json:"window"`
 	ErrorRatio float64  `json:"error_ratio"`
@@ -130,6 +135,13 @@ func (b *Breaker) Status() Status {
 	s.ErrorRatio = s.Window.ErrorRatio()
 	if e := b.openErr.Load(); e != nil && s.State != Closed {
 		s.Reason, s.Trip = e.Reason, e.Snapshot
+		// The error of a half-open episode has no Until; one read in a
+		// race with the end of the cooldown may still have it, and a
+		// probe time in the past says no more than none.
+		if s.State == Open && !e.Until.IsZero() {
+			u := e.Until
+			s.ProbeAt = &u
+		}
 	}
 	if t, ok := b.OpenSince(); ok {
 		s.OpenSince = &t

@@ -97,6 +97,36 @@ func TestStatus_SaysWhyTheBreakerIsNotClosed(t *testing.T) {
 	assert.Error(t, m.UnmarshalText([]byte("manual")))
 }
 
+// Status says when an open breaker will let probes through: the end of
+// its cooldown, doubled after a failed probe; nothing while half-open,
+// closed or forced open.
+func TestStatus_ProbeAtIsTheEndOfTheCooldown(t *testing.T) {
+	h := newHarness(t, DefaultPolicy())
+	assert.Nil(t, h.b.Status().ProbeAt, "closed")
+	h.at(time.Second)
+	h.trip()
+	st := h.b.Status()
+	require.NotNil(t, st.ProbeAt)
+	assert.Equal(t, h.t0.Add(time.Second+DefaultOpenFor), *st.ProbeAt)
+	var oe *OpenError
+	require.ErrorAs(t, h.call(nil), &oe)
+	assert.Equal(t, oe.Until, *st.ProbeAt, "the status and the refusal agree")
+
+	h.at(time.Second + DefaultOpenFor)
+	assert.Nil(t, h.b.Status().ProbeAt, "half-open")
+	require.ErrorIs(t, h.call(context.DeadlineExceeded), context.DeadlineExceeded) // the probe fails
+	st = h.b.Status()
+	require.Equal(t, Open, st.State)
+	require.NotNil(t, st.ProbeAt)
+	assert.Equal(t, h.t0.Add(time.Second+3*DefaultOpenFor), *st.ProbeAt, "cooldown doubled")
+	data, err := json.Marshal(st)
+	require.NoError(t, err)
+	assert.Contains(t, string(data), `"probe_at":"2026-01-02T03:05:36Z"`)
+
+	require.NoError(t, h.b.SetMode(ModeForcedOpen))
+	assert.Nil(t, h.b.Status().ProbeAt, "forced open")
+}
+
 // Now is the time on the group's clock.
 func TestGroup_NowReadsTheGroupsClock(t *testing.T) {
 	gh := newGroupHarness(t, GroupConfig{})

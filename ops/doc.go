@@ -1,7 +1,8 @@
 // Package ops is what an operator runs over a [breaker.Group]: alerts on
 // breakers that stay open, graded by how long they have been open, a
-// watcher that notifies each rise of an alert's severity, and a snapshot
-// of the whole group ready to be served as JSON.
+// watcher that notifies each rise of an alert's severity, a snapshot of
+// the whole group ready to be served as JSON, and a status page of it
+// for a browser.
 //
 // It lives apart from the core so that the core keeps no goroutine and no
 // ticker, and because alerting is policy: the thresholds, the grading and
@@ -22,4 +23,19 @@
 // [Watch] starts the one goroutine: every interval it drops the group's
 // idle breakers and calls notify for each alert whose severity has risen.
 // [Watcher.Close] stops it, and goleak in the tests proves it.
+//
+// # Status page
+//
+// [NewStatusPage] returns an [net/http.Handler] that renders the group as
+// one HTML page: every breaker with its state and for how long, its
+// window against the policy's threshold, its next probe, its latest
+// transitions with their reasons, and the alerts by severity. The page
+// is self-contained (no script, no external asset) and reloads itself:
+//
+//	page, err := ops.NewStatusPage(group, ops.StatusConfig{})
+//	if err != nil {
+//		return err
+//	}
+//	defer page.Close()
+//	mux.Handle("GET /status", page)
 package ops

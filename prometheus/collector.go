@@ -24,6 +24,15 @@
 //	breaker_open_duration_seconds              gauge    length of the current outage, 0 when closed
 //	breaker_window_calls                       gauge    counted calls in the sliding window
 //	breaker_window_error_ratio                 gauge    failures/counted in the window
+//	breaker_policy_error_ratio                 gauge    the policy's ErrorRatio, the trip threshold of the line above (0: rule off)
+//	breaker_mode{mode}                         gauge    1 for the current mode, 0 for the others
+//	breaker_open_reason{reason}                gauge    1 while open or half-open, with the reason; absent while closed
+//
+// The last two let an alerting rule say why a breaker is open and leave
+// out breakers an operator forced open or runs in shadow, as
+// [github.com/govkit/breaker/ops.Alerts] does. [AlertRules] writes such
+// rules, and the module ships them, with a Grafana dashboard for these
+// families, in its rules/ and dashboards/ directories.
 package breakerprom
 
 import (
@@ -74,7 +83,8 @@ type Collector struct {
 	g *breaker.Group
 
 	state, transitions, calls, slow, rejected, shadowRejected,
-	fallbacks, probes, notClosedTime, openDuration, windowCalls, windowRatio *prometheus.Desc
+	fallbacks, probes, notClosedTime, openDuration, windowCalls, windowRatio,
+	policyRatio, mode, openReason *prometheus.Desc
 }
 
 // NewCollector returns a collector for g. It holds no resources beyond
@@ -116,6 +126,12 @@ func NewCollector(g *breaker.Group, opts ...Option) *Collector {
 			"Counted calls (successes, failures and timeouts) in the sliding window."),
 		windowRatio: desc("window_error_ratio",
 			"Failures divided by counted calls in the sliding window; 0 when it is empty."),
+		policyRatio: desc("policy_error_ratio",
+			"The policy's error ratio: the breaker trips when the window's error ratio reaches it; 0 when that rule is off."),
+		mode: desc("mode",
+			"Current mode of the breaker: 1 for the mode it is in, 0 for the others.", "mode"),
+		openReason: desc("open_reason",
+			"1 while the breaker is open or half-open, labelled with the reason; absent while it is closed.", "reason"),
 	}
 	return c
 }
@@ -127,12 +143,16 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{
 		c.state, c.transitions, c.calls, c.slow, c.rejected, c.shadowRejected,
 		c.fallbacks, c.probes, c.notClosedTime, c.openDuration, c.windowCalls, c.windowRatio,
+		c.policyRatio, c.mode, c.openReason,
 	} {
 		ch <- d
 	}
 }
 
-var states = [...]breaker.State{breaker.Closed, breaker.Open, breaker.HalfOpen}
+var (
+	states = [...]breaker.State{breaker.Closed, breaker.Open, breaker.HalfOpen}
+	modes  = [...]breaker.Mode{breaker.ModeAuto, breaker.ModeShadow, breaker.ModeForcedOpen, breaker.ModeForcedClosed}
+)
 
 // Collect sends the current metrics of every breaker in the group.
 func (c *Collector) Collect(ch chan<- prometheus.Metric) {
@@ -190,4 +210,18 @@ func (c *Collector) collectStatus(ch chan<- prometheus.Metric, s breaker.Status)
 	gauge(c.openDuration, s.OpenDuration.Seconds())
 	gauge(c.windowCalls, float64(s.Window.Counted))
 	gauge(c.windowRatio, s.ErrorRatio)
+	gauge(c.policyRatio, s.Policy.ErrorRatio)
+	for _, m := range modes {
+		v := 0.0
+		if s.Mode == m {
+			v = 1
+		}
+		gauge(c.mode, v, m.String())
+	}
+	// One series while the breaker is not closed, none while it is: a
+	// series per possible reason, mostly zeros, would cost every scrape
+	// a dozen lines per breaker to say nothing.
+	if s.State != breaker.Closed && s.Reason != "" {
+		gauge(c.openReason, 1, string(s.Reason))
+	}
 }

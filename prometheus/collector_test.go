@@ -198,11 +198,33 @@ breaker_fallbacks_total{name="pricing.GetPrice"} 1
 breaker_open_duration_seconds{name="inventory.GetStock"} 0
 breaker_open_duration_seconds{name="payment.Charge"} 8
 breaker_open_duration_seconds{name="pricing.GetPrice"} 0
+# HELP breaker_mode Current mode of the breaker: 1 for the mode it is in, 0 for the others.
+# TYPE breaker_mode gauge
+breaker_mode{mode="auto",name="inventory.GetStock"} 1
+breaker_mode{mode="auto",name="payment.Charge"} 0
+breaker_mode{mode="auto",name="pricing.GetPrice"} 1
+breaker_mode{mode="forced_closed",name="inventory.GetStock"} 0
+breaker_mode{mode="forced_closed",name="payment.Charge"} 0
+breaker_mode{mode="forced_closed",name="pricing.GetPrice"} 0
+breaker_mode{mode="forced_open",name="inventory.GetStock"} 0
+breaker_mode{mode="forced_open",name="payment.Charge"} 0
+breaker_mode{mode="forced_open",name="pricing.GetPrice"} 0
+breaker_mode{mode="shadow",name="inventory.GetStock"} 0
+breaker_mode{mode="shadow",name="payment.Charge"} 1
+breaker_mode{mode="shadow",name="pricing.GetPrice"} 0
+# HELP breaker_open_reason 1 while the breaker is open or half-open, labelled with the reason; absent while it is closed.
+# TYPE breaker_open_reason gauge
+breaker_open_reason{name="payment.Charge",reason="err_ratio"} 1
 # HELP breaker_not_closed_seconds_total Time the breaker has spent open or half-open, the current outage included.
 # TYPE breaker_not_closed_seconds_total counter
 breaker_not_closed_seconds_total{name="inventory.GetStock"} 0
 breaker_not_closed_seconds_total{name="payment.Charge"} 8
 breaker_not_closed_seconds_total{name="pricing.GetPrice"} 30
+# HELP breaker_policy_error_ratio The policy's error ratio: the breaker trips when the window's error ratio reaches it; 0 when that rule is off.
+# TYPE breaker_policy_error_ratio gauge
+breaker_policy_error_ratio{name="inventory.GetStock"} 0.5
+breaker_policy_error_ratio{name="payment.Charge"} 0.5
+breaker_policy_error_ratio{name="pricing.GetPrice"} 0.5
 # HELP breaker_probes_total Half-open probe verdicts.
 # TYPE breaker_probes_total counter
 breaker_probes_total{name="inventory.GetStock",result="failed"} 0
@@ -356,11 +378,15 @@ func withHeaders(samples string) string {
 		{"breaker_open_duration_seconds", "gauge", "Time since the current outage began; 0 while the breaker is closed."},
 		{"breaker_not_closed_seconds_total", "counter", "Time the breaker has spent open or half-open, the current outage included."},
 		{"breaker_transitions_total", "counter", "State transitions of the breaker, by the rule or event that caused them."},
+		{"breaker_mode", "gauge", "Current mode of the breaker: 1 for the mode it is in, 0 for the others."},
+		{"breaker_open_reason", "gauge", "1 while the breaker is open or half-open, labelled with the reason; absent while it is closed."},
 	} {
-		sb.WriteString("# HELP " + h.name + " " + h.help + "\n# TYPE " + h.name + " " + h.typ + "\n")
+		header := "# HELP " + h.name + " " + h.help + "\n# TYPE " + h.name + " " + h.typ + "\n"
 		for _, line := range strings.Split(samples, "\n") {
 			if strings.HasPrefix(line, h.name+"{") {
-				sb.WriteString(line + "\n")
+				// A family without samples has no header either.
+				sb.WriteString(header + line + "\n")
+				header = ""
 			}
 		}
 	}
@@ -544,4 +570,49 @@ func TestRegression_TransitionCountsStartAfreshWithARecreatedBreaker(t *testing.
 	f.expect(withHeaders(`
 breaker_transitions_total{from="closed",name="pricing.GetPrice",reason="err_ratio",to="open"} 1
 `), "breaker_transitions_total")
+}
+
+// The reason series follows an outage: the trip rule, what reopened the
+// breaker, nothing once it closes; the mode gauge says when an operator
+// forced it open, which alerting rules leave out.
+func TestCollector_OpenReasonAndModeFollowAnOutage(t *testing.T) {
+	f := newFixture(t)
+	auto := `
+breaker_mode{mode="auto",name="pricing.GetPrice"} 1
+breaker_mode{mode="forced_closed",name="pricing.GetPrice"} 0
+breaker_mode{mode="forced_open",name="pricing.GetPrice"} 0
+breaker_mode{mode="shadow",name="pricing.GetPrice"} 0
+`
+	steps := []struct {
+		at   time.Duration
+		do   func()
+		want string
+	}{
+		{0, func() { f.trip(pricing) }, auto + `
+breaker_open_reason{name="pricing.GetPrice",reason="err_ratio"} 1
+`},
+		// The cooldown is over: half-open, still the outage of err_ratio.
+		{10 * time.Second, nil, auto + `
+breaker_open_reason{name="pricing.GetPrice",reason="err_ratio"} 1
+`},
+		{10 * time.Second, func() { f.calls(pricing, 1, context.DeadlineExceeded) }, auto + `
+breaker_open_reason{name="pricing.GetPrice",reason="probe_failed"} 1
+`},
+		{30 * time.Second, func() { f.calls(pricing, 1, nil) }, auto},
+		{31 * time.Second, func() { require.NoError(t, f.breaker(pricing).SetMode(breaker.ModeForcedOpen)) }, `
+breaker_mode{mode="auto",name="pricing.GetPrice"} 0
+breaker_mode{mode="forced_closed",name="pricing.GetPrice"} 0
+breaker_mode{mode="forced_open",name="pricing.GetPrice"} 1
+breaker_mode{mode="shadow",name="pricing.GetPrice"} 0
+breaker_open_reason{name="pricing.GetPrice",reason="forced_open"} 1
+`},
+	}
+	for _, s := range steps {
+		f.at(s.at)
+		if s.do != nil {
+			s.do()
+		}
+		t.Logf("at %v", s.at)
+		f.expect(withHeaders(s.want), "breaker_mode", "breaker_open_reason")
+	}
 }

@@ -7,8 +7,8 @@
 // fails or its breaker is open, the catalogue's list price is served.
 // Both downstreams are in-process fakes whose faults can be switched with
 // POST /faults. GET /metrics serves the breakers' Prometheus metrics,
-// GET /breakers the group's snapshot as JSON; every transition is logged
-// with log/slog.
+// GET /breakers the group's snapshot as JSON, GET /status the same as a
+// page for a browser; every transition is logged with log/slog.
 //
 //	go run . -addr 127.0.0.1:8080
 //

@@ -40,6 +40,7 @@ const policies = `{
 type service struct {
 	group     *breaker.Group
 	registry  *prometheus.Registry
+	status    *ops.StatusPage
 	inventory *inventoryClient
 	pricing   *pricingClient
 	log       *slog.Logger
@@ -71,6 +72,11 @@ func newService(log *slog.Logger, opts ...breaker.Option) (*service, error) {
 	if err := s.registry.Register(breakerprom.NewCollector(g)); err != nil {
 		return nil, err
 	}
+	// The status page subscribes to the group from the start, so that it
+	// lists every transition with its time. It lives as long as the group.
+	if s.status, err = ops.NewStatusPage(g, ops.StatusConfig{Title: "service: breakers"}); err != nil {
+		return nil, err
+	}
 	return s, nil
 }
 
@@ -80,6 +86,7 @@ func (s *service) routes() http.Handler {
 	mux.HandleFunc("GET /product", s.product)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.registry, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /breakers", s.breakers)
+	mux.Handle("GET /status", s.status)
 	mux.HandleFunc("GET /faults", s.faults)
 	mux.HandleFunc("POST /faults", s.setFaults)
 	return mux

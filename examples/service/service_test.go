@@ -58,9 +58,15 @@ func start(t *testing.T) *instance {
 	t.Helper()
 	in := &instance{t: t, clk: clock.NewMock(), logs: &syncBuffer{}}
 	in.clk.Set(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
-	log := slog.New(slog.NewTextHandler(in.logs, nil))
+	return launch(in, breaker.WithClock(in.clk), breaker.WithRand(func() float64 { return 0.5 }))
+}
 
-	svc, err := newService(log, breaker.WithClock(in.clk), breaker.WithRand(func() float64 { return 0.5 }))
+// launch serves the service, its group built with opts, for in's test.
+func launch(in *instance, opts ...breaker.Option) *instance {
+	t := in.t
+	t.Helper()
+	log := slog.New(slog.NewTextHandler(in.logs, nil))
+	svc, err := newService(log, opts...)
 	require.NoError(t, err)
 	// Port 0: the kernel picks a free port, so tests never collide. The
 	// listener accepts from here on, so no wait for the server is needed.

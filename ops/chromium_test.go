@@ -1,0 +1,138 @@
+package ops
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/govkit/breaker"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// keepShots, when set, is a directory where TestStatusPage_RendersInChromium
+// leaves its screenshots, to look at them.
+var keepShots = flag.String("status.screenshots", "", "keep the status page's screenshots in this directory")
+
+// needChromium returns the path of chromium. Without it the test is
+// skipped, saying what to install, except under CI=true (set by .ci/run,
+// which installs it), where a missing browser fails the test.
+func needChromium(t *testing.T) string {
+	t.Helper()
+	path, err := exec.LookPath("chromium")
+	if err == nil {
+		return path
+	}
+	if os.Getenv("CI") == "true" {
+		t.Fatal("chromium is not on PATH, and CI=true: install Debian's chromium package (.ci/run does)")
+	}
+	t.Skip("skipped: chromium is not on PATH; install it (Debian: apt-get install chromium) to run this test")
+	return ""
+}
+
+// headless runs chromium without a display on url with the extra
+// arguments (--screenshot=..., --dump-dom) and returns its standard
+// output. The browser gets a profile of its own and nothing that reaches
+// beyond the loopback server.
+func headless(t *testing.T, bin, url string, width, height int, args ...string) []byte {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	all := append([]string{
+		"--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+		"--disable-background-networking", "--disable-component-update", "--disable-sync",
+		"--hide-scrollbars",
+		"--user-data-dir=" + t.TempDir(),
+		"--window-size=" + strconv.Itoa(width) + "," + strconv.Itoa(height),
+	}, args...)
+	cmd := exec.CommandContext(ctx, bin, append(all, url)...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	// Helper processes of the browser may hold its output open after it
+	// exits; do not wait for them for ever.
+	cmd.WaitDelay = 5 * time.Second
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("chromium %v: %v\n%s", args, err, stderr.String())
+	}
+	return stdout.Bytes()
+}
+
+// The page in a real browser, on a laptop's screen and a phone's: the
+// screenshots are made, and the DOM the browser built shows the breakers
+// open after their downstreams failed, and the P3 alert. (The screenshot
+// in the repository's docs/status-page.png is this test's laptop.png,
+// kept with -args -status.screenshots=DIR and reduced to 256 colours.)
+func TestStatusPage_RendersInChromium(t *testing.T) {
+	bin := needChromium(t)
+	gh := newGroupHarness(t, breaker.GroupConfig{
+		Policies: breaker.GroupPolicy{Overrides: map[string]breaker.Policy{"payment.Charge": breaker.DefaultPolicy()}},
+	})
+	page := gh.statusPage(StatusConfig{Title: "checkout: breakers"})
+	at := func(d time.Duration) { gh.clk.Set(gh.t0.Add(d)) }
+
+	// t0: payment times out half the time and trips; its probes time
+	// out at 30s and 90s, so its cooldown doubles to 1m, then 2m.
+	gh.calls("payment.Charge", 10, nil)
+	gh.calls("payment.Charge", 10, context.DeadlineExceeded)
+	// 40s: pricing fails outright and trips; its cooldown ends at 70s.
+	at(30 * time.Second)
+	gh.calls("payment.Charge", 1, context.DeadlineExceeded)
+	at(40 * time.Second)
+	gh.calls("pricing.GetPrice", 20, errBoom)
+	// 80s: one inventory instance fails and trips.
+	at(80 * time.Second)
+	gh.calls("inventory.GetStock@10.0.0.7", 8, nil)
+	gh.calls("inventory.GetStock@10.0.0.7", 4, context.DeadlineExceeded)
+	gh.calls("inventory.GetStock@10.0.0.7", 8, errBoom)
+	at(90 * time.Second)
+	gh.calls("payment.Charge", 1, context.DeadlineExceeded)
+	at(94 * time.Second)
+	gh.calls("orders.Create", 30, nil)
+	gh.calls("orders.Create", 2, errBoom)
+	at(95 * time.Second)
+
+	srv := httptest.NewServer(page) // on 127.0.0.1
+	defer srv.Close()
+
+	dir := *keepShots
+	if dir == "" {
+		dir = t.TempDir()
+	}
+	for _, size := range []struct {
+		name          string
+		width, height int
+	}{{"laptop", 1280, 960}, {"phone", 390, 844}} {
+		shot := filepath.Join(dir, size.name+".png")
+		headless(t, bin, srv.URL, size.width, size.height, "--screenshot="+shot)
+		png, err := os.ReadFile(shot)
+		require.NoError(t, err, "%s: no screenshot", size.name)
+		require.Greater(t, len(png), 1000, size.name)
+		assert.Equal(t, []byte("\x89PNG\r\n\x1a\n"), png[:8], "%s: not a PNG", size.name)
+	}
+
+	dom := string(headless(t, bin, srv.URL, 1280, 960, "--dump-dom"))
+	assert.Contains(t, dom, `data-breaker="payment.Charge" data-state="open"`)
+	assert.Contains(t, dom, `data-breaker="inventory.GetStock@10.0.0.7" data-state="open"`)
+	assert.Contains(t, dom, `data-breaker="pricing.GetPrice" data-state="half_open"`)
+	assert.Contains(t, dom, `data-breaker="orders.Create" data-state="closed"`)
+	txt := text(dom)
+	for _, want := range []string{
+		"4 breakers 2 open 1 half-open",
+		"P3 record P3: breaker payment.Charge has been open for 1m35s (probe_failed: 10 of 20 calls failed, 10 of them timeouts); check the health of payment.Charge",
+		"payment.Charge open for 1m35s , since 05:06:07",
+		"Next probe at 05:09:37 (in 1m55s); cooldown 30s, doubling to 2m0s.",
+		"inventory.GetStock @10.0.0.7 open for 15s , since 05:07:27",
+		"err_ratio: 12 of 20 calls failed, 4 timeouts",
+		"Next probe at 05:07:57 (in 15s)",
+		"05:07:37 half-open → open probe_failed , cooldown 2m0s",
+	} {
+		assert.Contains(t, txt, want)
+	}
+}

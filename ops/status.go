@@ -1,0 +1,331 @@
+package ops
+
+import (
+	"bytes"
+	_ "embed"
+	"errors"
+	"fmt"
+	"html/template"
+	"net/http"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/govkit/breaker"
+)
+
+// Defaults of [StatusConfig].
+const (
+	DefaultStatusRefresh     = 5 * time.Second
+	DefaultStatusTransitions = 50
+	DefaultStatusTitle       = "Circuit breakers"
+)
+
+// StatusConfig configures a [StatusPage].
+type StatusConfig struct {
+	// Thresholds grade the alerts the page shows. The zero value means
+	// [DefaultThresholds].
+	Thresholds Thresholds `json:"thresholds"`
+	// Refresh is how often the browser reloads the page. Zero means
+	// DefaultStatusRefresh; a negative value turns reloading off.
+	Refresh time.Duration `json:"refresh"`
+	// Title heads the page; empty means DefaultStatusTitle. A service
+	// with several groups names each.
+	Title string `json:"title"`
+	// Transitions is how many of the group's latest transitions the page
+	// keeps to show; zero means DefaultStatusTransitions.
+	Transitions int `json:"transitions"`
+}
+
+// A StatusPage is an [http.Handler] that shows a group's breakers as one
+// HTML page, for a person with a browser: each breaker's state and for
+// how long, the window against the policy's threshold, the cooldown and
+// the next probe, its latest transitions with their reasons, and the
+// alerts by severity. The page reloads itself, fits a laptop and a phone,
+// and needs nothing but itself: no script, no external style sheet, font
+// or image.
+//
+// The page keeps the group's latest transitions, with their times, by
+// subscribing to the group ([breaker.Group.Subscribe]): create it when
+// the group is made, and it shows every transition since. The counts of
+// all transitions, by reason, come from the breakers themselves
+// ([breaker.Breaker.Transitions]). Close ends the subscription.
+//
+// It serves GET and HEAD on any path it is mounted at. It shows what the
+// group holds: mount it where only operators reach it, as with /metrics.
+//
+// A StatusPage is safe for concurrent use by multiple goroutines.
+type StatusPage struct {
+	g           *breaker.Group
+	cfg         StatusConfig
+	unsubscribe func()
+
+	mu     sync.Mutex
+	recent []breaker.Event // ring of the latest cfg.Transitions
+	next   int             // where the next event goes once the ring is full
+}
+
+// NewStatusPage returns the status page of g. It returns an error if g is
+// nil, or the thresholds are invalid, or Transitions is negative.
+func NewStatusPage(g *breaker.Group, cfg StatusConfig) (*StatusPage, error) {
+	if g == nil {
+		return nil, errors.New("ops: NewStatusPage: nil group")
+	}
+	if err := cfg.Thresholds.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Transitions < 0 {
+		return nil, fmt.Errorf("ops: StatusConfig.Transitions %d is negative", cfg.Transitions)
+	}
+	if cfg.Refresh == 0 {
+		cfg.Refresh = DefaultStatusRefresh
+	}
+	if cfg.Title == "" {
+		cfg.Title = DefaultStatusTitle
+	}
+	if cfg.Transitions == 0 {
+		cfg.Transitions = DefaultStatusTransitions
+	}
+	cfg.Thresholds = cfg.Thresholds.orDefault()
+	p := &StatusPage{g: g, cfg: cfg}
+	p.unsubscribe = g.Subscribe(p.see)
+	return p, nil
+}
+
+// Close stops the page from recording transitions. It still serves what
+// it has. Close always returns nil.
+func (p *StatusPage) Close() error {
+	p.unsubscribe()
+	return nil
+}
+
+// see records one transition. It runs on the goroutine that made the
+// transition, so it does no more than append.
+func (p *StatusPage) see(_ *breaker.Breaker, e breaker.Event) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.recent) < p.cfg.Transitions {
+		p.recent = append(p.recent, e)
+		return
+	}
+	p.recent[p.next] = e
+	p.next = (p.next + 1) % len(p.recent)
+}
+
+// latest returns the recorded transitions, newest first.
+func (p *StatusPage) latest() []breaker.Event {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make([]breaker.Event, 0, len(p.recent))
+	for i := range p.recent {
+		out = append(out, p.recent[(p.next+len(p.recent)-1-i)%len(p.recent)])
+	}
+	return out
+}
+
+// ServeHTTP renders the page.
+func (p *StatusPage) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		w.Header().Set("Allow", "GET, HEAD")
+		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+		return
+	}
+	var b bytes.Buffer
+	if err := statusTemplate.Execute(&b, p.view()); err != nil {
+		http.Error(w, "ops: status page: "+err.Error(), http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("Content-Length", strconv.Itoa(b.Len()))
+	if r.Method == http.MethodGet {
+		_, _ = w.Write(b.Bytes()) // the client has gone if this fails
+	}
+}
+
+// How many of its latest transitions each breaker's card lists.
+const cardTransitions = 5
+
+// view gathers what the page shows, at one instant of the group's clock.
+func (p *StatusPage) view() statusView {
+	snap := Snapshot(p.g, p.cfg.Thresholds)
+	now := snap.Time
+	v := statusView{
+		Title:   p.cfg.Title,
+		Now:     now,
+		Refresh: int((p.cfg.Refresh + time.Second - 1) / time.Second),
+		Policy:  policyInForce(p.g),
+		Th:      p.cfg.Thresholds,
+	}
+	counts := map[string][]breaker.TransitionCount{}
+	p.g.Range(func(key string, b *breaker.Breaker) bool {
+		counts[key] = b.Transitions()
+		return true
+	})
+	latest := p.latest()
+	for _, st := range snap.Breakers {
+		c := cardOf(st, now)
+		c.Counts = counts[st.Name]
+		for _, e := range latest {
+			if e.Name == st.Name && len(c.Recent) < cardTransitions {
+				c.Recent = append(c.Recent, transitionOf(e, now))
+			}
+		}
+		switch st.State {
+		case breaker.Open:
+			v.Open++
+		case breaker.HalfOpen:
+			v.HalfOpen++
+		}
+		v.Breakers = append(v.Breakers, c)
+	}
+	// Trouble first: open, then half-open, then closed; by name within.
+	sort.SliceStable(v.Breakers, func(i, j int) bool { return rank(v.Breakers[i].State) < rank(v.Breakers[j].State) })
+	for _, sev := range []Severity{SeverityP1, SeverityP2, SeverityP3} {
+		g := alertGroup{Severity: sev, Action: severityAction[sev]}
+		for _, a := range snap.Alerts {
+			if a.Severity == sev {
+				g.Alerts = append(g.Alerts, a)
+			}
+		}
+		if len(g.Alerts) > 0 {
+			v.Alerts = append(v.Alerts, g)
+		}
+	}
+	for _, e := range latest {
+		if len(v.Recent) == 20 {
+			break
+		}
+		v.Recent = append(v.Recent, transitionOf(e, now))
+	}
+	return v
+}
+
+// rank orders the cards: open, then half-open, then closed.
+func rank(s breaker.State) int {
+	switch s {
+	case breaker.Open:
+		return 0
+	case breaker.HalfOpen:
+		return 1
+	}
+	return 2
+}
+
+var severityAction = map[Severity]string{
+	SeverityP1: "escalate", SeverityP2: "page", SeverityP3: "record",
+}
+
+type statusView struct {
+	Title    string
+	Now      time.Time
+	Refresh  int // seconds; 0 or less: no reload
+	Policy   policyView
+	Th       Thresholds
+	Open     int
+	HalfOpen int
+	Alerts   []alertGroup
+	Breakers []card
+	Recent   []transition
+}
+
+type alertGroup struct {
+	Severity Severity
+	Action   string
+	Alerts   []Alert
+}
+
+// card is one breaker as the page shows it.
+type card struct {
+	breaker.Status
+	Method, Target string
+	// Window: the error ratio and the threshold in percent, for the bar.
+	RatioPct, ThresholdPct float64
+	Judged                 bool // the window holds MinRequests calls
+	NextProbe              time.Duration
+	Counts                 []breaker.TransitionCount
+	Recent                 []transition
+}
+
+func cardOf(st breaker.Status, now time.Time) card {
+	c := card{Status: st}
+	c.Method, c.Target, _ = strings.Cut(st.Name, "@")
+	c.RatioPct = 100 * st.ErrorRatio
+	c.ThresholdPct = 100 * st.Policy.ErrorRatio
+	c.Judged = st.Window.Counted >= uint64(st.Policy.MinRequests)
+	if st.ProbeAt != nil {
+		c.NextProbe = max(0, st.ProbeAt.Sub(now))
+	}
+	return c
+}
+
+// transition is one event as a line of the page.
+type transition struct {
+	breaker.Event
+	Ago time.Duration
+}
+
+func transitionOf(e breaker.Event, now time.Time) transition {
+	return transition{Event: e, Ago: max(0, now.Sub(e.Time))}
+}
+
+// policyView is the page's policy line.
+type policyView struct {
+	// Version identifies the policy document in force; empty while the
+	// group does not report one.
+	Version   string
+	Default   breaker.Policy
+	Overrides []string
+}
+
+// policyInForce is what the page says of the policy in force: the
+// group's default policy and the keys it overrides. The group does not
+// report the version of its policy document; once it does, set Version
+// here, and the page shows it.
+func policyInForce(g *breaker.Group) policyView {
+	gp := g.Policies()
+	v := policyView{Default: gp.Default}
+	if v.Default == (breaker.Policy{}) {
+		v.Default = breaker.DefaultPolicy()
+	}
+	for k := range gp.Overrides {
+		v.Overrides = append(v.Overrides, k)
+	}
+	sort.Strings(v.Overrides)
+	return v
+}
+
+//go:embed status.html
+var statusHTML string
+
+//go:embed status.css
+var statusCSS string
+
+var statusTemplate = template.Must(template.New("status").Funcs(template.FuncMap{
+	"css": func() template.CSS { return template.CSS(statusCSS) },
+	// dur writes a duration to the second, or to the millisecond under
+	// a second: 2m5s, 450ms.
+	"dur": func(d time.Duration) string {
+		if d > 0 && d < time.Second {
+			return d.Round(time.Millisecond).String()
+		}
+		return d.Round(time.Second).String()
+	},
+	"clock": func(t time.Time) string { return t.Format("15:04:05") },
+	"pct":   func(f float64) string { return strconv.FormatFloat(f, 'f', 0, 64) + "%" },
+	// width keeps a bar's width within its track.
+	"width": func(pct float64) string {
+		return strconv.FormatFloat(min(max(pct, 0), 100), 'f', 1, 64) + "%"
+	},
+	"lower":    strings.ToLower,
+	"mul100":   func(f float64) float64 { return 100 * f },
+	"isOpen":   func(s breaker.State) bool { return s == breaker.Open },
+	"isHalf":   func(s breaker.State) bool { return s == breaker.HalfOpen },
+	"isClosed": func(s breaker.State) bool { return s == breaker.Closed },
+	"isAuto":   func(m breaker.Mode) bool { return m == breaker.ModeAuto },
+	"stateName": func(s breaker.State) string {
+		return strings.ReplaceAll(s.String(), "_", "-")
+	},
+}).Parse(statusHTML))

@@ -1,0 +1,220 @@
+package ops
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/govkit/breaker"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// statusPage makes a status page of gh's group, closed when the test
+// ends.
+func (gh *groupHarness) statusPage(cfg StatusConfig) *StatusPage {
+	gh.t.Helper()
+	p, err := NewStatusPage(gh.g, cfg)
+	require.NoError(gh.t, err)
+	gh.t.Cleanup(func() { _ = p.Close() })
+	return p
+}
+
+// render fetches the page and returns its body, which must be a 200.
+func render(t *testing.T, h http.Handler) string {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/status", nil))
+	require.Equal(t, http.StatusOK, rec.Code, rec.Body.String())
+	assert.Equal(t, "text/html; charset=utf-8", rec.Header().Get("Content-Type"))
+	return rec.Body.String()
+}
+
+// text is the page with its tags taken out and its spaces squeezed, so
+// that tests read it as a person does.
+func text(page string) string {
+	page = regexp.MustCompile(`(?s)<style>.*?</style>|<[^>]*>`).ReplaceAllString(page, " ")
+	return strings.Join(strings.Fields(page), " ")
+}
+
+// An outage as the page tells it: the open breaker first, with its state
+// and for how long, why, its next probe, its window against the
+// threshold and its latest transitions; the healthy breaker after it;
+// then, past the P3 threshold, the alert.
+func TestStatusPage_ShowsAnOpenBreakerWhyAndUntilWhen(t *testing.T) {
+	gp := breaker.GroupPolicy{Default: breaker.DefaultPolicy(),
+		Overrides: map[string]breaker.Policy{"pricing.GetPrice": breaker.DefaultPolicy()}}
+	gh := newGroupHarness(t, breaker.GroupConfig{Policies: gp})
+	page := gh.statusPage(StatusConfig{})
+	const inv = "inventory.GetStock@10.0.0.7"
+
+	gh.calls("orders.Create", 5, nil)
+	gh.calls(inv, 8, nil)
+	gh.calls(inv, 7, context.DeadlineExceeded)
+	gh.calls(inv, 5, errBoom) // the 20th call: 12 of 20 failed, it trips
+	gh.clk.Add(2 * time.Second)
+
+	html := render(t, page)
+	assert.Contains(t, html, `<meta http-equiv="refresh" content="5">`)
+	assert.Contains(t, html, `data-breaker="inventory.GetStock@10.0.0.7" data-state="open"`)
+	assert.Less(t, strings.Index(html, `data-breaker="inventory.GetStock@10.0.0.7"`),
+		strings.Index(html, `data-breaker="orders.Create"`), "the open breaker comes first")
+	assert.Contains(t, html, `data-breaker="orders.Create" data-state="closed"`)
+	assert.NotContains(t, html, "http://", "no external asset")
+	assert.NotContains(t, html, "<script")
+	txt := text(html)
+	for _, want := range []string{
+		"(1 open) Circuit breakers",
+		"2 breakers 1 open 0 half-open as of 05:06:09",
+		"Policy: version not reported; default: trips at 50% errors over at least 20 calls in 5s, open 30s to 2m0s, 3 probes; overrides: pricing.GetPrice",
+		"inventory.GetStock @10.0.0.7 open for 2s , since 05:06:07",
+		"err_ratio: 12 of 20 calls failed, 7 timeouts",
+		"Next probe at 05:06:37 (in 28s); cooldown 30s, doubling to 2m0s.",
+		"Window (5s): 20 calls, error ratio 60% of 50%, 7 timeouts",
+		"05:06:07 closed → open err_ratio , cooldown 30s",
+		"Alerts None: no breaker has been open for 1m0s.",
+		"orders.Create closed Window (5s): 5 calls (judged from 20), error ratio 0% of 50%, 0 timeouts",
+		"5 ok · 0 failed · 0 timeouts · 0 ignored · 0 refused · 0 fallbacks",
+		"05:06:07 2s ago inventory.GetStock@10.0.0.7 closed → open err_ratio, cooldown 30s 12/20 failed, 7 timeouts",
+	} {
+		assert.Contains(t, txt, want)
+	}
+	assert.Contains(t, html, `<div class="fill over" style="width: 60.0%"></div><div class="mark" style="left: 50.0%"></div>`)
+
+	// 1m30s open: half-open, noticed as the page looks (the cooldown
+	// ended at 05:06:37; the breaker finds out lazily), and a P3.
+	gh.clk.Add(88 * time.Second)
+	txt = text(render(t, page))
+	for _, want := range []string{
+		"0 open 1 half-open",
+		"inventory.GetStock @10.0.0.7 half-open for 1m30s , since 05:06:07",
+		"Probing: 3 calls go through; all must pass to close.",
+		"05:07:37 open → half-open cooldown_elapsed",
+		"P3 record P3: breaker inventory.GetStock@10.0.0.7 has been open for 1m30s (err_ratio: 12 of 20 calls failed, 7 of them timeouts); check the health of inventory.GetStock on 10.0.0.7",
+		"All transitions closed → open (err_ratio): 1 open → half-open (cooldown_elapsed): 1",
+	} {
+		assert.Contains(t, txt, want)
+	}
+	assert.NotContains(t, txt, "Next probe")
+
+	// Forced open: no probe until released, and no alert.
+	b, err := gh.g.Get(inv)
+	require.NoError(t, err)
+	require.NoError(t, b.SetMode(breaker.ModeForcedOpen))
+	txt = text(render(t, page))
+	assert.Contains(t, txt, "open forced_open for")
+	assert.Contains(t, txt, "No probe until an operator releases it")
+	assert.Contains(t, txt, "Alerts None")
+}
+
+// The page keeps the group's latest transitions, newest first, as many
+// as configured, and stops recording at Close.
+func TestStatusPage_KeepsTheLatestTransitions(t *testing.T) {
+	gh := newGroupHarness(t, breaker.GroupConfig{})
+	page := gh.statusPage(StatusConfig{Transitions: 3, Refresh: -1, Title: "Outbound <calls>"})
+	b, err := gh.g.Get("payment.Charge")
+	require.NoError(t, err)
+	for _, m := range []breaker.Mode{breaker.ModeForcedOpen, breaker.ModeAuto, breaker.ModeForcedClosed, breaker.ModeAuto} {
+		gh.clk.Add(time.Second)
+		require.NoError(t, b.SetMode(m))
+	}
+	// closed>open (forced_open), open>half_open (released),
+	// half_open>closed (forced_closed); ModeAuto from forced closed stays
+	// closed without a transition.
+	html := render(t, page)
+	assert.NotContains(t, html, `http-equiv="refresh"`, "reloading off")
+	assert.Contains(t, html, "<h1>Outbound &lt;calls&gt;</h1>", "escaped")
+	txt := text(html)
+	i1 := strings.Index(txt, "half-open → closed forced_closed")
+	i2 := strings.Index(txt, "open → half-open released")
+	i3 := strings.Index(txt, "closed → open forced_open")
+	require.True(t, i1 >= 0 && i2 >= 0 && i3 >= 0, txt)
+	assert.True(t, i1 < i2 && i2 < i3, "newest first: %s", txt)
+
+	require.NoError(t, b.SetMode(breaker.ModeForcedOpen)) // a fourth: the oldest goes
+	txt = text(render(t, page))
+	assert.Contains(t, txt, "05:06:11 closed → open forced_open")
+	assert.NotContains(t, txt, "05:06:08", "the oldest dropped")
+
+	require.NoError(t, page.Close())
+	gh.clk.Add(time.Second)
+	require.NoError(t, b.SetMode(breaker.ModeAuto))
+	txt = text(render(t, page))
+	assert.Contains(t, txt, "half-open for 0s , since 05:06:12", "released")
+	assert.NotContains(t, txt, "05:06:12 open → half-open", "closed: nothing new recorded")
+}
+
+func TestStatusPage_RefusesBadConfigAndOtherMethods(t *testing.T) {
+	gh := newGroupHarness(t, breaker.GroupConfig{})
+	_, err := NewStatusPage(nil, StatusConfig{})
+	assert.ErrorContains(t, err, "nil group")
+	_, err = NewStatusPage(gh.g, StatusConfig{Transitions: -1})
+	assert.ErrorContains(t, err, "StatusConfig.Transitions -1")
+	_, err = NewStatusPage(gh.g, StatusConfig{Thresholds: Thresholds{P3: time.Hour, P2: time.Minute, P1: time.Hour}})
+	assert.ErrorContains(t, err, "alert thresholds")
+
+	page := gh.statusPage(StatusConfig{})
+	txt := text(render(t, page))
+	assert.Contains(t, txt, "The group has no breakers yet")
+	assert.Contains(t, txt, "Latest transitions None since this page was set up.")
+
+	rec := httptest.NewRecorder()
+	page.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/status", nil))
+	assert.Equal(t, http.StatusMethodNotAllowed, rec.Code)
+	assert.Equal(t, "GET, HEAD", rec.Header().Get("Allow"))
+	rec = httptest.NewRecorder()
+	page.ServeHTTP(rec, httptest.NewRequest(http.MethodHead, "/status", nil))
+	assert.Equal(t, http.StatusOK, rec.Code)
+	assert.Empty(t, rec.Body.String())
+	assert.NotEmpty(t, rec.Header().Get("Content-Length"))
+}
+
+// Renders while the breakers trip, recover and are forced, from several
+// goroutines: the race detector watches the page's ring of transitions
+// and its reads of the group.
+func TestStatusPage_RaceHammer(t *testing.T) {
+	gh := newGroupHarness(t, breaker.GroupConfig{})
+	page := gh.statusPage(StatusConfig{Transitions: 4})
+	var wg sync.WaitGroup
+	for w := 0; w < 4; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			key := "svc.M" + strconv.Itoa(w%2)
+			b, _ := gh.g.Get(key)
+			for i := 0; i < 200; i++ {
+				err := error(nil)
+				if i%3 == 0 {
+					err = errBoom
+				}
+				_ = gh.g.Do(context.Background(), key, func(context.Context) error { return err })
+				if i%50 == 0 {
+					_ = b.SetMode(breaker.ModeForcedOpen)
+					_ = b.SetMode(breaker.ModeAuto)
+				}
+			}
+		}(w)
+	}
+	for r := 0; r < 2; r++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 50; i++ {
+				rec := httptest.NewRecorder()
+				page.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/", nil))
+				if rec.Code != http.StatusOK {
+					t.Errorf("status %d", rec.Code)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	assert.Len(t, page.latest(), 4, "the ring is full and no larger")
+}
