@@ -275,6 +275,14 @@ func (c *checker) neverTrips() bool {
 	if !c.windowRules() {
 		return false
 	}
+	if t.Rate <= 0 {
+		// An idle key (a breaker a snapshot caught with an empty window)
+		// says nothing about whether its traffic, when it comes, can
+		// fill the window: not an error to fail a build on.
+		c.add(Info, CheckNeverTrips, map[string]float64{"rate": 0, "min_requests": float64(p.MinRequests)},
+			"no calls described (rate 0): the checks that need traffic are skipped")
+		return true
+	}
 	full := t.Rate * p.Window.Seconds()
 	minReq := max(p.MinRequests, 1)
 	if float64(minReq) <= full {

@@ -22,6 +22,7 @@ var goldenCases = []struct {
 }{
 	{"never_trips", []string{CheckNeverTrips}},
 	{"never_trips_consecutive", []string{CheckNeverTrips, CheckTimeToTrip}},
+	{"no_traffic", []string{CheckNeverTrips}},
 	{"per_target_never_trips", []string{CheckPerTargetNeverTrips}},
 	{"false_trips", []string{CheckFalseTrips}},
 	{"healthy", []string{CheckFalseTrips, CheckTimeToTrip, CheckFaultTimeToTrip, CheckProbePass}},
