@@ -108,7 +108,8 @@ const phases = 5
 // under policy p trips on traffic t while the downstream is healthy, at
 // the traffic's baseline error ratio (plus the share of calls slower than
 // the timeout, from the latency's lognormal fit). It adds the rates of the
-// trip rules, so it errs high when two rules trip on the same excursion.
+// trip rules, so it errs high when two rules trip on the same excursion,
+// but never says more trips than there are failures and slow calls.
 // See docs/checking-policies.md for the formula.
 func FalseTripsPerDay(p breaker.Policy, t Traffic) float64 {
 	if t.Rate <= 0 || p.Window <= 0 {
@@ -124,6 +125,10 @@ func FalseTripsPerDay(p breaker.Policy, t Traffic) float64 {
 		// is not a failure, then c failures.
 		perSec += t.Rate * (1 - b.fail) * math.Pow(b.fail, float64(c))
 	}
+	// A trip is decided on a failure or a slow call, so there are no more
+	// of them than of those; the sum of the rules' rates can say more
+	// when nearly every call fails.
+	perSec = min(perSec, t.Rate*min(1, b.fail+b.slow))
 	return perSec * 86400
 }
 

@@ -191,3 +191,19 @@ func TestGroup_FindingsHoldOnAnyInput(t *testing.T) {
 		}
 	})
 }
+
+// TestRegression_FalseTripsNeverExceedFailures: the false-trip model adds
+// the rates of the trip rules, and on a key where nearly every call fails
+// (99% errors, error_ratio 1, slow_ratio 1 at 1 ms, consecutive_failures
+// 1, 0.5 calls/s) the sum said 51,060 trips a day: more than the 43,200
+// calls the key makes. A trip is decided on a failure or a slow call, so
+// there are never more trips than those.
+func TestRegression_FalseTripsNeverExceedFailures(t *testing.T) {
+	p := breaker.DefaultPolicy()
+	p.Window, p.Buckets, p.MinRequests, p.ErrorRatio = time.Second, 1, 0, 1
+	p.ConsecutiveFailures = 1
+	p.SlowCall, p.SlowRatio = time.Millisecond, 1
+	tr := Traffic{Rate: 0.5, P50: time.Millisecond, P99: 2 * time.Millisecond, ErrorRatio: 0.99}
+	require.NoError(t, p.Validate())
+	assert.LessOrEqual(t, FalseTripsPerDay(p, tr), 86400*tr.Rate)
+}
