@@ -12,8 +12,8 @@ import (
 // a closing count.
 func (r *Report) WriteText(w io.Writer, min Severity) error {
 	bw := bufio.NewWriter(w)
-	fmt.Fprintf(bw, "checked %d keys against a fault of %s; false-trip threshold %s a day\n",
-		len(r.Keys), r.Fault, num(r.MaxFalseTripsPerDay))
+	fmt.Fprintf(bw, "checked %s against a fault of %s; false-trip threshold %s a day\n",
+		plural(len(r.Keys), "key"), r.Fault, num(r.MaxFalseTripsPerDay))
 	byKey := map[string][]Finding{}
 	var order []string
 	for _, f := range r.Findings {
@@ -39,7 +39,7 @@ func (r *Report) WriteText(w io.Writer, min Severity) error {
 			fmt.Fprintf(bw, "  %-7s  %-22s  %s\n", f.Severity, f.Check, f.Message)
 		}
 	}
-	fmt.Fprintf(bw, "\n%d errors, %d warnings, %d notes\n", r.Count(Error), r.Count(Warning), r.Count(Info))
+	fmt.Fprintf(bw, "\n%s, %s, %s\n", plural(r.Count(Error), "error"), plural(r.Count(Warning), "warning"), plural(r.Count(Info), "note"))
 	return bw.Flush()
 }
 
@@ -60,4 +60,12 @@ func describe(t Traffic) string {
 		parts = append(parts, fmt.Sprintf("rtt %v", t.RTT))
 	}
 	return strings.Join(parts, ", ")
+}
+
+// plural is "1 key", "2 keys".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }

@@ -166,7 +166,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 			}
 			sugg = append(sugg, s)
 		}
-		fmt.Fprintf(stderr, "breaker-check: suggestions for %d keys replayed in %v wall time\n", len(want), time.Since(start).Round(10*time.Millisecond))
+		fmt.Fprintf(stderr, "breaker-check: suggestions for %d of %d keys replayed in %v wall time\n", len(want), len(rep.Keys), time.Since(start).Round(10*time.Millisecond))
 	}
 
 	shown := *rep

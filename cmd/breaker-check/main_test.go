@@ -231,3 +231,13 @@ func TestGrid_AroundCurrent(t *testing.T) {
 	assert.Contains(t, changes, "open_for 30s → 1m0s")
 	assert.Contains(t, changes, "window 5s → 2.5s")
 }
+
+// TestREADMEShowsRealOutput: the README's example output is the
+// command's, as the golden file holds it.
+func TestREADMEShowsRealOutput(t *testing.T) {
+	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	require.NoError(t, err)
+	want, err := os.ReadFile(filepath.Join("testdata", "service.golden"))
+	require.NoError(t, err)
+	assert.Contains(t, string(readme), "```\n"+string(want)+"```\n", "README.md's \"Checking a policy\" output differs from testdata/service.golden")
+}
