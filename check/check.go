@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -82,8 +83,9 @@ type Finding struct {
 	Check string `json:"check"`
 	// Message says what was found, with the numbers, in words.
 	Message string `json:"message"`
-	// Numbers are the figures behind the message, by name; durations are
-	// in seconds (names ending in _s). Every value is finite.
+	// Numbers are the figures behind the message, by name, to six
+	// significant digits; durations are in seconds (names ending in _s).
+	// Every value is finite.
 	Numbers map[string]float64 `json:"numbers,omitempty"`
 }
 
@@ -247,7 +249,12 @@ func (c *checker) add(s Severity, check string, nums map[string]float64, format 
 	for k, v := range nums {
 		if math.IsNaN(v) || math.IsInf(v, 0) {
 			delete(nums, k)
+			continue
 		}
+		// Six significant digits are more than any model here is worth,
+		// and keep reports the same on machines whose floating point
+		// differs in the last bits (a fused multiply-add).
+		nums[k], _ = strconv.ParseFloat(strconv.FormatFloat(v, 'g', 6, 64), 64)
 	}
 	c.out = append(c.out, Finding{Severity: s, Key: c.key, Check: check, Message: fmt.Sprintf(format, args...), Numbers: nums})
 }
