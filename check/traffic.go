@@ -190,12 +190,17 @@ func ParseWorkload(data []byte) (Workload, error) {
 	if top == nil {
 		return Workload{}, p.err()
 	}
-	if raw, ok := top.get("defaults"); ok {
+	// null stands for a missing member, as a Workload without keys
+	// encodes to.
+	if raw, ok := top.get("defaults"); ok && !isNull(raw) {
 		decodeTraffic(&p, &w.Defaults, raw, "defaults.")
 	}
-	if raw, ok := top.get("keys"); ok {
-		keys := members(&p, raw, "keys")
-		for _, m := range keys.list {
+	if raw, ok := top.get("keys"); ok && !isNull(raw) {
+		var list []member
+		if keys := members(&p, raw, "keys"); keys != nil {
+			list = keys.list
+		}
+		for _, m := range list {
 			if m.name == "" {
 				p.add("keys", "empty key")
 				continue
@@ -221,6 +226,8 @@ func ParseWorkload(data []byte) (Workload, error) {
 	}
 	return w, nil
 }
+
+func isNull(raw json.RawMessage) bool { return string(bytes.TrimSpace(raw)) == "null" }
 
 type member struct {
 	name string
