@@ -125,8 +125,9 @@ func agreeCases() []agreeCase {
 		pol(5*time.Second, 10, 20, 0, func(p *breaker.Policy) { p.ErrorCount = 30 }),
 		pol(5*time.Second, 10, 20, 0.5, func(p *breaker.Policy) { p.ErrorCount = 12 }),
 		pol(5*time.Second, 10, 50, 0.5, func(p *breaker.Policy) { p.ConsecutiveFailures = 5 }),
+		pol(5*time.Second, 10, 20, 0.9, func(p *breaker.Policy) { p.SlowCall, p.SlowRatio = 500*time.Millisecond, 0.15 }),
 	} {
-		name := fmt.Sprintf("window=%v/%d,min=%d,ratio=%v,count=%d,consec=%d", p.Window, p.Buckets, p.MinRequests, p.ErrorRatio, p.ErrorCount, p.ConsecutiveFailures)
+		name := fmt.Sprintf("window=%v/%d,min=%d,ratio=%v,count=%d,consec=%d,slow=%v/%v", p.Window, p.Buckets, p.MinRequests, p.ErrorRatio, p.ErrorCount, p.ConsecutiveFailures, p.SlowCall, p.SlowRatio)
 		cases = append(cases, agreeCase{name + "/all-errors", p, rates, all, 0})
 		if p.ConsecutiveFailures == 0 {
 			// A run of failures under a mixed fault is a matter of chance
@@ -175,7 +176,8 @@ func TestAgreement_NeverTripsAndTimeToTrip(t *testing.T) {
 				if !tripped {
 					continue
 				}
-				tol := tolerance(c.p, rate)
+				tol := tolerance(c.p, tr, c.fault, want)
+				t.Logf("rate %v: breaker %v, model %v, tolerance %v", rate, got, want, tol)
 				if d := got - want; d > tol || d < -tol {
 					t.Errorf("rate %v: breaker tripped %v into the fault, model says %v (off by %v, tolerance %v)", rate, got, want, d, tol)
 				}
@@ -184,11 +186,40 @@ func TestAgreement_NeverTripsAndTimeToTrip(t *testing.T) {
 	}
 }
 
-// tolerance is how far the model's time to trip may be from the breaker's.
-// The model counts expected calls continuously, to a sixteenth of a bucket;
-// the breaker counts whole calls, which arrive 1/rate apart, so a rule can
-// be met up to about two calls later or earlier than the expected counts
-// say.
-func tolerance(p breaker.Policy, rate float64) time.Duration {
-	return bucketWidth(p)/8 + time.Duration(2.5*float64(time.Second)/rate)
+// tolerance is how far the model's time to trip may be from the
+// breaker's. The model counts expected calls continuously, to a sixteenth
+// of a bucket; the breaker counts whole calls, so its window can be a
+// call or so either side of the expected counts, and a rule whose margin
+// grows slowly crosses its line that much earlier or later. The
+// tolerance is the model's own answer to that: how far its time moves
+// when the rule's threshold moves by a call and a half of a full window
+// (two failures for ErrorCount), plus one call's gap, plus two of the
+// model's steps of a sixteenth of a bucket: its time is the end of the
+// step in which the rule is met, and so is the sensitivity measured here,
+// each up to a step off.
+func tolerance(p breaker.Policy, tr Traffic, f Fault, want time.Duration) time.Duration {
+	d := 1.5 / (tr.Rate * p.Window.Seconds())
+	var spread time.Duration
+	try := func(mod func(q *breaker.Policy)) {
+		q := p
+		mod(&q)
+		if q.Validate() != nil {
+			return
+		}
+		if got, ok := TimeToTrip(q, tr, f); ok {
+			spread = max(spread, got-want, want-got)
+		}
+	}
+	for _, sign := range []float64{-1, 1} {
+		if p.ErrorRatio > 0 {
+			try(func(q *breaker.Policy) { q.ErrorRatio = min(1, p.ErrorRatio+sign*d) })
+		}
+		if p.SlowCall > 0 {
+			try(func(q *breaker.Policy) { q.SlowRatio = min(1, p.SlowRatio+sign*d) })
+		}
+		if p.ErrorCount > 0 {
+			try(func(q *breaker.Policy) { q.ErrorCount = max(1, p.ErrorCount+int(2*sign)) })
+		}
+	}
+	return bucketWidth(p)/8 + time.Duration(float64(time.Second)/tr.Rate) + spread
 }
