@@ -1,0 +1,46 @@
+package check
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/govkit/breaker"
+)
+
+// thousandKeys is a document of 1,000 keys with rates from 0.5 to 5,000
+// calls per second, a tenth of them with an override.
+func thousandKeys() (breaker.GroupPolicy, Workload) {
+	gp := breaker.GroupPolicy{Default: breaker.DefaultPolicy(), Overrides: map[string]breaker.Policy{}}
+	w := Workload{Keys: map[string]Traffic{}}
+	for i := 0; i < 1000; i++ {
+		key := fmt.Sprintf("svc%03d.Method%d", i/10, i%10)
+		rate := 0.5 * float64(1+(i*7919)%10000)
+		w.Keys[key] = Traffic{
+			Rate: rate, P50: time.Duration(5+i%40) * time.Millisecond, P99: time.Duration(50+i%200) * time.Millisecond,
+			ErrorRatio: float64(i%50) / 200, Deadline: time.Second, RTT: time.Millisecond, Instances: 1 + i%30,
+			Targets: i % 3,
+		}
+		if i%10 == 0 {
+			p := breaker.DefaultPolicy()
+			p.MinRequests = 10 + i%90
+			p.Timeout = time.Duration(100+i%400) * time.Millisecond
+			gp.Overrides[key] = p
+		}
+	}
+	return gp, w
+}
+
+// BenchmarkGroup/keys=1000 is the checker over a 1,000-key document; it
+// must take well under a second.
+func BenchmarkGroup(b *testing.B) {
+	gp, w := thousandKeys()
+	b.Run("keys=1000", func(b *testing.B) {
+		b.ReportAllocs()
+		for i := 0; i < b.N; i++ {
+			if _, err := Group(gp, w, Options{}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}

@@ -1,0 +1,72 @@
+package check_test
+
+import (
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/govkit/breaker"
+	"github.com/govkit/breaker/check"
+)
+
+// A group's policy document checked against the traffic of its keys: a
+// busy method and a quiet one that the default MinRequests leaves
+// unprotected.
+func ExampleGroup() {
+	policies, err := breaker.ParseGroupPolicy([]byte(`{"default": {"timeout": "150ms"}}`))
+	if err != nil {
+		panic(err)
+	}
+	traffic, err := check.ParseWorkload([]byte(`{
+	  "defaults": {"deadline": "1s", "rtt": "1ms", "instances": 6},
+	  "keys": {
+	    "orders.Create":  {"rate": 300, "p50": "12ms", "p99": "60ms", "error_ratio": 0.002},
+	    "reports.Export": {"rate": 2, "p50": "30ms", "p99": "90ms"}
+	  }
+	}`))
+	if err != nil {
+		panic(err)
+	}
+	report, err := check.Group(policies, traffic, check.Options{})
+	if err != nil {
+		panic(err)
+	}
+	if err := report.WriteText(os.Stdout, check.Warning); err != nil {
+		panic(err)
+	}
+	if report.Count(check.Error) > 0 {
+		fmt.Println("do not ship")
+	}
+	// Output:
+	// checked 2 keys against a fault of 40% errors + 20% timeouts; false-trip threshold 0.1 a day
+	//
+	// reports.Export  (2 calls/s, p50 30ms, p99 90ms, 0% errors, deadline 1s, rtt 1ms; policy default)
+	//   error    never_trips             min_requests 20 > 2 calls/s × 5s window = 10 calls: the window's rules can never trip (a Poisson burst fills the window in 0.35% of windows); set min_requests to at most 5, or consecutive_failures for a key this quiet
+	//
+	// 1 error, 0 warnings, 5 notes
+	// do not ship
+}
+
+// The two models for one policy: how often it trips on a healthy
+// downstream, and how fast it opens in a fault.
+func ExampleTimeToTrip() {
+	p := breaker.DefaultPolicy()
+	p.Timeout = 200 * time.Millisecond
+	t := check.Traffic{Rate: 50, P50: 20 * time.Millisecond, P99: 80 * time.Millisecond, ErrorRatio: 0.01, Deadline: time.Second}
+
+	d, ok := check.TimeToTrip(p, t, check.DefaultFault)
+	fmt.Println("opens", d, ok, "into 40% errors + 20% timeouts")
+	d, ok = check.TimeToTrip(p, t, check.Fault{Errors: 0.3})
+	fmt.Println("opens", d, ok, "into 30% errors")
+	fmt.Println("healthy trips a day below one in a million:", check.FalseTripsPerDay(p, t) < 1e-6)
+
+	// A quiet key with noisy errors and a touchy policy.
+	p.MinRequests, p.ErrorRatio = 10, 0.3
+	t = check.Traffic{Rate: 4, ErrorRatio: 0.08}
+	fmt.Printf("%.0f false trips a day\n", check.FalseTripsPerDay(p, t))
+	// Output:
+	// opens 4.03125s true into 40% errors + 20% timeouts
+	// opens 0s false into 30% errors
+	// healthy trips a day below one in a million: true
+	// 242 false trips a day
+}

@@ -1,0 +1,269 @@
+// Command breaker-check judges a group's breaker policies against the
+// traffic they will see, so that CI can stop a policy change that cannot
+// work before it ships.
+//
+// Give it the group's policy document and a traffic description per key:
+//
+//	breaker-check -policy policies.json -traffic traffic.json
+//
+// or measure the traffic from a running service's /breakers snapshot
+// (ops.Snapshot as JSON), with a traffic file for what a snapshot cannot
+// tell (latency, the client's deadline, the network round trip):
+//
+//	breaker-check -policy policies.json -snapshot http://127.0.0.1:8080/breakers -traffic latency.json
+//
+// Without -policy, the policies the snapshot's breakers run are checked.
+// It prints one block per key with its findings (-json for a document)
+// and exits 1 when a finding is at the -fail-on severity (error by
+// default), 2 on bad flags or input.
+//
+// With -suggest it also replays the described traffic through a fault
+// (by default 40% errors and 20% slow calls for 20 s) for a small grid of
+// candidate policies around each key's current one, and prints the best
+// few, ranked by goodput lost and false trips, each with its changes.
+//
+// The checks and their formulas are in docs/checking-policies.md.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/govkit/breaker"
+	"github.com/govkit/breaker/check"
+	"github.com/govkit/breaker/ops"
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// Exit codes.
+const (
+	exitOK       = 0
+	exitFindings = 1 // a finding at the -fail-on severity
+	exitUsage    = 2 // bad flags or bad input
+)
+
+func run(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("breaker-check", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var (
+		policyFile  = fs.String("policy", "", "the group policy document (`file`) to check")
+		trafficFile = fs.String("traffic", "", "the traffic description (`file`): rate, latency, errors, deadline, RTT per key")
+		snapshot    = fs.String("snapshot", "", "a /breakers snapshot, as a `file` or an http(s) URL, to measure rates and error ratios from")
+		asJSON      = fs.Bool("json", false, "print the findings (and suggestions) as JSON")
+		minSev      = fs.String("min-severity", "info", "print findings of this `severity` and above: info, warning or error")
+		failOn      = fs.String("fail-on", "error", "exit 1 when a finding has this `severity` or above: error, warning or info")
+		faultErr    = fs.Float64("fault-errors", check.DefaultFault.Errors, "share of calls that fail at once in the fault to judge")
+		faultTO     = fs.Float64("fault-timeouts", check.DefaultFault.Timeouts, "share of calls that hang (and time out) in the fault to judge")
+		maxFalse    = fs.Float64("max-false-trips", check.DefaultMaxFalseTripsPerDay, "expected false trips a day above which a key gets a warning")
+		suggest     = fs.Bool("suggest", false, "replay candidate policies around each key's through the fault and print the best")
+		keys        = fs.String("key", "", "comma-separated `keys` to suggest for; default every key")
+		top         = fs.Int("top", 3, "how many candidates -suggest prints per key")
+		seed        = fs.Uint64("seed", 1, "the replay's seed; the same seed gives the same suggestions")
+		faultFor    = fs.Duration("fault-for", 20*time.Second, "how long the fault lasts in the -suggest replay")
+	)
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "usage: breaker-check -policy file (-traffic file | -snapshot file-or-url) [flags]\n\n")
+		fmt.Fprintf(stderr, "Checks a group's breaker policies against the traffic of each key.\n")
+		fmt.Fprintf(stderr, "Exits 1 on a finding at the -fail-on severity, 2 on bad input.\n\n")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK
+		}
+		return exitUsage
+	}
+	fail := func(format string, args ...any) int {
+		fmt.Fprintf(stderr, "breaker-check: "+format+"\n", args...)
+		return exitUsage
+	}
+	if fs.NArg() > 0 {
+		return fail("unexpected argument %q (flags go before arguments; see -h)", fs.Arg(0))
+	}
+	var show, gate check.Severity
+	if err := show.UnmarshalText([]byte(*minSev)); err != nil {
+		return fail("-min-severity: want info, warning or error, got %q", *minSev)
+	}
+	if err := gate.UnmarshalText([]byte(*failOn)); err != nil {
+		return fail("-fail-on: want info, warning or error, got %q", *failOn)
+	}
+	if *trafficFile == "" && *snapshot == "" {
+		return fail("give -traffic, -snapshot or both (see -h)")
+	}
+	if *policyFile == "" && *snapshot == "" {
+		return fail("give -policy, or -snapshot to check the policies a service runs (see -h)")
+	}
+	if *top < 1 {
+		return fail("-top must be at least 1, got %d", *top)
+	}
+
+	var w check.Workload
+	if *trafficFile != "" {
+		data, err := os.ReadFile(*trafficFile)
+		if err != nil {
+			return fail("%v", err)
+		}
+		if w, err = check.ParseWorkload(data); err != nil {
+			return fail("%s: %v", *trafficFile, err)
+		}
+	}
+	var gp breaker.GroupPolicy
+	if *snapshot != "" {
+		snap, err := readSnapshot(*snapshot)
+		if err != nil {
+			return fail("%v", err)
+		}
+		w = check.FromSnapshot(snap, w)
+		gp = check.PoliciesFromSnapshot(snap)
+	}
+	if *policyFile != "" {
+		data, err := os.ReadFile(*policyFile)
+		if err != nil {
+			return fail("%v", err)
+		}
+		if gp, err = breaker.ParseGroupPolicy(data); err != nil {
+			return fail("%s: %v", *policyFile, err)
+		}
+	}
+	opt := check.Options{Fault: check.Fault{Errors: *faultErr, Timeouts: *faultTO}, MaxFalseTripsPerDay: *maxFalse}
+	if opt.Fault == (check.Fault{}) {
+		return fail("-fault-errors and -fault-timeouts are both 0: there is no fault to judge")
+	}
+	if *maxFalse <= 0 {
+		return fail("-max-false-trips must be positive, got %v", *maxFalse)
+	}
+	rep, err := check.Group(gp, w, opt)
+	if err != nil {
+		return fail("%v", err)
+	}
+
+	var sugg []keySuggestions
+	if *suggest {
+		cfg := suggestConfig{fault: opt.Fault, faultFor: *faultFor, seed: *seed, maxFalse: *maxFalse, top: *top}
+		if err := cfg.validate(); err != nil {
+			return fail("%v", err)
+		}
+		want, err := pickKeys(rep, *keys)
+		if err != nil {
+			return fail("%v", err)
+		}
+		start := time.Now()
+		for _, kr := range want {
+			s, err := suggestFor(kr, cfg)
+			if err != nil {
+				return fail("-suggest %s: %v", kr.Key, err)
+			}
+			sugg = append(sugg, s)
+		}
+		fmt.Fprintf(stderr, "breaker-check: suggestions for %d of %d keys replayed in %v wall time\n", len(want), len(rep.Keys), time.Since(start).Round(10*time.Millisecond))
+	}
+
+	shown := *rep
+	shown.Findings = nil
+	for _, f := range rep.Findings {
+		if f.Severity >= show {
+			shown.Findings = append(shown.Findings, f)
+		}
+	}
+	if *asJSON {
+		out := struct {
+			*check.Report
+			Errors      int              `json:"errors"`
+			Warnings    int              `json:"warnings"`
+			Suggestions []keySuggestions `json:"suggestions,omitempty"`
+		}{&shown, rep.Count(check.Error), rep.Count(check.Warning), sugg}
+		if shown.Findings == nil {
+			shown.Findings = []check.Finding{}
+		}
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(out); err != nil {
+			return fail("%v", err)
+		}
+	} else {
+		if err := rep.WriteText(stdout, show); err != nil {
+			return fail("%v", err)
+		}
+		for _, s := range sugg {
+			if err := s.writeText(stdout); err != nil {
+				return fail("%v", err)
+			}
+		}
+	}
+	for _, f := range rep.Findings {
+		if f.Severity >= gate {
+			return exitFindings
+		}
+	}
+	return exitOK
+}
+
+// readSnapshot reads an ops.GroupSnapshot from a file or an http(s) URL.
+// Fields the checker does not know (a newer service's) are skipped.
+func readSnapshot(src string) (ops.GroupSnapshot, error) {
+	var data []byte
+	if strings.HasPrefix(src, "http://") || strings.HasPrefix(src, "https://") {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, src, nil)
+		if err != nil {
+			return ops.GroupSnapshot{}, fmt.Errorf("-snapshot: %v", err)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return ops.GroupSnapshot{}, fmt.Errorf("-snapshot: %v", err)
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return ops.GroupSnapshot{}, fmt.Errorf("-snapshot: %s answered %s", src, resp.Status)
+		}
+		if data, err = io.ReadAll(io.LimitReader(resp.Body, 64<<20)); err != nil {
+			return ops.GroupSnapshot{}, fmt.Errorf("-snapshot: %v", err)
+		}
+	} else {
+		var err error
+		if data, err = os.ReadFile(src); err != nil {
+			return ops.GroupSnapshot{}, err
+		}
+	}
+	var snap ops.GroupSnapshot
+	if err := json.Unmarshal(data, &snap); err != nil {
+		return ops.GroupSnapshot{}, fmt.Errorf("%s: not a /breakers snapshot: %v", src, err)
+	}
+	return snap, nil
+}
+
+// pickKeys returns the checked keys named in list (comma-separated), or
+// every key if list is empty.
+func pickKeys(rep *check.Report, list string) ([]check.KeyReport, error) {
+	if list == "" {
+		return rep.Keys, nil
+	}
+	var out []check.KeyReport
+	for _, k := range strings.Split(list, ",") {
+		k = strings.TrimSpace(k)
+		found := false
+		for _, kr := range rep.Keys {
+			if kr.Key == k || strings.TrimSuffix(kr.Key, "@*") == k {
+				out = append(out, kr)
+				found = true
+				break
+			}
+		}
+		if !found {
+			return nil, fmt.Errorf("-key: %q has no traffic described", k)
+		}
+	}
+	return out, nil
+}

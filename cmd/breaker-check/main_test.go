@@ -1,0 +1,258 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/govkit/breaker"
+	"github.com/govkit/breaker/check"
+	"github.com/govkit/breaker/ops"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files of testdata/")
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+func runCmd(t *testing.T, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	code = run(args, &out, &errOut)
+	return code, out.String(), errOut.String()
+}
+
+func writeFile(t *testing.T, name, content string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), name)
+	require.NoError(t, os.WriteFile(path, []byte(content), 0o644))
+	return path
+}
+
+func golden(t *testing.T, name, got string) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	if *update {
+		require.NoError(t, os.WriteFile(path, []byte(got), 0o644))
+		return
+	}
+	want, err := os.ReadFile(path)
+	require.NoError(t, err, "go test -update writes it")
+	assert.Equal(t, string(want), got, "differs from %s (go test -update rewrites it after review)", path)
+}
+
+// TestServicePolicy is the README's example: the example service's policy
+// document (testdata/service-policy.json is a copy of the one in
+// examples/service) against a description of its traffic.
+func TestServicePolicy(t *testing.T) {
+	code, stdout, stderr := runCmd(t, "-policy", "testdata/service-policy.json", "-traffic", "testdata/service-traffic.json")
+	require.Equal(t, exitOK, code, stderr)
+	golden(t, "service.golden", stdout)
+	assert.Contains(t, stdout, "timeout_below_p99")
+}
+
+func TestExitCodes(t *testing.T) {
+	quiet := writeFile(t, "quiet.json", `{"keys": {"reports.Export": {"rate": 1, "deadline": "1s"}}}`)
+	busy := writeFile(t, "busy.json", `{"keys": {"orders.Create": {"rate": 300, "p50": "10ms", "p99": "50ms", "deadline": "1s", "instances": 3}}}`)
+	noJitter := writeFile(t, "nojitter.json", `{"default": {"jitter": 0}}`)
+	def := writeFile(t, "default.json", `{"default": {}}`)
+
+	code, stdout, _ := runCmd(t, "-policy", def, "-traffic", quiet)
+	assert.Equal(t, exitFindings, code, "a key that can never trip is an error")
+	assert.Contains(t, stdout, "error    never_trips")
+
+	code, _, stderr := runCmd(t, "-policy", def, "-traffic", busy)
+	assert.Equal(t, exitOK, code, stderr)
+
+	code, stdout, _ = runCmd(t, "-policy", noJitter, "-traffic", busy)
+	assert.Equal(t, exitOK, code, "a warning passes by default")
+	assert.Contains(t, stdout, "no_jitter")
+	code, _, _ = runCmd(t, "-policy", noJitter, "-traffic", busy, "-fail-on", "warning")
+	assert.Equal(t, exitFindings, code, "-fail-on warning fails on it")
+
+	code, stdout, _ = runCmd(t, "-policy", noJitter, "-traffic", busy, "-min-severity", "warning")
+	assert.Equal(t, exitOK, code)
+	assert.NotContains(t, stdout, "probe_pass", "info findings are hidden")
+	assert.Contains(t, stdout, "no_jitter")
+}
+
+func TestBadInput(t *testing.T) {
+	def := writeFile(t, "default.json", `{"default": {}}`)
+	traffic := writeFile(t, "traffic.json", `{"keys": {"a": {"rate": 1}}}`)
+	for _, c := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"no traffic", []string{"-policy", def}, "give -traffic, -snapshot or both"},
+		{"no policy", []string{"-traffic", traffic}, "give -policy, or -snapshot"},
+		{"bad policy", []string{"-policy", writeFile(t, "p.json", `{"default": {"window": "-1s"}}`), "-traffic", traffic}, "default.window: must be positive"},
+		{"bad traffic", []string{"-policy", def, "-traffic", writeFile(t, "t.json", `{"keys": {"a": {"p99": "soon"}}}`)}, `keys["a"].p99: must be a duration string`},
+		{"missing file", []string{"-policy", "nope.json", "-traffic", traffic}, "nope.json"},
+		{"bad severity", []string{"-policy", def, "-traffic", traffic, "-fail-on", "loud"}, "-fail-on: want info, warning or error"},
+		{"bad fault", []string{"-policy", def, "-traffic", traffic, "-fault-errors", "0.9"}, "add up to at most 1"},
+		{"no fault", []string{"-policy", def, "-traffic", traffic, "-fault-errors", "0", "-fault-timeouts", "0"}, "no fault to judge"},
+		{"argument", []string{"-policy", def, "-traffic", traffic, "extra"}, `unexpected argument "extra"`},
+		{"unknown key", []string{"-policy", def, "-traffic", traffic, "-suggest", "-key", "b"}, `-key: "b" has no traffic described`},
+		{"bad snapshot", []string{"-snapshot", writeFile(t, "s.json", `[1]`)}, "not a /breakers snapshot"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			code, _, stderr := runCmd(t, c.args...)
+			assert.Equal(t, exitUsage, code)
+			assert.Contains(t, stderr, c.want)
+		})
+	}
+}
+
+func TestJSON(t *testing.T) {
+	code, stdout, stderr := runCmd(t, "-policy", "testdata/service-policy.json", "-traffic", "testdata/service-traffic.json", "-json")
+	require.Equal(t, exitOK, code, stderr)
+	var out struct {
+		Keys     []check.KeyReport `json:"keys"`
+		Findings []check.Finding   `json:"findings"`
+		Errors   int               `json:"errors"`
+		Warnings int               `json:"warnings"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(stdout), &out))
+	assert.Len(t, out.Keys, 2)
+	assert.Equal(t, 0, out.Errors)
+	assert.Equal(t, 1, out.Warnings)
+	var found bool
+	for _, f := range out.Findings {
+		if f.Check == check.CheckTimeoutBelowP99 {
+			found = true
+			assert.Equal(t, "pricing.GetPrice", f.Key)
+			assert.Equal(t, check.Warning, f.Severity)
+			assert.InDelta(t, 0.3, f.Numbers["timeout_s"], 1e-9)
+		}
+	}
+	assert.True(t, found, stdout)
+}
+
+// TestSnapshotURL measures the traffic from a service's /breakers, as
+// examples/service serves it, and checks the policies its breakers run.
+func TestSnapshotURL(t *testing.T) {
+	gp, err := breaker.ParseGroupPolicy([]byte(`{"default": {"min_requests": 50}}`))
+	require.NoError(t, err)
+	g, err := breaker.NewGroup(breaker.GroupConfig{Policies: gp})
+	require.NoError(t, err)
+	// Two calls in the window: about 0.4 calls a second, far from 50.
+	for i := 0; i < 2; i++ {
+		require.NoError(t, g.Do(context.Background(), "ledger.Post", func(context.Context) error { return nil }))
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /breakers", func(w http.ResponseWriter, _ *http.Request) {
+		_ = json.NewEncoder(w).Encode(ops.Snapshot(g, ops.Thresholds{}))
+	})
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	latency := writeFile(t, "latency.json", `{"defaults": {"p50": "5ms", "p99": "20ms", "deadline": "1s"}}`)
+
+	code, stdout, stderr := runCmd(t, "-snapshot", srv.URL+"/breakers", "-traffic", latency)
+	assert.Equal(t, exitFindings, code, stderr)
+	assert.Contains(t, stdout, "ledger.Post  (0.421 calls/s, p50 5ms, p99 20ms, 0% errors, deadline 1s; policy ledger.Post)")
+	assert.Contains(t, stdout, "min_requests 50 > 0.421 calls/s")
+
+	code, _, stderr = runCmd(t, "-snapshot", srv.URL+"/missing", "-traffic", latency)
+	assert.Equal(t, exitUsage, code)
+	assert.Contains(t, stderr, "answered 404")
+}
+
+// TestSuggest_DeterministicAndQuick: -suggest gives the same answer for
+// the same seed, and replays the example service's two keys well within
+// ten seconds.
+func TestSuggest_DeterministicAndQuick(t *testing.T) {
+	args := []string{"-policy", "testdata/service-policy.json", "-traffic", "testdata/service-traffic.json", "-suggest", "-min-severity", "error"}
+	start := time.Now()
+	code, first, stderr := runCmd(t, args...)
+	took := time.Since(start)
+	require.Equal(t, exitOK, code, stderr)
+	t.Logf("suggestions in %v", took)
+	if !raceEnabled {
+		assert.Less(t, took, 10*time.Second)
+	}
+	_, second, _ := runCmd(t, args...)
+	assert.Equal(t, first, second, "same seed, same suggestions")
+	golden(t, "suggest.golden", first)
+	assert.Contains(t, first, "suggestions for inventory.GetStock")
+	assert.Contains(t, first, "suggestions for pricing.GetPrice")
+
+	// Another seed, another replay.
+	lost := func(seed string) []float64 {
+		code, stdout, stderr := runCmd(t, "-policy", "testdata/service-policy.json", "-traffic", "testdata/service-traffic.json",
+			"-suggest", "-key", "inventory.GetStock", "-json", "-seed", seed)
+		require.Equal(t, exitOK, code, stderr)
+		var out struct {
+			Suggestions []keySuggestions `json:"suggestions"`
+		}
+		require.NoError(t, json.Unmarshal([]byte(stdout), &out))
+		var l []float64
+		for _, c := range out.Suggestions[0].Best {
+			l = append(l, c.Lost)
+		}
+		return l
+	}
+	assert.NotEqual(t, lost("1"), lost("2"), "another seed, another replay")
+	assert.Equal(t, lost("2"), lost("2"))
+}
+
+func TestSuggest_JSON(t *testing.T) {
+	code, stdout, stderr := runCmd(t, "-policy", "testdata/service-policy.json", "-traffic", "testdata/service-traffic.json",
+		"-suggest", "-key", "inventory.GetStock", "-top", "2", "-json")
+	require.Equal(t, exitOK, code, stderr)
+	var out struct {
+		Suggestions []keySuggestions `json:"suggestions"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(stdout), &out))
+	require.Len(t, out.Suggestions, 1)
+	s := out.Suggestions[0]
+	assert.Equal(t, "inventory.GetStock", s.Key)
+	assert.Len(t, s.Best, 2)
+	assert.Greater(t, s.Tried, 5)
+	for _, c := range s.Best {
+		assert.NoError(t, c.Policy.Validate())
+		assert.True(t, c.Opened, "a suggestion opens during the fault")
+	}
+	assert.True(t, strings.HasPrefix(s.Fault, "40% errors + 20% timeouts for 20s"), s.Fault)
+}
+
+func TestGrid_AroundCurrent(t *testing.T) {
+	p := breaker.DefaultPolicy()
+	tr := check.Traffic{Rate: 2, P50: 5 * time.Millisecond, P99: 30 * time.Millisecond, RTT: time.Millisecond, Deadline: time.Second}
+	cands := grid(p, tr)
+	assert.Equal(t, p, cands[0])
+	var changes []string
+	for _, c := range cands[1:] {
+		require.NoError(t, c.Validate())
+		d := diff(p, c)
+		require.NotEmpty(t, d)
+		changes = append(changes, strings.Join(d, ", "))
+	}
+	assert.Contains(t, changes, "min_requests 20 → 10")
+	assert.Contains(t, changes, "min_requests 20 → 5", "a key that can never trip gets a min_requests it can reach")
+	assert.Contains(t, changes, "timeout 0s → 61ms")
+	assert.Contains(t, changes, "open_for 30s → 1m0s")
+	assert.Contains(t, changes, "window 5s → 2.5s")
+}
+
+// TestREADMEShowsRealOutput: the README's example output is the
+// command's, as the golden file holds it.
+func TestREADMEShowsRealOutput(t *testing.T) {
+	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	require.NoError(t, err)
+	want, err := os.ReadFile(filepath.Join("testdata", "service.golden"))
+	require.NoError(t, err)
+	assert.Contains(t, string(readme), "```\n"+string(want)+"```\n", "README.md's \"Checking a policy\" output differs from testdata/service.golden")
+}
