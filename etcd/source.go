@@ -48,36 +48,9 @@ type Config struct {
 // A Source follows one etcd key holding a group policy document: it
 // implements [breaker.PolicySource]. Watch reads the key, delivers it, and
 // then watches the key from the revision it read, so no change between the
-// read and the watch is missed.
-//
-// Each delivered document has Origin "etcd:" followed by the key, and
-// Version the revision at which the key took the value delivered (its
-// ModRevision), in decimal.
-//
-// What the source does when things go wrong:
-//
-//   - The key is absent when Watch starts: it delivers a Gone document, so
-//     the group keeps the policy it has, the one its code set, and says so.
-//     The version of that document is the store's revision at the read.
-//     Creating the key later delivers it like any change.
-//   - The key is deleted: it delivers a Gone document whose version is the
-//     revision of the deletion; the group keeps the last good policy.
-//   - The watch's revision has been compacted away (the watch fell behind,
-//     or resumed after an outage during which the store was compacted): it
-//     reads the key again and watches from there, delivering the value in
-//     force if it changed.
-//   - The store does not answer (a read fails or times out): it delivers
-//     one document with Err set, keeps the policy in force, and retries
-//     with a growing pause (at most CheckInterval). The first answer after
-//     that delivers the key's current state, changed or not, so the record
-//     shows the source is back; changes made while it was away are then
-//     in force.
-//   - The value is empty: it is delivered as an empty (non-nil) document,
-//     which the group rejects like any bad document.
-//
-// When several changes reach the watch together only the latest is
-// delivered: the group needs the document in force, not the store's
-// history.
+// read and the watch is missed. The package documentation lists what it
+// delivers when the key is absent or deleted, when the watch's revision
+// has been compacted and when the store does not answer.
 //
 // A Source holds no state between Watch calls and is safe for concurrent
 // use; each Watch follows the key on its own.
@@ -144,8 +117,9 @@ var ErrClientClosed = errors.New("breakeretcd: etcd client closed")
 // Watch implements [breaker.PolicySource]: it delivers the key's current
 // state and then each change, until ctx is done, and then returns
 // ctx.Err(). It returns ErrClientClosed if the client is closed under it,
-// and an error if deliver is nil. Watch calls deliver from its own
-// goroutine only, and leaves no goroutine behind when it returns.
+// and an error if deliver is nil. Watch calls deliver from the goroutine
+// that called Watch, never after it has returned, and leaves no goroutine
+// of its own behind.
 func (s *Source) Watch(ctx context.Context, deliver func(breaker.PolicyDocument)) error {
 	if deliver == nil {
 		return errors.New("breakeretcd: Watch: nil deliver func")
