@@ -222,7 +222,10 @@ func TestWatch_ServerAway_ChangesMadeMeanwhileArePickedUp(t *testing.T) {
 			srv := startEtcd(t)
 			cli := srv.Client()
 			put(t, cli, key, docA)
-			w := watch(t, newSource(t, cli, key))
+			src := newSource(t, cli, key)
+			var watches atomic.Int32
+			src.beforeWatch = func(int64) { watches.Add(1) }
+			w := watch(t, src)
 			w.Until("the document", isData(docA))
 
 			srv.Stop()
@@ -251,6 +254,15 @@ func TestWatch_ServerAway_ChangesMadeMeanwhileArePickedUp(t *testing.T) {
 			r4 := put(t, cli, key, docD)
 			if got := w.Next(); got.Version != rev(r4) || string(got.Data) != docD {
 				t.Fatalf("change after coming back: %s, want %s at %d", describe(got), docD, r4)
+			}
+			// The watch resumes by itself where it was; only when that
+			// revision is compacted does the source read and watch anew.
+			want := int32(1)
+			if tc.compact {
+				want = 2
+			}
+			if n := watches.Load(); n != want {
+				t.Fatalf("the source opened %d watches, want %d", n, want)
 			}
 		})
 	}
