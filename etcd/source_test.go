@@ -147,6 +147,32 @@ func TestWatch_CompactedRevision_ReadsAgainAndGoesOn(t *testing.T) {
 	}
 }
 
+// Changes that reach the watch together (here: made between the read and
+// the watch, so the watch starts behind and catches up in one response)
+// are delivered as the latest alone.
+func TestWatch_SeveralChangesAtOnce_DeliversOnlyTheLatest(t *testing.T) {
+	srv := startEtcd(t)
+	cli := srv.Client()
+	r1 := put(t, cli, key, docA)
+	src := newSource(t, cli, key)
+	var calls atomic.Int32
+	var r3 int64
+	src.beforeWatch = func(int64) {
+		if calls.Add(1) == 1 {
+			put(t, cli, key, docB)
+			r3 = put(t, cli, key, docC)
+		}
+	}
+	w := watch(t, src)
+	if got := w.Next(); got.Version != rev(r1) || string(got.Data) != docA {
+		t.Fatalf("first delivery: %s, want %s at %d", describe(got), docA, r1)
+	}
+	if got := w.Next(); got.Version != rev(r3) || string(got.Data) != docC {
+		t.Fatalf("after two changes at once: %s, want %s at %d alone", describe(got), docC, r3)
+	}
+	w.Quiet(2 * testCheck)
+}
+
 // The server stops and comes back on the same data: the source reports
 // that it cannot read, then follows again.
 func TestWatch_ServerRestart_ReportsErrThenFollowsAgain(t *testing.T) {
@@ -355,6 +381,21 @@ func TestWatch_ContextCancelledWhileServerDown_ReturnsCtxErr(t *testing.T) {
 	}
 	cli.Close()
 	goleak.VerifyNone(t, ignore)
+}
+
+func TestWatch_ContextAlreadyDone_ReturnsAtOnceDeliveringNothing(t *testing.T) {
+	srv := startEtcd(t)
+	cli := srv.Client()
+	put(t, cli, key, docA)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	n := 0
+	if err := newSource(t, cli, key).Watch(ctx, func(breaker.PolicyDocument) { n++ }); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Watch returned %v, want context.Canceled", err)
+	}
+	if n != 0 {
+		t.Fatalf("delivered %d documents on a done context", n)
+	}
 }
 
 func TestWatch_DeadlineExceeded_ReturnsIt(t *testing.T) {
