@@ -18,15 +18,19 @@ func startExampleEtcd() (endpoint string, stop func()) {
 	if err != nil {
 		panic(err)
 	}
-	port := func() url.URL {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
+	// Both listeners stay open until both ports are picked, so that the
+	// two differ.
+	var lns [2]net.Listener
+	for i := range lns {
+		if lns[i], err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
 			panic(err)
 		}
-		defer ln.Close()
-		return url.URL{Scheme: "http", Host: ln.Addr().String()}
 	}
-	peer, client := port(), port()
+	peer := url.URL{Scheme: "http", Host: lns[0].Addr().String()}
+	client := url.URL{Scheme: "http", Host: lns[1].Addr().String()}
+	for _, ln := range lns {
+		ln.Close()
+	}
 	cfg := embed.NewConfig()
 	cfg.Name = "example"
 	cfg.Dir = dir

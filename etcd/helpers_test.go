@@ -30,18 +30,21 @@ const (
 // with its data in a temporary directory, which outlives a Stop so the
 // server can be started again on the same data.
 //
-// Clients reach it through a forwarder on its client URL, which Stop
-// closes first, cutting every connection as a crashed server would. Without
-// it, stopping a server with a watch open takes over five seconds: embed
-// waits that long for open streams before it closes them.
+// Clients reach it through a forwarder on its client URL. Stop first cuts
+// every forwarded connection, as a crashed server would: without that,
+// stopping a server with a watch open takes over five seconds, as embed
+// waits that long for open streams before it closes them. The forwarder
+// keeps listening while the server is down, refusing what it accepts, so
+// no one else can take the port before the server is back; the server
+// itself listens on a new port at each start, which only the forwarder
+// needs to know.
 type etcdServer struct {
-	t       *testing.T
-	dir     string
-	peer    url.URL
-	client  url.URL // where clients of the test find it
-	backend url.URL // where it listens when Start has started it
-	e       *embed.Etcd
-	fwd     *forwarder
+	t      *testing.T
+	dir    string
+	peer   url.URL
+	client url.URL // where clients of the test find it
+	e      *embed.Etcd
+	fwd    *forwarder
 }
 
 // freeURL returns an http URL on a loopback port that was free a moment
@@ -58,12 +61,30 @@ func freeURL(t *testing.T) url.URL {
 	return url.URL{Scheme: "http", Host: ln.Addr().String()}
 }
 
+// FreeURL returns a URL on a free loopback port other than the server's
+// peer port, which is free too while the server is stopped.
+func (s *etcdServer) FreeURL() url.URL {
+	s.t.Helper()
+	for {
+		if u := freeURL(s.t); u.Host != s.peer.Host {
+			return u
+		}
+	}
+}
+
 // startEtcd starts a fresh server and stops it when the test ends.
 func startEtcd(t *testing.T) *etcdServer {
 	t.Helper()
-	s := &etcdServer{t: t, dir: t.TempDir(), peer: freeURL(t), client: freeURL(t), backend: freeURL(t)}
+	// The forwarder listens before the peer port is picked, so the two
+	// cannot be the same port.
+	fwd := listenForwarder(t)
+	s := &etcdServer{t: t, dir: t.TempDir(), fwd: fwd, peer: freeURL(t)}
+	s.client = url.URL{Scheme: "http", Host: fwd.Addr()}
 	s.Start()
-	t.Cleanup(s.Stop)
+	t.Cleanup(func() {
+		s.Stop()
+		s.fwd.Close()
+	})
 	return s
 }
 
@@ -71,8 +92,9 @@ func startEtcd(t *testing.T) *etcdServer {
 // test find it.
 func (s *etcdServer) Start() {
 	s.t.Helper()
-	s.StartOn(s.backend)
-	s.fwd = forward(s.t, s.client.Host, s.backend.Host)
+	backend := s.FreeURL()
+	s.StartOn(backend)
+	s.fwd.Up(backend.Host)
 }
 
 // StartOn starts the server on the client URL u only, with the same data:
@@ -108,93 +130,106 @@ func (s *etcdServer) StartOn(u url.URL) {
 
 // Stop stops the server, keeping its data. It is a no-op if stopped.
 func (s *etcdServer) Stop() {
-	if s.fwd != nil {
-		s.fwd.Close()
-		s.fwd = nil
-	}
+	s.fwd.Down()
 	if s.e != nil {
 		s.e.Close()
 		s.e = nil
 	}
 }
 
-// forwarder copies TCP connections from one address to another.
+// forwarder copies the TCP connections it accepts to the server while it
+// is up, and closes them at once while it is down.
 type forwarder struct {
-	ln    net.Listener
-	to    string
-	wg    sync.WaitGroup
+	ln       net.Listener
+	accepted sync.WaitGroup // the accepting goroutine
+	copies   sync.WaitGroup // the copying goroutines; Add only with mu held and up set
+
 	mu    sync.Mutex
+	up    bool
+	to    string
 	conns map[net.Conn]struct{}
 }
 
-func forward(t *testing.T, from, to string) *forwarder {
+func listenForwarder(t *testing.T) *forwarder {
 	t.Helper()
-	ln, err := net.Listen("tcp", from)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		t.Fatalf("forwarding %s: %v", from, err)
+		t.Fatal(err)
 	}
-	f := &forwarder{ln: ln, to: to, conns: map[net.Conn]struct{}{}}
-	f.wg.Add(1)
+	f := &forwarder{ln: ln, conns: map[net.Conn]struct{}{}}
+	f.accepted.Add(1)
 	go f.accept()
 	return f
 }
 
+// Addr is the address it listens on.
+func (f *forwarder) Addr() string { return f.ln.Addr().String() }
+
+// Up forwards from now on to the address to.
+func (f *forwarder) Up(to string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.up, f.to = true, to
+}
+
+// Down cuts every forwarded connection and refuses new ones until Up.
+func (f *forwarder) Down() {
+	f.mu.Lock()
+	f.up = false
+	for c := range f.conns {
+		c.Close()
+	}
+	clear(f.conns)
+	f.mu.Unlock()
+	f.copies.Wait()
+}
+
+// Close stops listening and waits for its goroutines to end.
+func (f *forwarder) Close() {
+	f.Down()
+	f.ln.Close()
+	f.accepted.Wait()
+}
+
 func (f *forwarder) accept() {
-	defer f.wg.Done()
+	defer f.accepted.Done()
 	for {
 		c, err := f.ln.Accept()
 		if err != nil {
 			return
 		}
-		b, err := net.Dial("tcp", f.to)
+		f.mu.Lock()
+		up, to := f.up, f.to
+		f.mu.Unlock()
+		if !up {
+			c.Close()
+			continue
+		}
+		b, err := net.Dial("tcp", to)
 		if err != nil {
 			c.Close()
 			continue
 		}
-		if !f.track(c, b) {
-			return
+		f.mu.Lock()
+		if !f.up {
+			f.mu.Unlock()
+			c.Close()
+			b.Close()
+			continue
 		}
-		f.wg.Add(2)
+		f.conns[c], f.conns[b] = struct{}{}, struct{}{}
+		f.copies.Add(2)
+		f.mu.Unlock()
 		go f.copy(c, b)
 		go f.copy(b, c)
 	}
 }
 
-// track records the connections so Close can cut them; it closes them
-// and reports false if the forwarder is closed.
-func (f *forwarder) track(cs ...net.Conn) bool {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.conns == nil {
-		for _, c := range cs {
-			c.Close()
-		}
-		return false
-	}
-	for _, c := range cs {
-		f.conns[c] = struct{}{}
-	}
-	return true
-}
-
 func (f *forwarder) copy(dst, src net.Conn) {
-	defer f.wg.Done()
+	defer f.copies.Done()
 	_, _ = io.Copy(dst, src) // ends when either side closes
 	dst.Close()
 	src.Close()
-}
-
-// Close stops accepting, cuts every connection and waits for the
-// forwarder's goroutines to end.
-func (f *forwarder) Close() {
-	f.ln.Close()
-	f.mu.Lock()
-	for c := range f.conns {
-		c.Close()
-	}
-	f.conns = nil
-	f.mu.Unlock()
-	f.wg.Wait()
 }
 
 // Client returns a client of the server's usual URL, closed when the
