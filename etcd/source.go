@@ -1,0 +1,312 @@
+package breakeretcd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/govkit/breaker"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// Defaults of [Config].
+const (
+	// DefaultCheckInterval is how often a following source asks the store
+	// for the key when the watch has been quiet, and the longest it waits
+	// between attempts while the store does not answer.
+	DefaultCheckInterval = 10 * time.Second
+
+	// DefaultRequestTimeout bounds one read of the key.
+	DefaultRequestTimeout = 5 * time.Second
+)
+
+// Config configures a [Source].
+type Config struct {
+	// Client is the etcd client to read and watch with. It is required.
+	// The source never closes it: the caller owns it, and closing it ends
+	// every Watch on it with an error.
+	Client *clientv3.Client
+
+	// Key is the etcd key holding the group policy document, one key per
+	// service ("/services/payments/breakers"). It is required.
+	Key string
+
+	// CheckInterval is how often, while the watch is quiet, the source
+	// reads the key to learn that the store still answers (and to catch up
+	// should the watch have fallen behind); it is also the longest pause
+	// between retries while the store does not answer. Default
+	// DefaultCheckInterval (10s).
+	CheckInterval time.Duration
+
+	// RequestTimeout bounds each read of the key. Default
+	// DefaultRequestTimeout (5s).
+	RequestTimeout time.Duration
+}
+
+// A Source follows one etcd key holding a group policy document: it
+// implements [breaker.PolicySource]. Watch reads the key, delivers it, and
+// then watches the key from the revision it read, so no change between the
+// read and the watch is missed. The package documentation lists what it
+// delivers when the key is absent or deleted, when the watch's revision
+// has been compacted and when the store does not answer.
+//
+// A Source holds no state between Watch calls and is safe for concurrent
+// use; each Watch follows the key on its own.
+type Source struct {
+	cli      *clientv3.Client
+	key      string
+	check    time.Duration
+	timeout  time.Duration
+	origin   string
+	minPause time.Duration
+
+	// beforeWatch, when set by a test, runs after a read and before the
+	// watch starts from the revision that read saw.
+	beforeWatch func(rev int64)
+}
+
+// New returns a source that follows cfg.Key. It checks cfg and reports
+// every bad field; it does not contact the store.
+func New(cfg Config) (*Source, error) {
+	var errs []error
+	if cfg.Client == nil {
+		errs = append(errs, errors.New("Client: must not be nil"))
+	}
+	if cfg.Key == "" {
+		errs = append(errs, errors.New("Key: must not be empty"))
+	}
+	if cfg.CheckInterval < 0 {
+		errs = append(errs, fmt.Errorf("CheckInterval: must not be negative, got %v", cfg.CheckInterval))
+	}
+	if cfg.RequestTimeout < 0 {
+		errs = append(errs, fmt.Errorf("RequestTimeout: must not be negative, got %v", cfg.RequestTimeout))
+	}
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("breakeretcd: invalid config: %w", errors.Join(errs...))
+	}
+	s := &Source{
+		cli:      cfg.Client,
+		key:      cfg.Key,
+		check:    cfg.CheckInterval,
+		timeout:  cfg.RequestTimeout,
+		origin:   "etcd:" + cfg.Key,
+		minPause: 50 * time.Millisecond,
+	}
+	if s.check == 0 {
+		s.check = DefaultCheckInterval
+	}
+	if s.timeout == 0 {
+		s.timeout = DefaultRequestTimeout
+	}
+	if s.minPause > s.check {
+		s.minPause = s.check
+	}
+	return s, nil
+}
+
+// Origin returns the origin of the documents the source delivers:
+// "etcd:" followed by the key.
+func (s *Source) Origin() string { return s.origin }
+
+// ErrClientClosed is returned by Watch when the etcd client it reads with
+// has been closed: the source cannot go on.
+var ErrClientClosed = errors.New("breakeretcd: etcd client closed")
+
+// Watch implements [breaker.PolicySource]: it delivers the key's current
+// state and then each change, until ctx is done, and then returns
+// ctx.Err(). It returns ErrClientClosed if the client is closed under it,
+// and an error if deliver is nil. Watch calls deliver from the goroutine
+// that called Watch, never after it has returned, and leaves no goroutine
+// of its own behind.
+func (s *Source) Watch(ctx context.Context, deliver func(breaker.PolicyDocument)) error {
+	if deliver == nil {
+		return errors.New("breakeretcd: Watch: nil deliver func")
+	}
+	f := &follower{Source: s, deliver: deliver}
+	pause := s.minPause
+	wait := func() error {
+		t := time.NewTimer(pause)
+		defer t.Stop()
+		pause = min(2*pause, s.check)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+			return nil
+		}
+	}
+	for {
+		rev, err := f.read(ctx)
+		if err != nil {
+			if err := s.fatal(ctx); err != nil {
+				return err
+			}
+			f.fail(err)
+			if err := wait(); err != nil {
+				return err
+			}
+			continue
+		}
+		if s.beforeWatch != nil {
+			s.beforeWatch(rev)
+		}
+		again := f.follow(ctx, rev+1)
+		if err := s.fatal(ctx); err != nil {
+			return err
+		}
+		// The watch ended (compacted, cancelled by the server, lost its
+		// leader): read again at once after a compaction or a watch that
+		// was working, so a compaction costs one read and no delay; after
+		// a watch that ended with nothing heard, pause, so a store that
+		// cancels every watch is not read in a tight loop.
+		if again {
+			pause = s.minPause
+		} else if err := wait(); err != nil {
+			return err
+		}
+	}
+}
+
+// fatal returns the error Watch ends with, if it must end.
+func (s *Source) fatal(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if s.cli.Ctx().Err() != nil {
+		return ErrClientClosed
+	}
+	return nil
+}
+
+// follower is the state of one Watch call.
+type follower struct {
+	*Source
+	deliver func(breaker.PolicyDocument)
+
+	delivered bool  // a state of the key has been delivered
+	rev       int64 // the revision of the state last delivered
+	gone      bool  // the state last delivered was Gone
+	failing   bool  // an Err was delivered and the store has not answered since
+}
+
+// read gets the key, delivers its state if it is news, and returns the
+// store's revision at the read.
+func (f *follower) read(ctx context.Context) (int64, error) {
+	rctx, cancel := context.WithTimeout(ctx, f.timeout)
+	defer cancel()
+	resp, err := f.cli.Get(rctx, f.key)
+	if err != nil {
+		return 0, err
+	}
+	rev := resp.Header.GetRevision()
+	if len(resp.Kvs) == 0 {
+		f.observe(rev, nil, false)
+	} else {
+		kv := resp.Kvs[0]
+		f.observe(kv.ModRevision, kv.Value, true)
+	}
+	return rev, nil
+}
+
+// follow watches the key from rev until the watch ends or ctx is done,
+// delivering each change, and reading the key whenever the watch has been
+// quiet for a check interval. It reports whether the key should be read
+// again at once: the watch was working, or it ended on a compaction.
+func (f *follower) follow(ctx context.Context, rev int64) (again bool) {
+	// WithRequireLeader makes a member cut off from its cluster end the
+	// watch (ErrNoLeader) instead of keeping it open and silent.
+	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+	// The client's Watch blocks until the server has created the watch,
+	// which it cannot while it is unreachable: open the watch on a
+	// goroutine so that checks (and the Err they report) go on meanwhile.
+	opening := make(chan clientv3.WatchChan, 1)
+	go func() { opening <- f.cli.Watch(wctx, f.key, clientv3.WithRev(rev)) }()
+	var wch clientv3.WatchChan // nil, so never ready, until opened
+	defer func() {
+		// Cancelling the watch's context is what ends the goroutines the
+		// client runs for it, and makes a Watch still opening return.
+		cancel()
+		if wch == nil {
+			<-opening
+		}
+	}()
+	tick := time.NewTicker(f.check)
+	defer tick.Stop()
+	quiet := true
+	for {
+		select {
+		case <-ctx.Done():
+			return false
+		case wch = <-opening:
+		case resp, ok := <-wch:
+			if !ok {
+				return again
+			}
+			if resp.CompactRevision != 0 {
+				return true
+			}
+			if resp.Canceled || resp.Err() != nil {
+				return again
+			}
+			again, quiet = true, false
+			if n := len(resp.Events); n > 0 {
+				ev := resp.Events[n-1]
+				f.observe(ev.Kv.ModRevision, ev.Kv.Value, ev.Type != clientv3.EventTypeDelete)
+			} else if f.failing {
+				// A progress notice after an outage: the store answers
+				// again; read the key to report its state.
+				_, _ = f.read(ctx) // a failure is already reported
+			}
+		case <-tick.C:
+			if !quiet && !f.failing {
+				quiet = true
+				continue
+			}
+			if _, err := f.read(ctx); err != nil {
+				if ctx.Err() != nil || f.cli.Ctx().Err() != nil {
+					return false
+				}
+				f.fail(err)
+			}
+		}
+	}
+}
+
+// observe delivers a state of the key seen at revision rev, unless it has
+// already been delivered or is older than the state delivered last. After
+// an Err it delivers the current state even if unchanged.
+func (f *follower) observe(rev int64, value []byte, present bool) {
+	switch {
+	case !f.delivered:
+	case f.failing && rev >= f.rev:
+	case rev <= f.rev:
+		return
+	case !present && f.gone:
+		return
+	}
+	f.delivered, f.rev, f.gone, f.failing = true, rev, !present, false
+	doc := breaker.PolicyDocument{Origin: f.origin, Version: strconv.FormatInt(rev, 10)}
+	if present {
+		doc.Data = value
+		if doc.Data == nil {
+			doc.Data = []byte{}
+		}
+	} else {
+		doc.Gone = true
+	}
+	f.deliver(doc)
+}
+
+// fail delivers one Err document per outage.
+func (f *follower) fail(err error) {
+	if f.failing {
+		return
+	}
+	f.failing = true
+	f.deliver(breaker.PolicyDocument{
+		Origin: f.origin,
+		Err:    fmt.Errorf("breakeretcd: reading %q: %w", f.key, err),
+	})
+}

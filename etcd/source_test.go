@@ -1,0 +1,529 @@
+package breakeretcd
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/govkit/breaker"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/goleak"
+	"go.uber.org/zap"
+)
+
+func TestMain(m *testing.M) {
+	// No goroutine of the server, the clients or a Watch may outlive the
+	// tests. Nothing is ignored: every test stops its server and closes
+	// its clients.
+	goleak.VerifyTestMain(m)
+}
+
+const key = "/services/payments/breakers"
+
+const (
+	docA = `{"default": {"error_ratio": 0.4}}`
+	docB = `{"default": {"error_ratio": 0.3}}`
+	docC = `{"default": {"error_ratio": 0.2}}`
+	docD = `{"default": {"error_ratio": 0.1}}`
+)
+
+func rev(r int64) string { return strconv.FormatInt(r, 10) }
+
+func TestWatch_DeliversTheKeyThenEachChange(t *testing.T) {
+	srv := startEtcd(t)
+	cli := srv.Client()
+	r1 := put(t, cli, key, docA)
+	put(t, cli, "/services/orders/breakers", docC) // another service's key
+
+	w := watch(t, newSource(t, cli, key))
+	want := breaker.PolicyDocument{Origin: "etcd:" + key, Version: rev(r1), Data: []byte(docA)}
+	if got := w.Next(); describe(got) != describe(want) {
+		t.Fatalf("first delivery = %s, want %s", describe(got), describe(want))
+	}
+
+	r2 := put(t, cli, key, docB)
+	put(t, cli, "/services/orders/breakers", docD)
+	if got := w.Next(); got.Version != rev(r2) || string(got.Data) != docB || got.Origin != "etcd:"+key {
+		t.Fatalf("after a put: %s, want %s at version %d", describe(got), docB, r2)
+	}
+	w.Quiet(2 * testCheck) // other keys, and quiet checks, deliver nothing
+}
+
+// A read finding no key delivers Gone, so the group runs on the policy its
+// code gave it and says so; creating the key later applies it.
+func TestWatch_KeyAbsentAtStart_DeliversGoneThenTheKeyOnceCreated(t *testing.T) {
+	srv := startEtcd(t)
+	cli := srv.Client()
+	r0 := put(t, cli, "/elsewhere", "x")
+
+	w := watch(t, newSource(t, cli, key))
+	got := w.Next()
+	if !got.Gone || got.Data != nil || got.Err != nil || got.Version != rev(r0) || got.Origin != "etcd:"+key {
+		t.Fatalf("key absent at start: %s (data %q, err %v), want gone at version %d", describe(got), got.Data, got.Err, r0)
+	}
+	w.Quiet(2 * testCheck) // the absence is reported once, not at every check
+
+	r1 := put(t, cli, key, docA)
+	if got := w.Next(); got.Gone || got.Version != rev(r1) || string(got.Data) != docA {
+		t.Fatalf("key created: %s, want %s at version %d", describe(got), docA, r1)
+	}
+}
+
+func TestWatch_KeyDeleted_DeliversGoneThenTheKeyOnceRecreated(t *testing.T) {
+	srv := startEtcd(t)
+	cli := srv.Client()
+	put(t, cli, key, docA)
+	w := watch(t, newSource(t, cli, key))
+	w.Until("the document", isData(docA))
+
+	rd := del(t, cli, key)
+	if got := w.Next(); !got.Gone || got.Data != nil || got.Version != rev(rd) {
+		t.Fatalf("key deleted: %s, want gone at version %d", describe(got), rd)
+	}
+	w.Quiet(2 * testCheck) // the deletion is reported once, not at every check
+
+	r2 := put(t, cli, key, docB)
+	if got := w.Next(); got.Gone || got.Version != rev(r2) || string(got.Data) != docB {
+		t.Fatalf("key recreated: %s, want %s at version %d", describe(got), docB, r2)
+	}
+}
+
+// An empty value is handed on as an empty document, for the group to
+// reject loudly, not mistaken for a deleted key.
+func TestWatch_EmptyValue_DeliveredAsEmptyDocument(t *testing.T) {
+	srv := startEtcd(t)
+	cli := srv.Client()
+	r := put(t, cli, key, "")
+	w := watch(t, newSource(t, cli, key))
+	got := w.Next()
+	if got.Gone || got.Err != nil || got.Data == nil || len(got.Data) != 0 || got.Version != rev(r) {
+		t.Fatalf("empty value: %s (data %#v), want an empty non-nil document at version %d", describe(got), got.Data, r)
+	}
+}
+
+// Changes that land between the read and the watch, followed by a
+// compaction of their revisions, make the watch fail with ErrCompacted
+// at its start: the source reads again and goes on watching.
+func TestWatch_CompactedRevision_ReadsAgainAndGoesOn(t *testing.T) {
+	srv := startEtcd(t)
+	cli := srv.Client()
+	r1 := put(t, cli, key, docA)
+	src := newSource(t, cli, key)
+	var r3 int64
+	compacted := make(chan int64, 1)
+	var calls atomic.Int32
+	src.beforeWatch = func(rev int64) {
+		if calls.Add(1) > 1 {
+			return
+		}
+		put(t, cli, key, docB)
+		r3 = put(t, cli, key, docC)
+		compacted <- compact(t, cli)
+	}
+
+	start := time.Now()
+	w := watch(t, src)
+	if got := w.Next(); got.Version != rev(r1) || string(got.Data) != docA {
+		t.Fatalf("first delivery: %s, want %s at %d", describe(got), docA, r1)
+	}
+	<-compacted
+	// docB was superseded before the source could see it: it is skipped.
+	if got := w.Next(); got.Version != rev(r3) || string(got.Data) != docC {
+		t.Fatalf("after the compaction: %s, want %s at %d", describe(got), docC, r3)
+	}
+	if d := time.Since(start); d > testCheck {
+		t.Errorf("the compaction was handled after %v, want at once (< %v)", d, testCheck)
+	}
+	r4 := put(t, cli, key, docD)
+	if got := w.Next(); got.Version != rev(r4) || string(got.Data) != docD {
+		t.Fatalf("after recovering from the compaction: %s, want %s at %d", describe(got), docD, r4)
+	}
+	if n := calls.Load(); n != 2 {
+		t.Fatalf("the source started %d watches, want 2 (one failed on the compaction, one after the new read)", n)
+	}
+}
+
+// Changes that reach the watch together (here: made between the read and
+// the watch, so the watch starts behind and catches up in one response)
+// are delivered as the latest alone.
+func TestWatch_SeveralChangesAtOnce_DeliversOnlyTheLatest(t *testing.T) {
+	srv := startEtcd(t)
+	cli := srv.Client()
+	r1 := put(t, cli, key, docA)
+	src := newSource(t, cli, key)
+	var calls atomic.Int32
+	var r3 int64
+	src.beforeWatch = func(int64) {
+		if calls.Add(1) == 1 {
+			put(t, cli, key, docB)
+			r3 = put(t, cli, key, docC)
+		}
+	}
+	w := watch(t, src)
+	if got := w.Next(); got.Version != rev(r1) || string(got.Data) != docA {
+		t.Fatalf("first delivery: %s, want %s at %d", describe(got), docA, r1)
+	}
+	if got := w.Next(); got.Version != rev(r3) || string(got.Data) != docC {
+		t.Fatalf("after two changes at once: %s, want %s at %d alone", describe(got), docC, r3)
+	}
+	w.Quiet(2 * testCheck)
+}
+
+// The server stops and comes back on the same data: the source reports
+// that it cannot read, then follows again.
+func TestWatch_ServerRestart_ReportsErrThenFollowsAgain(t *testing.T) {
+	srv := startEtcd(t)
+	cli := srv.Client()
+	r1 := put(t, cli, key, docA)
+	w := watch(t, newSource(t, cli, key))
+	w.Until("the document", isData(docA))
+
+	srv.Stop()
+	got := w.Next()
+	if got.Err == nil || got.Data != nil || got.Gone || got.Origin != "etcd:"+key {
+		t.Fatalf("server stopped: %s, want one Err document", describe(got))
+	}
+	if !strings.Contains(got.Err.Error(), key) {
+		t.Errorf("Err %q does not name the key", got.Err)
+	}
+	w.Quiet(3 * testCheck) // one Err per outage, not one per retry
+
+	srv.Start()
+	// The first answer after an outage reports the key's state, unchanged
+	// here, so the record shows the source is back.
+	if got := w.Next(); got.Err != nil || got.Version != rev(r1) || string(got.Data) != docA {
+		t.Fatalf("server back: %s, want %s at %d again", describe(got), docA, r1)
+	}
+	r2 := put(t, cli, key, docB)
+	if got := w.Next(); got.Version != rev(r2) || string(got.Data) != docB {
+		t.Fatalf("change after the restart: %s, want %s at %d", describe(got), docB, r2)
+	}
+}
+
+// The server goes away after the source has read the key and before its
+// watch is open. The etcd client's Watch does not return until the server
+// has created the watch, so a source that waited for it reported nothing
+// until the server came back; the outage must be reported like any other.
+func TestRegression_ServerGoneBeforeTheWatchOpens_ReportsErr(t *testing.T) {
+	srv := startEtcd(t)
+	cli := srv.Client()
+	put(t, cli, key, docA)
+	src := newSource(t, cli, key)
+	stopped := make(chan struct{})
+	var calls atomic.Int32
+	src.beforeWatch = func(int64) {
+		if calls.Add(1) == 1 {
+			srv.Stop()
+			close(stopped)
+		}
+	}
+	w := watch(t, src)
+	w.Until("the document", isData(docA))
+	<-stopped
+	if _, before := w.Until("an Err", func(d breaker.PolicyDocument) bool { return d.Err != nil }); len(before) != 0 {
+		t.Fatalf("before the Err, delivered %s", describeAll(before))
+	}
+	srv.Start()
+	w.Until("the document again", isData(docA))
+	r := put(t, cli, key, docB)
+	if got := w.Next(); got.Version != rev(r) || string(got.Data) != docB {
+		t.Fatalf("after the server came back: %s, want %s at %d", describe(got), docB, r)
+	}
+}
+
+// While the server is out of the source's reach (here: restarted on
+// another client port) the key changes, and then the history is
+// compacted. When the source can reach it again, the change is delivered,
+// and the watch, whose revision is gone, does not stall.
+func TestWatch_ServerAway_ChangesMadeMeanwhileArePickedUp(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		compact bool
+	}{{"kept history", false}, {"compacted history", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := startEtcd(t)
+			cli := srv.Client()
+			put(t, cli, key, docA)
+			src := newSource(t, cli, key)
+			var watches atomic.Int32
+			src.beforeWatch = func(int64) { watches.Add(1) }
+			w := watch(t, src)
+			w.Until("the document", isData(docA))
+
+			srv.Stop()
+			elsewhere := srv.FreeURL()
+			srv.StartOn(elsewhere)
+			other := srv.ClientOf(elsewhere)
+			put(t, other, key, docB)
+			r3 := put(t, other, key, docC)
+			if tc.compact {
+				compact(t, other)
+			}
+			other.Close()
+			if _, before := w.Until("an Err", func(d breaker.PolicyDocument) bool { return d.Err != nil }); len(before) != 0 {
+				t.Fatalf("while away, delivered %s before the Err", describeAll(before))
+			}
+			srv.Stop()
+			srv.Start()
+
+			got, before := w.Until("the change made while away", isData(docC))
+			if got.Version != rev(r3) {
+				t.Fatalf("change made while away: %s, want version %d", describe(got), r3)
+			}
+			if len(before) != 0 {
+				t.Fatalf("before the change, delivered %s (docB was superseded, and one Err per outage)", describeAll(before))
+			}
+			// The watch resumes by itself where it was; only when that
+			// revision is compacted does the source read and watch anew.
+			// (The change may have come through a check's read before the
+			// watch resumed, so wait for it.)
+			want := int32(1)
+			if tc.compact {
+				want = 2
+			}
+			deadline := time.Now().Add(waitFor)
+			for watches.Load() < want && time.Now().Before(deadline) {
+				time.Sleep(10 * time.Millisecond)
+			}
+			r4 := put(t, cli, key, docD)
+			if got := w.Next(); got.Version != rev(r4) || string(got.Data) != docD {
+				t.Fatalf("change after coming back: %s, want %s at %d", describe(got), docD, r4)
+			}
+			if n := watches.Load(); n != want {
+				t.Fatalf("the source opened %d watches, want %d", n, want)
+			}
+		})
+	}
+}
+
+// The key is deleted while the server is out of reach: coming back, the
+// source reports Gone.
+func TestWatch_ServerAway_DeletionMadeMeanwhileIsPickedUp(t *testing.T) {
+	srv := startEtcd(t)
+	cli := srv.Client()
+	put(t, cli, key, docA)
+	w := watch(t, newSource(t, cli, key))
+	w.Until("the document", isData(docA))
+
+	srv.Stop()
+	elsewhere := srv.FreeURL()
+	srv.StartOn(elsewhere)
+	other := srv.ClientOf(elsewhere)
+	rd := del(t, other, key)
+	other.Close()
+	w.Until("an Err", func(d breaker.PolicyDocument) bool { return d.Err != nil })
+	srv.Stop()
+	srv.Start()
+
+	got, before := w.Until("gone", func(d breaker.PolicyDocument) bool { return d.Gone })
+	if len(before) != 0 {
+		t.Fatalf("before gone, delivered %s", describeAll(before))
+	}
+	// The read after the outage finds the key absent at the store's
+	// revision, which is the deletion's here (nothing was written since).
+	if got.Version != rev(rd) {
+		t.Fatalf("gone at version %s, want %d", got.Version, rd)
+	}
+}
+
+// Cancelling the context ends Watch with ctx.Err() at once and leaves none
+// of its goroutines, nor the client's goroutines for its watch, behind.
+func TestWatch_ContextCancelled_ReturnsCtxErrLeavingNoGoroutine(t *testing.T) {
+	srv := startEtcd(t)
+	cli := srv.Client()
+	put(t, cli, key, docA)
+	// The client is connected: what runs now is the client's and the
+	// server's, not Watch's.
+	ignore := goleak.IgnoreCurrent()
+
+	w := watch(t, newSource(t, cli, key))
+	w.Until("the document", isData(docA))
+	// A change arriving shows the watch is established. (Cancelled while
+	// the client is still creating it, the client would keep an idle
+	// watch stream, reused by the next watch, until it is closed.)
+	put(t, cli, key, docB)
+	w.Until("the change", isData(docB))
+
+	start := time.Now()
+	if err := w.Stop(); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Watch returned %v, want context.Canceled", err)
+	}
+	if d := time.Since(start); d > testCheck {
+		t.Errorf("Watch took %v to return after cancel", d)
+	}
+	goleak.VerifyNone(t, ignore)
+	select {
+	case d := <-w.docs:
+		t.Fatalf("delivered %s after Watch returned", describe(d))
+	default:
+	}
+}
+
+// With the server down, Watch is retrying; cancelling returns at once.
+// The client's watch stream keeps reconnecting until the server answers or
+// the client is closed (the etcd client does so); Watch itself leaves
+// nothing behind once the client is closed.
+func TestWatch_ContextCancelledWhileServerDown_ReturnsCtxErr(t *testing.T) {
+	srv := startEtcd(t)
+	cli := srv.Client()
+	put(t, cli, key, docA)
+	ignore := goleak.IgnoreCurrent()
+
+	w := watch(t, newSource(t, cli, key))
+	w.Until("the document", isData(docA))
+	srv.Stop()
+	w.Until("an Err", func(d breaker.PolicyDocument) bool { return d.Err != nil })
+
+	start := time.Now()
+	if err := w.Stop(); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Watch returned %v, want context.Canceled", err)
+	}
+	if d := time.Since(start); d > testTimeout {
+		t.Errorf("Watch took %v to return after cancel", d)
+	}
+	cli.Close()
+	goleak.VerifyNone(t, ignore)
+}
+
+func TestWatch_ContextAlreadyDone_ReturnsAtOnceDeliveringNothing(t *testing.T) {
+	srv := startEtcd(t)
+	cli := srv.Client()
+	put(t, cli, key, docA)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	n := 0
+	if err := newSource(t, cli, key).Watch(ctx, func(breaker.PolicyDocument) { n++ }); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Watch returned %v, want context.Canceled", err)
+	}
+	if n != 0 {
+		t.Fatalf("delivered %d documents on a done context", n)
+	}
+}
+
+func TestWatch_DeadlineExceeded_ReturnsIt(t *testing.T) {
+	srv := startEtcd(t)
+	cli := srv.Client()
+	src := newSource(t, cli, key)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*testCheck)
+	defer cancel()
+	n := 0
+	err := src.Watch(ctx, func(breaker.PolicyDocument) { n++ })
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Watch returned %v, want context.DeadlineExceeded", err)
+	}
+	if n != 1 {
+		t.Fatalf("delivered %d documents, want 1 (gone)", n)
+	}
+}
+
+// A closed client is the one thing the source cannot get past: Watch
+// ends with ErrClientClosed.
+func TestWatch_ClientClosed_ReturnsErrClientClosed(t *testing.T) {
+	srv := startEtcd(t)
+	cli := srv.Client()
+	put(t, cli, key, docA)
+	w := watch(t, newSource(t, cli, key))
+	w.Until("the document", isData(docA))
+	cli.Close()
+	select {
+	case err := <-w.done:
+		if !errors.Is(err, ErrClientClosed) {
+			t.Fatalf("Watch returned %v, want ErrClientClosed", err)
+		}
+		w.done <- err
+	case <-time.After(waitFor):
+		t.Fatal("Watch did not return after its client was closed")
+	}
+}
+
+func TestNew_RejectsBadConfigNamingEveryField(t *testing.T) {
+	_, err := New(Config{CheckInterval: -time.Second, RequestTimeout: -time.Second})
+	if err == nil {
+		t.Fatal("New accepted an empty config")
+	}
+	for _, field := range []string{"Client", "Key", "CheckInterval", "RequestTimeout"} {
+		if !strings.Contains(err.Error(), field) {
+			t.Errorf("error %q does not name %s", err, field)
+		}
+	}
+	if !strings.HasPrefix(err.Error(), "breakeretcd: ") {
+		t.Errorf("error %q lacks the package prefix", err)
+	}
+}
+
+func TestNew_Defaults(t *testing.T) {
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{"http://127.0.0.1:1"}, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	src, err := New(Config{Client: cli, Key: key})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if src.check != DefaultCheckInterval || src.timeout != DefaultRequestTimeout {
+		t.Fatalf("defaults: check %v timeout %v, want %v %v", src.check, src.timeout, DefaultCheckInterval, DefaultRequestTimeout)
+	}
+	if src.Origin() != "etcd:"+key {
+		t.Fatalf("Origin() = %q", src.Origin())
+	}
+	if err := src.Watch(context.Background(), nil); err == nil {
+		t.Fatal("Watch accepted a nil deliver func")
+	}
+}
+
+// A group that loads each document it is delivered runs on the key's
+// policy, and keeps it when the key is deleted.
+func TestWatch_GroupLoadingDeliveredDocuments(t *testing.T) {
+	srv := startEtcd(t)
+	cli := srv.Client()
+	g, err := breaker.NewGroup(breaker.GroupConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	applied := make(chan string, 10)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- newSource(t, cli, key).Watch(ctx, func(d breaker.PolicyDocument) {
+			if d.Data != nil {
+				if err := g.LoadPolicies(d.Data); err != nil {
+					applied <- "rejected " + d.Version
+					return
+				}
+			}
+			applied <- d.Version
+		})
+	}()
+	defer func() { cancel(); <-done }()
+	next := func() string {
+		select {
+		case v := <-applied:
+			return v
+		case <-time.After(waitFor):
+			t.Fatal("nothing delivered")
+			return ""
+		}
+	}
+	next() // absent: the code's policy stays
+	if got := g.Policies().Default.ErrorRatio; got != breaker.DefaultPolicy().ErrorRatio {
+		t.Fatalf("error ratio %v with the key absent, want the default", got)
+	}
+	r := put(t, cli, key, docB)
+	if v := next(); v != rev(r) || g.Policies().Default.ErrorRatio != 0.3 {
+		t.Fatalf("after a put (%s): error ratio %v, want 0.3", v, g.Policies().Default.ErrorRatio)
+	}
+	r = put(t, cli, key, `{"default": {"error_ratio": 7}}`)
+	if v := next(); v != "rejected "+rev(r) || g.Policies().Default.ErrorRatio != 0.3 {
+		t.Fatalf("after a bad put (%s): error ratio %v, want 0.3 kept", v, g.Policies().Default.ErrorRatio)
+	}
+	del(t, cli, key)
+	next()
+	if got := g.Policies().Default.ErrorRatio; got != 0.3 {
+		t.Fatalf("after the key's deletion: error ratio %v, want 0.3 kept", got)
+	}
+}
