@@ -14,13 +14,14 @@ import (
 type Decoder struct {
 	sc   *bufio.Scanner
 	line int
+	keys map[string]string // interned keys: a trace repeats a few keys millions of times
 }
 
 // NewDecoder returns a Decoder reading from r.
 func NewDecoder(r io.Reader) *Decoder {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 0, 64<<10), MaxLine)
-	return &Decoder{sc: sc}
+	return &Decoder{sc: sc, keys: map[string]string{}}
 }
 
 // Line returns the number of the line the last record came from.
@@ -35,7 +36,7 @@ func (d *Decoder) Next() (Record, error) {
 		if len(b) == 0 {
 			continue
 		}
-		return parseLine(b, d.line)
+		return parseLine(b, d.line, d.keys)
 	}
 	if err := d.sc.Err(); err != nil {
 		if errors.Is(err, bufio.ErrTooLong) {
@@ -45,6 +46,10 @@ func (d *Decoder) Next() (Record, error) {
 	}
 	return Record{}, io.EOF
 }
+
+// maxInterned bounds the keys a Decoder keeps, for a trace whose keys
+// never repeat.
+const maxInterned = 1 << 16
 
 // Field names, and bits marking which a line has.
 const (
@@ -59,7 +64,7 @@ const (
 // parseLine reads one line. The format is flat and fixed, so a small
 // scanner does what encoding/json would at a tenth of the cost: a one-hour
 // trace of a busy service has millions of lines.
-func parseLine(b []byte, line int) (Record, error) {
+func parseLine(b []byte, line int, keys map[string]string) (Record, error) {
 	var r Record
 	p := parser{b: b}
 	bad := func(field, format string, args ...any) (Record, error) {
@@ -101,7 +106,14 @@ func parseLine(b []byte, line int) (Record, error) {
 			if len(s) == 0 {
 				return bad("k", "must not be empty")
 			}
-			r.Key = string(s)
+			k, ok := keys[string(s)]
+			if !ok && len(keys) < maxInterned {
+				k = string(s)
+				keys[k] = k
+			} else if !ok {
+				k = string(s)
+			}
+			r.Key = k
 		case "d":
 			bit = hasD
 			v, ok := p.int()

@@ -1,0 +1,348 @@
+package replay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"io"
+	"math/rand/v2"
+	"slices"
+	"time"
+
+	"github.com/govkit/breaker"
+	"github.com/govkit/breaker/trace"
+)
+
+// A TraceReport is what a candidate policy would have done with recorded
+// traffic ([ReplayTrace]).
+type TraceReport struct {
+	// Policy is the candidate.
+	Policy breaker.Policy
+	// Start is the time of the first recorded call; every time in the
+	// report is relative to it. Length runs to the end of the last call.
+	Start  time.Time
+	Length time.Duration
+	// Calls is the number of recorded calls.
+	Calls int
+	// Keys holds one report per breaker key, in order of key.
+	Keys []*KeyReport
+}
+
+// KeyReport is the counterfactual for one key's calls. Each recorded call
+// falls in exactly one of: admitted by both (the candidate sees its
+// recorded outcome), refused by both, refused by the candidate only
+// (FailuresAvoided, SuccessesLost or IgnoredRefused, by its recorded
+// outcome), admitted by the candidate only (Unknown: nobody knows how it
+// would have ended).
+type KeyReport struct {
+	Key string
+	// Calls is the number of recorded calls; Refused those the recorded
+	// breaker refused, Failed those that failed or timed out, Probes the
+	// recorded probes.
+	Calls, Refused, Failed, Probes int
+	// BothAdmitted and BothRefused are the calls on which the candidate
+	// agrees with what happened.
+	BothAdmitted, BothRefused int
+	// FailuresAvoided are calls that failed or timed out and that the
+	// candidate would have refused; SuccessesLost calls that succeeded and
+	// that it would have refused; IgnoredRefused calls with an ignored
+	// outcome that it would have refused.
+	FailuresAvoided, SuccessesLost, IgnoredRefused int
+	// Unknown are calls the recorded breaker refused and the candidate
+	// would have admitted. The candidate is told nothing about them (they
+	// end as ignored: no verdict), which is the most it can honestly be
+	// told.
+	Unknown int
+	// Recorded are the spans in which the recorded breaker refused calls:
+	// from its first refusal to the first call it admitted that was not a
+	// probe (or the end of the trace).
+	Recorded []Span
+	// Transitions are the candidate breaker's state changes.
+	Transitions []Transition
+	// Seconds counts the calls per second of the trace.
+	Seconds []TraceSecond
+}
+
+// Span is a stretch of time [From, To) in a trace.
+type Span struct{ From, To time.Duration }
+
+// TraceSecond is one second of one key's replay.
+type TraceSecond struct {
+	// Calls recorded; Failed of them failed or timed out; Refused of them
+	// the recorded breaker refused; CandidateRefused the candidate would
+	// have refused.
+	Calls, Failed, Refused, CandidateRefused int
+}
+
+// MaxTraceCalls bounds the calls ReplayTrace reads: four hours at
+// 1,000 calls a second, about 400 MB of memory.
+const MaxTraceCalls = 15_000_000
+
+// call is one recorded call, compactly: the replay holds millions.
+type traceCall struct {
+	at, dur int64 // ns from the trace's start
+	key     int32
+	outcome breaker.Outcome
+	flags   uint8
+}
+
+const (
+	flagProbe uint8 = 1 << iota
+	flagRefused
+)
+
+// recordedErrors are what a replayed call reports to the candidate, by
+// outcome: made once, not once a call.
+var recordedErrors = func() map[breaker.Outcome]error {
+	err := errors.New("replay: recorded outcome")
+	m := map[breaker.Outcome]error{}
+	for _, o := range []breaker.Outcome{breaker.Ignored, breaker.Failure, breaker.Timeout} {
+		m[o] = breaker.Mark(err, o)
+	}
+	return m
+}()
+
+// ReplayTrace reads a trace (the format of package
+// github.com/govkit/breaker/trace) and replays each key's calls, in the
+// order they were made, through a breaker with the candidate policy, on
+// the trace's own time. A call the candidate admits ends with its
+// recorded outcome after its recorded duration (so a candidate Timeout
+// shorter than the duration counts it as a timeout, as a real breaker
+// would). The result is the same for the same trace and policy: each
+// key's jitter is drawn from a source seeded by the key.
+//
+// A trace that cannot be read is an error naming the line and the field.
+func ReplayTrace(r io.Reader, candidate breaker.Policy) (*TraceReport, error) {
+	if err := candidate.Validate(); err != nil {
+		return nil, err
+	}
+	dec := trace.NewDecoder(r)
+	var (
+		byKey [][]traceCall
+		keys  []string
+		index = map[string]int32{}
+		t0    int64
+		n     int
+		end   int64
+	)
+	for {
+		rec, err := dec.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+		if n == MaxTraceCalls {
+			return nil, fmt.Errorf("replay: trace line %d: more than %d calls", dec.Line(), MaxTraceCalls)
+		}
+		k, ok := index[rec.Key]
+		if !ok {
+			k = int32(len(keys))
+			index[rec.Key] = k
+			keys = append(keys, rec.Key)
+			byKey = append(byKey, nil)
+		}
+		at := rec.Time.UnixNano()
+		if n == 0 || at < t0 {
+			t0 = at
+		}
+		end = max(end, at+int64(rec.Duration))
+		n++
+		c := traceCall{at: at, dur: int64(rec.Duration), key: k, outcome: rec.Outcome}
+		if rec.Probe {
+			c.flags |= flagProbe
+		}
+		if rec.Refused {
+			c.flags |= flagRefused
+		}
+		byKey[k] = append(byKey[k], c)
+	}
+	rep := &TraceReport{Policy: candidate, Start: time.Unix(0, t0).UTC(), Calls: n}
+	if n == 0 {
+		return rep, nil
+	}
+	end -= t0
+	rep.Length = time.Duration(end)
+	byStart := func(a, b traceCall) int {
+		switch {
+		case a.at < b.at:
+			return -1
+		case a.at > b.at:
+			return 1
+		}
+		return 0
+	}
+	for _, calls := range byKey {
+		for i := range calls {
+			calls[i].at -= t0
+		}
+		// Lines are written as calls end; the replay needs them as they
+		// started. A stable sort keeps equal instants in file order.
+		if !slices.IsSortedFunc(calls, byStart) {
+			slices.SortStableFunc(calls, byStart)
+		}
+	}
+	order := make([]int, len(keys))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortFunc(order, func(a, b int) int {
+		switch {
+		case keys[a] < keys[b]:
+			return -1
+		case keys[a] > keys[b]:
+			return 1
+		}
+		return 0
+	})
+	nsec := int(end/second) + 1
+	for _, k := range order {
+		kr, err := replayKey(keys[k], byKey[k], candidate, nsec, end)
+		if err != nil {
+			return nil, err
+		}
+		rep.Keys = append(rep.Keys, kr)
+	}
+	return rep, nil
+}
+
+// pending is a call the candidate admitted, until its recorded end.
+type pending struct {
+	end  int64
+	seq  int
+	done func(error)
+	err  error
+}
+
+func replayKey(key string, calls []traceCall, pol breaker.Policy, nsec int, end int64) (*KeyReport, error) {
+	kr := &KeyReport{Key: key, Seconds: make([]TraceSecond, nsec)}
+	var clk Clock
+	h := fnv.New64a()
+	h.Write([]byte(key))
+	jitter := rand.New(rand.NewPCG(h.Sum64(), streamJitter))
+	br, err := breaker.New(key, pol, breaker.WithClock(&clk), breaker.WithRand(jitter.Float64),
+		breaker.OnTransition(func(ev breaker.Event) {
+			kr.Transitions = append(kr.Transitions, Transition{
+				At: ev.Time.Sub(epoch), From: ev.From, To: ev.To, Reason: ev.Reason,
+				Snapshot: ev.Snapshot, Cooldown: ev.Cooldown, Doublings: ev.Doublings,
+			})
+		}))
+	if err != nil {
+		return nil, err
+	}
+	var inflight pendingHeap
+	settle := func(until int64) {
+		for len(inflight) > 0 && inflight[0].end <= until {
+			p := inflight.pop()
+			clk.set(p.end)
+			p.done(p.err)
+		}
+	}
+	refusedSince := int64(-1)
+	for i, c := range calls {
+		settle(c.at)
+		clk.set(c.at)
+		sec := &kr.Seconds[c.at/second]
+		sec.Calls++
+		kr.Calls++
+		refused := c.flags&flagRefused != 0
+		failed := !refused && (c.outcome == breaker.Failure || c.outcome == breaker.Timeout)
+		if refused {
+			kr.Refused++
+			sec.Refused++
+			if refusedSince < 0 {
+				refusedSince = c.at
+			}
+		} else {
+			if c.flags&flagProbe != 0 {
+				kr.Probes++
+			} else if refusedSince >= 0 {
+				kr.Recorded = append(kr.Recorded, Span{time.Duration(refusedSince), time.Duration(c.at)})
+				refusedSince = -1
+			}
+			if failed {
+				kr.Failed++
+				sec.Failed++
+			}
+		}
+		_, done, err := br.Allow(context.Background())
+		if err != nil {
+			sec.CandidateRefused++
+			switch {
+			case refused:
+				kr.BothRefused++
+			case failed:
+				kr.FailuresAvoided++
+			case c.outcome == breaker.Success:
+				kr.SuccessesLost++
+			default:
+				kr.IgnoredRefused++
+			}
+			continue
+		}
+		if refused {
+			kr.Unknown++
+			done(recordedErrors[breaker.Ignored])
+			continue
+		}
+		kr.BothAdmitted++
+		var outcome error
+		if c.outcome != breaker.Success {
+			outcome = recordedErrors[c.outcome]
+		}
+		inflight.push(pending{end: c.at + c.dur, seq: i, done: done, err: outcome})
+	}
+	settle(end)
+	if refusedSince >= 0 {
+		kr.Recorded = append(kr.Recorded, Span{time.Duration(refusedSince), time.Duration(end)})
+	}
+	return kr, nil
+}
+
+// pendingHeap orders admitted calls by end, then by start.
+type pendingHeap []pending
+
+func (h pendingHeap) less(i, j int) bool {
+	return h[i].end < h[j].end || (h[i].end == h[j].end && h[i].seq < h[j].seq)
+}
+
+func (h *pendingHeap) push(p pending) {
+	*h = append(*h, p)
+	q := *h
+	for i := len(q) - 1; i > 0; {
+		par := (i - 1) / 2
+		if !q.less(i, par) {
+			break
+		}
+		q[i], q[par] = q[par], q[i]
+		i = par
+	}
+}
+
+func (h *pendingHeap) pop() pending {
+	q := *h
+	top := q[0]
+	n := len(q) - 1
+	q[0] = q[n]
+	q[n] = pending{}
+	q = q[:n]
+	for i := 0; ; {
+		l := 2*i + 1
+		if l >= n {
+			break
+		}
+		m := l
+		if r := l + 1; r < n && q.less(r, l) {
+			m = r
+		}
+		if !q.less(m, i) {
+			break
+		}
+		q[i], q[m] = q[m], q[i]
+		i = m
+	}
+	*h = q
+	return top
+}
