@@ -15,6 +15,11 @@
 //	go run ./cmd/breaker-replay -scenario flapping
 //	go run ./cmd/breaker-replay -scenario my-chain.json -policy candidate.json -svg out.svg
 //
+// Or replay traffic recorded with package github.com/govkit/breaker/trace
+// through a candidate policy:
+//
+//	go run ./cmd/breaker-replay -trace calls.jsonl -policy candidate.json
+//
 // The scenario format is documented in package
 // github.com/govkit/breaker/replay; -show prints a shipped scenario to
 // start from. The simulation runs in virtual time: five simulated minutes
@@ -31,6 +36,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/govkit/breaker"
 	"github.com/govkit/breaker/replay"
 )
 
@@ -57,6 +63,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		full     = fs.Bool("full", false, "print every second, without folding steady stretches")
 		list     = fs.Bool("list", false, "list the shipped scenarios and exit")
 		show     = fs.Bool("show", false, "print the scenario's JSON and exit")
+		tracef   = fs.String("trace", "", "replay a recorded trace `file` (JSON lines, package github.com/govkit/breaker/trace) through the -policy candidate instead of simulating")
 	)
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "usage: breaker-replay [flags]\n\n")
@@ -77,6 +84,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fail := func(code int, format string, args ...any) int {
 		fmt.Fprintf(stderr, "breaker-replay: "+format+"\n", args...)
 		return code
+	}
+	if *tracef != "" {
+		return runTrace(*tracef, *policy, stdout, stderr)
 	}
 	if *list {
 		if err := replay.WriteScenarioList(stdout); err != nil {
@@ -197,4 +207,41 @@ func millions(n int64) string {
 		return fmt.Sprintf("%.1fM", float64(n)/1e6)
 	}
 	return fmt.Sprintf("%d", n)
+}
+
+// runTrace replays a recorded trace through the candidate policy: the
+// -policy document laid over the default policy, or the default policy.
+func runTrace(path, policy string, stdout, stderr io.Writer) int {
+	fail := func(code int, format string, args ...any) int {
+		fmt.Fprintf(stderr, "breaker-replay: "+format+"\n", args...)
+		return code
+	}
+	pol := breaker.DefaultPolicy()
+	if policy != "" {
+		data, err := os.ReadFile(policy)
+		if err != nil {
+			return fail(exitUsage, "-policy: %v", err)
+		}
+		if err := pol.UnmarshalJSON(data); err != nil {
+			return fail(exitUsage, "-policy %s: %v", policy, err)
+		}
+		if err := pol.Validate(); err != nil {
+			return fail(exitUsage, "-policy %s: %v", policy, err)
+		}
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return fail(exitUsage, "-trace: %v", err)
+	}
+	defer f.Close()
+	start := time.Now()
+	rep, err := replay.ReplayTrace(f, pol)
+	if err != nil {
+		return fail(exitUsage, "-trace %s: %v", path, err)
+	}
+	if err := rep.WriteText(stdout); err != nil {
+		return fail(exitError, "%v", err)
+	}
+	fmt.Fprintf(stderr, "replayed %d calls in %v wall time\n", rep.Calls, time.Since(start).Round(time.Millisecond))
+	return exitOK
 }
