@@ -167,7 +167,6 @@ func TestMechanism_RetriesAmplifyBudgetCaps(t *testing.T) {
 	inv := func(r *RunResult) *CallResult { return call(t, r, "orders->inventory") }
 	assert.Zero(t, inv(none).Retries)
 	assert.Greater(t, inv(storm).Retries, int64(10_000))
-	assert.Less(t, storm.WorstDrop, none.WorstDrop+1, "sanity")
 	assert.Greater(t, storm.WorstDrop, none.WorstDrop+0.2, "retries cost the entry far more (%.0f%% against %.0f%%)", storm.WorstDrop*100, none.WorstDrop*100)
 
 	assert.Greater(t, inv(budget).RetriesDenied, int64(0), "the budget refuses retries")
