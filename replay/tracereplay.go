@@ -8,6 +8,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/govkit/breaker"
@@ -17,8 +18,8 @@ import (
 // A TraceReport is what a candidate policy would have done with recorded
 // traffic ([ReplayTrace]).
 type TraceReport struct {
-	// Policy is the candidate.
-	Policy breaker.Policy
+	// Candidate is the candidate group policy.
+	Candidate breaker.GroupPolicy
 	// Start is the time of the first recorded call; every time in the
 	// report is relative to it. Length runs to the end of the last call.
 	Start  time.Time
@@ -37,6 +38,8 @@ type TraceReport struct {
 // would have ended).
 type KeyReport struct {
 	Key string
+	// Policy is the candidate's policy for the key.
+	Policy breaker.Policy
 	// Calls is the number of recorded calls; Refused those the recorded
 	// breaker refused, Failed those that failed or timed out, Probes the
 	// recorded probes.
@@ -105,15 +108,18 @@ var recordedErrors = func() map[breaker.Outcome]error {
 
 // ReplayTrace reads a trace (the format of package
 // github.com/govkit/breaker/trace) and replays each key's calls, in the
-// order they were made, through a breaker with the candidate policy, on
-// the trace's own time. A call the candidate admits ends with its
+// order they were made, through a breaker with the candidate's policy for
+// that key, on the trace's own time. The candidate is a group policy, as a
+// service runs: its override for the key, or for the key's method (the
+// part before "@"), or its default; a zero default means
+// breaker.DefaultPolicy(). A single policy is GroupPolicy{Default: p}. A call the candidate admits ends with its
 // recorded outcome after its recorded duration (so a candidate Timeout
 // shorter than the duration counts it as a timeout, as a real breaker
 // would). The result is the same for the same trace and policy: each
 // key's jitter is drawn from a source seeded by the key.
 //
 // A trace that cannot be read is an error naming the line and the field.
-func ReplayTrace(r io.Reader, candidate breaker.Policy) (*TraceReport, error) {
+func ReplayTrace(r io.Reader, candidate breaker.GroupPolicy) (*TraceReport, error) {
 	if err := candidate.Validate(); err != nil {
 		return nil, err
 	}
@@ -159,7 +165,7 @@ func ReplayTrace(r io.Reader, candidate breaker.Policy) (*TraceReport, error) {
 		}
 		byKey[k] = append(byKey[k], c)
 	}
-	rep := &TraceReport{Policy: candidate, Start: time.Unix(0, t0).UTC(), Calls: n}
+	rep := &TraceReport{Candidate: candidate, Start: time.Unix(0, t0).UTC(), Calls: n}
 	if n == 0 {
 		return rep, nil
 	}
@@ -199,13 +205,29 @@ func ReplayTrace(r io.Reader, candidate breaker.Policy) (*TraceReport, error) {
 	})
 	nsec := int(end/second) + 1
 	for _, k := range order {
-		kr, err := replayKey(keys[k], byKey[k], candidate, nsec, end)
+		kr, err := replayKey(keys[k], byKey[k], policyFor(candidate, keys[k]), nsec, end)
 		if err != nil {
 			return nil, err
 		}
 		rep.Keys = append(rep.Keys, kr)
 	}
 	return rep, nil
+}
+
+// policyFor is gp's policy for key, as a breaker.Group would pick it.
+func policyFor(gp breaker.GroupPolicy, key string) breaker.Policy {
+	if p, ok := gp.Overrides[key]; ok {
+		return p
+	}
+	if i := strings.IndexByte(key, '@'); i >= 0 {
+		if p, ok := gp.Overrides[key[:i]]; ok {
+			return p
+		}
+	}
+	if gp.Default == (breaker.Policy{}) {
+		return breaker.DefaultPolicy()
+	}
+	return gp.Default
 }
 
 // pending is a call the candidate admitted, until its recorded end.
@@ -217,7 +239,7 @@ type pending struct {
 }
 
 func replayKey(key string, calls []traceCall, pol breaker.Policy, nsec int, end int64) (*KeyReport, error) {
-	kr := &KeyReport{Key: key, Seconds: make([]TraceSecond, nsec)}
+	kr := &KeyReport{Key: key, Policy: pol, Seconds: make([]TraceSecond, nsec)}
 	var clk Clock
 	h := fnv.New64a()
 	h.Write([]byte(key))

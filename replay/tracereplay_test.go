@@ -48,7 +48,7 @@ func TestReplayTrace_CounterfactualAccounting(t *testing.T) {
 	pol := breaker.DefaultPolicy()
 	pol.MinRequests, pol.OpenFor, pol.Jitter, pol.Probes = 5, 10*time.Second, 0, 1
 
-	rep, err := ReplayTrace(strings.NewReader(traceOf(recs...)), pol)
+	rep, err := ReplayTrace(strings.NewReader(traceOf(recs...)), breaker.GroupPolicy{Default: pol})
 	require.NoError(t, err)
 	require.Len(t, rep.Keys, 2)
 	assert.Equal(t, 13, rep.Calls)
@@ -106,9 +106,9 @@ func TestReplayTrace_OrderAndDeterminism(t *testing.T) {
 		recs[i], recs[j] = recs[j], recs[i]
 	}
 	rev := traceOf(recs...)
-	a, err := ReplayTrace(strings.NewReader(fwd), breaker.DefaultPolicy())
+	a, err := ReplayTrace(strings.NewReader(fwd), breaker.GroupPolicy{})
 	require.NoError(t, err)
-	b, err := ReplayTrace(strings.NewReader(rev), breaker.DefaultPolicy())
+	b, err := ReplayTrace(strings.NewReader(rev), breaker.GroupPolicy{})
 	require.NoError(t, err)
 	assert.Equal(t, a, b)
 	assert.NotEmpty(t, a.Keys[0].Transitions)
@@ -116,7 +116,7 @@ func TestReplayTrace_OrderAndDeterminism(t *testing.T) {
 
 func TestReplayTrace_BadTraceNamesLineAndField(t *testing.T) {
 	good := traceOf(trace.Record{Time: traceT0, Key: "k", Duration: time.Millisecond, Outcome: breaker.Success})
-	_, err := ReplayTrace(strings.NewReader(good+good+`{"t":1,"k":"k","d":"5ms","o":"success"}`+"\n"), breaker.DefaultPolicy())
+	_, err := ReplayTrace(strings.NewReader(good+good+`{"t":1,"k":"k","d":"5ms","o":"success"}`+"\n"), breaker.GroupPolicy{})
 	var le *trace.LineError
 	require.ErrorAs(t, err, &le)
 	assert.Equal(t, 3, le.Line)
@@ -124,7 +124,7 @@ func TestReplayTrace_BadTraceNamesLineAndField(t *testing.T) {
 
 	bad := breaker.DefaultPolicy()
 	bad.ErrorRatio = 2
-	_, err = ReplayTrace(strings.NewReader(good), bad)
+	_, err = ReplayTrace(strings.NewReader(good), breaker.GroupPolicy{Default: bad})
 	assert.ErrorContains(t, err, "error_ratio")
 }
 
@@ -174,10 +174,29 @@ func BenchmarkReplayTrace(b *testing.B) {
 	b.Run("1h-1000rps", func(b *testing.B) {
 		b.ReportAllocs()
 		for i := 0; i < b.N; i++ {
-			rep, err := ReplayTrace(&syntheticTrace{total: 3_600_000}, breaker.DefaultPolicy())
+			rep, err := ReplayTrace(&syntheticTrace{total: 3_600_000}, breaker.GroupPolicy{})
 			if err != nil || rep.Calls != 3_600_000 {
 				b.Fatal(err, rep)
 			}
 		}
 	})
+}
+
+// Each key gets the candidate's policy as a group would give it: its own
+// override, its method's for a per-target key, or the default.
+func TestReplayTrace_PolicyPerKey(t *testing.T) {
+	tr := traceOf(
+		trace.Record{Time: traceT0, Key: "a", Duration: time.Millisecond, Outcome: breaker.Success},
+		trace.Record{Time: traceT0, Key: "b@10.0.0.7", Duration: time.Millisecond, Outcome: breaker.Success},
+		trace.Record{Time: traceT0, Key: "c", Duration: time.Millisecond, Outcome: breaker.Success},
+	)
+	gp, err := breaker.ParseGroupPolicy([]byte(`{"default": {"min_requests": 7}, "overrides": {"b": {"min_requests": 5}, "c": {"probes": 1}}}`))
+	require.NoError(t, err)
+	rep, err := ReplayTrace(strings.NewReader(tr), gp)
+	require.NoError(t, err)
+	require.Len(t, rep.Keys, 3)
+	assert.Equal(t, 7, rep.Keys[0].Policy.MinRequests)
+	assert.Equal(t, 5, rep.Keys[1].Policy.MinRequests, "the method's override")
+	assert.Equal(t, 1, rep.Keys[2].Policy.Probes)
+	assert.Equal(t, 7, rep.Keys[2].Policy.MinRequests, "an override is read onto the default")
 }

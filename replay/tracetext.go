@@ -17,9 +17,9 @@ func (r *TraceReport) WriteText(w io.Writer) error {
 	bw := bufio.NewWriter(w)
 	p := func(format string, args ...any) { fmt.Fprintf(bw, format, args...) }
 	p("trace     %s calls from %s, %s, %d keys\n", thousands(int64(r.Calls)), r.Start.Format(time.RFC3339), span(r.Length), len(r.Keys))
-	p("candidate %s\n", describePolicy(r.Policy))
 	for _, k := range r.Keys {
 		p("\n%s\n", k.Key)
+		p("  policy     %s\n", describePolicy(k.Policy))
 		p("  recorded   %s calls, %s failed or timed out, %s refused, %d probes\n",
 			thousands(int64(k.Calls)), thousands(int64(k.Failed)), thousands(int64(k.Refused)), k.Probes)
 		p("  candidate  refuses %s: failures avoided %s, successes lost %s, ignored %s\n",

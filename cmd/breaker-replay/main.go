@@ -27,6 +27,7 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -63,7 +64,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		full     = fs.Bool("full", false, "print every second, without folding steady stretches")
 		list     = fs.Bool("list", false, "list the shipped scenarios and exit")
 		show     = fs.Bool("show", false, "print the scenario's JSON and exit")
-		tracef   = fs.String("trace", "", "replay a recorded trace `file` (JSON lines, package github.com/govkit/breaker/trace) through the -policy candidate instead of simulating")
+		tracef   = fs.String("trace", "", "replay a recorded trace `file` (JSON lines, package github.com/govkit/breaker/trace) through the -policy candidate (a policy or a group policy document) instead of simulating")
 	)
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "usage: breaker-replay [flags]\n\n")
@@ -209,23 +210,21 @@ func millions(n int64) string {
 	return fmt.Sprintf("%d", n)
 }
 
-// runTrace replays a recorded trace through the candidate policy: the
-// -policy document laid over the default policy, or the default policy.
+// runTrace replays a recorded trace through the candidate: the -policy
+// document (a group policy document, {"default": ..., "overrides": ...},
+// or a single policy laid over the default policy), or the default policy.
 func runTrace(path, policy string, stdout, stderr io.Writer) int {
 	fail := func(code int, format string, args ...any) int {
 		fmt.Fprintf(stderr, "breaker-replay: "+format+"\n", args...)
 		return code
 	}
-	pol := breaker.DefaultPolicy()
+	var gp breaker.GroupPolicy
 	if policy != "" {
 		data, err := os.ReadFile(policy)
 		if err != nil {
 			return fail(exitUsage, "-policy: %v", err)
 		}
-		if err := pol.UnmarshalJSON(data); err != nil {
-			return fail(exitUsage, "-policy %s: %v", policy, err)
-		}
-		if err := pol.Validate(); err != nil {
+		if gp, err = parseCandidate(data); err != nil {
 			return fail(exitUsage, "-policy %s: %v", policy, err)
 		}
 	}
@@ -235,7 +234,7 @@ func runTrace(path, policy string, stdout, stderr io.Writer) int {
 	}
 	defer f.Close()
 	start := time.Now()
-	rep, err := replay.ReplayTrace(f, pol)
+	rep, err := replay.ReplayTrace(f, gp)
 	if err != nil {
 		return fail(exitUsage, "-trace %s: %v", path, err)
 	}
@@ -244,4 +243,23 @@ func runTrace(path, policy string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintf(stderr, "replayed %d calls in %v wall time\n", rep.Calls, time.Since(start).Round(time.Millisecond))
 	return exitOK
+}
+
+// parseCandidate reads a group policy document, or a single policy
+// document as the group's default. A document is a group's if its top
+// level has "default" or "overrides".
+func parseCandidate(data []byte) (breaker.GroupPolicy, error) {
+	var top map[string]json.RawMessage
+	if json.Unmarshal(data, &top) == nil {
+		_, d := top["default"]
+		_, o := top["overrides"]
+		if d || o {
+			return breaker.ParseGroupPolicy(data)
+		}
+	}
+	p, err := breaker.ParsePolicy(data)
+	if err != nil {
+		return breaker.GroupPolicy{}, err
+	}
+	return breaker.GroupPolicy{Default: p}, nil
 }

@@ -199,6 +199,12 @@ func TestRun_Trace(t *testing.T) {
 	assert.Contains(t, out.String(), "successes lost 1")
 	assert.Contains(t, out.String(), "candidate  0:00.4  open")
 
+	group := filepath.Join(dir, "group.json")
+	require.NoError(t, os.WriteFile(group, []byte(`{"overrides": {"inventory.GetStock": {"min_requests": 10}}}`), 0o644))
+	var gout bytes.Buffer
+	require.Equal(t, exitOK, run([]string{"-trace", tr, "-policy", group}, &gout, &errb), errb.String())
+	assert.Equal(t, out.String(), gout.String(), "a group policy document with an override for the key")
+
 	bad := filepath.Join(dir, "bad.jsonl")
 	require.NoError(t, os.WriteFile(bad, []byte(lines.String()+`{"t":1,"k":"x","d":1,"o":"maybe"}`+"\n"), 0o644))
 	out.Reset()
