@@ -185,26 +185,78 @@ func (r *Recorder) Do(ctx context.Context, g *breaker.Group, key string, fn func
 	if r == nil || !r.sampled() {
 		return g.Do(ctx, key, fn)
 	}
-	rec := Record{Time: r.now(), Key: key}
-	ran := false
+	c := r.begin(key)
 	err := g.Do(ctx, key, func(ctx context.Context) error {
-		ran = true
-		rec.Probe = breaker.IsProbe(ctx)
-		start := r.now()
+		c.start(ctx)
 		err := fn(ctx)
-		rec.Duration = r.now().Sub(start)
+		c.end(err)
 		return err
 	})
-	switch {
-	case ran:
-		rec.Outcome = r.classify(err)
-	case errors.Is(err, breaker.ErrOpen):
-		rec.Refused = true
-	default:
+	if !c.ran && !errors.Is(err, breaker.ErrOpen) {
 		return err
 	}
-	r.Record(rec)
+	r.Record(c.rec)
 	return err
+}
+
+// Track records a call made some other way than [Recorder.Do]: through a
+// [breaker.Breaker], [breaker.Call] or [breaker.FallbackOnFailure]. It
+// returns fn wrapped to time it and keep its outcome, to pass to the
+// breaker in fn's place, and done, to call with the guarded call's error
+// once it has returned:
+//
+//	fn, done := trace.Track(rec, "inventory.GetStock", getStock)
+//	stock, err := breaker.Call(ctx, b, fn)
+//	done(err)
+//
+// The outcome recorded is fn's own error, classified; a call in which fn
+// never ran is recorded as refused, unless err is the context's error (the
+// caller had gone before the call). With a nil Recorder, or a call left out
+// by sampling, Track returns fn itself and a done that does nothing.
+func Track[T any](r *Recorder, key string, fn func(context.Context) (T, error)) (func(context.Context) (T, error), func(error)) {
+	if r == nil || !r.sampled() {
+		return fn, noop
+	}
+	c := r.begin(key)
+	wrapped := func(ctx context.Context) (T, error) {
+		c.start(ctx)
+		v, err := fn(ctx)
+		c.end(err)
+		return v, err
+	}
+	done := func(err error) {
+		if !c.ran && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
+			return
+		}
+		r.Record(c.rec)
+	}
+	return wrapped, done
+}
+
+func noop(error) {}
+
+// call is one call being recorded.
+type call struct {
+	r     *Recorder
+	rec   Record
+	began time.Time
+	ran   bool
+}
+
+func (r *Recorder) begin(key string) *call {
+	return &call{r: r, rec: Record{Time: r.now(), Key: key, Refused: true}}
+}
+
+func (c *call) start(ctx context.Context) {
+	c.ran = true
+	c.rec.Refused = false
+	c.rec.Probe = breaker.IsProbe(ctx)
+	c.began = c.r.now()
+}
+
+func (c *call) end(err error) {
+	c.rec.Duration = c.r.now().Sub(c.began)
+	c.rec.Outcome = c.r.classify(err)
 }
 
 // Dropped returns the number of records dropped: the buffer was full, the

@@ -219,11 +219,19 @@ func TestRecorder_SampleKeepsEveryNth(t *testing.T) {
 	assert.Equal(t, 25, strings.Count(buf.String(), "\n"))
 }
 
+// BenchmarkRecorderDo compares Do with a nil Recorder (off) with the
+// group's own Do, and with recording on.
 func BenchmarkRecorderDo(b *testing.B) {
 	g, err := breaker.NewGroup(breaker.GroupConfig{})
 	require.NoError(b, err)
 	ctx := context.Background()
 	fn := func(context.Context) error { return nil }
+	b.Run("group.Do", func(b *testing.B) {
+		b.ReportAllocs()
+		for i := 0; i < b.N; i++ {
+			_ = g.Do(ctx, "k", fn)
+		}
+	})
 	b.Run("off", func(b *testing.B) {
 		var r *Recorder
 		b.ReportAllocs()
@@ -240,4 +248,55 @@ func BenchmarkRecorderDo(b *testing.B) {
 			_ = r.Do(ctx, g, "k", fn)
 		}
 	})
+}
+
+// Track records calls made through a Breaker with Call and with a
+// fallback: the fallback's answer hides the refusal from the caller, not
+// from the trace.
+func TestTrack_CallAndFallback(t *testing.T) {
+	clk := clock.NewMock()
+	clk.Set(t0)
+	pol := breaker.DefaultPolicy()
+	pol.MinRequests = 1
+	b, err := breaker.New("pricing", pol, breaker.WithClock(clk))
+	require.NoError(t, err)
+	var buf bytes.Buffer
+	r, err := NewRecorder(&buf, Options{Clock: clk})
+	require.NoError(t, err)
+	ctx := context.Background()
+
+	fn, done := Track(r, "pricing", func(context.Context) (int, error) { clk.Add(time.Millisecond); return 0, errDown })
+	_, err = breaker.Call(ctx, b, fn)
+	done(err)
+	require.ErrorIs(t, err, errDown)
+
+	fn, done = Track(r, "pricing", func(context.Context) (int, error) { return 1, nil })
+	v, err := breaker.FallbackOnFailure(ctx, b, fn, func(context.Context, error) (int, error) { return 42, nil })
+	done(err)
+	require.NoError(t, err)
+	assert.Equal(t, 42, v, "refused, served by the fallback")
+
+	cancelled, cancel := context.WithCancel(ctx)
+	cancel()
+	fn, done = Track(r, "pricing", func(context.Context) (int, error) { return 1, nil })
+	_, err = breaker.Call(cancelled, b, fn)
+	done(err)
+	require.ErrorIs(t, err, context.Canceled)
+
+	var nilRec *Recorder
+	fn, done = Track(nilRec, "pricing", func(context.Context) (int, error) { return 7, nil })
+	done(nil)
+	v, _ = fn(ctx)
+	assert.Equal(t, 7, v)
+
+	require.NoError(t, r.Close())
+	d := NewDecoder(&buf)
+	first, err := d.Next()
+	require.NoError(t, err)
+	assert.Equal(t, Record{Time: t0, Key: "pricing", Duration: time.Millisecond, Outcome: breaker.Failure}, first)
+	second, err := d.Next()
+	require.NoError(t, err)
+	assert.True(t, second.Refused)
+	_, err = d.Next()
+	assert.Equal(t, io.EOF, err, "the call whose caller had gone is not recorded")
 }
