@@ -205,7 +205,7 @@ func ReplayTrace(r io.Reader, candidate breaker.GroupPolicy) (*TraceReport, erro
 	})
 	nsec := int(end/second) + 1
 	for _, k := range order {
-		kr, err := replayKey(keys[k], byKey[k], policyFor(candidate, keys[k]), nsec, end)
+		kr, err := replayKey(keys[k], byKey[k], policyFor(candidate, keys[k]), rep.Start, nsec, end)
 		if err != nil {
 			return nil, err
 		}
@@ -238,16 +238,29 @@ type pending struct {
 	err  error
 }
 
-func replayKey(key string, calls []traceCall, pol breaker.Policy, nsec int, end int64) (*KeyReport, error) {
+// traceClock is the trace's own time. The breaker's window buckets are
+// aligned on the clock's instants, so the replay runs on the recorded
+// instants rather than on the simulation's epoch: a breaker that tripped
+// on a window's edge in production trips on it in the replay.
+type traceClock struct {
+	base time.Time
+	now  int64 // ns since base
+}
+
+func (c *traceClock) Now() time.Time                  { return c.base.Add(time.Duration(c.now)) }
+func (c *traceClock) set(ns int64)                    { c.now = ns }
+func (c *traceClock) since(t time.Time) time.Duration { return t.Sub(c.base) }
+
+func replayKey(key string, calls []traceCall, pol breaker.Policy, start time.Time, nsec int, end int64) (*KeyReport, error) {
 	kr := &KeyReport{Key: key, Policy: pol, Seconds: make([]TraceSecond, nsec)}
-	var clk Clock
+	clk := traceClock{base: start}
 	h := fnv.New64a()
 	h.Write([]byte(key))
 	jitter := rand.New(rand.NewPCG(h.Sum64(), streamJitter))
 	br, err := breaker.New(key, pol, breaker.WithClock(&clk), breaker.WithRand(jitter.Float64),
 		breaker.OnTransition(func(ev breaker.Event) {
 			kr.Transitions = append(kr.Transitions, Transition{
-				At: ev.Time.Sub(epoch), From: ev.From, To: ev.To, Reason: ev.Reason,
+				At: clk.since(ev.Time), From: ev.From, To: ev.To, Reason: ev.Reason,
 				Snapshot: ev.Snapshot, Cooldown: ev.Cooldown, Doublings: ev.Doublings,
 			})
 		}))

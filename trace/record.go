@@ -1,7 +1,6 @@
 package trace
 
 import (
-	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -61,9 +60,6 @@ func (e *LineError) Error() string {
 	}
 	return fmt.Sprintf("trace: line %d: field %q: %s", e.Line, e.Field, e.Problem)
 }
-
-// ErrTooLong is the problem of a line longer than MaxLine.
-var ErrTooLong = errors.New("line too long")
 
 // MaxLine is the longest line a Decoder reads.
 const MaxLine = 64 << 10
