@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"io"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -84,11 +85,15 @@ const MaxTraceCalls = 15_000_000
 
 // call is one recorded call, compactly: the replay holds millions.
 type traceCall struct {
-	at, dur int64 // ns from the trace's start
-	key     int32
+	at      int64  // ns from the trace's start
+	dur     uint32 // µs: a trace's own resolution
 	outcome breaker.Outcome
 	flags   uint8
 }
+
+// maxCallDuration is the longest call a replay takes: its duration is
+// kept in 32 bits of microseconds.
+const maxCallDuration = time.Duration(math.MaxUint32) * time.Microsecond
 
 const (
 	flagProbe uint8 = 1 << iota
@@ -125,7 +130,7 @@ func ReplayTrace(r io.Reader, candidate breaker.GroupPolicy) (*TraceReport, erro
 	}
 	dec := trace.NewDecoder(r)
 	var (
-		byKey [][]traceCall
+		lists []callList
 		keys  []string
 		index = map[string]int32{}
 		t0    int64
@@ -148,7 +153,7 @@ func ReplayTrace(r io.Reader, candidate breaker.GroupPolicy) (*TraceReport, erro
 			k = int32(len(keys))
 			index[rec.Key] = k
 			keys = append(keys, rec.Key)
-			byKey = append(byKey, nil)
+			lists = append(lists, callList{})
 		}
 		at := rec.Time.UnixNano()
 		if n == 0 || at < t0 {
@@ -156,14 +161,17 @@ func ReplayTrace(r io.Reader, candidate breaker.GroupPolicy) (*TraceReport, erro
 		}
 		end = max(end, at+int64(rec.Duration))
 		n++
-		c := traceCall{at: at, dur: int64(rec.Duration), key: k, outcome: rec.Outcome}
+		if rec.Duration > maxCallDuration {
+			return nil, &trace.LineError{Line: dec.Line(), Field: "d", Problem: fmt.Sprintf("a call of %v is longer than a replay takes (%v)", rec.Duration, maxCallDuration)}
+		}
+		c := traceCall{at: at, dur: uint32(rec.Duration.Microseconds()), outcome: rec.Outcome}
 		if rec.Probe {
 			c.flags |= flagProbe
 		}
 		if rec.Refused {
 			c.flags |= flagRefused
 		}
-		byKey[k] = append(byKey[k], c)
+		lists[k].add(c)
 	}
 	rep := &TraceReport{Candidate: candidate, Start: time.Unix(0, t0).UTC(), Calls: n}
 	if n == 0 {
@@ -180,7 +188,10 @@ func ReplayTrace(r io.Reader, candidate breaker.GroupPolicy) (*TraceReport, erro
 		}
 		return 0
 	}
-	for _, calls := range byKey {
+	byKey := make([][]traceCall, len(lists))
+	for k := range lists {
+		byKey[k] = lists[k].flatten()
+		calls := byKey[k]
 		for i := range calls {
 			calls[i].at -= t0
 		}
@@ -230,6 +241,34 @@ func policyFor(gp breaker.GroupPolicy, key string) breaker.Policy {
 	return gp.Default
 }
 
+// callList collects one key's calls in chunks, so that reading a trace
+// of millions of calls copies each call once rather than every time a
+// slice outgrows its array.
+type callList struct {
+	chunks [][]traceCall
+	n      int
+}
+
+const callChunk = 1 << 14
+
+func (l *callList) add(c traceCall) {
+	if len(l.chunks) == 0 || len(l.chunks[len(l.chunks)-1]) == callChunk {
+		l.chunks = append(l.chunks, make([]traceCall, 0, callChunk))
+	}
+	last := &l.chunks[len(l.chunks)-1]
+	*last = append(*last, c)
+	l.n++
+}
+
+func (l *callList) flatten() []traceCall {
+	out := make([]traceCall, 0, l.n)
+	for _, ch := range l.chunks {
+		out = append(out, ch...)
+	}
+	l.chunks = nil
+	return out
+}
+
 // pending is a call the candidate admitted, until its recorded end.
 type pending struct {
 	end  int64
@@ -250,6 +289,14 @@ type traceClock struct {
 func (c *traceClock) Now() time.Time                  { return c.base.Add(time.Duration(c.now)) }
 func (c *traceClock) set(ns int64)                    { c.now = ns }
 func (c *traceClock) since(t time.Time) time.Duration { return t.Sub(c.base) }
+
+// WithTimeout leaves ctx as it is: nothing in a replay waits on a context,
+// and a candidate's Timeout is applied by the breaker from the clock (a
+// call that took longer counts as a timeout). A real deadline would start
+// a wall-clock timer for every call.
+func (c *traceClock) WithTimeout(ctx context.Context, _ time.Duration) (context.Context, context.CancelFunc) {
+	return ctx, func() {}
+}
 
 func replayKey(key string, calls []traceCall, pol breaker.Policy, start time.Time, nsec int, end int64) (*KeyReport, error) {
 	kr := &KeyReport{Key: key, Policy: pol, Seconds: make([]TraceSecond, nsec)}
@@ -276,6 +323,18 @@ func replayKey(key string, calls []traceCall, pol breaker.Policy, start time.Tim
 		}
 	}
 	refusedSince := int64(-1)
+	ctx := context.Background()
+	// run is the call Do makes: one closure for every call of the key.
+	var cur struct {
+		ran bool
+		end int64
+		err error
+	}
+	run := func(context.Context) error {
+		cur.ran = true
+		clk.set(cur.end)
+		return cur.err
+	}
 	for i, c := range calls {
 		settle(c.at)
 		clk.set(c.at)
@@ -302,7 +361,34 @@ func replayKey(key string, calls []traceCall, pol breaker.Policy, start time.Tim
 				sec.Failed++
 			}
 		}
-		_, done, err := br.Allow(context.Background())
+		var outcome error
+		switch {
+		case refused:
+			outcome = recordedErrors[breaker.Ignored]
+		case c.outcome != breaker.Success:
+			outcome = recordedErrors[c.outcome]
+		}
+		callEnd := c.at + int64(c.dur)*int64(time.Microsecond)
+		if refused {
+			callEnd = c.at
+		}
+		var done func(error)
+		if len(inflight) == 0 && (i+1 == len(calls) || callEnd <= calls[i+1].at) {
+			// Nothing else happens while this call runs: Do runs it
+			// start to end, without the allocation of the two-step form
+			// (calls of a key's quiet spells).
+			cur.ran, cur.end, cur.err = false, callEnd, outcome
+			if err = br.Do(ctx, run); cur.ran {
+				if refused {
+					kr.Unknown++
+				} else {
+					kr.BothAdmitted++
+				}
+				continue
+			}
+		} else {
+			_, done, err = br.Allow(ctx)
+		}
 		if err != nil {
 			sec.CandidateRefused++
 			switch {
@@ -319,15 +405,11 @@ func replayKey(key string, calls []traceCall, pol breaker.Policy, start time.Tim
 		}
 		if refused {
 			kr.Unknown++
-			done(recordedErrors[breaker.Ignored])
+			done(outcome)
 			continue
 		}
 		kr.BothAdmitted++
-		var outcome error
-		if c.outcome != breaker.Success {
-			outcome = recordedErrors[c.outcome]
-		}
-		inflight.push(pending{end: c.at + c.dur, seq: i, done: done, err: outcome})
+		inflight.push(pending{end: callEnd, seq: i, done: done, err: outcome})
 	}
 	settle(end)
 	if refusedSince >= 0 {
