@@ -2,6 +2,7 @@ package replay
 
 import (
 	"bytes"
+	"encoding/xml"
 	"fmt"
 	"io"
 	"strings"
@@ -156,7 +157,7 @@ func (s *syntheticTrace) Read(p []byte) (int, error) {
 			t := time.Duration(n) * time.Millisecond
 			key := n % 10
 			rec := trace.Record{Time: traceT0.Add(t), Key: syntheticKeys[key], Duration: time.Duration(5+n%17) * time.Millisecond, Outcome: breaker.Success}
-			if key == 3 && t%(10*time.Minute) < 2*time.Minute && n%5 < 3 {
+			if key == 3 && t%(10*time.Minute) < 2*time.Minute && (n/10)%5 < 3 {
 				rec.Outcome = breaker.Timeout
 				rec.Duration = 600 * time.Millisecond
 			}
@@ -207,4 +208,27 @@ func TestReplayTrace_PolicyPerKey(t *testing.T) {
 	assert.Equal(t, 5, rep.Keys[1].Policy.MinRequests, "the method's override")
 	assert.Equal(t, 1, rep.Keys[2].Policy.Probes)
 	assert.Equal(t, 7, rep.Keys[2].Policy.MinRequests, "an override is read onto the default")
+}
+
+// The chart is well-formed SVG with a panel per key that has something to
+// show, the eventful ones first.
+func TestTraceReport_WriteSVG(t *testing.T) {
+	rep, err := ReplayTrace(&syntheticTrace{total: 200_000}, breaker.GroupPolicy{})
+	require.NoError(t, err)
+	var buf bytes.Buffer
+	require.NoError(t, rep.WriteSVG(&buf))
+	out := buf.String()
+	dec := xml.NewDecoder(strings.NewReader(out))
+	for {
+		_, err := dec.Token()
+		if err == io.EOF {
+			break
+		}
+		require.NoError(t, err)
+	}
+	assert.Equal(t, 10, strings.Count(out, `font-size="14" font-weight="bold"`), "one panel per key")
+	first := strings.Index(out, `font-size="14" font-weight="bold">`)
+	assert.Contains(t, out[first:first+60], "svc.Method3", "the key with failures comes first")
+	assert.NotContains(t, out, "NaN")
+	assert.NotContains(t, out, "Inf")
 }

@@ -87,7 +87,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return code
 	}
 	if *tracef != "" {
-		return runTrace(*tracef, *policy, stdout, stderr)
+		return runTrace(*tracef, *policy, *svg, stdout, stderr)
 	}
 	if *list {
 		if err := replay.WriteScenarioList(stdout); err != nil {
@@ -190,7 +190,11 @@ func candidate(s *replay.Scenario, path, on string) (*replay.Candidate, error) {
 	return c, nil
 }
 
-func writeSVG(rep *replay.Report, path string) (err error) {
+func writeSVG(rep *replay.Report, path string) error { return createFile(path, rep.WriteSVG) }
+
+// createFile creates path and writes it with write, reporting the first
+// error, the one of Close included.
+func createFile(path string, write func(io.Writer) error) (err error) {
 	f, err := os.Create(path)
 	if err != nil {
 		return err
@@ -200,7 +204,7 @@ func writeSVG(rep *replay.Report, path string) (err error) {
 			err = cerr
 		}
 	}()
-	return rep.WriteSVG(f)
+	return write(f)
 }
 
 func millions(n int64) string {
@@ -213,7 +217,7 @@ func millions(n int64) string {
 // runTrace replays a recorded trace through the candidate: the -policy
 // document (a group policy document, {"default": ..., "overrides": ...},
 // or a single policy laid over the default policy), or the default policy.
-func runTrace(path, policy string, stdout, stderr io.Writer) int {
+func runTrace(path, policy, svg string, stdout, stderr io.Writer) int {
 	fail := func(code int, format string, args ...any) int {
 		fmt.Fprintf(stderr, "breaker-replay: "+format+"\n", args...)
 		return code
@@ -242,6 +246,12 @@ func runTrace(path, policy string, stdout, stderr io.Writer) int {
 		return fail(exitError, "%v", err)
 	}
 	fmt.Fprintf(stderr, "replayed %d calls in %v wall time\n", rep.Calls, time.Since(start).Round(time.Millisecond))
+	if svg != "" {
+		if err := createFile(svg, rep.WriteSVG); err != nil {
+			return fail(exitError, "%v", err)
+		}
+		fmt.Fprintf(stderr, "chart written to %s\n", svg)
+	}
 	return exitOK
 }
 

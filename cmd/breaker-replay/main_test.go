@@ -194,7 +194,11 @@ func TestRun_Trace(t *testing.T) {
 	require.NoError(t, os.WriteFile(pol, []byte(`{"min_requests": 10}`), 0o644))
 
 	var out, errb bytes.Buffer
-	require.Equal(t, exitOK, run([]string{"-trace", tr, "-policy", pol}, &out, &errb), errb.String())
+	chart := filepath.Join(dir, "trace.svg")
+	require.Equal(t, exitOK, run([]string{"-trace", tr, "-policy", pol, "-svg", chart}, &out, &errb), errb.String())
+	svgData, err := os.ReadFile(chart)
+	require.NoError(t, err)
+	assert.Contains(t, string(svgData), "inventory.GetStock")
 	assert.Contains(t, out.String(), "inventory.GetStock")
 	assert.Contains(t, out.String(), "successes lost 1")
 	assert.Contains(t, out.String(), "candidate  0:00.4  open")
@@ -202,7 +206,7 @@ func TestRun_Trace(t *testing.T) {
 	group := filepath.Join(dir, "group.json")
 	require.NoError(t, os.WriteFile(group, []byte(`{"overrides": {"inventory.GetStock": {"min_requests": 10}}}`), 0o644))
 	var gout bytes.Buffer
-	require.Equal(t, exitOK, run([]string{"-trace", tr, "-policy", group}, &gout, &errb), errb.String())
+	require.Equal(t, exitOK, run([]string{"-trace", tr, "-policy", group, "-svg", ""}, &gout, &errb), errb.String())
 	assert.Equal(t, out.String(), gout.String(), "a group policy document with an override for the key")
 
 	bad := filepath.Join(dir, "bad.jsonl")
