@@ -160,7 +160,8 @@ func retrying(t *testing.T, r *Retry) *Scenario {
 // tries and gives most of it back; a backoff holds the worker longer still.
 func TestMechanism_RetriesAmplifyBudgetCaps(t *testing.T) {
 	none := runScenario(t, retrying(t, nil)).Run(NoBreaker)
-	storm := runScenario(t, retrying(t, &Retry{Attempts: 3})).Run(NoBreaker)
+	stormRep := runScenario(t, retrying(t, &Retry{Attempts: 3}))
+	storm := stormRep.Run(NoBreaker)
 	budget := runScenario(t, retrying(t, &Retry{Attempts: 3, Budget: 0.05})).Run(NoBreaker)
 	backoff := runScenario(t, retrying(t, &Retry{Attempts: 3, Backoff: 100 * time.Millisecond})).Run(NoBreaker)
 
@@ -174,4 +175,5 @@ func TestMechanism_RetriesAmplifyBudgetCaps(t *testing.T) {
 	assert.Less(t, budget.WorstDrop, storm.WorstDrop-0.1, "the budget gives most of it back")
 
 	assert.Greater(t, backoff.WorstDrop, storm.WorstDrop, "waiting out a backoff holds the worker longer")
+	assert.Greater(t, stormRep.Run(WithBreaker).WorstDrop, 0.3, "the retries do their damage before the breaker can open")
 }
