@@ -173,7 +173,7 @@ func (s *syntheticTrace) Read(p []byte) (int, error) {
 // calls a second (3.6 million lines) through a candidate policy.
 func BenchmarkReplayTrace(b *testing.B) {
 	// The cost of making the trace, to subtract from the replay's.
-	b.Run("1h-1000rps/generate-only", func(b *testing.B) {
+	b.Run("generate-only/1h-1000rps", func(b *testing.B) {
 		for i := 0; i < b.N; i++ {
 			if _, err := io.Copy(io.Discard, &syntheticTrace{total: 3_600_000}); err != nil {
 				b.Fatal(err)
