@@ -147,6 +147,20 @@
 // when set and shorter, also shortens the call's timeout, as the deadline
 // the breaker puts on the call's context would.
 //
+// # Replaying recorded traffic
+//
+// [ReplayTrace] answers "what would this policy have done last Tuesday?":
+// it reads a trace recorded with package github.com/govkit/breaker/trace
+// (one JSON line per call: when, key, duration, outcome, probe or
+// refused) and replays each key's calls through a breaker with the
+// candidate's policy, on the trace's own time. A recorded call the
+// candidate would have refused counts, by its recorded outcome, as a
+// failure avoided or a success lost; a recorded refusal the candidate
+// would have admitted is unknown, and the candidate is told nothing about
+// it. The [TraceReport] says per key when the candidate opens and closes
+// against when the recorded breaker refused calls; [TraceReport.WriteText]
+// prints it and [TraceReport.WriteSVG] charts it.
+//
 // # Using it from a test
 //
 // A team can keep its own replays beside its code and fail the build when a

@@ -289,5 +289,14 @@ func (r *Recorder) Close() error {
 		close(r.stop)
 	})
 	<-r.finished
-	return r.err
+	// A Record that raced with Close may have queued after the writer
+	// left: count it as dropped rather than lose it silently.
+	for {
+		select {
+		case <-r.ch:
+			r.dropped.Add(1)
+		default:
+			return r.err
+		}
+	}
 }

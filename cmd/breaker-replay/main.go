@@ -69,7 +69,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "usage: breaker-replay [flags]\n\n")
 		fmt.Fprintf(stderr, "Simulates a call chain under injected faults without and with breakers,\n")
-		fmt.Fprintf(stderr, "prints the entry's goodput per second and writes a chart.\n\n")
+		fmt.Fprintf(stderr, "prints the entry's goodput per second and writes a chart. With -trace,\n")
+		fmt.Fprintf(stderr, "replays recorded calls through the -policy candidate instead.\n\n")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
