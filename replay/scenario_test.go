@@ -322,6 +322,11 @@ func FuzzParseScenario(f *testing.F) {
 	}
 	f.Add([]byte(`{"tiers": [{"calls": [{"policy": null}]}], "faults": [null]}`))
 	f.Add([]byte(`{"duration": "1s", "entry": {"tier": "a", "rate": 1e308, "timeout": "1s"}}`))
+	f.Add([]byte(`{"duration": "5s", "entry": {"tier": "a", "rate": 200, "timeout": "100ms"},
+	  "tiers": [{"name": "a", "workers": 2, "queue": 3, "deadlines": "propagate", "service": {"mean": "5ms"},
+	    "calls": [{"to": "b", "retry": {"attempts": 3, "backoff": "1ms", "budget": 0.5}}]},
+	    {"name": "b", "workers": 1, "deadlines": "ignore", "service": {"mean": "20ms"}}],
+	  "faults": [{"tier": "b", "start": "1s", "duration": "2s", "outage": "hang"}]}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		s, err := ParseScenario(data)
 		if err != nil {

@@ -8,6 +8,7 @@ import (
 	"io"
 	"strconv"
 	"time"
+	"unicode/utf8"
 )
 
 // A Decoder reads a trace one record at a time.
@@ -200,7 +201,8 @@ func (p *parser) eat(c byte) bool {
 }
 
 // str reads a JSON string. Strings without escapes, nearly all of them,
-// are returned in place; the rest go through encoding/json.
+// are returned in place; the rest go through encoding/json. On failure the
+// cursor is back on the opening quote, for the error message.
 func (p *parser) str() ([]byte, bool) {
 	if !p.eat('"') {
 		return nil, false
@@ -210,6 +212,11 @@ func (p *parser) str() ([]byte, bool) {
 	for p.i < len(p.b) {
 		switch c := p.b[p.i]; {
 		case c == '\\':
+			if p.i+1 == len(p.b) {
+				// The line ends inside an escape: no string.
+				p.i = start - 1
+				return nil, false
+			}
 			escaped = true
 			p.i += 2
 			continue
@@ -217,18 +224,25 @@ func (p *parser) str() ([]byte, bool) {
 			raw := p.b[start:p.i]
 			p.i++
 			if !escaped {
+				if !utf8.Valid(raw) {
+					p.i = start - 1
+					return nil, false
+				}
 				return raw, true
 			}
 			var s string
 			if err := json.Unmarshal(p.b[start-1:p.i], &s); err != nil {
+				p.i = start - 1
 				return nil, false
 			}
 			return []byte(s), true
 		case c < 0x20:
+			p.i = start - 1
 			return nil, false
 		}
 		p.i++
 	}
+	p.i = start - 1
 	return nil, false
 }
 
@@ -263,7 +277,7 @@ func (p *parser) boolean() (bool, bool) {
 
 // rest quotes what follows the cursor, for an error message.
 func (p *parser) rest() string {
-	r := p.b[p.i:]
+	r := p.b[min(p.i, len(p.b)):]
 	for i, c := range r {
 		if c == ',' || c == '}' {
 			r = r[:i]

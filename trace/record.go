@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strconv"
 	"time"
+	"unicode/utf8"
 
 	"github.com/govkit/breaker"
 )
@@ -30,7 +31,7 @@ func (r Record) AppendJSON(dst []byte) []byte {
 	dst = append(dst, `{"t":`...)
 	dst = strconv.AppendInt(dst, r.Time.UnixMicro(), 10)
 	dst = append(dst, `,"k":`...)
-	dst = strconv.AppendQuote(dst, r.Key)
+	dst = appendString(dst, r.Key)
 	if r.Refused {
 		return append(dst, `,"refused":true}`...)
 	}
@@ -43,6 +44,41 @@ func (r Record) AppendJSON(dst []byte) []byte {
 		dst = append(dst, `,"probe":true`...)
 	}
 	return append(dst, '}')
+}
+
+// appendString appends s as a JSON string. strconv.Quote is not one: it
+// writes Go escapes (\a, \x00, \U0001F600) that JSON readers refuse. Bytes
+// that are not UTF-8 become U+FFFD, as encoding/json writes them.
+func appendString(dst []byte, s string) []byte {
+	const hex = "0123456789abcdef"
+	dst = append(dst, '"')
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			switch {
+			case c == '"' || c == '\\':
+				dst = append(dst, '\\', c)
+			case c == '\n':
+				dst = append(dst, '\\', 'n')
+			case c == '\t':
+				dst = append(dst, '\\', 't')
+			case c < 0x20 || c == 0x7f:
+				dst = append(dst, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
+			default:
+				dst = append(dst, c)
+			}
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			dst = append(dst, `\ufffd`...)
+		} else {
+			dst = append(dst, s[i:i+size]...)
+		}
+		i += size
+	}
+	return append(dst, '"')
 }
 
 // A LineError is a line of a trace that cannot be read: its number

@@ -3,6 +3,7 @@ package trace
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"strings"
@@ -299,4 +300,70 @@ func TestTrack_CallAndFallback(t *testing.T) {
 	assert.True(t, second.Refused)
 	_, err = d.Next()
 	assert.Equal(t, io.EOF, err, "the call whose caller had gone is not recorded")
+}
+
+// FuzzDecoder checks that no input makes the decoder panic, that every
+// error names its line, and that whatever it reads writes back to a line
+// that reads the same.
+func FuzzDecoder(f *testing.F) {
+	f.Add([]byte(`{"t":1764504000000000,"k":"inventory.GetStock","d":1523,"o":"success"}` + "\n" + `{"t":1,"k":"a","refused":true}`))
+	f.Add([]byte(`{"t":1,"k":"a\"b\\u00e9","d":0,"o":"timeout","probe":true}`))
+	f.Add([]byte("{}\n\n{\"t\":-1}"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		d := NewDecoder(bytes.NewReader(data))
+		for {
+			rec, err := d.Next()
+			if err == io.EOF {
+				return
+			}
+			if err != nil {
+				var le *LineError
+				if !errors.As(err, &le) || le.Line < 1 {
+					t.Fatalf("error %v does not name its line", err)
+				}
+				return
+			}
+			again, err := NewDecoder(bytes.NewReader(rec.AppendJSON(nil))).Next()
+			if err != nil {
+				t.Fatalf("line %q: %v", rec.AppendJSON(nil), err)
+			}
+			if again != rec {
+				t.Fatalf("round trip: %+v became %+v", rec, again)
+			}
+		}
+	})
+}
+
+// TestRegression_DecoderRefusesLineEndingInsideAnEscape: a line that ends
+// just after a backslash inside a string ({"t":0,"k":"0\) made the
+// decoder step past the end of the line and panic while it described the
+// bad field. Found by FuzzDecoder.
+func TestRegression_DecoderRefusesLineEndingInsideAnEscape(t *testing.T) {
+	for _, line := range []string{`{"t":0,"k":"0\`, `{"t":0,"k":"\`, `{"\`, `{"t":0,"k":"a","o":"\`} {
+		_, err := NewDecoder(strings.NewReader(line)).Next()
+		var le *LineError
+		require.ErrorAs(t, err, &le, line)
+		assert.Equal(t, 1, le.Line)
+	}
+}
+
+// TestRegression_KeysWithControlOrInvalidBytesWriteValidJSON: a key with a
+// control character or bytes that are not UTF-8 was written with Go's
+// quoting (\a, \xcc), which is not JSON, so the trace could not be read
+// back. Found by FuzzDecoder.
+func TestRegression_KeysWithControlOrInvalidBytesWriteValidJSON(t *testing.T) {
+	for key, want := range map[string]string{
+		"bell\a":          "bell\a",
+		"nul\x00tab\t":    "nul\x00tab\t",
+		"del\x7f":         "del\x7f",
+		"é and 😀":         "é and 😀",
+		"bad \xcc byte":   "bad \ufffd byte",
+		`quote " back \ `: `quote " back \ `,
+	} {
+		line := Record{Time: t0, Key: key, Duration: time.Millisecond, Outcome: breaker.Success}.AppendJSON(nil)
+		assert.True(t, json.Valid(line), "%q", line)
+		got, err := NewDecoder(bytes.NewReader(line)).Next()
+		require.NoError(t, err, "%q", line)
+		assert.Equal(t, want, got.Key)
+	}
 }
