@@ -76,8 +76,16 @@ type TraceSecond struct {
 	// Calls recorded; Failed of them failed or timed out; Refused of them
 	// the recorded breaker refused; CandidateRefused the candidate would
 	// have refused.
-	Calls, Failed, Refused, CandidateRefused int
+	Calls, Failed, Refused, CandidateRefused int32
 }
+
+// MaxTraceSpan bounds the time a trace covers, from its first call's
+// start to its last call's end; maxTraceCells bounds its keys times its
+// seconds, the size of the per-second counts.
+const (
+	MaxTraceSpan  = 24 * time.Hour
+	maxTraceCells = 20_000_000
+)
 
 // MaxTraceCalls bounds the calls ReplayTrace reads: four hours at
 // 1,000 calls a second, about 400 MB of memory.
@@ -215,6 +223,12 @@ func ReplayTrace(r io.Reader, candidate breaker.GroupPolicy) (*TraceReport, erro
 		return 0
 	})
 	nsec := int(end/second) + 1
+	if end > int64(MaxTraceSpan) {
+		return nil, fmt.Errorf("replay: the trace spans %v, more than %v", time.Duration(end), MaxTraceSpan)
+	}
+	if cells := nsec * len(keys); cells > maxTraceCells {
+		return nil, fmt.Errorf("replay: %d keys over %v is more than %d key-seconds", len(keys), time.Duration(end).Round(time.Second), maxTraceCells)
+	}
 	for _, k := range order {
 		kr, err := replayKey(keys[k], byKey[k], policyFor(candidate, keys[k]), rep.Start, nsec, end)
 		if err != nil {

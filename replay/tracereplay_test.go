@@ -232,3 +232,54 @@ func TestTraceReport_WriteSVG(t *testing.T) {
 	assert.NotContains(t, out, "NaN")
 	assert.NotContains(t, out, "Inf")
 }
+
+func TestReplayTrace_Bounds(t *testing.T) {
+	day := traceOf(
+		trace.Record{Time: traceT0, Key: "k", Duration: time.Millisecond, Outcome: breaker.Success},
+		trace.Record{Time: traceT0.Add(25 * time.Hour), Key: "k", Duration: time.Millisecond, Outcome: breaker.Success},
+	)
+	_, err := ReplayTrace(strings.NewReader(day), breaker.GroupPolicy{})
+	assert.ErrorContains(t, err, "more than 24h0m0s")
+
+	_, err = ReplayTrace(strings.NewReader(`{"t":4503599627370497,"k":"k","d":1,"o":"success"}`), breaker.GroupPolicy{})
+	var le *trace.LineError
+	require.ErrorAs(t, err, &le)
+	assert.Equal(t, "t", le.Field)
+}
+
+// FuzzReplayTrace checks that no trace makes the replay panic, and that
+// every recorded call lands in exactly one bucket of the accounting.
+func FuzzReplayTrace(f *testing.F) {
+	f.Add([]byte(traceOf(
+		trace.Record{Time: traceT0, Key: "k", Duration: time.Millisecond, Outcome: breaker.Failure},
+		trace.Record{Time: traceT0.Add(time.Second), Key: "k", Refused: true},
+		trace.Record{Time: traceT0.Add(2 * time.Second), Key: "k", Duration: time.Second, Outcome: breaker.Success, Probe: true},
+	)))
+	f.Add([]byte(`{"t":0,"k":"a","d":4294967295,"o":"timeout"}` + "\n" + `{"t":5,"k":"a@b","refused":true}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		pol := breaker.DefaultPolicy()
+		pol.MinRequests, pol.OpenFor, pol.Probes = 1, time.Second, 1
+		rep, err := ReplayTrace(bytes.NewReader(data), breaker.GroupPolicy{Default: pol})
+		if err != nil {
+			return
+		}
+		n := 0
+		for _, k := range rep.Keys {
+			sum := k.BothAdmitted + k.BothRefused + k.FailuresAvoided + k.SuccessesLost + k.IgnoredRefused + k.Unknown
+			if sum != k.Calls {
+				t.Fatalf("key %q: %d calls, %d accounted for", k.Key, k.Calls, sum)
+			}
+			n += k.Calls
+		}
+		if n != rep.Calls {
+			t.Fatalf("%d calls, %d in keys", rep.Calls, n)
+		}
+		var out bytes.Buffer
+		if err := rep.WriteText(&out); err != nil {
+			t.Fatal(err)
+		}
+		if err := rep.WriteSVG(&out); err != nil {
+			t.Fatal(err)
+		}
+	})
+}

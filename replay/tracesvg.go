@@ -81,7 +81,7 @@ func (r *TraceReport) writeKeyPanel(p func(string, ...any), k *KeyReport, top in
 	x := func(sec float64) float64 { return float64(plotLeft) + plotW*sec/float64(max(n, 1)) }
 	peak := 1
 	for _, s := range k.Seconds {
-		peak = max(peak, s.Calls)
+		peak = max(peak, int(s.Calls))
 	}
 	y0 := float64(top + traceHeader + tracePanel)
 	y := func(v int) float64 { return y0 - float64(tracePanel)*float64(v)/float64(peak) }
@@ -99,10 +99,10 @@ func (r *TraceReport) writeKeyPanel(p func(string, ...any), k *KeyReport, top in
 		width        float64
 		get          func(TraceSecond) int
 	}{
-		{"calls/s", "#8c8c8c", 1.5, func(s TraceSecond) int { return s.Calls }},
-		{"failed or timed out", "#d62728", 2.5, func(s TraceSecond) int { return s.Failed }},
-		{"refused in the recording", "#262626", 2, func(s TraceSecond) int { return s.Refused }},
-		{"refused by the candidate", runColor[CandidateRun], 1.5, func(s TraceSecond) int { return s.CandidateRefused }},
+		{"calls/s", "#8c8c8c", 1.5, func(s TraceSecond) int { return int(s.Calls) }},
+		{"failed or timed out", "#d62728", 2.5, func(s TraceSecond) int { return int(s.Failed) }},
+		{"refused in the recording", "#262626", 2, func(s TraceSecond) int { return int(s.Refused) }},
+		{"refused by the candidate", runColor[CandidateRun], 1.5, func(s TraceSecond) int { return int(s.CandidateRefused) }},
 	}
 	lx := plotLeft
 	for _, s := range series {

@@ -52,6 +52,11 @@ func (d *Decoder) Next() (Record, error) {
 // never repeat.
 const maxInterned = 1 << 16
 
+// MaxTime is the latest call time a trace holds, in Unix microseconds
+// (2^52, in the year 2112): a call's start and end in nanoseconds then fit
+// in an int64, whatever its duration.
+const MaxTime = 1 << 52
+
 // Field names, and bits marking which a line has.
 const (
 	hasT = 1 << iota
@@ -96,6 +101,9 @@ func parseLine(b []byte, line int, keys map[string]string) (Record, error) {
 			v, ok := p.int()
 			if !ok || v < 0 {
 				return bad("t", "want a non-negative integer (Unix microseconds), got %s", p.rest())
+			}
+			if v > MaxTime {
+				return bad("t", "must be at most %d (Unix microseconds, the year 2112), got %d", MaxTime, v)
 			}
 			micros = v
 		case "k":

@@ -11,7 +11,8 @@
 //	{"t":1764504000124090,"k":"inventory.GetStock","d":600012,"o":"timeout","probe":true}
 //	{"t":1764504000125001,"k":"inventory.GetStock","refused":true}
 //
-//	t        when the call was made: Unix time in microseconds (required)
+//	t        when the call was made: Unix time in microseconds, at most
+//	         MaxTime (required)
 //	k        the breaker's key or name (required, not empty)
 //	d        how long the call took, in microseconds (required unless refused)
 //	o        the outcome the breaker counted: "success", "failure", "timeout"
