@@ -19,11 +19,14 @@
 // own service time, drawn from the tier's distribution, then makes the
 // tier's downstream calls one after the other, holding the worker while it
 // waits for each answer: that holding is how a slow downstream fills its
-// callers' pools and takes the chain down. Every call has a timeout; a
-// failed call either fails the request or, with a fallback, degrades it.
-// No tier stops work its caller has given up on, as with a thread blocked
-// on I/O; a request still waiting in a queue when its caller gives up
-// leaves the queue.
+// callers' pools and takes the chain down. A call's own timeout frees the
+// caller's worker; a failed call is retried if the call has a retry policy,
+// then either fails the request or, with a fallback, degrades it. A
+// bounded queue refuses requests when full (load shedding). By default no
+// tier stops work its caller has given up on, as with a thread blocked on
+// I/O, but a request still waiting in a queue when its caller gives up
+// leaves the queue; a tier can instead ignore deadlines altogether, or
+// propagate them down the chain.
 //
 // Faults are injected in front of a tier, as a fault-injection proxy would:
 // errors answered at once, calls delayed before they reach the tier, an
@@ -77,9 +80,16 @@
 //	  "tiers": [{                       // required: at least one
 //	    "name": "orders",               // required, unique, no spaces or "->"
 //	    "workers": 200,                 // required: worker pool size, 1 to 100000
-//	    "queue": 1000,                  // requests that may wait for a worker; leave out
-//	                                    // for no bound, 0 for no queue; a full queue
-//	                                    // refuses a request at once
+//	    "queue": 1000,                  // requests that may wait for a worker (an accept
+//	                                    // queue); leave out for no bound, 0 for no queue;
+//	                                    // a full queue refuses a request at once
+//	    "deadlines": "queue",           // "queue" (default): a waiting request whose caller
+//	                                    // gave up leaves the queue; "ignore": it is served
+//	                                    // anyway; "propagate": as "queue", and each call
+//	                                    // waits at most until the request's deadline (the
+//	                                    // earliest of the client's and every caller's),
+//	                                    // no call is made once it has passed, and the
+//	                                    // deadline goes along with the call
 //	    "service": {                    // the tier's own work per request
 //	      "dist": "lognormal",          // "exponential" (default), "lognormal" or "constant"
 //	      "mean": "50ms",               // required: mean service time
@@ -89,7 +99,16 @@
 //	    "calls": [{                     // downstream calls, made in order; default none
 //	      "to": "inventory",            // required: the called tier; no cycles
 //	      "probability": 1,             // fraction of requests that make the call, (0, 1]; default 1
-//	      "timeout": "600ms",           // required: how long the caller waits
+//	      "timeout": "600ms",           // how long the caller waits before it gives up and
+//	                                    // frees its worker; default none (it waits for the
+//	                                    // answer, or for its deadline if it propagates them)
+//	      "retry": {                    // retry a failed, timed out or shed call; default none
+//	        "attempts": 3,              // required: tries in all, 2 to 10
+//	        "backoff": "50ms",          // wait before the first retry, doubled for each next
+//	                                    // one, holding the worker; default "0s"
+//	        "budget": 0.1               // retries at most this fraction of first tries (a
+//	                                    // bank of at most 10 tokens); default 0, no budget
+//	      },                            // a call the breaker refused is never retried
 //	      "fallback": true,             // a failed call degrades the request instead of
 //	                                    // failing it; default false
 //	      "breaker": true,              // guard the call with a breaker; default true
@@ -127,6 +146,20 @@
 // refines, so a document names only what it changes. A policy's timeout,
 // when set and shorter, also shortens the call's timeout, as the deadline
 // the breaker puts on the call's context would.
+//
+// # Replaying recorded traffic
+//
+// [ReplayTrace] answers "what would this policy have done last Tuesday?":
+// it reads a trace recorded with package github.com/govkit/breaker/trace
+// (one JSON line per call: when, key, duration, outcome, probe or
+// refused) and replays each key's calls through a breaker with the
+// candidate's policy, on the trace's own time. A recorded call the
+// candidate would have refused counts, by its recorded outcome, as a
+// failure avoided or a success lost; a recorded refusal the candidate
+// would have admitted is unknown, and the candidate is told nothing about
+// it. The [TraceReport] says per key when the candidate opens and closes
+// against when the recorded breaker refused calls; [TraceReport.WriteText]
+// prints it and [TraceReport.WriteSVG] charts it.
 //
 // # Using it from a test
 //

@@ -16,7 +16,8 @@ const (
 	evArrival   eventKind = iota // the next request reaches the entry
 	evWorkDone                   // a request's own service time is over
 	evDelivered                  // a delayed request reaches its tier
-	evTimeout                    // a caller's deadline (FIFO only)
+	evTimeout                    // a caller's deadline
+	evRetry                      // a caller's backoff is over: try the call again
 )
 
 type event struct {

@@ -26,7 +26,8 @@ func (s *sim) arrival() {
 	s.scheduleArrival(now)
 	id := s.alloc(s.entry, -1, -1)
 	s.out.Entry.Offered[s.sec()]++
-	s.setTimer(&s.clients, now+int64(s.sc.Entry.Timeout), id, s.job(id).gen)
+	s.job(id).deadline = now + int64(s.sc.Entry.Timeout)
+	s.setTimer(&s.clients, s.job(id).deadline, id, s.job(id).gen)
 	if answered, err := s.send(id); answered {
 		s.job(id).state = jobGone
 		s.answer(id, err)
@@ -104,7 +105,7 @@ func (s *sim) delivered(id int32, gen uint32) {
 	if j.gen != gen || j.state != jobInFlight {
 		return
 	}
-	if j.answered {
+	if j.answered && !s.tiers[j.tier].ignore {
 		// The caller gave up while the request was on its way.
 		j.state = jobGone
 		s.release(id)
@@ -127,38 +128,125 @@ func (s *sim) start(id int32) {
 }
 
 // next makes the request's remaining downstream calls, one at a time, and
-// finishes it when there are none left.
+// finishes it when there are none left. A tier that propagates deadlines
+// makes no call once its request's deadline has passed.
 func (s *sim) next(id int32) {
 	j := s.job(id)
 	ts := &s.tiers[j.tier]
 	for int(j.step) < len(ts.calls) {
+		if ts.prop && s.clk.now >= j.deadline {
+			s.finish(id, context.DeadlineExceeded)
+			return
+		}
 		e := ts.calls[j.step]
 		j.step++
 		es := &s.edges[e]
 		if es.prob < 1 && ts.rng.Float64() >= es.prob {
 			continue
 		}
-		pending, err := s.call(id, e)
-		if pending {
-			j.state = jobWaiting
+		j.attempt = 1
+		if !s.try(id, e) {
 			return
-		}
-		if err != nil {
-			if !es.fallback {
-				s.finish(id, errDependency)
-				return
-			}
-			j.degraded = true
 		}
 	}
 	s.finish(id, nil)
 }
 
+// try makes one try of request id's call on edge e. It reports whether
+// the request goes on to its next call now; otherwise it waits (for the
+// answer or a backoff) or has finished.
+func (s *sim) try(id int32, e int) bool {
+	pending, err := s.call(id, e)
+	if pending {
+		s.job(id).state = jobWaiting
+		return false
+	}
+	return s.settle(id, e, err)
+}
+
+// settle deals with the end of a try of request id's call on edge e: a
+// retry, the fallback, or the request's failure. It reports whether the
+// request goes on to its next call now.
+func (s *sim) settle(id int32, e int, err error) bool {
+	if err == nil {
+		return true
+	}
+	j := s.job(id)
+	if s.retryLater(id, e, err) {
+		j.state = jobWaiting
+		return false
+	}
+	if !s.edges[e].fallback {
+		s.finish(id, errDependency)
+		return false
+	}
+	j.degraded = true
+	return true
+}
+
+// retryLater schedules another try of request id's call on edge e after
+// its backoff, if the call's retry policy, its budget and the request's
+// deadline allow one.
+func (s *sim) retryLater(id int32, e int, err error) bool {
+	es := &s.edges[e]
+	r := es.retry
+	if r == nil || errors.Is(err, breaker.ErrOpen) {
+		return false
+	}
+	j := s.job(id)
+	if int(j.attempt) >= r.Attempts || (s.tiers[j.tier].prop && s.clk.now >= j.deadline) {
+		return false
+	}
+	if r.Budget > 0 {
+		if es.tokens < 1 {
+			es.res.RetriesDenied++
+			return false
+		}
+		es.tokens--
+	}
+	es.res.Retries++
+	s.schedule(s.clk.now+int64(r.Backoff)<<(j.attempt-1), evRetry, id, j.gen)
+	return true
+}
+
+// retry makes the next try of the call request id is backing off from.
+func (s *sim) retry(id int32, gen uint32) {
+	j := s.job(id)
+	if j.gen != gen || j.state != jobWaiting {
+		return
+	}
+	e := s.tiers[j.tier].calls[j.step-1]
+	j.attempt++
+	if s.try(id, e) {
+		s.next(id)
+	}
+}
+
 // call sends the request's call on edge e. pending is true while the
 // answer is still to come; otherwise the call already ended with err
-// (refused by the breaker, or answered at once).
+// (refused by the breaker, answered at once, or not made because the
+// request's propagated deadline has passed).
 func (s *sim) call(caller int32, e int) (pending bool, err error) {
 	es := &s.edges[e]
+	p := s.job(caller)
+	now := s.clk.now
+	// The caller gives up at its own timeout, or at its request's
+	// deadline if its tier hands deadlines on and that comes first. Calls
+	// timed by the edge's timeout alone come due in the order they were
+	// made and go in the edge's FIFO; the others go on the agenda.
+	at, fifo := int64(noDeadline), true
+	if es.timeout > 0 {
+		at = now + es.timeout
+	}
+	if s.tiers[p.tier].prop && p.deadline < at {
+		if p.deadline <= now {
+			return false, context.DeadlineExceeded
+		}
+		at, fifo = p.deadline, false
+	}
+	if r := es.retry; r != nil && r.Budget > 0 && p.attempt == 1 {
+		es.tokens = min(es.tokens+r.Budget, RetryReserve)
+	}
 	var done func(error)
 	if es.br != nil {
 		ctx := context.Background()
@@ -178,6 +266,7 @@ func (s *sim) call(caller int32, e int) (pending bool, err error) {
 	id := s.alloc(es.to, e, caller)
 	c := s.job(id)
 	c.done = done
+	c.deadline = at
 	es.res.Sent++
 	if answered, err := s.send(id); answered {
 		c.answered = true
@@ -186,7 +275,14 @@ func (s *sim) call(caller int32, e int) (pending bool, err error) {
 		s.release(id)
 		return false, err
 	}
-	s.setTimer(&s.timers[e], s.clk.now+es.timeout, id, c.gen)
+	switch {
+	case at == noDeadline:
+		// No timeout: the caller waits for the answer, however late.
+	case fifo:
+		s.setTimer(&s.timers[e], at, id, c.gen)
+	default:
+		s.schedule(at, evTimeout, id, c.gen)
+	}
 	return true, nil
 }
 
@@ -219,18 +315,12 @@ func (s *sim) answer(id int32, err error) {
 		return
 	}
 	s.ended(c, err)
-	p := s.job(c.caller)
-	if err == nil {
-		if c.degraded {
-			p.degraded = true
-		}
-	} else if s.edges[c.edge].fallback {
-		p.degraded = true
-	} else {
-		s.finish(c.caller, errDependency)
-		return
+	if err == nil && c.degraded {
+		s.job(c.caller).degraded = true
 	}
-	s.next(c.caller)
+	if s.settle(c.caller, int(c.edge), err) {
+		s.next(c.caller)
+	}
 }
 
 func (s *sim) entryEnded(c *job, err error) {
@@ -289,9 +379,10 @@ func (s *sim) timeout(id int32, gen uint32) {
 	if j.gen != gen || j.answered {
 		return
 	}
-	if j.state == jobQueued {
+	if j.state == jobQueued && !s.tiers[j.tier].ignore {
 		// It could not get a worker within its caller's timeout: it
-		// leaves the queue (its entry there is now stale).
+		// leaves the queue (its entry there is now stale). A tier that
+		// ignores deadlines never learns and serves it in its turn.
 		s.tiers[j.tier].live--
 		j.state = jobGone
 	}

@@ -87,6 +87,10 @@ func decodeTier(o object, base breaker.Policy) Tier {
 	o.str("name", &t.Name)
 	o.integer("workers", &t.Workers)
 	o.integer("queue", &t.Queue)
+	var d string
+	if o.str("deadlines", &d) {
+		t.Deadlines = Deadlines(d)
+	}
 	if raw := o.take("service"); raw != nil {
 		if so, ok := newObject(o.p, o.field("service"), raw); ok {
 			t.Service = decodeService(so)
@@ -123,6 +127,16 @@ func decodeCall(o object, base breaker.Policy) Call {
 	o.number("probability", &c.Probability)
 	o.duration("timeout", &c.Timeout)
 	o.boolean("fallback", &c.Fallback)
+	if raw := o.take("retry"); raw != nil {
+		if ro, ok := newObject(o.p, o.field("retry"), raw); ok {
+			r := &Retry{}
+			ro.integer("attempts", &r.Attempts)
+			ro.duration("backoff", &r.Backoff)
+			ro.number("budget", &r.Budget)
+			ro.done()
+			c.Retry = r
+		}
+	}
 	on := true
 	o.boolean("breaker", &on)
 	c.NoBreaker = !on

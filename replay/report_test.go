@@ -36,7 +36,7 @@ func TestWriteText_Seeds000(t *testing.T) {
 	assert.Regexp(t, regexp.MustCompile(`1:0\d\.\d  open      err_ratio: \d+/\d+ failed, \d+ timeouts; cooldown \d+\.\ds  \(\+\d\.\ds into the fault\)`), out)
 	assert.Regexp(t, regexp.MustCompile(`closed    probes_passed  \(\+\d+\.\ds after the fault\)`), out)
 	assert.Regexp(t, regexp.MustCompile(`(?m)^0:00-0:59  steady: `), out, "quiet seconds before the fault fold into one line")
-	assert.Regexp(t, regexp.MustCompile(`(?m)^1:14 +\d+ \| +0 +0 \| +\d+ +\d+ \| \.O$`), out, "a second of the collapse, with the breaker open")
+	assert.Regexp(t, regexp.MustCompile(`(?m)^1:17 +\d+ \| +1\d\d +\d+ \| +\d+ +\d+ \| \.O$`), out, "the worst second of the collapse, with the breaker open")
 
 	var full bytes.Buffer
 	require.NoError(t, rep.WriteText(&full, TextOptions{Full: true}))
@@ -158,7 +158,7 @@ func TestWriteSVG_Seeds000(t *testing.T) {
 	// twice.
 	assert.Equal(t, 2*len(rep.Runs), shape["polyline"])
 	assert.Contains(t, out, "zoom on 0:50-")
-	for _, label := range []string{"baseline", "no breaker (worst second: goodput -100%, full answers -100%)",
+	for _, label := range []string{"baseline", "no breaker (worst second: goodput -87%, full answers -97%)",
 		"with breaker (worst second: goodput -18%, full answers -100%)", "fault injected",
 		"degraded answers (fallback), part of the goodput",
 		"breaker orders → inventory, with breaker run: opened 1×", "breaker gateway → orders, with breaker run: never opened",

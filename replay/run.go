@@ -176,6 +176,10 @@ type CallResult struct {
 	// refused; Probes is the number of sent calls that were half-open
 	// probes.
 	Sent, Rejected, Probes int64
+	// Retries counts the tries after the first (each is also in Sent, or
+	// in Rejected if the breaker refused it); RetriesDenied the retries
+	// the call's retry budget did not allow.
+	Retries, RetriesDenied int64
 	// Succeeded, Failed and TimedOut split the sent calls by outcome
 	// (calls still in flight at the end are in none of them).
 	Succeeded, Failed, TimedOut int64

@@ -73,12 +73,18 @@ type Tier struct {
 	Name string
 	// Workers is the size of the worker pool (threads, goroutine limit).
 	Workers int
-	// Queue bounds the requests waiting for a worker; a request that
-	// finds it full is refused at once. Unbounded (the JSON default)
-	// leaves it unbounded. 0 means no queue. Either way a waiting request
-	// whose caller has given up leaves the queue: a request that cannot
-	// get a worker within its caller's timeout fails.
+	// Queue bounds the requests waiting for a worker, as a servlet
+	// container's accept queue does; a request that finds it full is
+	// refused at once, an error its caller sees without waiting (load
+	// shedding). Unbounded (the JSON default) leaves it unbounded. 0
+	// means no queue.
 	Queue int
+	// Deadlines is what the tier does with its callers' deadlines:
+	// DeadlinesQueue (the default, also the zero value) drops a waiting
+	// request whose caller has given up, DeadlinesIgnore serves it anyway,
+	// DeadlinesPropagate also hands the time a request has left on to its
+	// downstream calls.
+	Deadlines Deadlines
 	// Service is the distribution of the tier's own work per request.
 	Service Service
 	// Calls are the downstream calls each request makes, in order.
@@ -87,6 +93,29 @@ type Tier struct {
 
 // Unbounded is the Tier.Queue of a queue without a bound.
 const Unbounded = -1
+
+// Deadlines is how a tier treats the time its callers are prepared to
+// wait.
+type Deadlines string
+
+const (
+	// DeadlinesQueue: a request still waiting for a worker when its
+	// caller gives up leaves the queue; one that has a worker is served
+	// to the end, as by a thread blocked on I/O that nobody interrupts.
+	// The zero value means the same.
+	DeadlinesQueue Deadlines = "queue"
+	// DeadlinesIgnore: the tier never learns that a caller gave up; it
+	// serves every request it accepted, as a server that reads requests
+	// from its accept queue without looking at their age does.
+	DeadlinesIgnore Deadlines = "ignore"
+	// DeadlinesPropagate: as DeadlinesQueue, and each request carries the
+	// earliest deadline of the chain above it (the client's, and every
+	// caller's own timeout), as a gRPC deadline or a timeout header
+	// does. The tier waits on a downstream call at most until that
+	// deadline, makes no call once it has passed, and sends the
+	// deadline along with the call.
+	DeadlinesPropagate Deadlines = "propagate"
+)
 
 // Service is a distribution of service times.
 type Service struct {
@@ -116,10 +145,15 @@ type Call struct {
 	// Probability is the fraction of requests that make this call, in
 	// (0, 1]. The JSON default is 1.
 	Probability float64
-	// Timeout is how long the caller waits for an answer. With a breaker
-	// whose policy sets a shorter Timeout, that one applies, as it would
-	// through the context the breaker hands out.
+	// Timeout is how long the caller waits for an answer before it gives
+	// up and frees its worker. With a breaker whose policy sets a shorter
+	// Timeout, that one applies, as it would through the context the
+	// breaker hands out. 0 (the JSON default) means the caller has no
+	// timeout of its own: it waits for the answer however long it takes,
+	// or until its request's deadline if its tier propagates deadlines.
 	Timeout time.Duration
+	// Retry, if set, makes the caller try a failed call again.
+	Retry *Retry
 	// Fallback makes a failed or refused call degrade the request instead
 	// of failing it: the caller answers without this call's data (cached
 	// stock, "unknown" shipping estimate). Without it the request fails.
@@ -130,6 +164,33 @@ type Call struct {
 	// Policy is this call's breaker policy; nil means Scenario.Policy.
 	Policy *breaker.Policy
 }
+
+// Retry is a caller's retry policy for one call: a call that failed, timed
+// out or was refused by a full queue is tried again after a backoff, up to
+// Attempts tries in all, while a budget lasts. A call the breaker refused
+// is not retried: the refusal says the downstream is known to be sick. The
+// caller holds its worker through the backoff and the retries.
+type Retry struct {
+	// Attempts is the number of tries in all, the first one included, in
+	// [2, MaxAttempts].
+	Attempts int
+	// Backoff is the wait before the first retry; each further retry
+	// waits twice as long as the one before (no jitter, so that a run is
+	// reproducible). 0 retries at once.
+	Backoff time.Duration
+	// Budget caps retries at this fraction of first tries, in (0, 1]:
+	// each first try earns Budget tokens, each retry spends one, and at
+	// most RetryReserve tokens are kept (the edge starts with them). 0
+	// means no budget: every failed try may be retried.
+	Budget float64
+}
+
+// MaxAttempts bounds Retry.Attempts; RetryReserve is the number of retry
+// tokens an edge with a budget starts with and can bank.
+const (
+	MaxAttempts  = 10
+	RetryReserve = 10
+)
 
 // Fault is a fault injected in front of a tier, as a fault-injection proxy
 // would: errors and delays happen before the request reaches the tier's

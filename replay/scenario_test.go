@@ -146,7 +146,12 @@ func TestParseScenario_ErrorsNameTheField(t *testing.T) {
 		{name: "cycle", edit: func(m doc) { at(m, "tiers", 1)["calls"] = []any{doc{"to": "front", "timeout": "1s"}} }, field: "tiers[1].calls[0].to", problem: "makes a cycle: front -> back -> front"},
 		{name: "probability zero", edit: func(m doc) { at(m, "tiers", 0, "calls", 0)["probability"] = 0 }, field: "tiers[0].calls[0].probability", problem: "must be in (0, 1]"},
 		{name: "probability above one", edit: func(m doc) { at(m, "tiers", 0, "calls", 0)["probability"] = 1.5 }, field: "tiers[0].calls[0].probability", problem: "got 1.5"},
-		{name: "call timeout missing", edit: func(m doc) { delete(at(m, "tiers", 0, "calls", 0), "timeout") }, field: "tiers[0].calls[0].timeout", problem: "required"},
+		{name: "call timeout negative", edit: func(m doc) { at(m, "tiers", 0, "calls", 0)["timeout"] = "-1s" }, field: "tiers[0].calls[0].timeout", problem: "must not be negative"},
+		{name: "deadlines unknown", edit: func(m doc) { at(m, "tiers", 0)["deadlines"] = "drop" }, field: "tiers[0].deadlines", problem: `must be "queue", "ignore" or "propagate"`},
+		{name: "retry attempts one", edit: func(m doc) { at(m, "tiers", 0, "calls", 0)["retry"] = doc{"attempts": 1} }, field: "tiers[0].calls[0].retry.attempts", problem: "must be in [2, 10]"},
+		{name: "retry budget above one", edit: func(m doc) { at(m, "tiers", 0, "calls", 0)["retry"] = doc{"attempts": 3, "budget": 2} }, field: "tiers[0].calls[0].retry.budget", problem: "must be in [0, 1]"},
+		{name: "retry backoff not a duration", edit: func(m doc) { at(m, "tiers", 0, "calls", 0)["retry"] = doc{"attempts": 3, "backoff": 5} }, field: "tiers[0].calls[0].retry.backoff", problem: "want a duration string"},
+		{name: "retry unknown field", edit: func(m doc) { at(m, "tiers", 0, "calls", 0)["retry"] = doc{"attempts": 3, "jitter": 0.1} }, field: "tiers[0].calls[0].retry.jitter", problem: "unknown field"},
 		{name: "fallback not a bool", edit: func(m doc) { at(m, "tiers", 0, "calls", 0)["fallback"] = "yes" }, field: "tiers[0].calls[0].fallback", problem: "want true or false"},
 		{name: "call policy invalid", edit: func(m doc) { at(m, "tiers", 0, "calls", 0)["policy"] = doc{"error_ratio": 1.5} }, field: "tiers[0].calls[0].policy.error_ratio", problem: "must be in (0, 1]"},
 		{name: "call policy unknown field", edit: func(m doc) { at(m, "tiers", 0, "calls", 0)["policy"] = doc{"windw": "5s"} }, field: "tiers[0].calls[0].policy.windw", problem: "unknown field"},
@@ -317,6 +322,11 @@ func FuzzParseScenario(f *testing.F) {
 	}
 	f.Add([]byte(`{"tiers": [{"calls": [{"policy": null}]}], "faults": [null]}`))
 	f.Add([]byte(`{"duration": "1s", "entry": {"tier": "a", "rate": 1e308, "timeout": "1s"}}`))
+	f.Add([]byte(`{"duration": "5s", "entry": {"tier": "a", "rate": 200, "timeout": "100ms"},
+	  "tiers": [{"name": "a", "workers": 2, "queue": 3, "deadlines": "propagate", "service": {"mean": "5ms"},
+	    "calls": [{"to": "b", "retry": {"attempts": 3, "backoff": "1ms", "budget": 0.5}}]},
+	    {"name": "b", "workers": 1, "deadlines": "ignore", "service": {"mean": "20ms"}}],
+	  "faults": [{"tier": "b", "start": "1s", "duration": "2s", "outage": "hang"}]}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		s, err := ParseScenario(data)
 		if err != nil {

@@ -2,6 +2,7 @@ package replay
 
 import (
 	"errors"
+	"math"
 	"math/rand/v2"
 	"sort"
 	"syscall"
@@ -33,6 +34,9 @@ func (*refusedError) Unwrap() error { return syscall.ECONNREFUSED }
 
 const second = int64(time.Second)
 
+// noDeadline is the deadline of a request whose caller waits for ever.
+const noDeadline = math.MaxInt64
+
 // Jobs live in fixed-size chunks so that a *job stays valid while the
 // simulation allocates more of them; a request's handling holds such
 // pointers across calls that start other requests.
@@ -61,12 +65,14 @@ const (
 // ended.
 type job struct {
 	sent     int64       // when the caller sent it
+	deadline int64       // when its caller gives up; noDeadline if never
 	done     func(error) // the breaker's report for the call, if guarded
 	caller   int32       // the calling job, or -1 for an entry request
 	gen      uint32      // bumped on reuse; events carry it to detect stale ones
 	edge     int16       // index of the call's edge, or -1 for an entry request
 	tier     int16
 	step     uint8 // next call of the tier to consider
+	attempt  uint8 // tries of the current call so far
 	state    jobState
 	answered bool // the caller has its result: an answer or a timeout
 	degraded bool // a call on the way used its fallback
@@ -82,6 +88,8 @@ type tierState struct {
 	rng      *rand.Rand // service times and which calls a request makes
 	frng     *rand.Rand // fault draws
 	calls    []int      // edge indices, in call order
+	ignore   bool       // serves requests whose caller has gone (DeadlinesIgnore)
+	prop     bool       // hands deadlines on (DeadlinesPropagate)
 	windows  []faultWindow
 	cursor   int
 	res      *TierSeries
@@ -96,7 +104,9 @@ type edgeState struct {
 	to       int
 	prob     float64
 	fallback bool
-	timeout  int64
+	timeout  int64 // 0: none
+	retry    *Retry
+	tokens   float64 // retry budget left
 	br       *breaker.Breaker
 	res      *CallResult
 }
@@ -166,6 +176,8 @@ func newSim(sc *Scenario, spec runSpec) (*sim, error) {
 			workers:  t.Workers,
 			queueCap: t.Queue,
 			svc:      newSampler(t.Service),
+			ignore:   t.Deadlines == DeadlinesIgnore,
+			prop:     t.Deadlines == DeadlinesPropagate,
 			rng:      rand.New(rand.NewPCG(sc.Seed, streamService+uint64(i))),
 			frng:     rand.New(rand.NewPCG(sc.Seed, streamFault+uint64(i))),
 		}
@@ -198,6 +210,8 @@ func newSim(sc *Scenario, spec runSpec) (*sim, error) {
 			prob:     ref.call.Probability,
 			fallback: ref.call.Fallback,
 			timeout:  int64(ref.call.Timeout),
+			retry:    ref.call.Retry,
+			tokens:   RetryReserve,
 			res:      res,
 		}
 		s.tiers[ref.tier].calls = append(s.tiers[ref.tier].calls, e)
@@ -207,8 +221,8 @@ func newSim(sc *Scenario, spec runSpec) (*sim, error) {
 		}
 		res.Breaker = true
 		res.Policy = *pol
-		if pol.Timeout > 0 {
-			es.timeout = min(es.timeout, int64(pol.Timeout))
+		if pol.Timeout > 0 && (es.timeout == 0 || int64(pol.Timeout) < es.timeout) {
+			es.timeout = int64(pol.Timeout)
 		}
 		jitter := rand.New(rand.NewPCG(sc.Seed, streamJitter+uint64(e)))
 		br, err := breaker.New(ref.name, *pol,
@@ -264,6 +278,8 @@ func (s *sim) run() *RunResult {
 			s.delivered(e.id, e.gen)
 		case evTimeout:
 			s.timeout(e.id, e.gen)
+		case evRetry:
+			s.retry(e.id, e.gen)
 		}
 	}
 	for int(s.nextSec/second) <= len(s.out.Entry.Good) {
@@ -354,7 +370,7 @@ func (s *sim) alloc(tier int, edge int, caller int32) int32 {
 		}
 	}
 	j := s.job(id)
-	*j = job{sent: s.clk.now, caller: caller, gen: j.gen, edge: int16(edge), tier: int16(tier), state: jobInFlight}
+	*j = job{sent: s.clk.now, deadline: noDeadline, caller: caller, gen: j.gen, edge: int16(edge), tier: int16(tier), state: jobInFlight}
 	s.out.Requests++
 	return id
 }

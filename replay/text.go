@@ -75,15 +75,31 @@ func (r *Report) chain() string {
 		if t.Queue != Unbounded {
 			desc += fmt.Sprintf(", queue %d", t.Queue)
 		}
+		if t.Deadlines != "" && t.Deadlines != DeadlinesQueue {
+			desc += ", deadlines " + string(t.Deadlines)
+		}
 		desc += "]"
 		var calls []string
 		for _, c := range t.Calls {
-			call := fmt.Sprintf("->%s %v", c.To, c.Timeout)
+			timeout := "no timeout"
+			if c.Timeout > 0 {
+				timeout = c.Timeout.String()
+			}
+			call := fmt.Sprintf("->%s %s", c.To, timeout)
 			if c.Probability < 1 {
 				call += " " + percent(c.Probability)
 			}
 			if c.Fallback {
 				call += " fallback"
+			}
+			if r := c.Retry; r != nil {
+				call += fmt.Sprintf(" retry %dx", r.Attempts)
+				if r.Backoff > 0 {
+					call += " backoff " + r.Backoff.String()
+				}
+				if r.Budget > 0 {
+					call += " budget " + percent(r.Budget)
+				}
 			}
 			calls = append(calls, call)
 		}
@@ -256,6 +272,9 @@ func (r *Report) writeBreakers(w *bufio.Writer) {
 			r.writeTimeline(w, c)
 			fmt.Fprintf(w, "      probes %d, rejected %s, failed or timed out %s (%s of caller workers), window peak %d\n",
 				c.Probes, thousands(c.Rejected), thousands(c.Wasted()), span(c.WastedWork), c.PeakWindow)
+			if c.Retries > 0 || c.RetriesDenied > 0 {
+				fmt.Fprintf(w, "      retries %s, refused by the retry budget %s\n", thousands(c.Retries), thousands(c.RetriesDenied))
+			}
 		}
 		fmt.Fprintln(w)
 	}

@@ -88,6 +88,11 @@ func (s *Scenario) checkTier(p *problems, path string, t Tier, index map[string]
 	if t.Queue < Unbounded || t.Queue > MaxQueue {
 		p.add(path+".queue", "must be in [0, %d] (leave it out for an unbounded queue), got %d", MaxQueue, t.Queue)
 	}
+	switch t.Deadlines {
+	case "", DeadlinesQueue, DeadlinesIgnore, DeadlinesPropagate:
+	default:
+		p.add(path+".deadlines", `must be "queue", "ignore" or "propagate", got %q`, t.Deadlines)
+	}
 	sp := path + ".service"
 	switch t.Service.Dist {
 	case "", Exponential, Constant:
@@ -126,7 +131,17 @@ func (s *Scenario) checkTier(p *problems, path string, t Tier, index map[string]
 		if !(c.Probability > 0 && c.Probability <= 1) {
 			p.add(cp+".probability", "must be in (0, 1], got %v", c.Probability)
 		}
-		checkLatency(p, cp+".timeout", c.Timeout, true)
+		checkLatency(p, cp+".timeout", c.Timeout, false)
+		if r := c.Retry; r != nil {
+			rp := cp + ".retry"
+			if r.Attempts < 2 || r.Attempts > MaxAttempts {
+				p.add(rp+".attempts", "must be in [2, %d] (tries in all, the first one included), got %d", MaxAttempts, r.Attempts)
+			}
+			checkLatency(p, rp+".backoff", r.Backoff, false)
+			if !(r.Budget >= 0 && r.Budget <= 1) {
+				p.add(rp+".budget", "must be in [0, 1] (0 for no budget), got %v", r.Budget)
+			}
+		}
 		if c.Policy != nil {
 			if c.NoBreaker {
 				p.add(cp+".policy", `is set but "breaker" is false`)

@@ -15,6 +15,11 @@
 //	go run ./cmd/breaker-replay -scenario flapping
 //	go run ./cmd/breaker-replay -scenario my-chain.json -policy candidate.json -svg out.svg
 //
+// Or replay traffic recorded with package github.com/govkit/breaker/trace
+// through a candidate policy:
+//
+//	go run ./cmd/breaker-replay -trace calls.jsonl -policy candidate.json
+//
 // The scenario format is documented in package
 // github.com/govkit/breaker/replay; -show prints a shipped scenario to
 // start from. The simulation runs in virtual time: five simulated minutes
@@ -22,6 +27,7 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -31,6 +37,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/govkit/breaker"
 	"github.com/govkit/breaker/replay"
 )
 
@@ -57,11 +64,13 @@ func run(args []string, stdout, stderr io.Writer) int {
 		full     = fs.Bool("full", false, "print every second, without folding steady stretches")
 		list     = fs.Bool("list", false, "list the shipped scenarios and exit")
 		show     = fs.Bool("show", false, "print the scenario's JSON and exit")
+		tracef   = fs.String("trace", "", "replay a recorded trace `file` (JSON lines, package github.com/govkit/breaker/trace) through the -policy candidate (a policy or a group policy document) instead of simulating")
 	)
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "usage: breaker-replay [flags]\n\n")
 		fmt.Fprintf(stderr, "Simulates a call chain under injected faults without and with breakers,\n")
-		fmt.Fprintf(stderr, "prints the entry's goodput per second and writes a chart.\n\n")
+		fmt.Fprintf(stderr, "prints the entry's goodput per second and writes a chart. With -trace,\n")
+		fmt.Fprintf(stderr, "replays recorded calls through the -policy candidate instead.\n\n")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -77,6 +86,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fail := func(code int, format string, args ...any) int {
 		fmt.Fprintf(stderr, "breaker-replay: "+format+"\n", args...)
 		return code
+	}
+	if *tracef != "" {
+		return runTrace(*tracef, *policy, *svg, stdout, stderr)
 	}
 	if *list {
 		if err := replay.WriteScenarioList(stdout); err != nil {
@@ -179,7 +191,11 @@ func candidate(s *replay.Scenario, path, on string) (*replay.Candidate, error) {
 	return c, nil
 }
 
-func writeSVG(rep *replay.Report, path string) (err error) {
+func writeSVG(rep *replay.Report, path string) error { return createFile(path, rep.WriteSVG) }
+
+// createFile creates path and writes it with write, reporting the first
+// error, the one of Close included.
+func createFile(path string, write func(io.Writer) error) (err error) {
 	f, err := os.Create(path)
 	if err != nil {
 		return err
@@ -189,7 +205,7 @@ func writeSVG(rep *replay.Report, path string) (err error) {
 			err = cerr
 		}
 	}()
-	return rep.WriteSVG(f)
+	return write(f)
 }
 
 func millions(n int64) string {
@@ -197,4 +213,64 @@ func millions(n int64) string {
 		return fmt.Sprintf("%.1fM", float64(n)/1e6)
 	}
 	return fmt.Sprintf("%d", n)
+}
+
+// runTrace replays a recorded trace through the candidate: the -policy
+// document (a group policy document, {"default": ..., "overrides": ...},
+// or a single policy laid over the default policy), or the default policy.
+func runTrace(path, policy, svg string, stdout, stderr io.Writer) int {
+	fail := func(code int, format string, args ...any) int {
+		fmt.Fprintf(stderr, "breaker-replay: "+format+"\n", args...)
+		return code
+	}
+	var gp breaker.GroupPolicy
+	if policy != "" {
+		data, err := os.ReadFile(policy)
+		if err != nil {
+			return fail(exitUsage, "-policy: %v", err)
+		}
+		if gp, err = parseCandidate(data); err != nil {
+			return fail(exitUsage, "-policy %s: %v", policy, err)
+		}
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return fail(exitUsage, "-trace: %v", err)
+	}
+	defer f.Close()
+	start := time.Now()
+	rep, err := replay.ReplayTrace(f, gp)
+	if err != nil {
+		return fail(exitUsage, "-trace %s: %v", path, err)
+	}
+	if err := rep.WriteText(stdout); err != nil {
+		return fail(exitError, "%v", err)
+	}
+	fmt.Fprintf(stderr, "replayed %d calls in %v wall time\n", rep.Calls, time.Since(start).Round(time.Millisecond))
+	if svg != "" {
+		if err := createFile(svg, rep.WriteSVG); err != nil {
+			return fail(exitError, "%v", err)
+		}
+		fmt.Fprintf(stderr, "chart written to %s\n", svg)
+	}
+	return exitOK
+}
+
+// parseCandidate reads a group policy document, or a single policy
+// document as the group's default. A document is a group's if its top
+// level has "default" or "overrides".
+func parseCandidate(data []byte) (breaker.GroupPolicy, error) {
+	var top map[string]json.RawMessage
+	if json.Unmarshal(data, &top) == nil {
+		_, d := top["default"]
+		_, o := top["overrides"]
+		if d || o {
+			return breaker.ParseGroupPolicy(data)
+		}
+	}
+	p, err := breaker.ParsePolicy(data)
+	if err != nil {
+		return breaker.GroupPolicy{}, err
+	}
+	return breaker.GroupPolicy{Default: p}, nil
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -174,4 +175,44 @@ func TestHelp(t *testing.T) {
 	code, _, stderr := runCmd(t, "-h")
 	assert.Equal(t, exitOK, code)
 	assert.Contains(t, stderr, "-scenario name")
+}
+
+func TestRun_Trace(t *testing.T) {
+	dir := t.TempDir()
+	tr := filepath.Join(dir, "calls.jsonl")
+	var lines strings.Builder
+	for i := 0; i < 40; i++ {
+		o := "success"
+		if i >= 20 {
+			o = "failure"
+		}
+		fmt.Fprintf(&lines, `{"t":%d,"k":"inventory.GetStock","d":1000,"o":"%s"}`+"\n", 1764504000000000+i*10000, o)
+	}
+	lines.WriteString(`{"t":1764504001000000,"k":"inventory.GetStock","d":1000,"o":"success"}` + "\n")
+	require.NoError(t, os.WriteFile(tr, []byte(lines.String()), 0o644))
+	pol := filepath.Join(dir, "cand.json")
+	require.NoError(t, os.WriteFile(pol, []byte(`{"min_requests": 10}`), 0o644))
+
+	var out, errb bytes.Buffer
+	chart := filepath.Join(dir, "trace.svg")
+	require.Equal(t, exitOK, run([]string{"-trace", tr, "-policy", pol, "-svg", chart}, &out, &errb), errb.String())
+	svgData, err := os.ReadFile(chart)
+	require.NoError(t, err)
+	assert.Contains(t, string(svgData), "inventory.GetStock")
+	assert.Contains(t, out.String(), "inventory.GetStock")
+	assert.Contains(t, out.String(), "successes lost 1")
+	assert.Contains(t, out.String(), "candidate  0:00.4  open")
+
+	group := filepath.Join(dir, "group.json")
+	require.NoError(t, os.WriteFile(group, []byte(`{"overrides": {"inventory.GetStock": {"min_requests": 10}}}`), 0o644))
+	var gout bytes.Buffer
+	require.Equal(t, exitOK, run([]string{"-trace", tr, "-policy", group, "-svg", ""}, &gout, &errb), errb.String())
+	assert.Equal(t, out.String(), gout.String(), "a group policy document with an override for the key")
+
+	bad := filepath.Join(dir, "bad.jsonl")
+	require.NoError(t, os.WriteFile(bad, []byte(lines.String()+`{"t":1,"k":"x","d":1,"o":"maybe"}`+"\n"), 0o644))
+	out.Reset()
+	errb.Reset()
+	assert.Equal(t, exitUsage, run([]string{"-trace", bad}, &out, &errb))
+	assert.Contains(t, errb.String(), `line 42: field "o"`)
 }

@@ -17,33 +17,57 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"log/slog"
 	"net"
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/govkit/breaker/trace"
 )
 
 func main() {
 	addr := flag.String("addr", "127.0.0.1:8080", "address to listen on")
+	tracePath := flag.String("trace", "", "record every call through the breakers to this `file` (JSON lines; replay it with breaker-replay -trace)")
 	flag.Parse()
 
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
-	if err := serve(*addr, log); err != nil {
+	if err := serve(*addr, *tracePath, log); err != nil {
 		log.Error("service stopped", "err", err)
 		os.Exit(1)
 	}
 }
 
-// serve runs the service on addr until SIGINT or SIGTERM.
-func serve(addr string, log *slog.Logger) error {
+// serve runs the service on addr until SIGINT or SIGTERM, recording its
+// calls to tracePath if it is not empty.
+func serve(addr, tracePath string, log *slog.Logger) (err error) {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
 	svc, err := newService(log)
 	if err != nil {
 		return err
+	}
+	if tracePath != "" {
+		f, err := os.Create(tracePath)
+		if err != nil {
+			return err
+		}
+		rec, err := trace.NewRecorder(f, trace.Options{})
+		if err != nil {
+			f.Close()
+			return err
+		}
+		svc.rec = rec
+		defer func() {
+			// The server has stopped: no call can still be recording.
+			rerr := rec.Close()
+			ferr := f.Close()
+			log.Info("trace written", "file", tracePath, "calls", rec.Written(), "dropped", rec.Dropped())
+			err = errors.Join(err, rerr, ferr)
+		}()
 	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {

@@ -14,6 +14,7 @@ import (
 	"github.com/govkit/breaker"
 	"github.com/govkit/breaker/ops"
 	breakerprom "github.com/govkit/breaker/prometheus"
+	"github.com/govkit/breaker/trace"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
@@ -44,6 +45,9 @@ type service struct {
 	inventory *inventoryClient
 	pricing   *pricingClient
 	log       *slog.Logger
+	// rec records every call through the breakers when the service runs
+	// with -trace; nil records nothing and costs nothing.
+	rec *trace.Recorder
 }
 
 // newService builds the service. opts go to the breaker group after the
@@ -123,7 +127,7 @@ func (s *service) product(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx := r.Context()
 
-	stock, err := breaker.Call(ctx, s.breaker(keyStock), func(ctx context.Context) (int, error) {
+	getStock, stockDone := trace.Track(s.rec, keyStock, func(ctx context.Context) (int, error) {
 		n, err := s.inventory.GetStock(ctx, sku)
 		if errors.Is(err, errUnknownSKU) {
 			// The caller asked for something that does not exist; that
@@ -132,18 +136,21 @@ func (s *service) product(w http.ResponseWriter, r *http.Request) {
 		}
 		return n, err
 	})
+	stock, err := breaker.Call(ctx, s.breaker(keyStock), getStock)
+	stockDone(err)
 	if err != nil {
 		s.fail(w, err)
 		return
 	}
 
 	source := "pricing"
-	price, err := breaker.FallbackOnFailure(ctx, s.breaker(keyPrice),
-		func(ctx context.Context) (int64, error) { return s.pricing.GetPrice(ctx, sku) },
+	getPrice, priceDone := trace.Track(s.rec, keyPrice, func(ctx context.Context) (int64, error) { return s.pricing.GetPrice(ctx, sku) })
+	price, err := breaker.FallbackOnFailure(ctx, s.breaker(keyPrice), getPrice,
 		func(context.Context, error) (int64, error) {
 			source = "catalogue"
 			return catalogue[sku].listPrice, nil
 		})
+	priceDone(err)
 	if err != nil {
 		s.fail(w, err)
 		return

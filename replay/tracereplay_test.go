@@ -1,0 +1,285 @@
+package replay
+
+import (
+	"bytes"
+	"encoding/xml"
+	"fmt"
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/govkit/breaker"
+	"github.com/govkit/breaker/trace"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+var traceT0 = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+
+func traceOf(recs ...trace.Record) string {
+	var b strings.Builder
+	for _, r := range recs {
+		b.Write(r.AppendJSON(nil))
+		b.WriteByte('\n')
+	}
+	return b.String()
+}
+
+func tat(sec float64) time.Time { return traceT0.Add(time.Duration(sec * float64(time.Second))) }
+
+// A hand-built trace whose counterfactual is known call by call.
+func TestReplayTrace_CounterfactualAccounting(t *testing.T) {
+	const k = "inventory.GetStock"
+	ms := time.Millisecond
+	var recs []trace.Record
+	for i := range 5 { // 0.0-0.4: five failures; the candidate opens after the fifth
+		recs = append(recs, trace.Record{Time: tat(0.1 * float64(i)), Key: k, Duration: 10 * ms, Outcome: breaker.Failure})
+	}
+	recs = append(recs,
+		trace.Record{Time: tat(1), Key: k, Duration: 10 * ms, Outcome: breaker.Success}, // candidate open: success lost
+		trace.Record{Time: tat(2), Key: k, Duration: 10 * ms, Outcome: breaker.Success}, // success lost
+		trace.Record{Time: tat(3), Key: k, Duration: 10 * ms, Outcome: breaker.Timeout}, // failure avoided
+		trace.Record{Time: tat(4), Key: k, Refused: true},                               // refused by both
+		trace.Record{Time: tat(11), Key: k, Refused: true},                              // candidate half-open admits: unknown
+		trace.Record{Time: tat(12), Key: k, Duration: 10 * ms, Outcome: breaker.Success, Probe: true},
+		trace.Record{Time: tat(13), Key: k, Duration: 10 * ms, Outcome: breaker.Success},
+		trace.Record{Time: tat(13), Key: "pricing", Duration: 10 * ms, Outcome: breaker.Success},
+	)
+	pol := breaker.DefaultPolicy()
+	pol.MinRequests, pol.OpenFor, pol.Jitter, pol.Probes = 5, 10*time.Second, 0, 1
+
+	rep, err := ReplayTrace(strings.NewReader(traceOf(recs...)), breaker.GroupPolicy{Default: pol})
+	require.NoError(t, err)
+	require.Len(t, rep.Keys, 2)
+	assert.Equal(t, 13, rep.Calls)
+	got := rep.Keys[0]
+	assert.Equal(t, k, got.Key)
+	assert.Equal(t, "pricing", rep.Keys[1].Key, "keys in order")
+	want := KeyReport{Key: k, Calls: 12, Refused: 2, Failed: 6, Probes: 1,
+		BothAdmitted: 7, BothRefused: 1, FailuresAvoided: 1, SuccessesLost: 2, Unknown: 1}
+	assert.Equal(t, want.Calls, got.Calls)
+	assert.Equal(t, want.Refused, got.Refused)
+	assert.Equal(t, want.Failed, got.Failed)
+	assert.Equal(t, want.Probes, got.Probes)
+	assert.Equal(t, want.BothAdmitted, got.BothAdmitted)
+	assert.Equal(t, want.BothRefused, got.BothRefused)
+	assert.Equal(t, want.FailuresAvoided, got.FailuresAvoided)
+	assert.Equal(t, want.SuccessesLost, got.SuccessesLost)
+	assert.Equal(t, want.IgnoredRefused, got.IgnoredRefused)
+	assert.Equal(t, want.Unknown, got.Unknown)
+	assert.Equal(t, []Span{{4 * time.Second, 13 * time.Second}}, got.Recorded)
+
+	require.Len(t, got.Transitions, 3)
+	assert.Equal(t, breaker.Open, got.Transitions[0].To)
+	assert.Equal(t, 410*ms, got.Transitions[0].At, "after the fifth failure ends")
+	assert.Equal(t, breaker.HalfOpen, got.Transitions[1].To)
+	assert.Equal(t, 11*time.Second, got.Transitions[1].At, "at the first call after the cooldown")
+	assert.Equal(t, breaker.Closed, got.Transitions[2].To)
+	assert.Equal(t, 12*time.Second+10*ms, got.Transitions[2].At, "when the probe's success comes in")
+
+	var out bytes.Buffer
+	require.NoError(t, rep.WriteText(&out))
+	for _, s := range []string{
+		"failures avoided 1, successes lost 2",
+		"unknown 1",
+		"really     refused calls from 0:04.0 to 0:13.0",
+		"candidate  0:00.4  open",
+		"candidate  0:12.0  closed",
+	} {
+		assert.Contains(t, out.String(), s)
+	}
+}
+
+// Calls out of order (lines are written as calls end) replay as they
+// started, and the same trace gives the same report.
+func TestReplayTrace_OrderAndDeterminism(t *testing.T) {
+	var recs []trace.Record
+	for i := 0; i < 400; i++ {
+		o := breaker.Success
+		if i%3 != 0 {
+			o = breaker.Failure
+		}
+		recs = append(recs, trace.Record{Time: tat(float64(i) * 0.01), Key: "k", Duration: time.Duration(i%7) * time.Millisecond, Outcome: o})
+	}
+	fwd := traceOf(recs...)
+	for i, j := 0, len(recs)-1; i < j; i, j = i+1, j-1 {
+		recs[i], recs[j] = recs[j], recs[i]
+	}
+	rev := traceOf(recs...)
+	a, err := ReplayTrace(strings.NewReader(fwd), breaker.GroupPolicy{})
+	require.NoError(t, err)
+	b, err := ReplayTrace(strings.NewReader(rev), breaker.GroupPolicy{})
+	require.NoError(t, err)
+	assert.Equal(t, a, b)
+	assert.NotEmpty(t, a.Keys[0].Transitions)
+}
+
+func TestReplayTrace_BadTraceNamesLineAndField(t *testing.T) {
+	good := traceOf(trace.Record{Time: traceT0, Key: "k", Duration: time.Millisecond, Outcome: breaker.Success})
+	_, err := ReplayTrace(strings.NewReader(good+good+`{"t":1,"k":"k","d":"5ms","o":"success"}`+"\n"), breaker.GroupPolicy{})
+	var le *trace.LineError
+	require.ErrorAs(t, err, &le)
+	assert.Equal(t, 3, le.Line)
+	assert.Equal(t, "d", le.Field)
+
+	bad := breaker.DefaultPolicy()
+	bad.ErrorRatio = 2
+	_, err = ReplayTrace(strings.NewReader(good), breaker.GroupPolicy{Default: bad})
+	assert.ErrorContains(t, err, "error_ratio")
+}
+
+// syntheticTrace generates, line by line, an hour of one service's calls
+// at 1,000 a second over 10 keys, with a 2-minute fault on one key every
+// 10 minutes: what a recorder writes for a busy service.
+var syntheticKeys = func() (k [10]string) {
+	for i := range k {
+		k[i] = fmt.Sprintf("svc.Method%d", i)
+	}
+	return k
+}()
+
+type syntheticTrace struct {
+	n, total int
+	buf      []byte
+	off      int
+}
+
+func (s *syntheticTrace) Read(p []byte) (int, error) {
+	for s.off == len(s.buf) {
+		if s.n == s.total {
+			return 0, io.EOF
+		}
+		s.buf, s.off = s.buf[:0], 0
+		for i := 0; i < 1000 && s.n < s.total; i++ {
+			n := s.n
+			s.n++
+			t := time.Duration(n) * time.Millisecond
+			key := n % 10
+			rec := trace.Record{Time: traceT0.Add(t), Key: syntheticKeys[key], Duration: time.Duration(5+n%17) * time.Millisecond, Outcome: breaker.Success}
+			if key == 3 && t%(10*time.Minute) < 2*time.Minute && (n/10)%5 < 3 {
+				rec.Outcome = breaker.Timeout
+				rec.Duration = 600 * time.Millisecond
+			}
+			s.buf = append(rec.AppendJSON(s.buf), '\n')
+		}
+	}
+	n := copy(p, s.buf[s.off:])
+	s.off += n
+	return n, nil
+}
+
+// BenchmarkReplayTrace/1h-1000rps replays an hour of traffic at 1,000
+// calls a second (3.6 million lines) through a candidate policy.
+func BenchmarkReplayTrace(b *testing.B) {
+	// The cost of making the trace, to subtract from the replay's.
+	b.Run("generate-only/1h-1000rps", func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			if _, err := io.Copy(io.Discard, &syntheticTrace{total: 3_600_000}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("1h-1000rps", func(b *testing.B) {
+		b.ReportAllocs()
+		for i := 0; i < b.N; i++ {
+			rep, err := ReplayTrace(&syntheticTrace{total: 3_600_000}, breaker.GroupPolicy{})
+			if err != nil || rep.Calls != 3_600_000 {
+				b.Fatal(err, rep)
+			}
+		}
+	})
+}
+
+// Each key gets the candidate's policy as a group would give it: its own
+// override, its method's for a per-target key, or the default.
+func TestReplayTrace_PolicyPerKey(t *testing.T) {
+	tr := traceOf(
+		trace.Record{Time: traceT0, Key: "a", Duration: time.Millisecond, Outcome: breaker.Success},
+		trace.Record{Time: traceT0, Key: "b@10.0.0.7", Duration: time.Millisecond, Outcome: breaker.Success},
+		trace.Record{Time: traceT0, Key: "c", Duration: time.Millisecond, Outcome: breaker.Success},
+	)
+	gp, err := breaker.ParseGroupPolicy([]byte(`{"default": {"min_requests": 7}, "overrides": {"b": {"min_requests": 5}, "c": {"probes": 1}}}`))
+	require.NoError(t, err)
+	rep, err := ReplayTrace(strings.NewReader(tr), gp)
+	require.NoError(t, err)
+	require.Len(t, rep.Keys, 3)
+	assert.Equal(t, 7, rep.Keys[0].Policy.MinRequests)
+	assert.Equal(t, 5, rep.Keys[1].Policy.MinRequests, "the method's override")
+	assert.Equal(t, 1, rep.Keys[2].Policy.Probes)
+	assert.Equal(t, 7, rep.Keys[2].Policy.MinRequests, "an override is read onto the default")
+}
+
+// The chart is well-formed SVG with a panel per key that has something to
+// show, the eventful ones first.
+func TestTraceReport_WriteSVG(t *testing.T) {
+	rep, err := ReplayTrace(&syntheticTrace{total: 200_000}, breaker.GroupPolicy{})
+	require.NoError(t, err)
+	var buf bytes.Buffer
+	require.NoError(t, rep.WriteSVG(&buf))
+	out := buf.String()
+	dec := xml.NewDecoder(strings.NewReader(out))
+	for {
+		_, err := dec.Token()
+		if err == io.EOF {
+			break
+		}
+		require.NoError(t, err)
+	}
+	assert.Equal(t, 10, strings.Count(out, `font-size="14" font-weight="bold"`), "one panel per key")
+	first := strings.Index(out, `font-size="14" font-weight="bold">`)
+	assert.Contains(t, out[first:first+60], "svc.Method3", "the key with failures comes first")
+	assert.NotContains(t, out, "NaN")
+	assert.NotContains(t, out, "Inf")
+}
+
+func TestReplayTrace_Bounds(t *testing.T) {
+	day := traceOf(
+		trace.Record{Time: traceT0, Key: "k", Duration: time.Millisecond, Outcome: breaker.Success},
+		trace.Record{Time: traceT0.Add(25 * time.Hour), Key: "k", Duration: time.Millisecond, Outcome: breaker.Success},
+	)
+	_, err := ReplayTrace(strings.NewReader(day), breaker.GroupPolicy{})
+	assert.ErrorContains(t, err, "more than 24h0m0s")
+
+	_, err = ReplayTrace(strings.NewReader(`{"t":4503599627370497,"k":"k","d":1,"o":"success"}`), breaker.GroupPolicy{})
+	var le *trace.LineError
+	require.ErrorAs(t, err, &le)
+	assert.Equal(t, "t", le.Field)
+}
+
+// FuzzReplayTrace checks that no trace makes the replay panic, and that
+// every recorded call lands in exactly one bucket of the accounting.
+func FuzzReplayTrace(f *testing.F) {
+	f.Add([]byte(traceOf(
+		trace.Record{Time: traceT0, Key: "k", Duration: time.Millisecond, Outcome: breaker.Failure},
+		trace.Record{Time: traceT0.Add(time.Second), Key: "k", Refused: true},
+		trace.Record{Time: traceT0.Add(2 * time.Second), Key: "k", Duration: time.Second, Outcome: breaker.Success, Probe: true},
+	)))
+	f.Add([]byte(`{"t":0,"k":"a","d":4294967295,"o":"timeout"}` + "\n" + `{"t":5,"k":"a@b","refused":true}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		pol := breaker.DefaultPolicy()
+		pol.MinRequests, pol.OpenFor, pol.Probes = 1, time.Second, 1
+		rep, err := ReplayTrace(bytes.NewReader(data), breaker.GroupPolicy{Default: pol})
+		if err != nil {
+			return
+		}
+		n := 0
+		for _, k := range rep.Keys {
+			sum := k.BothAdmitted + k.BothRefused + k.FailuresAvoided + k.SuccessesLost + k.IgnoredRefused + k.Unknown
+			if sum != k.Calls {
+				t.Fatalf("key %q: %d calls, %d accounted for", k.Key, k.Calls, sum)
+			}
+			n += k.Calls
+		}
+		if n != rep.Calls {
+			t.Fatalf("%d calls, %d in keys", rep.Calls, n)
+		}
+		var out bytes.Buffer
+		if err := rep.WriteText(&out); err != nil {
+			t.Fatal(err)
+		}
+		if err := rep.WriteSVG(&out); err != nil {
+			t.Fatal(err)
+		}
+	})
+}

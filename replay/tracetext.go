@@ -1,0 +1,103 @@
+package replay
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/govkit/breaker"
+)
+
+// WriteText prints the report: per key, the counterfactual accounting,
+// when the recorded breaker refused calls and when the candidate opened
+// and closed, and a per-second chart in which quiet stretches (no
+// failure and no refusal on either side) fold into one line.
+func (r *TraceReport) WriteText(w io.Writer) error {
+	bw := bufio.NewWriter(w)
+	p := func(format string, args ...any) { fmt.Fprintf(bw, format, args...) }
+	p("trace     %s calls from %s, %s, %d keys\n", thousands(int64(r.Calls)), r.Start.Format(time.RFC3339), span(r.Length), len(r.Keys))
+	for _, k := range r.Keys {
+		p("\n%s\n", k.Key)
+		p("  policy     %s\n", describePolicy(k.Policy))
+		p("  recorded   %s calls, %s failed or timed out, %s refused, %d probes\n",
+			thousands(int64(k.Calls)), thousands(int64(k.Failed)), thousands(int64(k.Refused)), k.Probes)
+		p("  candidate  refuses %s: failures avoided %s, successes lost %s, ignored %s\n",
+			thousands(int64(k.FailuresAvoided+k.SuccessesLost+k.IgnoredRefused+k.BothRefused)),
+			thousands(int64(k.FailuresAvoided)), thousands(int64(k.SuccessesLost)), thousands(int64(k.IgnoredRefused)))
+		p("             refused by both %s; unknown %s (refused in the recording, admitted by the candidate)\n",
+			thousands(int64(k.BothRefused)), thousands(int64(k.Unknown)))
+		if len(k.Recorded) == 0 {
+			p("  really     never refused a call\n")
+		}
+		for _, s := range k.Recorded {
+			p("  really     refused calls from %s to %s (%s)\n", clock(s.From), clock(s.To), span(s.To-s.From))
+		}
+		if len(k.Transitions) == 0 {
+			p("  candidate  never opened\n")
+		}
+		for _, t := range k.Transitions {
+			line := fmt.Sprintf("  candidate  %s  %-9s %s", clock(t.At), t.To, t.Reason)
+			if t.To == breaker.Open {
+				line += fmt.Sprintf(": %d/%d failed, %d timeouts; cooldown %s", t.Snapshot.Failures, t.Snapshot.Counted, t.Snapshot.Timeouts, span(t.Cooldown))
+			}
+			p("%s\n", line)
+		}
+		p("  time     calls  failed | refused: really  candidate | states (really, candidate)\n")
+		quiet := -1
+		flush := func(to int) {
+			if quiet >= 0 {
+				p("  %s-%s  quiet: no failure, no refusal; %s\n", clockSec(quiet), clockSec(to-1), statePair(k, quiet, to-1))
+				quiet = -1
+			}
+		}
+		for sec, s := range k.Seconds {
+			if s.Failed == 0 && s.Refused == 0 && s.CandidateRefused == 0 && k.stateAt(sec) == "." && k.recordedAt(sec) == "." {
+				if quiet < 0 {
+					quiet = sec
+				}
+				continue
+			}
+			flush(sec)
+			p("  %-7s %6d %7d | %15d %10d | %s%s\n", clockSec(sec), s.Calls, s.Failed, s.Refused, s.CandidateRefused, k.recordedAt(sec), k.stateAt(sec))
+		}
+		flush(len(k.Seconds))
+	}
+	p("\nstates: . closed (or admitting), O open (refusing), h half-open; really is read from the recorded refusals\n")
+	return bw.Flush()
+}
+
+func statePair(k *KeyReport, from, to int) string {
+	return "states " + k.recordedAt(to) + k.stateAt(to)
+}
+
+// stateAt is the candidate's state at the end of second sec, as a letter.
+func (k *KeyReport) stateAt(sec int) string {
+	st := breaker.Closed
+	end := time.Duration(sec+1) * time.Second
+	for _, t := range k.Transitions {
+		if t.At >= end {
+			break
+		}
+		st = t.To
+	}
+	switch st {
+	case breaker.Open:
+		return "O"
+	case breaker.HalfOpen:
+		return "h"
+	}
+	return "."
+}
+
+// recordedAt is the recorded breaker's state at the end of second sec:
+// O inside a span of refusals.
+func (k *KeyReport) recordedAt(sec int) string {
+	end := time.Duration(sec+1) * time.Second
+	for _, s := range k.Recorded {
+		if s.From < end && end <= s.To {
+			return "O"
+		}
+	}
+	return "."
+}

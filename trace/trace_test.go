@@ -1,0 +1,369 @@
+package trace
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/benbjohnson/clock"
+	"github.com/govkit/breaker"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+var t0 = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+
+func TestRecord_RoundTrip(t *testing.T) {
+	recs := []Record{
+		{Time: t0, Key: "inventory.GetStock", Duration: 1523 * time.Microsecond, Outcome: breaker.Success},
+		{Time: t0.Add(time.Millisecond), Key: "inventory.GetStock", Duration: 600 * time.Millisecond, Outcome: breaker.Timeout, Probe: true},
+		{Time: t0.Add(2 * time.Millisecond), Key: "inventory.GetStock", Refused: true},
+		{Time: t0.Add(3 * time.Millisecond), Key: `pricing "quoted"\ké`, Duration: 0, Outcome: breaker.Failure},
+		{Time: t0.Add(4 * time.Millisecond), Key: "x", Duration: time.Second, Outcome: breaker.Ignored},
+	}
+	var buf bytes.Buffer
+	for _, r := range recs {
+		buf.Write(r.AppendJSON(nil))
+		buf.WriteString("\n\n")
+	}
+	assert.Equal(t, `{"t":1796040000000000,"k":"inventory.GetStock","d":1523,"o":"success"}`, strings.SplitN(buf.String(), "\n", 2)[0])
+	d := NewDecoder(&buf)
+	for i, want := range recs {
+		got, err := d.Next()
+		require.NoError(t, err, "record %d", i)
+		assert.Equal(t, want, got, "record %d", i)
+		assert.Equal(t, 2*i+1, d.Line())
+	}
+	_, err := d.Next()
+	assert.Equal(t, io.EOF, err)
+}
+
+func TestDecoder_BadLinesNameLineAndField(t *testing.T) {
+	good := `{"t":1,"k":"a","d":1,"o":"success"}`
+	for _, tc := range []struct {
+		line, field, problem string
+	}{
+		{`not json`, "", "want a JSON object"},
+		{`{"t":1,"k":"a","d":1,"o":"success"`, "", "want ',' or '}'"},
+		{`{"t":1,"k":"a","d":1,"o":"success"} x`, "", "unexpected text"},
+		{`{"k":"a","d":1,"o":"success"}`, "t", "required"},
+		{`{"t":1,"d":1,"o":"success"}`, "k", "required"},
+		{`{"t":1,"k":"","d":1,"o":"success"}`, "k", "must not be empty"},
+		{`{"t":-5,"k":"a","d":1,"o":"success"}`, "t", "non-negative integer"},
+		{`{"t":"now","k":"a","d":1,"o":"success"}`, "t", "non-negative integer"},
+		{`{"t":1,"k":"a","d":-1,"o":"success"}`, "d", "non-negative integer"},
+		{`{"t":1,"k":"a","d":1.5,"o":"success"}`, "", "want ',' or '}'"},
+		{`{"t":1,"k":"a","o":"success"}`, "d", "required unless refused"},
+		{`{"t":1,"k":"a","d":1}`, "o", "required unless refused"},
+		{`{"t":1,"k":"a","d":1,"o":"ok"}`, "o", `want "success", "failure", "timeout" or "ignored"`},
+		{`{"t":1,"k":"a","refused":true,"o":"failure"}`, "o", "a refused call has no outcome"},
+		{`{"t":1,"k":"a","refused":true,"probe":true}`, "probe", "not a probe"},
+		{`{"t":1,"k":"a","d":1,"o":"success","probe":1}`, "probe", "want true or false"},
+		{`{"t":1,"k":"a","d":1,"o":"success","status":200}`, "status", "unknown field"},
+		{`{"t":1,"t":2,"k":"a","d":1,"o":"success"}`, "t", "appears twice"},
+	} {
+		t.Run(tc.line, func(t *testing.T) {
+			d := NewDecoder(strings.NewReader(good + "\n" + good + "\n" + tc.line + "\n"))
+			for range 2 {
+				_, err := d.Next()
+				require.NoError(t, err)
+			}
+			_, err := d.Next()
+			var le *LineError
+			require.ErrorAs(t, err, &le)
+			assert.Equal(t, 3, le.Line)
+			assert.Equal(t, tc.field, le.Field)
+			assert.Contains(t, le.Problem, tc.problem)
+			assert.Contains(t, err.Error(), "trace: line 3")
+		})
+	}
+}
+
+// stalledWriter blocks every write until released.
+type stalledWriter struct {
+	release chan struct{}
+	mu      sync.Mutex
+	buf     bytes.Buffer
+}
+
+func (w *stalledWriter) Write(p []byte) (int, error) {
+	<-w.release
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.buf.Write(p)
+}
+
+// A writer that stops (a full disk, a stuck pipe) never holds up a call:
+// once the buffer is full, records are dropped and counted, and Close
+// still stops the goroutine once the writer moves again.
+func TestRecorder_StalledWriterDropsAndCounts(t *testing.T) {
+	w := &stalledWriter{release: make(chan struct{})}
+	// A buffer of 1 record, and a bufio buffer the writer goroutine
+	// overflows only on Flush: the first record reaches the writer and
+	// blocks in Flush, the second waits in the channel, the rest drop.
+	r, err := NewRecorder(w, Options{Buffer: 1})
+	require.NoError(t, err)
+	rec := Record{Time: t0, Key: "k", Duration: time.Millisecond, Outcome: breaker.Success}
+	const n = 1000
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for range n {
+			r.Record(rec)
+		}
+	}()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Record blocked on a stalled writer")
+	}
+	assert.GreaterOrEqual(t, r.Dropped(), uint64(n-2))
+	close(w.release)
+	require.NoError(t, r.Close())
+	assert.Equal(t, uint64(n), r.Dropped()+r.Written())
+	assert.Equal(t, int(r.Written()), strings.Count(w.buf.String(), "\n"))
+	r.Record(rec)
+	assert.Equal(t, uint64(n+1), r.Dropped()+r.Written(), "after Close a record is dropped and counted")
+}
+
+type failingWriter struct{}
+
+func (failingWriter) Write([]byte) (int, error) { return 0, errors.New("disk full") }
+
+func TestRecorder_CloseReportsWriteError(t *testing.T) {
+	r, err := NewRecorder(failingWriter{}, Options{})
+	require.NoError(t, err)
+	r.Record(Record{Time: t0, Key: "k"})
+	assert.ErrorContains(t, r.Close(), "disk full")
+	assert.ErrorContains(t, r.Close(), "disk full", "Close twice")
+}
+
+func TestNewRecorder_BadOptions(t *testing.T) {
+	_, err := NewRecorder(io.Discard, Options{Sample: 1.5})
+	assert.ErrorContains(t, err, "Options.Sample")
+	_, err = NewRecorder(io.Discard, Options{Buffer: -1})
+	assert.ErrorContains(t, err, "Options.Buffer")
+	_, err = NewRecorder(nil, Options{})
+	assert.ErrorContains(t, err, "nil writer")
+}
+
+var errDown = errors.New("503")
+
+// Do records what the breaker saw: outcomes, the refusals once it is open,
+// the half-open probe; a nil Recorder records nothing and still calls.
+func TestRecorder_DoRecordsOutcomesRefusalsAndProbes(t *testing.T) {
+	clk := clock.NewMock()
+	clk.Set(t0)
+	pol := breaker.DefaultPolicy()
+	pol.Jitter = 0
+	g, err := breaker.NewGroup(breaker.GroupConfig{Policies: breaker.GroupPolicy{Default: pol}}, breaker.WithClock(clk))
+	require.NoError(t, err)
+	ctx := context.Background()
+
+	var nilRec *Recorder
+	require.NoError(t, nilRec.Do(ctx, g, "other", func(context.Context) error { return nil }))
+
+	var buf bytes.Buffer
+	r, err := NewRecorder(&buf, Options{Clock: clk})
+	require.NoError(t, err)
+	slow := func(context.Context) error { clk.Add(2 * time.Millisecond); return nil }
+	failing := func(context.Context) error { return errDown }
+	for range 20 {
+		require.NoError(t, r.Do(ctx, g, "inv", slow))
+	}
+	for range 20 {
+		require.ErrorIs(t, r.Do(ctx, g, "inv", failing), errDown)
+	}
+	require.ErrorIs(t, r.Do(ctx, g, "inv", slow), breaker.ErrOpen)
+	clk.Add(pol.OpenFor)
+	require.NoError(t, r.Do(ctx, g, "inv", slow))
+	require.NoError(t, r.Close())
+
+	var got []Record
+	d := NewDecoder(&buf)
+	for {
+		rec, err := d.Next()
+		if err == io.EOF {
+			break
+		}
+		require.NoError(t, err)
+		got = append(got, rec)
+	}
+	require.Len(t, got, 42)
+	assert.Equal(t, Record{Time: t0, Key: "inv", Duration: 2 * time.Millisecond, Outcome: breaker.Success}, got[0])
+	assert.Equal(t, breaker.Failure, got[20].Outcome)
+	assert.True(t, got[40].Refused)
+	assert.True(t, got[41].Probe)
+	assert.Equal(t, uint64(0), r.Dropped())
+}
+
+// Sampling keeps evenly spaced calls: one in four of 100.
+func TestRecorder_SampleKeepsEveryNth(t *testing.T) {
+	g, err := breaker.NewGroup(breaker.GroupConfig{})
+	require.NoError(t, err)
+	var buf bytes.Buffer
+	r, err := NewRecorder(&buf, Options{Sample: 0.25})
+	require.NoError(t, err)
+	for range 100 {
+		require.NoError(t, r.Do(context.Background(), g, "k", func(context.Context) error { return nil }))
+	}
+	require.NoError(t, r.Close())
+	assert.Equal(t, 25, strings.Count(buf.String(), "\n"))
+}
+
+// BenchmarkRecorderDo compares Do with a nil Recorder (off) with the
+// group's own Do, and with recording on.
+func BenchmarkRecorderDo(b *testing.B) {
+	g, err := breaker.NewGroup(breaker.GroupConfig{})
+	require.NoError(b, err)
+	ctx := context.Background()
+	fn := func(context.Context) error { return nil }
+	b.Run("group.Do", func(b *testing.B) {
+		b.ReportAllocs()
+		for i := 0; i < b.N; i++ {
+			_ = g.Do(ctx, "k", fn)
+		}
+	})
+	b.Run("off", func(b *testing.B) {
+		var r *Recorder
+		b.ReportAllocs()
+		for i := 0; i < b.N; i++ {
+			_ = r.Do(ctx, g, "k", fn)
+		}
+	})
+	b.Run("on", func(b *testing.B) {
+		r, err := NewRecorder(io.Discard, Options{})
+		require.NoError(b, err)
+		defer r.Close()
+		b.ReportAllocs()
+		for i := 0; i < b.N; i++ {
+			_ = r.Do(ctx, g, "k", fn)
+		}
+	})
+}
+
+// Track records calls made through a Breaker with Call and with a
+// fallback: the fallback's answer hides the refusal from the caller, not
+// from the trace.
+func TestTrack_CallAndFallback(t *testing.T) {
+	clk := clock.NewMock()
+	clk.Set(t0)
+	pol := breaker.DefaultPolicy()
+	pol.MinRequests = 1
+	b, err := breaker.New("pricing", pol, breaker.WithClock(clk))
+	require.NoError(t, err)
+	var buf bytes.Buffer
+	r, err := NewRecorder(&buf, Options{Clock: clk})
+	require.NoError(t, err)
+	ctx := context.Background()
+
+	fn, done := Track(r, "pricing", func(context.Context) (int, error) { clk.Add(time.Millisecond); return 0, errDown })
+	_, err = breaker.Call(ctx, b, fn)
+	done(err)
+	require.ErrorIs(t, err, errDown)
+
+	fn, done = Track(r, "pricing", func(context.Context) (int, error) { return 1, nil })
+	v, err := breaker.FallbackOnFailure(ctx, b, fn, func(context.Context, error) (int, error) { return 42, nil })
+	done(err)
+	require.NoError(t, err)
+	assert.Equal(t, 42, v, "refused, served by the fallback")
+
+	cancelled, cancel := context.WithCancel(ctx)
+	cancel()
+	fn, done = Track(r, "pricing", func(context.Context) (int, error) { return 1, nil })
+	_, err = breaker.Call(cancelled, b, fn)
+	done(err)
+	require.ErrorIs(t, err, context.Canceled)
+
+	var nilRec *Recorder
+	fn, done = Track(nilRec, "pricing", func(context.Context) (int, error) { return 7, nil })
+	done(nil)
+	v, _ = fn(ctx)
+	assert.Equal(t, 7, v)
+
+	require.NoError(t, r.Close())
+	d := NewDecoder(&buf)
+	first, err := d.Next()
+	require.NoError(t, err)
+	assert.Equal(t, Record{Time: t0, Key: "pricing", Duration: time.Millisecond, Outcome: breaker.Failure}, first)
+	second, err := d.Next()
+	require.NoError(t, err)
+	assert.True(t, second.Refused)
+	_, err = d.Next()
+	assert.Equal(t, io.EOF, err, "the call whose caller had gone is not recorded")
+}
+
+// FuzzDecoder checks that no input makes the decoder panic, that every
+// error names its line, and that whatever it reads writes back to a line
+// that reads the same.
+func FuzzDecoder(f *testing.F) {
+	f.Add([]byte(`{"t":1764504000000000,"k":"inventory.GetStock","d":1523,"o":"success"}` + "\n" + `{"t":1,"k":"a","refused":true}`))
+	f.Add([]byte(`{"t":1,"k":"a\"b\\u00e9","d":0,"o":"timeout","probe":true}`))
+	f.Add([]byte("{}\n\n{\"t\":-1}"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		d := NewDecoder(bytes.NewReader(data))
+		for {
+			rec, err := d.Next()
+			if err == io.EOF {
+				return
+			}
+			if err != nil {
+				var le *LineError
+				if !errors.As(err, &le) || le.Line < 1 {
+					t.Fatalf("error %v does not name its line", err)
+				}
+				return
+			}
+			again, err := NewDecoder(bytes.NewReader(rec.AppendJSON(nil))).Next()
+			if err != nil {
+				t.Fatalf("line %q: %v", rec.AppendJSON(nil), err)
+			}
+			if again != rec {
+				t.Fatalf("round trip: %+v became %+v", rec, again)
+			}
+		}
+	})
+}
+
+// TestRegression_DecoderRefusesLineEndingInsideAnEscape: a line that ends
+// just after a backslash inside a string ({"t":0,"k":"0\) made the
+// decoder step past the end of the line and panic while it described the
+// bad field. Found by FuzzDecoder.
+func TestRegression_DecoderRefusesLineEndingInsideAnEscape(t *testing.T) {
+	for _, line := range []string{`{"t":0,"k":"0\`, `{"t":0,"k":"\`, `{"\`, `{"t":0,"k":"a","o":"\`} {
+		_, err := NewDecoder(strings.NewReader(line)).Next()
+		var le *LineError
+		require.ErrorAs(t, err, &le, line)
+		assert.Equal(t, 1, le.Line)
+	}
+}
+
+// TestRegression_KeysWithControlOrInvalidBytesWriteValidJSON: a key with a
+// control character or bytes that are not UTF-8 was written with Go's
+// quoting (\a, \xcc), which is not JSON, so the trace could not be read
+// back. Found by FuzzDecoder.
+func TestRegression_KeysWithControlOrInvalidBytesWriteValidJSON(t *testing.T) {
+	for key, want := range map[string]string{
+		"bell\a":          "bell\a",
+		"nul\x00tab\t":    "nul\x00tab\t",
+		"del\x7f":         "del\x7f",
+		"é and 😀":         "é and 😀",
+		"bad \xcc byte":   "bad \ufffd byte",
+		`quote " back \ `: `quote " back \ `,
+	} {
+		line := Record{Time: t0, Key: key, Duration: time.Millisecond, Outcome: breaker.Success}.AppendJSON(nil)
+		assert.True(t, json.Valid(line), "%q", line)
+		got, err := NewDecoder(bytes.NewReader(line)).Next()
+		require.NoError(t, err, "%q", line)
+		assert.Equal(t, want, got.Key)
+	}
+}
