@@ -34,6 +34,13 @@ type Group struct {
 	mu        sync.Mutex // creation, eviction, policy changes
 	activity  map[*Breaker]activity
 	lastSweep int64
+
+	// pmu serialises policy changes and guards where the policy comes
+	// from. It is taken before mu, never after.
+	pmu      sync.Mutex
+	follower *Follower // the source followed, if any
+	pstate   policyState
+	psubs    atomic.Pointer[[]*policySubscriber]
 }
 
 // GroupConfig configures a [Group].
@@ -85,7 +92,9 @@ func NewGroup(cfg GroupConfig, opts ...Option) (*Group, error) {
 	g.opt.group = g
 	g.rules.Store(gr)
 	g.subs.Store(&[]*subscriber{})
+	g.psubs.Store(&[]*policySubscriber{})
 	g.lastSweep = g.opt.tb.now()
+	g.pstate = policyState{origin: OriginCode, appliedAt: g.lastSweep}
 	return g, nil
 }
 

@@ -1,8 +1,7 @@
 package breaker
 
 import (
-	"context"
-	"log/slog"
+	"fmt"
 	"sort"
 	"strings"
 )
@@ -205,18 +204,28 @@ func (g *Group) Policies() GroupPolicy { return g.rules.Load().doc }
 // running on the default policy. Before any call has been made every
 // override is reported, so a service that loads its policies at start-up
 // should look again with UnusedOverrides once traffic has begun.
+//
+// While the group follows a [PolicySource] (see [Group.Follow]),
+// SetPolicies changes nothing and returns an error wrapping
+// [ErrFollowing]: the source owns the policy. Otherwise the policy in
+// force is the code's from then on ([PolicyStatus] shows [OriginCode]).
 func (g *Group) SetPolicies(gp GroupPolicy) error {
 	gr, err := compileGroup(gp)
 	if err != nil {
 		return err
 	}
-	unused := g.setRules(gr)
-	if l := g.opt.logger; l != nil {
-		for _, k := range unused {
-			l.LogAttrs(context.Background(), slog.LevelWarn,
-				"breaker override unused", slog.Group("breaker", slog.String("override", k)))
-		}
+	g.pmu.Lock()
+	if f := g.follower; f != nil {
+		g.pmu.Unlock()
+		return fmt.Errorf("%w (%s): close its Follower to set policies by code", ErrFollowing, f.Origin())
 	}
+	old := g.rules.Load().doc
+	unused := g.setRules(gr)
+	g.pstate.origin, g.pstate.version = OriginCode, ""
+	g.pstate.appliedAt = g.opt.tb.now()
+	g.pstate.changes = diffPolicies(old, gr.doc)
+	g.pmu.Unlock()
+	logUnused(g.opt.logger, unused)
 	return nil
 }
 
