@@ -382,3 +382,9 @@ func (g *Group) dispatchPolicy(rec PolicyChange) {
 		}
 	}
 }
+
+// MaxPolicyDocumentSize is the largest group policy document, in bytes,
+// that [ParseGroupPolicy] (and so [Group.LoadPolicies] and a followed
+// source) accepts: 1 MiB, far beyond any real policy, and small enough
+// that a file or a key filled by mistake cannot cost much to refuse.
+const MaxPolicyDocumentSize = 1 << 20
