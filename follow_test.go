@@ -333,3 +333,43 @@ func slogTo(w io.Writer) *slog.Logger {
 		return a
 	}}))
 }
+
+// Every document ends in one log record, loud enough for its result.
+func TestFollow_EveryDocumentIsLogged(t *testing.T) {
+	logs := &lockedBuffer{}
+	h := newFollowHarness(t, GroupConfig{}, WithLogger(slogTo(logs)))
+	h.calls("payment.Charge", 1, nil)
+	h.doc("v2", `{"overrides": {"payment.Charge": {"open_for": "45s", "max_open_for": "3m"}}}`)
+	h.doc("v3", `{"overrides": {"payment.Charge": {"max_open_for": "10s"}}}`)
+	h.send(PolicyDocument{Gone: true})
+	h.send(PolicyDocument{Err: errors.New("connection refused")})
+	h.doc("v4", `{"overrides": {"payment.Charge": {"open_for": "45s", "max_open_for": "3m"}}}`)
+	assert.Equal(t, `level=INFO msg="breaker policy applied" breaker.origin=test:policies breaker.version=v2 `+
+		`"breaker.changes.overrides[\"payment.Charge\"].open_for"="30s → 45s" "breaker.changes.overrides[\"payment.Charge\"].max_open_for"="2m0s → 3m0s"
+level=ERROR msg="breaker policy rejected" breaker.origin=test:policies breaker.version=v3 breaker.in_force=v2 `+
+		`"breaker.problems.overrides[\"payment.Charge\"].max_open_for"="must be at least open_for (30s), got 10s"
+level=WARN msg="breaker policy gone" breaker.origin=test:policies breaker.in_force=v2
+level=WARN msg="breaker policy unreadable" breaker.origin=test:policies breaker.in_force=v2 breaker.error="connection refused"
+level=INFO msg="breaker policy applied" breaker.origin=test:policies breaker.version=v4 breaker.changes=none
+`, logs.String())
+}
+
+// A group without a logger still logs its policy records, to the default
+// logger: a change of policy is never silent.
+func TestFollow_WithoutALoggerRecordsGoToTheDefaultLogger(t *testing.T) {
+	logs := &lockedBuffer{}
+	prev := slog.Default()
+	slog.SetDefault(slogTo(logs))
+	defer slog.SetDefault(prev)
+	g, err := NewGroup(GroupConfig{})
+	require.NoError(t, err)
+	src := newChanSource("test:default")
+	rec := make(chan PolicyChange, 1)
+	defer g.SubscribePolicy(func(c PolicyChange) { rec <- c })()
+	f, err := g.Follow(context.Background(), src)
+	require.NoError(t, err)
+	defer func() { require.NoError(t, f.Close()) }()
+	src.docs <- PolicyDocument{Version: "v1", Data: []byte(`{"default": {"min_requests": 30}}`)}
+	<-rec
+	assert.Contains(t, logs.String(), `msg="breaker policy applied" breaker.origin=test:default breaker.version=v1 breaker.changes.default.min_requests="20 → 30"`)
+}

@@ -60,10 +60,11 @@ func (r *PolicyResult) UnmarshalText(b []byte) error {
 // Every document ends in exactly one record, which goes to the
 // subscribers of [Group.SubscribePolicy], to the group's logger (or
 // [slog.Default] if it has none), and into the counts of
-// [Group.PolicyStatus]. With slog's text handler:
+// [Group.PolicyStatus]. With slog's text handler (which quotes a key
+// holding a quote):
 //
-//	level=INFO msg="breaker policy applied" breaker.origin=file:/etc/app/breakers.json breaker.version=sha256:5d41402abc4b2a76 breaker.changes.overrides["payment.Charge"].open_for="30s → 45s"
-//	level=ERROR msg="breaker policy rejected" breaker.origin=file:/etc/app/breakers.json breaker.version=sha256:7f83b1657ff1fc53 breaker.in_force=sha256:5d41402abc4b2a76 breaker.problems.overrides["payment.Charge"].max_open_for="must be at least open_for (30s), got 10s"
+//	level=INFO msg="breaker policy applied" breaker.origin=file:/etc/app/breakers.json breaker.version=sha256:5d41402abc4b2a76 breaker.changes.default.min_requests="20 → 10"
+//	level=ERROR msg="breaker policy rejected" breaker.origin=file:/etc/app/breakers.json breaker.version=sha256:7f83b1657ff1fc53 breaker.in_force=sha256:5d41402abc4b2a76 "breaker.problems.overrides[\"payment.Charge\"].max_open_for"="must be at least open_for (30s), got 10s"
 //	level=WARN msg="breaker policy gone" breaker.origin=file:/etc/app/breakers.json breaker.in_force=sha256:5d41402abc4b2a76
 //
 // A rejection is logged at Error, a document gone or unreadable at Warn,

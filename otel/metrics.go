@@ -31,6 +31,14 @@
 //	breaker.window.calls        UpDownCounter  {call}        (counted calls in the sliding window)
 //	breaker.window.error_ratio  Gauge          1             (failures/counted in the window)
 //
+// and these, of the group as a whole, without breaker.name, so that an
+// operator can confirm that a policy change is live (see
+// [breaker.Group.Follow]):
+//
+//	breaker.policy.info         Gauge          1             1, with breaker.policy.origin and .version of the document in force
+//	breaker.policy.applied_at   Gauge          s             when it was applied, in Unix seconds
+//	breaker.policy.reloads      Counter        {document}    breaker.policy.result: applied, rejected, gone, unreadable
+//
 // All are observable. The state and the window's calls are UpDownCounters
 // rather than gauges because they add up across breakers: the sum of
 // breaker.state over breaker.name for breaker.state=open is the number of
@@ -63,6 +71,9 @@ const (
 	KeyTransitionFrom   = attribute.Key("breaker.transition.from")
 	KeyTransitionTo     = attribute.Key("breaker.transition.to")
 	KeyTransitionReason = attribute.Key("breaker.transition.reason")
+	KeyPolicyOrigin     = attribute.Key("breaker.policy.origin")
+	KeyPolicyVersion    = attribute.Key("breaker.policy.version")
+	KeyPolicyResult     = attribute.Key("breaker.policy.result")
 )
 
 // Option configures [Register].
@@ -94,6 +105,9 @@ type Metrics struct {
 	state, transitions, calls, slow, rejected, shadowRejected,
 	fallbacks, probes, windowCalls metric.Int64Observable
 	notClosedTime, openDuration, windowRatio metric.Float64Observable
+
+	policyInfo, policyReloads metric.Int64Observable
+	policyApplied             metric.Float64Observable
 }
 
 // Register creates the instruments on a meter of mp named [ScopeName],
@@ -147,13 +161,20 @@ func Register(g *breaker.Group, mp metric.MeterProvider, opts ...Option) (*Metri
 		desc("Counted calls (successes, failures and timeouts) in the sliding window."), unit("{call}")))
 	f64(&m.windowRatio)(meter.Float64ObservableGauge("breaker.window.error_ratio",
 		desc("Failures divided by counted calls in the sliding window; 0 when it is empty."), unit("1")))
+	i64(&m.policyInfo)(meter.Int64ObservableGauge("breaker.policy.info",
+		desc("The policy document in force: 1, with its origin and version (empty for a policy set by code)."), unit("1")))
+	f64(&m.policyApplied)(meter.Float64ObservableGauge("breaker.policy.applied_at",
+		desc("When the policy document in force was applied, in Unix seconds on the group's clock."), unit("s")))
+	i64(&m.policyReloads)(meter.Int64ObservableCounter("breaker.policy.reloads",
+		desc("Policy documents a followed source delivered, by what became of them."), unit("{document}")))
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
 
 	reg, err := meter.RegisterCallback(m.observe,
 		m.state, m.transitions, m.calls, m.slow, m.rejected, m.shadowRejected,
-		m.fallbacks, m.probes, m.notClosedTime, m.openDuration, m.windowCalls, m.windowRatio)
+		m.fallbacks, m.probes, m.notClosedTime, m.openDuration, m.windowCalls, m.windowRatio,
+		m.policyInfo, m.policyApplied, m.policyReloads)
 	if err != nil {
 		return nil, err
 	}
@@ -183,6 +204,7 @@ func (m *Metrics) observe(_ context.Context, o metric.Observer) error {
 		all = append(all, breakerMetrics{b.Status(), b.Transitions()})
 		return true
 	})
+	m.observePolicy(o, m.g.PolicyStatus())
 	for _, bm := range all {
 		m.observeStatus(o, bm.status)
 		for _, t := range bm.transitions {
@@ -241,4 +263,20 @@ func (m *Metrics) observeStatus(o metric.Observer, s breaker.Status) {
 	o.ObserveFloat64(m.openDuration, s.OpenDuration.Seconds(), m.with(n))
 	o.ObserveInt64(m.windowCalls, toInt64(s.Window.Counted), m.with(n))
 	o.ObserveFloat64(m.windowRatio, s.ErrorRatio, m.with(n))
+}
+
+// group builds the attribute set of a group-wide measurement: kv and the
+// attributes of WithAttributes.
+func (m *Metrics) group(kv ...attribute.KeyValue) metric.MeasurementOption {
+	return metric.WithAttributeSet(attribute.NewSet(append(append([]attribute.KeyValue{}, kv...), m.attrs...)...))
+}
+
+func (m *Metrics) observePolicy(o metric.Observer, ps breaker.PolicyStatus) {
+	o.ObserveInt64(m.policyInfo, 1, m.group(KeyPolicyOrigin.String(ps.Origin), KeyPolicyVersion.String(ps.Version)))
+	o.ObserveFloat64(m.policyApplied, float64(ps.AppliedAt.UnixNano())/1e9, m.group())
+	r := ps.Reloads
+	o.ObserveInt64(m.policyReloads, toInt64(r.Applied), m.group(KeyPolicyResult.String("applied")))
+	o.ObserveInt64(m.policyReloads, toInt64(r.Rejected), m.group(KeyPolicyResult.String("rejected")))
+	o.ObserveInt64(m.policyReloads, toInt64(r.Gone), m.group(KeyPolicyResult.String("gone")))
+	o.ObserveInt64(m.policyReloads, toInt64(r.Unreadable), m.group(KeyPolicyResult.String("unreadable")))
 }

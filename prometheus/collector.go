@@ -24,6 +24,14 @@
 //	breaker_open_duration_seconds              gauge    length of the current outage, 0 when closed
 //	breaker_window_calls                       gauge    counted calls in the sliding window
 //	breaker_window_error_ratio                 gauge    failures/counted in the window
+//
+// and these, of the group as a whole, without the label name, so that an
+// operator can confirm that a policy change is live (see
+// [breaker.Group.Follow]):
+//
+//	breaker_policy_info{origin,version}        gauge    1 for the policy document in force
+//	breaker_policy_applied_timestamp_seconds   gauge    when it was applied, in Unix seconds
+//	breaker_policy_reloads_total{result}       counter  documents delivered: applied, rejected, gone, unreadable
 package breakerprom
 
 import (
@@ -75,6 +83,8 @@ type Collector struct {
 
 	state, transitions, calls, slow, rejected, shadowRejected,
 	fallbacks, probes, notClosedTime, openDuration, windowCalls, windowRatio *prometheus.Desc
+
+	policyInfo, policyApplied, policyReloads *prometheus.Desc
 }
 
 // NewCollector returns a collector for g. It holds no resources beyond
@@ -116,6 +126,15 @@ func NewCollector(g *breaker.Group, opts ...Option) *Collector {
 			"Counted calls (successes, failures and timeouts) in the sliding window."),
 		windowRatio: desc("window_error_ratio",
 			"Failures divided by counted calls in the sliding window; 0 when it is empty."),
+		policyInfo: prometheus.NewDesc(cfg.namespace+"_policy_info",
+			"The policy document in force: 1, with its origin and version (empty for a policy set by code).",
+			[]string{"origin", "version"}, cfg.constLabels),
+		policyApplied: prometheus.NewDesc(cfg.namespace+"_policy_applied_timestamp_seconds",
+			"When the policy document in force was applied, in Unix seconds on the group's clock.",
+			nil, cfg.constLabels),
+		policyReloads: prometheus.NewDesc(cfg.namespace+"_policy_reloads_total",
+			"Policy documents a followed source delivered, by what became of them.",
+			[]string{"result"}, cfg.constLabels),
 	}
 	return c
 }
@@ -127,6 +146,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{
 		c.state, c.transitions, c.calls, c.slow, c.rejected, c.shadowRejected,
 		c.fallbacks, c.probes, c.notClosedTime, c.openDuration, c.windowCalls, c.windowRatio,
+		c.policyInfo, c.policyApplied, c.policyReloads,
 	} {
 		ch <- d
 	}
@@ -149,6 +169,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		all = append(all, breakerMetrics{b.Status(), b.Transitions()})
 		return true
 	})
+	c.collectPolicy(ch, c.g.PolicyStatus())
 	for _, m := range all {
 		c.collectStatus(ch, m.status)
 		for _, t := range m.transitions {
@@ -190,4 +211,17 @@ func (c *Collector) collectStatus(ch chan<- prometheus.Metric, s breaker.Status)
 	gauge(c.openDuration, s.OpenDuration.Seconds())
 	gauge(c.windowCalls, float64(s.Window.Counted))
 	gauge(c.windowRatio, s.ErrorRatio)
+}
+
+func (c *Collector) collectPolicy(ch chan<- prometheus.Metric, ps breaker.PolicyStatus) {
+	ch <- prometheus.MustNewConstMetric(c.policyInfo, prometheus.GaugeValue, 1, ps.Origin, ps.Version)
+	ch <- prometheus.MustNewConstMetric(c.policyApplied, prometheus.GaugeValue,
+		float64(ps.AppliedAt.UnixNano())/1e9)
+	r := ps.Reloads
+	for _, x := range []struct {
+		result string
+		n      uint64
+	}{{"applied", r.Applied}, {"rejected", r.Rejected}, {"gone", r.Gone}, {"unreadable", r.Unreadable}} {
+		ch <- prometheus.MustNewConstMetric(c.policyReloads, prometheus.CounterValue, float64(x.n), x.result)
+	}
 }

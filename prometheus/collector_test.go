@@ -203,6 +203,18 @@ breaker_open_duration_seconds{name="pricing.GetPrice"} 0
 breaker_not_closed_seconds_total{name="inventory.GetStock"} 0
 breaker_not_closed_seconds_total{name="payment.Charge"} 8
 breaker_not_closed_seconds_total{name="pricing.GetPrice"} 30
+# HELP breaker_policy_applied_timestamp_seconds When the policy document in force was applied, in Unix seconds on the group's clock.
+# TYPE breaker_policy_applied_timestamp_seconds gauge
+breaker_policy_applied_timestamp_seconds 1.767323045e+09
+# HELP breaker_policy_info The policy document in force: 1, with its origin and version (empty for a policy set by code).
+# TYPE breaker_policy_info gauge
+breaker_policy_info{origin="code",version=""} 1
+# HELP breaker_policy_reloads_total Policy documents a followed source delivered, by what became of them.
+# TYPE breaker_policy_reloads_total counter
+breaker_policy_reloads_total{result="applied"} 0
+breaker_policy_reloads_total{result="gone"} 0
+breaker_policy_reloads_total{result="rejected"} 0
+breaker_policy_reloads_total{result="unreadable"} 0
 # HELP breaker_probes_total Half-open probe verdicts.
 # TYPE breaker_probes_total counter
 breaker_probes_total{name="inventory.GetStock",result="failed"} 0
@@ -544,4 +556,54 @@ func TestRegression_TransitionCountsStartAfreshWithARecreatedBreaker(t *testing.
 	f.expect(withHeaders(`
 breaker_transitions_total{from="closed",name="pricing.GetPrice",reason="err_ratio",to="open"} 1
 `), "breaker_transitions_total")
+}
+
+// docSource delivers the documents the test sends it.
+type docSource chan breaker.PolicyDocument
+
+func (s docSource) Watch(ctx context.Context, deliver func(breaker.PolicyDocument)) error {
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case d := <-s:
+			deliver(d)
+		}
+	}
+}
+
+// An operator confirms a change from the metrics: the version in force,
+// when it was applied, and the reloads by result, a rejected one included.
+func TestCollector_ExposesThePolicyInForceAndTheReloads(t *testing.T) {
+	f := newFixture(t)
+	src := make(docSource)
+	done := make(chan breaker.PolicyChange)
+	defer f.g.SubscribePolicy(func(c breaker.PolicyChange) { done <- c })()
+	fl, err := f.g.Follow(context.Background(), src)
+	require.NoError(t, err)
+	defer func() { require.NoError(t, fl.Close()) }()
+
+	f.at(time.Minute)
+	src <- breaker.PolicyDocument{Origin: "file:/etc/app/breakers.json", Version: "sha256:5d41402abc4b2a76",
+		Data: []byte(`{"default": {"min_requests": 10}}`)}
+	require.Equal(t, breaker.PolicyApplied, (<-done).Result)
+	f.at(2 * time.Minute)
+	src <- breaker.PolicyDocument{Origin: "file:/etc/app/breakers.json", Version: "sha256:7f83b1657ff1fc53",
+		Data: []byte(`{"default": {"min_requests": -1}}`)}
+	require.Equal(t, breaker.PolicyRejected, (<-done).Result)
+
+	f.expect(`
+# HELP breaker_policy_applied_timestamp_seconds When the policy document in force was applied, in Unix seconds on the group's clock.
+# TYPE breaker_policy_applied_timestamp_seconds gauge
+breaker_policy_applied_timestamp_seconds 1.767323105e+09
+# HELP breaker_policy_info The policy document in force: 1, with its origin and version (empty for a policy set by code).
+# TYPE breaker_policy_info gauge
+breaker_policy_info{origin="file:/etc/app/breakers.json",version="sha256:5d41402abc4b2a76"} 1
+# HELP breaker_policy_reloads_total Policy documents a followed source delivered, by what became of them.
+# TYPE breaker_policy_reloads_total counter
+breaker_policy_reloads_total{result="applied"} 1
+breaker_policy_reloads_total{result="gone"} 0
+breaker_policy_reloads_total{result="rejected"} 1
+breaker_policy_reloads_total{result="unreadable"} 0
+`, "breaker_policy_applied_timestamp_seconds", "breaker_policy_info", "breaker_policy_reloads_total")
 }
