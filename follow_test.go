@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -372,4 +373,50 @@ func TestFollow_WithoutALoggerRecordsGoToTheDefaultLogger(t *testing.T) {
 	src.docs <- PolicyDocument{Version: "v1", Data: []byte(`{"default": {"min_requests": 30}}`)}
 	<-rec
 	assert.Contains(t, logs.String(), `msg="breaker policy applied" breaker.origin=test:default breaker.version=v1 breaker.changes.default.min_requests="20 → 30"`)
+}
+
+// A followed document that is not one well-formed document is refused
+// and reported, and no breaker goes back to the defaults.
+func TestFollow_MalformedDocumentsAreRefusedAndChangeNothing(t *testing.T) {
+	const good = `{"default": {"min_requests": 7}, "overrides": {"payment.Charge": {"open_for": "45s", "max_open_for": "3m"}}}`
+	huge := []byte(`{"default": {"min_requests": 7}, "overrides": {"payment.Charge": {"open_for": "45s", "max_open_for": "3m"}}}` +
+		strings.Repeat(" ", MaxPolicyDocumentSize))
+	for _, c := range []struct {
+		name, data, field, problem string
+	}{
+		{"duplicate field", `{"default": {"min_requests": 7, "min_requests": 70}}`,
+			"default.min_requests", "duplicate key"},
+		{"duplicate override", `{"overrides": {"payment.Charge": {"open_for": "45s", "max_open_for": "3m"}, "payment.Charge": {}}}`,
+			`overrides["payment.Charge"]`, "duplicate key"},
+		{"duplicate default", `{"default": {"min_requests": 7}, "default": {}}`,
+			"default", "duplicate key"},
+		{"empty", ``, "(document)", "got an empty document"},
+		{"white space", " \n\t ", "(document)", "got an empty document"},
+		{"null", `null`, "(document)", "got null"},
+		{"trailing garbage", good + `}`, "(document)", "and nothing after it, got more at byte"},
+		{"a second document", good + good, "(document)", "and nothing after it"},
+		{"over 1 MiB", string(huge), "(document)", "more than 1048576 bytes (1 MiB)"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			h := newFollowHarness(t, GroupConfig{})
+			require.Equal(t, PolicyApplied, h.doc("v1", good).Result)
+			pay := mustGet(t, h.g, "payment.Charge")
+			other := mustGet(t, h.g, "orders.Create")
+
+			rec := h.doc("v2", c.data)
+			assert.Equal(t, PolicyRejected, rec.Result)
+			assert.Equal(t, "v1", rec.InForce)
+			require.NotEmpty(t, rec.Problems)
+			assert.Equal(t, c.field, rec.Problems[0].Field)
+			assert.Contains(t, rec.Problems[0].Problem, c.problem)
+			assert.Equal(t, 45*time.Second, pay.Policy().OpenFor, "not reset to the defaults")
+			assert.Equal(t, 7, other.Policy().MinRequests, "not reset to the defaults")
+			assert.Equal(t, "v1", h.g.PolicyStatus().Version)
+
+			_, err := ParseGroupPolicy([]byte(c.data))
+			assert.Error(t, err, "refused by ParseGroupPolicy too")
+		})
+	}
+	_, err := ParseGroupPolicy([]byte(strings.Repeat(" ", MaxPolicyDocumentSize-2) + "{}"))
+	assert.NoError(t, err, "a document of exactly the limit is read")
 }

@@ -23,7 +23,11 @@ import (
 // Decoding is strict: an unknown field, a key named twice (a field, an
 // override, "default"), a value of the wrong type or an invalid policy is
 // an error that gives its path (overrides["payment.Charge"].open_for), and
-// nothing of the document is applied.
+// nothing of the document is applied. So is a document that is empty
+// (or only white space), is not one JSON object (null, an array), has
+// anything but white space after its object, or is larger than
+// [MaxPolicyDocumentSize]. The object {} is a document: every key on
+// [DefaultPolicy].
 type GroupPolicy struct {
 	Default   Policy            `json:"default"`
 	Overrides map[string]Policy `json:"overrides,omitempty"`
@@ -67,6 +71,13 @@ func ParseGroupPolicy(data []byte) (GroupPolicy, error) {
 // "default") is an error at its path. On error gp is unchanged.
 func (gp *GroupPolicy) UnmarshalJSON(data []byte) error {
 	var v validator
+	if len(data) > MaxPolicyDocumentSize {
+		// Refused before it is read: a document this size is a mistake
+		// (a wrong file, a key filled by a runaway writer), and reading
+		// it costs memory and time for nothing.
+		v.add("(document)", "more than %d bytes (1 MiB), the largest document accepted", MaxPolicyDocumentSize)
+		return v.err()
+	}
 	top := members(&v, data, "(document)", `a JSON object with "default" and "overrides"`, fieldName)
 	if top == nil {
 		return v.err()
