@@ -12,6 +12,10 @@
 //
 //	go run . -addr 127.0.0.1:8080
 //
+// With -policy breakers.json the breakers follow that policy file while
+// the service runs: each change is applied (or refused) within a second,
+// logged, and shown under "policy" in GET /breakers.
+//
 // See README.md for a walk through an outage with curl.
 package main
 
@@ -23,27 +27,44 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/govkit/breaker"
 )
 
 func main() {
 	addr := flag.String("addr", "127.0.0.1:8080", "address to listen on")
+	var pf policyFlags
+	pf.register(flag.CommandLine)
 	flag.Parse()
 
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
-	if err := serve(*addr, log); err != nil {
+	src, err := pf.source(nil)
+	if err != nil {
+		log.Error("bad flags", "err", err)
+		os.Exit(2)
+	}
+	if err := serve(*addr, src, log); err != nil {
 		log.Error("service stopped", "err", err)
 		os.Exit(1)
 	}
 }
 
-// serve runs the service on addr until SIGINT or SIGTERM.
-func serve(addr string, log *slog.Logger) error {
+// serve runs the service on addr until SIGINT or SIGTERM, its breakers
+// following src if it is not nil.
+func serve(addr string, src breaker.PolicySource, log *slog.Logger) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
 	svc, err := newService(log)
 	if err != nil {
 		return err
+	}
+	if src != nil {
+		f, err := svc.group.Follow(ctx, src)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
 	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
