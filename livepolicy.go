@@ -99,7 +99,9 @@ type PolicyFieldChange struct {
 	Path  string `json:"path"`
 	Field string `json:"field"`
 	// From and To are the values before and after, as the document
-	// writes them ("30s", 0.5, 20).
+	// writes them ("30s", 0.5, 20). A field of a candidate has a Path
+	// that starts with "candidate.", and "" stands for a candidate that
+	// was not there, or is no longer.
 	From string `json:"from"`
 	To   string `json:"to"`
 }
@@ -134,6 +136,10 @@ type PolicyStatus struct {
 	// of it: a rejected or gone document shows here while the version in
 	// force stays.
 	Last *PolicyChange `json:"last,omitempty"`
+	// Candidate is the version of the document whose candidate the
+	// group's breakers run in shadow, and how many run one; nil without a
+	// candidate (see [GroupPolicy.Candidate]).
+	Candidate *CandidateInfo `json:"candidate,omitempty"`
 }
 
 // PolicyStatus returns where the group's policy in force comes from, the
@@ -159,6 +165,7 @@ func (g *Group) PolicyStatus() PolicyStatus {
 		last := *ps.last
 		st.Last = &last
 	}
+	st.Candidate = g.candidateInfo()
 	return st
 }
 
@@ -189,6 +196,7 @@ func (g *Group) applyDocument(doc PolicyDocument) PolicyChange {
 			break
 		}
 		rec.Result = PolicyApplied
+		gr.version = doc.Version
 		rec.Changes = diffPolicies(g.rules.Load().doc, gr.doc)
 		unused = g.setRules(gr)
 		g.pstate.reloads.Applied++
@@ -228,10 +236,22 @@ func documentProblems(err error) []FieldError {
 }
 
 // diffPolicies lists the fields that differ between two documents, key by
-// key: the default, then each override key of either, sorted.
+// key: the default, then each override key of either, sorted, then the
+// same for their candidates.
 func diffPolicies(old, new GroupPolicy) []PolicyFieldChange {
 	var out []PolicyFieldChange
 	diffDoc(&out, "", old, new, false, false)
+	oc, nc := old.Candidate, new.Candidate
+	if oc != nil || nc != nil {
+		var o, n GroupPolicy
+		if oc != nil {
+			o = *oc
+		}
+		if nc != nil {
+			n = *nc
+		}
+		diffDoc(&out, "candidate.", o, n, oc == nil, nc == nil)
+	}
 	return out
 }
 

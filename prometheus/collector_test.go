@@ -607,3 +607,43 @@ breaker_policy_reloads_total{result="rejected"} 1
 breaker_policy_reloads_total{result="unreadable"} 0
 `, "breaker_policy_applied_timestamp_seconds", "breaker_policy_info", "breaker_policy_reloads_total")
 }
+
+// A breaker running a candidate policy exposes what the candidate does,
+// under names of its own.
+func TestCollector_ExposesACandidatePolicy(t *testing.T) {
+	f := newFixture(t)
+	gp := breaker.GroupPolicy{Default: testPolicy()}
+	cand := testPolicy()
+	cand.ErrorRatio = 0.25
+	gp.Candidate = &breaker.GroupPolicy{Default: testPolicy(), Overrides: map[string]breaker.Policy{payment: cand}}
+	require.NoError(t, f.g.SetPolicies(gp))
+	f.calls(payment, 3, nil)
+	f.calls(payment, 1, errBoom) // 1 of 4: the candidate opens, the policy in force does not
+	f.calls(payment, 2, nil)     // the candidate would have refused these
+	f.calls(inventory, 1, nil)
+
+	f.expect(`
+# HELP breaker_candidate_differences_total Times the breaker's candidate policy and its policy in force came to differ in state.
+# TYPE breaker_candidate_differences_total counter
+breaker_candidate_differences_total{name="payment.Charge"} 1
+# HELP breaker_candidate_state State of the breaker's candidate policy, run in shadow: 1 for the state it is in, 0 for the others.
+# TYPE breaker_candidate_state gauge
+breaker_candidate_state{name="payment.Charge",state="closed"} 0
+breaker_candidate_state{name="payment.Charge",state="half_open"} 0
+breaker_candidate_state{name="payment.Charge",state="open"} 1
+# HELP breaker_candidate_transitions_total State transitions of the breaker's candidate policy, by the rule or event that caused them.
+# TYPE breaker_candidate_transitions_total counter
+breaker_candidate_transitions_total{from="closed",name="payment.Charge",reason="err_ratio",to="open"} 1
+# HELP breaker_candidate_would_admit_total Calls the breaker refused that its candidate policy would have admitted.
+# TYPE breaker_candidate_would_admit_total counter
+breaker_candidate_would_admit_total{name="payment.Charge"} 0
+# HELP breaker_candidate_would_refuse_total Calls the breaker admitted that its candidate policy would have refused.
+# TYPE breaker_candidate_would_refuse_total counter
+breaker_candidate_would_refuse_total{name="payment.Charge"} 2
+`, "breaker_candidate_differences_total", "breaker_candidate_state", "breaker_candidate_transitions_total",
+		"breaker_candidate_would_admit_total", "breaker_candidate_would_refuse_total")
+	assert.Equal(t, breaker.Closed, f.breaker(payment).State())
+	problems, err := testutil.CollectAndLint(f.c)
+	require.NoError(t, err)
+	assert.Empty(t, problems)
+}
