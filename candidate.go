@@ -22,32 +22,26 @@ type candidate struct {
 	wouldAdmit atomic.Uint64 // calls refused that the candidate would have admitted
 	diffs      atomic.Uint64 // differences reported
 
+	// seen packs the states of the breaker and of the candidate last
+	// reconciled, so that a call that changed neither, the usual case,
+	// is told apart with atomic loads only. It is written under mu.
+	seen atomic.Uint32
+
 	mu      sync.Mutex
 	version string
-	seen    [2]State // active and candidate states last reconciled
-	last    *Event   // the candidate's last transition
+	last    *Event // the candidate's last transition
 }
 
-// errAbandoned stands, for the candidate, for the result of a call whose
-// function panicked or called runtime.Goexit: a failure, as for the
-// breaker itself.
-var errAbandoned = errors.New("breaker: call abandoned")
+func statePair(active, cand State) uint32 { return uint32(active)<<8 | uint32(cand) }
 
 func newCandidate(g *Group, b *Breaker, r *rules, version string) *candidate {
 	c := &candidate{g: g, b: b, version: version}
 	o := *g.opt
-	classify := o.classify
-	o.classify = func(err error) Outcome {
-		if err == errAbandoned {
-			return Failure
-		}
-		return classify(err)
-	}
 	o.hooks = []func(Event){c.onEvent}
 	o.logger, o.group = nil, nil
 	c.shadow = newBreaker(b.name, r, &o)
 	_ = c.shadow.SetMode(ModeShadow)
-	c.seen = [2]State{b.state.Load().state(), Closed}
+	c.seen.Store(statePair(b.state.Load().state(), Closed))
 	return c
 }
 
@@ -59,79 +53,156 @@ func (c *candidate) onEvent(e Event) {
 	c.mu.Unlock()
 }
 
-// candidateKey marks the context of the call doCandidate makes through
-// the breaker itself, which must not run the candidate a second time.
-type candidateKey struct{}
+// candidateCall is a call of a breaker with a candidate, as doCandidate
+// makes it through the breaker itself: the caller's context, which it
+// passes on, and what the candidate needs to settle the call. It is the
+// one allocation of a call with a candidate.
+type candidateCall struct {
+	context.Context
+	c   *candidate
+	fn  func(context.Context) error
+	ran bool  // fn was called
+	err error // what it returned
+	// The candidate's admission of the call.
+	tok token
+	r   *rules
+	ok  bool
+}
+
+type candidateCallKey struct{}
+
+// Value finds the call from a context derived from it (a probe's, a
+// Policy.Timeout deadline's).
+func (cc *candidateCall) Value(key any) any {
+	if key == (candidateCallKey{}) {
+		return cc
+	}
+	return cc.Context.Value(key)
+}
 
 // candidate returns the candidate a call must also run, or nil. Without
 // a candidate, the usual case, it costs the closed path one atomic load
-// and a comparison; anything more is in candidateFor.
+// and a nil check. A call that doCandidate makes is not run a second
+// time; a call to another breaker made inside it, with its context,
+// runs that breaker's candidate. The check compares types rather than
+// looking up a context value, which would walk the context's parents.
 func (b *Breaker) candidate(ctx context.Context) *candidate {
 	if c := b.cand.Load(); c != nil {
-		return candidateFor(ctx, c)
+		if cc, inner := ctx.(*candidateCall); !inner || cc.c != c {
+			return c
+		}
 	}
 	return nil
 }
 
-func candidateFor(ctx context.Context, c *candidate) *candidate {
-	if ctx.Value(candidateKey{}) != nil {
-		return nil
-	}
-	return c
-}
-
 // doCandidate is Do for a breaker with a candidate: the call goes through
-// the breaker as usual; once the breaker has settled it, the candidate
-// settles it too, with the same error, timed from the same start.
+// the breaker as usual, and the candidate admits it when the breaker
+// does, which a shadow always can; once the breaker has settled the call,
+// the candidate settles it with the same error (or, if fn panicked, as
+// the breaker does such a call), and the two are compared.
 func (b *Breaker) doCandidate(ctx context.Context, fn func(context.Context) error, c *candidate) error {
-	var done func(error)
-	ran, returned := false, false
+	cc := &candidateCall{Context: ctx, c: c, fn: fn}
+	settled := false
 	defer func() {
-		if ran && !returned {
-			done(errAbandoned)
+		if !settled {
+			cc.abandon()
 			c.reconcile()
 		}
 	}()
-	var ferr error
-	err := b.Do(context.WithValue(ctx, candidateKey{}, c), func(call context.Context) error {
-		ran = true
-		_, done, _ = c.shadow.Allow(ctx) // a shadow never refuses; ctx is not done
-		if done == nil {
-			done = func(error) {}
-		}
-		ferr = fn(call)
-		return ferr
-	})
-	returned = true
-	if ran {
-		done(ferr)
-	} else if errors.Is(err, ErrOpen) && c.shadow.state.Load().state() == Closed {
-		c.wouldAdmit.Add(1)
+	err := b.Do(cc, runCandidateCall)
+	settled = true
+	if cc.ran {
+		cc.settle(cc.err)
+	} else if errors.Is(err, ErrOpen) {
+		c.refused()
 	}
 	c.reconcile()
 	return err
 }
 
+// runCandidateCall is the function doCandidate has the breaker call: a
+// plain function, so that passing it allocates nothing.
+func runCandidateCall(call context.Context) error {
+	cc, direct := call.(*candidateCall)
+	if direct {
+		call = cc.Context // fn sees the caller's own context
+	} else {
+		cc = call.Value(candidateCallKey{}).(*candidateCall)
+	}
+	cc.ran = true
+	cc.admit()
+	cc.err = cc.fn(call)
+	return cc.err
+}
+
+// admit has the candidate admit the call. A shadow breaker never refuses,
+// and needs no context of its own: the call is timed from here for its
+// slow-call rule and its Policy.Timeout, which it judges without
+// imposing.
+func (cc *candidateCall) admit() {
+	s := cc.c.shadow
+	r := s.rules.Load()
+	tok, err := s.admitSlow(s.state.Load(), r)
+	if err != nil {
+		return
+	}
+	if r.timed {
+		tok.timed, tok.start = true, s.opt.tb.now()
+	}
+	cc.tok, cc.r, cc.ok = tok, r, true
+}
+
+func (cc *candidateCall) settle(err error) {
+	if !cc.ok {
+		return
+	}
+	cc.ok = false
+	if err == nil && cc.tok.role == roleCounted && !cc.tok.timed {
+		// The common case, as in Do's closed path.
+		cc.c.shadow.recordSuccess(cc.Context, cc.tok.gen)
+		return
+	}
+	cc.c.shadow.finish(cc.Context, cc.tok, err, cc.r)
+}
+
+func (cc *candidateCall) abandon() {
+	if cc.ran && cc.ok {
+		cc.ok = false
+		cc.c.shadow.abandon(cc.Context, cc.tok)
+	}
+}
+
+// refused counts a call the breaker refused, if the candidate would have
+// admitted it.
+func (c *candidate) refused() {
+	if c.shadow.state.Load().state() == Closed {
+		c.wouldAdmit.Add(1)
+	}
+}
+
 // allowCandidate is Allow for a breaker with a candidate.
 func (b *Breaker) allowCandidate(ctx context.Context, c *candidate) (context.Context, func(error), error) {
-	call, done, err := b.Allow(context.WithValue(ctx, candidateKey{}, c))
+	cc := &candidateCall{Context: ctx, c: c}
+	call, done, err := b.Allow(cc)
 	if err != nil {
-		if errors.Is(err, ErrOpen) && c.shadow.state.Load().state() == Closed {
-			c.wouldAdmit.Add(1)
+		if errors.Is(err, ErrOpen) {
+			c.refused()
 		}
 		c.reconcile()
 		return nil, nil, err
 	}
-	_, sdone, _ := c.shadow.Allow(ctx)
+	if call == context.Context(cc) {
+		call = ctx
+	}
+	cc.ran = true
+	cc.admit()
 	var once atomic.Bool
 	return call, func(err error) {
 		if !once.CompareAndSwap(false, true) {
 			return
 		}
 		done(err)
-		if sdone != nil {
-			sdone(err)
-		}
+		cc.settle(err)
 		c.reconcile()
 	}, nil
 }
@@ -239,19 +310,23 @@ func (b *Breaker) Candidate() (CandidateStatus, bool) {
 // difference.
 func (c *candidate) reconcile() {
 	active, cand := c.b.state.Load().state(), c.shadow.state.Load().state()
+	pair := statePair(active, cand)
+	if c.seen.Load() == pair {
+		return
+	}
 	c.mu.Lock()
-	prev := c.seen
-	if prev == [2]State{active, cand} {
+	prev := c.seen.Load()
+	if prev == pair {
 		c.mu.Unlock()
 		return
 	}
-	c.seen = [2]State{active, cand}
+	c.seen.Store(pair)
 	if active == cand {
 		c.mu.Unlock()
 		return
 	}
 	e := CandidateEvent{Name: c.b.name, Version: c.version, Candidate: cand, Active: active}
-	if cand != prev[1] && c.last != nil {
+	if cand != State(prev&0xff) && c.last != nil {
 		e.Moved, e.Reason, e.Time = "candidate", c.last.Reason, c.last.Time
 		if cand != Closed {
 			e.Window = c.last.Snapshot

@@ -282,3 +282,54 @@ func TestCandidate_StaysAcrossAReloadAndReachesNewKeys(t *testing.T) {
 	_, ok = mustGet(t, h.g, "never.Seen@10.0.0.1").Candidate()
 	assert.True(t, ok)
 }
+
+// A call to another breaker made inside a call, with its context, runs
+// that breaker's candidate too; fn sees the caller's own context.
+func TestCandidate_ANestedCallRunsItsOwnCandidate(t *testing.T) {
+	h := newFollowHarness(t, GroupConfig{})
+	h.doc("v1", `{"default": {"min_requests": 10}, "candidate": {"default": {"error_ratio": 0.2}}}`)
+	type key struct{}
+	ctx := context.WithValue(context.Background(), key{}, "caller")
+	for i := 0; i < 3; i++ {
+		require.NoError(t, h.g.Do(ctx, "outer.Call", func(ctx context.Context) error {
+			assert.Equal(t, "caller", ctx.Value(key{}))
+			_, isInner := ctx.(*candidateCall)
+			assert.False(t, isInner)
+			return h.g.Do(ctx, "inner.Call", func(context.Context) error { return nil })
+		}))
+	}
+	for _, k := range []string{"outer.Call", "inner.Call"} {
+		st, ok := mustGet(t, h.g, k).Candidate()
+		require.True(t, ok)
+		assert.Equal(t, uint64(3), st.Window.Counted, k)
+	}
+}
+
+// Under a policy with a deadline the call gets a context derived from
+// the caller's; the candidate times the call on its own rules, judging
+// slowness and its own timeout without imposing them.
+func TestCandidate_JudgesATimedCallByItsOwnRules(t *testing.T) {
+	h := newFollowHarness(t, GroupConfig{})
+	h.doc("v1", `{"default": {"min_requests": 10, "timeout": "1s"},
+		"candidate": {"default": {"timeout": "150ms", "slow_call": "100ms", "slow_ratio": 0.5}}}`)
+	for i := 0; i < 2; i++ {
+		require.NoError(t, h.g.Do(context.Background(), "payment.Charge", func(ctx context.Context) error {
+			_, ok := ctx.Deadline()
+			assert.True(t, ok, "the policy in force's deadline")
+			h.clk.Add(120 * time.Millisecond)
+			return nil
+		}))
+	}
+	pay := mustGet(t, h.g, "payment.Charge")
+	assert.Equal(t, Snapshot{Counted: 2}, pay.Snapshot())
+	st, _ := pay.Candidate()
+	assert.Equal(t, Snapshot{Counted: 2, Slow: 2}, st.Window, "slow for the candidate")
+	require.NoError(t, h.g.Do(context.Background(), "payment.Charge", func(ctx context.Context) error {
+		h.clk.Add(200 * time.Millisecond)
+		return nil
+	}))
+	st, _ = pay.Candidate()
+	assert.Equal(t, uint64(3), st.Window.Counted)
+	assert.Equal(t, uint64(1), st.Window.Timeouts, "past the candidate's timeout")
+	assert.Equal(t, uint64(0), pay.Snapshot().Timeouts)
+}
