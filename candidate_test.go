@@ -3,6 +3,8 @@ package breaker
 import (
 	"context"
 	"encoding/json"
+	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -332,4 +334,63 @@ func TestCandidate_JudgesATimedCallByItsOwnRules(t *testing.T) {
 	assert.Equal(t, uint64(3), st.Window.Counted)
 	assert.Equal(t, uint64(1), st.Window.Timeouts, "past the candidate's timeout")
 	assert.Equal(t, uint64(0), pay.Snapshot().Timeouts)
+}
+
+// Calls, Allow and status reads race reloads that add, change and remove
+// a candidate; the race detector and the counts must agree.
+func TestCandidate_RaceHammer(t *testing.T) {
+	g, err := NewGroup(GroupConfig{}, WithLogger(discardLogger()))
+	require.NoError(t, err)
+	docs := []string{
+		`{"default": {"min_requests": 5}}`,
+		`{"default": {"min_requests": 5}, "candidate": {"default": {"error_ratio": 0.2}}}`,
+		`{"default": {"min_requests": 5, "timeout": "1s"}, "candidate": {"default": {"slow_call": "1ms", "slow_ratio": 0.5}}}`,
+	}
+	const workers, calls = 4, 300
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			rec := g.applyDocument(PolicyDocument{Origin: "hammer", Version: strconv.Itoa(i), Data: []byte(docs[i%len(docs)])})
+			assert.Equal(t, PolicyApplied, rec.Result)
+			_ = g.PolicyStatus()
+		}
+	}()
+	var calling sync.WaitGroup
+	for w := 0; w < workers; w++ {
+		calling.Add(1)
+		go func(w int) {
+			defer calling.Done()
+			key := []string{"payment.Charge", "orders.Create"}[w%2]
+			for i := 0; i < calls; i++ {
+				var e error
+				if i%3 == 0 {
+					e = errBoom
+				}
+				if i%5 == 0 {
+					b, _ := g.Get(key)
+					if _, done, err := b.Allow(context.Background()); err == nil {
+						done(e)
+					}
+					_ = b.Status()
+					continue
+				}
+				_ = g.Do(context.Background(), key, func(context.Context) error { return e })
+			}
+		}(w)
+	}
+	calling.Wait()
+	close(stop)
+	wg.Wait()
+	for _, k := range []string{"payment.Charge", "orders.Create"} {
+		c := mustGet(t, g, k).Counters()
+		assert.Equal(t, c.Admitted, c.Successes+c.Failures+c.Timeouts+c.Ignored, k)
+	}
 }
