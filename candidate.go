@@ -60,24 +60,12 @@ func (c *candidate) onEvent(e Event) {
 type candidateCall struct {
 	context.Context
 	c   *candidate
-	fn  func(context.Context) error
 	ran bool  // fn was called
 	err error // what it returned
 	// The candidate's admission of the call.
 	tok token
 	r   *rules
 	ok  bool
-}
-
-type candidateCallKey struct{}
-
-// Value finds the call from a context derived from it (a probe's, a
-// Policy.Timeout deadline's).
-func (cc *candidateCall) Value(key any) any {
-	if key == (candidateCallKey{}) {
-		return cc
-	}
-	return cc.Context.Value(key)
 }
 
 // candidate returns the candidate a call must also run, or nil. Without
@@ -101,7 +89,7 @@ func (b *Breaker) candidate(ctx context.Context) *candidate {
 // the candidate settles it with the same error (or, if fn panicked, as
 // the breaker does such a call), and the two are compared.
 func (b *Breaker) doCandidate(ctx context.Context, fn func(context.Context) error, c *candidate) error {
-	cc := &candidateCall{Context: ctx, c: c, fn: fn}
+	cc := &candidateCall{Context: ctx, c: c}
 	settled := false
 	defer func() {
 		if !settled {
@@ -109,7 +97,9 @@ func (b *Breaker) doCandidate(ctx context.Context, fn func(context.Context) erro
 			c.reconcile()
 		}
 	}()
-	err := b.Do(cc, runCandidateCall)
+	// A closure rather than fn in cc: cc escapes (it is a context), and
+	// fn must not, or every Call of the package would allocate.
+	err := b.Do(cc, func(call context.Context) error { return cc.run(call, fn) })
 	settled = true
 	if cc.ran {
 		cc.settle(cc.err)
@@ -120,18 +110,16 @@ func (b *Breaker) doCandidate(ctx context.Context, fn func(context.Context) erro
 	return err
 }
 
-// runCandidateCall is the function doCandidate has the breaker call: a
-// plain function, so that passing it allocates nothing.
-func runCandidateCall(call context.Context) error {
-	cc, direct := call.(*candidateCall)
-	if direct {
-		call = cc.Context // fn sees the caller's own context
-	} else {
-		cc = call.Value(candidateCallKey{}).(*candidateCall)
+// run is the call, as the breaker makes it: the candidate admits it, and
+// fn runs with the context the breaker gives, or the caller's own if
+// that is cc itself.
+func (cc *candidateCall) run(call context.Context, fn func(context.Context) error) error {
+	if call == context.Context(cc) {
+		call = cc.Context
 	}
 	cc.ran = true
 	cc.admit()
-	cc.err = cc.fn(call)
+	cc.err = fn(call)
 	return cc.err
 }
 
