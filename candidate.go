@@ -53,10 +53,11 @@ func (c *candidate) onEvent(e Event) {
 	c.mu.Unlock()
 }
 
-// candidateCall is a call of a breaker with a candidate, as doCandidate
-// makes it through the breaker itself: the caller's context, which it
-// passes on, and what the candidate needs to settle the call. It is the
-// one allocation of a call with a candidate.
+// candidateCall is a call of a breaker with a candidate: the caller's
+// context, and what the candidate needs to settle the call. doCandidate
+// keeps it on the stack; allowCandidate passes it to Allow as the
+// context, which marks the call as one whose candidate is already taken
+// care of.
 type candidateCall struct {
 	context.Context
 	c   *candidate
@@ -84,12 +85,14 @@ func (b *Breaker) candidate(ctx context.Context) *candidate {
 }
 
 // doCandidate is Do for a breaker with a candidate: the call goes through
-// the breaker as usual, and the candidate admits it when the breaker
-// does, which a shadow always can; once the breaker has settled the call,
-// the candidate settles it with the same error (or, if fn panicked, as
-// the breaker does such a call), and the two are compared.
+// the breaker's general path (do, which admits, runs and settles any
+// call), and the candidate admits it when the breaker does, which a
+// shadow always can; once the breaker has settled the call, the
+// candidate settles it with the same error (or, if fn panicked, as the
+// breaker does such a call), and the two are compared. Nothing escapes:
+// a call with a candidate allocates nothing more than one without.
 func (b *Breaker) doCandidate(ctx context.Context, fn func(context.Context) error, c *candidate) error {
-	cc := &candidateCall{Context: ctx, c: c}
+	cc := candidateCall{Context: ctx, c: c}
 	settled := false
 	defer func() {
 		if !settled {
@@ -97,9 +100,8 @@ func (b *Breaker) doCandidate(ctx context.Context, fn func(context.Context) erro
 			c.reconcile()
 		}
 	}()
-	// A closure rather than fn in cc: cc escapes (it is a context), and
-	// fn must not, or every Call of the package would allocate.
-	err := b.Do(cc, func(call context.Context) error { return cc.run(call, fn) })
+	r := b.rules.Load()
+	err := b.do(ctx, func(call context.Context) error { return cc.run(call, fn) }, b.state.Load(), r)
 	settled = true
 	if cc.ran {
 		cc.settle(cc.err)
@@ -111,12 +113,8 @@ func (b *Breaker) doCandidate(ctx context.Context, fn func(context.Context) erro
 }
 
 // run is the call, as the breaker makes it: the candidate admits it, and
-// fn runs with the context the breaker gives, or the caller's own if
-// that is cc itself.
+// fn runs with the context the breaker gives.
 func (cc *candidateCall) run(call context.Context, fn func(context.Context) error) error {
-	if call == context.Context(cc) {
-		call = cc.Context
-	}
 	cc.ran = true
 	cc.admit()
 	cc.err = fn(call)

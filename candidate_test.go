@@ -394,3 +394,18 @@ func TestCandidate_RaceHammer(t *testing.T) {
 		assert.Equal(t, c.Admitted, c.Successes+c.Failures+c.Timeouts+c.Ignored, k)
 	}
 }
+
+// Running a candidate records every outcome twice, and allocates nothing.
+func TestCandidate_DoAllocatesNothing(t *testing.T) {
+	g, err := NewGroup(GroupConfig{}, WithLogger(discardLogger()))
+	require.NoError(t, err)
+	require.NoError(t, g.LoadPolicies([]byte(`{"candidate": {"default": {"error_ratio": 0.3}}}`)))
+	ctx := context.Background()
+	ok := func(context.Context) error { return nil }
+	require.NoError(t, g.Do(ctx, "allocs.Candidate", ok))
+	_, has := mustGet(t, g, "allocs.Candidate").Candidate()
+	require.True(t, has)
+	assert.Zero(t, testing.AllocsPerRun(1000, func() { _ = g.Do(ctx, "allocs.Candidate", ok) }))
+	st, _ := mustGet(t, g, "allocs.Candidate").Candidate()
+	assert.Equal(t, uint64(1002), st.Window.Counted)
+}
