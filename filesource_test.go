@@ -285,3 +285,19 @@ func TestFileSource_ChecksEverySecondByDefaultOnTheGivenClock(t *testing.T) {
 	assert.Equal(t, PolicyApplied, c.Result)
 	assert.True(t, strings.HasPrefix(c.Origin, "file:"))
 }
+
+// A file over the size limit is read only that far, and refused.
+func TestFileSource_AFileOverTheLimitIsRefused(t *testing.T) {
+	h := newFileHarness(t, fileV2)
+	v := h.next().Version
+	h.write(fileV1 + strings.Repeat(" ", MaxPolicyDocumentSize))
+	h.tick()
+	h.none() // cut short, it is not complete JSON: held back one look
+	h.tick()
+	c := h.next()
+	assert.Equal(t, PolicyRejected, c.Result)
+	assert.Equal(t, v, c.InForce)
+	require.NotEmpty(t, c.Problems)
+	assert.Contains(t, c.Problems[0].Problem, "more than 1048576 bytes")
+	assert.Equal(t, 45*time.Second, h.openFor("payment.Charge"))
+}
