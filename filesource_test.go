@@ -118,6 +118,16 @@ func TestFileSource_FollowsAFileRenamedOverTheOld(t *testing.T) {
 	assert.Equal(t, PolicyApplied, c.Result)
 	assert.NotEqual(t, v1, c.Version)
 	assert.Equal(t, 45*time.Second, h.openFor("payment.Charge"))
+
+	// Cut inside the document, what is read is not complete JSON: held
+	// back one look, then refused.
+	h.write(`{"default": {"min_requests": 10}, "overrides": {"x": {"probes": 2` + strings.Repeat(" ", MaxPolicyDocumentSize) + `}}}`)
+	h.tick()
+	h.none()
+	h.tick()
+	c = h.next()
+	assert.Equal(t, PolicyRejected, c.Result)
+	assert.Contains(t, c.Problems[0].Problem, "more than 1048576 bytes")
 }
 
 // A Kubernetes ConfigMap volume: breakers.json -> ..data/breakers.json,
@@ -156,6 +166,16 @@ func TestFileSource_FollowsAConfigMapDataSymlinkSwap(t *testing.T) {
 	c := h.next()
 	assert.Equal(t, PolicyApplied, c.Result)
 	assert.Equal(t, 45*time.Second, h.openFor("payment.Charge"))
+
+	// Cut inside the document, what is read is not complete JSON: held
+	// back one look, then refused.
+	h.write(`{"default": {"min_requests": 10}, "overrides": {"x": {"probes": 2` + strings.Repeat(" ", MaxPolicyDocumentSize) + `}}}`)
+	h.tick()
+	h.none()
+	h.tick()
+	c = h.next()
+	assert.Equal(t, PolicyRejected, c.Result)
+	assert.Contains(t, c.Problems[0].Problem, "more than 1048576 bytes")
 }
 
 // A file missing at one look is being replaced: nothing is reported.
@@ -290,9 +310,9 @@ func TestFileSource_ChecksEverySecondByDefaultOnTheGivenClock(t *testing.T) {
 func TestFileSource_AFileOverTheLimitIsRefused(t *testing.T) {
 	h := newFileHarness(t, fileV2)
 	v := h.next().Version
+	// A valid document followed by white space: what is read is complete
+	// JSON, delivered at once, and refused for its size.
 	h.write(fileV1 + strings.Repeat(" ", MaxPolicyDocumentSize))
-	h.tick()
-	h.none() // cut short, it is not complete JSON: held back one look
 	h.tick()
 	c := h.next()
 	assert.Equal(t, PolicyRejected, c.Result)
@@ -300,4 +320,14 @@ func TestFileSource_AFileOverTheLimitIsRefused(t *testing.T) {
 	require.NotEmpty(t, c.Problems)
 	assert.Contains(t, c.Problems[0].Problem, "more than 1048576 bytes")
 	assert.Equal(t, 45*time.Second, h.openFor("payment.Charge"))
+
+	// Cut inside the document, what is read is not complete JSON: held
+	// back one look, then refused.
+	h.write(`{"default": {"min_requests": 10}, "overrides": {"x": {"probes": 2` + strings.Repeat(" ", MaxPolicyDocumentSize) + `}}}`)
+	h.tick()
+	h.none()
+	h.tick()
+	c = h.next()
+	assert.Equal(t, PolicyRejected, c.Result)
+	assert.Contains(t, c.Problems[0].Problem, "more than 1048576 bytes")
 }
