@@ -71,10 +71,11 @@ type candidateCall struct {
 
 // candidate returns the candidate a call must also run, or nil. Without
 // a candidate, the usual case, it costs the closed path one atomic load
-// and a nil check. A call that doCandidate makes is not run a second
-// time; a call to another breaker made inside it, with its context,
-// runs that breaker's candidate. The check compares types rather than
-// looking up a context value, which would walk the context's parents.
+// and a nil check. The call allowCandidate makes through Allow, with a
+// *candidateCall for its context, does not run the candidate a second
+// time; a call to another breaker made with that context runs that
+// breaker's candidate. The check compares types rather than looking up a
+// context value, which would walk the context's parents.
 func (b *Breaker) candidate(ctx context.Context) *candidate {
 	if c := b.cand.Load(); c != nil {
 		if cc, inner := ctx.(*candidateCall); !inner || cc.c != c {
