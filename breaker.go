@@ -55,6 +55,7 @@ type Breaker struct {
 	consec    atomic.Uint64
 	openErr   atomic.Pointer[OpenError]
 	other     [nOther]atomic.Uint64
+	cand      atomic.Pointer[candidate] // nil unless the group's document has a candidate for it
 
 	name string
 

@@ -37,6 +37,9 @@ func (b *Breaker) Do(ctx context.Context, fn func(context.Context) error) error 
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	if c := b.candidate(ctx); c != nil {
+		return b.doCandidate(ctx, fn, c)
+	}
 	r := b.rules.Load()
 	w := b.state.Load()
 	if !w.plain() || r.timed {
@@ -145,6 +148,9 @@ func (b *Breaker) Allow(ctx context.Context) (context.Context, func(error), erro
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, nil, err
+	}
+	if c := b.candidate(ctx); c != nil {
+		return b.allowCandidate(ctx, c)
 	}
 	r := b.rules.Load()
 	w := b.state.Load()

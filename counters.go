@@ -120,6 +120,9 @@ type Status struct {
 	ErrorRatio float64  `json:"error_ratio"`
 	Counters   Counters `json:"counters"`
 	Policy     Policy   `json:"policy"`
+	// Candidate is what the breaker's candidate policy has done, if the
+	// group's document has one for it (see [GroupPolicy.Candidate]).
+	Candidate *CandidateStatus `json:"candidate,omitempty"`
 }
 
 // Status returns the breaker's state, window, counters and policy.
@@ -146,6 +149,9 @@ func (b *Breaker) Status() Status {
 	if t, ok := b.OpenSince(); ok {
 		s.OpenSince = &t
 		s.OpenDuration = max(0, b.opt.tb.time(b.opt.tb.now()).Sub(t))
+	}
+	if c, ok := b.Candidate(); ok {
+		s.Candidate = &c
 	}
 	return s
 }

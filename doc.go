@@ -68,6 +68,17 @@
 // [Breaker.SetPolicy] changes its numbers, refusing an invalid policy as a
 // whole.
 //
+// # Live policies
+//
+// [Group.Follow] makes a group follow a [PolicySource], such as a
+// [FileSource], while it runs: each version of the document is applied
+// whole or refused whole, and ends in one [PolicyChange] record, logged
+// and given to [Group.SubscribePolicy]; [Group.PolicyStatus] says which
+// version is in force. A document may carry a candidate
+// ([GroupPolicy.Candidate]) that the breakers run in shadow on real
+// traffic, reporting where it decides differently to
+// [Group.SubscribeCandidate].
+//
 // # Time and testing
 //
 // A breaker reads time only from its [Clock] and has no goroutines or

@@ -34,6 +34,14 @@ type Group struct {
 	mu        sync.Mutex // creation, eviction, policy changes
 	activity  map[*Breaker]activity
 	lastSweep int64
+
+	// pmu serialises policy changes and guards where the policy comes
+	// from. It is taken before mu, never after.
+	pmu      sync.Mutex
+	follower *Follower // the source followed, if any
+	pstate   policyState
+	psubs    atomic.Pointer[[]*policySubscriber]
+	csubs    atomic.Pointer[[]*candidateSubscriber]
 }
 
 // GroupConfig configures a [Group].
@@ -85,7 +93,10 @@ func NewGroup(cfg GroupConfig, opts ...Option) (*Group, error) {
 	g.opt.group = g
 	g.rules.Store(gr)
 	g.subs.Store(&[]*subscriber{})
+	g.psubs.Store(&[]*policySubscriber{})
+	g.csubs.Store(&[]*candidateSubscriber{})
 	g.lastSweep = g.opt.tb.now()
+	g.pstate = policyState{origin: OriginCode, appliedAt: g.lastSweep}
 	return g, nil
 }
 
@@ -203,6 +214,7 @@ func (g *Group) create(key string) *Breaker {
 	if g.cfg.ColdTargets && strings.Contains(key, "@") && r.warmup > 0 {
 		b.warmUntil.Store(now + r.warmup)
 	}
+	b.setCandidate(g, gr.candidateFor(key), gr.version)
 	g.m.Store(key, b)
 	g.cache.slot(key).Store(b)
 	return b

@@ -1,8 +1,9 @@
 package breaker
 
 import (
-	"context"
-	"log/slog"
+	"encoding/json"
+	"errors"
+	"fmt"
 	"sort"
 	"strings"
 )
@@ -24,10 +25,34 @@ import (
 // Decoding is strict: an unknown field, a key named twice (a field, an
 // override, "default"), a value of the wrong type or an invalid policy is
 // an error that gives its path (overrides["payment.Charge"].open_for), and
-// nothing of the document is applied.
+// nothing of the document is applied. So is a document that is empty
+// (or only white space), is not one JSON object (null, an array), has
+// anything but white space after its object, or is larger than
+// [MaxPolicyDocumentSize]. The object {} is a document: every key on
+// [DefaultPolicy].
 type GroupPolicy struct {
 	Default   Policy            `json:"default"`
 	Overrides map[string]Policy `json:"overrides,omitempty"`
+	// Candidate, when set, is a policy document to try on real traffic
+	// before it is published: every breaker whose policy in Candidate
+	// differs from its own also runs the candidate's, in shadow, on the
+	// same outcomes, never refusing a call, and the group reports where it
+	// decides differently (see [Group.SubscribeCandidate]). Promoting it
+	// is publishing it as the document ([GroupPolicy.Promote]).
+	//
+	// Candidate is a whole document (a zero Default means
+	// DefaultPolicy()) and has no candidate of its own. In JSON it is
+	// written as a change to the document around it: its default is read
+	// onto the document's default, and the policy of each key onto what
+	// the key would have with that default and its own override, so that
+	//
+	//	{"overrides": {"payment.Charge": {"open_for": "45s", "max_open_for": "3m"}},
+	//	 "candidate": {"overrides": {"payment.Charge": {"error_ratio": 0.3}}}}
+	//
+	// tries error_ratio 0.3 on payment.Charge alone, with its open_for of
+	// 45s, and {"candidate": {"default": {"min_requests": 50}}} tries
+	// min_requests 50 on every key.
+	Candidate *GroupPolicy `json:"candidate,omitempty"`
 }
 
 // Validate reports every invalid field of the default and of every
@@ -35,17 +60,39 @@ type GroupPolicy struct {
 // it does in [NewGroup] and [Group.SetPolicies].
 func (gp GroupPolicy) Validate() error {
 	var v validator
+	gp.validate(&v, "")
+	return v.err()
+}
+
+func (gp GroupPolicy) validate(v *validator, prefix string) {
 	if gp.Default != (Policy{}) {
-		gp.Default.check(&v, "default.")
+		gp.Default.check(v, prefix+"default.")
 	}
 	for _, k := range sortedKeys(gp.Overrides) {
 		if k == "" {
-			v.add("overrides", "empty key")
+			v.add(prefix+"overrides", "empty key")
 			continue
 		}
-		gp.Overrides[k].check(&v, overridePath(k))
+		gp.Overrides[k].check(v, prefix+overridePath(k))
 	}
-	return v.err()
+	if gp.Candidate != nil {
+		if prefix != "" {
+			v.add(prefix+"candidate", "a candidate has no candidate of its own")
+			return
+		}
+		gp.Candidate.validate(v, "candidate.")
+	}
+}
+
+// Promote returns the candidate as the document, ready to be published in
+// place of gp, or an error if gp has no candidate.
+func (gp GroupPolicy) Promote() (GroupPolicy, error) {
+	if gp.Candidate == nil {
+		return GroupPolicy{}, errors.New("breaker: the policy document has no candidate to promote")
+	}
+	c := *gp.Candidate
+	c.Candidate = nil
+	return c, nil
 }
 
 // overridePath is the path prefix of an override's fields. The key is
@@ -68,6 +115,13 @@ func ParseGroupPolicy(data []byte) (GroupPolicy, error) {
 // "default") is an error at its path. On error gp is unchanged.
 func (gp *GroupPolicy) UnmarshalJSON(data []byte) error {
 	var v validator
+	if len(data) > MaxPolicyDocumentSize {
+		// Refused before it is read: a document this size is a mistake
+		// (a wrong file, a key filled by a runaway writer), and reading
+		// it costs memory and time for nothing.
+		v.add("(document)", "more than %d bytes (1 MiB), the largest document accepted", MaxPolicyDocumentSize)
+		return v.err()
+	}
 	top := members(&v, data, "(document)", `a JSON object with "default" and "overrides"`, fieldName)
 	if top == nil {
 		return v.err()
@@ -77,14 +131,15 @@ func (gp *GroupPolicy) UnmarshalJSON(data []byte) error {
 		switch k {
 		case "default":
 			v.problems = append(v.problems, decodePolicyInto(&def, top[k], "default.")...)
-		case "overrides":
+		case "overrides", "candidate":
 		default:
 			v.add(fieldName(k), "unknown field")
 		}
 	}
 	var over map[string]Policy
+	var docs map[string]json.RawMessage
 	if raw, ok := top["overrides"]; ok && !isNull(raw) {
-		docs := members(&v, raw, "overrides", "a JSON object from key to policy",
+		docs = members(&v, raw, "overrides", "a JSON object from key to policy",
 			func(k string) string { return strings.TrimSuffix(overridePath(k), ".") })
 		for _, k := range sortedKeys(docs) {
 			if k == "" {
@@ -99,13 +154,84 @@ func (gp *GroupPolicy) UnmarshalJSON(data []byte) error {
 			over[k] = p
 		}
 	}
+	var cand *GroupPolicy
+	if raw, ok := top["candidate"]; ok && !isNull(raw) {
+		cand = decodeCandidate(&v, raw, def, docs)
+	}
 	if err := v.err(); err != nil {
 		return err
 	}
 	// No overrides decode to nil, "overrides": {} included, as they
 	// encode: an empty map and a nil one are the same document.
-	*gp = GroupPolicy{Default: def, Overrides: over}
+	*gp = GroupPolicy{Default: def, Overrides: over, Candidate: cand}
 	return nil
+}
+
+// decodeCandidate reads a document's candidate, a change to the document
+// (see GroupPolicy.Candidate): its default onto the document's default
+// def, and each key's policy onto that default with the key's own
+// override (docs, the document's overrides as written) and then the
+// candidate's. The result names every key either has.
+func decodeCandidate(v *validator, raw json.RawMessage, def Policy, docs map[string]json.RawMessage) *GroupPolicy {
+	const where = "candidate"
+	top := members(v, raw, where, `a JSON object with "default" and "overrides"`,
+		func(k string) string { return where + "." + fieldName(k) })
+	if top == nil {
+		return nil
+	}
+	n := len(v.problems)
+	cdef := def
+	for _, k := range sortedKeys(top) {
+		switch k {
+		case "default":
+			cdef.decode(v, top[k], "candidate.default.")
+		case "overrides":
+		default:
+			v.add(where+"."+fieldName(k), "unknown field")
+		}
+	}
+	if len(v.problems) == n {
+		cdef.check(v, "candidate.default.")
+	}
+	var cdocs map[string]json.RawMessage
+	if raw, ok := top["overrides"]; ok && !isNull(raw) {
+		cdocs = members(v, raw, "candidate.overrides", "a JSON object from key to policy",
+			func(k string) string { return "candidate." + strings.TrimSuffix(overridePath(k), ".") })
+	}
+	keys := map[string]bool{}
+	for k := range docs {
+		keys[k] = true
+	}
+	for k := range cdocs {
+		keys[k] = true
+	}
+	var over map[string]Policy
+	for _, k := range sortedKeys(keys) {
+		if k == "" {
+			if _, ok := cdocs[k]; ok {
+				v.add("candidate.overrides", "empty key")
+			}
+			continue
+		}
+		p := cdef
+		// The override's own problems are reported where it is written.
+		var own validator
+		if raw, ok := docs[k]; ok {
+			p.decode(&own, raw, overridePath(k))
+		}
+		n := len(v.problems)
+		if raw, ok := cdocs[k]; ok {
+			p.decode(v, raw, "candidate."+overridePath(k))
+		}
+		if len(own.problems) == 0 && len(v.problems) == n {
+			p.check(v, "candidate."+overridePath(k))
+		}
+		if over == nil {
+			over = make(map[string]Policy, len(keys))
+		}
+		over[k] = p
+	}
+	return &GroupPolicy{Default: cdef, Overrides: over}
 }
 
 // groupRules is a validated GroupPolicy, compiled. Breakers that use the
@@ -114,6 +240,10 @@ type groupRules struct {
 	doc  GroupPolicy
 	def  *rules
 	over map[string]*rules
+	// cand is the candidate document, compiled, or nil; version is the
+	// version of the document, for the candidate's reports.
+	cand    *groupRules
+	version string
 	// used holds the override keys a breaker of the group has used since
 	// the document was set (see Group.UnusedOverrides). It is written and
 	// read with the group's mu held: only creation and policy changes
@@ -128,12 +258,22 @@ func compileGroup(gp GroupPolicy) (*groupRules, error) {
 	if err := gp.Validate(); err != nil {
 		return nil, err
 	}
+	var cand *groupRules
+	if gp.Candidate != nil {
+		c := *gp.Candidate
+		var err error
+		if cand, err = compileGroup(c); err != nil {
+			return nil, err
+		}
+		gp.Candidate = &cand.doc
+	}
 	def, _ := compileShared(gp.Default)
 	gr := &groupRules{
 		doc:  gp,
 		def:  def,
 		over: make(map[string]*rules, len(gp.Overrides)),
 		used: make(map[string]bool, len(gp.Overrides)),
+		cand: cand,
 	}
 	for k, p := range gp.Overrides {
 		if p == gp.Default {
@@ -157,6 +297,20 @@ func (gr *groupRules) lookup(key string) *rules {
 		}
 	}
 	return gr.def
+}
+
+// candidateFor returns the candidate's rules for key, or nil if the
+// document has no candidate or the candidate's policy for key is the
+// key's own.
+func (gr *groupRules) candidateFor(key string) *rules {
+	if gr.cand == nil {
+		return nil
+	}
+	c := gr.cand.lookup(key)
+	if c.p == gr.lookup(key).p {
+		return nil
+	}
+	return c
 }
 
 // markUsed notes that a breaker for key exists: its own override and its
@@ -205,18 +359,28 @@ func (g *Group) Policies() GroupPolicy { return g.rules.Load().doc }
 // running on the default policy. Before any call has been made every
 // override is reported, so a service that loads its policies at start-up
 // should look again with UnusedOverrides once traffic has begun.
+//
+// While the group follows a [PolicySource] (see [Group.Follow]),
+// SetPolicies changes nothing and returns an error wrapping
+// [ErrFollowing]: the source owns the policy. Otherwise the policy in
+// force is the code's from then on ([PolicyStatus] shows [OriginCode]).
 func (g *Group) SetPolicies(gp GroupPolicy) error {
 	gr, err := compileGroup(gp)
 	if err != nil {
 		return err
 	}
-	unused := g.setRules(gr)
-	if l := g.opt.logger; l != nil {
-		for _, k := range unused {
-			l.LogAttrs(context.Background(), slog.LevelWarn,
-				"breaker override unused", slog.Group("breaker", slog.String("override", k)))
-		}
+	g.pmu.Lock()
+	if f := g.follower; f != nil {
+		g.pmu.Unlock()
+		return fmt.Errorf("%w (%s): close its Follower to set policies by code", ErrFollowing, f.Origin())
 	}
+	old := g.rules.Load().doc
+	unused := g.setRules(gr)
+	g.pstate.origin, g.pstate.version = OriginCode, ""
+	g.pstate.appliedAt = g.opt.tb.now()
+	g.pstate.changes = diffPolicies(old, gr.doc)
+	g.pmu.Unlock()
+	logUnused(g.opt.logger, unused)
 	return nil
 }
 
@@ -236,7 +400,9 @@ func (g *Group) setRules(gr *groupRules) []string {
 	g.m.Range(func(k, v any) bool {
 		key := k.(string)
 		gr.markUsed(key)
-		v.(*Breaker).setRules(gr.lookup(key))
+		b := v.(*Breaker)
+		b.setRules(gr.lookup(key))
+		b.setCandidate(g, gr.candidateFor(key), gr.version)
 		return true
 	})
 	return gr.unused()

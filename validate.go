@@ -12,9 +12,9 @@ type FieldError struct {
 	// document when the policy was nested (`overrides["orders.Create"].window`),
 	// or "(document)" for a problem with the document as a whole. A name or
 	// key that is not a plain word is quoted, and cut short if it is long.
-	Field string
+	Field string `json:"field"`
 	// Problem says what is wrong, in words.
-	Problem string
+	Problem string `json:"problem"`
 }
 
 func (e FieldError) Error() string { return e.Field + ": " + e.Problem }

@@ -31,6 +31,23 @@
 //	breaker.window.calls        UpDownCounter  {call}        (counted calls in the sliding window)
 //	breaker.window.error_ratio  Gauge          1             (failures/counted in the window)
 //
+// and these, of the group as a whole, without breaker.name, so that an
+// operator can confirm that a policy change is live (see
+// [breaker.Group.Follow]):
+//
+//	breaker.policy.info         Gauge          1             1, with breaker.policy.origin and .version of the document in force
+//	breaker.policy.applied_at   Gauge          s             when it was applied, in Unix seconds
+//	breaker.policy.reloads      Counter        {document}    breaker.policy.result: applied, rejected, gone, unreadable
+//
+// A breaker that runs a candidate policy in shadow (see
+// [breaker.GroupPolicy.Candidate]) adds these, with breaker.name:
+//
+//	breaker.candidate.state         UpDownCounter  {breaker}     breaker.state: 1 for the candidate's state, 0 for the others
+//	breaker.candidate.transitions   Counter        {transition}  breaker.transition.from, .to, .reason
+//	breaker.candidate.would_refuse  Counter        {call}        (admitted calls the candidate would have refused)
+//	breaker.candidate.would_admit   Counter        {call}        (refused calls the candidate would have admitted)
+//	breaker.candidate.differences   Counter        {difference}  (times the candidate and the policy in force parted)
+//
 // All are observable. The state and the window's calls are UpDownCounters
 // rather than gauges because they add up across breakers: the sum of
 // breaker.state over breaker.name for breaker.state=open is the number of
@@ -63,6 +80,9 @@ const (
 	KeyTransitionFrom   = attribute.Key("breaker.transition.from")
 	KeyTransitionTo     = attribute.Key("breaker.transition.to")
 	KeyTransitionReason = attribute.Key("breaker.transition.reason")
+	KeyPolicyOrigin     = attribute.Key("breaker.policy.origin")
+	KeyPolicyVersion    = attribute.Key("breaker.policy.version")
+	KeyPolicyResult     = attribute.Key("breaker.policy.result")
 )
 
 // Option configures [Register].
@@ -94,6 +114,11 @@ type Metrics struct {
 	state, transitions, calls, slow, rejected, shadowRejected,
 	fallbacks, probes, windowCalls metric.Int64Observable
 	notClosedTime, openDuration, windowRatio metric.Float64Observable
+
+	policyInfo, policyReloads metric.Int64Observable
+	policyApplied             metric.Float64Observable
+
+	candState, candTransitions, candWouldRefuse, candWouldAdmit, candDiffs metric.Int64Observable
 }
 
 // Register creates the instruments on a meter of mp named [ScopeName],
@@ -147,13 +172,31 @@ func Register(g *breaker.Group, mp metric.MeterProvider, opts ...Option) (*Metri
 		desc("Counted calls (successes, failures and timeouts) in the sliding window."), unit("{call}")))
 	f64(&m.windowRatio)(meter.Float64ObservableGauge("breaker.window.error_ratio",
 		desc("Failures divided by counted calls in the sliding window; 0 when it is empty."), unit("1")))
+	i64(&m.policyInfo)(meter.Int64ObservableGauge("breaker.policy.info",
+		desc("The policy document in force: 1, with its origin and version (empty for a policy set by code)."), unit("1")))
+	f64(&m.policyApplied)(meter.Float64ObservableGauge("breaker.policy.applied_at",
+		desc("When the policy document in force was applied, in Unix seconds on the group's clock."), unit("s")))
+	i64(&m.policyReloads)(meter.Int64ObservableCounter("breaker.policy.reloads",
+		desc("Policy documents a followed source delivered, by what became of them."), unit("{document}")))
+	i64(&m.candState)(meter.Int64ObservableUpDownCounter("breaker.candidate.state",
+		desc("State of the breaker's candidate policy, run in shadow: 1 for the state it is in, 0 for the others."), unit("{breaker}")))
+	i64(&m.candTransitions)(meter.Int64ObservableCounter("breaker.candidate.transitions",
+		desc("State transitions of the breaker's candidate policy, by the rule or event that caused them."), unit("{transition}")))
+	i64(&m.candWouldRefuse)(meter.Int64ObservableCounter("breaker.candidate.would_refuse",
+		desc("Calls the breaker admitted that its candidate policy would have refused."), unit("{call}")))
+	i64(&m.candWouldAdmit)(meter.Int64ObservableCounter("breaker.candidate.would_admit",
+		desc("Calls the breaker refused that its candidate policy would have admitted."), unit("{call}")))
+	i64(&m.candDiffs)(meter.Int64ObservableCounter("breaker.candidate.differences",
+		desc("Times the breaker's candidate policy and its policy in force came to differ in state."), unit("{difference}")))
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
 
 	reg, err := meter.RegisterCallback(m.observe,
 		m.state, m.transitions, m.calls, m.slow, m.rejected, m.shadowRejected,
-		m.fallbacks, m.probes, m.notClosedTime, m.openDuration, m.windowCalls, m.windowRatio)
+		m.fallbacks, m.probes, m.notClosedTime, m.openDuration, m.windowCalls, m.windowRatio,
+		m.policyInfo, m.policyApplied, m.policyReloads,
+		m.candState, m.candTransitions, m.candWouldRefuse, m.candWouldAdmit, m.candDiffs)
 	if err != nil {
 		return nil, err
 	}
@@ -183,8 +226,12 @@ func (m *Metrics) observe(_ context.Context, o metric.Observer) error {
 		all = append(all, breakerMetrics{b.Status(), b.Transitions()})
 		return true
 	})
+	m.observePolicy(o, m.g.PolicyStatus())
 	for _, bm := range all {
 		m.observeStatus(o, bm.status)
+		if cs := bm.status.Candidate; cs != nil {
+			m.observeCandidate(o, bm.status.Name, cs)
+		}
 		for _, t := range bm.transitions {
 			o.ObserveInt64(m.transitions, toInt64(t.Count), m.with(bm.status.Name,
 				KeyTransitionFrom.String(t.From.String()),
@@ -241,4 +288,39 @@ func (m *Metrics) observeStatus(o metric.Observer, s breaker.Status) {
 	o.ObserveFloat64(m.openDuration, s.OpenDuration.Seconds(), m.with(n))
 	o.ObserveInt64(m.windowCalls, toInt64(s.Window.Counted), m.with(n))
 	o.ObserveFloat64(m.windowRatio, s.ErrorRatio, m.with(n))
+}
+
+// group builds the attribute set of a group-wide measurement: kv and the
+// attributes of WithAttributes.
+func (m *Metrics) group(kv ...attribute.KeyValue) metric.MeasurementOption {
+	return metric.WithAttributeSet(attribute.NewSet(append(append([]attribute.KeyValue{}, kv...), m.attrs...)...))
+}
+
+func (m *Metrics) observePolicy(o metric.Observer, ps breaker.PolicyStatus) {
+	o.ObserveInt64(m.policyInfo, 1, m.group(KeyPolicyOrigin.String(ps.Origin), KeyPolicyVersion.String(ps.Version)))
+	o.ObserveFloat64(m.policyApplied, float64(ps.AppliedAt.UnixNano())/1e9, m.group())
+	r := ps.Reloads
+	o.ObserveInt64(m.policyReloads, toInt64(r.Applied), m.group(KeyPolicyResult.String("applied")))
+	o.ObserveInt64(m.policyReloads, toInt64(r.Rejected), m.group(KeyPolicyResult.String("rejected")))
+	o.ObserveInt64(m.policyReloads, toInt64(r.Gone), m.group(KeyPolicyResult.String("gone")))
+	o.ObserveInt64(m.policyReloads, toInt64(r.Unreadable), m.group(KeyPolicyResult.String("unreadable")))
+}
+
+func (m *Metrics) observeCandidate(o metric.Observer, n string, cs *breaker.CandidateStatus) {
+	for _, st := range states {
+		var v int64
+		if cs.State == st {
+			v = 1
+		}
+		o.ObserveInt64(m.candState, v, m.with(n, KeyState.String(st.String())))
+	}
+	for _, t := range cs.Transitions {
+		o.ObserveInt64(m.candTransitions, toInt64(t.Count), m.with(n,
+			KeyTransitionFrom.String(t.From.String()),
+			KeyTransitionTo.String(t.To.String()),
+			KeyTransitionReason.String(string(t.Reason))))
+	}
+	o.ObserveInt64(m.candWouldRefuse, toInt64(cs.WouldRefuse), m.with(n))
+	o.ObserveInt64(m.candWouldAdmit, toInt64(cs.WouldAdmit), m.with(n))
+	o.ObserveInt64(m.candDiffs, toInt64(cs.Differences), m.with(n))
 }

@@ -165,18 +165,31 @@ func (f *fixture) expect(want []metricdata.Metrics, only bool) {
 // The expected side of every instrument: its description and unit are
 // part of what the test asserts.
 var instruments = map[string]struct{ desc, unit string }{
-	"breaker.state":              {"Current state of the breaker: 1 for the state it is in, 0 for the others.", "{breaker}"},
-	"breaker.transitions":        {"State transitions of the breaker, by the rule or event that caused them.", "{transition}"},
-	"breaker.calls":              {"Admitted calls that have returned, by outcome; probes included.", "{call}"},
-	"breaker.slow_calls":         {"Closed-state calls slower than the policy's slow_call.", "{call}"},
-	"breaker.rejected":           {"Calls refused without calling the downstream.", "{call}"},
-	"breaker.shadow_rejected":    {"Calls a shadow breaker admitted but would have refused.", "{call}"},
-	"breaker.fallbacks":          {"Results served by a fallback instead of the downstream.", "{call}"},
-	"breaker.probes":             {"Half-open probe verdicts.", "{probe}"},
-	"breaker.not_closed.time":    {"Time the breaker has spent open or half-open, the current outage included.", "s"},
-	"breaker.open.duration":      {"Time since the current outage began; 0 while the breaker is closed.", "s"},
-	"breaker.window.calls":       {"Counted calls (successes, failures and timeouts) in the sliding window.", "{call}"},
-	"breaker.window.error_ratio": {"Failures divided by counted calls in the sliding window; 0 when it is empty.", "1"},
+	"breaker.state":                  {"Current state of the breaker: 1 for the state it is in, 0 for the others.", "{breaker}"},
+	"breaker.transitions":            {"State transitions of the breaker, by the rule or event that caused them.", "{transition}"},
+	"breaker.calls":                  {"Admitted calls that have returned, by outcome; probes included.", "{call}"},
+	"breaker.slow_calls":             {"Closed-state calls slower than the policy's slow_call.", "{call}"},
+	"breaker.rejected":               {"Calls refused without calling the downstream.", "{call}"},
+	"breaker.shadow_rejected":        {"Calls a shadow breaker admitted but would have refused.", "{call}"},
+	"breaker.fallbacks":              {"Results served by a fallback instead of the downstream.", "{call}"},
+	"breaker.probes":                 {"Half-open probe verdicts.", "{probe}"},
+	"breaker.not_closed.time":        {"Time the breaker has spent open or half-open, the current outage included.", "s"},
+	"breaker.open.duration":          {"Time since the current outage began; 0 while the breaker is closed.", "s"},
+	"breaker.window.calls":           {"Counted calls (successes, failures and timeouts) in the sliding window.", "{call}"},
+	"breaker.window.error_ratio":     {"Failures divided by counted calls in the sliding window; 0 when it is empty.", "1"},
+	"breaker.policy.info":            {"The policy document in force: 1, with its origin and version (empty for a policy set by code).", "1"},
+	"breaker.policy.applied_at":      {"When the policy document in force was applied, in Unix seconds on the group's clock.", "s"},
+	"breaker.policy.reloads":         {"Policy documents a followed source delivered, by what became of them.", "{document}"},
+	"breaker.candidate.state":        {"State of the breaker's candidate policy, run in shadow: 1 for the state it is in, 0 for the others.", "{breaker}"},
+	"breaker.candidate.transitions":  {"State transitions of the breaker's candidate policy, by the rule or event that caused them.", "{transition}"},
+	"breaker.candidate.would_refuse": {"Calls the breaker admitted that its candidate policy would have refused.", "{call}"},
+	"breaker.candidate.would_admit":  {"Calls the breaker refused that its candidate policy would have admitted.", "{call}"},
+	"breaker.candidate.differences":  {"Times the breaker's candidate policy and its policy in force came to differ in state.", "{difference}"},
+}
+
+// groupPoint is a point of a group-wide instrument, without breaker.name.
+func groupPoint[N int64 | float64](v N, kv ...attribute.KeyValue) metricdata.DataPoint[N] {
+	return metricdata.DataPoint[N]{Attributes: attribute.NewSet(kv...), Value: v}
 }
 
 func point[N int64 | float64](v N, name string, kv ...attribute.KeyValue) metricdata.DataPoint[N] {
@@ -299,6 +312,13 @@ func TestMetrics_ReportEveryInstrument(t *testing.T) {
 		gauge("breaker.open.duration", point(0.0, inventory), point(8.0, payment), point(0.0, pricing)),
 		upDown("breaker.window.calls", point[int64](4, inventory), point[int64](4, payment), point[int64](0, pricing)),
 		gauge("breaker.window.error_ratio", point(0.0, inventory), point(0.5, payment), point(0.0, pricing)),
+		gauge("breaker.policy.info", groupPoint[int64](1, KeyPolicyOrigin.String("code"), KeyPolicyVersion.String(""))),
+		gauge("breaker.policy.applied_at", groupPoint(float64(f.t0.Unix()))),
+		counter("breaker.policy.reloads",
+			groupPoint[int64](0, KeyPolicyResult.String("applied")),
+			groupPoint[int64](0, KeyPolicyResult.String("rejected")),
+			groupPoint[int64](0, KeyPolicyResult.String("gone")),
+			groupPoint[int64](0, KeyPolicyResult.String("unreadable"))),
 	}, false)
 }
 
@@ -528,5 +548,74 @@ func TestRegression_MetricsRegisteredLateCountEarlierTransitions(t *testing.T) {
 			moved(pricing, breaker.HalfOpen, breaker.Open, breaker.ReasonProbeFailed, 1),
 			moved(pricing, breaker.HalfOpen, breaker.Closed, breaker.ReasonProbesPassed, 1)),
 		counter("breaker.not_closed.time", point(30.0, pricing)),
+	}, true)
+}
+
+// docSource delivers the documents the test sends it.
+type docSource chan breaker.PolicyDocument
+
+func (s docSource) Watch(ctx context.Context, deliver func(breaker.PolicyDocument)) error {
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case d := <-s:
+			deliver(d)
+		}
+	}
+}
+
+// An operator confirms a change from the metrics: the version in force,
+// when it was applied, and the reloads by result, a rejected one included.
+func TestMetrics_ReportThePolicyInForceAndTheReloads(t *testing.T) {
+	f := newFixture(t)
+	src := make(docSource)
+	done := make(chan breaker.PolicyChange)
+	defer f.g.SubscribePolicy(func(c breaker.PolicyChange) { done <- c })()
+	fl, err := f.g.Follow(context.Background(), src)
+	require.NoError(t, err)
+	defer func() { require.NoError(t, fl.Close()) }()
+
+	f.at(time.Minute)
+	src <- breaker.PolicyDocument{Origin: "etcd:/services/shop/breakers", Version: "42",
+		Data: []byte(`{"default": {"min_requests": 10}}`)}
+	require.Equal(t, breaker.PolicyApplied, (<-done).Result)
+	f.at(2 * time.Minute)
+	src <- breaker.PolicyDocument{Origin: "etcd:/services/shop/breakers", Gone: true}
+	require.Equal(t, breaker.PolicyGone, (<-done).Result)
+
+	f.expect([]metricdata.Metrics{
+		gauge("breaker.policy.info", groupPoint[int64](1,
+			KeyPolicyOrigin.String("etcd:/services/shop/breakers"), KeyPolicyVersion.String("42"))),
+		gauge("breaker.policy.applied_at", groupPoint(float64(f.t0.Add(time.Minute).Unix()))),
+		counter("breaker.policy.reloads",
+			groupPoint[int64](1, KeyPolicyResult.String("applied")),
+			groupPoint[int64](0, KeyPolicyResult.String("rejected")),
+			groupPoint[int64](1, KeyPolicyResult.String("gone")),
+			groupPoint[int64](0, KeyPolicyResult.String("unreadable"))),
+	}, true)
+}
+
+// A breaker running a candidate policy reports what the candidate does,
+// under instruments of its own.
+func TestMetrics_ReportACandidatePolicy(t *testing.T) {
+	f := newFixture(t)
+	gp := breaker.GroupPolicy{Default: testPolicy()}
+	cand := testPolicy()
+	cand.ErrorRatio = 0.25
+	gp.Candidate = &breaker.GroupPolicy{Default: testPolicy(), Overrides: map[string]breaker.Policy{payment: cand}}
+	require.NoError(t, f.g.SetPolicies(gp))
+	f.calls(payment, 3, nil)
+	f.calls(payment, 1, errBoom)
+	f.calls(payment, 2, nil)
+	f.calls(inventory, 1, nil)
+
+	f.expect([]metricdata.Metrics{
+		upDown("breaker.candidate.state", stateOf(payment, breaker.Open)...),
+		counter("breaker.candidate.transitions",
+			moved(payment, breaker.Closed, breaker.Open, breaker.ReasonErrorRatio, 1)),
+		counter("breaker.candidate.would_refuse", point[int64](2, payment)),
+		counter("breaker.candidate.would_admit", point[int64](0, payment)),
+		counter("breaker.candidate.differences", point[int64](1, payment)),
 	}, true)
 }

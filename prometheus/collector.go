@@ -33,6 +33,23 @@
 // [github.com/govkit/breaker/ops.Alerts] does. [AlertRules] writes such
 // rules, and the module ships them, with a Grafana dashboard for these
 // families, in its rules/ and dashboards/ directories.
+//
+// These are of the group as a whole, without the label name, so that an
+// operator can confirm that a policy change is live (see
+// [breaker.Group.Follow]):
+//
+//	breaker_policy_info{origin,version}        gauge    1 for the policy document in force
+//	breaker_policy_applied_timestamp_seconds   gauge    when it was applied, in Unix seconds
+//	breaker_policy_reloads_total{result}       counter  documents delivered: applied, rejected, gone, unreadable
+//
+// A breaker that runs a candidate policy in shadow (see
+// [breaker.GroupPolicy.Candidate]) adds these, with the label name:
+//
+//	breaker_candidate_state{state}                       gauge    1 for the candidate's state, 0 for the others
+//	breaker_candidate_transitions_total{from,to,reason}  counter
+//	breaker_candidate_would_refuse_total                 counter  calls admitted that the candidate would have refused
+//	breaker_candidate_would_admit_total                  counter  calls refused that the candidate would have admitted
+//	breaker_candidate_differences_total                  counter  times the candidate and the policy in force parted
 package breakerprom
 
 import (
@@ -85,6 +102,10 @@ type Collector struct {
 	state, transitions, calls, slow, rejected, shadowRejected,
 	fallbacks, probes, notClosedTime, openDuration, windowCalls, windowRatio,
 	policyRatio, mode, openReason *prometheus.Desc
+
+	policyInfo, policyApplied, policyReloads *prometheus.Desc
+
+	candState, candTransitions, candWouldRefuse, candWouldAdmit, candDiffs *prometheus.Desc
 }
 
 // NewCollector returns a collector for g. It holds no resources beyond
@@ -132,6 +153,25 @@ func NewCollector(g *breaker.Group, opts ...Option) *Collector {
 			"Current mode of the breaker: 1 for the mode it is in, 0 for the others.", "mode"),
 		openReason: desc("open_reason",
 			"1 while the breaker is open or half-open, labelled with the reason; absent while it is closed.", "reason"),
+		policyInfo: prometheus.NewDesc(cfg.namespace+"_policy_info",
+			"The policy document in force: 1, with its origin and version (empty for a policy set by code).",
+			[]string{"origin", "version"}, cfg.constLabels),
+		policyApplied: prometheus.NewDesc(cfg.namespace+"_policy_applied_timestamp_seconds",
+			"When the policy document in force was applied, in Unix seconds on the group's clock.",
+			nil, cfg.constLabels),
+		policyReloads: prometheus.NewDesc(cfg.namespace+"_policy_reloads_total",
+			"Policy documents a followed source delivered, by what became of them.",
+			[]string{"result"}, cfg.constLabels),
+		candState: desc("candidate_state",
+			"State of the breaker's candidate policy, run in shadow: 1 for the state it is in, 0 for the others.", "state"),
+		candTransitions: desc("candidate_transitions_total",
+			"State transitions of the breaker's candidate policy, by the rule or event that caused them.", "from", "to", "reason"),
+		candWouldRefuse: desc("candidate_would_refuse_total",
+			"Calls the breaker admitted that its candidate policy would have refused."),
+		candWouldAdmit: desc("candidate_would_admit_total",
+			"Calls the breaker refused that its candidate policy would have admitted."),
+		candDiffs: desc("candidate_differences_total",
+			"Times the breaker's candidate policy and its policy in force came to differ in state."),
 	}
 	return c
 }
@@ -144,6 +184,8 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 		c.state, c.transitions, c.calls, c.slow, c.rejected, c.shadowRejected,
 		c.fallbacks, c.probes, c.notClosedTime, c.openDuration, c.windowCalls, c.windowRatio,
 		c.policyRatio, c.mode, c.openReason,
+		c.policyInfo, c.policyApplied, c.policyReloads,
+		c.candState, c.candTransitions, c.candWouldRefuse, c.candWouldAdmit, c.candDiffs,
 	} {
 		ch <- d
 	}
@@ -169,8 +211,12 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		all = append(all, breakerMetrics{b.Status(), b.Transitions()})
 		return true
 	})
+	c.collectPolicy(ch, c.g.PolicyStatus())
 	for _, m := range all {
 		c.collectStatus(ch, m.status)
+		if cs := m.status.Candidate; cs != nil {
+			c.collectCandidate(ch, m.status.Name, cs)
+		}
 		for _, t := range m.transitions {
 			ch <- prometheus.MustNewConstMetric(c.transitions, prometheus.CounterValue, float64(t.Count),
 				m.status.Name, t.From.String(), t.To.String(), string(t.Reason))
@@ -224,4 +270,34 @@ func (c *Collector) collectStatus(ch chan<- prometheus.Metric, s breaker.Status)
 	if s.State != breaker.Closed && s.Reason != "" {
 		gauge(c.openReason, 1, string(s.Reason))
 	}
+}
+
+func (c *Collector) collectPolicy(ch chan<- prometheus.Metric, ps breaker.PolicyStatus) {
+	ch <- prometheus.MustNewConstMetric(c.policyInfo, prometheus.GaugeValue, 1, ps.Origin, ps.Version)
+	ch <- prometheus.MustNewConstMetric(c.policyApplied, prometheus.GaugeValue,
+		float64(ps.AppliedAt.UnixNano())/1e9)
+	r := ps.Reloads
+	for _, x := range []struct {
+		result string
+		n      uint64
+	}{{"applied", r.Applied}, {"rejected", r.Rejected}, {"gone", r.Gone}, {"unreadable", r.Unreadable}} {
+		ch <- prometheus.MustNewConstMetric(c.policyReloads, prometheus.CounterValue, float64(x.n), x.result)
+	}
+}
+
+func (c *Collector) collectCandidate(ch chan<- prometheus.Metric, name string, cs *breaker.CandidateStatus) {
+	for _, st := range states {
+		v := 0.0
+		if cs.State == st {
+			v = 1
+		}
+		ch <- prometheus.MustNewConstMetric(c.candState, prometheus.GaugeValue, v, name, st.String())
+	}
+	for _, t := range cs.Transitions {
+		ch <- prometheus.MustNewConstMetric(c.candTransitions, prometheus.CounterValue, float64(t.Count),
+			name, t.From.String(), t.To.String(), string(t.Reason))
+	}
+	ch <- prometheus.MustNewConstMetric(c.candWouldRefuse, prometheus.CounterValue, float64(cs.WouldRefuse), name)
+	ch <- prometheus.MustNewConstMetric(c.candWouldAdmit, prometheus.CounterValue, float64(cs.WouldAdmit), name)
+	ch <- prometheus.MustNewConstMetric(c.candDiffs, prometheus.CounterValue, float64(cs.Differences), name)
 }

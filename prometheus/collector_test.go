@@ -220,11 +220,23 @@ breaker_open_reason{name="payment.Charge",reason="err_ratio"} 1
 breaker_not_closed_seconds_total{name="inventory.GetStock"} 0
 breaker_not_closed_seconds_total{name="payment.Charge"} 8
 breaker_not_closed_seconds_total{name="pricing.GetPrice"} 30
+# HELP breaker_policy_applied_timestamp_seconds When the policy document in force was applied, in Unix seconds on the group's clock.
+# TYPE breaker_policy_applied_timestamp_seconds gauge
+breaker_policy_applied_timestamp_seconds 1.767323045e+09
 # HELP breaker_policy_error_ratio The policy's error ratio: the breaker trips when the window's error ratio reaches it; 0 when that rule is off.
 # TYPE breaker_policy_error_ratio gauge
 breaker_policy_error_ratio{name="inventory.GetStock"} 0.5
 breaker_policy_error_ratio{name="payment.Charge"} 0.5
 breaker_policy_error_ratio{name="pricing.GetPrice"} 0.5
+# HELP breaker_policy_info The policy document in force: 1, with its origin and version (empty for a policy set by code).
+# TYPE breaker_policy_info gauge
+breaker_policy_info{origin="code",version=""} 1
+# HELP breaker_policy_reloads_total Policy documents a followed source delivered, by what became of them.
+# TYPE breaker_policy_reloads_total counter
+breaker_policy_reloads_total{result="applied"} 0
+breaker_policy_reloads_total{result="gone"} 0
+breaker_policy_reloads_total{result="rejected"} 0
+breaker_policy_reloads_total{result="unreadable"} 0
 # HELP breaker_probes_total Half-open probe verdicts.
 # TYPE breaker_probes_total counter
 breaker_probes_total{name="inventory.GetStock",result="failed"} 0
@@ -615,4 +627,94 @@ breaker_open_reason{name="pricing.GetPrice",reason="forced_open"} 1
 		t.Logf("at %v", s.at)
 		f.expect(withHeaders(s.want), "breaker_mode", "breaker_open_reason")
 	}
+}
+
+// docSource delivers the documents the test sends it.
+type docSource chan breaker.PolicyDocument
+
+func (s docSource) Watch(ctx context.Context, deliver func(breaker.PolicyDocument)) error {
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case d := <-s:
+			deliver(d)
+		}
+	}
+}
+
+// An operator confirms a change from the metrics: the version in force,
+// when it was applied, and the reloads by result, a rejected one included.
+func TestCollector_ExposesThePolicyInForceAndTheReloads(t *testing.T) {
+	f := newFixture(t)
+	src := make(docSource)
+	done := make(chan breaker.PolicyChange)
+	defer f.g.SubscribePolicy(func(c breaker.PolicyChange) { done <- c })()
+	fl, err := f.g.Follow(context.Background(), src)
+	require.NoError(t, err)
+	defer func() { require.NoError(t, fl.Close()) }()
+
+	f.at(time.Minute)
+	src <- breaker.PolicyDocument{Origin: "file:/etc/app/breakers.json", Version: "sha256:5d41402abc4b2a76",
+		Data: []byte(`{"default": {"min_requests": 10}}`)}
+	require.Equal(t, breaker.PolicyApplied, (<-done).Result)
+	f.at(2 * time.Minute)
+	src <- breaker.PolicyDocument{Origin: "file:/etc/app/breakers.json", Version: "sha256:7f83b1657ff1fc53",
+		Data: []byte(`{"default": {"min_requests": -1}}`)}
+	require.Equal(t, breaker.PolicyRejected, (<-done).Result)
+
+	f.expect(`
+# HELP breaker_policy_applied_timestamp_seconds When the policy document in force was applied, in Unix seconds on the group's clock.
+# TYPE breaker_policy_applied_timestamp_seconds gauge
+breaker_policy_applied_timestamp_seconds 1.767323105e+09
+# HELP breaker_policy_info The policy document in force: 1, with its origin and version (empty for a policy set by code).
+# TYPE breaker_policy_info gauge
+breaker_policy_info{origin="file:/etc/app/breakers.json",version="sha256:5d41402abc4b2a76"} 1
+# HELP breaker_policy_reloads_total Policy documents a followed source delivered, by what became of them.
+# TYPE breaker_policy_reloads_total counter
+breaker_policy_reloads_total{result="applied"} 1
+breaker_policy_reloads_total{result="gone"} 0
+breaker_policy_reloads_total{result="rejected"} 1
+breaker_policy_reloads_total{result="unreadable"} 0
+`, "breaker_policy_applied_timestamp_seconds", "breaker_policy_info", "breaker_policy_reloads_total")
+}
+
+// A breaker running a candidate policy exposes what the candidate does,
+// under names of its own.
+func TestCollector_ExposesACandidatePolicy(t *testing.T) {
+	f := newFixture(t)
+	gp := breaker.GroupPolicy{Default: testPolicy()}
+	cand := testPolicy()
+	cand.ErrorRatio = 0.25
+	gp.Candidate = &breaker.GroupPolicy{Default: testPolicy(), Overrides: map[string]breaker.Policy{payment: cand}}
+	require.NoError(t, f.g.SetPolicies(gp))
+	f.calls(payment, 3, nil)
+	f.calls(payment, 1, errBoom) // 1 of 4: the candidate opens, the policy in force does not
+	f.calls(payment, 2, nil)     // the candidate would have refused these
+	f.calls(inventory, 1, nil)
+
+	f.expect(`
+# HELP breaker_candidate_differences_total Times the breaker's candidate policy and its policy in force came to differ in state.
+# TYPE breaker_candidate_differences_total counter
+breaker_candidate_differences_total{name="payment.Charge"} 1
+# HELP breaker_candidate_state State of the breaker's candidate policy, run in shadow: 1 for the state it is in, 0 for the others.
+# TYPE breaker_candidate_state gauge
+breaker_candidate_state{name="payment.Charge",state="closed"} 0
+breaker_candidate_state{name="payment.Charge",state="half_open"} 0
+breaker_candidate_state{name="payment.Charge",state="open"} 1
+# HELP breaker_candidate_transitions_total State transitions of the breaker's candidate policy, by the rule or event that caused them.
+# TYPE breaker_candidate_transitions_total counter
+breaker_candidate_transitions_total{from="closed",name="payment.Charge",reason="err_ratio",to="open"} 1
+# HELP breaker_candidate_would_admit_total Calls the breaker refused that its candidate policy would have admitted.
+# TYPE breaker_candidate_would_admit_total counter
+breaker_candidate_would_admit_total{name="payment.Charge"} 0
+# HELP breaker_candidate_would_refuse_total Calls the breaker admitted that its candidate policy would have refused.
+# TYPE breaker_candidate_would_refuse_total counter
+breaker_candidate_would_refuse_total{name="payment.Charge"} 2
+`, "breaker_candidate_differences_total", "breaker_candidate_state", "breaker_candidate_transitions_total",
+		"breaker_candidate_would_admit_total", "breaker_candidate_would_refuse_total")
+	assert.Equal(t, breaker.Closed, f.breaker(payment).State())
+	problems, err := testutil.CollectAndLint(f.c)
+	require.NoError(t, err)
+	assert.Empty(t, problems)
 }

@@ -12,6 +12,10 @@
 //
 //	go run . -addr 127.0.0.1:8080
 //
+// With -policy breakers.json the breakers follow that policy file while
+// the service runs: each change is applied (or refused) within a second,
+// logged, and shown under "policy" in GET /breakers.
+//
 // See README.md for a walk through an outage with curl.
 package main
 
@@ -25,24 +29,33 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/govkit/breaker"
 	"github.com/govkit/breaker/trace"
 )
 
 func main() {
 	addr := flag.String("addr", "127.0.0.1:8080", "address to listen on")
 	tracePath := flag.String("trace", "", "record every call through the breakers to this `file` (JSON lines; replay it with breaker-replay -trace)")
+	var pf policyFlags
+	pf.register(flag.CommandLine)
 	flag.Parse()
 
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
-	if err := serve(*addr, *tracePath, log); err != nil {
+	src, err := pf.source(nil)
+	if err != nil {
+		log.Error("bad flags", "err", err)
+		os.Exit(2)
+	}
+	if err := serve(*addr, *tracePath, src, log); err != nil {
 		log.Error("service stopped", "err", err)
 		os.Exit(1)
 	}
 }
 
 // serve runs the service on addr until SIGINT or SIGTERM, recording its
-// calls to tracePath if it is not empty.
-func serve(addr, tracePath string, log *slog.Logger) (err error) {
+// calls to tracePath if it is not empty, its breakers following src if it
+// is not nil.
+func serve(addr, tracePath string, src breaker.PolicySource, log *slog.Logger) (err error) {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
@@ -68,6 +81,13 @@ func serve(addr, tracePath string, log *slog.Logger) (err error) {
 			log.Info("trace written", "file", tracePath, "calls", rec.Written(), "dropped", rec.Dropped())
 			err = errors.Join(err, rerr, ferr)
 		}()
+	}
+	if src != nil {
+		f, err := svc.group.Follow(ctx, src)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
 	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {

@@ -54,7 +54,11 @@ type instance struct {
 	client *http.Client
 }
 
-func start(t *testing.T) *instance {
+func start(t *testing.T) *instance { t.Helper(); return startWith(t, nil) }
+
+// startWith starts the service after setup has seen it, if setup is not
+// nil.
+func startWith(t *testing.T, setup func(*instance, *service)) *instance {
 	t.Helper()
 	in := &instance{t: t, clk: clock.NewMock(), logs: &syncBuffer{}}
 	in.clk.Set(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
@@ -68,6 +72,9 @@ func launch(in *instance, opts ...breaker.Option) *instance {
 	log := slog.New(slog.NewTextHandler(in.logs, nil))
 	svc, err := newService(log, opts...)
 	require.NoError(t, err)
+	if setup != nil {
+		setup(in, svc)
+	}
 	// Port 0: the kernel picks a free port, so tests never collide. The
 	// listener accepts from here on, so no wait for the server is needed.
 	ln, err := net.Listen("tcp", "127.0.0.1:0")

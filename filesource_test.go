@@ -1,0 +1,313 @@
+package breaker
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/benbjohnson/clock"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+const (
+	fileV1 = `{"default": {"min_requests": 10}}`
+	fileV2 = `{"default": {"min_requests": 10}, "overrides": {"payment.Charge": {"open_for": "45s", "max_open_for": "3m"}}}`
+)
+
+// fileHarness is a group following a file, driven by ticks the test
+// sends; tick waits until the source has looked, so that a look that
+// delivers nothing can be waited for too.
+type fileHarness struct {
+	t     *testing.T
+	dir   string
+	path  string
+	g     *Group
+	f     *Follower
+	ticks chan time.Time
+	done  chan struct{}
+	rec   chan PolicyChange
+	logs  *lockedBuffer
+}
+
+func newFileHarness(t *testing.T, initial string) *fileHarness {
+	t.Helper()
+	h := &fileHarness{t: t, dir: t.TempDir(), ticks: make(chan time.Time), done: make(chan struct{}), rec: make(chan PolicyChange, 16), logs: &lockedBuffer{}}
+	h.path = filepath.Join(h.dir, "breakers.json")
+	if initial != "" {
+		h.write(initial)
+	}
+	var err error
+	h.g, err = NewGroup(GroupConfig{}, WithLogger(slogTo(h.logs)))
+	require.NoError(t, err)
+	t.Cleanup(h.g.SubscribePolicy(func(c PolicyChange) { h.rec <- c }))
+	src, err := NewFileSource(h.path, FileConfig{Tick: func(time.Duration) (<-chan time.Time, func()) {
+		return h.ticks, func() {}
+	}})
+	require.NoError(t, err)
+	src.checked = func() { h.done <- struct{}{} }
+	h.f, err = h.g.Follow(context.Background(), src)
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, h.f.Close()) })
+	return h
+}
+
+// write replaces the file in place.
+func (h *fileHarness) write(content string) {
+	h.t.Helper()
+	require.NoError(h.t, os.WriteFile(h.path, []byte(content), 0o644))
+}
+
+// tick makes the source look at the file once, and waits until it has.
+func (h *fileHarness) tick() {
+	h.t.Helper()
+	h.ticks <- time.Time{}
+	<-h.done
+}
+
+func (h *fileHarness) next() PolicyChange {
+	h.t.Helper()
+	select {
+	case c := <-h.rec:
+		return c
+	case <-time.After(10 * time.Second):
+		h.t.Fatal("no policy record")
+		return PolicyChange{}
+	}
+}
+
+func (h *fileHarness) none() {
+	h.t.Helper()
+	select {
+	case c := <-h.rec:
+		h.t.Fatalf("unexpected record %+v", c)
+	default:
+	}
+}
+
+func (h *fileHarness) openFor(key string) time.Duration {
+	return mustGet(h.t, h.g, key).Policy().OpenFor
+}
+
+func TestFileSource_DeliversTheFileAtStartWithItsOriginAndHash(t *testing.T) {
+	h := newFileHarness(t, fileV1)
+	c := h.next()
+	assert.Equal(t, PolicyApplied, c.Result)
+	assert.Equal(t, "file:"+h.path, c.Origin)
+	assert.Regexp(t, `^sha256:[0-9a-f]{16}$`, c.Version)
+	assert.Equal(t, 10, mustGet(t, h.g, "orders.Create").Policy().MinRequests)
+	h.tick()
+	h.none() // unchanged: nothing delivered
+	st := h.g.PolicyStatus()
+	assert.Equal(t, "file:"+h.path, st.Following)
+	assert.Equal(t, c.Version, st.Version)
+}
+
+// An editor writes a new file and renames it over the old one.
+func TestFileSource_FollowsAFileRenamedOverTheOld(t *testing.T) {
+	h := newFileHarness(t, fileV1)
+	v1 := h.next().Version
+	tmp := filepath.Join(h.dir, ".breakers.json.swp")
+	require.NoError(t, os.WriteFile(tmp, []byte(fileV2), 0o644))
+	require.NoError(t, os.Rename(tmp, h.path))
+	h.tick()
+	c := h.next()
+	assert.Equal(t, PolicyApplied, c.Result)
+	assert.NotEqual(t, v1, c.Version)
+	assert.Equal(t, 45*time.Second, h.openFor("payment.Charge"))
+}
+
+// A Kubernetes ConfigMap volume: breakers.json -> ..data/breakers.json,
+// ..data -> ..2026_01_02_03_04_05.1, and an update swaps ..data to a new
+// directory with one rename.
+func TestFileSource_FollowsAConfigMapDataSymlinkSwap(t *testing.T) {
+	dir := t.TempDir()
+	mkVersion := func(name, content string) {
+		require.NoError(t, os.Mkdir(filepath.Join(dir, name), 0o755))
+		require.NoError(t, os.WriteFile(filepath.Join(dir, name, "breakers.json"), []byte(content), 0o644))
+	}
+	mkVersion("..2026_01_02_03_04_05.1", fileV1)
+	require.NoError(t, os.Symlink("..2026_01_02_03_04_05.1", filepath.Join(dir, "..data")))
+	require.NoError(t, os.Symlink(filepath.Join("..data", "breakers.json"), filepath.Join(dir, "breakers.json")))
+
+	h := &fileHarness{t: t, dir: dir, path: filepath.Join(dir, "breakers.json"), ticks: make(chan time.Time), done: make(chan struct{}), rec: make(chan PolicyChange, 16)}
+	g, err := NewGroup(GroupConfig{}, WithLogger(discardLogger()))
+	require.NoError(t, err)
+	h.g = g
+	t.Cleanup(g.SubscribePolicy(func(c PolicyChange) { h.rec <- c }))
+	src, err := NewFileSource(h.path, FileConfig{Tick: func(time.Duration) (<-chan time.Time, func()) { return h.ticks, func() {} }})
+	require.NoError(t, err)
+	src.checked = func() { h.done <- struct{}{} }
+	f, err := g.Follow(context.Background(), src)
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, f.Close()) })
+	assert.Equal(t, PolicyApplied, h.next().Result)
+
+	// What the kubelet does: a new directory, a new link, renamed over
+	// ..data, the old directory removed.
+	mkVersion("..2026_01_02_03_09_05.2", fileV2)
+	require.NoError(t, os.Symlink("..2026_01_02_03_09_05.2", filepath.Join(dir, "..data_tmp")))
+	require.NoError(t, os.Rename(filepath.Join(dir, "..data_tmp"), filepath.Join(dir, "..data")))
+	require.NoError(t, os.RemoveAll(filepath.Join(dir, "..2026_01_02_03_04_05.1")))
+	h.tick()
+	c := h.next()
+	assert.Equal(t, PolicyApplied, c.Result)
+	assert.Equal(t, 45*time.Second, h.openFor("payment.Charge"))
+}
+
+// A file missing at one look is being replaced: nothing is reported.
+func TestFileSource_AFileBrieflyMissingIsNotReported(t *testing.T) {
+	h := newFileHarness(t, fileV1)
+	h.next()
+	require.NoError(t, os.Remove(h.path))
+	h.tick()
+	h.none()
+	h.write(fileV1)
+	h.tick()
+	h.none() // back as it was
+	require.NoError(t, os.Remove(h.path))
+	h.tick()
+	h.write(fileV2)
+	h.tick()
+	c := h.next()
+	assert.Equal(t, PolicyApplied, c.Result, "the new content, never gone")
+	assert.Equal(t, PolicyReloads{Applied: 2}, h.g.PolicyStatus().Reloads)
+}
+
+// A writer caught in the middle: incomplete JSON is held back one look.
+func TestFileSource_AHalfWrittenFileIsNotReportedUntilItStaysSo(t *testing.T) {
+	h := newFileHarness(t, fileV1)
+	h.next()
+	h.write(fileV2[:30])
+	h.tick()
+	h.none()
+	h.write(fileV2)
+	h.tick()
+	c := h.next()
+	assert.Equal(t, PolicyApplied, c.Result)
+	assert.Equal(t, 45*time.Second, h.openFor("payment.Charge"))
+
+	// A document that stays broken is a bad document, and is said so.
+	h.write(fileV1[:20])
+	h.tick()
+	h.none()
+	h.tick()
+	c = h.next()
+	assert.Equal(t, PolicyRejected, c.Result)
+	assert.Contains(t, c.Problems[0].Problem, "unexpected end of the document")
+	assert.Equal(t, 45*time.Second, h.openFor("payment.Charge"), "kept")
+}
+
+// A deleted file keeps the last good policy, and the group says so.
+func TestFileSource_ADeletedFileKeepsTheLastGoodPolicy(t *testing.T) {
+	h := newFileHarness(t, fileV2)
+	v := h.next().Version
+	require.NoError(t, os.Remove(h.path))
+	h.tick()
+	h.tick()
+	c := h.next()
+	assert.Equal(t, PolicyGone, c.Result)
+	assert.Equal(t, v, c.InForce)
+	assert.Equal(t, 45*time.Second, h.openFor("payment.Charge"))
+	h.tick()
+	h.none() // said once
+	assert.Contains(t, h.logs.String(), `level=WARN msg="breaker policy gone" breaker.origin=file:`+h.path+" breaker.in_force="+v)
+
+	h.write(fileV2)
+	h.tick()
+	c = h.next()
+	assert.Equal(t, PolicyApplied, c.Result, "back: delivered again")
+	assert.Equal(t, v, c.Version)
+	assert.Empty(t, c.Changes)
+}
+
+func TestFileSource_AMissingFileAtStartIsReportedAtOnce(t *testing.T) {
+	h := newFileHarness(t, "")
+	c := h.next()
+	assert.Equal(t, PolicyGone, c.Result)
+	assert.Equal(t, "", c.InForce)
+	assert.Equal(t, OriginCode, h.g.PolicyStatus().Origin, "the code's policy stays")
+	h.write(fileV1)
+	h.tick()
+	assert.Equal(t, PolicyApplied, h.next().Result)
+}
+
+func TestFileSource_AnUnreadableFileIsReportedOnce(t *testing.T) {
+	h := newFileHarness(t, fileV1)
+	h.next()
+	require.NoError(t, os.Remove(h.path))
+	require.NoError(t, os.Mkdir(h.path, 0o755)) // a directory in its place
+	h.tick()
+	c := h.next()
+	assert.Equal(t, PolicyUnreadable, c.Result)
+	assert.Contains(t, c.Err, "is a directory")
+	h.tick()
+	h.none()
+	assert.Equal(t, 10, mustGet(t, h.g, "x").Policy().MinRequests)
+}
+
+func TestFileSource_ChecksEverySecondByDefaultOnTheGivenClock(t *testing.T) {
+	_, err := NewFileSource("", FileConfig{})
+	assert.Error(t, err)
+	_, err = NewFileSource("x.json", FileConfig{Interval: -1})
+	assert.Error(t, err)
+
+	dir := t.TempDir()
+	path := filepath.Join(dir, "breakers.json")
+	require.NoError(t, os.WriteFile(path, []byte(fileV1), 0o644))
+	clk := clock.NewMock()
+	var interval time.Duration
+	src, err := NewFileSource(path, FileConfig{Tick: func(d time.Duration) (<-chan time.Time, func()) {
+		interval = d
+		tk := clk.Ticker(d)
+		return tk.C, tk.Stop
+	}})
+	require.NoError(t, err)
+	g, err := NewGroup(GroupConfig{}, WithClock(clk), WithLogger(discardLogger()))
+	require.NoError(t, err)
+	rec := make(chan PolicyChange, 4)
+	defer g.SubscribePolicy(func(c PolicyChange) { rec <- c })()
+	f, err := g.Follow(context.Background(), src)
+	require.NoError(t, err)
+	defer func() { require.NoError(t, f.Close()) }()
+	require.Equal(t, PolicyApplied, (<-rec).Result)
+	assert.Equal(t, time.Second, interval)
+
+	require.NoError(t, os.WriteFile(path, []byte(fileV2), 0o644))
+	deadline := time.Now().Add(10 * time.Second)
+	for g.PolicyStatus().Reloads.Applied < 2 && time.Now().Before(deadline) {
+		clk.Add(time.Second) // the mock's ticker may drop a tick the source has not taken yet
+	}
+	c := <-rec
+	assert.Equal(t, PolicyApplied, c.Result)
+	assert.True(t, strings.HasPrefix(c.Origin, "file:"))
+}
+
+// A file over the size limit is read only that far, and refused.
+func TestFileSource_AFileOverTheLimitIsRefused(t *testing.T) {
+	h := newFileHarness(t, fileV2)
+	v := h.next().Version
+	// A valid document followed by white space: what is read is complete
+	// JSON, delivered at once, and refused for its size.
+	h.write(fileV1 + strings.Repeat(" ", MaxPolicyDocumentSize))
+	h.tick()
+	c := h.next()
+	assert.Equal(t, PolicyRejected, c.Result)
+	assert.Equal(t, v, c.InForce)
+	require.NotEmpty(t, c.Problems)
+	assert.Contains(t, c.Problems[0].Problem, "more than 1048576 bytes")
+	assert.Equal(t, 45*time.Second, h.openFor("payment.Charge"))
+
+	// Cut inside the document, what is read is not complete JSON: held
+	// back one look, then refused.
+	h.write(`{"default": {"min_requests": 10}, "overrides": {"x": {"probes": 2` + strings.Repeat(" ", MaxPolicyDocumentSize) + `}}}`)
+	h.tick()
+	h.none()
+	h.tick()
+	c = h.next()
+	assert.Equal(t, PolicyRejected, c.Result)
+	assert.Contains(t, c.Problems[0].Problem, "more than 1048576 bytes")
+}

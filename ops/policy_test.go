@@ -1,0 +1,93 @@
+package ops
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/govkit/breaker"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// docSource delivers the documents the test sends it.
+type docSource chan breaker.PolicyDocument
+
+func (s docSource) Watch(ctx context.Context, deliver func(breaker.PolicyDocument)) error {
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case d := <-s:
+			deliver(d)
+		}
+	}
+}
+
+// The snapshot says which version is in force, since when, what it
+// changed, and what became of the last document: a rejected one shows
+// beside the version that stays.
+func TestSnapshot_ShowsThePolicyInForce(t *testing.T) {
+	gh := newGroupHarness(t, breaker.GroupConfig{}, breaker.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+	src := make(docSource)
+	done := make(chan breaker.PolicyChange)
+	defer gh.g.SubscribePolicy(func(c breaker.PolicyChange) { done <- c })()
+	f, err := gh.g.Follow(context.Background(), src)
+	require.NoError(t, err)
+	defer func() { require.NoError(t, f.Close()) }()
+
+	gh.clk.Add(time.Minute)
+	src <- breaker.PolicyDocument{Origin: "file:/etc/shop/breakers.json", Version: "sha256:5d41402abc4b2a76",
+		Data: []byte(`{"overrides": {"payment.Charge": {"open_for": "45s", "max_open_for": "3m"}}}`)}
+	<-done
+	gh.clk.Add(time.Minute)
+	src <- breaker.PolicyDocument{Origin: "file:/etc/shop/breakers.json", Version: "sha256:7f83b1657ff1fc53",
+		Data: []byte(`{"overrides": {"payment.Charge": {"max_open_for": "10s"}}}`)}
+	<-done
+
+	data, err := json.Marshal(Snapshot(gh.g, Thresholds{}))
+	require.NoError(t, err)
+	var doc struct {
+		Policy struct {
+			Origin    string    `json:"origin"`
+			Version   string    `json:"version"`
+			AppliedAt time.Time `json:"applied_at"`
+			Following string    `json:"following"`
+			Changes   []struct {
+				Path, From, To string
+			} `json:"changes"`
+			Reloads map[string]int `json:"reloads"`
+			Last    struct {
+				Result   string `json:"result"`
+				Version  string `json:"version"`
+				InForce  string `json:"in_force"`
+				Problems []struct {
+					Field, Problem string
+				} `json:"problems"`
+			} `json:"last"`
+		} `json:"policy"`
+	}
+	require.NoError(t, json.Unmarshal(data, &doc))
+	p := doc.Policy
+	assert.Equal(t, "file:/etc/shop/breakers.json", p.Origin)
+	assert.Equal(t, "sha256:5d41402abc4b2a76", p.Version)
+	assert.Equal(t, gh.t0.Add(time.Minute), p.AppliedAt)
+	assert.Equal(t, "file:/etc/shop/breakers.json", p.Following)
+	require.Len(t, p.Changes, 2)
+	assert.Equal(t, `overrides["payment.Charge"].open_for`, p.Changes[0].Path)
+	assert.Equal(t, "30s", p.Changes[0].From)
+	assert.Equal(t, "45s", p.Changes[0].To)
+	assert.Equal(t, map[string]int{"applied": 1, "rejected": 1, "gone": 0, "unreadable": 0}, p.Reloads)
+	assert.Equal(t, "rejected", p.Last.Result)
+	assert.Equal(t, "sha256:7f83b1657ff1fc53", p.Last.Version)
+	assert.Equal(t, "sha256:5d41402abc4b2a76", p.Last.InForce)
+	require.Len(t, p.Last.Problems, 1)
+	assert.Equal(t, `overrides["payment.Charge"].max_open_for`, p.Last.Problems[0].Field)
+
+	var back GroupSnapshot
+	require.NoError(t, json.Unmarshal(data, &back), "decodes back")
+	assert.Equal(t, breaker.PolicyRejected, back.Policy.Last.Result)
+}
