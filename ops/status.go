@@ -273,20 +273,31 @@ func transitionOf(e breaker.Event, now time.Time) transition {
 
 // policyView is the page's policy line.
 type policyView struct {
-	// Version identifies the policy document in force; empty while the
-	// group does not report one.
+	// Origin and Version identify the policy document in force (Version
+	// is empty for a policy set by code), applied at AppliedAt.
+	Origin    string
 	Version   string
+	AppliedAt time.Time
+	// Rejected is the version of the last document refused since, if
+	// the last one delivered was refused: the page says it is not live.
+	Rejected  string
 	Default   breaker.Policy
 	Overrides []string
 }
 
-// policyInForce is what the page says of the policy in force: the
-// group's default policy and the keys it overrides. The group does not
-// report the version of its policy document; once it does, set Version
-// here, and the page shows it.
+// policyInForce is what the page says of the policy in force: where it
+// comes from and its version, the group's default policy and the keys it
+// overrides.
 func policyInForce(g *breaker.Group) policyView {
 	gp := g.Policies()
-	v := policyView{Default: gp.Default}
+	ps := g.PolicyStatus()
+	v := policyView{Default: gp.Default, Origin: ps.Origin, Version: ps.Version, AppliedAt: ps.AppliedAt}
+	if ps.Last != nil && ps.Last.Result == breaker.PolicyRejected {
+		v.Rejected = ps.Last.Version
+		if v.Rejected == "" {
+			v.Rejected = "(no version)"
+		}
+	}
 	if v.Default == (breaker.Policy{}) {
 		v.Default = breaker.DefaultPolicy()
 	}

@@ -72,7 +72,7 @@ func TestStatusPage_ShowsAnOpenBreakerWhyAndUntilWhen(t *testing.T) {
 	for _, want := range []string{
 		"(1 open) Circuit breakers",
 		"2 breakers 1 open 0 half-open as of 05:06:09",
-		"Policy: version not reported; default: trips at 50% errors over at least 20 calls in 5s, open 30s to 2m0s, 3 probes; overrides: pricing.GetPrice",
+		"Policy: set by code; default: trips at 50% errors over at least 20 calls in 5s, open 30s to 2m0s, 3 probes; overrides: pricing.GetPrice",
 		"inventory.GetStock @10.0.0.7 open for 2s , since 05:06:07",
 		"err_ratio: 12 of 20 calls failed, 7 timeouts",
 		"Next probe at 05:06:37 (in 28s); cooldown 30s, doubling to 2m0s.",
@@ -217,4 +217,30 @@ func TestStatusPage_RaceHammer(t *testing.T) {
 	}
 	wg.Wait()
 	assert.Len(t, page.latest(), 4, "the ring is full and no larger")
+}
+
+// An operator confirms on the page which policy version is live, and sees
+// when the last document pushed was refused, the old version staying.
+func TestStatusPage_ShowsThePolicyVersionInForceAndARejectedOne(t *testing.T) {
+	gh := newGroupHarness(t, breaker.GroupConfig{})
+	page := gh.statusPage(StatusConfig{})
+	src := make(docSource)
+	done := make(chan breaker.PolicyChange)
+	defer gh.g.SubscribePolicy(func(c breaker.PolicyChange) { done <- c })()
+	f, err := gh.g.Follow(context.Background(), src)
+	require.NoError(t, err)
+	defer func() { require.NoError(t, f.Close()) }()
+
+	src <- breaker.PolicyDocument{Origin: "file:/etc/shop/breakers.json", Version: "sha256:5d41402abc4b2a76",
+		Data: []byte(`{"default": {"min_requests": 10}}`)}
+	require.Equal(t, breaker.PolicyApplied, (<-done).Result)
+	txt := text(render(t, gh.statusPage(StatusConfig{})))
+	assert.Contains(t, txt, "Policy: version sha256:5d41402abc4b2a76 from file:/etc/shop/breakers.json, applied 05:06:07; default: trips at 50% errors over at least 10 calls")
+	assert.NotContains(t, txt, "rejected")
+
+	src <- breaker.PolicyDocument{Origin: "file:/etc/shop/breakers.json", Version: "sha256:7f83b1657ff1fc53",
+		Data: []byte(`{"default": {"min_requests": -1}}`)}
+	require.Equal(t, breaker.PolicyRejected, (<-done).Result)
+	txt = text(render(t, page))
+	assert.Contains(t, txt, "Policy: version sha256:5d41402abc4b2a76 from file:/etc/shop/breakers.json, applied 05:06:07; version sha256:7f83b1657ff1fc53 was rejected: not live;")
 }

@@ -186,7 +186,7 @@ func TestService_PrometheusSeesTheOutageAndRaisesP3(t *testing.T) {
 	bin := needTool(t, "prometheus", "prometheus")
 	// The service on the real clock: Prometheus stamps samples with
 	// its own time, and the open duration must grow with it.
-	in := launch(&instance{t: t, logs: &syncBuffer{}})
+	in := launch(&instance{t: t, logs: &syncBuffer{}}, nil)
 	rules, err := breakerprom.AlertRules(breakerprom.AlertConfig{
 		Thresholds: ops.Thresholds{P3: 2 * time.Second, P2: 10 * time.Minute, P1: 30 * time.Minute},
 	})

@@ -62,11 +62,12 @@ func startWith(t *testing.T, setup func(*instance, *service)) *instance {
 	t.Helper()
 	in := &instance{t: t, clk: clock.NewMock(), logs: &syncBuffer{}}
 	in.clk.Set(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
-	return launch(in, breaker.WithClock(in.clk), breaker.WithRand(func() float64 { return 0.5 }))
+	return launch(in, setup, breaker.WithClock(in.clk), breaker.WithRand(func() float64 { return 0.5 }))
 }
 
-// launch serves the service, its group built with opts, for in's test.
-func launch(in *instance, opts ...breaker.Option) *instance {
+// launch serves the service, its group built with opts, for in's test,
+// after setup (if not nil) has seen it.
+func launch(in *instance, setup func(*instance, *service), opts ...breaker.Option) *instance {
 	t := in.t
 	t.Helper()
 	log := slog.New(slog.NewTextHandler(in.logs, nil))
