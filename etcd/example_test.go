@@ -14,6 +14,8 @@ import (
 // version delivered is loaded, a bad one is rejected and the policy in
 // force stays, and a key that is absent (or deleted) leaves the group on
 // the policy its code gave it.
+// A group follows the key: each version is applied whole, or refused and
+// reported while the version in force stays.
 func ExampleSource_Watch() {
 	endpoint, stop := startExampleEtcd()
 	defer stop()
@@ -33,44 +35,35 @@ func ExampleSource_Watch() {
 		panic(err)
 	}
 
-	ctx, cancel := context.WithCancel(context.Background())
-	delivered := make(chan struct{})
-	done := make(chan error)
-	go func() {
-		done <- src.Watch(ctx, func(doc breaker.PolicyDocument) {
-			defer func() { delivered <- struct{}{} }()
-			switch {
-			case doc.Err != nil:
-				fmt.Printf("%s: %v; keeping the policy in force\n", doc.Origin, doc.Err)
-			case doc.Gone:
-				fmt.Printf("%s@%s: absent; keeping the policy in force\n", doc.Origin, doc.Version)
-			default:
-				if err := g.LoadPolicies(doc.Data); err != nil {
-					fmt.Printf("%s@%s: rejected: %v\n", doc.Origin, doc.Version, err)
-					return
-				}
-				fmt.Printf("%s@%s: applied, error_ratio %v\n", doc.Origin, doc.Version, g.Policies().Default.ErrorRatio)
-			}
-		})
-	}()
+	// Each document delivered ends in one record; here they are printed.
+	records := make(chan breaker.PolicyChange)
+	defer g.SubscribePolicy(func(c breaker.PolicyChange) { records <- c })()
+	show := func() {
+		c := <-records
+		fmt.Printf("%s@%s: %s", c.Origin, c.Version, c.Result)
+		for _, p := range c.Problems {
+			fmt.Printf(": %s: %s", p.Field, p.Problem)
+		}
+		fmt.Printf("; error_ratio in force %v\n", g.Policies().Default.ErrorRatio)
+	}
 
-	<-delivered // the key is absent: the group runs on its defaults
-	if _, err := cli.Put(ctx, key, `{"default": {"error_ratio": 0.3}}`); err != nil {
+	f, err := g.Follow(context.Background(), src)
+	if err != nil {
 		panic(err)
 	}
-	<-delivered
-	if _, err := cli.Put(ctx, key, `{"default": {"error_ratio": 3}}`); err != nil {
+	show() // the key is absent: the group runs on its defaults
+	if _, err := cli.Put(context.Background(), key, `{"default": {"error_ratio": 0.3}}`); err != nil {
 		panic(err)
 	}
-	<-delivered
-	fmt.Println("in force: error_ratio", g.Policies().Default.ErrorRatio)
-
-	cancel()
-	fmt.Println("Watch returned:", <-done)
+	show()
+	if _, err := cli.Put(context.Background(), key, `{"default": {"error_ratio": 3}}`); err != nil {
+		panic(err)
+	}
+	show()
+	fmt.Println("Close:", f.Close())
 	// Output:
-	// etcd:/services/payments/breakers@1: absent; keeping the policy in force
-	// etcd:/services/payments/breakers@2: applied, error_ratio 0.3
-	// etcd:/services/payments/breakers@3: rejected: breaker: invalid policy: default.error_ratio: must be in (0, 1], got 3
-	// in force: error_ratio 0.3
-	// Watch returned: context canceled
+	// etcd:/services/payments/breakers@1: gone; error_ratio in force 0.5
+	// etcd:/services/payments/breakers@2: applied; error_ratio in force 0.3
+	// etcd:/services/payments/breakers@3: rejected: default.error_ratio: must be in (0, 1], got 3; error_ratio in force 0.3
+	// Close: <nil>
 }

@@ -166,10 +166,8 @@ func TestService_PolicyFlags(t *testing.T) {
 	_, err = parse("-policy", "/etc/shop/breakers.json", "-etcd", "127.0.0.1:2379")
 	assert.ErrorContains(t, err, "not both")
 
-	if newEtcdSource == nil {
-		_, err = parse("-etcd", "127.0.0.1:2379")
-		assert.ErrorContains(t, err, "no etcd support")
-	}
+	_, err = parse("-etcd", "127.0.0.1:2379", "-etcd-key", "")
+	assert.ErrorContains(t, err, "-etcd needs -etcd-key")
 	_, err = parse("-policy", "x.json", "-policy-interval", "-1s")
 	assert.Error(t, err)
 }
