@@ -107,9 +107,12 @@ func (w *stalledWriter) Write(p []byte) (int, error) {
 // still stops the goroutine once the writer moves again.
 func TestRecorder_StalledWriterDropsAndCounts(t *testing.T) {
 	w := &stalledWriter{release: make(chan struct{})}
-	// A buffer of 1 record, and a bufio buffer the writer goroutine
-	// overflows only on Flush: the first record reaches the writer and
-	// blocks in Flush, the second waits in the channel, the rest drop.
+	// A buffer of 1 record. The writer goroutine blocks in the writer at
+	// its first flush: when it finds the channel empty, or when its bufio
+	// buffer fills. How many records it takes before that depends on the
+	// scheduler (on a loaded machine, a few), but never more than its
+	// bufio buffer holds; everything else waits in the channel (one) or
+	// is dropped.
 	r, err := NewRecorder(w, Options{Buffer: 1})
 	require.NoError(t, err)
 	rec := Record{Time: t0, Key: "k", Duration: time.Millisecond, Outcome: breaker.Success}
@@ -126,7 +129,12 @@ func TestRecorder_StalledWriterDropsAndCounts(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("Record blocked on a stalled writer")
 	}
-	assert.GreaterOrEqual(t, r.Dropped(), uint64(n-2))
+	// Every record the goroutine did not write is dropped, but the one the
+	// channel holds and the one the goroutine may have taken and not yet
+	// written.
+	written, dropped := r.Written(), r.Dropped()
+	assert.Positive(t, dropped)
+	assert.LessOrEqual(t, uint64(n)-written-dropped, uint64(2))
 	close(w.release)
 	require.NoError(t, r.Close())
 	assert.Equal(t, uint64(n), r.Dropped()+r.Written())
