@@ -41,6 +41,9 @@ type Breaker struct {
 	state stateWord
 	rules atomic.Pointer[rules]
 	win   atomic.Pointer[window]
+	// lat is the latency histogram of a timed breaker, made by its
+	// first timed call (latency.go); nil for an untimed one.
+	lat   atomic.Pointer[latency]
 	opt   *options
 	tally tally
 

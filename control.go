@@ -40,6 +40,9 @@ func (b *Breaker) setRules(r *rules) {
 		}
 		b.win.Store(newWindow(r.width, r.buckets))
 	}
+	if !r.timed {
+		b.lat.Store(nil) // nothing reads it any more
+	}
 	if old.consec != r.consec {
 		// The run counted under the old rule may be longer than the new
 		// one allows; trip on failures seen under the new rule only.

@@ -115,9 +115,13 @@ type Status struct {
 	ErrorRatio float64  `json:"error_ratio"`
 	Counters   Counters `json:"counters"`
 	Policy     Policy   `json:"policy"`
+	// Latency is the latency over the window and the deadline in force,
+	// for a breaker that times its calls; nil for one that does not.
+	Latency *Latency `json:"latency,omitempty"`
 }
 
-// Status returns the breaker's state, window, counters and policy.
+// Status returns the breaker's state, window, counters and policy, and
+// its latency if it times its calls.
 func (b *Breaker) Status() Status {
 	s := Status{
 		Name:     b.name,
@@ -128,6 +132,9 @@ func (b *Breaker) Status() Status {
 		Policy:   b.Policy(),
 	}
 	s.ErrorRatio = s.Window.ErrorRatio()
+	if lat, ok := b.Latency(); ok {
+		s.Latency = &lat
+	}
 	if e := b.openErr.Load(); e != nil && s.State != Closed {
 		s.Reason, s.Trip = e.Reason, e.Snapshot
 	}

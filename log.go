@@ -58,6 +58,10 @@ func transitionMessage(to State) string {
 }
 
 func logEvent(l *slog.Logger, e Event) {
+	if e.Timeout != nil {
+		logTimeout(l, e)
+		return
+	}
 	level := slog.LevelInfo
 	if e.To == Open && e.Mode != ModeShadow {
 		level = slog.LevelWarn
@@ -88,6 +92,29 @@ func logEvent(l *slog.Logger, e Event) {
 		attrs = append(attrs, slog.String("mode", e.Mode.String()))
 	}
 	l.LogAttrs(context.Background(), level, transitionMessage(e.To),
+		slog.Attr{Key: logGroup, Value: slog.GroupValue(attrs...)})
+}
+
+// logTimeout records a change of the adaptive timeout, at Info:
+//
+//	level=INFO msg="timeout changed" breaker.name=orders.Create breaker.state=closed breaker.reason=timeout_adapted breaker.old=1s breaker.new=240ms breaker.quantile=0.99 breaker.latency=120ms breaker.samples=5400
+func logTimeout(l *slog.Logger, e Event) {
+	c := e.Timeout
+	attrs := []slog.Attr{
+		slog.String("name", e.Name),
+		slog.String("state", e.To.String()),
+		slog.String("reason", string(e.Reason)),
+		// Strings, as the cooldown is, so both handlers write "240ms".
+		slog.String("old", c.Old.String()),
+		slog.String("new", c.New.String()),
+		slog.Float64("quantile", c.Quantile),
+		slog.String("latency", c.Latency.String()),
+		slog.Uint64("samples", c.Samples),
+	}
+	if e.Mode != ModeAuto {
+		attrs = append(attrs, slog.String("mode", e.Mode.String()))
+	}
+	l.LogAttrs(context.Background(), slog.LevelInfo, "timeout changed",
 		slog.Attr{Key: logGroup, Value: slog.GroupValue(attrs...)})
 }
 

@@ -18,9 +18,14 @@ type rules struct {
 	maxOpenFor int64
 	warmup     int64
 	probes     uint64
-	// timed is true when a call's start time is needed: a deadline or a
-	// slow-call threshold. Otherwise the closed path reads the clock once.
+	// timed is true when a call's start time is needed: a deadline, a
+	// slow-call threshold or an adaptive timeout. Otherwise the closed
+	// path reads the clock once. A timed breaker keeps a latency
+	// histogram (latency.go).
 	timed bool
+	// adaptive is Policy.AdaptiveTimeout: the deadline is the breaker's
+	// own, not timeout.
+	adaptive bool
 }
 
 // compiled interns the rules of the policies breakers are created with:
@@ -67,11 +72,22 @@ func compile(p Policy) (*rules, error) {
 		errCount:   uint64(p.ErrorCount),
 		slowCall:   int64(p.SlowCall),
 		consec:     uint64(p.ConsecutiveFailures),
-		timeout:    int64(p.Timeout),
+		timeout:    staticTimeout(p),
 		openFor:    int64(p.OpenFor),
 		maxOpenFor: int64(p.MaxOpenFor),
 		warmup:     int64(p.Warmup),
 		probes:     uint64(p.Probes),
-		timed:      p.Timeout > 0 || p.SlowCall > 0,
+		timed:      p.Timeout > 0 || p.SlowCall > 0 || p.AdaptiveTimeout,
+		adaptive:   p.AdaptiveTimeout,
 	}, nil
+}
+
+// staticTimeout is the deadline of every call under p, or 0. Under an
+// adaptive timeout there is none: Policy.Timeout is only where the
+// breaker's own deadline starts (see Breaker.adaptiveDeadline).
+func staticTimeout(p Policy) int64 {
+	if p.AdaptiveTimeout {
+		return 0
+	}
+	return int64(p.Timeout)
 }
