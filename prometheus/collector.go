@@ -24,6 +24,24 @@
 //	breaker_open_duration_seconds              gauge    length of the current outage, 0 when closed
 //	breaker_window_calls                       gauge    counted calls in the sliding window
 //	breaker_window_error_ratio                 gauge    failures/counted in the window
+//
+// and, for a breaker that times its calls (a timeout, a slow-call rule or
+// an adaptive timeout):
+//
+//	breaker_latency_seconds{quantile}          summary  0.5, 0.9, 0.99, 0.999 over the window; _count and _sum since creation
+//	breaker_latency_censored_total             counter  calls cut by a deadline, not in the quantiles
+//	breaker_timeout_seconds                    gauge    the deadline in force (the adaptive timeout's current value)
+//
+// The latency is a summary rather than a histogram because its quantiles
+// are the breaker's own: the ones over its window that the adaptive
+// timeout is computed from, which a dashboard should show as they are.
+// A Prometheus histogram would need bucket bounds chosen in advance (a
+// dozen series a breaker, per-target keys included) and would only
+// estimate what the breaker already knows. Summaries do not aggregate
+// across instances; a fleet-wide latency histogram belongs to the
+// client's own instrumentation. _count and _sum are monotonic, so
+// rate(_sum)/rate(_count) is the mean latency; _sum is estimated from the
+// histogram's bins, within 3.1%.
 package breakerprom
 
 import (
@@ -74,7 +92,8 @@ type Collector struct {
 	g *breaker.Group
 
 	state, transitions, calls, slow, rejected, shadowRejected,
-	fallbacks, probes, notClosedTime, openDuration, windowCalls, windowRatio *prometheus.Desc
+	fallbacks, probes, notClosedTime, openDuration, windowCalls, windowRatio,
+	latency, censored, timeout *prometheus.Desc
 }
 
 // NewCollector returns a collector for g. It holds no resources beyond
@@ -116,6 +135,12 @@ func NewCollector(g *breaker.Group, opts ...Option) *Collector {
 			"Counted calls (successes, failures and timeouts) in the sliding window."),
 		windowRatio: desc("window_error_ratio",
 			"Failures divided by counted calls in the sliding window; 0 when it is empty."),
+		latency: desc("latency_seconds",
+			"Latency of the calls that returned: quantiles over the sliding window; count and sum since the breaker began timing calls."),
+		censored: desc("latency_censored_total",
+			"Calls cut by a deadline, whose latency is unknown and not in the quantiles."),
+		timeout: desc("timeout_seconds",
+			"The deadline the breaker gives calls now: the policy's timeout, or the adaptive timeout in force; 0 for none."),
 	}
 	return c
 }
@@ -127,6 +152,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{
 		c.state, c.transitions, c.calls, c.slow, c.rejected, c.shadowRejected,
 		c.fallbacks, c.probes, c.notClosedTime, c.openDuration, c.windowCalls, c.windowRatio,
+		c.latency, c.censored, c.timeout,
 	} {
 		ch <- d
 	}
@@ -190,4 +216,12 @@ func (c *Collector) collectStatus(ch chan<- prometheus.Metric, s breaker.Status)
 	gauge(c.openDuration, s.OpenDuration.Seconds())
 	gauge(c.windowCalls, float64(s.Window.Counted))
 	gauge(c.windowRatio, s.ErrorRatio)
+
+	if l := s.Latency; l != nil {
+		ch <- prometheus.MustNewConstSummary(c.latency, l.SamplesTotal, l.SumTotal.Seconds(), map[float64]float64{
+			0.5: l.P50.Seconds(), 0.9: l.P90.Seconds(), 0.99: l.P99.Seconds(), 0.999: l.P999.Seconds(),
+		}, s.Name)
+		counter(c.censored, l.CensoredTotal)
+		gauge(c.timeout, l.Timeout.Seconds())
+	}
 }
