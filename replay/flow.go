@@ -186,6 +186,13 @@ func (s *sim) call(caller int32, e int) (pending bool, err error) {
 		s.release(id)
 		return false, err
 	}
+	if es.adaptive && es.br != nil {
+		// The deadline the breaker gave this call. It differs from call
+		// to call, so it cannot join the edge's FIFO of timers, which
+		// must expire in the order they were set.
+		s.schedule(s.clk.now+min(es.timeout, int64(es.br.Timeout())), evTimeout, id, c.gen)
+		return true, nil
+	}
 	s.setTimer(&s.timers[e], s.clk.now+es.timeout, id, c.gen)
 	return true, nil
 }
