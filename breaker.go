@@ -41,9 +41,6 @@ type Breaker struct {
 	state stateWord
 	rules atomic.Pointer[rules]
 	win   atomic.Pointer[window]
-	// lat is the latency histogram of a timed breaker, made by its
-	// first timed call (latency.go); nil for an untimed one.
-	lat   atomic.Pointer[latency]
 	opt   *options
 	tally tally
 
@@ -168,6 +165,9 @@ func New(name string, p Policy, opts ...Option) (*Breaker, error) {
 
 func newBreaker(name string, r *rules, o *options) *Breaker {
 	b := &Breaker{name: name, opt: o, spellStart: never} // closedAt: never
+	if r.timed {
+		r = r.own(nil, o.tb.now()) // with the breaker's latency histogram
+	}
 	b.rules.Store(r)
 	b.win.Store(newWindow(r.width, r.buckets))
 	b.warmUntil.Store(never)

@@ -30,6 +30,9 @@ func (b *Breaker) SetPolicy(p Policy) error {
 func (b *Breaker) setRules(r *rules) {
 	now := b.opt.tb.now()
 	b.mu.Lock()
+	if r.timed {
+		r = r.own(b.rules.Load(), now) // keeps the latency histogram
+	}
 	old := b.rules.Swap(r)
 	if old.width != r.width || old.buckets != r.buckets {
 		if b.state.Load().state() == Closed {
@@ -39,9 +42,6 @@ func (b *Breaker) setRules(r *rules) {
 			b.bumpGenLocked()
 		}
 		b.win.Store(newWindow(r.width, r.buckets))
-	}
-	if !r.timed {
-		b.lat.Store(nil) // nothing reads it any more
 	}
 	if old.consec != r.consec {
 		// The run counted under the old rule may be longer than the new

@@ -40,9 +40,10 @@ import (
 //
 // Only a timed breaker has one (Policy.Timeout, SlowCall or
 // AdaptiveTimeout): an untimed breaker's closed path never reads the
-// clock twice and never reaches this file. The histogram is allocated by
-// the first timed call that returns, 3 KiB of counters and 1.5 KiB a
-// bucket.
+// clock twice and never reaches this file. The histogram, 3 KiB of
+// counters and 1.5 KiB a bucket, hangs off the breaker's own copy of its
+// rules (see rules.own), made when the breaker is created or given timed
+// rules.
 //
 // Calls cut by a deadline (outcome Timeout) are not in the bins: their
 // latency is unknown, only that it was longer than the deadline. They are
@@ -323,10 +324,10 @@ type Latency struct {
 	// Policy.Timeout, or the adaptive timeout in force; 0 for none.
 	Timeout time.Duration `json:"timeout_ns"`
 	// SamplesTotal, CensoredTotal and SumTotal count since the histogram
-	// was made (at the first timed call, and again when Window or Buckets
-	// change), for exporters that want monotonic counts: calls measured,
-	// calls censored, and the sum of the measured latencies, estimated
-	// from the histogram's bins.
+	// was made (when the breaker began timing calls, and again when Window
+	// or Buckets change), for exporters that want monotonic counts: calls
+	// measured, calls censored, and the sum of the measured latencies,
+	// estimated from the histogram's bins.
 	SamplesTotal  uint64        `json:"samples_total"`
 	CensoredTotal uint64        `json:"censored_total"`
 	SumTotal      time.Duration `json:"sum_total_ns"`
@@ -339,14 +340,11 @@ var latencyQuantiles = []float64{0.5, 0.9, 0.99, 0.999}
 // in force. ok is false for a breaker that does not time its calls.
 func (b *Breaker) Latency() (lat Latency, ok bool) {
 	r := b.rules.Load()
-	if !r.timed {
-		return Latency{}, false
+	if r.lat == nil {
+		return Latency{}, false // untimed
 	}
 	lat.Timeout = time.Duration(b.deadline(r))
-	l := b.lat.Load()
-	if l == nil {
-		return lat, true
-	}
+	l := r.lat
 	var h [latBins]uint32
 	lat.Samples, lat.Censored = l.window(b.opt.tb.now(), &h)
 	var q [4]time.Duration
@@ -367,8 +365,8 @@ func (b *Breaker) deadline(r *rules) int64 {
 		return r.timeout
 	}
 	var cur int64
-	if l := b.lat.Load(); l != nil {
-		cur = l.timeout.Load()
+	if r.lat != nil {
+		cur = r.lat.timeout.Load()
 	}
 	return adaptiveDeadline(r, cur)
 }
@@ -389,35 +387,18 @@ func adaptiveDeadline(r *rules, cur int64) int64 {
 }
 
 // measure records a closed-state call that ended at now after elapsed ns
-// (-1: not timed) with outcome o, under the rules r in force now, and
-// recomputes the adaptive timeout when it is due.
+// (-1: not timed) with outcome o in the histogram of the rules r in force
+// now, if they time calls, and recomputes the adaptive timeout when it is
+// due.
 func (b *Breaker) measure(now, elapsed int64, o Outcome, r *rules) {
-	if !r.timed || elapsed < 0 || o == Ignored {
+	l := r.lat
+	if l == nil || elapsed < 0 || o == Ignored {
 		return
-	}
-	l := b.lat.Load()
-	if l == nil || l.width != r.width || l.n != r.buckets {
-		l = b.newLatency(now, r, l)
 	}
 	l.add(now, elapsed, o)
 	if r.adaptive && now >= l.next.Load() {
 		b.retime(now, l, r)
 	}
-}
-
-// newLatency installs a histogram for r's window in place of old (nil,
-// or one for another window), keeping the adaptive timeout in force.
-// It runs once per breaker and per change of Window or Buckets.
-func (b *Breaker) newLatency(now int64, r *rules, old *latency) *latency {
-	var cur int64
-	if old != nil {
-		cur = old.timeout.Load()
-	}
-	l := newLatency(now, r, cur)
-	if b.lat.CompareAndSwap(old, l) {
-		return l
-	}
-	return b.lat.Load() // another call installed one first
 }
 
 // retime recomputes the adaptive timeout, if it is due at now and no

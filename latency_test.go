@@ -117,7 +117,7 @@ func (h latHarness) latency() Latency {
 func TestLatency_UntimedBreakerHasNone(t *testing.T) {
 	h := newLatHarness(t, DefaultPolicy())
 	h.drive(2*time.Second, 100*time.Millisecond, 10*time.Millisecond, nil)
-	assert.Nil(t, h.b.lat.Load())
+	assert.Nil(t, h.b.rules.Load().lat)
 	_, ok := h.b.Latency()
 	assert.False(t, ok)
 	assert.Nil(t, h.b.Status().Latency)
@@ -446,7 +446,7 @@ func TestAdaptiveTimeout_KeptAcrossAWindowChange(t *testing.T) {
 	require.NoError(t, h.b.SetPolicy(adaptivePolicy(func(p *Policy) { p.Window = 10 * time.Second; p.TimeoutMin = 150 * time.Millisecond })))
 	assert.Equal(t, 150*time.Millisecond, h.b.Timeout(), "clamped to the new bounds")
 	require.NoError(t, h.b.SetPolicy(DefaultPolicy()))
-	assert.Nil(t, h.b.lat.Load())
+	assert.Nil(t, h.b.rules.Load().lat)
 	assert.Zero(t, h.b.Timeout())
 }
 

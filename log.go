@@ -13,7 +13,10 @@ const logGroup = "breaker"
 // WithLogger logs every transition of the breaker (or of every breaker of
 // a group) as one record, and every probe's result as a record of its own,
 // so probes can be told apart from ordinary calls, which are not logged. A
-// transition to Open is logged at Warn, everything else at Info.
+// transition to Open is logged at Warn, everything else at Info. A change
+// of the adaptive timeout (Policy.AdaptiveTimeout) is a record too,
+// "timeout changed", with the old and new deadlines, the quantile and its
+// value, and the number of calls it came from.
 //
 // The breaker's attributes are in one group, breaker, so that none of them
 // can collide with the handler's own keys (time, level, msg) or with the

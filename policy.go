@@ -112,7 +112,9 @@ type Policy struct {
 	ConsecutiveFailures int `json:"consecutive_failures"`
 	// Timeout, when positive, is a deadline added to each call's context;
 	// a call that takes longer is a timeout even if it returned nil.
-	// Default 0 (no deadline is added).
+	// Under AdaptiveTimeout it is only where the adaptive deadline
+	// starts, within [TimeoutMin, TimeoutMax]. Default 0 (no deadline is
+	// added).
 	Timeout time.Duration `json:"timeout"`
 	// AdaptiveTimeout makes the per-call deadline follow the latency of
 	// the calls that completed: every [AdaptiveInterval] of the breaker's
@@ -121,7 +123,9 @@ type Policy struct {
 	// TimeoutMax], if the window holds at least MinRequests completed
 	// calls (see the README's "Latency and timeouts"). Until then the
 	// deadline is Timeout, or TimeoutMax when Timeout is 0. Calls cut by
-	// a deadline do not feed it. Default false.
+	// a deadline do not feed it. The five fields below apply only when
+	// it is set; otherwise they need only be in range (0 is). Default
+	// false.
 	AdaptiveTimeout bool `json:"adaptive_timeout"`
 	// TimeoutQuantile is the quantile of the window's latencies the
 	// adaptive timeout follows. In (0, 1) when AdaptiveTimeout is set.
