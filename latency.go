@@ -19,8 +19,9 @@ import (
 // every power of two is split into 16 bins of equal width. A bin is then
 // at most 1/16 of its lower bound wide, and the value a quantile reports
 // for it (the point nearest, relatively, to both its ends) is within
-// 1/33 (3.1%) of any duration in it. 384 bins cover 0 to 2^37 ns (137 s);
-// longer calls count in the last bin.
+// 1/33 (3.1%) of any duration in it from 16 units (16.4 µs) up; below,
+// within half a unit. 384 bins cover 0 to 2^37 ns (137 s); longer calls
+// count in the last bin.
 //
 // It rolls with the window the way the window does (see window.go): one
 // set of cumulative counters, one atomic add per call, and a ring of
