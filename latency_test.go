@@ -3,6 +3,7 @@ package breaker
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"log/slog"
 	"math"
 	"math/rand/v2"
@@ -512,4 +513,29 @@ func TestTimeoutChange_JSON(t *testing.T) {
 	assert.ErrorContains(t, c.UnmarshalJSON([]byte(`{"old":"-1s"}`)), "negative")
 	assert.ErrorContains(t, c.UnmarshalJSON([]byte(`{"samples":"x"}`)), "timeout.samples")
 	assert.Equal(t, TimeoutChange{}, c, "unchanged on error")
+}
+
+// TestLatency_InStatusJSON: a timed breaker's Status, which ops.Snapshot
+// serves, carries its latency with durations in _ns keys; an untimed
+// breaker's has no latency key.
+func TestLatency_InStatusJSON(t *testing.T) {
+	h := newLatHarness(t, policy(func(p *Policy) { p.Timeout = 300 * time.Millisecond }))
+	h.drive(time.Second, 100*time.Millisecond, 20*time.Millisecond, nil)
+	data, err := json.Marshal(h.b.Status())
+	require.NoError(t, err)
+	var st struct {
+		Latency map[string]any `json:"latency"`
+	}
+	require.NoError(t, json.Unmarshal(data, &st))
+	require.NotNil(t, st.Latency, "%s", data)
+	for _, k := range []string{"samples", "censored", "p50_ns", "p90_ns", "p99_ns", "p999_ns", "timeout_ns", "samples_total", "censored_total", "sum_total_ns"} {
+		assert.Contains(t, st.Latency, k)
+	}
+	assert.EqualValues(t, 300*time.Millisecond, st.Latency["timeout_ns"])
+	assert.EqualValues(t, 10, st.Latency["samples"])
+
+	untimed := newLatHarness(t, DefaultPolicy())
+	data, err = json.Marshal(untimed.b.Status())
+	require.NoError(t, err)
+	assert.NotContains(t, string(data), `"latency"`)
 }
