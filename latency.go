@@ -423,16 +423,17 @@ func (b *Breaker) retime(now int64, l *latency, r *rules) {
 	target := float64(q[0])*p.TimeoutFactor + float64(p.TimeoutBase)
 	next64 := int64(min(target, float64(p.TimeoutMax)))
 	next64 = min(max(next64, int64(p.TimeoutMin)), int64(p.TimeoutMax))
-	old := adaptiveDeadline(r, l.timeout.Load())
-	l.timeout.Store(next64)
-	if next64 == old {
-		return
-	}
-	if !b.opt.observed() {
-		return
-	}
+	// The change and its event are made under the lock, so that events
+	// come in the order of the changes even if a recompute that is
+	// descheduled here is overtaken by the next one.
 	snap := b.win.Load().sum(now, &b.tally)
 	b.mu.Lock()
+	old := adaptiveDeadline(r, l.timeout.Load())
+	l.timeout.Store(next64)
+	if next64 == old || !b.opt.observed() {
+		b.mu.Unlock()
+		return
+	}
 	w := b.state.Load()
 	b.queueLocked(Event{
 		Name:      b.name,

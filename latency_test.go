@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -538,4 +539,92 @@ func TestLatency_InStatusJSON(t *testing.T) {
 	data, err = json.Marshal(untimed.b.Status())
 	require.NoError(t, err)
 	assert.NotContains(t, string(data), `"latency"`)
+}
+
+// stepClock is a Clock that moves on by step at every reading, so that
+// concurrent callers see time pass, and recomputes fall due, without a
+// driver.
+type stepClock struct {
+	t0   time.Time
+	n    atomic.Int64
+	step time.Duration
+}
+
+func (c *stepClock) Now() time.Time { return c.t0.Add(time.Duration(c.n.Add(1)) * c.step) }
+
+// TestRace_AdaptiveTimeoutHammer: callers, readers of the latency and the
+// status, and policy changes run at once on an adaptive breaker, across
+// many buckets and recomputes. Run under -race. The deadline stays within
+// its bounds, every change arrives as an event whose old value is the
+// previous event's new one, and every call is measured or censored once.
+func TestRace_AdaptiveTimeoutHammer(t *testing.T) {
+	clk := &stepClock{t0: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC), step: 3 * time.Millisecond}
+	p := adaptivePolicy(func(p *Policy) {
+		p.Window, p.Buckets = time.Second, 10
+		p.MinRequests = 5
+		p.ErrorRatio = 1 // trips only if every call fails
+	})
+	var mu sync.Mutex
+	var changes []TimeoutChange
+	b, err := New("hammer.latency", p, WithClock(clk), OnTransition(func(e Event) {
+		if e.Timeout != nil {
+			mu.Lock()
+			changes = append(changes, *e.Timeout)
+			mu.Unlock()
+		}
+	}))
+	require.NoError(t, err)
+
+	const workers, each = 4, 3000
+	var calls, wg sync.WaitGroup
+	stop := make(chan struct{})
+	for w := range workers {
+		calls.Add(1)
+		go func() {
+			defer calls.Done()
+			for i := range each {
+				_ = b.Do(context.Background(), func(context.Context) error {
+					if (i+w)%7 == 0 {
+						return errBoom
+					}
+					return nil
+				})
+				if d := b.Timeout(); d < p.TimeoutMin || d > p.TimeoutMax {
+					t.Errorf("deadline %v outside [%v, %v]", d, p.TimeoutMin, p.TimeoutMax)
+					return
+				}
+			}
+		}()
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			_ = b.Status()
+			if i%50 == 0 {
+				q := p
+				q.TimeoutFactor = 1.5 + float64(i%100)/100
+				_ = b.SetPolicy(q)
+			}
+		}
+	}()
+	calls.Wait()
+	close(stop)
+	wg.Wait()
+
+	mu.Lock()
+	defer mu.Unlock()
+	require.NotEmpty(t, changes, "the deadline adapted")
+	for i := 1; i < len(changes); i++ {
+		assert.Equal(t, changes[i-1].New, changes[i].Old, "change %d", i)
+	}
+	lat, ok := b.Latency()
+	require.True(t, ok)
+	c := b.Counters()
+	assert.Equal(t, c.Successes+c.Failures+c.Timeouts, lat.SamplesTotal+lat.CensoredTotal, "every call measured or censored once")
 }
