@@ -166,6 +166,9 @@ func New(name string, p Policy, opts ...Option) (*Breaker, error) {
 
 func newBreaker(name string, r *rules, o *options) *Breaker {
 	b := &Breaker{name: name, opt: o, spellStart: never} // closedAt: never
+	if r.timed {
+		r = r.own(nil, o.tb.now()) // with the breaker's latency histogram
+	}
 	b.rules.Store(r)
 	b.win.Store(newWindow(r.width, r.buckets))
 	b.warmUntil.Store(never)

@@ -3,6 +3,7 @@ package breaker
 import (
 	"context"
 	"errors"
+	"fmt"
 	"runtime"
 	"sync/atomic"
 	"testing"
@@ -251,5 +252,125 @@ func BenchmarkMemory(b *testing.B) {
 		}
 		b.StopTimer()
 		b.ReportMetric(float64(retained)/float64(counted), "B/breaker")
+	})
+}
+
+// benchNeverTrips returns a closed breaker whose window rules can never
+// hold (MinRequests is out of reach), so that a benchmark can fail every
+// call and stay closed. Every failure still runs the trip check on the
+// window, as a failure that does not trip does in production.
+func benchNeverTrips(b *testing.B) *Breaker {
+	b.Helper()
+	p := DefaultPolicy()
+	p.MinRequests = 1 << 40
+	br, err := New("bench.Failing", p)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return br
+}
+
+// benchTimeoutErr is an error of the net.Error kind that says it timed out.
+type benchTimeoutErr struct{}
+
+func (benchTimeoutErr) Error() string { return "bench: i/o timeout" }
+func (benchTimeoutErr) Timeout() bool { return true }
+
+// The errors of the failure path's outcomes, built once, as a program
+// builds its sentinels: what is measured is the breaker's handling of
+// them, not the caller's construction of a new error.
+var (
+	benchTimeoutFn  = func(context.Context) error { return benchTimeoutErr{} }
+	benchDeadlineFn = func(context.Context) error { return context.DeadlineExceeded }
+	benchIgnoredErr = Ignore(benchErr)
+	benchIgnoredFn  = func(context.Context) error { return benchIgnoredErr }
+	benchMarkedErr  = Mark(benchErr, Failure)
+	benchMarkedFn   = func(context.Context) error { return benchMarkedErr }
+	benchWrappedErr = fmt.Errorf("charge: %w", benchErr)
+	benchWrappedFn  = func(context.Context) error { return benchWrappedErr }
+)
+
+// BenchmarkFailure is Do on the failure path: the breaker stays closed
+// (see benchNeverTrips) and every call ends in the outcome named. At the
+// onset of an outage every call takes this path at full rate.
+func BenchmarkFailure(b *testing.B) {
+	ctx := context.Background()
+	for _, c := range []struct {
+		name string
+		fn   func(context.Context) error
+	}{
+		{"failure", benchFail},
+		{"wrapped", benchWrappedFn},
+		{"timeout", benchTimeoutFn},
+		{"deadline", benchDeadlineFn},
+		{"ignored", benchIgnoredFn},
+		{"marked", benchMarkedFn},
+	} {
+		b.Run(c.name+"/serial", func(b *testing.B) {
+			br := benchNeverTrips(b)
+			b.ReportAllocs()
+			b.ResetTimer()
+			var err error
+			for i := 0; i < b.N; i++ {
+				err = br.Do(ctx, c.fn)
+			}
+			if err == nil {
+				b.Fatal("the call did not fail")
+			}
+		})
+		b.Run(c.name+"/parallel", func(b *testing.B) {
+			br := benchNeverTrips(b)
+			b.ReportAllocs()
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					_ = br.Do(ctx, c.fn)
+				}
+			})
+			if s := br.State(); s != Closed {
+				b.Fatalf("breaker is %v, want closed", s)
+			}
+		})
+	}
+}
+
+// BenchmarkMixed is Do under steady partial failure: one call in ten
+// fails, below DefaultPolicy's ErrorRatio, so the breaker stays closed and
+// checks its trip rules on every tenth call. Compare with
+// BenchmarkDo/closed, the same traffic without failures.
+func BenchmarkMixed(b *testing.B) {
+	ctx := context.Background()
+	b.Run("serial", func(b *testing.B) {
+		br := benchClosed(b)
+		b.ReportAllocs()
+		b.ResetTimer()
+		for i := 0; i < b.N; i++ {
+			fn := benchOK
+			if i%10 == 9 {
+				fn = benchFail
+			}
+			_ = br.Do(ctx, fn)
+		}
+		if s := br.State(); s != Closed {
+			b.Fatalf("breaker is %v, want closed", s)
+		}
+	})
+	b.Run("parallel", func(b *testing.B) {
+		br := benchClosed(b)
+		b.ReportAllocs()
+		b.ResetTimer()
+		b.RunParallel(func(pb *testing.PB) {
+			i := 0
+			for pb.Next() {
+				fn := benchOK
+				if i++; i%10 == 0 {
+					fn = benchFail
+				}
+				_ = br.Do(ctx, fn)
+			}
+		})
+		if s := br.State(); s != Closed {
+			b.Fatalf("breaker is %v, want closed", s)
+		}
 	})
 }

@@ -14,6 +14,9 @@ type token struct {
 	role  uint8
 	timed bool
 	slot  uint8 // a probe's entry in history.inflight, or noSlot
+	// limit is the adaptive deadline the call was given, ns; 0 without
+	// Policy.AdaptiveTimeout (Policy.Timeout is in the rules).
+	limit int64
 }
 
 // Do calls fn if the breaker admits the call, and returns fn's error
@@ -199,13 +202,18 @@ func (b *Breaker) prepare(ctx context.Context, tok *token, r *rules) (context.Co
 	}
 	tok.timed = true
 	tok.start = b.opt.tb.now()
-	if r.timeout <= 0 {
+	d := r.timeout
+	if r.adaptive {
+		d = b.deadline(r)
+		tok.limit = d
+	}
+	if d <= 0 {
 		return ctx, nil
 	}
 	if c, ok := b.opt.tb.clock.(timeoutClock); ok {
-		return withClockTimeout(c, ctx, time.Duration(r.timeout))
+		return withClockTimeout(c, ctx, time.Duration(d))
 	}
-	return context.WithTimeout(ctx, time.Duration(r.timeout))
+	return context.WithTimeout(ctx, time.Duration(d))
 }
 
 // finish settles a returned call. r is the rules the call was admitted
@@ -230,11 +238,15 @@ func (b *Breaker) finish(caller context.Context, tok token, err error, r *rules)
 		}
 	}()
 	o := b.outcome(caller, err, elapsed, r)
+	if tok.limit > 0 && elapsed > tok.limit && o != Ignored {
+		o = Timeout // late for its adaptive deadline, whatever it returned
+	}
 	classified = true
 	switch tok.role {
 	case roleCounted:
 		slow := cur.slowCall > 0 && elapsed > cur.slowCall // elapsed < 0: not timed
 		b.record(caller, now, tok.gen, o, slow, cur)
+		b.measure(now, elapsed, o, cur)
 	case roleProbe:
 		b.countOff(o)
 		b.verdict(caller, now, tok.gen, tok.slot, o, b.cold(caller, now, cur), false)

@@ -83,6 +83,20 @@ func DefaultClassifier(err error) (o Outcome) {
 			o = Failure
 		}
 	}()
+	var s timeoutScan
+	if s.scan(err) {
+		if s.timeout {
+			return Timeout
+		}
+		return Failure
+	}
+	return classifyByErrors(err)
+}
+
+// classifyByErrors is DefaultClassifier in terms of errors.Is and
+// errors.As, for the errors timeoutScan cannot settle. It allocates: the
+// target of errors.As escapes.
+func classifyByErrors(err error) Outcome {
 	if errors.Is(err, context.DeadlineExceeded) {
 		return Timeout
 	}
@@ -96,6 +110,75 @@ func DefaultClassifier(err error) (o Outcome) {
 		return Timeout
 	}
 	return Failure
+}
+
+// timeoutScan settles DefaultClassifier's question in one walk of the
+// error's tree, and without allocating: the errors.As of classifyByErrors
+// takes the address of its target, which escapes, and every failed call
+// paid 16 bytes for it. The walk visits the errors in the order errors.Is
+// and errors.As do (depth first, an error before what it wraps). Its
+// answer is the same as theirs while no error in the tree has an Is or an
+// As method of its own, since those can claim to match anything; the walk
+// gives up at the first such error (scan returns false) and the caller
+// asks errors.Is and errors.As. syscall.Errno is the exception: its Is
+// method matches only the os package's ErrPermission, ErrExist,
+// ErrNotExist and errors.ErrUnsupported, none of which is asked about
+// here.
+type timeoutScan struct {
+	timeout bool // the answer: a timeout
+	// sawTimeoutMethod is set at the first error with a Timeout method:
+	// errors.As stops at it, so only its answer counts.
+	sawTimeoutMethod bool
+}
+
+// scan reports whether it settled the question for err's tree; s.timeout
+// is then the answer.
+func (s *timeoutScan) scan(err error) bool {
+	for err != nil {
+		if e, ok := err.(syscall.Errno); ok {
+			switch e {
+			case syscall.ECONNREFUSED, syscall.ECONNRESET, syscall.ECONNABORTED,
+				syscall.EHOSTUNREACH, syscall.ENETUNREACH:
+				s.timeout = true
+				return true
+			}
+		} else {
+			if err == context.DeadlineExceeded {
+				s.timeout = true
+				return true
+			}
+			if _, ok := err.(interface{ Is(error) bool }); ok {
+				return false
+			}
+			if _, ok := err.(interface{ As(any) bool }); ok {
+				return false
+			}
+		}
+		if te, ok := err.(interface{ Timeout() bool }); ok && !s.sawTimeoutMethod {
+			s.sawTimeoutMethod = true
+			if te.Timeout() {
+				s.timeout = true
+				return true
+			}
+		}
+		switch u := err.(type) {
+		case interface{ Unwrap() error }:
+			err = u.Unwrap()
+		case interface{ Unwrap() []error }:
+			for _, e := range u.Unwrap() {
+				if !s.scan(e) {
+					return false
+				}
+				if s.timeout {
+					return true
+				}
+			}
+			return true
+		default:
+			return true
+		}
+	}
+	return true
 }
 
 // Ignore wraps err so that the breaker does not count it: use it for errors
@@ -125,15 +208,54 @@ type marked struct {
 func (e marked) Error() string { return e.err.Error() }
 func (e marked) Unwrap() error { return e.err }
 
-// markOf returns the outcome of the outermost Mark in err's chain.
+// markOf returns the outcome of the outermost Mark in err's chain: the
+// first marked error in the order errors.As visits the tree.
 func markOf(err error) (o Outcome, ok bool) {
-	// errors.As calls the error's own methods; a typed nil panics there
+	// The walk calls the error's own methods; a typed nil panics there
 	// (see DefaultClassifier) and carries no mark.
 	defer func() {
 		if recover() != nil {
 			o, ok = 0, false
 		}
 	}()
+	o, ok, settled := findMark(err)
+	if !settled {
+		return markByAs(err)
+	}
+	return o, ok
+}
+
+// findMark looks for a marked error in err's tree the way errors.As does,
+// without its escaping target (24 bytes on every failed call). It gives up
+// (settled false) at an error with an As method of its own, which could
+// claim to be a marked error.
+func findMark(err error) (o Outcome, ok, settled bool) {
+	for err != nil {
+		if m, is := err.(marked); is {
+			return m.o, true, true
+		}
+		if _, has := err.(interface{ As(any) bool }); has {
+			return 0, false, false
+		}
+		switch u := err.(type) {
+		case interface{ Unwrap() error }:
+			err = u.Unwrap()
+		case interface{ Unwrap() []error }:
+			for _, e := range u.Unwrap() {
+				if o, ok, settled = findMark(e); ok || !settled {
+					return o, ok, settled
+				}
+			}
+			return 0, false, true
+		default:
+			return 0, false, true
+		}
+	}
+	return 0, false, true
+}
+
+// markByAs is findMark by errors.As, for the trees findMark cannot settle.
+func markByAs(err error) (Outcome, bool) {
 	var m marked
 	if errors.As(err, &m) {
 		return m.o, true

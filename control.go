@@ -30,6 +30,9 @@ func (b *Breaker) SetPolicy(p Policy) error {
 func (b *Breaker) setRules(r *rules) {
 	now := b.opt.tb.now()
 	b.mu.Lock()
+	if r.timed {
+		r = r.own(b.rules.Load(), now) // keeps the latency histogram
+	}
 	old := b.rules.Swap(r)
 	if old.width != r.width || old.buckets != r.buckets {
 		if b.state.Load().state() == Closed {

@@ -123,9 +123,13 @@ type Status struct {
 	// Candidate is what the breaker's candidate policy has done, if the
 	// group's document has one for it (see [GroupPolicy.Candidate]).
 	Candidate *CandidateStatus `json:"candidate,omitempty"`
+	// Latency is the latency over the window and the deadline in force,
+	// for a breaker that times its calls; nil for one that does not.
+	Latency *Latency `json:"latency,omitempty"`
 }
 
-// Status returns the breaker's state, window, counters and policy.
+// Status returns the breaker's state, window, counters and policy, and
+// its latency if it times its calls.
 func (b *Breaker) Status() Status {
 	s := Status{
 		Name:     b.name,
@@ -136,6 +140,9 @@ func (b *Breaker) Status() Status {
 		Policy:   b.Policy(),
 	}
 	s.ErrorRatio = s.Window.ErrorRatio()
+	if lat, ok := b.Latency(); ok {
+		s.Latency = &lat
+	}
 	if e := b.openErr.Load(); e != nil && s.State != Closed {
 		s.Reason, s.Trip = e.Reason, e.Snapshot
 		// The error of a half-open episode has no Until; one read in a

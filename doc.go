@@ -58,6 +58,17 @@
 // group's new per-target breakers with [GroupConfig.ColdTargets], per call
 // with [WithInstanceStart].
 //
+// # Latency and timeouts
+//
+// A breaker that times its calls (Policy.Timeout, Policy.SlowCall or
+// Policy.AdaptiveTimeout) keeps a histogram of their latency over its
+// window; [Breaker.Latency] reads its quantiles. Calls that time out are
+// censored: counted apart, not in the quantiles. With
+// Policy.AdaptiveTimeout the deadline added to each call follows the
+// latency, recomputed every [AdaptiveInterval] as a quantile times a
+// factor, within bounds; [Breaker.Timeout] is the deadline in force, and
+// every change is an [Event] with Reason [ReasonTimeoutAdapted].
+//
 // # Operating it
 //
 // Every transition calls the [OnTransition] hooks with an [Event] that says

@@ -8,7 +8,8 @@ import (
 	"time"
 )
 
-// Event describes one transition.
+// Event describes one transition, or, with Reason ReasonTimeoutAdapted
+// and From equal to To, a change of the adaptive timeout (see Timeout).
 //
 // In JSON an event is an object with snake_case keys, its cooldown a
 // string such as "30s" (see [Event.MarshalJSON]), and it decodes back to
@@ -33,6 +34,11 @@ type Event struct {
 	// Mode is the breaker's mode after the transition; ModeShadow marks
 	// a transition a shadow breaker only reports.
 	Mode Mode `json:"mode"`
+	// Timeout is set on the event of a change of the adaptive timeout
+	// (Reason ReasonTimeoutAdapted), which is not a transition: the
+	// state does not change, and Snapshot is the window at the change.
+	// It is nil on a transition.
+	Timeout *TimeoutChange `json:"timeout,omitempty"`
 }
 
 // eventJSON is an Event as JSON has it: the struct's own tags, with the

@@ -13,7 +13,10 @@ const logGroup = "breaker"
 // WithLogger logs every transition of the breaker (or of every breaker of
 // a group) as one record, and every probe's result as a record of its own,
 // so probes can be told apart from ordinary calls, which are not logged. A
-// transition to Open is logged at Warn, everything else at Info.
+// transition to Open is logged at Warn, everything else at Info. A change
+// of the adaptive timeout (Policy.AdaptiveTimeout) is a record too,
+// "timeout changed", with the old and new deadlines, the quantile and its
+// value, and the number of calls it came from.
 //
 // The breaker's attributes are in one group, breaker, so that none of them
 // can collide with the handler's own keys (time, level, msg) or with the
@@ -58,6 +61,10 @@ func transitionMessage(to State) string {
 }
 
 func logEvent(l *slog.Logger, e Event) {
+	if e.Timeout != nil {
+		logTimeout(l, e)
+		return
+	}
 	level := slog.LevelInfo
 	if e.To == Open && e.Mode != ModeShadow {
 		level = slog.LevelWarn
@@ -88,6 +95,29 @@ func logEvent(l *slog.Logger, e Event) {
 		attrs = append(attrs, slog.String("mode", e.Mode.String()))
 	}
 	l.LogAttrs(context.Background(), level, transitionMessage(e.To),
+		slog.Attr{Key: logGroup, Value: slog.GroupValue(attrs...)})
+}
+
+// logTimeout records a change of the adaptive timeout, at Info:
+//
+//	level=INFO msg="timeout changed" breaker.name=orders.Create breaker.state=closed breaker.reason=timeout_adapted breaker.old=1s breaker.new=240ms breaker.quantile=0.99 breaker.latency=120ms breaker.samples=5400
+func logTimeout(l *slog.Logger, e Event) {
+	c := e.Timeout
+	attrs := []slog.Attr{
+		slog.String("name", e.Name),
+		slog.String("state", e.To.String()),
+		slog.String("reason", string(e.Reason)),
+		// Strings, as the cooldown is, so both handlers write "240ms".
+		slog.String("old", c.Old.String()),
+		slog.String("new", c.New.String()),
+		slog.Float64("quantile", c.Quantile),
+		slog.String("latency", c.Latency.String()),
+		slog.Uint64("samples", c.Samples),
+	}
+	if e.Mode != ModeAuto {
+		attrs = append(attrs, slog.String("mode", e.Mode.String()))
+	}
+	l.LogAttrs(context.Background(), slog.LevelInfo, "timeout changed",
 		slog.Attr{Key: logGroup, Value: slog.GroupValue(attrs...)})
 }
 

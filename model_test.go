@@ -546,7 +546,7 @@ func modelDrawPolicy(t *rapid.T, label string) Policy {
 
 // modelBreakPolicy makes p invalid in one drawn way.
 func modelBreakPolicy(t *rapid.T, p Policy) Policy {
-	switch rapid.IntRange(0, 14).Draw(t, "break") {
+	switch rapid.IntRange(0, 16).Draw(t, "break") {
 	case 0:
 		p.Window = 0
 	case 1:
@@ -575,6 +575,12 @@ func modelBreakPolicy(t *rapid.T, p Policy) Policy {
 		p.Warmup = -1
 	case 13:
 		p.SlowCall, p.SlowRatio = 0, 0.5
+	case 14:
+		p.AdaptiveTimeout, p.TimeoutMax = true, 0 // no bound
+	case 15:
+		// A factor under 1 would ratchet the deadline down.
+		p.AdaptiveTimeout, p.TimeoutMax = true, time.Second
+		p.TimeoutQuantile, p.TimeoutFactor = 0.99, 0.5
 	default:
 		p.ErrorRatio, p.ErrorCount, p.ConsecutiveFailures, p.SlowCall, p.SlowRatio = 0, 0, 0, 0, 0
 	}

@@ -35,6 +35,16 @@ const (
 	DefaultProbes = 3
 	// DefaultWarmup is how long a cold target's outcomes are not counted.
 	DefaultWarmup = 60 * time.Second
+	// DefaultTimeoutQuantile and DefaultTimeoutFactor set the adaptive
+	// timeout at twice the 99th percentile of the latencies, within the
+	// 1.5 to 3 times P99 that keeps a timeout from cutting healthy calls
+	// while still ending hung ones.
+	DefaultTimeoutQuantile = 0.99
+	DefaultTimeoutFactor   = 2.0
+	// AdaptiveInterval is how often, on the breaker's clock, the adaptive
+	// timeout is recomputed: often enough to follow a drift within a
+	// minute, seldom enough that one bad window does not swing it.
+	AdaptiveInterval = 30 * time.Second
 )
 
 // Limits that keep a policy's cost bounded. They are far beyond any value
@@ -51,6 +61,9 @@ const (
 	// to be handled by people, and the bound keeps every sum of times far
 	// from overflowing.
 	MaxDuration = 24 * time.Hour
+	// MaxTimeoutFactor bounds Policy.TimeoutFactor: a deadline ten times
+	// a high quantile no longer ends anything.
+	MaxTimeoutFactor = 10
 )
 
 // Policy is the set of numbers that decides when a breaker opens and how it
@@ -99,8 +112,39 @@ type Policy struct {
 	ConsecutiveFailures int `json:"consecutive_failures"`
 	// Timeout, when positive, is a deadline added to each call's context;
 	// a call that takes longer is a timeout even if it returned nil.
-	// Default 0 (no deadline is added).
+	// Under AdaptiveTimeout it is only where the adaptive deadline
+	// starts, within [TimeoutMin, TimeoutMax]. Default 0 (no deadline is
+	// added).
 	Timeout time.Duration `json:"timeout"`
+	// AdaptiveTimeout makes the per-call deadline follow the latency of
+	// the calls that completed: every [AdaptiveInterval] of the breaker's
+	// clock it becomes TimeoutQuantile of the window's latencies times
+	// TimeoutFactor plus TimeoutBase, kept within [TimeoutMin,
+	// TimeoutMax], if the window holds at least MinRequests completed
+	// calls (see the README's "Latency and timeouts"). Until then the
+	// deadline is Timeout, or TimeoutMax when Timeout is 0. Calls cut by
+	// a deadline do not feed it. The five fields below apply only when
+	// it is set; otherwise they need only be in range (0 is). Default
+	// false.
+	AdaptiveTimeout bool `json:"adaptive_timeout"`
+	// TimeoutQuantile is the quantile of the window's latencies the
+	// adaptive timeout follows. In (0, 1) when AdaptiveTimeout is set.
+	// Default 0.99.
+	TimeoutQuantile float64 `json:"timeout_quantile"`
+	// TimeoutFactor multiplies that quantile. In [1, 10] when
+	// AdaptiveTimeout is set: calls cut by the deadline are not seen, so
+	// a deadline at the quantile itself would ratchet down. Default 2.
+	TimeoutFactor float64 `json:"timeout_factor"`
+	// TimeoutBase is added to the adaptive timeout, such as the network
+	// round trip the latencies do not show. Default 0.
+	TimeoutBase time.Duration `json:"timeout_base"`
+	// TimeoutMin is the least the adaptive timeout may be (2 × the
+	// network round trip is a good floor). Default 0.
+	TimeoutMin time.Duration `json:"timeout_min"`
+	// TimeoutMax is the most the adaptive timeout may be, and its value
+	// until it has adapted when Timeout is 0. Required, at least
+	// TimeoutMin, when AdaptiveTimeout is set. Default 0.
+	TimeoutMax time.Duration `json:"timeout_max"`
 	// OpenFor is the first cooldown: how long the breaker stays open before
 	// it lets probes through. Default 30s.
 	OpenFor time.Duration `json:"open_for"`
@@ -245,8 +289,64 @@ var policyFields = []policyField{{
 	check: func(p *Policy) string { return notNegative(p.ConsecutiveFailures, "turns the rule off") },
 }, {
 	name: "timeout", def: time.Duration(0),
-	at:    func(p *Policy) any { return &p.Timeout },
-	check: func(p *Policy) string { return optionalDuration(p.Timeout, "adds no deadline") },
+	at: func(p *Policy) any { return &p.Timeout },
+	check: func(p *Policy) string {
+		if problem := optionalDuration(p.Timeout, "adds no deadline"); problem != "" || !p.AdaptiveTimeout {
+			return problem
+		}
+		if p.Timeout > 0 && p.TimeoutMax > 0 && (p.Timeout < p.TimeoutMin || p.Timeout > p.TimeoutMax) {
+			return fmt.Sprintf("is where the adaptive timeout starts and must be in [timeout_min, timeout_max] ([%v, %v]), got %v", p.TimeoutMin, p.TimeoutMax, p.Timeout)
+		}
+		return ""
+	},
+}, {
+	name: "adaptive_timeout", def: false,
+	at: func(p *Policy) any { return &p.AdaptiveTimeout },
+}, {
+	name: "timeout_quantile", def: DefaultTimeoutQuantile,
+	at: func(p *Policy) any { return &p.TimeoutQuantile },
+	check: func(p *Policy) string {
+		q := p.TimeoutQuantile
+		if (q == 0 && !p.AdaptiveTimeout) || (q > 0 && q < 1) {
+			return "" // 0: a Policy built field by field, without the timeout
+		}
+		return fmt.Sprintf("must be in (0, 1), got %v", q)
+	},
+}, {
+	name: "timeout_factor", def: DefaultTimeoutFactor,
+	at: func(p *Policy) any { return &p.TimeoutFactor },
+	check: func(p *Policy) string {
+		f := p.TimeoutFactor
+		if (f == 0 && !p.AdaptiveTimeout) || (f >= 1 && f <= MaxTimeoutFactor) {
+			return ""
+		}
+		return fmt.Sprintf("must be in [1, %d], got %v", MaxTimeoutFactor, f)
+	},
+}, {
+	name: "timeout_base", def: time.Duration(0),
+	at:    func(p *Policy) any { return &p.TimeoutBase },
+	check: func(p *Policy) string { return optionalDuration(p.TimeoutBase, "adds nothing") },
+}, {
+	name: "timeout_min", def: time.Duration(0),
+	at: func(p *Policy) any { return &p.TimeoutMin },
+	check: func(p *Policy) string {
+		if problem := optionalDuration(p.TimeoutMin, "sets no floor"); problem != "" {
+			return problem
+		}
+		if p.AdaptiveTimeout && p.TimeoutMax > 0 && p.TimeoutMin > p.TimeoutMax {
+			return fmt.Sprintf("must be at most timeout_max (%v), got %v", p.TimeoutMax, p.TimeoutMin)
+		}
+		return ""
+	},
+}, {
+	name: "timeout_max", def: time.Duration(0),
+	at: func(p *Policy) any { return &p.TimeoutMax },
+	check: func(p *Policy) string {
+		if p.AdaptiveTimeout && p.TimeoutMax == 0 {
+			return "must be positive when adaptive_timeout is on, got 0s"
+		}
+		return optionalDuration(p.TimeoutMax, "is allowed only with adaptive_timeout off")
+	},
 }, {
 	name: "open_for", def: DefaultOpenFor,
 	at:    func(p *Policy) any { return &p.OpenFor },

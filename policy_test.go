@@ -250,6 +250,10 @@ func TestPolicy_EveryFieldIsInTheFieldTable(t *testing.T) {
 		p.SlowRatio = 0.5
 		p.ConsecutiveFailures = 5
 		p.Timeout = 2 * time.Second
+		p.AdaptiveTimeout = true
+		p.TimeoutBase = 10 * time.Millisecond
+		p.TimeoutMin = 100 * time.Millisecond
+		p.TimeoutMax = 5 * time.Second
 	})
 	require.NoError(t, base.Validate())
 

@@ -18,9 +18,18 @@ type rules struct {
 	maxOpenFor int64
 	warmup     int64
 	probes     uint64
-	// timed is true when a call's start time is needed: a deadline or a
-	// slow-call threshold. Otherwise the closed path reads the clock once.
+	// timed is true when a call's start time is needed: a deadline, a
+	// slow-call threshold or an adaptive timeout. Otherwise the closed
+	// path reads the clock once. A timed breaker keeps a latency
+	// histogram (latency.go).
 	timed bool
+	// adaptive is Policy.AdaptiveTimeout: the deadline is the breaker's
+	// own, not timeout.
+	adaptive bool
+	// lat is the latency histogram of the breaker that applies these
+	// rules, set on its own copy of timed rules (see own); nil in the
+	// shared rules.
+	lat *latency
 }
 
 // compiled interns the rules of the policies breakers are created with:
@@ -67,11 +76,51 @@ func compile(p Policy) (*rules, error) {
 		errCount:   uint64(p.ErrorCount),
 		slowCall:   int64(p.SlowCall),
 		consec:     uint64(p.ConsecutiveFailures),
-		timeout:    int64(p.Timeout),
+		timeout:    staticTimeout(p),
 		openFor:    int64(p.OpenFor),
 		maxOpenFor: int64(p.MaxOpenFor),
 		warmup:     int64(p.Warmup),
 		probes:     uint64(p.Probes),
-		timed:      p.Timeout > 0 || p.SlowCall > 0,
+		timed:      p.Timeout > 0 || p.SlowCall > 0 || p.AdaptiveTimeout,
+		adaptive:   p.AdaptiveTimeout,
 	}, nil
+}
+
+// staticTimeout is the deadline of every call under p, or 0. Under an
+// adaptive timeout there is none: Policy.Timeout is only where the
+// breaker's own deadline starts (see Breaker.adaptiveDeadline).
+func staticTimeout(p Policy) int64 {
+	if p.AdaptiveTimeout {
+		return 0
+	}
+	return int64(p.Timeout)
+}
+
+// own returns a copy of the timed rules r for one breaker, carrying that
+// breaker's latency histogram: prev's (the rules it applied until now, or
+// nil), or a new one when prev has none or has one for another window,
+// which keeps prev's adaptive timeout.
+//
+// The histogram hangs off the rules, which every call loads anyway, rather
+// than off the Breaker, so that an untimed breaker, which keeps sharing
+// interned rules, carries not a byte more: a pointer in the Breaker would
+// take every one of them from the 224-byte size class to the 240-byte one.
+// A timed breaker pays for its own copy of the rules (288 bytes) beside
+// the histogram (about 19 KiB).
+func (r *rules) own(prev *rules, now int64) *rules {
+	c := *r
+	var old *latency
+	if prev != nil {
+		old = prev.lat
+	}
+	if old != nil && old.width == r.width && old.n == r.buckets {
+		c.lat = old
+		return &c
+	}
+	var cur int64
+	if old != nil {
+		cur = old.timeout.Load()
+	}
+	c.lat = newLatency(now, r, cur)
+	return &c
 }

@@ -65,6 +65,10 @@ const (
 	ReasonForcedClosed Reason = "forced_closed"        // SetMode(ModeForcedClosed)
 	ReasonReleased     Reason = "released"             // a forced mode ended
 	ReasonReset        Reason = "reset"                // Reset
+	// ReasonTimeoutAdapted is the reason of an event that is not a
+	// transition (From equals To): the adaptive timeout changed, and
+	// Event.Timeout says from what to what (Policy.AdaptiveTimeout).
+	ReasonTimeoutAdapted Reason = "timeout_adapted"
 )
 
 // Mode is how a breaker applies its state machine. The zero value,

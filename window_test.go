@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"math"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -159,7 +160,7 @@ func TestTally_SpreadingKeepsEveryCount(t *testing.T) {
 	}
 	wg.Wait()
 	assert.Equal(t, uint64(8010), tl.load(kSuccess))
-	assert.Equal(t, [4]uint64{16010, 8000, 0, 8000}, tl.windowTotals())
+	assert.Equal(t, totals{counted: 16010, failures: 8000, slow: 8000}, tl.windowTotals())
 }
 
 // naiveWindow is the model the fuzz target checks the window against: a
@@ -237,3 +238,88 @@ func FuzzWindow(f *testing.F) {
 		require.Equal(t, m.sum(now), tw.sum(now), "final sum at %d", now)
 	})
 }
+
+// TestWindow_EveryBucketOfTheWindowHasItsSlot: the call that opens a
+// bucket after a gap writes the slots of the empty buckets before it, so
+// that sum reads one slot, the oldest bucket's, instead of walking
+// forward from it to the first bucket that had a call.
+func TestWindow_EveryBucketOfTheWindowHasItsSlot(t *testing.T) {
+	const n = 1000
+	tw := newTestWindow(5*ms, n)
+	check := func(at int64) {
+		t.Helper()
+		head := tw.w.headEnd.Load()/tw.w.width - 1
+		for idx := head - n + 1; idx <= head; idx++ {
+			e, _ := tw.w.slots[floorMod(idx, n)].read()
+			require.Equal(t, idx, e, "slot of bucket %d after a call at %d", idx, at)
+		}
+	}
+	for _, at := range []int64{0, 3 * ms, 700 * ms, 4999 * ms, 5001 * ms, 3_600_000 * ms, -7 * ms} {
+		tw.record(at, recFail)
+		check(at)
+	}
+	// The first call is in the window until 5 s; the ones at 4.999 s and
+	// 5.001 s until 10 s; the one an hour later, and the one whose clock
+	// went back (counted in the newest bucket), until an hour and 5 s.
+	hour := 3_600_000 * ms
+	assert.Equal(t, Snapshot{Counted: 2, Failures: 2}, tw.sum(hour+4999*ms))
+	assert.Equal(t, Snapshot{}, tw.sum(hour+5000*ms))
+}
+
+// TestWindow_ReadersDuringGapsSeeWholeSums reads the window while writers
+// move it on by gaps of every size, so that sums race with the slot
+// writes of a gap. Every sum must hold no more than was recorded and keep
+// Failures <= Counted; the final sum must be exact.
+func TestWindow_ReadersDuringGapsSeeWholeSums(t *testing.T) {
+	const n, writers, each = 10, 4, 2000
+	width := 500 * ms
+	tw := newTestWindow(width, n)
+	var clock atomicClock
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	for g := 0; g < writers; g++ {
+		wg.Add(1)
+		go func(g int) {
+			defer wg.Done()
+			for i := 0; i < each; i++ {
+				if i%100 == 0 {
+					clock.add(int64(i%7) * width * 3) // a gap, up to two windows
+				}
+				tw.record(clock.now(), recFail)
+			}
+		}(g)
+	}
+	var readers sync.WaitGroup
+	for r := 0; r < 2; r++ {
+		readers.Add(1)
+		go func() {
+			defer readers.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				s := tw.sum(clock.now())
+				if s.Failures > s.Counted || s.Counted > writers*each {
+					t.Errorf("torn sum %+v", s)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(stop)
+	readers.Wait()
+	now := clock.now()
+	last := tw.sum(now)
+	assert.Equal(t, last.Counted, last.Failures)
+	assert.LessOrEqual(t, last.Counted, uint64(writers*each))
+	assert.Equal(t, Snapshot{}, tw.sum(now+n*width))
+}
+
+// atomicClock is a time shared by goroutines, in nanoseconds.
+type atomicClock struct{ v atomic.Int64 }
+
+func (c *atomicClock) now() int64  { return c.v.Load() }
+func (c *atomicClock) add(d int64) { c.v.Add(d) }

@@ -48,6 +48,21 @@
 //	breaker.candidate.would_admit   Counter        {call}        (refused calls the candidate would have admitted)
 //	breaker.candidate.differences   Counter        {difference}  (times the candidate and the policy in force parted)
 //
+// and, for a breaker that times its calls (a timeout, a slow-call rule or
+// an adaptive timeout):
+//
+//	breaker.latency             Gauge          s             breaker.latency.quantile: 0.5, 0.9, 0.99, 0.999 over the window
+//	breaker.latency.censored    Counter        {call}        (calls cut by a deadline, not in the quantiles)
+//	breaker.timeout             Gauge          s             (the deadline in force: the adaptive timeout's current value)
+//
+// The latency is reported as the breaker's own quantiles, gauges with a
+// quantile attribute, rather than as a histogram: the OpenTelemetry API
+// has no asynchronous histogram, and a synchronous one would put the SDK
+// on every call, which this package exists not to do. The quantiles are
+// the ones the adaptive timeout is computed from, over the breaker's
+// window; for a fleet-wide latency distribution, record the client's
+// calls in a histogram of its own instrumentation.
+//
 // All are observable. The state and the window's calls are UpDownCounters
 // rather than gauges because they add up across breakers: the sum of
 // breaker.state over breaker.name for breaker.state=open is the number of
@@ -83,6 +98,7 @@ const (
 	KeyPolicyOrigin     = attribute.Key("breaker.policy.origin")
 	KeyPolicyVersion    = attribute.Key("breaker.policy.version")
 	KeyPolicyResult     = attribute.Key("breaker.policy.result")
+	KeyLatencyQuantile  = attribute.Key("breaker.latency.quantile")
 )
 
 // Option configures [Register].
@@ -112,8 +128,8 @@ type Metrics struct {
 	reg   metric.Registration
 
 	state, transitions, calls, slow, rejected, shadowRejected,
-	fallbacks, probes, windowCalls metric.Int64Observable
-	notClosedTime, openDuration, windowRatio metric.Float64Observable
+	fallbacks, probes, windowCalls, censored metric.Int64Observable
+	notClosedTime, openDuration, windowRatio, latency, timeout metric.Float64Observable
 
 	policyInfo, policyReloads metric.Int64Observable
 	policyApplied             metric.Float64Observable
@@ -188,6 +204,12 @@ func Register(g *breaker.Group, mp metric.MeterProvider, opts ...Option) (*Metri
 		desc("Calls the breaker refused that its candidate policy would have admitted."), unit("{call}")))
 	i64(&m.candDiffs)(meter.Int64ObservableCounter("breaker.candidate.differences",
 		desc("Times the breaker's candidate policy and its policy in force came to differ in state."), unit("{difference}")))
+	f64(&m.latency)(meter.Float64ObservableGauge("breaker.latency",
+		desc("Latency of the calls that returned, by quantile over the sliding window."), unit("s")))
+	i64(&m.censored)(meter.Int64ObservableCounter("breaker.latency.censored",
+		desc("Calls cut by a deadline, whose latency is unknown and not in the quantiles."), unit("{call}")))
+	f64(&m.timeout)(meter.Float64ObservableGauge("breaker.timeout",
+		desc("The deadline the breaker gives calls now: the policy's timeout, or the adaptive timeout in force; 0 for none."), unit("s")))
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
@@ -196,7 +218,8 @@ func Register(g *breaker.Group, mp metric.MeterProvider, opts ...Option) (*Metri
 		m.state, m.transitions, m.calls, m.slow, m.rejected, m.shadowRejected,
 		m.fallbacks, m.probes, m.notClosedTime, m.openDuration, m.windowCalls, m.windowRatio,
 		m.policyInfo, m.policyApplied, m.policyReloads,
-		m.candState, m.candTransitions, m.candWouldRefuse, m.candWouldAdmit, m.candDiffs)
+		m.candState, m.candTransitions, m.candWouldRefuse, m.candWouldAdmit, m.candDiffs,
+		m.latency, m.censored, m.timeout)
 	if err != nil {
 		return nil, err
 	}
@@ -288,6 +311,17 @@ func (m *Metrics) observeStatus(o metric.Observer, s breaker.Status) {
 	o.ObserveFloat64(m.openDuration, s.OpenDuration.Seconds(), m.with(n))
 	o.ObserveInt64(m.windowCalls, toInt64(s.Window.Counted), m.with(n))
 	o.ObserveFloat64(m.windowRatio, s.ErrorRatio, m.with(n))
+
+	if l := s.Latency; l != nil {
+		for _, q := range []struct {
+			q float64
+			v float64
+		}{{0.5, l.P50.Seconds()}, {0.9, l.P90.Seconds()}, {0.99, l.P99.Seconds()}, {0.999, l.P999.Seconds()}} {
+			o.ObserveFloat64(m.latency, q.v, m.with(n, KeyLatencyQuantile.Float64(q.q)))
+		}
+		o.ObserveInt64(m.censored, toInt64(l.CensoredTotal), m.with(n))
+		o.ObserveFloat64(m.timeout, l.Timeout.Seconds(), m.with(n))
+	}
 }
 
 // group builds the attribute set of a group-wide measurement: kv and the

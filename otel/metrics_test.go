@@ -185,11 +185,24 @@ var instruments = map[string]struct{ desc, unit string }{
 	"breaker.candidate.would_refuse": {"Calls the breaker admitted that its candidate policy would have refused.", "{call}"},
 	"breaker.candidate.would_admit":  {"Calls the breaker refused that its candidate policy would have admitted.", "{call}"},
 	"breaker.candidate.differences":  {"Times the breaker's candidate policy and its policy in force came to differ in state.", "{difference}"},
+	"breaker.latency":                {"Latency of the calls that returned, by quantile over the sliding window.", "s"},
+	"breaker.latency.censored":       {"Calls cut by a deadline, whose latency is unknown and not in the quantiles.", "{call}"},
+	"breaker.timeout":                {"The deadline the breaker gives calls now: the policy's timeout, or the adaptive timeout in force; 0 for none.", "s"},
 }
 
 // groupPoint is a point of a group-wide instrument, without breaker.name.
 func groupPoint[N int64 | float64](v N, kv ...attribute.KeyValue) metricdata.DataPoint[N] {
 	return metricdata.DataPoint[N]{Attributes: attribute.NewSet(kv...), Value: v}
+}
+
+// quantiles is the four points of breaker.latency for a breaker whose
+// window's quantiles are qs (0.5, 0.9, 0.99, 0.999).
+func quantiles(name string, qs ...time.Duration) []metricdata.DataPoint[float64] {
+	var pts []metricdata.DataPoint[float64]
+	for i, q := range []float64{0.5, 0.9, 0.99, 0.999} {
+		pts = append(pts, point(qs[i].Seconds(), name, KeyLatencyQuantile.Float64(q)))
+	}
+	return pts
 }
 
 func point[N int64 | float64](v N, name string, kv ...attribute.KeyValue) metricdata.DataPoint[N] {
@@ -319,6 +332,17 @@ func TestMetrics_ReportEveryInstrument(t *testing.T) {
 			groupPoint[int64](0, KeyPolicyResult.String("rejected")),
 			groupPoint[int64](0, KeyPolicyResult.String("gone")),
 			groupPoint[int64](0, KeyPolicyResult.String("unreadable"))),
+		// The test policy times calls (a slow-call rule). A call of no
+		// mock time is in the histogram's first bin, reported as 512 ns;
+		// the 3 s call as the point of its bin, within 3.1%. Pricing's
+		// calls have left the window; payment's shadow admission is not
+		// measured, as it is not counted.
+		gauge("breaker.latency", slices.Concat(
+			quantiles(inventory, 512, 3018407571, 3018407571, 3018407571),
+			quantiles(payment, 512, 512, 512, 512),
+			quantiles(pricing, 0, 0, 0, 0))...),
+		counter("breaker.latency.censored", point[int64](0, inventory), point[int64](0, payment), point[int64](0, pricing)),
+		gauge("breaker.timeout", point(0.0, inventory), point(0.0, payment), point(0.0, pricing)),
 	}, false)
 }
 

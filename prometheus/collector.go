@@ -50,6 +50,24 @@
 //	breaker_candidate_would_refuse_total                 counter  calls admitted that the candidate would have refused
 //	breaker_candidate_would_admit_total                  counter  calls refused that the candidate would have admitted
 //	breaker_candidate_differences_total                  counter  times the candidate and the policy in force parted
+//
+// A breaker that times its calls (a timeout, a slow-call rule or an
+// adaptive timeout) adds these, with the label name:
+//
+//	breaker_latency_seconds{quantile}          summary  0.5, 0.9, 0.99, 0.999 over the window; _count and _sum since creation
+//	breaker_latency_censored_total             counter  calls cut by a deadline, not in the quantiles
+//	breaker_timeout_seconds                    gauge    the deadline in force (the adaptive timeout's current value)
+//
+// The latency is a summary rather than a histogram because its quantiles
+// are the breaker's own: the ones over its window that the adaptive
+// timeout is computed from, which a dashboard should show as they are.
+// A Prometheus histogram would need bucket bounds chosen in advance (a
+// dozen series a breaker, per-target keys included) and would only
+// estimate what the breaker already knows. Summaries do not aggregate
+// across instances; a fleet-wide latency histogram belongs to the
+// client's own instrumentation. _count and _sum are monotonic, so
+// rate(_sum)/rate(_count) is the mean latency; _sum is estimated from the
+// histogram's bins, within 3.1%.
 package breakerprom
 
 import (
@@ -106,6 +124,8 @@ type Collector struct {
 	policyInfo, policyApplied, policyReloads *prometheus.Desc
 
 	candState, candTransitions, candWouldRefuse, candWouldAdmit, candDiffs *prometheus.Desc
+
+	latency, censored, timeout *prometheus.Desc
 }
 
 // NewCollector returns a collector for g. It holds no resources beyond
@@ -172,6 +192,12 @@ func NewCollector(g *breaker.Group, opts ...Option) *Collector {
 			"Calls the breaker refused that its candidate policy would have admitted."),
 		candDiffs: desc("candidate_differences_total",
 			"Times the breaker's candidate policy and its policy in force came to differ in state."),
+		latency: desc("latency_seconds",
+			"Latency of the calls that returned: quantiles over the sliding window; count and sum since the breaker began timing calls."),
+		censored: desc("latency_censored_total",
+			"Calls cut by a deadline, whose latency is unknown and not in the quantiles."),
+		timeout: desc("timeout_seconds",
+			"The deadline the breaker gives calls now: the policy's timeout, or the adaptive timeout in force; 0 for none."),
 	}
 	return c
 }
@@ -186,6 +212,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 		c.policyRatio, c.mode, c.openReason,
 		c.policyInfo, c.policyApplied, c.policyReloads,
 		c.candState, c.candTransitions, c.candWouldRefuse, c.candWouldAdmit, c.candDiffs,
+		c.latency, c.censored, c.timeout,
 	} {
 		ch <- d
 	}
@@ -269,6 +296,14 @@ func (c *Collector) collectStatus(ch chan<- prometheus.Metric, s breaker.Status)
 	// a dozen lines per breaker to say nothing.
 	if s.State != breaker.Closed && s.Reason != "" {
 		gauge(c.openReason, 1, string(s.Reason))
+	}
+
+	if l := s.Latency; l != nil {
+		ch <- prometheus.MustNewConstSummary(c.latency, l.SamplesTotal, l.SumTotal.Seconds(), map[float64]float64{
+			0.5: l.P50.Seconds(), 0.9: l.P90.Seconds(), 0.99: l.P99.Seconds(), 0.999: l.P999.Seconds(),
+		}, s.Name)
+		counter(c.censored, l.CensoredTotal)
+		gauge(c.timeout, l.Timeout.Seconds())
 	}
 }
 

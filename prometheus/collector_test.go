@@ -193,6 +193,31 @@ breaker_calls_total{name="pricing.GetPrice",outcome="timeout"} 1
 breaker_fallbacks_total{name="inventory.GetStock"} 0
 breaker_fallbacks_total{name="payment.Charge"} 0
 breaker_fallbacks_total{name="pricing.GetPrice"} 1
+# HELP breaker_latency_censored_total Calls cut by a deadline, whose latency is unknown and not in the quantiles.
+# TYPE breaker_latency_censored_total counter
+breaker_latency_censored_total{name="inventory.GetStock"} 0
+breaker_latency_censored_total{name="payment.Charge"} 0
+breaker_latency_censored_total{name="pricing.GetPrice"} 0
+# HELP breaker_latency_seconds Latency of the calls that returned: quantiles over the sliding window; count and sum since the breaker began timing calls.
+# TYPE breaker_latency_seconds summary
+breaker_latency_seconds{name="inventory.GetStock",quantile="0.5"} 5.12e-07
+breaker_latency_seconds{name="inventory.GetStock",quantile="0.9"} 3.018407571
+breaker_latency_seconds{name="inventory.GetStock",quantile="0.99"} 3.018407571
+breaker_latency_seconds{name="inventory.GetStock",quantile="0.999"} 3.018407571
+breaker_latency_seconds_sum{name="inventory.GetStock"} 3.018409107
+breaker_latency_seconds_count{name="inventory.GetStock"} 4
+breaker_latency_seconds{name="payment.Charge",quantile="0.5"} 5.12e-07
+breaker_latency_seconds{name="payment.Charge",quantile="0.9"} 5.12e-07
+breaker_latency_seconds{name="payment.Charge",quantile="0.99"} 5.12e-07
+breaker_latency_seconds{name="payment.Charge",quantile="0.999"} 5.12e-07
+breaker_latency_seconds_sum{name="payment.Charge"} 2.048e-06
+breaker_latency_seconds_count{name="payment.Charge"} 4
+breaker_latency_seconds{name="pricing.GetPrice",quantile="0.5"} 0
+breaker_latency_seconds{name="pricing.GetPrice",quantile="0.9"} 0
+breaker_latency_seconds{name="pricing.GetPrice",quantile="0.99"} 0
+breaker_latency_seconds{name="pricing.GetPrice",quantile="0.999"} 0
+breaker_latency_seconds_sum{name="pricing.GetPrice"} 2.048e-06
+breaker_latency_seconds_count{name="pricing.GetPrice"} 4
 # HELP breaker_open_duration_seconds Time since the current outage began; 0 while the breaker is closed.
 # TYPE breaker_open_duration_seconds gauge
 breaker_open_duration_seconds{name="inventory.GetStock"} 0
@@ -271,6 +296,11 @@ breaker_state{name="payment.Charge",state="open"} 1
 breaker_state{name="pricing.GetPrice",state="closed"} 1
 breaker_state{name="pricing.GetPrice",state="half_open"} 0
 breaker_state{name="pricing.GetPrice",state="open"} 0
+# HELP breaker_timeout_seconds The deadline the breaker gives calls now: the policy's timeout, or the adaptive timeout in force; 0 for none.
+# TYPE breaker_timeout_seconds gauge
+breaker_timeout_seconds{name="inventory.GetStock"} 0
+breaker_timeout_seconds{name="payment.Charge"} 0
+breaker_timeout_seconds{name="pricing.GetPrice"} 0
 # HELP breaker_transitions_total State transitions of the breaker, by the rule or event that caused them.
 # TYPE breaker_transitions_total counter
 breaker_transitions_total{from="closed",name="payment.Charge",reason="err_ratio",to="open"} 1
@@ -717,4 +747,46 @@ breaker_candidate_would_refuse_total{name="payment.Charge"} 2
 	problems, err := testutil.CollectAndLint(f.c)
 	require.NoError(t, err)
 	assert.Empty(t, problems)
+}
+
+// A breaker with a deadline reports the deadline in force and counts its
+// timed-out calls apart from the latency summary; one that does not time
+// its calls has neither family.
+func TestCollector_LatencyAndTimeoutOfTimedBreakersOnly(t *testing.T) {
+	clk := clock.NewMock()
+	timed := breaker.DefaultPolicy()
+	timed.Timeout = 100 * time.Millisecond
+	g, err := breaker.NewGroup(breaker.GroupConfig{Policies: breaker.GroupPolicy{
+		Default:   breaker.DefaultPolicy(),
+		Overrides: map[string]breaker.Policy{inventory: timed},
+	}}, breaker.WithClock(clk))
+	require.NoError(t, err)
+	ctx := context.Background()
+	for _, d := range []time.Duration{20 * time.Millisecond, 20 * time.Millisecond, 200 * time.Millisecond} {
+		_ = g.Do(ctx, inventory, func(ctx context.Context) error {
+			clk.Add(d)
+			return ctx.Err()
+		})
+	}
+	require.NoError(t, g.Do(ctx, pricing, func(context.Context) error { return nil }))
+	c := NewCollector(g)
+	want := `
+# HELP breaker_latency_censored_total Calls cut by a deadline, whose latency is unknown and not in the quantiles.
+# TYPE breaker_latency_censored_total counter
+breaker_latency_censored_total{name="inventory.GetStock"} 1
+# HELP breaker_timeout_seconds The deadline the breaker gives calls now: the policy's timeout, or the adaptive timeout in force; 0 for none.
+# TYPE breaker_timeout_seconds gauge
+breaker_timeout_seconds{name="inventory.GetStock"} 0.1
+`
+	require.NoError(t, testutil.CollectAndCompare(c, strings.NewReader(want), "breaker_latency_censored_total", "breaker_timeout_seconds"))
+	n, err := testutil.GatherAndCount(registryOf(t, c), "breaker_latency_seconds")
+	require.NoError(t, err)
+	assert.Equal(t, 1, n, "one summary, for inventory")
+}
+
+func registryOf(t *testing.T, c prometheus.Collector) *prometheus.Registry {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	require.NoError(t, reg.Register(c))
+	return reg
 }

@@ -144,8 +144,15 @@ func TestDashboard_QueriesOnlyTheCollectorsFamilies(t *testing.T) {
 	}
 	sort.Strings(unused)
 	// Not every family needs a panel; these are the ones left out, on
-	// purpose: the mode and the reason are in the alerts' labels.
-	assert.Equal(t, []string{"breaker_mode", "breaker_open_reason"}, unused)
+	// purpose: the mode and the reason are in the alerts' labels, when a
+	// policy was applied is in the version panel's changes, and a
+	// candidate's transitions, differences and would-admit counts are
+	// details of the two candidate series shown.
+	assert.Equal(t, []string{
+		"breaker_candidate_differences_total", "breaker_candidate_transitions_total",
+		"breaker_candidate_would_admit_total", "breaker_mode", "breaker_open_reason",
+		"breaker_policy_applied_timestamp_seconds",
+	}, unused)
 }
 
 // The panels the operator's questions need are there, each on the data

@@ -262,6 +262,14 @@ func (s *sim) call(caller int32, e int) (pending bool, err error) {
 			es.res.Probes++
 		}
 		done = d
+		if es.adaptive {
+			// The deadline the breaker gave this call. It differs from
+			// call to call, so it cannot join the edge's FIFO of timers,
+			// which must expire in the order they were set.
+			if bt := now + int64(es.br.Timeout()); bt < at {
+				at, fifo = bt, false
+			}
+		}
 	}
 	id := s.alloc(es.to, e, caller)
 	c := s.job(id)

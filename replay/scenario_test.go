@@ -272,7 +272,7 @@ func TestScenario_ValidateGoValue(t *testing.T) {
 
 func TestShippedScenarios(t *testing.T) {
 	names := ScenarioNames()
-	for _, want := range []string{"seeds000", "slow-only", "cold-start", "flapping", "low-traffic"} {
+	for _, want := range []string{"seeds000", "slow-only", "cold-start", "flapping", "low-traffic", "drift"} {
 		assert.Contains(t, names, want)
 	}
 	assert.Contains(t, names, DefaultScenario)

@@ -107,6 +107,7 @@ type edgeState struct {
 	timeout  int64 // 0: none
 	retry    *Retry
 	tokens   float64 // retry budget left
+	adaptive bool    // the breaker's deadline moves: read it per call
 	br       *breaker.Breaker
 	res      *CallResult
 }
@@ -221,7 +222,9 @@ func newSim(sc *Scenario, spec runSpec) (*sim, error) {
 		}
 		res.Breaker = true
 		res.Policy = *pol
-		if pol.Timeout > 0 && (es.timeout == 0 || int64(pol.Timeout) < es.timeout) {
+		if pol.AdaptiveTimeout {
+			es.adaptive = true // Timeout is only where its deadline starts
+		} else if pol.Timeout > 0 && (es.timeout == 0 || int64(pol.Timeout) < es.timeout) {
 			es.timeout = int64(pol.Timeout)
 		}
 		jitter := rand.New(rand.NewPCG(sc.Seed, streamJitter+uint64(e)))
@@ -229,6 +232,9 @@ func newSim(sc *Scenario, spec runSpec) (*sim, error) {
 			breaker.WithClock(&s.clk),
 			breaker.WithRand(jitter.Float64),
 			breaker.OnTransition(func(ev breaker.Event) {
+				if ev.Timeout != nil {
+					return // a change of the adaptive timeout, not a transition
+				}
 				res.Transitions = append(res.Transitions, Transition{
 					At:        ev.Time.Sub(epoch),
 					From:      ev.From,

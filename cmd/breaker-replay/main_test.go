@@ -107,7 +107,7 @@ func TestBadInput(t *testing.T) {
 		want string
 	}{
 		{"unknown scenario", func(*testing.T) []string { return []string{"-scenario", "seeds-000"} },
-			`no shipped scenario "seeds-000" (have cold-start, flapping, low-traffic, seeds000, slow-only)`},
+			`no shipped scenario "seeds-000" (have cold-start, drift, flapping, low-traffic, seeds000, slow-only)`},
 		{"missing file", func(*testing.T) []string { return []string{"-scenario", "nope.json"} }, "nope.json: no such file"},
 		{"bad field", func(t *testing.T) []string {
 			return []string{"-scenario", writeFile(t, "s.json", strings.Replace(mustJSON(t, "seeds000"), `"workers": 200`, `"workers": 0`, 1))}

@@ -1,0 +1,46 @@
+package breaker_test
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/benbjohnson/clock"
+	"github.com/govkit/breaker"
+)
+
+// A breaker whose deadline follows its calls' latency. Calls of 50 ms
+// arrive five times a second; at the first recompute, 30 s in, the
+// deadline moves from where it started to twice the window's P99.
+func ExampleBreaker_Latency() {
+	clk := clock.NewMock()
+	p := breaker.DefaultPolicy()
+	p.AdaptiveTimeout = true
+	p.Timeout = 500 * time.Millisecond // where it starts
+	p.TimeoutMin, p.TimeoutMax = 20*time.Millisecond, 2*time.Second
+	b, err := breaker.New("inventory.GetStock", p,
+		breaker.WithClock(clk),
+		breaker.OnTransition(func(e breaker.Event) {
+			if e.Timeout != nil {
+				fmt.Printf("%s: %v -> %v (P%v = %v over %d calls)\n",
+					e.Reason, e.Timeout.Old, e.Timeout.New, e.Timeout.Quantile*100, e.Timeout.Latency.Round(time.Millisecond), e.Timeout.Samples)
+			}
+		}))
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println("deadline:", b.Timeout())
+	for i := 0; i < 155; i++ { // 31 s
+		_ = b.Do(context.Background(), func(context.Context) error {
+			clk.Add(50 * time.Millisecond) // the call takes 50 ms
+			return nil
+		})
+		clk.Add(150 * time.Millisecond)
+	}
+	lat, _ := b.Latency()
+	fmt.Println("p99:", lat.P99.Round(time.Millisecond), "deadline:", lat.Timeout.Round(time.Millisecond))
+	// Output:
+	// deadline: 500ms
+	// timeout_adapted: 500ms -> 98.521522ms (P99 = 49ms over 23 calls)
+	// p99: 49ms deadline: 99ms
+}

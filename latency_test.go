@@ -1,0 +1,630 @@
+package breaker
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"log/slog"
+	"math"
+	"math/rand/v2"
+	"sort"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// latRelErr is the bound on a quantile's relative error for durations of
+// at least 32 units (32.8 µs): half a bin of 1/16 of its lower bound,
+// seen from the bin's best point.
+const latRelErr = 1.0 / 33
+
+// TestLatencyBin_ErrorAndOrder: bins are ordered like the durations they
+// hold, they tile the range without gaps, and the value a bin reports is
+// within latRelErr of every duration in it from 32 units up (the issue
+// asks for 5%).
+func TestLatencyBin_ErrorAndOrder(t *testing.T) {
+	prev := 0
+	for u := uint64(0); u <= latMaxUnits; u += 1 + u/97 {
+		ns := int64(u << latUnitShift)
+		i := latBin(ns)
+		require.GreaterOrEqual(t, i, prev, "bin of %v", time.Duration(ns))
+		require.LessOrEqual(t, i-prev, 1, "bins skipped at %v", time.Duration(ns))
+		prev = i
+		if u >= latLinear {
+			got := float64(latBinValue(i))
+			assert.InEpsilon(t, float64(ns), got, latRelErr+1e-9, "bin %d for %v", i, time.Duration(ns))
+		}
+	}
+	assert.Equal(t, latBins-1, prev, "the last duration in range is in the last bin")
+	assert.Equal(t, latBins-1, latBin(int64(time.Hour)), "longer calls count in the last bin")
+	assert.Equal(t, 0, latBin(0))
+	assert.Less(t, latBinValue(0), time.Microsecond)
+}
+
+// TestLatencyQuantiles_AgainstExact: the histogram's quantiles of a
+// lognormal sample are within latRelErr of the exact quantiles (the
+// ceil(q·n)-th smallest value), for every quantile Status reports.
+func TestLatencyQuantiles_AgainstExact(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	r, err := compile(policy(func(p *Policy) { p.SlowCall, p.SlowRatio = time.Second, 1 }))
+	require.NoError(t, err)
+	for _, median := range []time.Duration{200 * time.Microsecond, 15 * time.Millisecond, 2 * time.Second} {
+		l := newLatency(0, r, 0)
+		var xs []int64
+		for range 20000 {
+			d := int64(float64(median) * math.Exp(0.8*rng.NormFloat64()))
+			d = max(d, 40*time.Microsecond.Nanoseconds())
+			xs = append(xs, d)
+			l.add(0, d, Success)
+		}
+		sort.Slice(xs, func(i, j int) bool { return xs[i] < xs[j] })
+		var h [latBins]uint32
+		n, censored := l.window(0, &h)
+		require.Equal(t, uint64(len(xs)), n)
+		require.Zero(t, censored)
+		got := make([]time.Duration, len(latencyQuantiles))
+		latQuantiles(&h, n, latencyQuantiles, got)
+		for j, q := range latencyQuantiles {
+			want := xs[latRank(q, n)-1]
+			assert.InEpsilon(t, float64(want), float64(got[j]), latRelErr+1e-9, "median %v, q %v", median, q)
+		}
+	}
+}
+
+// latHarness is a harness whose calls take a set time on the mock clock.
+type latHarness struct{ *harness }
+
+func newLatHarness(t *testing.T, p Policy, opts ...Option) latHarness {
+	return latHarness{newHarness(t, p, opts...)}
+}
+
+// take runs one call that takes d and returns err, or, if err is nil and
+// the call's context ends first, ctx.Err().
+func (h latHarness) take(ctx context.Context, d time.Duration, err error) error {
+	return h.b.Do(ctx, func(ctx context.Context) error {
+		h.clk.Add(d)
+		if err == nil && ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return err
+	})
+}
+
+// drive makes one call that takes d every gap until the clock reaches
+// t0+until.
+func (h latHarness) drive(until, gap, d time.Duration, err error) {
+	h.t.Helper()
+	for end := h.t0.Add(until); h.clk.Now().Before(end); {
+		got := h.take(context.Background(), d, err)
+		require.NotErrorIs(h.t, got, ErrOpen)
+		h.clk.Add(gap - d)
+	}
+}
+
+func (h latHarness) latency() Latency {
+	h.t.Helper()
+	lat, ok := h.b.Latency()
+	require.True(h.t, ok, "a timed breaker has a latency")
+	return lat
+}
+
+// TestLatency_UntimedBreakerHasNone: a breaker with neither a deadline
+// nor a slow-call rule keeps no histogram, reports none, and its Status
+// has no latency.
+func TestLatency_UntimedBreakerHasNone(t *testing.T) {
+	h := newLatHarness(t, DefaultPolicy())
+	h.drive(2*time.Second, 100*time.Millisecond, 10*time.Millisecond, nil)
+	assert.Nil(t, h.b.rules.Load().lat)
+	_, ok := h.b.Latency()
+	assert.False(t, ok)
+	assert.Nil(t, h.b.Status().Latency)
+	assert.Zero(t, h.b.Timeout())
+}
+
+// TestLatency_RollsWithTheWindow: the quantiles cover the window only. A
+// change of latency is the whole picture once one window has passed, and
+// an idle window is empty.
+func TestLatency_RollsWithTheWindow(t *testing.T) {
+	h := newLatHarness(t, policy(func(p *Policy) { p.SlowCall, p.SlowRatio = time.Second, 1 }))
+	// Calls every 100 ms; at t the window holds the ten 500 ms buckets
+	// up to the one holding t: 45 calls.
+	h.drive(5*time.Second, 100*time.Millisecond, 20*time.Millisecond, nil)
+	lat := h.latency()
+	assert.Equal(t, uint64(45), lat.Samples)
+	assert.Equal(t, h.b.Snapshot().Counted, lat.Samples)
+	assert.InEpsilon(t, float64(20*time.Millisecond), float64(lat.P50), latRelErr)
+	assert.InEpsilon(t, float64(20*time.Millisecond), float64(lat.P999), latRelErr)
+
+	h.drive(6*time.Second, 100*time.Millisecond, 80*time.Millisecond, nil)
+	lat = h.latency()
+	assert.Equal(t, uint64(45), lat.Samples, "35 old calls and 10 new")
+	assert.InEpsilon(t, float64(20*time.Millisecond), float64(lat.P50), latRelErr)
+	assert.InEpsilon(t, float64(80*time.Millisecond), float64(lat.P90), latRelErr)
+
+	h.drive(10*time.Second, 100*time.Millisecond, 80*time.Millisecond, nil)
+	lat = h.latency()
+	assert.Equal(t, uint64(45), lat.Samples)
+	assert.InEpsilon(t, float64(80*time.Millisecond), float64(lat.P50), latRelErr, "the old calls have left")
+	assert.Equal(t, uint64(100), lat.SamplesTotal)
+
+	h.add(time.Minute)
+	lat = h.latency()
+	assert.Zero(t, lat.Samples)
+	assert.Zero(t, lat.P99)
+	assert.Equal(t, uint64(100), lat.SamplesTotal)
+}
+
+// TestLatency_TimeoutsAreCensored: a call cut by its deadline, or late
+// for it, is counted apart and not in the quantiles; failures that
+// answered are measured like successes.
+func TestLatency_TimeoutsAreCensored(t *testing.T) {
+	h := newLatHarness(t, policy(func(p *Policy) { p.Timeout = 100 * time.Millisecond; p.MinRequests = 1000 }))
+	ctx := context.Background()
+	require.NoError(t, h.take(ctx, 10*time.Millisecond, nil))
+	require.ErrorIs(t, h.take(ctx, 30*time.Millisecond, errBoom), errBoom)
+	require.ErrorIs(t, h.take(ctx, time.Second, nil), context.DeadlineExceeded) // hung until cut
+	require.NoError(t, h.b.Do(ctx, func(context.Context) error {
+		h.clk.Add(time.Second) // ignores its context and answers late
+		return nil
+	}))
+	lat := h.latency()
+	assert.Equal(t, uint64(2), lat.Samples)
+	assert.Equal(t, uint64(2), lat.Censored)
+	assert.InEpsilon(t, float64(30*time.Millisecond), float64(lat.P999), latRelErr)
+	assert.Equal(t, 100*time.Millisecond, lat.Timeout)
+	assert.Equal(t, uint64(2), h.b.Counters().Timeouts)
+	st := h.b.Status()
+	require.NotNil(t, st.Latency)
+	assert.Equal(t, lat, *st.Latency)
+}
+
+// TestLatency_ConcurrentRecordingAndReading: recording from many
+// goroutines while others read, across bucket boundaries, loses no call
+// and never shows a window with more calls than were made.
+func TestLatency_ConcurrentRecordingAndReading(t *testing.T) {
+	r, err := compile(policy(func(p *Policy) { p.Window, p.Buckets = 100*time.Millisecond, 100 }))
+	require.NoError(t, err)
+	l := newLatency(0, r, 0)
+	const writers, each = 4, 5000
+	var made sync.WaitGroup
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	var clk struct {
+		sync.Mutex
+		t int64
+	}
+	tick := func() int64 {
+		clk.Lock()
+		defer clk.Unlock()
+		clk.t += int64(time.Microsecond) * 7
+		return clk.t
+	}
+	for w := range writers {
+		made.Add(1)
+		go func() {
+			defer made.Done()
+			for i := range each {
+				o := Success
+				if (i+w)%5 == 0 {
+					o = Timeout
+				}
+				l.add(tick(), int64(i%200)*int64(time.Millisecond), o)
+			}
+		}()
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		var h [latBins]uint32
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			n, c := l.window(tick(), &h)
+			if n+c > writers*each {
+				t.Errorf("window holds %d+%d calls, more than the %d made", n, c, writers*each)
+				return
+			}
+		}
+	}()
+	made.Wait()
+	close(stop)
+	wg.Wait()
+	count, censored, _ := l.totals()
+	assert.Equal(t, uint64(writers*each), count+censored)
+	assert.Equal(t, uint64(writers*each/5), censored)
+}
+
+// adaptivePolicy is the policy of the adaptive timeout tests: deadline in
+// [20ms, 2s], starting at 2s, recomputed from at least 20 calls.
+func adaptivePolicy(f func(p *Policy)) Policy {
+	return policy(func(p *Policy) {
+		p.AdaptiveTimeout = true
+		p.TimeoutMin = 20 * time.Millisecond
+		p.TimeoutMax = 2 * time.Second
+		p.MinRequests = 20
+		if f != nil {
+			f(p)
+		}
+	})
+}
+
+// TestAdaptiveTimeout_StartsAtTimeoutOrMax: until it has adapted, the
+// deadline is Policy.Timeout, or TimeoutMax when Timeout is 0.
+func TestAdaptiveTimeout_StartsAtTimeoutOrMax(t *testing.T) {
+	h := newLatHarness(t, adaptivePolicy(nil))
+	assert.Equal(t, 2*time.Second, h.b.Timeout())
+	h2 := newLatHarness(t, adaptivePolicy(func(p *Policy) { p.Timeout = 300 * time.Millisecond }))
+	assert.Equal(t, 300*time.Millisecond, h2.b.Timeout())
+	h2.drive(10*time.Second, 100*time.Millisecond, 10*time.Millisecond, nil)
+	assert.Equal(t, 300*time.Millisecond, h2.latency().Timeout, "not recomputed before AdaptiveInterval")
+}
+
+// TestAdaptiveTimeout_RecomputedEveryInterval: the deadline changes at the
+// first call AdaptiveInterval after the histogram began, not before, and
+// then once an interval.
+func TestAdaptiveTimeout_RecomputedEveryInterval(t *testing.T) {
+	h := newLatHarness(t, adaptivePolicy(nil))
+	h.drive(AdaptiveInterval-200*time.Millisecond, 200*time.Millisecond, 50*time.Millisecond, nil)
+	assert.Equal(t, 2*time.Second, h.b.Timeout(), "before the first recompute")
+	h.drive(AdaptiveInterval+200*time.Millisecond, 200*time.Millisecond, 50*time.Millisecond, nil)
+	assert.InEpsilon(t, float64(100*time.Millisecond), float64(h.b.Timeout()), latRelErr, "2 × P99 of 50 ms")
+	var changes int
+	for _, e := range h.eventLog() {
+		if e.Reason == ReasonTimeoutAdapted {
+			changes++
+		}
+	}
+	assert.Equal(t, 1, changes)
+}
+
+// TestAdaptiveTimeout_FollowsALatencyShiftWithinOneRecompute: after the
+// latency moves, up or down, the deadline follows at the next recompute:
+// clamp(P99 × factor + base, min, max).
+func TestAdaptiveTimeout_FollowsALatencyShiftWithinOneRecompute(t *testing.T) {
+	h := newLatHarness(t, adaptivePolicy(func(p *Policy) { p.TimeoutBase = 5 * time.Millisecond }))
+	h.drive(31*time.Second, 200*time.Millisecond, 50*time.Millisecond, nil)
+	first := h.b.Timeout()
+	assert.InEpsilon(t, float64(105*time.Millisecond), float64(first), latRelErr)
+
+	// Up, within the deadline in force: 80 ms calls.
+	h.drive(61*time.Second, 200*time.Millisecond, 80*time.Millisecond, nil)
+	assert.InEpsilon(t, float64(165*time.Millisecond), float64(h.b.Timeout()), latRelErr)
+
+	// Down: 20 ms calls.
+	h.drive(91*time.Second, 200*time.Millisecond, 20*time.Millisecond, nil)
+	assert.InEpsilon(t, float64(45*time.Millisecond), float64(h.b.Timeout()), latRelErr)
+}
+
+// TestAdaptiveTimeout_StaysWithinMinAndMax: a latency whose deadline
+// would fall below TimeoutMin gets TimeoutMin, one whose deadline would
+// pass TimeoutMax gets TimeoutMax.
+func TestAdaptiveTimeout_StaysWithinMinAndMax(t *testing.T) {
+	h := newLatHarness(t, adaptivePolicy(nil))
+	h.drive(31*time.Second, 200*time.Millisecond, time.Millisecond, nil)
+	assert.Equal(t, 20*time.Millisecond, h.b.Timeout(), "2 ms clamped to the min")
+
+	h2 := newLatHarness(t, adaptivePolicy(nil))
+	h2.drive(10*time.Second, 200*time.Millisecond, 30*time.Millisecond, nil)
+	h2.drive(40*time.Second, 2*time.Second, 1500*time.Millisecond, nil)
+	lat := h2.latency()
+	assert.Equal(t, 2*time.Second, lat.Timeout, "3 s clamped to the max")
+	assert.Equal(t, uint64(0), lat.Censored)
+}
+
+// TestAdaptiveTimeout_HangEverythingDoesNotRaiseIt: when every call hangs
+// until its deadline, the timed-out calls are censored and the window
+// holds no completed call, so the deadline stays where it was instead of
+// climbing towards TimeoutMax. (The breaker is forced closed so that it
+// keeps calling through recomputes; in ModeAuto it trips.)
+func TestAdaptiveTimeout_HangEverythingDoesNotRaiseIt(t *testing.T) {
+	h := newLatHarness(t, adaptivePolicy(nil))
+	h.drive(31*time.Second, 200*time.Millisecond, 50*time.Millisecond, nil)
+	adapted := h.b.Timeout()
+	require.InEpsilon(t, float64(100*time.Millisecond), float64(adapted), latRelErr)
+
+	require.NoError(t, h.b.SetMode(ModeForcedClosed))
+	h.drive(3*time.Minute, 500*time.Millisecond, 400*time.Millisecond, nil) // hangs: cut at the deadline
+	lat := h.latency()
+	assert.Equal(t, adapted, lat.Timeout)
+	assert.Zero(t, lat.Samples)
+	assert.Positive(t, lat.Censored)
+	assert.Positive(t, h.b.Counters().Timeouts)
+}
+
+// TestAdaptiveTimeout_TooFewSamplesKeepThePreviousValue: a recompute over
+// a window with fewer than MinRequests completed calls changes nothing.
+func TestAdaptiveTimeout_TooFewSamplesKeepThePreviousValue(t *testing.T) {
+	h := newLatHarness(t, adaptivePolicy(nil))
+	h.drive(31*time.Second, 200*time.Millisecond, 50*time.Millisecond, nil)
+	adapted := h.b.Timeout()
+	// One call a second: 5 in the window, below MinRequests = 20.
+	h.drive(2*time.Minute, time.Second, 10*time.Millisecond, nil)
+	assert.Equal(t, adapted, h.b.Timeout())
+	// Back to 5 a second, over the next recompute (30 s after the last
+	// one, at about 2m03s).
+	h.drive(2*time.Minute+35*time.Second, 200*time.Millisecond, 10*time.Millisecond, nil)
+	assert.InEpsilon(t, float64(20*time.Millisecond), float64(h.b.Timeout()), latRelErr)
+}
+
+// TestAdaptiveTimeout_CallerDeadlineWins: the deadline a call gets is the
+// earlier of the caller's and the adaptive one.
+func TestAdaptiveTimeout_CallerDeadlineWins(t *testing.T) {
+	h := newLatHarness(t, adaptivePolicy(nil))
+	h.drive(31*time.Second, 200*time.Millisecond, 50*time.Millisecond, nil)
+	adapted := h.b.Timeout()
+	require.Less(t, adapted, time.Second)
+
+	deadlineOf := func(ctx context.Context) time.Time {
+		var got time.Time
+		require.NoError(t, h.b.Do(ctx, func(ctx context.Context) error {
+			var ok bool
+			got, ok = ctx.Deadline()
+			require.True(t, ok)
+			return nil
+		}))
+		return got
+	}
+	early := time.Now().Add(5 * time.Millisecond)
+	ctx, cancel := context.WithDeadline(context.Background(), early)
+	defer cancel()
+	assert.Equal(t, early, deadlineOf(ctx), "the caller's earlier deadline")
+
+	late, cancel2 := context.WithTimeout(context.Background(), time.Hour)
+	defer cancel2()
+	before := time.Now()
+	got := deadlineOf(late)
+	assert.WithinRange(t, got, before.Add(adapted), time.Now().Add(adapted), "the adaptive deadline")
+}
+
+// TestAdaptiveTimeout_ChangeIsAnEventAndALogRecord: every change is an
+// event (Reason timeout_adapted, no change of state, old → new and the
+// quantile it came from) and a log record; it is not a transition.
+func TestAdaptiveTimeout_ChangeIsAnEventAndALogRecord(t *testing.T) {
+	var buf bytes.Buffer
+	h := newLatHarness(t, adaptivePolicy(nil), WithLogger(slog.New(slog.NewTextHandler(&buf, nil))))
+	h.drive(31*time.Second, 200*time.Millisecond, 50*time.Millisecond, nil)
+
+	evs := h.eventLog()
+	require.Len(t, evs, 1)
+	e := evs[0]
+	assert.Equal(t, ReasonTimeoutAdapted, e.Reason)
+	assert.Equal(t, Closed, e.From)
+	assert.Equal(t, Closed, e.To)
+	require.NotNil(t, e.Timeout)
+	assert.Equal(t, 2*time.Second, e.Timeout.Old)
+	assert.Equal(t, h.b.Timeout(), e.Timeout.New)
+	assert.Equal(t, 0.99, e.Timeout.Quantile)
+	assert.InEpsilon(t, float64(50*time.Millisecond), float64(e.Timeout.Latency), latRelErr)
+	assert.GreaterOrEqual(t, e.Timeout.Samples, uint64(20))
+	assert.Equal(t, e.Timeout.Samples, e.Snapshot.Counted)
+	assert.Nil(t, h.b.Transitions(), "a change of timeout is not a transition")
+
+	line := buf.String()
+	assert.Contains(t, line, `msg="timeout changed"`)
+	assert.Contains(t, line, "breaker.reason=timeout_adapted breaker.old=2s breaker.new="+e.Timeout.New.String())
+	assert.Contains(t, line, "breaker.quantile=0.99 breaker.latency="+e.Timeout.Latency.String()+" breaker.samples="+strconv.FormatUint(e.Timeout.Samples, 10))
+
+	// Same latency, same deadline: no event.
+	h.drive(61*time.Second, 200*time.Millisecond, 50*time.Millisecond, nil)
+	assert.Len(t, h.eventLog(), 1)
+}
+
+// TestAdaptiveTimeout_LateCallIsATimeout: a call that returns nil after
+// the adaptive deadline it was given is a timeout, as under a fixed
+// Policy.Timeout, and censored.
+func TestAdaptiveTimeout_LateCallIsATimeout(t *testing.T) {
+	h := newLatHarness(t, adaptivePolicy(func(p *Policy) { p.Timeout = 100 * time.Millisecond }))
+	require.NoError(t, h.b.Do(context.Background(), func(context.Context) error {
+		h.clk.Add(150 * time.Millisecond)
+		return nil
+	}))
+	require.NoError(t, h.take(context.Background(), 90*time.Millisecond, nil))
+	assert.Equal(t, uint64(1), h.b.Counters().Timeouts)
+	lat := h.latency()
+	assert.Equal(t, uint64(1), lat.Censored)
+	assert.Equal(t, uint64(1), lat.Samples)
+}
+
+// TestAdaptiveTimeout_KeptAcrossAWindowChange: SetPolicy with another
+// window starts a new histogram but keeps the deadline in force, within
+// the new bounds.
+func TestAdaptiveTimeout_KeptAcrossAWindowChange(t *testing.T) {
+	h := newLatHarness(t, adaptivePolicy(nil))
+	h.drive(31*time.Second, 200*time.Millisecond, 50*time.Millisecond, nil)
+	adapted := h.b.Timeout()
+	require.NoError(t, h.b.SetPolicy(adaptivePolicy(func(p *Policy) { p.Window = 10 * time.Second })))
+	assert.Equal(t, adapted, h.b.Timeout())
+	h.drive(32*time.Second, 200*time.Millisecond, 50*time.Millisecond, nil)
+	assert.Equal(t, adapted, h.b.Timeout())
+	assert.Equal(t, uint64(5), h.latency().Samples, "a new histogram")
+	require.NoError(t, h.b.SetPolicy(adaptivePolicy(func(p *Policy) { p.Window = 10 * time.Second; p.TimeoutMin = 150 * time.Millisecond })))
+	assert.Equal(t, 150*time.Millisecond, h.b.Timeout(), "clamped to the new bounds")
+	require.NoError(t, h.b.SetPolicy(DefaultPolicy()))
+	assert.Nil(t, h.b.rules.Load().lat)
+	assert.Zero(t, h.b.Timeout())
+}
+
+// TestAdaptiveTimeout_PolicyValidation: the adaptive fields are checked
+// like the others, each problem naming its field.
+func TestAdaptiveTimeout_PolicyValidation(t *testing.T) {
+	for _, c := range []struct {
+		f       func(p *Policy)
+		field   string
+		problem string
+	}{
+		{func(p *Policy) { p.TimeoutMax = 0 }, "timeout_max", "must be positive when adaptive_timeout is on"},
+		{func(p *Policy) { p.TimeoutQuantile = 1 }, "timeout_quantile", "must be in (0, 1), got 1"},
+		{func(p *Policy) { p.TimeoutQuantile = 0 }, "timeout_quantile", "must be in (0, 1), got 0"},
+		{func(p *Policy) { p.TimeoutFactor = 0.5 }, "timeout_factor", "must be in [1, 10], got 0.5"},
+		{func(p *Policy) { p.TimeoutFactor = math.Inf(1) }, "timeout_factor", "must be in [1, 10], got +Inf"},
+		{func(p *Policy) { p.TimeoutMin = 3 * time.Second }, "timeout_min", "must be at most timeout_max (2s), got 3s"},
+		{func(p *Policy) { p.TimeoutBase = -time.Millisecond }, "timeout_base", "must not be negative"},
+		{func(p *Policy) { p.Timeout = 5 * time.Second }, "timeout", "must be in [timeout_min, timeout_max] ([20ms, 2s]), got 5s"},
+	} {
+		err := adaptivePolicy(c.f).Validate()
+		var pe *PolicyError
+		require.ErrorAs(t, err, &pe, c.field)
+		require.Len(t, pe.Problems, 1, "%v", pe)
+		assert.Equal(t, c.field, pe.Problems[0].Field)
+		assert.Contains(t, pe.Problems[0].Problem, c.problem)
+	}
+	// A Policy built field by field, without the adaptive timeout, is
+	// valid with the adaptive fields at 0.
+	p := DefaultPolicy()
+	p.TimeoutQuantile, p.TimeoutFactor = 0, 0
+	assert.NoError(t, p.Validate())
+
+	_, err := ParsePolicy([]byte(`{"adaptive_timeout": true, "timeout_max": "1s", "timeout_factor": "2"}`))
+	assert.ErrorContains(t, err, "timeout_factor")
+	got, err := ParsePolicy([]byte(`{"adaptive_timeout": true, "timeout_max": "1s", "timeout_min": "10ms", "timeout_base": "2ms", "timeout_quantile": 0.95, "timeout_factor": 3}`))
+	require.NoError(t, err)
+	assert.Equal(t, adaptivePolicy(func(p *Policy) {
+		p.MinRequests = DefaultMinRequests
+		p.TimeoutMax, p.TimeoutMin, p.TimeoutBase = time.Second, 10*time.Millisecond, 2*time.Millisecond
+		p.TimeoutQuantile, p.TimeoutFactor = 0.95, 3
+	}), got)
+}
+
+// TestTimeoutChange_JSON: an event of a timeout change round-trips, with
+// its durations as strings; a transition's JSON has no timeout key.
+func TestTimeoutChange_JSON(t *testing.T) {
+	e := Event{Name: "a", Reason: ReasonTimeoutAdapted, Time: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC),
+		Timeout: &TimeoutChange{Old: 2 * time.Second, New: 240 * time.Millisecond, Quantile: 0.99, Latency: 120 * time.Millisecond, Samples: 40}}
+	data, err := e.MarshalJSON()
+	require.NoError(t, err)
+	assert.Contains(t, string(data), `"timeout":{"old":"2s","new":"240ms","quantile":0.99,"latency":"120ms","samples":40}`)
+	var back Event
+	require.NoError(t, back.UnmarshalJSON(data))
+	assert.Equal(t, e, back)
+
+	data, err = Event{Name: "a"}.MarshalJSON()
+	require.NoError(t, err)
+	assert.NotContains(t, string(data), `"timeout"`)
+
+	var c TimeoutChange
+	assert.ErrorContains(t, c.UnmarshalJSON([]byte(`{"new":"soon"}`)), "timeout.new")
+	assert.ErrorContains(t, c.UnmarshalJSON([]byte(`{"old":"-1s"}`)), "negative")
+	assert.ErrorContains(t, c.UnmarshalJSON([]byte(`{"samples":"x"}`)), "timeout.samples")
+	assert.Equal(t, TimeoutChange{}, c, "unchanged on error")
+}
+
+// TestLatency_InStatusJSON: a timed breaker's Status, which ops.Snapshot
+// serves, carries its latency with durations in _ns keys; an untimed
+// breaker's has no latency key.
+func TestLatency_InStatusJSON(t *testing.T) {
+	h := newLatHarness(t, policy(func(p *Policy) { p.Timeout = 300 * time.Millisecond }))
+	h.drive(time.Second, 100*time.Millisecond, 20*time.Millisecond, nil)
+	data, err := json.Marshal(h.b.Status())
+	require.NoError(t, err)
+	var st struct {
+		Latency map[string]any `json:"latency"`
+	}
+	require.NoError(t, json.Unmarshal(data, &st))
+	require.NotNil(t, st.Latency, "%s", data)
+	for _, k := range []string{"samples", "censored", "p50_ns", "p90_ns", "p99_ns", "p999_ns", "timeout_ns", "samples_total", "censored_total", "sum_total_ns"} {
+		assert.Contains(t, st.Latency, k)
+	}
+	assert.EqualValues(t, 300*time.Millisecond, st.Latency["timeout_ns"])
+	assert.EqualValues(t, 10, st.Latency["samples"])
+
+	untimed := newLatHarness(t, DefaultPolicy())
+	data, err = json.Marshal(untimed.b.Status())
+	require.NoError(t, err)
+	assert.NotContains(t, string(data), `"latency"`)
+}
+
+// stepClock is a Clock that moves on by step at every reading, so that
+// concurrent callers see time pass, and recomputes fall due, without a
+// driver.
+type stepClock struct {
+	t0   time.Time
+	n    atomic.Int64
+	step time.Duration
+}
+
+func (c *stepClock) Now() time.Time { return c.t0.Add(time.Duration(c.n.Add(1)) * c.step) }
+
+// TestRace_AdaptiveTimeoutHammer: callers, readers of the latency and the
+// status, and policy changes run at once on an adaptive breaker, across
+// many buckets and recomputes. Run under -race. The deadline stays within
+// its bounds, every change arrives as an event whose old value is the
+// previous event's new one, and every call is measured or censored once.
+func TestRace_AdaptiveTimeoutHammer(t *testing.T) {
+	clk := &stepClock{t0: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC), step: 3 * time.Millisecond}
+	p := adaptivePolicy(func(p *Policy) {
+		p.Window, p.Buckets = time.Second, 10
+		p.MinRequests = 5
+		p.ErrorRatio = 1 // trips only if every call fails
+	})
+	var mu sync.Mutex
+	var changes []TimeoutChange
+	b, err := New("hammer.latency", p, WithClock(clk), OnTransition(func(e Event) {
+		if e.Timeout != nil {
+			mu.Lock()
+			changes = append(changes, *e.Timeout)
+			mu.Unlock()
+		}
+	}))
+	require.NoError(t, err)
+
+	const workers, each = 4, 3000
+	var calls, wg sync.WaitGroup
+	stop := make(chan struct{})
+	for w := range workers {
+		calls.Add(1)
+		go func() {
+			defer calls.Done()
+			for i := range each {
+				_ = b.Do(context.Background(), func(context.Context) error {
+					if (i+w)%7 == 0 {
+						return errBoom
+					}
+					return nil
+				})
+				if d := b.Timeout(); d < p.TimeoutMin || d > p.TimeoutMax {
+					t.Errorf("deadline %v outside [%v, %v]", d, p.TimeoutMin, p.TimeoutMax)
+					return
+				}
+			}
+		}()
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			_ = b.Status()
+			if i%50 == 0 {
+				q := p
+				q.TimeoutFactor = 1.5 + float64(i%100)/100
+				_ = b.SetPolicy(q)
+			}
+		}
+	}()
+	calls.Wait()
+	close(stop)
+	wg.Wait()
+
+	mu.Lock()
+	defer mu.Unlock()
+	require.NotEmpty(t, changes, "the deadline adapted")
+	for i := 1; i < len(changes); i++ {
+		assert.Equal(t, changes[i-1].New, changes[i].Old, "change %d", i)
+	}
+	lat, ok := b.Latency()
+	require.True(t, ok)
+	c := b.Counters()
+	assert.Equal(t, c.Successes+c.Failures+c.Timeouts, lat.SamplesTotal+lat.CensoredTotal, "every call measured or censored once")
+}
