@@ -424,6 +424,10 @@ func (c *checker) timeout() {
 	if t.P99 > 0 && lo <= hi {
 		advice = fmt.Sprintf("; p99 × 1.5–3 + RTT gives %v–%v", lo, hi)
 	}
+	if p.AdaptiveTimeout {
+		c.adaptiveTimeout(lat, advice)
+		return
+	}
 	if p.Timeout <= 0 {
 		nums := map[string]float64{"deadline_s": t.Deadline.Seconds()}
 		if t.Deadline > 0 {
@@ -455,6 +459,41 @@ func (c *checker) timeout() {
 	if t.RTT > 0 && p.Timeout < 2*t.RTT {
 		c.add(Error, CheckTimeoutBelowRTT, nums(), "timeout %v is below 2 × RTT (%v): calls time out on the network alone",
 			p.Timeout, 2*t.RTT)
+	}
+}
+
+// adaptiveTimeout checks an adaptive timeout: the value it settles at
+// against the key's p99, its max against the client's deadline (it can
+// climb that far), and its min against the round trip (it can fall that
+// low).
+func (c *checker) adaptiveTimeout(lat latency, advice string) {
+	p, t := c.p, c.t
+	settled := policyTimeout(p, t)
+	nums := func() map[string]float64 {
+		return map[string]float64{
+			"timeout_s":     settled.Seconds(),
+			"timeout_min_s": p.TimeoutMin.Seconds(),
+			"timeout_max_s": p.TimeoutMax.Seconds(),
+			"p99_s":         t.P99.Seconds(),
+			"deadline_s":    t.Deadline.Seconds(),
+			"rtt_s":         t.RTT.Seconds(),
+		}
+	}
+	if t.P99 > 0 && float64(settled) < 1.5*float64(t.P99) {
+		n := nums()
+		share := lat.over(settled) * (1 - t.ErrorRatio)
+		n["healthy_timeout_ratio"] = share
+		c.add(Warning, CheckTimeoutBelowP99, n, "adaptive timeout settles at %v (p%v × %v + %v, within [%v, %v]), below 1.5 × p99 (%v): %s of healthy calls time out%s",
+			settled, p.TimeoutQuantile*100, p.TimeoutFactor, p.TimeoutBase, p.TimeoutMin, p.TimeoutMax,
+			time.Duration(1.5*float64(t.P99)), pct(share), advice)
+	}
+	if t.Deadline > 0 && p.TimeoutMax >= t.Deadline {
+		c.add(Error, CheckTimeoutDeadline, nums(), "adaptive timeout may climb to its max %v, not below the client's deadline %v: the client would give up first, and no time is left for a fallback%s",
+			p.TimeoutMax, t.Deadline, advice)
+	}
+	if t.RTT > 0 && max(p.TimeoutMin, settled) < 2*t.RTT {
+		c.add(Error, CheckTimeoutBelowRTT, nums(), "adaptive timeout settles at %v (min %v), below 2 × RTT (%v): calls time out on the network alone",
+			settled, p.TimeoutMin, 2*t.RTT)
 	}
 }
 

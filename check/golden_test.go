@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/govkit/breaker"
 )
@@ -31,6 +32,7 @@ var goldenCases = []struct {
 	{"timeout_below_p99", []string{CheckTimeoutBelowP99}},
 	{"timeout_above_deadline", []string{CheckTimeoutDeadline}},
 	{"timeout_below_rtt", []string{CheckTimeoutBelowRTT}},
+	{"adaptive_timeout", []string{CheckTimeoutBelowP99, CheckTimeoutDeadline}},
 	{"no_timeout", []string{CheckNoTimeout}},
 	{"probe_share", []string{CheckProbeShare}},
 	{"probe_pass", []string{CheckProbePass}},
@@ -139,4 +141,22 @@ func hasCheck(r *Report, check string) bool {
 		}
 	}
 	return false
+}
+
+// The latency model's quantiles give back the figures it was fitted to,
+// which the adaptive timeout's settled value is read from.
+func TestLatency_QuantileGivesBackP50AndP99(t *testing.T) {
+	l := fitLatency(Traffic{P50: 30 * time.Millisecond, P99: 90 * time.Millisecond})
+	for _, c := range []struct {
+		q    float64
+		want time.Duration
+	}{{0.5, 30 * time.Millisecond}, {0.99, 90 * time.Millisecond}} {
+		got := l.quantile(c.q)
+		if d := got - c.want; d < -time.Microsecond || d > time.Microsecond {
+			t.Errorf("quantile(%v) = %v, want %v", c.q, got, c.want)
+		}
+	}
+	if got := (latency{}).quantile(0.99); got != 0 {
+		t.Errorf("no latency given: quantile = %v, want 0", got)
+	}
 }

@@ -39,6 +39,46 @@ func fitLatency(t Traffic) latency {
 	return l
 }
 
+// quantile is the latency below which a share q of calls fall; 0 when
+// the key has no latency given.
+func (l latency) quantile(q float64) time.Duration {
+	if !l.ok {
+		return 0
+	}
+	// The normal quantile of q, by bisection on the complementary error
+	// function: q is in (0, 1), so 60 halvings are far below a nanosecond.
+	lo, hi := -10.0, 10.0
+	for range 60 {
+		mid := (lo + hi) / 2
+		if 0.5*math.Erfc(-mid/math.Sqrt2) < q {
+			lo = mid
+		} else {
+			hi = mid
+		}
+	}
+	return time.Duration(math.Exp(l.mu+l.sigma*lo) * float64(time.Second))
+}
+
+// policyTimeout is the deadline the policy gives a call at the key's
+// latency: its Timeout, or for an adaptive timeout the value it settles
+// at, clamp(quantile × factor + base, min, max), where the quantile is
+// read from the key's latency (it starts from Timeout, or TimeoutMax, and
+// keeps that until the window has samples).
+func policyTimeout(p breaker.Policy, t Traffic) time.Duration {
+	if !p.AdaptiveTimeout {
+		return p.Timeout
+	}
+	q := fitLatency(t).quantile(p.TimeoutQuantile).Round(time.Microsecond)
+	if q <= 0 {
+		if p.Timeout > 0 {
+			return p.Timeout
+		}
+		return p.TimeoutMax
+	}
+	d := time.Duration(float64(q)*p.TimeoutFactor) + p.TimeoutBase
+	return min(max(d, p.TimeoutMin), p.TimeoutMax)
+}
+
 // over is the share of calls slower than d.
 func (l latency) over(d time.Duration) float64 {
 	if !l.ok || d <= 0 {
@@ -59,9 +99,10 @@ func (l latency) over(d time.Duration) float64 {
 // the policy sets none. 0 means such a call never ends, so it is never
 // counted.
 func effectiveTimeout(p breaker.Policy, t Traffic) time.Duration {
+	pt := policyTimeout(p, t)
 	switch {
-	case p.Timeout > 0 && (t.Deadline <= 0 || p.Timeout <= t.Deadline):
-		return p.Timeout
+	case pt > 0 && (t.Deadline <= 0 || pt <= t.Deadline):
+		return pt
 	case t.Deadline > 0:
 		return t.Deadline
 	}
