@@ -40,12 +40,17 @@ func (b *Breaker) Do(ctx context.Context, fn func(context.Context) error) error 
 	r := b.rules.Load()
 	w := b.state.Load()
 	if !w.plain() || r.timed {
-		// The refusal of an open breaker in ModeAuto is the other path
-		// that runs at full rate during an outage: one clock read, a
-		// load of openUntil, one counter increment (a load and a
-		// compare-and-swap, see tally.inc), and the outage's shared error.
+		// The refusals of a breaker in ModeAuto are the other paths that
+		// run at full rate: an open breaker's during an outage, and a
+		// half-open one's, whose probe slots are all taken, at recovery,
+		// when every caller but the probes races for them. Each is one
+		// clock read, a load of the instant that ends the refusals
+		// (openUntil or probeDeadline, one field), one counter increment
+		// (a load and a compare-and-swap, see tally.inc), and the
+		// episode's shared error: no lock, nothing written but the
+		// counter. admitSlow decides the same way, for Allow.
 		// Everything else takes the general path.
-		if w.refusing() && b.opt.tb.now() < b.openUntil() {
+		if w.refusing(r.probes) && b.opt.tb.now() < b.due.Load() {
 			b.tally.inc(kRejected)
 			return b.refusal()
 		}
