@@ -269,27 +269,36 @@ func findMark(err error) (o Outcome, ok, settled bool) {
 // in one walk of err's tree: the outcome of every failed call of a breaker
 // with the default classifier. The walk looks for a mark to the end of the
 // tree, noting on the way what DefaultClassifier would say; a tree it
-// cannot settle (see timeoutScan and findMark) goes to the two in turn.
-func markOrDefault(err error) (o Outcome) {
-	defer func() {
-		if recover() != nil {
-			o = Failure // a typed nil: no mark, and a Failure
-		}
-	}()
-	var s timeoutScan
-	if s.scan(err, true) {
-		switch {
-		case s.marked:
-			return s.mark
-		case s.timeout:
-			return Timeout
-		}
-		return Failure
+// cannot settle (see timeoutScan and findMark), or whose methods panic
+// (a typed nil, see DefaultClassifier), goes to the two in turn, which
+// each have their own answer to a panic.
+func markOrDefault(err error) Outcome {
+	if o, ok := scanMarkAndTimeout(err); ok {
+		return o
 	}
 	if m, ok := markOf(err); ok {
 		return m
 	}
 	return DefaultClassifier(err)
+}
+
+func scanMarkAndTimeout(err error) (o Outcome, settled bool) {
+	defer func() {
+		if recover() != nil {
+			o, settled = 0, false
+		}
+	}()
+	var s timeoutScan
+	if !s.scan(err, true) {
+		return 0, false
+	}
+	switch {
+	case s.marked:
+		return s.mark, true
+	case s.timeout:
+		return Timeout, true
+	}
+	return Failure, true
 }
 
 // markByAs is findMark by errors.As, for the trees findMark cannot settle.

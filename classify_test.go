@@ -191,6 +191,9 @@ func TestClassifier_OneWalkAgreesWithMarkThenDefault(t *testing.T) {
 		errors.Join(isDeadline{}, Ignore(errBoom)),
 		Mark(Mark(errBoom, Failure), Ignored),
 		fmt.Errorf("x: %w", typedNil),
+		errors.Join(context.DeadlineExceeded, typedNil),
+		errors.Join(Ignore(errBoom), typedNil),
+		errors.Join(typedNil, Ignore(errBoom)),
 		Mark(errBoom, Outcome(9)),
 	} {
 		want, ok := markOf(err)
