@@ -222,8 +222,8 @@ func (c *Collector) collectStatus(ch chan<- prometheus.Metric, s breaker.Status)
 	counter(c.rejected, k.Rejected)
 	counter(c.shadowRejected, k.ShadowRejected)
 	counter(c.fallbacks, k.Fallbacks)
-	counter(c.probes, k.ProbesPassed, "passed")
 	counter(c.probes, k.ProbesFailed, "failed")
+	counter(c.probes, k.ProbesPassed, "passed")
 	ch <- prometheus.MustNewConstMetric(c.notClosedTime, prometheus.CounterValue, k.OpenTime.Seconds(), s.Name)
 
 	// OpenDuration is measured on the group's clock, the one OpenSince was
