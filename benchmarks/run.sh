@@ -307,9 +307,9 @@ tested on a mock clock):
   would need an upper bound on the current time to prove the cooldown has
   not ended, and only a timer or a goroutine can provide one.
 
-Targets of the failure-path work that this run does not show met, and what
-the profiles say (the machine's load average was between 3 and 10 during the run, so
-the per-round ranges are wide):
+Targets of the failure-path work that were not met when this note was
+written (in a run at a load average between 3 and 10, with wide per-round
+ranges), and what the profiles say:
 
 - A Prometheus scrape of 10,000 breakers. Each breaker is 17 series, so a
   scrape is 170,000 metrics and 2.2 million allocations (125 MB). The CPU
