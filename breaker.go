@@ -148,8 +148,6 @@ const (
 	nOther
 )
 
-func (b *Breaker) classify(err error) Outcome { return b.opt.classify(err) }
-
 // New returns a closed breaker named name (such as "orders.Create"; the
 // name appears in errors, events and metrics) that applies policy p. It
 // returns a *[PolicyError] if p is invalid, and an error if name is empty.

@@ -374,3 +374,72 @@ func BenchmarkMixed(b *testing.B) {
 		}
 	})
 }
+
+// benchHalfOpen returns a half-open breaker whose probe slots are all
+// taken by calls that never end: every other call is refused. It gets
+// there as production does after a forced open ends (released); the
+// cooldown, and so the probe timeout, is a day, so no run leaves the
+// state.
+func benchHalfOpen(b *testing.B) *Breaker {
+	b.Helper()
+	p := DefaultPolicy()
+	p.OpenFor = 24 * time.Hour
+	p.MaxOpenFor = 24 * time.Hour
+	br, err := New("bench.HalfOpen", p)
+	if err != nil {
+		b.Fatal(err)
+	}
+	br.SetMode(ModeForcedOpen)
+	br.SetMode(ModeAuto)
+	for i := 0; i < p.Probes; i++ {
+		if _, _, err := br.Allow(context.Background()); err != nil {
+			b.Fatalf("probe %d refused: %v", i, err)
+		}
+	}
+	if s := br.State(); s != HalfOpen {
+		b.Fatalf("breaker is %v, want half-open", s)
+	}
+	return br
+}
+
+// BenchmarkHalfOpen is the refusal of a half-open breaker whose probes are
+// all in flight: at recovery every caller but the probes takes this path,
+// and they race each other for it. Compare with BenchmarkDo/open, the
+// refusal of an open breaker.
+func BenchmarkHalfOpen(b *testing.B) {
+	ctx := context.Background()
+	b.Run("serial", func(b *testing.B) {
+		br := benchHalfOpen(b)
+		b.ReportAllocs()
+		b.ResetTimer()
+		var err error
+		for i := 0; i < b.N; i++ {
+			err = br.Do(ctx, benchOK)
+		}
+		benchWantOpen(b, err)
+	})
+	for _, par := range []int{1, 32} {
+		name := "parallel"
+		if par > 1 {
+			// 32 per GOMAXPROCS: 64 goroutines at -cpu=2.
+			name = "parallel_x32"
+		}
+		b.Run(name, func(b *testing.B) {
+			br := benchHalfOpen(b)
+			b.SetParallelism(par)
+			b.ReportAllocs()
+			b.ResetTimer()
+			var admitted atomic.Int64
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					if br.Do(ctx, benchOK) == nil {
+						admitted.Add(1)
+					}
+				}
+			})
+			if n := admitted.Load(); n != 0 {
+				b.Fatalf("a half-open breaker with every slot taken admitted %d calls", n)
+			}
+		})
+	}
+}

@@ -3,6 +3,7 @@ package breaker
 import (
 	"context"
 	"errors"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -46,12 +47,17 @@ func (b *Breaker) Do(ctx context.Context, fn func(context.Context) error) error 
 	r := b.rules.Load()
 	w := b.state.Load()
 	if !w.plain() || r.timed {
-		// The refusal of an open breaker in ModeAuto is the other path
-		// that runs at full rate during an outage: one clock read, a
-		// load of openUntil, one counter increment (a load and a
-		// compare-and-swap, see tally.inc), and the outage's shared error.
+		// The refusals of a breaker in ModeAuto are the other paths that
+		// run at full rate: an open breaker's during an outage, and a
+		// half-open one's, whose probe slots are all taken, at recovery,
+		// when every caller but the probes races for them. Each is one
+		// clock read, a load of the instant that ends the refusals
+		// (openUntil or probeDeadline, one field), one counter increment
+		// (a load and a compare-and-swap, see tally.inc), and the
+		// episode's shared error: no lock, nothing written but the
+		// counter. admitSlow decides the same way, for Allow.
 		// Everything else takes the general path.
-		if w.refusing() && b.opt.tb.now() < b.openUntil() {
+		if w.refusing(r.probes) && b.opt.tb.now() < b.due.Load() {
 			b.tally.inc(kRejected)
 			return b.refusal()
 		}
@@ -165,31 +171,49 @@ func (b *Breaker) Allow(ctx context.Context) (context.Context, func(error), erro
 		return nil, nil, err
 	}
 	call, cancel := b.prepare(ctx, &tok, r)
-	p := &permit{b: b, caller: ctx, tok: tok, r: r, cancel: cancel}
-	return call, p.done, nil
+	// One allocation: the closure, which holds everything done needs by
+	// value. Its once-flag cannot be in it (a closure's mutable captures
+	// are allocated apart), so it comes from a block of flags shared by
+	// many permits (see onceFlag). The permit struct and its method
+	// value this replaces were two.
+	t, used := tok, newOnceFlag()
+	done := func(err error) {
+		if !used.CompareAndSwap(false, true) {
+			return
+		}
+		if cancel != nil {
+			defer cancel() // even if the classifier panics
+		}
+		b.finish(ctx, t, err, r)
+	}
+	return call, done, nil
 }
 
-// permit is an admitted two-step call waiting for its result. It and the
-// done method value are the two allocations of a closed-state Allow; a
-// probe's mark and a Policy.Timeout deadline add their contexts, as they
-// do for Do.
-type permit struct {
-	b      *Breaker
-	caller context.Context
-	tok    token
-	r      *rules
-	cancel context.CancelFunc
-	used   atomic.Bool
+// onceFlags is a block of the once-flags of Allow's done functions. A
+// flag is handed out once and never reused, so a done called twice, even
+// long after, can never take another call's flag; a block is collected
+// when the last done holding one of its flags is. Blocks are handed out
+// through a sync.Pool, so that goroutines on different processors take
+// flags from different blocks without sharing a counter.
+type onceFlags struct {
+	next  int
+	flags [onceFlagsPerBlock]atomic.Bool
 }
 
-func (p *permit) done(err error) {
-	if !p.used.CompareAndSwap(false, true) {
-		return
+// onceFlagsPerBlock trades the allocation per permit (1/64 of one) for
+// what a long-lived permit keeps alive: its block, 260 bytes.
+const onceFlagsPerBlock = 64
+
+var onceFlagPool = sync.Pool{New: func() any { return new(onceFlags) }}
+
+// newOnceFlag returns a flag no one else has.
+func newOnceFlag() *atomic.Bool {
+	blk := onceFlagPool.Get().(*onceFlags)
+	f := &blk.flags[blk.next]
+	if blk.next++; blk.next < len(blk.flags) {
+		onceFlagPool.Put(blk)
 	}
-	if p.cancel != nil {
-		defer p.cancel() // even if the classifier panics
-	}
-	p.b.finish(p.caller, p.tok, err, p.r)
+	return f
 }
 
 // prepare derives the context of an admitted call and starts its timer.

@@ -100,3 +100,39 @@ func TestDo_AllocatesNothingOnTheHotPaths(t *testing.T) {
 	_ = g.Do(ctx, "allocs.Group", ok)
 	assert.Zero(t, testing.AllocsPerRun(1000, func() { _ = g.Do(ctx, "allocs.Group", ok) }), "Group.Do, existing key")
 }
+
+// TestAllow_OneAllocationAndDoneOnce: a closed-state Allow and its done
+// allocate one object (they were two: a permit and its method value),
+// and a done called twice counts once, even when it is called again after
+// many more permits have been handed out (the once-flags come from shared
+// blocks, never reused).
+func TestAllow_OneAllocationAndDoneOnce(t *testing.T) {
+	b, err := New("allow", DefaultPolicy())
+	require.NoError(t, err)
+	ctx := context.Background()
+	allocs := testing.AllocsPerRun(500, func() {
+		_, done, err := b.Allow(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		done(nil)
+	})
+	assert.LessOrEqual(t, allocs, 1.0, "allocations per Allow + done")
+
+	before := b.Counters().Successes
+	dones := make([]func(error), 300)
+	for i := range dones {
+		_, done, err := b.Allow(ctx)
+		require.NoError(t, err)
+		dones[i] = done
+	}
+	for _, done := range dones {
+		done(nil)
+	}
+	for _, done := range dones {
+		done(errBoom) // later calls do nothing
+	}
+	c := b.Counters()
+	assert.Equal(t, before+300, c.Successes)
+	assert.Zero(t, c.Failures)
+}

@@ -84,7 +84,7 @@ func DefaultClassifier(err error) (o Outcome) {
 		}
 	}()
 	var s timeoutScan
-	if s.scan(err) {
+	if s.scan(err, false) {
 		if s.timeout {
 			return Timeout
 		}
@@ -124,28 +124,37 @@ func classifyByErrors(err error) Outcome {
 // method matches only the os package's ErrPermission, ErrExist,
 // ErrNotExist and errors.ErrUnsupported, none of which is asked about
 // here.
+//
+// With marks set, the walk also looks for the first error made by Mark, as
+// markOf does, and goes on to the end of the tree until it finds one.
 type timeoutScan struct {
 	timeout bool // the answer: a timeout
 	// sawTimeoutMethod is set at the first error with a Timeout method:
 	// errors.As stops at it, so only its answer counts.
 	sawTimeoutMethod bool
+	marked           bool    // a mark was found (marks only)
+	mark             Outcome // its outcome
 }
 
 // scan reports whether it settled the question for err's tree; s.timeout
-// is then the answer.
-func (s *timeoutScan) scan(err error) bool {
+// (and s.marked, s.mark) is then the answer.
+func (s *timeoutScan) scan(err error, marks bool) bool {
 	for err != nil {
+		if marks {
+			if m, ok := err.(marked); ok {
+				s.marked, s.mark = true, m.o
+				return true
+			}
+		}
 		if e, ok := err.(syscall.Errno); ok {
 			switch e {
 			case syscall.ECONNREFUSED, syscall.ECONNRESET, syscall.ECONNABORTED,
 				syscall.EHOSTUNREACH, syscall.ENETUNREACH:
 				s.timeout = true
-				return true
 			}
 		} else {
 			if err == context.DeadlineExceeded {
 				s.timeout = true
-				return true
 			}
 			if _, ok := err.(interface{ Is(error) bool }); ok {
 				return false
@@ -158,18 +167,20 @@ func (s *timeoutScan) scan(err error) bool {
 			s.sawTimeoutMethod = true
 			if te.Timeout() {
 				s.timeout = true
-				return true
 			}
+		}
+		if s.timeout && !marks {
+			return true
 		}
 		switch u := err.(type) {
 		case interface{ Unwrap() error }:
 			err = u.Unwrap()
 		case interface{ Unwrap() []error }:
 			for _, e := range u.Unwrap() {
-				if !s.scan(e) {
+				if !s.scan(e, marks) {
 					return false
 				}
-				if s.timeout {
+				if s.marked || (s.timeout && !marks) {
 					return true
 				}
 			}
@@ -254,6 +265,42 @@ func findMark(err error) (o Outcome, ok, settled bool) {
 	return 0, false, true
 }
 
+// markOrDefault is markOf, then DefaultClassifier if err carries no mark,
+// in one walk of err's tree: the outcome of every failed call of a breaker
+// with the default classifier. The walk looks for a mark to the end of the
+// tree, noting on the way what DefaultClassifier would say; a tree it
+// cannot settle (see timeoutScan and findMark), or whose methods panic
+// (a typed nil, see DefaultClassifier), goes to the two in turn, which
+// each have their own answer to a panic.
+func markOrDefault(err error) Outcome {
+	if o, ok := scanMarkAndTimeout(err); ok {
+		return o
+	}
+	if m, ok := markOf(err); ok {
+		return m
+	}
+	return DefaultClassifier(err)
+}
+
+func scanMarkAndTimeout(err error) (o Outcome, settled bool) {
+	defer func() {
+		if recover() != nil {
+			o, settled = 0, false
+		}
+	}()
+	var s timeoutScan
+	if !s.scan(err, true) {
+		return 0, false
+	}
+	switch {
+	case s.marked:
+		return s.mark, true
+	case s.timeout:
+		return Timeout, true
+	}
+	return Failure, true
+}
+
 // markByAs is findMark by errors.As, for the trees findMark cannot settle.
 func markByAs(err error) (Outcome, bool) {
 	var m marked
@@ -275,9 +322,13 @@ func (b *Breaker) outcome(caller context.Context, err error, elapsed int64, r *r
 	if err == nil {
 		return Success
 	}
-	o, ok := markOf(err)
-	if !ok {
-		o = b.classify(err)
+	var o Outcome
+	if b.opt.classify == nil {
+		o = markOrDefault(err)
+	} else if m, ok := markOf(err); ok {
+		o = m
+	} else {
+		o = b.opt.classify(err)
 	}
 	if o > Timeout {
 		return Failure

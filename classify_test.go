@@ -166,3 +166,40 @@ func TestFailurePath_AllocatesNothing(t *testing.T) {
 	}
 	assert.Equal(t, Closed, b.State())
 }
+
+// TestClassifier_OneWalkAgreesWithMarkThenDefault: with the default
+// classifier the breaker reads the mark and classifies in one walk of the
+// error's tree; it must say what markOf, then DefaultClassifier, say.
+func TestClassifier_OneWalkAgreesWithMarkThenDefault(t *testing.T) {
+	var typedNil *net.OpError
+	for _, err := range []error{
+		errBoom,
+		fmt.Errorf("x: %w", errBoom),
+		context.DeadlineExceeded,
+		timeoutErr{},
+		connRefused(),
+		isDeadline{},
+		asTimeout{},
+		notTimeout{timeoutErr{}},
+		asMarked{Ignore(errBoom)},
+		Ignore(errBoom),
+		Mark(context.DeadlineExceeded, Failure),
+		fmt.Errorf("x: %w", Mark(errBoom, Timeout)),
+		errors.Join(context.DeadlineExceeded, Ignore(errBoom)),
+		errors.Join(timeoutErr{}, fmt.Errorf("y: %w", Mark(errBoom, Success))),
+		errors.Join(errBoom, syscall.ECONNRESET),
+		errors.Join(isDeadline{}, Ignore(errBoom)),
+		Mark(Mark(errBoom, Failure), Ignored),
+		fmt.Errorf("x: %w", typedNil),
+		errors.Join(context.DeadlineExceeded, typedNil),
+		errors.Join(Ignore(errBoom), typedNil),
+		errors.Join(typedNil, Ignore(errBoom)),
+		Mark(errBoom, Outcome(9)),
+	} {
+		want, ok := markOf(err)
+		if !ok {
+			want = DefaultClassifier(err)
+		}
+		assert.Equal(t, want, markOrDefault(err), "%#v", err)
+	}
+}

@@ -154,7 +154,11 @@ func (b *Breaker) Status() Status {
 		}
 	}
 	if t, ok := b.OpenSince(); ok {
-		s.OpenSince = &t
+		// A copy, so that only a breaker that is not closed pays for the
+		// pointer: &t itself would move t to the heap on every call, and a
+		// snapshot of a group of 10,000 closed breakers made 10,000 of them.
+		since := t
+		s.OpenSince = &since
 		s.OpenDuration = max(0, b.opt.tb.time(b.opt.tb.now()).Sub(t))
 	}
 	if c, ok := b.Candidate(); ok {

@@ -45,6 +45,16 @@ func BenchmarkGroupDo(b *testing.B) {
 			_ = g.Do(ctx, built, ok)
 		}
 	})
+	// The key built for every call from a target's address, as a
+	// per-target caller does: a new string each time, which the caller
+	// concatenates.
+	addr := "10.0.1.44"
+	b.Run("dynamic_key/serial", func(b *testing.B) {
+		b.ReportAllocs()
+		for i := 0; i < b.N; i++ {
+			_ = g.Do(ctx, "inventory.GetStock@"+addr, ok)
+		}
+	})
 	b.Run("direct/parallel", func(b *testing.B) {
 		b.ReportAllocs()
 		b.RunParallel(func(pb *testing.PB) {
@@ -58,6 +68,14 @@ func BenchmarkGroupDo(b *testing.B) {
 		b.RunParallel(func(pb *testing.PB) {
 			for pb.Next() {
 				_ = g.Do(ctx, key, ok)
+			}
+		})
+	})
+	b.Run("dynamic_key/parallel", func(b *testing.B) {
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				_ = g.Do(ctx, "inventory.GetStock@"+addr, ok)
 			}
 		})
 	})

@@ -11,7 +11,7 @@ type Option func(*options)
 
 type options struct {
 	tb       timebase
-	classify Classifier
+	classify Classifier // nil: DefaultClassifier, with marks read in the same walk
 	randf    func() float64
 	hooks    []func(Event)
 	logger   *slog.Logger
@@ -84,7 +84,7 @@ func newOptions(opts []Option) *options {
 }
 
 func buildOptions(opts []Option) *options {
-	o := &options{classify: DefaultClassifier, randf: rand.Float64, tb: newTimebase(nil)}
+	o := &options{randf: rand.Float64, tb: newTimebase(nil)}
 	for _, f := range opts {
 		if f != nil {
 			f(o)

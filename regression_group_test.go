@@ -76,11 +76,10 @@ func TestRegression_GetRacingADropNeverRecachesTheDroppedBreaker(t *testing.T) {
 			require.NoError(t, err)
 			d.prepare(t, gh)
 
-			slot := g.cache.slot(regressionKey)
 			found := g.load(regressionKey) // Get's map lookup...
 			require.Same(t, old, found)
-			d.drop(t, gh)                         // ...the drop...
-			g.recache(slot, regressionKey, found) // ...and Get's re-cache.
+			d.drop(t, gh)                     // ...the drop...
+			g.cache.put(regressionKey, found) // ...and Get's re-cache.
 
 			b1, err := g.Get(regressionKey)
 			require.NoError(t, err)

@@ -81,10 +81,21 @@ func (w word) dropped() bool  { return w&droppedBit != 0 }
 // closed, whatever the mode, and not dropped. One mask and compare.
 func (w word) plain() bool { return w&(stateMask|droppedBit) == 0 }
 
-// refusing reports whether w is an open breaker in ModeAuto that has not
-// been dropped: the one state whose refusals Do makes without the general
-// path. One mask and compare.
-func (w word) refusing() bool { return w&(stateMask|modeMask|droppedBit) == word(Open) }
+// refusing reports whether a call on w is refused until the breaker's due
+// instant (openUntil, probeDeadline) without further ado: w is a breaker
+// in ModeAuto that has not been dropped, and open, or half-open with no
+// probe slot left of probes (see admitSlow). These are the refusals Do
+// makes without the general path.
+func (w word) refusing(probes uint64) bool {
+	switch w & (stateMask | modeMask | droppedBit) {
+	case word(Open):
+		return true
+	case word(HalfOpen):
+		issued := w.issued()
+		return issued >= probes || issued >= maxIssued
+	}
+	return false
+}
 
 // next is w after a transition to state to in mode m: the next generation,
 // no probe issued, the dropped bit kept.

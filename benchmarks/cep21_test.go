@@ -19,6 +19,12 @@ func cep21Fail(context.Context) error { return errFail }
 // concurrent calls.
 func newCep21(tb testing.TB, open bool) *circuit.Circuit {
 	tb.Helper()
+	return newCep21Sample(tb, open, minRequests)
+}
+
+// newCep21Sample is newCep21 with sample calls needed in the window before it trips.
+func newCep21Sample(tb testing.TB, open bool, sample int) *circuit.Circuit {
+	tb.Helper()
 	cooldown := openFor
 	if open {
 		cooldown = longCooldown
@@ -27,7 +33,7 @@ func newCep21(tb testing.TB, open bool) *circuit.Circuit {
 		General: circuit.GeneralConfig{
 			ClosedToOpenFactory: hystrix.OpenerFactory(hystrix.ConfigureOpener{
 				ErrorThresholdPercentage: int64(errorRatio * 100),
-				RequestVolumeThreshold:   minRequests,
+				RequestVolumeThreshold:   int64(sample),
 				RollingDuration:          window,
 				NumBuckets:               buckets,
 			}),

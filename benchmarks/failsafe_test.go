@@ -24,12 +24,18 @@ type failsafeSubject struct {
 // ours.
 func newFailsafe(tb testing.TB, open bool) failsafeSubject {
 	tb.Helper()
+	return newFailsafeSample(tb, open, minRequests)
+}
+
+// newFailsafeSample is newFailsafe with sample calls needed in the window before it trips.
+func newFailsafeSample(tb testing.TB, open bool, sample int) failsafeSubject {
+	tb.Helper()
 	cooldown := openFor
 	if open {
 		cooldown = longCooldown
 	}
 	cb := circuitbreaker.NewBuilder[any]().
-		WithFailureRateThreshold(errorRatio, minRequests, window).
+		WithFailureRateThreshold(errorRatio, uint(sample), window).
 		WithDelay(cooldown).
 		WithSuccessThreshold(probes).
 		Build()

@@ -16,6 +16,12 @@ func gobreakerFail() (struct{}, error) { return struct{}{}, errFail }
 // failures, not on a ratio.
 func newGobreaker(tb testing.TB, open bool) *gobreaker.CircuitBreaker[struct{}] {
 	tb.Helper()
+	return newGobreakerSample(tb, open, minRequests)
+}
+
+// newGobreakerSample is newGobreaker with sample calls needed in the window before it trips.
+func newGobreakerSample(tb testing.TB, open bool, sample int) *gobreaker.CircuitBreaker[struct{}] {
+	tb.Helper()
 	cooldown := openFor
 	if open {
 		cooldown = longCooldown
@@ -27,7 +33,7 @@ func newGobreaker(tb testing.TB, open bool) *gobreaker.CircuitBreaker[struct{}] 
 		BucketPeriod: window / buckets,
 		Timeout:      cooldown,
 		ReadyToTrip: func(c gobreaker.Counts) bool {
-			return c.Requests >= minRequests && float64(c.TotalFailures) >= errorRatio*float64(c.Requests)
+			return uint64(c.Requests) >= uint64(sample) && float64(c.TotalFailures) >= errorRatio*float64(c.Requests)
 		},
 	})
 	if open {

@@ -13,7 +13,15 @@ func govkitFail(context.Context) error { return errFail }
 
 func newGovkit(tb testing.TB, open bool) *breaker.Breaker {
 	tb.Helper()
+	return newGovkitSample(tb, open, minRequests)
+}
+
+// newGovkitSample is newGovkit with sample calls needed in the window
+// before it trips.
+func newGovkitSample(tb testing.TB, open bool, sample int) *breaker.Breaker {
+	tb.Helper()
 	p := breaker.DefaultPolicy()
+	p.MinRequests = sample
 	if open {
 		p.OpenFor = longCooldown
 		p.MaxOpenFor = longCooldown

@@ -17,13 +17,19 @@ func mercariFail() (interface{}, error) { return nil, errFail }
 // The constant open timeout replaces its default exponential backoff.
 func newMercari(tb testing.TB, open bool) *circuitbreaker.CircuitBreaker {
 	tb.Helper()
+	return newMercariSample(tb, open, minRequests)
+}
+
+// newMercariSample is newMercari with sample calls needed in the window before it trips.
+func newMercariSample(tb testing.TB, open bool, sample int) *circuitbreaker.CircuitBreaker {
+	tb.Helper()
 	cooldown := openFor
 	if open {
 		cooldown = longCooldown
 	}
 	cb := circuitbreaker.New(
 		circuitbreaker.WithCounterResetInterval(window),
-		circuitbreaker.WithTripFunc(circuitbreaker.NewTripFuncFailureRate(minRequests, errorRatio)),
+		circuitbreaker.WithTripFunc(circuitbreaker.NewTripFuncFailureRate(int64(sample), errorRatio)),
 		circuitbreaker.WithOpenTimeout(cooldown),
 		circuitbreaker.WithHalfOpenMaxSuccesses(probes),
 	)

@@ -218,9 +218,19 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		closeRequestBody(req)
 		return nil, err
 	}
-	out := req.WithContext(ctx)
+	// The request goes as it came unless the breaker gave it a context of
+	// its own (a probe's mark, a Policy.Timeout deadline) or its headers
+	// must change: a copy for WithContext is an allocation of some 250
+	// bytes per request, a third of what the Transport used to add.
+	out := req
+	if !sameContext(ctx, caller) {
+		out = req.WithContext(ctx)
+	}
 	probe := breaker.IsProbe(ctx)
 	if probe || hasProbeHeader(req.Header) {
+		if out == req {
+			out = req.WithContext(ctx) // never change the caller's request
+		}
 		out.Header = withoutProbeHeader(req.Header)
 		if probe {
 			out.Header[ProbeHeader] = []string{"1"}
@@ -276,6 +286,19 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 }
 
 var errPanicked = errors.New("breakerhttp: base RoundTripper panicked")
+
+// sameContext reports whether a and b are the same context. Contexts are
+// compared as interfaces, which panics for two values of one type that is
+// not comparable; a context of such a type is a value the breaker never
+// derives, so it is the caller's own either way.
+func sameContext(a, b context.Context) (same bool) {
+	defer func() {
+		if recover() != nil {
+			same = true
+		}
+	}()
+	return a == b
+}
 
 // hasProbeHeader reports whether h holds the probe header under any
 // casing. A Header is a plain map: code that fills it by hand, rather than

@@ -1,7 +1,9 @@
 package breakerhttp
 
 import (
+	"io"
 	"net/http"
+	"net/http/httptest"
 	"testing"
 
 	"github.com/govkit/breaker"
@@ -30,5 +32,53 @@ func BenchmarkRoundTrip(b *testing.B) {
 		if _, err := tr.RoundTrip(req); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// BenchmarkLoopback is a whole request on a loopback connection: a GET to
+// a local server whose handler writes a short body, read to the end and
+// closed, with a keep-alive http.Transport, bare and behind the Transport.
+// The difference per request is the cost the Transport adds on a real
+// round trip.
+func BenchmarkLoopback(b *testing.B) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = io.WriteString(w, "ok")
+	}))
+	defer srv.Close()
+	g, err := breaker.NewGroup(breaker.GroupConfig{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, c := range []struct {
+		name string
+		wrap func(*http.Transport) http.RoundTripper
+	}{
+		{"bare", func(t *http.Transport) http.RoundTripper { return t }},
+		{"guarded", func(t *http.Transport) http.RoundTripper { return New(t, g) }},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			base := &http.Transport{MaxIdleConnsPerHost: 64}
+			defer base.CloseIdleConnections()
+			client := &http.Client{Transport: c.wrap(base)}
+			get := func() error {
+				resp, err := client.Get(srv.URL)
+				if err != nil {
+					return err
+				}
+				_, err = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				return err
+			}
+			if err := get(); err != nil { // the connection, outside the timing
+				b.Fatal(err)
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				if err := get(); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }

@@ -1,0 +1,35 @@
+package ops
+
+import (
+	"context"
+	"strconv"
+	"testing"
+
+	"github.com/govkit/breaker"
+)
+
+// BenchmarkSnapshot is Snapshot of groups of 1,000 and 10,000 per-target
+// breakers, each called once: time and allocations per snapshot, which
+// should grow in proportion to the number of breakers.
+func BenchmarkSnapshot(b *testing.B) {
+	for _, n := range []int{1000, 10000} {
+		b.Run(strconv.Itoa(n), func(b *testing.B) {
+			g, err := breaker.NewGroup(breaker.GroupConfig{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			ctx := context.Background()
+			for i := 0; i < n; i++ {
+				key := "inventory.GetStock@10." + strconv.Itoa(i/65536) + "." + strconv.Itoa(i/256%256) + "." + strconv.Itoa(i%256)
+				_ = g.Do(ctx, key, func(context.Context) error { return nil })
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				if s := Snapshot(g, Thresholds{}); len(s.Breakers) != n {
+					b.Fatalf("%d breakers, want %d", len(s.Breakers), n)
+				}
+			}
+		})
+	}
+}
