@@ -85,7 +85,10 @@ func (b *Breaker) record(caller context.Context, now int64, gen uint64, o Outcom
 		if !slow {
 			return
 		}
-	} else {
+	} else if r.consec > 0 {
+		// Only while the rule is on: the run is a counter every core's
+		// failures write, and without the rule nothing reads it (a
+		// SetPolicy that changes the rule starts the run at 0).
 		b.consec.Add(1)
 	}
 	if w.mode() != ModeForcedClosed {

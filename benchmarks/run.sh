@@ -328,9 +328,15 @@ ranges), and what the profiles say:
   address-table hit and a compare of the 28-byte name) and the caller's
   concatenation, on its stack, at 3%; the rest is b.Do itself. The ratio
   of the medians here is above that; its per-round range shows the noise.
-- The half-open storm and the parallel/serial rows hover around 1× from
-  one round to the next; the refusal path takes no lock (the mutex
-  profile of 64 goroutines refusing is empty).
+- The failure path with both cores failing (-cpu=2 RunParallel; serial
+  meets its target). Each failure checks the trip rules, which reads the
+  totals of every stripe of the tally while the other core writes its
+  own, so cache lines cross between the cores on every failure. The run
+  of consecutive failures, one counter every failure wrote, made it
+  worse: since commit 3dc38bb (after this run) it is written only under
+  Policy.ConsecutiveFailures, which took a failing Do at -cpu=2 from
+  about 440 to 270 ns and mixed traffic from 66 to 50 ns. The rest needs
+  a trip check that does not read every stripe on every failure.
 
 ## Commands
 
