@@ -24,6 +24,10 @@ const (
 	testCheck   = 150 * time.Millisecond // Config.CheckInterval
 	testTimeout = 150 * time.Millisecond // Config.RequestTimeout
 	waitFor     = 5 * time.Second        // longest wait for one delivery
+	// promptly bounds what must happen at once, such as Watch returning
+	// after its context is cancelled: far above the timings above on a
+	// loaded machine, far below a Watch stuck on the store.
+	promptly = time.Second
 )
 
 // etcdServer is an embedded single-member etcd cluster on loopback ports
@@ -302,7 +306,14 @@ func compact(t *testing.T, cli *clientv3.Client) int64 {
 // newSource returns a source of key with the tests' short timings.
 func newSource(t *testing.T, cli *clientv3.Client, key string) *Source {
 	t.Helper()
-	src, err := New(Config{Client: cli, Key: key, CheckInterval: testCheck, RequestTimeout: testTimeout})
+	return newSourceChecking(t, cli, key, testCheck)
+}
+
+// newSourceChecking returns a source of key that checks a quiet watch
+// every check.
+func newSourceChecking(t *testing.T, cli *clientv3.Client, key string, check time.Duration) *Source {
+	t.Helper()
+	src, err := New(Config{Client: cli, Key: key, CheckInterval: check, RequestTimeout: testTimeout})
 	if err != nil {
 		t.Fatal(err)
 	}
