@@ -221,17 +221,6 @@ func TestRegression_APanickingSubscriberHidesNoEventAndCrashesNothing(t *testing
 	})
 }
 
-type lockedWriter struct {
-	mu *sync.Mutex
-	w  *bytes.Buffer
-}
-
-func (l lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
-}
-
 // Scenario: dispatch read the subscriber list once per event, so a
 // subscriber removed while an event was being delivered (by an earlier
 // subscriber, or by another goroutine) was still called with it after
