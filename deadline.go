@@ -51,3 +51,16 @@ type realDeadline struct {
 }
 
 func (c realDeadline) Deadline() (time.Time, bool) { return c.deadline, true }
+
+// Err reads the parent's error only once its Done channel is closed. A
+// clock's context may set its error from a timer goroutine and read it in
+// Err without a lock (*clock.Mock's does); the close of Done orders that
+// write before this read, so a call polling ctx.Err() is race-free.
+func (c realDeadline) Err() error {
+	select {
+	case <-c.Context.Done():
+		return c.Context.Err()
+	default:
+		return nil
+	}
+}

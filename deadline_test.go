@@ -89,3 +89,58 @@ func TestCallDeadline_CallerDeadlineAndCancellation(t *testing.T) {
 	done(ctx.Err())
 	assert.Equal(t, uint64(1), h.b.Counters().Ignored)
 }
+
+// lateCancelClock is a clock whose timeout contexts behave as
+// *clock.Mock's (benbjohnson/clock v1.3.5): a timer goroutine sets the
+// error, then closes Done, and Err reads the error without a lock. Its
+// expire starts that goroutine, as advancing the mock does.
+type lateCancelClock struct {
+	now    time.Time
+	expire func()
+}
+
+func (c *lateCancelClock) Now() time.Time { return c.now }
+
+func (c *lateCancelClock) WithTimeout(parent context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	ctx := &lateCancelCtx{Context: parent, done: make(chan struct{})}
+	c.expire = func() {
+		go func() {
+			ctx.err = context.DeadlineExceeded // no lock, as in the mock
+			close(ctx.done)
+		}()
+	}
+	return ctx, func() {}
+}
+
+type lateCancelCtx struct {
+	context.Context
+	done chan struct{}
+	err  error
+}
+
+func (c *lateCancelCtx) Done() <-chan struct{} { return c.done }
+func (c *lateCancelCtx) Err() error            { return c.err }
+
+// Scenario: a test on *clock.Mock advanced the clock past Policy.Timeout
+// inside the call and read ctx.Err(). The mock cancels the context from a
+// timer goroutine of its own and its Err reads the error without a lock;
+// when that goroutine ran late, the race detector reported the call's
+// ctx.Err() (it failed TestAdaptiveTimeout_HangEverythingDoesNotRaiseIt
+// once in CI, once in 30 runs here). The context a breaker hands out now
+// reads its parent's error only after Done is closed, which orders the
+// two, so a call polling ctx.Err() is race-free on such a clock.
+func TestRegression_ClockTimeoutErrIsReadAfterDone(t *testing.T) {
+	clk := &lateCancelClock{now: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
+	p := DefaultPolicy()
+	p.Timeout = 100 * time.Millisecond
+	b, err := New("inventory.GetStock", p, WithClock(clk))
+	require.NoError(t, err)
+	err = b.Do(context.Background(), func(ctx context.Context) error {
+		require.NoError(t, ctx.Err(), "before the timeout")
+		clk.expire()
+		for ctx.Err() == nil { // polls while the timer goroutine writes
+		}
+		return ctx.Err()
+	})
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+}
