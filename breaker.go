@@ -137,12 +137,12 @@ func (b *Breaker) histLocked() *history {
 }
 
 // Counters of outcomes that are not recorded in the window (probes, stale
-// results, warmup-exempt calls, shadow admissions) and of ignored calls.
+// results, warmup-exempt calls, shadow admissions). Ignored calls are
+// counted in the tally (kIgnored).
 const (
 	oSuccess = iota
 	oFailure
 	oTimeout
-	oIgnored
 	oExempt
 	oShadowRejected
 	nOther

@@ -56,7 +56,7 @@ func (b *Breaker) Counters() Counters {
 		Successes:      tot[kSuccess] + o(oSuccess),
 		Failures:       tot[kFailure] + o(oFailure),
 		Timeouts:       tot[kTimeout] + o(oTimeout),
-		Ignored:        o(oIgnored),
+		Ignored:        b.tally.load(kIgnored),
 		Slow:           tot[kSlow],
 		Exempt:         o(oExempt),
 		Rejected:       b.tally.load(kRejected),

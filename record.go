@@ -50,7 +50,7 @@ func (b *Breaker) recordSuccess(caller context.Context, gen uint64) {
 // rules after a failure or a slow call.
 func (b *Breaker) record(caller context.Context, now int64, gen uint64, o Outcome, slow bool, r *rules) {
 	if o == Ignored {
-		b.other[oIgnored].Add(1)
+		b.tally.inc(kIgnored)
 		return
 	}
 	// The same order as recordSuccess, for the same reason.
@@ -74,7 +74,12 @@ func (b *Breaker) record(caller context.Context, now int64, gen uint64, o Outcom
 	win.touch(now, &b.tally)
 	// The outcome is added before the slowness; readers load them in the
 	// other order (see tally.outcomes).
-	b.tally.inc(outcomeKind(o))
+	var st *stripe
+	if o == Success {
+		b.tally.inc(kSuccess)
+	} else {
+		st = b.tally.incAt(outcomeKind(o))
+	}
 	if slow {
 		b.tally.inc(kSlow)
 	}
@@ -89,11 +94,19 @@ func (b *Breaker) record(caller context.Context, now int64, gen uint64, o Outcom
 		// Only while the rule is on: the run is a counter every core's
 		// failures write, and without the rule nothing reads it (a
 		// SetPolicy that changes the rule starts the run at 0).
-		b.consec.Add(1)
+		if b.consec.Add(1) >= r.consec {
+			st = nil // the rule holds: check
+		}
 	}
-	if w.mode() != ModeForcedClosed {
-		b.evaluate(now, gen, r, win)
+	if w.mode() == ModeForcedClosed {
+		return
 	}
+	// A failure that its stripe's gate lets through cannot make a trip
+	// rule hold (gate.go).
+	if st != nil && !slow && b.tally.stripes.Load().skip(st, win, r) {
+		return
+	}
+	b.evaluate(now, gen, r, win)
 }
 
 // countOff counts an outcome that does not go into the window.
@@ -102,7 +115,7 @@ func (b *Breaker) countOff(o Outcome) {
 	case Success:
 		b.other[oSuccess].Add(1)
 	case Ignored:
-		b.other[oIgnored].Add(1)
+		b.tally.inc(kIgnored)
 	case Timeout:
 		b.other[oTimeout].Add(1)
 	default:

@@ -314,7 +314,11 @@ func (b *Breaker) probeTimeout(now int64, seen word) {
 // transition has just replaced (see recordSuccess), and r rules that
 // SetPolicy has just replaced, and a breaker must trip on neither.
 func (b *Breaker) evaluate(now int64, gen uint64, r *rules, win *window) {
-	if b.tripReason(r, win.sum(now, &b.tally)) == "" {
+	if s := b.tally.stripes.Load(); s != nil {
+		if _, reason := b.gatedCheck(s, now, r, win); reason == "" {
+			return
+		}
+	} else if b.tripReason(r, win.sum(now, &b.tally)) == "" {
 		return
 	}
 	b.mu.Lock()

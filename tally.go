@@ -29,6 +29,7 @@ const (
 	kSlow             // closed-state calls slower than Policy.SlowCall
 	kRejected         // calls refused without calling fn
 	kFallbacks        // results served by a fallback instead of the downstream
+	kIgnored          // admitted calls whose outcome was Ignored
 	nKinds
 )
 
@@ -46,10 +47,14 @@ func outcomeKind(o Outcome) int {
 type counters [nKinds]atomic.Uint64
 
 // stripe is a counters padded to a 64-byte cache line, so that two cores
-// adding to neighbouring stripes do not invalidate each other's line.
+// adding to neighbouring stripes do not invalidate each other's line. Its
+// gate (gate.go) tells a failure added to this stripe whether the trip
+// rules need checking; it shares the line because a failure reads it
+// right after its add.
 type stripe struct {
-	c counters
-	_ [64 - nKinds*8]byte
+	c    counters
+	gate atomic.Uint64
+	_    [64 - nKinds*8 - 8]byte
 }
 
 // tally is a set of monotonic counters that starts as one plain set and
@@ -75,11 +80,31 @@ func (t *tally) inc(k int) {
 		}
 		s = t.spread()
 	}
-	c := &s.local()[k]
+	c := &s.local().c[k]
 	if v := c.Load(); !c.CompareAndSwap(v, v+1) {
 		s.rehash()
 		c.Add(1)
 	}
+}
+
+// incAt is inc for a failure or a timeout: it returns the stripe the add
+// went to, for the trip check's gate, or nil if it went to the base set.
+func (t *tally) incAt(k int) *stripe {
+	s := t.stripes.Load()
+	if s == nil {
+		c := &t.base[k]
+		if v := c.Load(); c.CompareAndSwap(v, v+1) {
+			return nil
+		}
+		s = t.spread()
+	}
+	st := s.local()
+	c := &st.c[k]
+	if v := c.Load(); !c.CompareAndSwap(v, v+1) {
+		s.rehash()
+		c.Add(1)
+	}
+	return st
 }
 
 func (t *tally) spread() *stripes {
@@ -108,6 +133,7 @@ type stripes struct {
 	shift uint          // 64 - log2(len(cells))
 	salt  atomic.Uint64 // changes the mapping; written at most maxRehash times
 	cells []stripe
+	gates gates // see gate.go
 }
 
 // local picks the stripe of the calling goroutine. A goroutine's stack lives
@@ -116,10 +142,10 @@ type stripes struct {
 // stays the same for one goroutine at one call depth: affinity without
 // thread-local storage. The address and the salt are mixed by a Fibonacci
 // hash. A collision only costs speed, never a count.
-func (s *stripes) local() *counters {
+func (s *stripes) local() *stripe {
 	var probe byte
 	h := (uint64(uintptr(unsafe.Pointer(&probe)))>>11 + s.salt.Load()) * 0x9E3779B97F4A7C15
-	return &s.cells[h>>s.shift].c
+	return &s.cells[h>>s.shift]
 }
 
 // rehash moves every goroutine to another stripe after a collision; two
@@ -170,15 +196,22 @@ func (t *tally) outcomes() (out [kSlow + 1]uint64) {
 // array is returned through memory, and reading back as one wide load
 // what was stored as several narrow ones stalls store forwarding, which
 // made the copies cost more than the loads on the trip check's path.
-func (t *tally) windowTotals() totals {
+//
+// If fs is not nil, it also gets each stripe's failures, timeouts
+// included, from the same loads (for the gates, gate.go).
+func (t *tally) windowTotals(fs *[maxStripes]uint64) totals {
 	slow := t.load(kSlow)
 	ok, failed, timedOut := t.base[kSuccess].Load(), t.base[kFailure].Load(), t.base[kTimeout].Load()
 	if s := t.stripes.Load(); s != nil {
 		for i := range s.cells {
 			c := &s.cells[i].c
+			f, to := c[kFailure].Load(), c[kTimeout].Load()
 			ok += c[kSuccess].Load()
-			failed += c[kFailure].Load()
-			timedOut += c[kTimeout].Load()
+			failed += f
+			timedOut += to
+			if fs != nil {
+				fs[i] = f + to
+			}
 		}
 	}
 	return totals{

@@ -197,7 +197,7 @@ func (w *window) advance(now int64, t *tally) {
 		// The snapshot is read before the new bucket is published, so
 		// every add made by a writer that sees the new bucket comes after
 		// it and is inside the bucket.
-		snap := t.windowTotals()
+		snap := t.windowTotals(nil)
 		if w.headEnd.CompareAndSwap(he, end) {
 			// The buckets between the previous head and this one had no
 			// call, so they start where this one does. Before the first
@@ -219,16 +219,27 @@ func (w *window) advance(now int64, t *tally) {
 // start of the oldest bucket that is still inside the window. It reads one
 // slot and the totals.
 func (w *window) sum(now int64, t *tally) Snapshot {
+	s, _ := w.read(now, t, nil)
+	return s
+}
+
+// read is sum that also returns the end of the newest bucket (headEnd) the
+// sum was taken against, and, if fs is not nil, fills it with each
+// stripe's failures as of the same reading (see tally.windowTotals).
+// While headEnd stays at that value, a reader at any time before it sums
+// from the same slot, so the window changes only by what is added to the
+// totals: the gates (gate.go) rely on it.
+func (w *window) read(now int64, t *tally, fs *[maxStripes]uint64) (Snapshot, int64) {
 	for {
 		he := w.headEnd.Load()
 		if he == math.MinInt64 {
-			return Snapshot{}
+			return Snapshot{}, he
 		}
 		head := he/w.width - 1 // he is a multiple of width
 		n := int64(len(w.slots))
 		oldest := max(w.bucket(now), head) - n + 1
 		if oldest > head {
-			return Snapshot{} // the newest call has left the window
+			return Snapshot{}, he // the newest call has left the window
 		}
 		s := &w.slots[floorMod(oldest, n)]
 		e, snap := s.read()
@@ -244,7 +255,7 @@ func (w *window) sum(now int64, t *tally) Snapshot {
 			continue
 		}
 		// Totals are read after the snapshot, so they are never behind it.
-		tot := t.windowTotals()
+		tot := t.windowTotals(fs)
 		out := Snapshot{
 			Counted:  uint64(uint32(tot.counted) - snap.counted),
 			Failures: uint64(uint32(tot.failures) - snap.failures),
@@ -257,7 +268,7 @@ func (w *window) sum(now int64, t *tally) Snapshot {
 		// a bucket began can do that; the clamp keeps the ratio at most 1
 		// in a window that holds little else.
 		out.Slow = min(out.Slow, out.Counted)
-		return out
+		return out, he
 	}
 }
 

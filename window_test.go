@@ -160,7 +160,7 @@ func TestTally_SpreadingKeepsEveryCount(t *testing.T) {
 	}
 	wg.Wait()
 	assert.Equal(t, uint64(8010), tl.load(kSuccess))
-	assert.Equal(t, totals{counted: 16010, failures: 8000, slow: 8000}, tl.windowTotals())
+	assert.Equal(t, totals{counted: 16010, failures: 8000, slow: 8000}, tl.windowTotals(nil))
 }
 
 // naiveWindow is the model the fuzz target checks the window against: a
