@@ -198,8 +198,11 @@ const (
 )
 
 func (c *keyCache) ptrSlot(key string) *atomic.Pointer[Breaker] {
-	h := uint64(uintptr(unsafe.Pointer(unsafe.StringData(key)))) * 0x9E3779B97F4A7C15
-	return &c.byPtr[h>>(64-keyCacheBits)]
+	return &c.byPtr[c.ptrIndex(key)]
+}
+
+func (*keyCache) ptrIndex(key string) uint64 {
+	return uint64(uintptr(unsafe.Pointer(unsafe.StringData(key)))) * 0x9E3779B97F4A7C15 >> (64 - keyCacheBits)
 }
 
 func (c *keyCache) keySlot(key string) *atomic.Pointer[Breaker] {
@@ -281,9 +284,14 @@ func (g *Group) create(key string) *Breaker {
 
 // Do is Get(key) followed by Do on that breaker.
 func (g *Group) Do(ctx context.Context, key string, fn func(context.Context) error) error {
-	b, err := g.Get(key)
-	if err != nil {
-		return err
+	// The key's address first, inlined here: a breaker found there that
+	// has since been dropped hands the call to its successor (Breaker.Do).
+	b := g.cache.byPtr[g.cache.ptrIndex(key)].Load()
+	if b == nil || b.name != key {
+		var err error
+		if b, err = g.Get(key); err != nil {
+			return err
+		}
 	}
 	return b.Do(ctx, fn)
 }
