@@ -126,6 +126,11 @@ ratio|a timeout (Timeout() true), serial|BenchmarkFailure/timeout/serial|Benchma
 ratio|context.DeadlineExceeded, serial|BenchmarkFailure/deadline/serial|BenchmarkDo/closed/serial|ns/op|<=|2
 ratio|an Ignore'd error, serial|BenchmarkFailure/ignored/serial|BenchmarkDo/closed/serial|ns/op|<=|2
 ratio|a Mark'ed error, serial|BenchmarkFailure/marked/serial|BenchmarkDo/closed/serial|ns/op|<=|2
+ratio|a wrapped error, parallel -cpu=2|BenchmarkFailure/wrapped/parallel-2|BenchmarkDo/closed/parallel-2|ns/op|<=|2
+ratio|a timeout, parallel -cpu=2|BenchmarkFailure/timeout/parallel-2|BenchmarkDo/closed/parallel-2|ns/op|<=|2
+ratio|context.DeadlineExceeded, parallel -cpu=2|BenchmarkFailure/deadline/parallel-2|BenchmarkDo/closed/parallel-2|ns/op|<=|2
+ratio|an Ignore'd error, parallel -cpu=2|BenchmarkFailure/ignored/parallel-2|BenchmarkDo/closed/parallel-2|ns/op|<=|2
+ratio|a Mark'ed error, parallel -cpu=2|BenchmarkFailure/marked/parallel-2|BenchmarkDo/closed/parallel-2|ns/op|<=|2
 head|Mixed traffic: one call in ten fails (mixed / all-success)
 ratio|serial|BenchmarkMixed/serial|BenchmarkDo/closed/serial|ns/op|<=|1.3
 ratio|parallel -cpu=2|BenchmarkMixed/parallel-2|BenchmarkDo/closed/parallel-2|ns/op|<=|1.3
