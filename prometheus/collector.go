@@ -73,6 +73,7 @@ package breakerprom
 import (
 	"slices"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/govkit/breaker"
 	"github.com/prometheus/client_golang/prometheus"
@@ -219,6 +220,9 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		return true
 	})
 	c.collectPolicy(ch, c.g.PolicyStatus())
+	for i := range all {
+		all[i].status.Name = validLabelValue(all[i].status.Name)
+	}
 	slices.SortFunc(all, func(a, b breakerMetrics) int { return strings.Compare(a.status.Name, b.status.Name) })
 	type transition struct {
 		name string
@@ -251,6 +255,18 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.transitions, prometheus.CounterValue, float64(t.Count),
 			t.name, t.From.String(), t.To.String(), string(t.Reason))
 	}
+}
+
+// validLabelValue returns s with each run of bytes that are not UTF-8
+// replaced by U+FFFD. A registry refuses a label value that is not UTF-8,
+// and fails the whole scrape for it; a key is any string the application
+// chose, a request header's, say, and one bad key must not take every
+// breaker off the dashboards. The handler writes the same.
+func validLabelValue(s string) string {
+	if utf8.ValidString(s) {
+		return s
+	}
+	return strings.ToValidUTF8(s, "\uFFFD")
 }
 
 // statesByName is every state, in the order of their names, as the
@@ -319,7 +335,7 @@ func (c *Collector) collectStatus(ch chan<- prometheus.Metric, s breaker.Status)
 }
 
 func (c *Collector) collectPolicy(ch chan<- prometheus.Metric, ps breaker.PolicyStatus) {
-	ch <- prometheus.MustNewConstMetric(c.policyInfo, prometheus.GaugeValue, 1, ps.Origin, ps.Version)
+	ch <- prometheus.MustNewConstMetric(c.policyInfo, prometheus.GaugeValue, 1, validLabelValue(ps.Origin), validLabelValue(ps.Version))
 	ch <- prometheus.MustNewConstMetric(c.policyApplied, prometheus.GaugeValue,
 		float64(ps.AppliedAt.UnixNano())/1e9)
 	r := ps.Reloads

@@ -213,6 +213,9 @@ func (sc *scrape) read(g *breaker.Group) {
 	// them in linear time without reading the keys at all.
 	size := 0
 	g.Range(func(key string, b *breaker.Breaker) bool {
+		// As the collector does, and before the sort, so that the
+		// order is the registry's.
+		key = validLabelValue(key)
 		sc.keys = append(sc.keys, keyed{key: key, b: b})
 		size += len(key)
 		return true
