@@ -140,8 +140,13 @@ func (b *Breaker) Status() Status {
 		Policy:   b.Policy(),
 	}
 	s.ErrorRatio = s.Window.ErrorRatio()
+	// Copies, here and for the candidate below, so that only a breaker
+	// that has one pays for the pointer: taking the address of the
+	// variable the if statement declares moves it to the heap on every
+	// call, and a snapshot of 10,000 untimed breakers made 20,000 of them.
 	if lat, ok := b.Latency(); ok {
-		s.Latency = &lat
+		l := lat
+		s.Latency = &l
 	}
 	if e := b.openErr.Load(); e != nil && s.State != Closed {
 		s.Reason, s.Trip = e.Reason, e.Snapshot
@@ -162,7 +167,8 @@ func (b *Breaker) Status() Status {
 		s.OpenDuration = max(0, b.opt.tb.time(b.opt.tb.now()).Sub(t))
 	}
 	if c, ok := b.Candidate(); ok {
-		s.Candidate = &c
+		cs := c
+		s.Candidate = &cs
 	}
 	return s
 }

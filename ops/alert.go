@@ -148,13 +148,30 @@ func alerts(g *breaker.Group, now time.Time, th Thresholds) []Alert {
 		}
 		return true
 	})
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].Severity != out[j].Severity {
-			return out[i].Severity > out[j].Severity
-		}
-		return out[i].Name < out[j].Name
-	})
+	sortAlerts(out)
 	return out
+}
+
+// alertsOf grades statuses already read, as a snapshot has them.
+func alertsOf(statuses []breaker.Status, now time.Time, th Thresholds) []Alert {
+	var out []Alert
+	for i := range statuses {
+		if a, ok := alertOf(statuses[i], now, th); ok {
+			out = append(out, a)
+		}
+	}
+	sortAlerts(out)
+	return out
+}
+
+// sortAlerts puts the most severe first, then by name.
+func sortAlerts(a []Alert) {
+	sort.Slice(a, func(i, j int) bool {
+		if a[i].Severity != a[j].Severity {
+			return a[i].Severity > a[j].Severity
+		}
+		return a[i].Name < a[j].Name
+	})
 }
 
 // alertOf grades one breaker's status at now.

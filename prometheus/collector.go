@@ -9,6 +9,19 @@
 //
 //	reg.MustRegister(breakerprom.NewCollector(group))
 //
+// A group of thousands of breakers (one per target, say) is cheaper to
+// serve through a [Handler]: it writes the very same exposition in the
+// text format itself, without a message per series, and can add the
+// families of the application's registry to the same response:
+//
+//	h, err := breakerprom.NewHandler(group, prometheus.DefaultGatherer)
+//	mux.Handle("/metrics", h)
+//
+// A scrape of 10,000 breakers costs about 10 ms and 9 allocations
+// through the handler, against 450 ms and 2.9 million allocations
+// through a registry, and the handler's cost grows in proportion to the
+// group.
+//
 // With the default namespace the collector exposes these families, each
 // with the label name (the breaker's key) and the labels shown:
 //
@@ -73,6 +86,7 @@ package breakerprom
 import (
 	"slices"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/govkit/breaker"
 	"github.com/prometheus/client_golang/prometheus"
@@ -140,67 +154,37 @@ func NewCollector(g *breaker.Group, opts ...Option) *Collector {
 			o(&cfg)
 		}
 	}
-	desc := func(name, help string, labels ...string) *prometheus.Desc {
-		return prometheus.NewDesc(cfg.namespace+"_"+name, help,
-			append([]string{"name"}, labels...), cfg.constLabels)
+	desc := func(f family) *prometheus.Desc {
+		return prometheus.NewDesc(cfg.namespace+"_"+f.name, f.help, f.labels, cfg.constLabels)
 	}
 	c := &Collector{
-		g: g,
-		state: desc("state",
-			"Current state of the breaker: 1 for the state it is in, 0 for the others.", "state"),
-		transitions: desc("transitions_total",
-			"State transitions of the breaker, by the rule or event that caused them.", "from", "to", "reason"),
-		calls: desc("calls_total",
-			"Admitted calls that have returned, by outcome; probes included.", "outcome"),
-		slow: desc("slow_calls_total",
-			"Closed-state calls slower than the policy's slow_call."),
-		rejected: desc("rejected_total",
-			"Calls refused without calling the downstream."),
-		shadowRejected: desc("shadow_rejected_total",
-			"Calls a shadow breaker admitted but would have refused."),
-		fallbacks: desc("fallbacks_total",
-			"Results served by a fallback instead of the downstream."),
-		probes: desc("probes_total",
-			"Half-open probe verdicts.", "result"),
-		notClosedTime: desc("not_closed_seconds_total",
-			"Time the breaker has spent open or half-open, the current outage included."),
-		openDuration: desc("open_duration_seconds",
-			"Time since the current outage began; 0 while the breaker is closed."),
-		windowCalls: desc("window_calls",
-			"Counted calls (successes, failures and timeouts) in the sliding window."),
-		windowRatio: desc("window_error_ratio",
-			"Failures divided by counted calls in the sliding window; 0 when it is empty."),
-		policyRatio: desc("policy_error_ratio",
-			"The policy's error ratio: the breaker trips when the window's error ratio reaches it; 0 when that rule is off."),
-		mode: desc("mode",
-			"Current mode of the breaker: 1 for the mode it is in, 0 for the others.", "mode"),
-		openReason: desc("open_reason",
-			"1 while the breaker is open or half-open, labelled with the reason; absent while it is closed.", "reason"),
-		policyInfo: prometheus.NewDesc(cfg.namespace+"_policy_info",
-			"The policy document in force: 1, with its origin and version (empty for a policy set by code).",
-			[]string{"origin", "version"}, cfg.constLabels),
-		policyApplied: prometheus.NewDesc(cfg.namespace+"_policy_applied_timestamp_seconds",
-			"When the policy document in force was applied, in Unix seconds on the group's clock.",
-			nil, cfg.constLabels),
-		policyReloads: prometheus.NewDesc(cfg.namespace+"_policy_reloads_total",
-			"Policy documents a followed source delivered, by what became of them.",
-			[]string{"result"}, cfg.constLabels),
-		candState: desc("candidate_state",
-			"State of the breaker's candidate policy, run in shadow: 1 for the state it is in, 0 for the others.", "state"),
-		candTransitions: desc("candidate_transitions_total",
-			"State transitions of the breaker's candidate policy, by the rule or event that caused them.", "from", "to", "reason"),
-		candWouldRefuse: desc("candidate_would_refuse_total",
-			"Calls the breaker admitted that its candidate policy would have refused."),
-		candWouldAdmit: desc("candidate_would_admit_total",
-			"Calls the breaker refused that its candidate policy would have admitted."),
-		candDiffs: desc("candidate_differences_total",
-			"Times the breaker's candidate policy and its policy in force came to differ in state."),
-		latency: desc("latency_seconds",
-			"Latency of the calls that returned: quantiles over the sliding window; count and sum since the breaker began timing calls."),
-		censored: desc("latency_censored_total",
-			"Calls cut by a deadline, whose latency is unknown and not in the quantiles."),
-		timeout: desc("timeout_seconds",
-			"The deadline the breaker gives calls now: the policy's timeout, or the adaptive timeout in force; 0 for none."),
+		g:               g,
+		state:           desc(famState),
+		transitions:     desc(famTransitions),
+		calls:           desc(famCalls),
+		slow:            desc(famSlow),
+		rejected:        desc(famRejected),
+		shadowRejected:  desc(famShadowRejected),
+		fallbacks:       desc(famFallbacks),
+		probes:          desc(famProbes),
+		notClosedTime:   desc(famNotClosedTime),
+		openDuration:    desc(famOpenDuration),
+		windowCalls:     desc(famWindowCalls),
+		windowRatio:     desc(famWindowRatio),
+		policyRatio:     desc(famPolicyRatio),
+		mode:            desc(famMode),
+		openReason:      desc(famOpenReason),
+		policyInfo:      desc(famPolicyInfo),
+		policyApplied:   desc(famPolicyApplied),
+		policyReloads:   desc(famPolicyReloads),
+		candState:       desc(famCandState),
+		candTransitions: desc(famCandTransitions),
+		candWouldRefuse: desc(famCandWouldRefuse),
+		candWouldAdmit:  desc(famCandWouldAdmit),
+		candDiffs:       desc(famCandDiffs),
+		latency:         desc(famLatency),
+		censored:        desc(famCensored),
+		timeout:         desc(famTimeout),
 	}
 	return c
 }
@@ -249,6 +233,9 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		return true
 	})
 	c.collectPolicy(ch, c.g.PolicyStatus())
+	for i := range all {
+		all[i].status.Name = validLabelValue(all[i].status.Name)
+	}
 	slices.SortFunc(all, func(a, b breakerMetrics) int { return strings.Compare(a.status.Name, b.status.Name) })
 	type transition struct {
 		name string
@@ -281,6 +268,18 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.transitions, prometheus.CounterValue, float64(t.Count),
 			t.name, t.From.String(), t.To.String(), string(t.Reason))
 	}
+}
+
+// validLabelValue returns s with each run of bytes that are not UTF-8
+// replaced by U+FFFD. A registry refuses a label value that is not UTF-8,
+// and fails the whole scrape for it; a key is any string the application
+// chose, a request header's, say, and one bad key must not take every
+// breaker off the dashboards. The handler writes the same.
+func validLabelValue(s string) string {
+	if utf8.ValidString(s) {
+		return s
+	}
+	return strings.ToValidUTF8(s, "\uFFFD")
 }
 
 // statesByName is every state, in the order of their names, as the
@@ -349,7 +348,7 @@ func (c *Collector) collectStatus(ch chan<- prometheus.Metric, s breaker.Status)
 }
 
 func (c *Collector) collectPolicy(ch chan<- prometheus.Metric, ps breaker.PolicyStatus) {
-	ch <- prometheus.MustNewConstMetric(c.policyInfo, prometheus.GaugeValue, 1, ps.Origin, ps.Version)
+	ch <- prometheus.MustNewConstMetric(c.policyInfo, prometheus.GaugeValue, 1, validLabelValue(ps.Origin), validLabelValue(ps.Version))
 	ch <- prometheus.MustNewConstMetric(c.policyApplied, prometheus.GaugeValue,
 		float64(ps.AppliedAt.UnixNano())/1e9)
 	r := ps.Reloads

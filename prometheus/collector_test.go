@@ -790,3 +790,26 @@ func registryOf(t *testing.T, c prometheus.Collector) *prometheus.Registry {
 	require.NoError(t, reg.Register(c))
 	return reg
 }
+
+// Scenario: a service keyed its breakers by a request header, and one
+// client sent bytes that are not UTF-8. The collector gave that key to
+// the registry as a label value, the registry refused it, and the whole
+// scrape failed with it: every breaker of the group, and every other
+// metric of the registry, vanished from Prometheus until the breaker was
+// dropped. The key's bad bytes are now written as U+FFFD.
+func TestRegression_AKeyThatIsNotUTF8KeepsTheScrape(t *testing.T) {
+	f := newFixture(t)
+	f.calls("inventory.GetStock@\xff\xfe", 1, nil)
+	f.calls(pricing, 1, nil)
+	reg := registryOf(t, f.c)
+	_, err := reg.Gather()
+	require.NoError(t, err)
+	f.expect(withHeaders(`
+breaker_state{name="inventory.GetStock@�",state="closed"} 1
+breaker_state{name="inventory.GetStock@�",state="half_open"} 0
+breaker_state{name="inventory.GetStock@�",state="open"} 0
+breaker_state{name="pricing.GetPrice",state="closed"} 1
+breaker_state{name="pricing.GetPrice",state="half_open"} 0
+breaker_state{name="pricing.GetPrice",state="open"} 0
+`), "breaker_state")
+}

@@ -48,3 +48,42 @@ func ExampleNewCollector() {
 	// breaker_state{name="pricing.GetPrice",state="open"} 1
 	// breaker_transitions_total{from="closed",name="pricing.GetPrice",reason="err_ratio",to="open"} 1
 }
+
+func ExampleNewHandler() {
+	g, err := breaker.NewGroup(breaker.GroupConfig{})
+	if err != nil {
+		panic(err)
+	}
+	// The application's own metrics, served in the same response.
+	reg := prometheus.NewRegistry()
+	requests := prometheus.NewCounter(prometheus.CounterOpts{Name: "app_requests_total", Help: "Requests served."})
+	reg.MustRegister(requests)
+	h, err := breakerprom.NewHandler(g, reg)
+	if err != nil {
+		panic(err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", h)
+
+	failing := func(context.Context) error { return errors.New("pricing: 503") }
+	for i := 0; i < breaker.DefaultMinRequests; i++ {
+		_ = g.Do(context.Background(), "pricing.GetPrice", failing)
+		requests.Inc()
+	}
+
+	rec := httptest.NewRecorder()
+	mux.ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	fmt.Println(rec.Header().Get("Content-Type"))
+	sc := bufio.NewScanner(rec.Body)
+	for sc.Scan() {
+		if line := sc.Text(); strings.HasPrefix(line, "app_requests_total ") || strings.HasPrefix(line, "breaker_state{") {
+			fmt.Println(line)
+		}
+	}
+	// Output:
+	// text/plain; version=0.0.4; charset=utf-8
+	// app_requests_total 20
+	// breaker_state{name="pricing.GetPrice",state="closed"} 0
+	// breaker_state{name="pricing.GetPrice",state="half_open"} 0
+	// breaker_state{name="pricing.GetPrice",state="open"} 1
+}
