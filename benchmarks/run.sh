@@ -167,9 +167,12 @@ diff|HTTP: allocations added per request|BenchmarkLoopback/guarded|BenchmarkLoop
 ratio|gRPC: UnaryClientInterceptor / none|BenchmarkUnaryLoopback/guarded|BenchmarkUnaryLoopback/bare|ns/op|<=|1.05
 diff|gRPC: allocations added per call|BenchmarkUnaryLoopback/guarded|BenchmarkUnaryLoopback/bare|allocs/op|<=|2
 head|A whole group of 10,000 breakers
-value|Prometheus scrape (registry Gather), ms|BenchmarkScrape/10000||ms/op|<=|50
-ratio|scrape of 10,000 / scrape of 1,000 (linear: 10×)|BenchmarkScrape/10000|BenchmarkScrape/1000|ns/op|<=|12
-value|scrape allocations|BenchmarkScrape/10000||allocs/op|-|
+value|Prometheus scrape (breakerprom.Handler), ms|BenchmarkScrape/handler/10000||ms/op|<=|50
+ratio|handler scrape of 10,000 / of 1,000 (linear: 10×)|BenchmarkScrape/handler/10000|BenchmarkScrape/handler/1000|ns/op|<=|12
+value|handler scrape allocations|BenchmarkScrape/handler/10000||allocs/op|-|
+value|Prometheus scrape through a registry (Collector, Gather; not a target), ms|BenchmarkScrape/registry/10000||ms/op|-|
+ratio|registry scrape of 10,000 / of 1,000 (not a target)|BenchmarkScrape/registry/10000|BenchmarkScrape/registry/1000|ns/op|-|
+value|registry scrape allocations|BenchmarkScrape/registry/10000||allocs/op|-|
 value|ops.Snapshot, ms|BenchmarkSnapshot/10000||ms/op|<=|50
 ratio|snapshot of 10,000 / snapshot of 1,000 (linear: 10×)|BenchmarkSnapshot/10000|BenchmarkSnapshot/1000|ns/op|<=|12
 value|ops.Snapshot allocations|BenchmarkSnapshot/10000||allocs/op|-|
