@@ -5,6 +5,7 @@
 #
 #   benchmarks/run.sh                 # 10 rounds, -cpu 1,2, 1s per benchmark
 #   ROUNDS=3 BENCHTIME=200ms benchmarks/run.sh   # a quick look
+#   RAW=/tmp/raw benchmarks/run.sh    # also keep the raw results
 #
 # Each round runs every benchmark once (-test.count=1), core then peers,
 # and the rounds are concatenated: ten samples per benchmark, as -count=10
@@ -59,6 +60,11 @@ for round in $(seq 1 "$ROUNDS"); do
 	done >>"$work/integrations.txt"
 done
 load_after=$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo unknown)
+
+# RAW=dir keeps the raw results there, for another look with benchstat.
+if [ -n "${RAW:-}" ]; then
+	mkdir -p "$RAW" && cp "$work"/core.txt "$work"/peers.txt "$work"/integrations.txt "$RAW"/
+fi
 
 log "summarising"
 # From the work directory, so that the tables are headed core.txt and
