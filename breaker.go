@@ -69,8 +69,6 @@ type Breaker struct {
 	// outageStart otherwise. One field serves both because only one is
 	// live at a time, and a second field would make every Breaker larger.
 	spellStart int64
-	level      uint8 // doublings of the cooldown
-	passed     uint8 // probes passed in this half-open episode
 	// hist is allocated at the first transition: a breaker that never
 	// trips, the usual case in a large group, does not carry it.
 	hist *history
@@ -82,6 +80,12 @@ type history struct {
 	opens     uint32
 	probesOK  uint32
 	probesBad uint32
+	// level is the cooldown's doublings and passed the probes passed in
+	// this half-open episode; both are 0 before the first transition.
+	// They live here rather than in Breaker, where their padding took an
+	// idle breaker into the next size class.
+	level  uint8
+	passed uint8
 	// transitions counts the transitions made, one entry per (from, to,
 	// reason) in the order each first happened. A handful of entries at
 	// most: the reasons are a short fixed list.
@@ -127,6 +131,31 @@ func (b *Breaker) outageStart() int64 { return b.spellStart }
 // setOutageStart sets outageStart, on tripping or when a forced open ends.
 // b.mu must be held.
 func (b *Breaker) setOutageStart(t int64) { b.spellStart = t }
+
+// doublings is the cooldown's doublings (history.level). b.mu must be
+// held.
+func (b *Breaker) doublings() uint8 {
+	if b.hist == nil {
+		return 0
+	}
+	return b.hist.level
+}
+
+// setDoublings sets history.level, allocating the history only for a
+// level other than 0. b.mu must be held.
+func (b *Breaker) setDoublings(l uint8) {
+	if b.hist != nil || l != 0 {
+		b.histLocked().level = l
+	}
+}
+
+// probesPassed is history.passed. b.mu must be held.
+func (b *Breaker) probesPassed() uint8 {
+	if b.hist == nil {
+		return 0
+	}
+	return b.hist.passed
+}
 
 // histLocked returns b.hist, allocating it. b.mu must be held.
 func (b *Breaker) histLocked() *history {

@@ -49,7 +49,7 @@ func (b *Breaker) setRules(r *rules) {
 		b.consec.Store(0)
 	}
 	if w := b.state.Load(); w.state() == HalfOpen {
-		if uint64(b.passed) >= r.probes {
+		if uint64(b.probesPassed()) >= r.probes {
 			// Probes was lowered below the passes this episode already has.
 			b.closeLocked(now, w.mode(), ReasonProbesPassed)
 		} else {
@@ -84,7 +84,7 @@ func (b *Breaker) SetMode(m Mode) error {
 			if b.closedAt() != never && now-b.closedAt() >= b.rules.Load().maxOpenFor {
 				// Stable for MaxOpenFor: the doubling starts over, whatever
 				// ends the closed spell (a trip does the same).
-				b.level = 0
+				b.setDoublings(0)
 			}
 			b.setOutageStart(now)
 		}
@@ -140,7 +140,7 @@ func (b *Breaker) Reset() {
 	if m != ModeShadow {
 		m = ModeAuto
 	}
-	b.level = 0
+	b.setDoublings(0)
 	b.closeLocked(now, m, ReasonReset)
 	b.setClosedAt(never) // as stable as a new breaker
 	b.mu.Unlock()

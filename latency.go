@@ -442,7 +442,7 @@ func (b *Breaker) retime(now int64, l *latency, r *rules) {
 		Reason:    ReasonTimeoutAdapted,
 		Time:      b.opt.tb.time(now),
 		Snapshot:  snap,
-		Doublings: int(b.level),
+		Doublings: int(b.doublings()),
 		Mode:      w.mode(),
 		Timeout: &TimeoutChange{
 			Old:      time.Duration(old),

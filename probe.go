@@ -118,9 +118,10 @@ func (b *Breaker) verdict(ctx context.Context, now int64, gen uint64, slot uint8
 		b.releaseLocked(gen)
 	case pass:
 		verdict = "pass"
-		b.histLocked().probesOK++
-		b.passed++
-		if uint64(b.passed) >= r.probes {
+		h := b.histLocked()
+		h.probesOK++
+		h.passed++
+		if uint64(h.passed) >= r.probes {
 			b.closeLocked(now, w.mode(), ReasonProbesPassed)
 		}
 	default:

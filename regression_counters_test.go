@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/benbjohnson/clock"
 	"github.com/stretchr/testify/require"
@@ -334,4 +335,21 @@ func TestWarmup_MarkedSuccessIsFoundBySampling(t *testing.T) {
 	require.NoError(t, h.b.Do(cold, func(context.Context) error { return nil }))
 	require.Equal(t, uint64(1), h.b.Counters().Exempt)
 	require.Equal(t, Snapshot{Counted: 1}, h.b.Snapshot())
+}
+
+// Scenario: a group of per-target breakers holds 10,000 idle ones. The
+// candidate policy's pointer took Breaker from 224 to 232 bytes, which
+// the allocator serves from its 240-byte class, and an idle breaker from
+// 512 to 528 bytes (breaker, window, ten slots). The cooldown's doublings
+// and the probes passed, which only a breaker that has tripped needs,
+// moved to its history to make room.
+func TestRegression_IdleBreakerStaysIn512Bytes(t *testing.T) {
+	// The allocator's size classes the three allocations fall in.
+	require.LessOrEqual(t, unsafe.Sizeof(Breaker{}), uintptr(224), "Breaker")
+	require.LessOrEqual(t, unsafe.Sizeof(window{}), uintptr(48), "window")
+	require.LessOrEqual(t, DefaultBuckets*unsafe.Sizeof(slot{}), uintptr(240), "slots")
+	b, err := New("idle", DefaultPolicy())
+	require.NoError(t, err)
+	require.Nil(t, b.hist, "an idle breaker has no history")
+	require.Equal(t, 3.0, testing.AllocsPerRun(100, func() { _, _ = New("idle", DefaultPolicy()) }))
 }

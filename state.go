@@ -148,7 +148,7 @@ func (b *Breaker) transitionLocked(now int64, to State, m Mode, reason Reason, s
 		Time:      b.opt.tb.time(now),
 		Snapshot:  snap,
 		Cooldown:  time.Duration(cooldown),
-		Doublings: int(b.level),
+		Doublings: int(b.doublings()),
 		Mode:      m,
 	})
 }
@@ -158,9 +158,9 @@ func (b *Breaker) tripLocked(now int64, r *rules, reason Reason, snap Snapshot) 
 	if b.closedAt() != never && now-b.closedAt() < r.maxOpenFor {
 		// Reopened before the breaker had been stable for MaxOpenFor:
 		// the downstream is flapping, so back off further.
-		b.level = min(b.level+1, maxLevel)
+		b.setDoublings(min(b.doublings()+1, maxLevel))
 	} else {
-		b.level = 0
+		b.setDoublings(0)
 	}
 	b.setOutageStart(now)
 	b.openLocked(now, r, reason, snap)
@@ -169,7 +169,7 @@ func (b *Breaker) tripLocked(now int64, r *rules, reason Reason, snap Snapshot) 
 // reopenLocked sends a half-open breaker back to open with a longer
 // cooldown. b.mu must be held.
 func (b *Breaker) reopenLocked(now int64, r *rules, reason Reason) {
-	b.level = min(b.level+1, maxLevel)
+	b.setDoublings(min(b.doublings()+1, maxLevel))
 	b.openLocked(now, r, reason, b.tripSnap())
 }
 
@@ -217,8 +217,8 @@ func (b *Breaker) countOpenLocked() {
 
 // baseCooldown is min(OpenFor·2^level, MaxOpenFor).
 func (b *Breaker) baseCooldown(r *rules) int64 {
-	if b.level < maxLevel && r.openFor <= r.maxOpenFor>>b.level {
-		return min(r.openFor<<b.level, r.maxOpenFor)
+	if l := b.doublings(); l < maxLevel && r.openFor <= r.maxOpenFor>>l {
+		return min(r.openFor<<l, r.maxOpenFor)
 	}
 	return r.maxOpenFor
 }
@@ -238,8 +238,8 @@ func (b *Breaker) cooldown(r *rules) int64 {
 // open ended. No probe is in flight yet, so there is no probe timeout
 // until one is admitted (see admitProbe).
 func (b *Breaker) halfOpenLocked(now int64, m Mode, reason Reason) {
-	b.passed = 0
 	if h := b.hist; h != nil {
+		h.passed = 0
 		h.inflight = h.inflight[:0]
 	}
 	b.setProbeDeadline(math.MaxInt64)

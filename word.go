@@ -42,7 +42,7 @@ import "sync/atomic"
 //   - A slot is claimed only while issued is below Policy.Probes and
 //     maxIssued, so issued never wraps, and exceeds Probes only when
 //     SetPolicy lowers Probes mid-episode.
-//   - The probes passed in an episode (Breaker.passed) never exceed
+//   - The probes passed in an episode (history.passed) never exceed
 //     issued: a pass keeps its slot; only a probe without a verdict gives
 //     its slot back.
 //   - The dropped bit, once set, survives every transition.
