@@ -156,27 +156,35 @@ func (s *timeoutScan) scan(err error, marks bool) bool {
 			if err == context.DeadlineExceeded {
 				s.timeout = true
 			}
-			if _, ok := err.(interface{ Is(error) bool }); ok {
-				return false
-			}
-			if _, ok := err.(interface{ As(any) bool }); ok {
+			// One type switch rather than one assertion a method: Go
+			// caches a switch's answer for a type at the switch, so
+			// each is one lookup however many cases it has.
+			switch err.(type) {
+			case interface{ Is(error) bool }, interface{ As(any) bool }:
 				return false
 			}
 		}
-		if te, ok := err.(interface{ Timeout() bool }); ok && !s.sawTimeoutMethod {
-			s.sawTimeoutMethod = true
-			if te.Timeout() {
-				s.timeout = true
-			}
+		var next error
+		var list []error
+		switch u := err.(type) {
+		case timeoutUnwrapper:
+			s.timeoutMethod(u)
+			next = u.Unwrap()
+		case timeoutUnwrapperMulti:
+			s.timeoutMethod(u)
+			list = u.Unwrap()
+		case interface{ Timeout() bool }:
+			s.timeoutMethod(u)
+		case interface{ Unwrap() error }:
+			next = u.Unwrap()
+		case interface{ Unwrap() []error }:
+			list = u.Unwrap()
 		}
 		if s.timeout && !marks {
 			return true
 		}
-		switch u := err.(type) {
-		case interface{ Unwrap() error }:
-			err = u.Unwrap()
-		case interface{ Unwrap() []error }:
-			for _, e := range u.Unwrap() {
+		if list != nil {
+			for _, e := range list {
 				if !s.scan(e, marks) {
 					return false
 				}
@@ -185,11 +193,31 @@ func (s *timeoutScan) scan(err error, marks bool) bool {
 				}
 			}
 			return true
-		default:
-			return true
 		}
+		err = next
 	}
 	return true
+}
+
+type timeoutUnwrapper interface {
+	Timeout() bool
+	Unwrap() error
+}
+
+type timeoutUnwrapperMulti interface {
+	Timeout() bool
+	Unwrap() []error
+}
+
+// timeoutMethod takes the answer of the first error with a Timeout
+// method: errors.As stops there.
+func (s *timeoutScan) timeoutMethod(te interface{ Timeout() bool }) {
+	if !s.sawTimeoutMethod {
+		s.sawTimeoutMethod = true
+		if te.Timeout() {
+			s.timeout = true
+		}
+	}
 }
 
 // Ignore wraps err so that the breaker does not count it: use it for errors
