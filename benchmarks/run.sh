@@ -323,36 +323,36 @@ tested on a mock clock):
   would need an upper bound on the current time to prove the cooldown has
   not ended, and only a timer or a goroutine can provide one.
 
-Targets of the failure-path work that were not met when this note was
-written (in a run at a load average between 3 and 10, with wide per-round
-ranges), and what the profiles say:
+Where a figure of the cheap-in-every-state targets sits near or over its
+target, what the profiles say:
 
-- A Prometheus scrape of 10,000 breakers. Each breaker is 17 series, so a
-  scrape is 170,000 metrics and 2.2 million allocations (125 MB). The CPU
-  profile of BenchmarkScrape/10000 puts about a third of the time in
-  client_golang's Registry.Gather (processMetric, checkMetricConsistency,
-  the sort of each family) and about a third in building the constant
-  metrics (MustNewConstMetric, MakeLabelPairs), with the garbage
-  collection of what they allocate on top. Sending the metrics in the
-  order the registry sorts them took its sort from most of the time to a
-  tenth of it; under 50 ms needs fewer series per breaker or a collector
-  that writes the exposition itself rather than through
-  prometheus.Metric values. The time also grows faster than the number of
-  breakers, with the garbage collector's share.
-- A key built for every call: the CPU profile of
-  BenchmarkGroupDo/dynamic_key puts the lookup at a tenth of the call (an
-  address-table hit and a compare of the 28-byte name) and the caller's
-  concatenation, on its stack, at 3%; the rest is b.Do itself. The ratio
-  of the medians here is above that; its per-round range shows the noise.
-- The failure path with both cores failing (-cpu=2 RunParallel; serial
-  meets its target). Each failure checks the trip rules, which reads the
-  totals of every stripe of the tally while the other core writes its
-  own, so cache lines cross between the cores on every failure. The run
-  of consecutive failures, one counter every failure wrote, made it
-  worse: since commit 3dc38bb (after this run) it is written only under
-  Policy.ConsecutiveFailures, which took a failing Do at -cpu=2 from
-  about 440 to 270 ns and mixed traffic from 66 to 50 ns. The rest needs
-  a trip check that does not read every stripe on every failure.
+- Failing calls with both cores failing (-cpu=2 RunParallel). A failure
+  skips the trip check when its core's stripe of the counters is below
+  the gate the last check set (docs/internals.md, "The trip check's
+  gates"), so it reads only its own stripe. Before the gates, every
+  failure read every stripe while the other core wrote its own, and a
+  failing Do at -cpu=2 took 7 to 16 times a successful one. What is left
+  over a success is the classification of the error and, in a round, the
+  load other work puts on the machine.
+- Failing calls, serial. Classification (one walk of the error's tree)
+  and the trip check (one slot of the window and the totals) make the
+  difference with a success: 1.6 to 1.9 times in a quiet round. A burst
+  of load from other work during one benchmark's turn doubles its time in
+  that round (the per-round ranges show it), which is what takes a median
+  over 2 when it lands on half the rounds.
+- A key built for every call. The CPU profile of
+  BenchmarkGroupDo/dynamic_key puts the caller's concatenation at 14% of
+  the call and the compare of the 28-byte key with the breaker's name at
+  4%; Group.Do reads the key's address slot itself, with no call between
+  it and the breaker's Do.
+- Scrapes and snapshots. The work is linear: one pass over the breakers
+  and, for the order, a radix sort of their names. The step from 1,000 to
+  10,000 breakers also takes the breakers (about 700 bytes each with the
+  group's map) and the result out of a core's cache, which is what makes
+  it a little more than 10 times; the step from 10,000 to 100,000 is
+  shown beside it. The registry's scrape is not a target: it builds,
+  checks and sorts a message for every series, 2.9 million allocations
+  for 10,000 breakers, and the handler exists for that reason.
 
 ## Commands
 
