@@ -2,6 +2,7 @@ package breaker
 
 import (
 	"math"
+	"runtime"
 	"sync"
 	"sync/atomic"
 )
@@ -47,8 +48,10 @@ import (
 // next even seq, the window, rules and head they are for, and then seq.
 // A failure that read the old gates had added its failure before seq went
 // odd, so the new reading has it. Checks that set gates take mu, so gates
-// are set by one reading at a time; a failure that finds seq odd waits
-// for mu in its own check.
+// are set by one reading at a time. A failure that finds seq odd waits
+// for the check under way and is judged by the gates it sets: if that
+// reading has the failure, the check has judged it; if not, the failure
+// came after the reading, as one that finds the new gates does.
 //
 // Rejected alternatives: checking once per bucket, or at most every so
 // many failures, which misses a trip that a check would have found when
@@ -69,10 +72,36 @@ const gateMax = 1 << 30
 // skip reports whether the failure just added to st, a stripe of s, can
 // skip the trip check: the gates are published for win, r and the
 // window's current head, and st is below its gate.
+//
+// A failure that finds a check setting the gates (seq odd) waits for it
+// and is judged by the gates it sets. It must not check too: at two cores
+// that made the other core's next failure find a check under way in turn,
+// and the two cores took turns at checking for as long as the benchmark
+// ran, at three times the cost of a failure.
 func (s *stripes) skip(st *stripe, win *window, r *rules) bool {
 	g := &s.gates
 	q := g.seq.Load()
-	if q&1 != 0 || g.win.Load() != win || g.rules.Load() != r || g.head.Load() != win.headEnd.Load() {
+	for spins := 0; q&1 != 0; spins++ {
+		switch {
+		case spins < 8:
+			runtime.Gosched()
+		case spins < 16:
+			// The check holds mu: wait for its end there, in case it
+			// was descheduled.
+			g.mu.Lock()
+			g.mu.Unlock() // empty: the wait is the point
+		default:
+			return false // checks follow each other: take part
+		}
+		q = g.seq.Load()
+	}
+	return s.below(st, win, r, q)
+}
+
+// below is skip for gates published under seq q.
+func (s *stripes) below(st *stripe, win *window, r *rules, q uint64) bool {
+	g := &s.gates
+	if g.win.Load() != win || g.rules.Load() != r || g.head.Load() != win.headEnd.Load() {
 		return false
 	}
 	v := st.gate.Load()
@@ -86,21 +115,30 @@ func (s *stripes) skip(st *stripe, win *window, r *rules) bool {
 	return g.seq.Load() == q
 }
 
-// gatedCheck is the trip check of a failure on a spread tally: it reads
-// the window and, if no rule holds, sets new gates from the same reading.
-// It returns the reading, and whether a rule holds.
-func (b *Breaker) gatedCheck(s *stripes, now int64, r *rules, win *window) (Snapshot, Reason) {
+// gatedCheck is the trip check of a call on a spread tally: it reads the
+// window and, if no rule holds, sets new gates from the same reading. It
+// returns the rule that holds, or "". st is the stripe of a failure that
+// its gate did not let through, or nil (a slow call, or a failure added
+// to the base counters), which always reads the window.
+func (b *Breaker) gatedCheck(s *stripes, st *stripe, now int64, r *rules, win *window) Reason {
 	g := &s.gates
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	q := g.seq.Load() &^ 1
+	q := g.seq.Load()
+	if st != nil && s.below(st, win, r, q) {
+		// Gates set while this failure waited for the lock: they judge
+		// it as they judge a failure that finds them (see skip).
+		return ""
+	}
 	g.seq.Store(q + 1)
 	var fs [maxStripes]uint64
 	snap, he := win.read(now, &b.tally, &fs)
 	if reason := b.tripReason(r, snap); reason != "" {
-		// seq stays odd: every failure checks until a check that does
-		// not trip sets the gates again.
-		return snap, reason
+		// No gates until a check that does not trip sets them: every
+		// failure checks.
+		g.win.Store(nil)
+		g.seq.Store(q + 2)
+		return reason
 	}
 	next := q + 2
 	need := failuresNeeded(r, snap)
@@ -113,7 +151,7 @@ func (b *Breaker) gatedCheck(s *stripes, now int64, r *rules, win *window) (Snap
 	g.rules.Store(r)
 	g.head.Store(he)
 	g.seq.Store(next)
-	return snap, ""
+	return ""
 }
 
 // failuresNeeded is a lower bound on the failures that must be added to a

@@ -101,12 +101,15 @@ func (b *Breaker) record(caller context.Context, now int64, gen uint64, o Outcom
 	if w.mode() == ModeForcedClosed {
 		return
 	}
+	if slow {
+		st = nil // a slow call always checks (gate.go)
+	}
 	// A failure that its stripe's gate lets through cannot make a trip
 	// rule hold (gate.go).
-	if st != nil && !slow && b.tally.stripes.Load().skip(st, win, r) {
+	if st != nil && b.tally.stripes.Load().skip(st, win, r) {
 		return
 	}
-	b.evaluate(now, gen, r, win)
+	b.evaluate(now, gen, r, win, st)
 }
 
 // countOff counts an outcome that does not go into the window.

@@ -313,9 +313,11 @@ func (b *Breaker) probeTimeout(now int64, seen word) {
 // on the window and the rules in force then: win may be a window that a
 // transition has just replaced (see recordSuccess), and r rules that
 // SetPolicy has just replaced, and a breaker must trip on neither.
-func (b *Breaker) evaluate(now int64, gen uint64, r *rules, win *window) {
+//
+// st is the stripe a failure was added to, for its gate, or nil.
+func (b *Breaker) evaluate(now int64, gen uint64, r *rules, win *window, st *stripe) {
 	if s := b.tally.stripes.Load(); s != nil {
-		if _, reason := b.gatedCheck(s, now, r, win); reason == "" {
+		if b.gatedCheck(s, st, now, r, win) == "" {
 			return
 		}
 	} else if b.tripReason(r, win.sum(now, &b.tally)) == "" {
