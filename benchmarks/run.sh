@@ -355,8 +355,8 @@ target, what the profiles say:
   builds, checks and sorts a message for every series, 2.9 million
   allocations for 10,000 breakers, and the handler exists for that
   reason.
-- ops.Snapshot. Its target is its time; the issue asks its growth of the
-  scrape. It returns a new slice of statuses (560 bytes a breaker, 5.6 MB
+- ops.Snapshot. Its target is its time; the growth target is the
+  scrape's. It returns a new slice of statuses (560 bytes a breaker, 5.6 MB
   for 10,000), sorted by name: the profile at 10,000 puts a quarter of
   the time in the comparison sort (n log n), an eighth in zeroing the
   fresh slice and a tenth in the write barriers of copying statuses into
