@@ -225,3 +225,88 @@ func TestGates_FailureThatCompletesTheSampleChecksTheSlowRule(t *testing.T) {
 	require.Error(t, h.call(errBoom))
 	h.requireState(Open) // 1 slow of 3 >= 0.2
 }
+
+// TestGates_AfterChurnConcurrentFailuresTripOnTheLastWindow is
+// TestGates_ConcurrentFailuresTripOnTheLastWindow after a first phase that
+// moves everything the gates are worked out from: calls of both outcomes
+// from several goroutines while another moves the clock across buckets and
+// swaps the policy. The second phase is failures only, at one instant, so
+// the window only gets closer to the rules, and once they have all
+// returned the breaker is open exactly when the window meets a rule.
+func TestGates_AfterChurnConcurrentFailuresTripOnTheLastWindow(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		draw := func(label string) Policy {
+			p := DefaultPolicy()
+			p.ErrorRatio = rapid.SampledFrom([]float64{0.2, 0.5, 0.9, 1}).Draw(t, label+".ratio")
+			p.MinRequests = rapid.IntRange(0, 300).Draw(t, label+".min_requests")
+			p.ErrorCount = rapid.SampledFrom([]int{0, 0, 80, 400}).Draw(t, label+".error_count")
+			return p
+		}
+		p1, p2 := draw("first"), draw("second")
+		workers := rapid.IntRange(2, 6).Draw(t, "workers")
+		calls := rapid.IntRange(10, 200).Draw(t, "calls_each")
+		share := rapid.IntRange(1, 10).Draw(t, "failure_one_in")
+		fails := rapid.IntRange(1, 120).Draw(t, "failures_each") // a check comes with a failure
+		clk := clock.NewMock()
+		b, err := New("gates", p1, WithClock(clk))
+		require.NoError(t, err)
+		b.tally.spread()
+		ctx := context.Background()
+		var wg sync.WaitGroup
+		for w := 0; w < workers; w++ {
+			wg.Add(1)
+			go func(w int) {
+				defer wg.Done()
+				for i := 0; i < calls; i++ {
+					var err error
+					if (i+w)%share == 0 {
+						err = errBoom
+					}
+					_ = b.Do(ctx, func(context.Context) error { return err })
+				}
+			}(w)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 20; i++ {
+				clk.Add(137 * time.Millisecond) // across buckets of 500 ms
+				p := p1
+				if i%2 == 0 {
+					p = p2
+				}
+				_ = b.SetPolicy(p)
+			}
+		}()
+		wg.Wait()
+		if b.State() != Closed {
+			b.Reset()
+		}
+		// Between the phases the window moves on and the policy changes:
+		// the gates the first phase left are for neither.
+		clk.Add(time.Duration(rapid.IntRange(0, 6000).Draw(t, "gap_ms")) * time.Millisecond)
+		if rapid.Bool().Draw(t, "swap_policy") {
+			_ = b.SetPolicy(draw("last"))
+		}
+		start := make(chan struct{})
+		for w := 0; w < workers; w++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				for i := 0; i < fails; i++ {
+					_ = b.Do(ctx, func(context.Context) error { return errBoom })
+				}
+			}()
+		}
+		close(start)
+		wg.Wait()
+		r := b.rules.Load()
+		if b.State() == Closed {
+			require.Empty(t, b.tripReason(r, b.Snapshot()), "closed on a window that meets a rule: %+v, policy %+v", b.Snapshot(), b.Policy())
+		} else {
+			st := b.Status()
+			require.NotEmpty(t, b.tripReason(r, st.Trip), "tripped on %+v, which meets no rule of %+v", st.Trip, b.Policy())
+		}
+	})
+}
