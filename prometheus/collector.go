@@ -220,6 +220,7 @@ var (
 // time of a scrape of 10,000 breakers, and grew faster than their number.
 func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	type breakerMetrics struct {
+		key         string // the group's key; status.Name is its label value
 		status      breaker.Status
 		transitions []breaker.TransitionCount
 	}
@@ -229,14 +230,21 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	c.g.Range(func(_ string, b *breaker.Breaker) bool {
 		// Status first: it notices an ended cooldown, and the transition
 		// it makes belongs in the counts read next.
-		all = append(all, breakerMetrics{b.Status(), b.Transitions()})
+		all = append(all, breakerMetrics{status: b.Status(), transitions: b.Transitions()})
 		return true
 	})
 	c.collectPolicy(ch, c.g.PolicyStatus())
 	for i := range all {
+		all[i].key = all[i].status.Name
 		all[i].status.Name = validLabelValue(all[i].status.Name)
 	}
-	slices.SortFunc(all, func(a, b breakerMetrics) int { return strings.Compare(a.status.Name, b.status.Name) })
+	slices.SortFunc(all, func(a, b breakerMetrics) int {
+		return compareNames(a.status.Name, a.key, b.status.Name, b.key)
+	})
+	// Two breakers whose names write one label value would be one series
+	// twice, and the registry would fail the whole scrape: the first
+	// stands for both.
+	all = slices.CompactFunc(all, func(a, b breakerMetrics) bool { return a.status.Name == b.status.Name })
 	type transition struct {
 		name string
 		breaker.TransitionCount
@@ -270,16 +278,44 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-// validLabelValue returns s with each run of bytes that are not UTF-8
-// replaced by U+FFFD. A registry refuses a label value that is not UTF-8,
-// and fails the whole scrape for it; a key is any string the application
-// chose, a request header's, say, and one bad key must not take every
-// breaker off the dashboards. The handler writes the same.
+// validLabelValue returns s with each byte that is not part of valid
+// UTF-8 written as \x and two hex digits. A registry refuses a label value
+// that is not UTF-8, and fails the whole scrape for it; a key is any
+// string the application chose, a request header's, say, and one bad key
+// must not take every breaker off the dashboards. Hex keeps keys that
+// differ only in such bytes apart, where U+FFFD for each made them one
+// series, which a registry refuses too (a key that spells out another's escape is left: Collect exposes the first).
+// The handler writes the same.
 func validLabelValue(s string) string {
 	if utf8.ValidString(s) {
 		return s
 	}
-	return strings.ToValidUTF8(s, "\uFFFD")
+	const hex = "0123456789abcdef"
+	var b strings.Builder
+	b.Grow(len(s) + 8)
+	for i := 0; i < len(s); {
+		r, n := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && n == 1 {
+			b.WriteString(`\x`)
+			b.WriteByte(hex[s[i]>>4])
+			b.WriteByte(hex[s[i]&15])
+		} else {
+			b.WriteString(s[i : i+n])
+		}
+		i += n
+	}
+	return b.String()
+}
+
+// compareNames orders breakers by the label value of their name and then,
+// for names that write the same value (a key that is not UTF-8 beside
+// one that spells out its escape), by the key itself: the first of them
+// is the one exposed, by the collector and the handler alike.
+func compareNames(name, key, name2, key2 string) int {
+	if c := strings.Compare(name, name2); c != 0 {
+		return c
+	}
+	return strings.Compare(key, key2)
 }
 
 // statesByName is every state, in the order of their names, as the

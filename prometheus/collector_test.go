@@ -796,7 +796,7 @@ func registryOf(t *testing.T, c prometheus.Collector) *prometheus.Registry {
 // the registry as a label value, the registry refused it, and the whole
 // scrape failed with it: every breaker of the group, and every other
 // metric of the registry, vanished from Prometheus until the breaker was
-// dropped. The key's bad bytes are now written as U+FFFD.
+// dropped. The key's bad bytes are now written in hex (\xff).
 func TestRegression_AKeyThatIsNotUTF8KeepsTheScrape(t *testing.T) {
 	f := newFixture(t)
 	f.calls("inventory.GetStock@\xff\xfe", 1, nil)
@@ -805,11 +805,39 @@ func TestRegression_AKeyThatIsNotUTF8KeepsTheScrape(t *testing.T) {
 	_, err := reg.Gather()
 	require.NoError(t, err)
 	f.expect(withHeaders(`
-breaker_state{name="inventory.GetStock@�",state="closed"} 1
-breaker_state{name="inventory.GetStock@�",state="half_open"} 0
-breaker_state{name="inventory.GetStock@�",state="open"} 0
+breaker_state{name="inventory.GetStock@\\xff\\xfe",state="closed"} 1
+breaker_state{name="inventory.GetStock@\\xff\\xfe",state="half_open"} 0
+breaker_state{name="inventory.GetStock@\\xff\\xfe",state="open"} 0
 breaker_state{name="pricing.GetPrice",state="closed"} 1
 breaker_state{name="pricing.GetPrice",state="half_open"} 0
 breaker_state{name="pricing.GetPrice",state="open"} 0
 `), "breaker_state")
+}
+
+// Scenario: two keys differ only in bytes that are not UTF-8
+// ("GetStock@\xff" and "GetStock@\xfe"). Written as U+FFFD, both became
+// the label value "GetStock@\uFFFD": one series twice, which the registry
+// refuses, failing the whole scrape as a single bad key once did. In hex
+// they stay apart; and a key that spells out another's escape in plain
+// ASCII ("GetStock@\\xff") is exposed once, for the first of the two in
+// the order of their keys, rather than failing the scrape.
+func TestRegression_KeysThatAreOneLabelValue(t *testing.T) {
+	f := newFixture(t)
+	f.calls("GetStock@\xff", 1, nil)
+	f.calls("GetStock@\xfe", 2, nil)
+	f.calls(`GetStock@\xff`, 3, nil)
+	reg := registryOf(t, f.c)
+	_, err := reg.Gather()
+	require.NoError(t, err)
+	text := registryText(t, NewCollector(f.g))
+	for _, line := range []string{
+		`breaker_calls_total{name="GetStock@\\xfe",outcome="success"} 2`,
+		`breaker_calls_total{name="GetStock@\\xff",outcome="success"} 3`,
+	} {
+		assert.Contains(t, text, line)
+	}
+	assert.Equal(t, 4, strings.Count(text, `breaker_calls_total{name="GetStock@\\xff",outcome=`), "the four outcomes of one breaker")
+	h, err := NewHandler(f.g, nil)
+	require.NoError(t, err)
+	require.Equal(t, registryText(t, NewCollector(f.g)), handlerText(t, h))
 }

@@ -36,7 +36,8 @@ type scrape struct {
 
 type keyed struct {
 	head uint64 // the first eight bytes of key past the common prefix
-	key  string
+	key  string // the label value of the breaker's name
+	raw  string // the group's key, for names with one label value
 	b    *breaker.Breaker
 }
 
@@ -95,7 +96,7 @@ func (sc *scrape) sortKeys() {
 			j++
 		}
 		if j-i > 1 {
-			slices.SortFunc(keys[i:j], func(a, b keyed) int { return strings.Compare(a.key, b.key) })
+			slices.SortFunc(keys[i:j], func(a, b keyed) int { return compareNames(a.key, a.raw, b.key, b.raw) })
 		}
 		i = j
 	}
@@ -215,9 +216,8 @@ func (sc *scrape) read(g *breaker.Group) {
 	g.Range(func(key string, b *breaker.Breaker) bool {
 		// As the collector does, and before the sort, so that the
 		// order is the registry's.
-		key = validLabelValue(key)
-		sc.keys = append(sc.keys, keyed{key: key, b: b})
-		size += len(key)
+		sc.keys = append(sc.keys, keyed{key: validLabelValue(key), raw: key, b: b})
+		size += len(sc.keys[len(sc.keys)-1].key)
 		return true
 	})
 	var packed strings.Builder
@@ -241,6 +241,8 @@ func (sc *scrape) read(g *breaker.Group) {
 		k.head = head(k.key[len(common):])
 	}
 	sc.sortKeys()
+	// As the collector does: one series for names with one label value.
+	sc.keys = slices.CompactFunc(sc.keys, func(a, b keyed) bool { return a.key == b.key })
 
 	sc.rows = slices.Grow(sc.rows[:0], len(sc.keys))[:len(sc.keys)]
 	for i, k := range sc.keys {

@@ -309,9 +309,9 @@ func appendFloat(b []byte, f float64) []byte {
 }
 
 // escapeLabelValue escapes s for a label value of the text format:
-// backslash, double quote and line feed. Bytes that are not UTF-8 become
-// U+FFFD, since a label value must be UTF-8 (a registry refuses it, and
-// the collector with it). It returns s itself, without allocating, when
+// backslash, double quote and line feed. Bytes that are not UTF-8 are
+// first written as validLabelValue writes them, since a label value must
+// be UTF-8 (a registry refuses it, and the collector with it). It returns s itself, without allocating, when
 // there is nothing to escape, as for nearly every breaker name.
 func escapeLabelValue(s string) string {
 	for i := 0; i < len(s); i++ {
@@ -319,7 +319,7 @@ func escapeLabelValue(s string) string {
 			if c >= utf8.RuneSelf && utf8.ValidString(s[i:]) && !strings.ContainsAny(s[i:], "\\\"\n") {
 				return s
 			}
-			return labelEscaper.Replace(strings.ToValidUTF8(s, "\uFFFD"))
+			return labelEscaper.Replace(validLabelValue(s))
 		}
 	}
 	return s

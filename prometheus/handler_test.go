@@ -21,7 +21,7 @@ import (
 
 // Names a registry sorts and the text format escapes: a double quote, a
 // backslash, a line feed, UTF-8 beyond ASCII, and bytes that are not
-// UTF-8, which both write as U+FFFD.
+// UTF-8, which both write in hex.
 var awkwardNames = []string{`quote"d.Get`, `back\slash.Get`, "line\nfeed.Get", "prix.Café@10.0.0.1", "Zeta.Upper", "prix.Caf\xe9@10.0.0.2"}
 
 // richFixture is a group with breakers in every state and mode, the
@@ -119,7 +119,7 @@ func TestHandler_WritesWhatTheCollectorGathers(t *testing.T) {
 			require.Equal(t, want, got)
 			assert.Greater(t, len(got), 2*flushAt, "long enough to be written in several pieces")
 			for _, s := range []string{`name="quote\"d.Get"`, `name="back\\slash.Get"`, `name="line\nfeed.Get"`,
-				`quantile="0.999"`, `name="line\nfeed.Get",state="half_open"`, `mode="forced_open",name="prix.Café@10.0.0.1"`, "name=\"prix.Caf\uFFFD@10.0.0.2\"",
+				`quantile="0.999"`, `name="line\nfeed.Get",state="half_open"`, `mode="forced_open",name="prix.Café@10.0.0.1"`, `name="prix.Caf\\xe9@10.0.0.2"`,
 				"candidate_transitions_total{", "open_reason{"} {
 				assert.Contains(t, got, s)
 			}
