@@ -43,8 +43,8 @@ import (
 // one line) or that meets the consecutive-failure rule.
 //
 // The gates are published like a sequence lock. The check that sets them
-// first makes seq odd, which sends every failure to a full check of its
-// own, then reads the window, writes each stripe's gate tagged with the
+// first makes seq odd, so that no failure skips on gates being rewritten,
+// then reads the window, writes each stripe's gate tagged with the
 // next even seq, the window, rules and head they are for, and then seq.
 // A failure that read the old gates had added its failure before seq went
 // odd, so the new reading has it. Checks that set gates take mu, so gates
@@ -56,7 +56,8 @@ import (
 // Rejected alternatives: checking once per bucket, or at most every so
 // many failures, which misses a trip that a check would have found when
 // no further failure comes; one shared failure counter, which moves its
-// line on every failure, as the run of consecutive failures did.
+// line on every failure, as the run of consecutive failures did; a
+// failure that finds gates being set checking too (see skip).
 type gates struct {
 	mu    sync.Mutex
 	seq   atomic.Uint64 // even: gates published; odd: being set
