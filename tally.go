@@ -76,24 +76,10 @@ type tally struct {
 // inc adds one to kind k. It uses a compare-and-swap, which costs the same
 // as an add when nobody else is writing and, when it fails, is the signal
 // that two goroutines are colliding on one line.
-func (t *tally) inc(k int) {
-	s := t.stripes.Load()
-	if s == nil {
-		c := &t.base[k]
-		if v := c.Load(); c.CompareAndSwap(v, v+1) {
-			return
-		}
-		s = t.spread()
-	}
-	c := &s.local().c[k]
-	if v := c.Load(); !c.CompareAndSwap(v, v+1) {
-		s.rehash()
-		c.Add(1)
-	}
-}
+func (t *tally) inc(k int) { t.incAt(k) }
 
-// incAt is inc for a failure or a timeout: it returns the stripe the add
-// went to, for the trip check's gate, or nil if it went to the base set.
+// incAt is inc that returns the stripe the add went to, for the trip
+// check's gate (a failure's), or nil if it went to the base set.
 func (t *tally) incAt(k int) *stripe {
 	s := t.stripes.Load()
 	if s == nil {
