@@ -57,6 +57,12 @@ func (b *Breaker) record(caller context.Context, now int64, gen uint64, o Outcom
 	cold := b.cold(caller, now, r)
 	win := b.win.Load()
 	w := b.state.Load()
+	b.land(caller, now, gen, win, w, cold, o, slow, r)
+}
+
+// land is record after its loads: win and w are the window and the state
+// word a result of generation gen found, in that order.
+func (b *Breaker) land(caller context.Context, now int64, gen uint64, win *window, w word, cold bool, o Outcome, slow bool, r *rules) {
 	if w.gen() != gen {
 		if b.divert(caller, now, gen, w, o, slow) {
 			return
