@@ -42,7 +42,7 @@ type Breaker struct {
 	rules atomic.Pointer[rules]
 	win   atomic.Pointer[window]
 	opt   *options
-	tally tally
+	tally tally // rejected, fallbacks, ignored, shadow-rejected
 
 	// due is the offset at which the next timed transition falls due. It
 	// has two meanings, one per state, and is read and written only
@@ -95,6 +95,9 @@ type history struct {
 	// episode's probes that have no verdict yet, indexed by the slot
 	// number in their token; never marks an unused entry.
 	inflight []int64
+	// sealed holds the outcomes of the windows sealed so far, by window
+	// kind (see endGenLocked): Counters adds the current window's.
+	sealed [nKinds]uint64
 }
 
 // openUntil is, in the Open state, the offset at which probes may start.
@@ -166,14 +169,13 @@ func (b *Breaker) histLocked() *history {
 }
 
 // Counters of outcomes that are not recorded in the window (probes, stale
-// results, warmup-exempt calls, shadow admissions). Ignored calls are
-// counted in the tally (kIgnored).
+// results, warmup-exempt calls). Ignored calls and shadow admissions are
+// counted in the breaker's tally (kIgnored, kShadowRejected).
 const (
 	oSuccess = iota
 	oFailure
 	oTimeout
 	oExempt
-	oShadowRejected
 	nOther
 )
 
@@ -230,7 +232,7 @@ func (b *Breaker) Mode() Mode { return b.state.Load().mode() }
 // half-open, nothing is added to the window, so it shows the calls that
 // tripped it until they age out.
 func (b *Breaker) Snapshot() Snapshot {
-	return b.win.Load().sum(b.opt.tb.now(), &b.tally)
+	return b.win.Load().sum(b.opt.tb.now())
 }
 
 // Policy returns the policy the breaker applies.

@@ -21,7 +21,8 @@ type testWindow struct {
 }
 
 func newTestWindow(width, n int64) *testWindow {
-	return &testWindow{w: newWindow(width, n), t: &tally{}}
+	w := newWindow(width, n)
+	return &testWindow{w: w, t: &w.tally}
 }
 
 // outcome kinds for tests.
@@ -33,7 +34,7 @@ const (
 )
 
 func (tw *testWindow) record(now int64, kind int) {
-	tw.w.touch(now, tw.t)
+	tw.w.touch(now)
 	if kind == recSlow {
 		tw.t.inc(kSuccess)
 		tw.t.inc(kSlow)
@@ -42,7 +43,7 @@ func (tw *testWindow) record(now int64, kind int) {
 	tw.t.inc(kind)
 }
 
-func (tw *testWindow) sum(now int64) Snapshot { return tw.w.sum(now, tw.t) }
+func (tw *testWindow) sum(now int64) Snapshot { return tw.w.sum(now) }
 
 func TestWindow_SumCoversTheLastWindow(t *testing.T) {
 	tw := newTestWindow(500*ms, 10) // 5 s
