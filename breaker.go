@@ -50,9 +50,9 @@ type Breaker struct {
 	// in the HalfOpen state. One field serves both because only one is
 	// live at a time, and a second field would make every Breaker larger.
 	due       atomic.Int64
-	warmUntil atomic.Int64 // offset until which this breaker's target is cold
-	marks     atomic.Int64 // marksSeen, or when to look for WithInstanceStart next
-	consec    atomic.Uint64
+	warmUntil atomic.Int64  // offset until which this breaker's target is cold
+	marks     atomic.Int64  // marksSeen, or when to look for WithInstanceStart next
+	consec    atomic.Uint64 // the run of consecutive failures; see failRun
 	openErr   atomic.Pointer[OpenError]
 	other     [nOther]atomic.Uint64
 	cand      atomic.Pointer[candidate] // nil unless the group's document has a candidate for it

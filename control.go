@@ -47,7 +47,7 @@ func (b *Breaker) setRules(r *rules) {
 	if old.consec != r.consec {
 		// The run counted under the old rule may be longer than the new
 		// one allows; trip on failures seen under the new rule only.
-		b.consec.Store(0)
+		b.handRunLocked(b.state.Load().gen(), false)
 	}
 	if w := b.state.Load(); w.state() == HalfOpen {
 		if uint64(b.probesPassed()) >= r.probes {
@@ -133,8 +133,8 @@ func (b *Breaker) setModeLocked(m Mode) {
 // Reset returns the breaker to Closed with an empty window and the cooldown
 // back at Policy.OpenFor, as if it had just been created. A forced mode
 // ends; ModeShadow stays. The results of calls in flight when Reset is
-// called never count in the new window, however late they arrive;
-// [Breaker.Counters] counts them.
+// called never count in the new window, nor in its run of consecutive
+// failures, however late they arrive; [Breaker.Counters] counts them.
 func (b *Breaker) Reset() {
 	now := b.opt.tb.now()
 	b.mu.Lock()

@@ -59,7 +59,7 @@ func (b *Breaker) drop(onlyIdle bool) bool {
 		if w.dropped() || onlyIdle && (w.state() != Closed || w.mode() != ModeAuto) {
 			return false
 		}
-		b.endGenLocked()
+		b.endGenLocked(w.gen(), false)
 		if b.state.CompareAndSwap(w, w.drop()) {
 			return true
 		}

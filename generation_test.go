@@ -123,3 +123,17 @@ func TestGenerations_AResultCheckedBeforeATripLeavesTheOpenWindowAsItTripped(t *
 	assert.Equal(t, Snapshot{Counted: DefaultMinRequests, Failures: DefaultMinRequests}, h.b.Snapshot())
 	assert.Equal(t, uint64(1), h.b.Counters().Successes)
 }
+
+// A failure checked before a Reset and added after it does not lengthen
+// the new run of consecutive failures.
+func TestGenerations_AFailureCheckedBeforeResetIsNotInTheNewRun(t *testing.T) {
+	h := newHarness(t, policy(func(p *Policy) { p.ErrorRatio = 0; p.ConsecutiveFailures = 3 }))
+	late := passedCheck(h.b)
+	h.b.Reset()
+	h.calls(1, errBoom)
+	late.land(Failure)
+	h.calls(1, errBoom)
+	h.requireState(Closed)
+	h.calls(1, errBoom)
+	h.requireState(Open)
+}

@@ -48,8 +48,8 @@ func (b *Breaker) recordSuccess(caller context.Context, gen uint64) {
 		b.record(caller, now, gen, Success, false, r) // win was sealed
 		return
 	}
-	if r.consec > 0 && b.consec.Load() != 0 {
-		b.consec.Store(0)
+	if r.consec > 0 && uint32(b.consec.Load()) != 0 {
+		b.endRun(gen)
 	}
 }
 
@@ -108,8 +108,8 @@ func (b *Breaker) land(caller context.Context, now int64, gen uint64, win *windo
 		win.tally.add(kSlow)
 	}
 	if o == Success {
-		if r.consec > 0 && b.consec.Load() != 0 {
-			b.consec.Store(0)
+		if r.consec > 0 && uint32(b.consec.Load()) != 0 {
+			b.endRun(gen)
 		}
 		if !slow {
 			return
@@ -118,7 +118,7 @@ func (b *Breaker) land(caller context.Context, now int64, gen uint64, win *windo
 		// Only while the rule is on: the run is a counter every core's
 		// failures write, and without the rule nothing reads it (a
 		// SetPolicy that changes the rule starts the run at 0).
-		if b.consec.Add(1) >= r.consec {
+		if b.failRun(gen) >= r.consec {
 			st = nil // the rule holds: check
 		}
 	}
@@ -134,6 +134,70 @@ func (b *Breaker) land(caller context.Context, now int64, gen uint64, win *windo
 		return
 	}
 	b.evaluate(now, gen, r, win, st)
+}
+
+// The run of consecutive failures (Policy.ConsecutiveFailures) lives in
+// Breaker.consec: its length in the low 32 bits, and in the high 32 the
+// low 32 bits of the generation it belongs to. A failure adds to it, and a
+// success ends it, only if it belongs to the failure's or the success's
+// generation, in one compare-and-swap; every end of a generation hands the
+// run to the next one before the state word moves on (endGenLocked). So a
+// result checked before a Reset never lengthens, nor ends, the run that
+// starts with it. (A result would have to be in flight for 2^32
+// transitions to find its generation's tag again.)
+
+// maxRun is the longest run counted; a longer one counts as maxRun (see
+// compile).
+const maxRun = 1<<32 - 1
+
+// failRun adds a failure of generation gen to the run and returns its
+// length, or 0 if the run belongs to another generation.
+func (b *Breaker) failRun(gen uint64) uint64 {
+	for {
+		v := b.consec.Load()
+		if uint32(v>>32) != uint32(gen) {
+			return 0
+		}
+		n := v
+		if uint32(v) < maxRun {
+			n++
+		}
+		if n == v || b.consec.CompareAndSwap(v, n) {
+			return uint64(uint32(n))
+		}
+	}
+}
+
+// endRun ends the run on a success of generation gen, if the run belongs
+// to it.
+func (b *Breaker) endRun(gen uint64) {
+	for {
+		v := b.consec.Load()
+		if uint32(v) == 0 || uint32(v>>32) != uint32(gen) {
+			return
+		}
+		if b.consec.CompareAndSwap(v, v&^maxRun) {
+			return
+		}
+	}
+}
+
+// runLength is the length of the run.
+func (b *Breaker) runLength() uint64 { return uint64(uint32(b.consec.Load())) }
+
+// handRunLocked gives the run to generation gen, its length kept if keep,
+// else 0. b.mu must be held.
+func (b *Breaker) handRunLocked(gen uint64, keep bool) {
+	for {
+		v := b.consec.Load()
+		n := uint64(uint32(gen)) << 32
+		if keep {
+			n |= v & maxRun
+		}
+		if b.consec.CompareAndSwap(v, n) {
+			return
+		}
+	}
 }
 
 // countOff counts an outcome that does not go into the window.

@@ -126,9 +126,10 @@ const never = math.MinInt64
 
 // transitionLocked moves the breaker to state to (with mode m) and queues
 // the event. It ends the generation (see endGenLocked), so every call
-// admitted before it reports into the void. b.mu must be held.
+// admitted before it reports into the void, and starts the run of
+// consecutive failures anew. b.mu must be held.
 func (b *Breaker) transitionLocked(now int64, to State, m Mode, reason Reason, snap Snapshot, cooldown int64) {
-	b.endGenLocked()
+	b.endGenLocked(b.state.Load().gen(), false)
 	var from State
 	for {
 		w := b.state.Load()
@@ -265,7 +266,6 @@ func (b *Breaker) closeLocked(now int64, m Mode, reason Reason) {
 	b.setClosedAt(now)
 	b.openErr.Store(nil)
 	b.transitionLocked(now, Closed, m, reason, Snapshot{}, 0)
-	b.consec.Store(0)
 	b.win.Store(b.nextWindow(b.rules.Load()))
 }
 
@@ -282,9 +282,10 @@ func (b *Breaker) nextWindow(r *rules) *window {
 }
 
 // bumpGenLocked starts a new generation without a transition, so that the
-// results of calls in flight are not recorded. b.mu must be held.
+// results of calls in flight are not recorded. The run of consecutive
+// failures goes on. b.mu must be held.
 func (b *Breaker) bumpGenLocked() {
-	b.endGenLocked()
+	b.endGenLocked(b.state.Load().gen(), true)
 	for {
 		w := b.state.Load()
 		if b.state.CompareAndSwap(w, w.bump()) {
@@ -294,16 +295,18 @@ func (b *Breaker) bumpGenLocked() {
 }
 
 // endGenLocked is the first step of every change of generation, made
-// before the state word moves on: it seals the window, so that nothing is
-// added to it any more. Once the window is sealed its totals are final,
-// and they move to the history, from which Counters reads them. b.mu must
-// be held.
+// before the state word leaves gen: it seals the window, so that nothing
+// is added to it any more, and hands the run of consecutive failures to
+// the next generation, its length kept if keepRun, else 0, so that no
+// failure of gen adds to it any more (see failRun). Once the window is
+// sealed its totals are final, and they move to the history, from which
+// Counters reads them. b.mu must be held.
 //
 // Every window a result could have been checked against is sealed this
 // way before the generation it was checked in ends, which is what keeps
 // every result out of the windows of later generations: see
 // recordSuccess.
-func (b *Breaker) endGenLocked() {
+func (b *Breaker) endGenLocked(gen uint64, keepRun bool) {
 	var got [nKinds]uint64
 	b.win.Load().tally.seal(&got)
 	if got != [nKinds]uint64{} {
@@ -312,6 +315,7 @@ func (b *Breaker) endGenLocked() {
 			h.sealed[k] += got[k]
 		}
 	}
+	b.handRunLocked(gen+1, keepRun)
 }
 
 // toHalfOpen moves an open breaker whose cooldown has ended to half-open.
@@ -390,7 +394,7 @@ func (b *Breaker) tripReason(r *rules, snap Snapshot) Reason {
 			return ReasonSlowRatio
 		}
 	}
-	if r.consec > 0 && b.consec.Load() >= r.consec {
+	if r.consec > 0 && b.runLength() >= r.consec {
 		return ReasonConsecutive
 	}
 	return ""
