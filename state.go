@@ -355,14 +355,14 @@ func (b *Breaker) probeTimeout(now int64, seen word) {
 // st is the stripe a failure was added to, for its gate, or nil.
 func (b *Breaker) evaluate(now int64, gen uint64, r *rules, win *window, st *stripe) {
 	switch s := win.tally.stripes.Load(); {
-	case s == sealedStripes:
-		return // win's generation is over (no gate is set in these)
-	case s != nil:
-		if b.gatedCheck(s, st, now, r, win) == "" {
+	case s == nil:
+		if b.tripReason(r, win.sum(now)) == "" {
 			return
 		}
+	case s == sealedStripes:
+		return // win's generation is over (no gate is set in these)
 	default:
-		if b.tripReason(r, win.sum(now)) == "" {
+		if b.gatedCheck(s, st, now, r, win) == "" {
 			return
 		}
 	}
