@@ -5,7 +5,7 @@ import "context"
 // recordSuccess is record for the common case, an in-time success in the
 // closed state: one clock read; loads of the rules, the warmup marks, the
 // window and its head, and the state word; one counter increment (a load,
-// a test of the seal and a compare-and-swap, see tally.add). Like record,
+// a test of the seal and a compare-and-swap, see tally.addBase). Like record,
 // it applies the rules in force now, not those the call was admitted
 // under.
 //
@@ -44,9 +44,11 @@ func (b *Breaker) recordSuccess(caller context.Context, gen uint64) {
 		return
 	}
 	win.touch(now)
-	if _, ok := win.tally.add(kSuccess); !ok {
-		b.record(caller, now, gen, Success, false, r) // win was sealed
-		return
+	if !win.tally.addBase(kSuccess) { // tally.add, its common case inlined
+		if _, ok := win.tally.addSlow(kSuccess); !ok {
+			b.record(caller, now, gen, Success, false, r) // win was sealed
+			return
+		}
 	}
 	if r.consec > 0 && uint32(b.consec.Load()) != 0 {
 		b.endRun(gen)

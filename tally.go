@@ -93,22 +93,35 @@ func (t *tally) inc(k int) { t.add(k) }
 // failure's trip check gates on. A sealed tally never changes again (see
 // seal).
 func (t *tally) add(k int) (*stripe, bool) {
+	if t.addBase(k) {
+		return nil, true
+	}
+	return t.addSlow(k)
+}
+
+// addBase is add's common case, small enough to inline: it adds to the
+// base counter of a tally that has not spread, if that counter is not
+// sealed and the compare-and-swap succeeds. Otherwise it adds nothing and
+// reports false, and addSlow takes over.
+func (t *tally) addBase(k int) bool {
+	if t.stripes.Load() != nil {
+		return false
+	}
+	c := &t.base[k]
+	v := c.Load()
+	return v&sealBit == 0 && c.CompareAndSwap(v, v+1)
+}
+
+// addSlow is add after addBase failed: the tally has spread, or is
+// sealed, or another goroutine has just written the base counter, which
+// is the signal to spread.
+func (t *tally) addSlow(k int) (*stripe, bool) {
 	if t.stripes.Load() == nil {
-		c := &t.base[k]
-		v := c.Load()
-		if v&sealBit != 0 {
+		if t.base[k].Load()&sealBit != 0 {
 			return nil, false
-		}
-		if c.CompareAndSwap(v, v+1) {
-			return nil, true
 		}
 		t.spread()
 	}
-	return t.addStriped(k)
-}
-
-// addStriped is add on a tally that has spread.
-func (t *tally) addStriped(k int) (*stripe, bool) {
 	s := t.stripes.Load()
 	for {
 		st := s.local()
