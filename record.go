@@ -45,7 +45,7 @@ func (b *Breaker) recordSuccess(caller context.Context, gen uint64) {
 	}
 	win.touch(now)
 	if !win.tally.addBase(kSuccess) { // tally.add, its common case inlined
-		if _, ok := win.tally.addSlow(kSuccess); !ok {
+		if _, ok := win.tally.add(kSuccess); !ok {
 			b.record(caller, now, gen, Success, false, r) // win was sealed
 			return
 		}

@@ -93,36 +93,18 @@ func (t *tally) inc(k int) { t.add(k) }
 // failure's trip check gates on. A sealed tally never changes again (see
 // seal).
 func (t *tally) add(k int) (*stripe, bool) {
-	if t.addBase(k) {
-		return nil, true
-	}
-	return t.addSlow(k)
-}
-
-// addBase is add's common case, small enough to inline: it adds to the
-// base counter of a tally that has not spread, if that counter is not
-// sealed and the compare-and-swap succeeds. Otherwise it adds nothing and
-// reports false, and addSlow takes over.
-func (t *tally) addBase(k int) bool {
-	if t.stripes.Load() != nil {
-		return false
-	}
-	c := &t.base[k]
-	v := c.Load()
-	return v&sealBit == 0 && c.CompareAndSwap(v, v+1)
-}
-
-// addSlow is add after addBase failed: the tally has spread, or is
-// sealed, or another goroutine has just written the base counter, which
-// is the signal to spread.
-func (t *tally) addSlow(k int) (*stripe, bool) {
-	if t.stripes.Load() == nil {
-		if t.base[k].Load()&sealBit != 0 {
+	s := t.stripes.Load()
+	if s == nil {
+		c := &t.base[k]
+		v := c.Load()
+		if v&sealBit != 0 {
 			return nil, false
 		}
-		t.spread()
+		if c.CompareAndSwap(v, v+1) {
+			return nil, true
+		}
+		s = t.spread()
 	}
-	s := t.stripes.Load()
 	for {
 		st := s.local()
 		c := &st.c[k]
@@ -135,6 +117,19 @@ func (t *tally) addSlow(k int) (*stripe, bool) {
 		}
 		s.rehash()
 	}
+}
+
+// addBase is add's common case, small enough to inline, for the closed
+// path: it adds to the base counter of a tally that has not spread, if
+// that counter is not sealed and the compare-and-swap succeeds. Otherwise
+// it adds nothing and reports false, and add takes over.
+func (t *tally) addBase(k int) bool {
+	if t.stripes.Load() != nil {
+		return false
+	}
+	c := &t.base[k]
+	v := c.Load()
+	return v&sealBit == 0 && c.CompareAndSwap(v, v+1)
 }
 
 func (t *tally) spread() *stripes {
