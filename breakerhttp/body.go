@@ -4,7 +4,6 @@ import (
 	"context"
 	"io"
 	"net/http"
-	"sync"
 	"sync/atomic"
 	"unsafe"
 
@@ -40,7 +39,7 @@ type body struct {
 	// outcome is the call's outcome once it has ended, plus one (0: not
 	// ended), for Fallback.
 	outcome atomic.Int32
-	slot    int32 // its place in its shard of recent, under the shard's lock
+	seq     uint64 // its place in its shard of recent, set before it is published
 }
 
 // settledBody returns the body of a response without one whose call has
@@ -88,31 +87,33 @@ func (b *body) end(err error) bool {
 	return true
 }
 
-// recent maps the responses the Transport has returned to their bodies, so
+// recent holds the bodies of the responses the Transport has returned, so
 // that Fallback finds the call behind a response whatever has wrapped its
 // Body since: http.Client does when Client.Timeout is set, and so do
 // RoundTrippers that trace or log. They keep the *http.Response, which is
-// the key. An entry goes when its call ends, or when its body is closed if
-// the call ended first (a failed response without a body), so the table
-// holds the exchanges in flight. Those whose caller never ends them (a
-// body neither read to the end nor closed) are bounded: each shard keeps
-// its entries in a ring, and the oldest gives way to a new one.
+// what Fallback looks for. A body leaves when its call ends, or when it is
+// closed if the call ended first (a failed response without a body), so
+// recent holds the exchanges in flight. Those whose caller never ends them
+// (a body neither read to the end nor closed) are bounded: each shard is a
+// ring, and a new body takes the place of the oldest.
 var recent responses
 
 const (
 	responseShards    = 64  // a power of two
-	responsesPerShard = 128 // entries kept in a shard, at most
+	responsesPerShard = 128 // bodies kept in a shard, at most
 )
 
 type responses struct {
 	shards [responseShards]responseShard
 }
 
+// responseShard is a ring written without a lock: add claims the next
+// place with one atomic add and stores the body there; remove takes it
+// back with a compare-and-swap, so a place a newer body has taken is left
+// alone. Only find, which runs for Fallback alone, reads the whole ring.
 type responseShard struct {
-	mu   sync.Mutex
-	m    map[*http.Response]*body
-	ring [responsesPerShard]*body
-	next int
+	next atomic.Uint64
+	ring [responsesPerShard]atomic.Pointer[body]
 }
 
 func (r *responses) shard(resp *http.Response) *responseShard {
@@ -120,43 +121,29 @@ func (r *responses) shard(resp *http.Response) *responseShard {
 	return &r.shards[h>>(64-6)]
 }
 
-// add records bd as the body of resp. A Transport around another one
-// returns the inner one's response with its own body: the outer body,
-// added last, is the one found.
-func (r *responses) add(resp *http.Response, bd *body) {
-	s := r.shard(resp)
-	s.mu.Lock()
-	if old := s.ring[s.next]; old != nil && s.m[old.resp] == old {
-		delete(s.m, old.resp)
-	}
-	if s.m == nil {
-		s.m = make(map[*http.Response]*body)
-	}
-	s.ring[s.next] = bd
-	bd.slot = int32(s.next)
-	s.next = (s.next + 1) % responsesPerShard
-	s.m[resp] = bd
-	s.mu.Unlock()
+// add records bd, the body of bd.resp, in place of the shard's oldest.
+func (r *responses) add(bd *body) {
+	s := r.shard(bd.resp)
+	bd.seq = s.next.Add(1)
+	s.ring[bd.seq%responsesPerShard].Store(bd)
 }
 
 // remove forgets bd, if it is still recorded.
 func (r *responses) remove(bd *body) {
-	s := r.shard(bd.resp)
-	s.mu.Lock()
-	if s.m[bd.resp] == bd {
-		delete(s.m, bd.resp)
-	}
-	if s.ring[bd.slot] == bd {
-		s.ring[bd.slot] = nil
-	}
-	s.mu.Unlock()
+	r.shard(bd.resp).ring[bd.seq%responsesPerShard].CompareAndSwap(bd, nil)
 }
 
-// find returns the body recorded for resp, or nil.
+// find returns the body recorded for resp, or nil. A Transport around
+// another one returns the inner one's response with a body of its own,
+// recorded after the inner one's: the latest, the body the caller holds,
+// is the one found.
 func (r *responses) find(resp *http.Response) *body {
+	var found *body
 	s := r.shard(resp)
-	s.mu.Lock()
-	bd := s.m[resp]
-	s.mu.Unlock()
-	return bd
+	for i := range s.ring {
+		if bd := s.ring[i].Load(); bd != nil && bd.resp == resp && (found == nil || bd.seq > found.seq) {
+			found = bd
+		}
+	}
+	return found
 }

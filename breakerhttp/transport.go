@@ -307,7 +307,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			// pay for it.
 			bd := settledBody(t, b, resp, o)
 			resp.Body = bd
-			recent.add(resp, bd)
+			recent.add(bd)
 		}
 		return resp, nil
 	}
@@ -321,7 +321,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	bd := &body{rc: resp.Body, t: t, b: b, resp: resp, caller: caller, done: done}
 	resp.Body = bd
-	recent.add(resp, bd)
+	recent.add(bd)
 	return resp, nil
 }
 
