@@ -39,7 +39,7 @@ type body struct {
 	// outcome is the call's outcome once it has ended, plus one (0: not
 	// ended), for Fallback.
 	outcome atomic.Int32
-	seq     uint64 // its place in its shard of recent, set before it is published
+	seq     uint32 // its place in its shard of recent, set before it is published
 }
 
 // settledBody returns the body of a response without one whose call has
@@ -112,7 +112,7 @@ type responses struct {
 // back with a compare-and-swap, so a place a newer body has taken is left
 // alone. Only find, which runs for Fallback alone, reads the whole ring.
 type responseShard struct {
-	next atomic.Uint64
+	next atomic.Uint32 // wraps; responsesPerShard divides 1<<32
 	ring [responsesPerShard]atomic.Pointer[body]
 }
 
@@ -141,7 +141,7 @@ func (r *responses) find(resp *http.Response) *body {
 	var found *body
 	s := r.shard(resp)
 	for i := range s.ring {
-		if bd := s.ring[i].Load(); bd != nil && bd.resp == resp && (found == nil || bd.seq > found.seq) {
+		if bd := s.ring[i].Load(); bd != nil && bd.resp == resp && (found == nil || int32(bd.seq-found.seq) > 0) {
 			found = bd
 		}
 	}
