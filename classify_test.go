@@ -41,6 +41,10 @@ func TestClassifier_DefaultTable(t *testing.T) {
 		{connRefused(), Timeout},
 		{connReset(), Timeout},
 		{context.Canceled, Failure}, // only the caller's own cancel is ignored, by the breaker
+		{ErrOpen, Ignored},          // another breaker's refusal
+		{&OpenError{Name: "payments"}, Ignored},
+		{fmt.Errorf("charge: %w", &OpenError{Name: "payments"}), Ignored},
+		{errors.Join(&OpenError{}, context.DeadlineExceeded), Timeout}, // a timeout is an answer
 	}
 	for _, c := range cases {
 		assert.Equal(t, c.want, DefaultClassifier(c.err), "%v", c.err)
@@ -119,6 +123,11 @@ func TestClassifier_AgreesWithErrorsIsAndAs(t *testing.T) {
 		{syscall.EPIPE, Failure},
 		{syscall.ETIMEDOUT, Timeout}, // Errno's own Timeout method
 		{fmt.Errorf("a: %w", fmt.Errorf("b: %w", errBoom)), Failure},
+		{fmt.Errorf("a: %w", &OpenError{}), Ignored},
+		{errors.Join(errBoom, &OpenError{}), Ignored},
+		{errors.Join(&OpenError{}, timeoutErr{}), Timeout},
+		{errors.Join(isDeadline{}, ErrOpen), Timeout},
+		{notTimeout{&OpenError{}}, Ignored},
 	}
 	for _, c := range cases {
 		assert.Equal(t, c.want, DefaultClassifier(c.err), "%v", c.err)
@@ -159,6 +168,7 @@ func TestFailurePath_AllocatesNothing(t *testing.T) {
 		"refused":  connRefused(),
 		"ignored":  Ignore(errBoom),
 		"marked":   Mark(errBoom, Timeout),
+		"refusal":  fmt.Errorf("charge: %w", &OpenError{Name: "payments"}),
 	} {
 		fn := func(context.Context) error { return e }
 		allocs := testing.AllocsPerRun(200, func() { _ = b.Do(ctx, fn) })
@@ -195,6 +205,12 @@ func TestClassifier_OneWalkAgreesWithMarkThenDefault(t *testing.T) {
 		errors.Join(Ignore(errBoom), typedNil),
 		errors.Join(typedNil, Ignore(errBoom)),
 		Mark(errBoom, Outcome(9)),
+		&OpenError{},
+		fmt.Errorf("x: %w", ErrOpen),
+		errors.Join(&OpenError{}, Mark(errBoom, Failure)),
+		errors.Join(Mark(errBoom, Failure), &OpenError{}),
+		errors.Join(&OpenError{}, context.DeadlineExceeded),
+		errors.Join(&OpenError{}, isDeadline{}),
 	} {
 		want, ok := markOf(err)
 		if !ok {

@@ -28,9 +28,11 @@ type Counters struct {
 	// ShadowRejected is the number of calls a shadow breaker admitted but
 	// would have refused.
 	ShadowRejected uint64 `json:"shadow_rejected"`
-	// Fallbacks is the number of results served by [Fallback] or
-	// [FallbackOnFailure] instead of the downstream. They are not
-	// outcomes: a refusal is counted in Rejected, a failure in Failures.
+	// Fallbacks is the number of results served by [Fallback],
+	// [FallbackOnFailure], [Recover] or [RecoverOnFailure] instead of the
+	// downstream, for calls this breaker refused or counted as failed.
+	// They are not outcomes: a refusal is counted in Rejected, a failure
+	// in Failures.
 	Fallbacks uint64 `json:"fallbacks"`
 	// ProbesPassed and ProbesFailed count half-open verdicts.
 	ProbesPassed uint64 `json:"probes_passed"`

@@ -45,8 +45,9 @@
 // timeout (context.DeadlineExceeded, a net.Error timeout, a refused or
 // reset connection, or a call longer than Policy.Timeout) is a failure of
 // its own kind, any other error a failure. The caller's own cancellation,
-// and errors wrapped with [Ignore], say nothing about the downstream and
-// are not counted. A [Classifier] can replace or extend the mapping. A
+// errors wrapped with [Ignore], and another breaker's refusal that the
+// function passes on (nested breakers) say nothing about the downstream
+// and are not counted. A [Classifier] can replace or extend the mapping. A
 // probe passes on any answer, even an error (the downstream answered), and
 // fails on a timeout, unless Policy.StrictProbes is set.
 //

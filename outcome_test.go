@@ -87,6 +87,40 @@ func TestOutcome_ACustomClassifierExtendsTheDefault(t *testing.T) {
 	h.requireState(Open)
 }
 
+// behaviour.md §3 Outcomes: another breaker's refusal, passed on by the
+// function, is ignored. It used to count as a failure, so an inner
+// breaker that opened tripped the breaker around it, which then refused
+// calls the inner one did not guard, and half-open probes that met the
+// inner refusal passed as answers.
+func TestOutcome_AnInnerBreakersRefusalIsIgnored(t *testing.T) {
+	inner, err := New("payments", DefaultPolicy())
+	require.NoError(t, err)
+	require.NoError(t, inner.SetMode(ModeForcedOpen))
+	refused := func(ctx context.Context) error {
+		err := inner.Do(ctx, func(context.Context) error { return nil })
+		return fmt.Errorf("charge: %w", err)
+	}
+	h := newHarness(t, DefaultPolicy())
+	for i := 0; i < 40; i++ {
+		require.ErrorIs(t, h.b.Do(context.Background(), refused), ErrOpen)
+	}
+	h.requireState(Closed)
+	assert.Zero(t, h.b.Snapshot().Counted)
+	c := h.b.Counters()
+	assert.Equal(t, uint64(40), c.Ignored)
+	assert.Zero(t, c.Failures+c.Rejected)
+
+	// Half-open, a probe that meets the inner refusal proves nothing
+	// either way: its slot is freed and the breaker stays half-open.
+	h.trip()
+	h.add(DefaultPolicy().OpenFor * 2)
+	require.ErrorIs(t, h.b.Do(context.Background(), refused), ErrOpen)
+	h.requireState(HalfOpen)
+	assert.Zero(t, h.b.Counters().ProbesFailed+h.b.Counters().ProbesPassed)
+	h.calls(DefaultPolicy().Probes, nil)
+	h.requireState(Closed)
+}
+
 func TestOutcome_AClassifierReturningGarbageCountsAFailure(t *testing.T) {
 	h := newHarness(t, DefaultPolicy(), WithClassifier(func(error) Outcome { return Outcome(42) }))
 	h.calls(20, errBoom)

@@ -54,6 +54,8 @@ func testPolicy() breaker.Policy {
 // the request path:
 //
 //	/status/N    answers status N with a short body
+//	/redirect/N  redirects (302) to /status/N
+//	/empty/N     answers status N with no body (Content-Length: 0)
 //	/hang        waits until the client goes away
 //	/reset       resets the connection (RST) without answering
 //	/truncate    promises 100 bytes of body, sends 3, closes
@@ -110,6 +112,12 @@ func (d *downstream) serve(w http.ResponseWriter, r *http.Request) {
 		if code != http.StatusNoContent && code != http.StatusNotModified {
 			fmt.Fprintf(w, "status %d\n", code)
 		}
+	case strings.HasPrefix(p, "/empty/"):
+		code, _ := strconv.Atoi(strings.TrimPrefix(p, "/empty/"))
+		w.Header().Set("Content-Length", "0")
+		w.WriteHeader(code)
+	case strings.HasPrefix(p, "/redirect/"):
+		http.Redirect(w, r, "/status/"+strings.TrimPrefix(p, "/redirect/"), http.StatusFound)
 	case p == "/hang":
 		<-r.Context().Done()
 	case p == "/reset":

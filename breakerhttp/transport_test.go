@@ -3,6 +3,7 @@ package breakerhttp
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -148,6 +149,8 @@ func TestDefaultClassify(t *testing.T) {
 		{nil, errors.New("dial tcp: connection refused"), breaker.Timeout},
 		{nil, context.DeadlineExceeded, breaker.Timeout},
 		{resp(200), io.ErrUnexpectedEOF, breaker.Timeout},
+		{nil, &breaker.OpenError{Name: "inner"}, breaker.Ignored},
+		{nil, fmt.Errorf("inner: %w", breaker.ErrOpen), breaker.Ignored},
 	}
 	for _, row := range rows {
 		got := DefaultClassify(row.resp, row.err)
@@ -157,6 +160,41 @@ func TestDefaultClassify(t *testing.T) {
 		}
 		assert.Equal(t, row.want, got, "DefaultClassify(status %d, %v)", code, row.err)
 	}
+}
+
+// A Transport around another one: the inner one's refusals reach the
+// outer one as its base's errors. They used to count as timeouts there, so
+// an inner breaker that opened tripped the outer one, which then refused
+// requests the inner one does not guard. They are ignored now, and
+// Fallback counts the fallback served for one on the inner breaker, the
+// one that refused.
+func TestTransport_AnInnerTransportsRefusalIsIgnored(t *testing.T) {
+	f := newFixture(t, testPolicy())
+	d := newDownstream(t)
+	inner := f.breaker(d)
+	require.NoError(t, inner.SetMode(breaker.ModeForcedOpen))
+	outerGroup, err := breaker.NewGroup(breaker.GroupConfig{Policies: breaker.GroupPolicy{Default: testPolicy()}})
+	require.NoError(t, err)
+	outer, err := outerGroup.Get(d.Listener.Addr().String())
+	require.NoError(t, err)
+	client := &http.Client{Transport: New(f.tr, outerGroup)}
+
+	for i := 0; i < 10; i++ {
+		_, err := client.Get(d.URL + "/status/200")
+		require.ErrorIs(t, err, breaker.ErrOpen)
+	}
+	assert.Equal(t, breaker.Closed, outer.State())
+	assert.Equal(t, outcomes{Ignored: 10}, countsOf(outer))
+	assert.Equal(t, outcomes{Rejected: 10}, countsOf(inner))
+
+	resp, err := client.Get(d.URL + "/status/200")
+	var got error
+	v, err := Fallback(context.Background(), resp, err, readBody, fromCache(&got))
+	require.NoError(t, err)
+	assert.Equal(t, "cached", v)
+	assert.Equal(t, uint64(1), inner.Counters().Fallbacks)
+	assert.Zero(t, outer.Counters().Fallbacks)
+	assert.Zero(t, d.hits.Load())
 }
 
 // The outcome the Transport decides is the one the breaker counts, even

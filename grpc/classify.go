@@ -40,11 +40,20 @@ import (
 // health; Aborted is there with FailedPrecondition, as HTTP's 409 is with
 // the other 4xx.
 //
+// A refusal by a breaker further in, another interceptor's on the same
+// connection (an error matching breaker.ErrOpen, whatever its status), is
+// Ignored: the call never reached the downstream, and that breaker already
+// judges it. Counted, an inner breaker that opened would trip this one,
+// which would then refuse calls the inner one does not guard.
+//
 // An error that is not a status is read as grpc-go reads context errors:
 // context.DeadlineExceeded as DeadlineExceeded, context.Canceled as
 // Canceled, anything else as Unknown. The caller's own cancellation never
 // reaches the classifier; see [WithClassifier].
 func DefaultClassify(err error) breaker.Outcome {
+	if err != nil && errors.Is(err, breaker.ErrOpen) {
+		return breaker.Ignored
+	}
 	switch code(err) {
 	case codes.OK:
 		return breaker.Success

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 )
@@ -149,4 +150,47 @@ func TestRecoverOnFailure_Streams(t *testing.T) {
 		}
 		cancel()
 	}
+}
+
+// Two interceptors on one connection, an outer and an inner breaker: the
+// inner one's refusal reaches the outer one as the invoker's error, a
+// codes.Unavailable status. It used to count there as a timeout, so an
+// inner breaker that opened tripped the outer one, which then refused
+// calls the inner one does not guard. It is ignored now, and
+// RecoverOnFailure counts the fallback on the inner breaker, the one that
+// refused.
+func TestRecoverOnFailure_AnInnerInterceptorsRefusalIsIgnored(t *testing.T) {
+	srv := newServer(t)
+	outerGroup, err := breaker.NewGroup(breaker.GroupConfig{Policies: breaker.GroupPolicy{Default: testPolicy()}})
+	require.NoError(t, err)
+	innerGroup, err := breaker.NewGroup(breaker.GroupConfig{Policies: breaker.GroupPolicy{Default: testPolicy()}})
+	require.NoError(t, err)
+	conn, err := grpc.NewClient(srv.addr,
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithChainUnaryInterceptor(UnaryClientInterceptor(outerGroup), UnaryClientInterceptor(innerGroup)),
+	)
+	require.NoError(t, err)
+	t.Cleanup(func() { conn.Close() })
+	c := &client{t: t, group: outerGroup, conn: conn, hc: healthpb.NewHealthClient(conn)}
+	outer := c.breaker(checkMethod)
+	inner, err := innerGroup.Get(checkMethod)
+	require.NoError(t, err)
+	require.NoError(t, inner.SetMode(breaker.ModeForcedOpen))
+
+	for i := 0; i < 10; i++ {
+		err := c.check("", 0)
+		require.ErrorIs(t, err, breaker.ErrOpen)
+		require.Equal(t, codes.Unavailable, status.Code(err))
+	}
+	assert.Equal(t, breaker.Closed, outer.State())
+	assert.Equal(t, outcomes{Ignored: 10}, countsOf(outer))
+	assert.Equal(t, outcomes{Rejected: 10}, countsOf(inner))
+
+	resp, err, got := c.checkOrCache(context.Background(), "")
+	require.NoError(t, err)
+	assert.Same(t, cached, resp)
+	assert.ErrorIs(t, got, breaker.ErrOpen)
+	assert.Equal(t, uint64(1), inner.Counters().Fallbacks)
+	assert.Zero(t, outer.Counters().Fallbacks)
+	assert.Zero(t, srv.hits.Load())
 }

@@ -556,6 +556,8 @@ func TestDefaultClassify_NonStatusErrors(t *testing.T) {
 		fmt.Errorf("call: %w", status.Error(codes.NotFound, "no such sku")): breaker.Ignored,
 		fmt.Errorf("call: %w", status.Error(codes.Unavailable, "down")):     breaker.Timeout,
 		status.Error(codes.Code(99), "from the future"):                     breaker.Failure,
+		newOpenError(&breaker.OpenError{Name: "inner"}):                     breaker.Ignored,
+		fmt.Errorf("call: %w", breaker.ErrOpen):                             breaker.Ignored,
 	} {
 		assert.Equal(t, want, DefaultClassify(err), "%v", err)
 	}
