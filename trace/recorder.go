@@ -108,6 +108,10 @@ func (r *Recorder) write() {
 			return
 		}
 		line = append(rec.AppendJSON(line[:0]), '\n')
+		if rec.Key == "" || len(line) > MaxLine+1 {
+			r.dropped.Add(1) // the decoder would refuse the whole trace for it
+			return
+		}
 		if _, err := r.w.Write(line); err != nil {
 			r.err = err
 			r.dropped.Add(1)
@@ -143,7 +147,7 @@ func (r *Recorder) write() {
 
 // Record queues rec for writing, or drops and counts it if the buffer is
 // full or the recorder closed. It never blocks. Sampling does not apply:
-// Record writes what it is given.
+// Record writes what it is given, as [Record.AppendJSON] writes it.
 func (r *Recorder) Record(rec Record) {
 	if r == nil {
 		return
@@ -254,13 +258,20 @@ func (c *call) start(ctx context.Context) {
 	c.began = c.r.now()
 }
 
+// end times the call and keeps its outcome. A clock that stepped back
+// while the call ran makes it last 0, as the breaker's own timeline takes
+// the step as a pause of no length.
 func (c *call) end(err error) {
-	c.rec.Duration = c.r.now().Sub(c.began)
-	c.rec.Outcome = c.r.classify(err)
+	c.rec.Duration = max(c.r.now().Sub(c.began), 0)
+	c.rec.Outcome = breaker.Success
+	if err != nil {
+		c.rec.Outcome = c.r.classify(err)
+	}
 }
 
 // Dropped returns the number of records dropped: the buffer was full, the
-// recorder closed, or writing had failed.
+// recorder closed, writing had failed, or the record could not be written
+// as a line a Decoder reads (an empty key, a line over MaxLine).
 func (r *Recorder) Dropped() uint64 {
 	if r == nil {
 		return 0
