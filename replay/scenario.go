@@ -256,7 +256,7 @@ const (
 	MaxWorkers     = 100_000          // workers per tier
 	MaxQueue       = 10_000_000       // queue bound per tier
 	MaxFaultWindow = 10_000           // fault occurrences in all
-	maxLatency     = 10 * time.Minute // any single timeout, latency or service time
+	MaxLatency     = 10 * time.Minute // any single timeout, latency or service time
 
 	// MaxCallsPerRequest bounds the downstream calls one entry request
 	// can make through the chain, every call made and every retry tried:

@@ -411,7 +411,7 @@ func checkFraction(p *problems, field string, f float64) bool {
 	return true
 }
 
-// checkLatency reports a duration that is negative, beyond maxLatency, or
+// checkLatency reports a duration that is negative, beyond MaxLatency, or
 // zero when required. It returns whether d is usable.
 func checkLatency(p *problems, field string, d time.Duration, required bool) bool {
 	switch {
@@ -419,8 +419,8 @@ func checkLatency(p *problems, field string, d time.Duration, required bool) boo
 		p.add(field, "required: a positive duration")
 	case d < 0:
 		p.add(field, "must not be negative, got %v", d)
-	case d > maxLatency:
-		p.add(field, "must be at most %v, got %v", maxLatency, d)
+	case d > MaxLatency:
+		p.add(field, "must be at most %v, got %v", MaxLatency, d)
 	default:
 		return true
 	}
