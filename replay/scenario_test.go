@@ -585,3 +585,26 @@ func TestScenario_ValidateRefusesBadNumbersInGoValues(t *testing.T) {
 		problemOf(t, s.Validate(), c.field)
 	}
 }
+
+// The message of a ScenarioError lists a bounded number of problems: a
+// document of a thousand bad tiers made a message that grew with it, with
+// no place in a log line or a terminal, and so did the list of tier names
+// a problem quotes. Problems keeps them all.
+func TestScenarioError_MessageListsABoundedNumberOfProblems(t *testing.T) {
+	m := minimalDoc(t)
+	var tiers []any
+	for i := range 1000 {
+		tiers = append(tiers, doc{"name": fmt.Sprintf("t%d", i), "workers": 0, "service": doc{"mean": "1ms"}})
+	}
+	m["tiers"] = tiers
+	data, err := json.Marshal(m)
+	require.NoError(t, err)
+	_, err = ParseScenario(data)
+	var se *ScenarioError
+	require.ErrorAs(t, err, &se)
+	assert.Greater(t, len(se.Problems), 1000)
+	msg := err.Error()
+	assert.Less(t, len(msg), 4096)
+	assert.Equal(t, 20, strings.Count(msg, "; "), "20 problems, then the count of the rest")
+	assert.Contains(t, msg, fmt.Sprintf("; and %d more problems", len(se.Problems)-20))
+}

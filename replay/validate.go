@@ -432,7 +432,7 @@ func (s *Scenario) tierNames() string {
 	for i, t := range s.Tiers {
 		names[i] = t.Name
 	}
-	return strings.Join(names, ", ")
+	return listNames(names)
 }
 
 func (s *Scenario) callNames() string {
@@ -440,5 +440,14 @@ func (s *Scenario) callNames() string {
 	for _, e := range s.calls() {
 		names = append(names, e.name)
 	}
-	return strings.Join(names, ", ")
+	return listNames(names)
+}
+
+// listNames joins the first maxListed names, and says how many there are
+// if there are more.
+func listNames(names []string) string {
+	if len(names) <= maxListed {
+		return strings.Join(names, ", ")
+	}
+	return fmt.Sprintf("%s, … (%d in all)", strings.Join(names[:maxListed], ", "), len(names))
 }
