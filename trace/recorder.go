@@ -21,8 +21,9 @@ type Options struct {
 	// every call. A sampled recorder keeps evenly spaced calls (every
 	// tenth for 0.1), not random ones.
 	Sample float64
-	// Buffer is how many records may wait for the writer; 0 means
-	// DefaultBuffer. When it is full, records are dropped and counted.
+	// Buffer is how many records may wait for the writer, at most
+	// MaxBuffer; 0 means DefaultBuffer. When it is full, records are
+	// dropped and counted.
 	Buffer int
 	// Classifier turns a call's error into the outcome recorded; nil
 	// means breaker.DefaultClassifier. Give it the classifier of the
@@ -34,8 +35,14 @@ type Options struct {
 }
 
 // DefaultBuffer is the number of records a Recorder buffers by default:
-// about a second of a busy service's calls.
-const DefaultBuffer = 4096
+// about a second of a busy service's calls. MaxBuffer bounds
+// Options.Buffer: a buffer is made whole when the recorder starts, 56
+// bytes a record (64 MiB at most), and a longer one only delays the drops
+// of a writer that cannot keep up.
+const (
+	DefaultBuffer = 4096
+	MaxBuffer     = 1 << 20
+)
 
 // A Recorder writes [Record]s to a trace on a goroutine of its own. Record
 // and Do never block on the writer: a record that finds the buffer full is
@@ -74,6 +81,9 @@ func NewRecorder(w io.Writer, opt Options) (*Recorder, error) {
 	}
 	if opt.Buffer < 0 {
 		return nil, fmt.Errorf("trace: Options.Buffer must not be negative, got %d", opt.Buffer)
+	}
+	if opt.Buffer > MaxBuffer {
+		return nil, fmt.Errorf("trace: Options.Buffer must be at most %d, got %d", MaxBuffer, opt.Buffer)
 	}
 	if opt.Sample == 0 {
 		opt.Sample = 1

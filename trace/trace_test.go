@@ -161,6 +161,15 @@ func TestNewRecorder_BadOptions(t *testing.T) {
 	assert.ErrorContains(t, err, "Options.Sample")
 	_, err = NewRecorder(io.Discard, Options{Buffer: -1})
 	assert.ErrorContains(t, err, "Options.Buffer")
+	// A buffer too large to make panicked in make (or took gigabytes).
+	for _, n := range []int{MaxBuffer + 1, math.MaxInt} {
+		_, err = NewRecorder(io.Discard, Options{Buffer: n})
+		assert.ErrorContains(t, err, "Options.Buffer must be at most", "%d", n)
+	}
+	for _, v := range []float64{math.NaN(), math.Inf(1), math.Inf(-1), -0.5} {
+		_, err = NewRecorder(io.Discard, Options{Sample: v})
+		assert.ErrorContains(t, err, "Options.Sample", "%v", v)
+	}
 	_, err = NewRecorder(nil, Options{})
 	assert.ErrorContains(t, err, "nil writer")
 }
