@@ -42,8 +42,9 @@
 // [Recorder.Close] flushes what is buffered and stops the goroutine.
 //
 // Whatever its clock does, a Recorder writes only lines a Decoder reads. A
-// call during which the clock stepped back lasted 0, as on the breaker's
-// own timeline; a time before 1970 or after MaxTime is written as the
-// nearer of the two; a record the format cannot hold (an empty key, a line
-// over MaxLine) is dropped and counted.
+// call during which the clock stepped back, or jumped more than 146 years
+// ahead, lasted 0, as on the breaker's own timeline; a time before 1970 or
+// after MaxTime is written as the nearer of the two; a record the format
+// cannot hold (an empty key, a line over MaxLine) is dropped and counted.
+// Times need not be in order: readers sort them.
 package trace

@@ -269,10 +269,14 @@ func (c *call) start(ctx context.Context) {
 }
 
 // end times the call and keeps its outcome. A clock that stepped back
-// while the call ran makes it last 0, as the breaker's own timeline takes
-// the step as a pause of no length.
+// while the call ran, or jumped more than 2^62 ns (146 years) ahead, makes
+// it last 0, as the breaker's own timeline takes such a step as a pause of
+// no length.
 func (c *call) end(err error) {
-	c.rec.Duration = max(c.r.now().Sub(c.began), 0)
+	c.rec.Duration = c.r.now().Sub(c.began)
+	if c.rec.Duration < 0 || c.rec.Duration > maxDuration {
+		c.rec.Duration = 0
+	}
 	c.rec.Outcome = breaker.Success
 	if err != nil {
 		c.rec.Outcome = c.r.classify(err)

@@ -404,21 +404,35 @@ func readAll(t *testing.T, data []byte) []Record {
 // A clock stepped back while a call runs (an NTP correction, a VM
 // restored from a snapshot) made the recorder write a negative "d", and
 // the decoder refused the whole trace. The call's duration is 0, as on the
-// breaker's own timeline.
+// breaker's own timeline, which also takes a step of more than 146 years
+// ahead as a pause.
 func TestRecorder_ClockSteppedBackMidCallRecordsZeroDuration(t *testing.T) {
-	clk := clock.NewMock()
-	clk.Set(t0)
-	g, err := breaker.NewGroup(breaker.GroupConfig{})
-	require.NoError(t, err)
-	var buf bytes.Buffer
-	r, err := NewRecorder(&buf, Options{Clock: clk})
-	require.NoError(t, err)
-	back := func(context.Context) error { clk.Set(t0.Add(-time.Hour)); return nil }
-	require.NoError(t, r.Do(context.Background(), g, "inv", back))
-	require.NoError(t, r.Close())
-	got := readAll(t, buf.Bytes())
-	require.Len(t, got, 1)
-	assert.Equal(t, Record{Time: t0, Key: "inv", Duration: 0, Outcome: breaker.Success}, got[0])
+	for _, c := range []struct {
+		name string
+		to   time.Time // where the clock is when the call ends
+		want time.Duration
+	}{
+		{"stepped back an hour", t0.Add(-time.Hour), 0},
+		{"stepped back to the zero time", time.Time{}, 0},
+		{"jumped 200 years ahead", t0.AddDate(200, 0, 0), 0},
+		{"ran two seconds", t0.Add(2 * time.Second), 2 * time.Second},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			clk := clock.NewMock()
+			clk.Set(t0)
+			g, err := breaker.NewGroup(breaker.GroupConfig{})
+			require.NoError(t, err)
+			var buf bytes.Buffer
+			r, err := NewRecorder(&buf, Options{Clock: clk})
+			require.NoError(t, err)
+			jump := func(context.Context) error { clk.Set(c.to); return nil }
+			require.NoError(t, r.Do(context.Background(), g, "inv", jump))
+			require.NoError(t, r.Close())
+			got := readAll(t, buf.Bytes())
+			require.Len(t, got, 1)
+			assert.Equal(t, Record{Time: t0, Key: "inv", Duration: c.want, Outcome: breaker.Success}, got[0])
+		})
+	}
 }
 
 // Every Record is written as a line the decoder reads: a time outside the
