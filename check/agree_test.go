@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/govkit/breaker"
+	"github.com/stretchr/testify/assert"
 )
 
 // The agreement tests hold the checker's models against a real breaker
@@ -184,6 +185,27 @@ func TestAgreement_NeverTripsAndTimeToTrip(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A short window under a long timeout made the time-to-trip model step
+// through the whole timeout in sixteenths of a bucket: a 1 ms window and a
+// deadline of a day were 1.4 billion steps, 23 s for one key. Once every
+// bucket holds the same fault traffic the model skips to the bucket in
+// which the timeouts are cut, with the same answer.
+func TestTimeToTrip_LongTimeoutOnAShortWindowIsQuick(t *testing.T) {
+	p := breaker.DefaultPolicy()
+	p.Window, p.Buckets = time.Millisecond, 1
+	start := time.Now()
+	_, ok := TimeToTrip(p, Traffic{Rate: 1000, Deadline: 24 * time.Hour}, DefaultFault)
+	assert.False(t, ok, "a call a window never reaches min_requests")
+
+	// Only timeouts: nothing is counted until they are cut, an hour in;
+	// then 100 calls a window trip it within the next bucket.
+	got, ok := TimeToTrip(p, Traffic{Rate: 100_000, Deadline: time.Hour}, Fault{Timeouts: 1})
+	assert.True(t, ok)
+	assert.GreaterOrEqual(t, got, time.Hour)
+	assert.Less(t, got, time.Hour+time.Millisecond)
+	assert.Less(t, time.Since(start), time.Second)
 }
 
 // tolerance is how far the model's time to trip may be from the
