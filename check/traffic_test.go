@@ -309,8 +309,8 @@ func TestTraffic_ValidateRefusesBadNumbers(t *testing.T) {
 	}
 }
 
-// A workload's keys are bounded: a check of a million keys took minutes
-// and gigabytes.
+// A workload's keys are bounded: each is judged on its own, so a
+// description of keys without bound took time and memory without bound.
 func TestWorkload_KeysAreBounded(t *testing.T) {
 	w := Workload{Keys: make(map[string]Traffic, MaxKeys+1)}
 	for i := range MaxKeys {
