@@ -119,9 +119,10 @@
 //	  "faults": [{                      // default none; one at a time per tier
 //	    "tier": "inventory",            // required: the faulty tier
 //	    "start": "1m",                  // when it begins, in [0, duration); default 0s
-//	    "duration": "20s",              // required: how long each occurrence lasts
+//	    "duration": "20s",              // required: how long each occurrence lasts; at most 1h
 //	    "every": "25s", "repeat": 9,    // recur: repeat occurrences, one every "every"
-//	                                    // (at least duration); default once
+//	                                    // (at least duration, at most 1h); default once;
+//	                                    // at most 10000 occurrences in all
 //	    "error_rate": 0.4,              // fraction of calls answered at once with an error
 //	    "slow_fraction": 0.2,           // fraction of calls delayed by slow_latency;
 //	    "slow_latency": "5s",           // error_rate + slow_fraction is at most 1
@@ -140,6 +141,14 @@
 //	    "calls": ["orders->inventory"]  // calls it applies to; default every guarded call
 //	  }
 //	}
+//
+// The work a scenario may ask for is bounded, so that a run takes minutes
+// at most: one entry request can make at most [MaxCallsPerRequest]
+// downstream calls (counted through the chain, every call made and every
+// retry tried: a chain that fans out at each tier asks for a power of its
+// depth), and a run simulates at most [MaxTierRequests] requests at all
+// tiers (the entry's rate × duration, times one plus those calls). A
+// scenario beyond a bound is refused with what it asks for and the bound.
 //
 // Policies are breaker policy documents, the JSON form of [breaker.Policy]
 // (snake_case fields, durations as strings), each laid over the policy it

@@ -257,17 +257,21 @@ func policyFor(gp breaker.GroupPolicy, key string) breaker.Policy {
 
 // callList collects one key's calls in chunks, so that reading a trace
 // of millions of calls copies each call once rather than every time a
-// slice outgrows its array.
+// slice outgrows its array. Chunks start small and grow with the list, up
+// to callChunk, so that a key called once takes little more than its call.
 type callList struct {
 	chunks [][]traceCall
 	n      int
 }
 
-const callChunk = 1 << 14
+const (
+	firstChunk = 16
+	callChunk  = 1 << 14
+)
 
 func (l *callList) add(c traceCall) {
-	if len(l.chunks) == 0 || len(l.chunks[len(l.chunks)-1]) == callChunk {
-		l.chunks = append(l.chunks, make([]traceCall, 0, callChunk))
+	if len(l.chunks) == 0 || len(l.chunks[len(l.chunks)-1]) == cap(l.chunks[len(l.chunks)-1]) {
+		l.chunks = append(l.chunks, make([]traceCall, 0, min(max(firstChunk, l.n), callChunk)))
 	}
 	last := &l.chunks[len(l.chunks)-1]
 	*last = append(*last, c)

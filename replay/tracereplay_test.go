@@ -5,6 +5,7 @@ import (
 	"encoding/xml"
 	"fmt"
 	"io"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -245,6 +246,27 @@ func TestReplayTrace_Bounds(t *testing.T) {
 	var le *trace.LineError
 	require.ErrorAs(t, err, &le)
 	assert.Equal(t, "t", le.Field)
+}
+
+// A trace's memory is its calls': each key read took a chunk of 16,384
+// calls (256 KiB) up front, so a trace of a few thousand keys called once
+// each (keys built from request data) took gigabytes.
+func TestReplayTrace_ManyKeysTakeMemoryForTheirCallsOnly(t *testing.T) {
+	const keys = 2000
+	var b strings.Builder
+	for i := range keys {
+		b.Write(trace.Record{Time: traceT0, Key: fmt.Sprintf("k%d", i), Duration: time.Millisecond, Outcome: breaker.Success}.AppendJSON(nil))
+		b.WriteByte('\n')
+	}
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	rep, err := ReplayTrace(strings.NewReader(b.String()), breaker.GroupPolicy{})
+	runtime.ReadMemStats(&after)
+	require.NoError(t, err)
+	assert.Len(t, rep.Keys, keys)
+	perKey := (after.TotalAlloc - before.TotalAlloc) / keys
+	t.Logf("%d bytes allocated per key", perKey)
+	assert.Less(t, perKey, uint64(32<<10), "bytes allocated per key of one call")
 }
 
 // FuzzReplayTrace checks that no trace makes the replay panic, and that

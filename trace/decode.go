@@ -21,7 +21,9 @@ type Decoder struct {
 // NewDecoder returns a Decoder reading from r.
 func NewDecoder(r io.Reader) *Decoder {
 	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 0, 64<<10), MaxLine)
+	// Room for the line's end ("\r\n") as well: a line of MaxLine bytes
+	// is read whatever ends it.
+	sc.Buffer(make([]byte, 0, 64<<10), MaxLine+2)
 	return &Decoder{sc: sc, keys: map[string]string{}}
 }
 
@@ -33,6 +35,9 @@ func (d *Decoder) Line() int { return d.line }
 func (d *Decoder) Next() (Record, error) {
 	for d.sc.Scan() {
 		d.line++
+		if len(d.sc.Bytes()) > MaxLine {
+			return Record{}, &LineError{Line: d.line, Problem: fmt.Sprintf("longer than %d bytes", MaxLine)}
+		}
 		b := trimSpace(d.sc.Bytes())
 		if len(b) == 0 {
 			continue
@@ -56,6 +61,9 @@ const maxInterned = 1 << 16
 // (2^52, in the year 2112): a call's start and end in nanoseconds then fit
 // in an int64, whatever its duration.
 const MaxTime = 1 << 52
+
+// maxDuration is the longest call a trace holds (2^62 ns, 146 years).
+const maxDuration = time.Duration(1 << 62)
 
 // Field names, and bits marking which a line has.
 const (
@@ -99,10 +107,12 @@ func parseLine(b []byte, line int, keys map[string]string) (Record, error) {
 		case "t":
 			bit = hasT
 			v, ok := p.int()
-			if !ok || v < 0 {
+			switch {
+			case !ok:
 				return bad("t", "want a non-negative integer (Unix microseconds), got %s", p.rest())
-			}
-			if v > MaxTime {
+			case v < 0:
+				return bad("t", "must not be negative (Unix microseconds, from 1970), got %d", v)
+			case v > MaxTime:
 				return bad("t", "must be at most %d (Unix microseconds, the year 2112), got %d", MaxTime, v)
 			}
 			micros = v
@@ -126,8 +136,13 @@ func parseLine(b []byte, line int, keys map[string]string) (Record, error) {
 		case "d":
 			bit = hasD
 			v, ok := p.int()
-			if !ok || v < 0 || v > int64(time.Duration(1<<62).Microseconds()) {
+			switch {
+			case !ok:
 				return bad("d", "want a non-negative integer (microseconds), got %s", p.rest())
+			case v < 0:
+				return bad("d", "must not be negative (microseconds), got %d", v)
+			case v > maxDuration.Microseconds():
+				return bad("d", "must be at most %d (microseconds, 146 years), got %d", maxDuration.Microseconds(), v)
 			}
 			dur = v
 		case "o":

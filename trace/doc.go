@@ -11,10 +11,11 @@
 //	{"t":1764504000124090,"k":"inventory.GetStock","d":600012,"o":"timeout","probe":true}
 //	{"t":1764504000125001,"k":"inventory.GetStock","refused":true}
 //
-//	t        when the call was made: Unix time in microseconds, at most
+//	t        when the call was made: Unix time in microseconds, from 0 to
 //	         MaxTime (required)
 //	k        the breaker's key or name (required, not empty)
-//	d        how long the call took, in microseconds (required unless refused)
+//	d        how long the call took, in microseconds, from 0 to 2^62 ns
+//	         (required unless refused)
 //	o        the outcome the breaker counted: "success", "failure", "timeout"
 //	         or "ignored" (required unless refused)
 //	probe    true if the call was a half-open probe (default false)
@@ -22,9 +23,11 @@
 //	         no "d" and no "o" (default false)
 //
 // Lines are written when a call ends, so they are ordered by end rather
-// than by start; readers sort them. [Decoder] reads a trace strictly: an
-// unknown field, a missing or malformed one, or a refused call with an
-// outcome is an error naming the line and the field (*[LineError]).
+// than by start, and a clock stepped back writes earlier times after later
+// ones; readers sort them. A line is at most MaxLine bytes. [Decoder]
+// reads a trace strictly: an unknown field, a missing or malformed one, a
+// value out of range, or a refused call with an outcome is an error
+// naming the line and the field and quoting the value (*[LineError]).
 //
 // # Recording
 //
@@ -37,4 +40,11 @@
 // complete or sampled ([Options.Sample]); sampling keeps every n-th call
 // rather than a random one, so two recordings of the same traffic agree.
 // [Recorder.Close] flushes what is buffered and stops the goroutine.
+//
+// Whatever its clock does, a Recorder writes only lines a Decoder reads. A
+// call during which the clock stepped back, or jumped more than 146 years
+// ahead, lasted 0, as on the breaker's own timeline; a time before 1970 or
+// after MaxTime is written as the nearer of the two; a record the format
+// cannot hold (an empty key, a line over MaxLine) is dropped and counted.
+// Times need not be in order: readers sort them.
 package trace

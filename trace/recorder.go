@@ -21,8 +21,9 @@ type Options struct {
 	// every call. A sampled recorder keeps evenly spaced calls (every
 	// tenth for 0.1), not random ones.
 	Sample float64
-	// Buffer is how many records may wait for the writer; 0 means
-	// DefaultBuffer. When it is full, records are dropped and counted.
+	// Buffer is how many records may wait for the writer, at most
+	// MaxBuffer; 0 means DefaultBuffer. When it is full, records are
+	// dropped and counted.
 	Buffer int
 	// Classifier turns a call's error into the outcome recorded; nil
 	// means breaker.DefaultClassifier. Give it the classifier of the
@@ -34,8 +35,14 @@ type Options struct {
 }
 
 // DefaultBuffer is the number of records a Recorder buffers by default:
-// about a second of a busy service's calls.
-const DefaultBuffer = 4096
+// about a second of a busy service's calls. MaxBuffer bounds
+// Options.Buffer: a buffer is made whole when the recorder starts, 56
+// bytes a record (64 MiB at most), and a longer one only delays the drops
+// of a writer that cannot keep up.
+const (
+	DefaultBuffer = 4096
+	MaxBuffer     = 1 << 20
+)
 
 // A Recorder writes [Record]s to a trace on a goroutine of its own. Record
 // and Do never block on the writer: a record that finds the buffer full is
@@ -75,6 +82,9 @@ func NewRecorder(w io.Writer, opt Options) (*Recorder, error) {
 	if opt.Buffer < 0 {
 		return nil, fmt.Errorf("trace: Options.Buffer must not be negative, got %d", opt.Buffer)
 	}
+	if opt.Buffer > MaxBuffer {
+		return nil, fmt.Errorf("trace: Options.Buffer must be at most %d, got %d", MaxBuffer, opt.Buffer)
+	}
 	if opt.Sample == 0 {
 		opt.Sample = 1
 	}
@@ -108,6 +118,10 @@ func (r *Recorder) write() {
 			return
 		}
 		line = append(rec.AppendJSON(line[:0]), '\n')
+		if rec.Key == "" || len(line) > MaxLine+1 {
+			r.dropped.Add(1) // the decoder would refuse the whole trace for it
+			return
+		}
 		if _, err := r.w.Write(line); err != nil {
 			r.err = err
 			r.dropped.Add(1)
@@ -143,7 +157,7 @@ func (r *Recorder) write() {
 
 // Record queues rec for writing, or drops and counts it if the buffer is
 // full or the recorder closed. It never blocks. Sampling does not apply:
-// Record writes what it is given.
+// Record writes what it is given, as [Record.AppendJSON] writes it.
 func (r *Recorder) Record(rec Record) {
 	if r == nil {
 		return
@@ -254,13 +268,24 @@ func (c *call) start(ctx context.Context) {
 	c.began = c.r.now()
 }
 
+// end times the call and keeps its outcome. A clock that stepped back
+// while the call ran, or jumped more than 2^62 ns (146 years) ahead, makes
+// it last 0, as the breaker's own timeline takes such a step as a pause of
+// no length.
 func (c *call) end(err error) {
 	c.rec.Duration = c.r.now().Sub(c.began)
-	c.rec.Outcome = c.r.classify(err)
+	if c.rec.Duration < 0 || c.rec.Duration > maxDuration {
+		c.rec.Duration = 0
+	}
+	c.rec.Outcome = breaker.Success
+	if err != nil {
+		c.rec.Outcome = c.r.classify(err)
+	}
 }
 
 // Dropped returns the number of records dropped: the buffer was full, the
-// recorder closed, or writing had failed.
+// recorder closed, writing had failed, or the record could not be written
+// as a line a Decoder reads (an empty key, a line over MaxLine).
 func (r *Recorder) Dropped() uint64 {
 	if r == nil {
 		return 0

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"math"
 	"strings"
 	"sync"
 	"testing"
@@ -58,9 +59,9 @@ func TestDecoder_BadLinesNameLineAndField(t *testing.T) {
 		{`{"k":"a","d":1,"o":"success"}`, "t", "required"},
 		{`{"t":1,"d":1,"o":"success"}`, "k", "required"},
 		{`{"t":1,"k":"","d":1,"o":"success"}`, "k", "must not be empty"},
-		{`{"t":-5,"k":"a","d":1,"o":"success"}`, "t", "non-negative integer"},
+		{`{"t":-5,"k":"a","d":1,"o":"success"}`, "t", "must not be negative"},
 		{`{"t":"now","k":"a","d":1,"o":"success"}`, "t", "non-negative integer"},
-		{`{"t":1,"k":"a","d":-1,"o":"success"}`, "d", "non-negative integer"},
+		{`{"t":1,"k":"a","d":-1,"o":"success"}`, "d", "must not be negative"},
 		{`{"t":1,"k":"a","d":1.5,"o":"success"}`, "", "want ',' or '}'"},
 		{`{"t":1,"k":"a","o":"success"}`, "d", "required unless refused"},
 		{`{"t":1,"k":"a","d":1}`, "o", "required unless refused"},
@@ -160,6 +161,15 @@ func TestNewRecorder_BadOptions(t *testing.T) {
 	assert.ErrorContains(t, err, "Options.Sample")
 	_, err = NewRecorder(io.Discard, Options{Buffer: -1})
 	assert.ErrorContains(t, err, "Options.Buffer")
+	// A buffer too large to make panicked in make (or took gigabytes).
+	for _, n := range []int{MaxBuffer + 1, math.MaxInt} {
+		_, err = NewRecorder(io.Discard, Options{Buffer: n})
+		assert.ErrorContains(t, err, "Options.Buffer must be at most", "%d", n)
+	}
+	for _, v := range []float64{math.NaN(), math.Inf(1), math.Inf(-1), -0.5} {
+		_, err = NewRecorder(io.Discard, Options{Sample: v})
+		assert.ErrorContains(t, err, "Options.Sample", "%v", v)
+	}
 	_, err = NewRecorder(nil, Options{})
 	assert.ErrorContains(t, err, "nil writer")
 }
@@ -374,4 +384,224 @@ func TestRegression_KeysWithControlOrInvalidBytesWriteValidJSON(t *testing.T) {
 		require.NoError(t, err, "%q", line)
 		assert.Equal(t, want, got.Key)
 	}
+}
+
+// readAll decodes a whole trace, failing the test on any error.
+func readAll(t *testing.T, data []byte) []Record {
+	t.Helper()
+	var out []Record
+	d := NewDecoder(bytes.NewReader(data))
+	for {
+		rec, err := d.Next()
+		if err == io.EOF {
+			return out
+		}
+		require.NoError(t, err, "the recorder wrote a line its decoder refuses")
+		out = append(out, rec)
+	}
+}
+
+// A clock stepped back while a call runs (an NTP correction, a VM
+// restored from a snapshot) made the recorder write a negative "d", and
+// the decoder refused the whole trace. The call's duration is 0, as on the
+// breaker's own timeline, which also takes a step of more than 146 years
+// ahead as a pause.
+func TestRecorder_ClockSteppedBackMidCallRecordsZeroDuration(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		to   time.Time // where the clock is when the call ends
+		want time.Duration
+	}{
+		{"stepped back an hour", t0.Add(-time.Hour), 0},
+		{"stepped back to the zero time", time.Time{}, 0},
+		{"jumped 200 years ahead", t0.AddDate(200, 0, 0), 0},
+		{"ran two seconds", t0.Add(2 * time.Second), 2 * time.Second},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			clk := clock.NewMock()
+			clk.Set(t0)
+			g, err := breaker.NewGroup(breaker.GroupConfig{})
+			require.NoError(t, err)
+			var buf bytes.Buffer
+			r, err := NewRecorder(&buf, Options{Clock: clk})
+			require.NoError(t, err)
+			jump := func(context.Context) error { clk.Set(c.to); return nil }
+			require.NoError(t, r.Do(context.Background(), g, "inv", jump))
+			require.NoError(t, r.Close())
+			got := readAll(t, buf.Bytes())
+			require.Len(t, got, 1)
+			assert.Equal(t, Record{Time: t0, Key: "inv", Duration: c.want, Outcome: breaker.Success}, got[0])
+		})
+	}
+}
+
+// Every Record is written as a line the decoder reads: a time outside the
+// format's range is written as the nearer end of it, a duration below 0
+// or beyond the format's bound likewise, and an outcome outside the four
+// as a failure, as the breaker counts it.
+func TestRecord_AppendJSONWritesOnlyWhatDecodes(t *testing.T) {
+	last := time.UnixMicro(MaxTime).UTC()
+	epoch := time.UnixMicro(0).UTC()
+	for _, c := range []struct {
+		name string
+		in   Record
+		want Record
+	}{
+		{"zero time", Record{Key: "k", Outcome: breaker.Success}, Record{Time: epoch, Key: "k", Outcome: breaker.Success}},
+		{"before 1970", Record{Time: t0.AddDate(-100, 0, 0), Key: "k", Refused: true}, Record{Time: epoch, Key: "k", Refused: true}},
+		{"after MaxTime", Record{Time: last.Add(time.Microsecond), Key: "k", Refused: true}, Record{Time: last, Key: "k", Refused: true}},
+		{"far future", Record{Time: time.Unix(math.MaxInt64/2, 0), Key: "k", Refused: true}, Record{Time: last, Key: "k", Refused: true}},
+		{"far past", Record{Time: time.Unix(math.MinInt64/2, 0), Key: "k", Refused: true}, Record{Time: epoch, Key: "k", Refused: true}},
+		{"negative duration", Record{Time: t0, Key: "k", Duration: -time.Second, Outcome: breaker.Failure}, Record{Time: t0, Key: "k", Outcome: breaker.Failure}},
+		{"longest duration", Record{Time: t0, Key: "k", Duration: math.MaxInt64, Outcome: breaker.Timeout}, Record{Time: t0, Key: "k", Duration: maxDuration.Truncate(time.Microsecond), Outcome: breaker.Timeout}},
+		{"unknown outcome", Record{Time: t0, Key: "k", Duration: time.Millisecond, Outcome: 9}, Record{Time: t0, Key: "k", Duration: time.Millisecond, Outcome: breaker.Failure}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			got := readAll(t, append(c.in.AppendJSON(nil), '\n'))
+			require.Len(t, got, 1)
+			assert.Equal(t, c.want, got[0])
+		})
+	}
+}
+
+// A record the format cannot hold (an empty key, a key so long that its
+// line is over MaxLine) is dropped and counted rather than written as a
+// line that would make the decoder refuse the whole trace.
+func TestRecorder_RecordTheFormatCannotHoldIsDroppedAndCounted(t *testing.T) {
+	var buf bytes.Buffer
+	r, err := NewRecorder(&buf, Options{})
+	require.NoError(t, err)
+	ok := Record{Time: t0, Key: "k", Duration: time.Millisecond, Outcome: breaker.Success}
+	r.Record(ok)
+	r.Record(Record{Time: t0, Key: "", Refused: true})
+	r.Record(Record{Time: t0, Key: strings.Repeat("\x01", MaxLine/6+1), Refused: true})
+	r.Record(Record{Time: t0, Key: strings.Repeat("k", MaxLine), Refused: true})
+	r.Record(ok)
+	require.NoError(t, r.Close())
+	assert.Equal(t, []Record{ok, ok}, readAll(t, buf.Bytes()))
+	assert.Equal(t, uint64(2), r.Written())
+	assert.Equal(t, uint64(3), r.Dropped())
+}
+
+// The longest line the recorder writes is one the decoder reads.
+func TestRecorder_LongestLineDecodes(t *testing.T) {
+	base := len(Record{Time: t0, Key: "", Refused: true}.AppendJSON(nil))
+	for _, extra := range []int{-1, 0, 1} {
+		var buf bytes.Buffer
+		r, err := NewRecorder(&buf, Options{})
+		require.NoError(t, err)
+		key := strings.Repeat("k", MaxLine-base+extra)
+		r.Record(Record{Time: t0, Key: key, Refused: true})
+		require.NoError(t, r.Close())
+		got := readAll(t, buf.Bytes())
+		if extra <= 0 {
+			require.Len(t, got, 1, "a line of %d bytes", base+len(key))
+			assert.Equal(t, key, got[0].Key)
+		} else {
+			assert.Empty(t, got)
+			assert.Equal(t, uint64(1), r.Dropped())
+		}
+	}
+}
+
+// The decoder's error quotes the value it refuses: a negative or too
+// large "d" or "t" was reported as "got nothing".
+func TestDecoder_ErrorQuotesTheBadNumber(t *testing.T) {
+	for line, want := range map[string]string{
+		`{"t":1,"k":"a","d":-1,"o":"success"}`:                   `got -1`,
+		`{"t":1,"k":"a","d":-3600000000,"o":"success"}`:          `got -3600000000`,
+		`{"t":1,"k":"a","d":9223372036854775807,"o":"success"}`:  `got 9223372036854775807`,
+		`{"t":1,"k":"a","d":99999999999999999999,"o":"success"}`: `got "99999999999999999999"`,
+		`{"t":-5,"k":"a","d":1,"o":"success"}`:                   `got -5`,
+		`{"t":-62135596800000000,"k":"a","refused":true}`:        `got -62135596800000000`,
+	} {
+		_, err := NewDecoder(strings.NewReader(line)).Next()
+		require.Error(t, err, line)
+		assert.Contains(t, err.Error(), want, line)
+		assert.NotContains(t, err.Error(), "nothing", line)
+	}
+}
+
+// scriptedClock returns its readings in turn, then the last one for ever.
+type scriptedClock struct {
+	mu       sync.Mutex
+	readings []time.Time
+}
+
+func (c *scriptedClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := c.readings[0]
+	if len(c.readings) > 1 {
+		c.readings = c.readings[1:]
+	}
+	return now
+}
+
+// fuzzTime makes a clock reading of any kind: the zero time, or any
+// instant time.Unix can make, far before 1970 and far after 2112 included.
+func fuzzTime(sec int64, nsec int64, zero bool) time.Time {
+	if zero {
+		return time.Time{}
+	}
+	return time.Unix(sec, nsec)
+}
+
+// FuzzRecorder checks that whatever its clock reads (stepping back,
+// jumping far forward, the zero time, instants before 1970 or after the
+// format's range) and whatever record it is given, the recorder writes
+// only lines its decoder reads, one for each record written, with a
+// duration that is never negative.
+func FuzzRecorder(f *testing.F) {
+	now := t0.Unix()
+	f.Add("inv", now, int64(0), now, int64(0), now-3600, int64(0), uint8(0), uint8(0))          // stepped back an hour mid-call
+	f.Add("inv", now, int64(0), now, int64(0), now+400*365*86400, int64(0), uint8(0), uint8(1)) // jumped four centuries
+	f.Add("inv", int64(0), int64(0), now, int64(0), now, int64(0), uint8(1), uint8(2))          // the zero time first
+	f.Add("inv", now, int64(0), int64(math.MaxInt64), int64(999999999), int64(math.MinInt64), int64(0), uint8(0), uint8(3))
+	f.Add("", now, int64(0), now, int64(1), now, int64(2), uint8(6), uint8(9))
+	f.Fuzz(func(t *testing.T, key string, s0, n0, s1, n1, s2, n2 int64, zeros, outcome uint8) {
+		clk := &scriptedClock{readings: []time.Time{
+			fuzzTime(s0, n0, zeros&1 != 0), fuzzTime(s1, n1, zeros&2 != 0), fuzzTime(s2, n2, zeros&4 != 0),
+		}}
+		var buf bytes.Buffer
+		r, err := NewRecorder(&buf, Options{Clock: clk, Classifier: func(error) breaker.Outcome { return breaker.Outcome(outcome) }})
+		require.NoError(t, err)
+		// A call timed by the clock, through Track; then the same readings
+		// as a record given whole.
+		fn, done := Track(r, key, func(context.Context) (int, error) { return 0, errDown })
+		_, err = fn(context.Background())
+		done(err)
+		r.Record(Record{Time: clk.readings[0], Key: key, Duration: time.Unix(s2, n2).Sub(time.Unix(s1, n1)), Outcome: breaker.Outcome(outcome), Probe: zeros&8 != 0, Refused: zeros&16 != 0})
+		require.NoError(t, r.Close())
+		assert.Equal(t, uint64(2), r.Written()+r.Dropped())
+		got := readAll(t, buf.Bytes())
+		assert.Len(t, got, int(r.Written()))
+		for _, rec := range got {
+			assert.GreaterOrEqual(t, rec.Duration, time.Duration(0))
+			assert.Equal(t, string([]rune(key)), rec.Key, "the key is kept, each byte that is not UTF-8 as U+FFFD")
+		}
+	})
+}
+
+// A call that returned nil is a success, as the breaker counts it, without
+// asking the classifier: a classifier written for the breaker is never
+// given nil, and one that reads err.Error() made every successful call
+// panic when the recorder gave it nil.
+func TestRecorder_SuccessIsNotGivenToTheClassifier(t *testing.T) {
+	g, err := breaker.NewGroup(breaker.GroupConfig{})
+	require.NoError(t, err)
+	var buf bytes.Buffer
+	byMessage := func(err error) breaker.Outcome {
+		if strings.Contains(err.Error(), "not found") {
+			return breaker.Ignored
+		}
+		return breaker.Failure
+	}
+	r, err := NewRecorder(&buf, Options{Classifier: byMessage})
+	require.NoError(t, err)
+	require.NoError(t, r.Do(context.Background(), g, "inv", func(context.Context) error { return nil }))
+	require.NoError(t, r.Close())
+	got := readAll(t, buf.Bytes())
+	require.Len(t, got, 1)
+	assert.Equal(t, breaker.Success, got[0].Outcome)
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"flag"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -255,4 +256,116 @@ func TestREADMEShowsRealOutput(t *testing.T) {
 	want, err := os.ReadFile(filepath.Join("testdata", "service.golden"))
 	require.NoError(t, err)
 	assert.Contains(t, string(readme), "```\n"+string(want)+"```\n", "README.md's \"Checking a policy\" output differs from testdata/service.golden")
+}
+
+// firstLine is the first line of a command's error output: its own
+// message, before any usage text that would name every flag.
+func firstLine(s string) string {
+	line, _, _ := strings.Cut(s, "\n")
+	return line
+}
+
+// Every numeric flag refuses NaN, infinities, negative numbers and
+// numbers beyond its type or its range with exit 2 and a message that
+// names it, before any work is done.
+func TestNumericFlags_BadValuesAreRefused(t *testing.T) {
+	def := writeFile(t, "default.json", `{"default": {}}`)
+	traffic := writeFile(t, "traffic.json", `{"keys": {"a": {"rate": 300, "p50": "10ms", "p99": "50ms", "deadline": "1s"}}}`)
+	for flag, bad := range map[string][]string{
+		"-fault-errors":    {"NaN", "Inf", "-Inf", "-0.1", "1.5", "1e400", "x"},
+		"-fault-timeouts":  {"NaN", "Inf", "-Inf", "-0.1", "1.5", "1e400", "x"},
+		"-max-false-trips": {"NaN", "Inf", "+Inf", "-Inf", "-1", "0", "1e400", "x"},
+		"-top":             {"-1", "0", "99999999999999999999", "1.5", "x"},
+		"-seed":            {"-1", "18446744073709551616", "1.5", "x"},
+		"-fault-for":       {"-1s", "0s", "11m", "2562048h", "NaN", "x"},
+	} {
+		for _, v := range bad {
+			t.Run(flag+"="+v, func(t *testing.T) {
+				code, stdout, stderr := runCmd(t, "-policy", def, "-traffic", traffic, flag+"="+v)
+				assert.Equal(t, exitUsage, code)
+				assert.Empty(t, stdout, "nothing is checked")
+				assert.Contains(t, firstLine(stderr), flag)
+			})
+		}
+	}
+}
+
+// -max-false-trips NaN was accepted, and no expected count is above NaN:
+// a policy expected to trip falsely 768 times a day passed -fail-on
+// warning.
+func TestMaxFalseTripsNaNIsRefused(t *testing.T) {
+	pol := writeFile(t, "p.json", `{"default": {"error_ratio": 0.05}}`)
+	traffic := writeFile(t, "t.json", `{"keys": {"orders.Create": {"rate": 300, "p50": "10ms", "p99": "50ms", "error_ratio": 0.035, "deadline": "1s", "instances": 3}}}`)
+	code, stdout, _ := runCmd(t, "-policy", pol, "-traffic", traffic, "-fail-on", "warning")
+	assert.Equal(t, exitFindings, code)
+	assert.Contains(t, stdout, "warning  false_trips")
+	code, _, stderr := runCmd(t, "-policy", pol, "-traffic", traffic, "-fail-on", "warning", "-max-false-trips", "NaN")
+	assert.Equal(t, exitUsage, code)
+	assert.Equal(t, "breaker-check: -max-false-trips must be a positive number, got NaN", firstLine(stderr))
+}
+
+// A worker count too large for the replay's arithmetic was accepted and
+// overflowed to a pool of 8; it is refused with its path.
+func TestSuggest_HugeWorkerCountIsRefused(t *testing.T) {
+	def := writeFile(t, "default.json", `{"default": {}}`)
+	traffic := writeFile(t, "t.json", `{"keys": {"a": {"rate": 40, "p50": "4ms", "p99": "25ms", "workers": 9223372036854775807}}}`)
+	code, _, stderr := runCmd(t, "-policy", def, "-traffic", traffic, "-suggest")
+	assert.Equal(t, exitUsage, code)
+	assert.Contains(t, stderr, `keys["a"].workers: must be in [0, 100000], got 9223372036854775807`)
+}
+
+// A key whose traffic or policy a replay cannot hold gets a message in
+// the key's own terms, not in those of the scenario built for it.
+func TestSuggest_UnreplayableKeyIsNamedInItsOwnTerms(t *testing.T) {
+	def := writeFile(t, "default.json", `{"default": {}}`)
+	slow := writeFile(t, "slow.json", `{"keys": {"batch.Run": {"rate": 3, "p50": "20m", "p99": "40m", "deadline": "1h"}}}`)
+	code, _, stderr := runCmd(t, "-policy", def, "-traffic", slow, "-suggest")
+	assert.Equal(t, exitUsage, code)
+	assert.Equal(t, "breaker-check: -suggest batch.Run: the key's deadline (1h0m0s) is longer than a replayed call may take (10m0s)", firstLine(stderr))
+
+	long := writeFile(t, "long.json", `{"default": {"window": "1h", "buckets": 10}}`)
+	code, _, stderr = runCmd(t, "-policy", long, "-traffic", "testdata/service-traffic.json", "-suggest", "-key", "inventory.GetStock")
+	assert.Equal(t, exitUsage, code)
+	assert.Contains(t, firstLine(stderr), "the policy's window (1h0m0s) and cooldowns need a replay of 2h")
+}
+
+// -suggest replays each key for seconds: past maxSuggestKeys it asks for
+// -key rather than run for hours.
+func TestSuggest_KeysAreBounded(t *testing.T) {
+	var b strings.Builder
+	b.WriteString(`{"defaults": {"rate": 5}, "keys": {`)
+	for i := range maxSuggestKeys + 1 {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, `"k%d": {}`, i)
+	}
+	b.WriteString("}}")
+	traffic := writeFile(t, "many.json", b.String())
+	def := writeFile(t, "default.json", `{"default": {}}`)
+	code, _, stderr := runCmd(t, "-policy", def, "-traffic", traffic, "-suggest")
+	assert.Equal(t, exitUsage, code)
+	assert.Contains(t, firstLine(stderr), "101 keys are more than the 100 it takes at a time: name some with -key")
+}
+
+// A file given to the command is read only so far: a path to a device
+// that never ends (or a runaway file) is refused, not read into memory.
+func TestInputFiles_AreReadOnlySoFar(t *testing.T) {
+	if _, err := os.Stat("/dev/zero"); err != nil {
+		t.Skip("no /dev/zero")
+	}
+	def := writeFile(t, "default.json", `{"default": {}}`)
+	traffic := writeFile(t, "traffic.json", `{"keys": {"a": {"rate": 1}}}`)
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-policy", "/dev/zero", "-traffic", traffic}, "-policy /dev/zero: more than 1048576 bytes"},
+		{[]string{"-policy", def, "-traffic", "/dev/zero"}, "-traffic /dev/zero: more than 67108864 bytes"},
+		{[]string{"-snapshot", "/dev/zero"}, "-snapshot /dev/zero: more than 67108864 bytes"},
+	} {
+		code, _, stderr := runCmd(t, c.args...)
+		assert.Equal(t, exitUsage, code)
+		assert.Contains(t, firstLine(stderr), c.want)
+	}
 }

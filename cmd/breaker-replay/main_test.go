@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/govkit/breaker/replay"
 	"github.com/stretchr/testify/assert"
@@ -215,4 +216,62 @@ func TestRun_Trace(t *testing.T) {
 	errb.Reset()
 	assert.Equal(t, exitUsage, run([]string{"-trace", bad}, &out, &errb))
 	assert.Contains(t, errb.String(), `line 42: field "o"`)
+}
+
+// The numeric flag refuses what is not a seed with exit 2 and a message
+// that names it.
+func TestNumericFlags_BadValuesAreRefused(t *testing.T) {
+	for _, v := range []string{"-1", "18446744073709551616", "1.5", "NaN", "Inf", "x"} {
+		code, stdout, stderr := runCmd(t, "-scenario", "low-traffic", "-svg", "", "-seed="+v)
+		assert.Equal(t, exitUsage, code, v)
+		assert.Empty(t, stdout)
+		line, _, _ := strings.Cut(stderr, "\n")
+		assert.Contains(t, line, "-seed", v)
+	}
+}
+
+// A scenario that asks for hours of work (15 layers of 4 tiers, each
+// calling the 4 of the next) is refused at once, with what it asks for and
+// the bound.
+func TestScenario_BeyondTheWorkBoundIsRefused(t *testing.T) {
+	var tiers []string
+	for l := range 15 {
+		for w := range 4 {
+			var calls []string
+			if l < 14 {
+				for v := range 4 {
+					calls = append(calls, fmt.Sprintf(`{"to": "l%dt%d", "timeout": "100ms"}`, l+1, v))
+				}
+			}
+			tiers = append(tiers, fmt.Sprintf(`{"name": "l%dt%d", "workers": 100, "service": {"mean": "1ms"}, "calls": [%s]}`, l, w, strings.Join(calls, ", ")))
+		}
+	}
+	s := writeFile(t, "layered.json", `{"duration": "10s", "entry": {"tier": "l0t0", "rate": 1, "timeout": "1s"}, "tiers": [`+strings.Join(tiers, ",\n")+`]}`)
+	start := time.Now()
+	code, stdout, stderr := runCmd(t, "-scenario", s, "-svg", "")
+	assert.Less(t, time.Since(start), 5*time.Second)
+	assert.Equal(t, exitUsage, code)
+	assert.Empty(t, stdout)
+	assert.Contains(t, stderr, "tiers[0].calls: a request at l0t0 can make 357913940 downstream calls (every call made, every retry tried), more than the 10000 one request may make")
+}
+
+// A file given to the command is read only so far: a path to a device
+// that never ends is refused, not read into memory.
+func TestInputFiles_AreReadOnlySoFar(t *testing.T) {
+	if _, err := os.Stat("/dev/zero"); err != nil {
+		t.Skip("no /dev/zero")
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-scenario", "/dev/zero"}, "-scenario /dev/zero: more than 16777216 bytes"},
+		{[]string{"-scenario", "low-traffic", "-policy", "/dev/zero"}, "-policy /dev/zero: more than 1048576 bytes"},
+		{[]string{"-trace", "/dev/zero"}, "longer than 65536 bytes"},
+		{[]string{"-trace", writeFile(t, "t.jsonl", "\n"), "-policy", "/dev/zero"}, "-policy /dev/zero: more than 1048576 bytes"},
+	} {
+		code, _, stderr := runCmd(t, append(c.args, "-svg", "")...)
+		assert.Equal(t, exitUsage, code, c.args)
+		assert.Contains(t, stderr, c.want, c.args)
+	}
 }
