@@ -32,9 +32,13 @@ type Group struct {
 	m     sync.Map // key → *Breaker
 	subs  atomic.Pointer[[]*subscriber]
 
-	mu        sync.Mutex // creation, eviction, policy changes
-	activity  map[*Breaker]activity
-	lastSweep int64
+	n atomic.Int64 // the breakers in m, changed under mu
+
+	mu       sync.Mutex // creation, eviction, policy changes
+	activity map[*Breaker]activity
+	// lastSweep is written under mu and read without it.
+	lastSweep atomic.Int64
+	evicted   [3]atomic.Uint64 // breakers dropped as idle, by State
 
 	// pmu serialises policy changes and guards where the policy comes
 	// from. It is taken before mu, never after.
@@ -50,24 +54,44 @@ type GroupConfig struct {
 	// Policies are the default policy and the per-key overrides. A zero
 	// Default means DefaultPolicy().
 	Policies GroupPolicy
-	// IdleAfter, when positive, drops a breaker that has seen no call for
-	// about this long, so that per-target keys whose set grows without
-	// bound do not grow the group for ever. A breaker that is open or
-	// half-open, or in a forced or shadow mode, is never dropped. Idle
-	// breakers are found when a new key is created (at most every
+	// IdleAfter, when positive, drops a breaker that no caller has asked
+	// for in about this long: no call admitted, refused or probed. It is
+	// dropped whatever its state, open and half-open included, so that
+	// the breakers of targets that died, and of keys built from request
+	// data, do not stay in the group, its snapshots and its metrics for
+	// ever. An open breaker that nobody calls protects nothing; the next
+	// call for its key makes a new, closed breaker, which trips again
+	// after MinRequests calls (or ConsecutiveFailures) if the target is
+	// still failing. Under ColdTargets that new breaker starts cold, like
+	// any new target: the group cannot tell a target that came back from
+	// a new one at the same address.
+	//
+	// A breaker in a mode other than ModeAuto is never dropped as idle: a
+	// mode is an operator's decision (a breaker forced open on purpose
+	// must not come back closed because nobody called it), and only code
+	// sets one. [Group.Remove] drops it.
+	//
+	// Idle breakers are found when a new key is created (at most every
 	// IdleAfter/2) and by [Group.EvictIdle], which the watcher of package
-	// ops calls every round.
+	// ops calls every round; the first sweep that sees a breaker notes
+	// its activity, so one is dropped between IdleAfter and IdleAfter
+	// plus the time between sweeps after its last call. Activity is read
+	// from the counters the breakers keep anyway: calls pay nothing for
+	// it. With a logger ([WithLogger]) each drop is a record saying the
+	// state the breaker was in ("breaker dropped"), and [Group.Status]
+	// counts them by that state.
 	//
 	// A call counts toward activity when it returns, so a breaker whose
 	// only calls are still running (a long call, a stream opened with
-	// [Breaker.Allow]) can be dropped. Nothing is lost when it is: the
-	// outcome of such a call, when it ends, goes into the window and the
-	// counters of the group's current breaker for the key (made anew if
-	// need be) as if that breaker had admitted it. A call made later
-	// through a *Breaker kept from before the drop goes there too, with
-	// Do, Call and Allow alike, so a key never has two live breakers. The
-	// same holds for [Group.Remove]. Other methods of a dropped breaker
-	// (State, Counters, SetMode, ...) act on it alone.
+	// [Breaker.Allow], a probe) can be dropped. Nothing is lost when it
+	// is: the outcome of a closed-state call, when it ends, goes into the
+	// window and the counters of the group's current breaker for the key
+	// (made anew if need be) as if that breaker had admitted it; a probe
+	// of a dropped breaker gives no verdict. A call made later through a
+	// *Breaker kept from before the drop goes to the current breaker too,
+	// with Do, Call and Allow alike, so a key never has two live
+	// breakers. The same holds for [Group.Remove]. Other methods of a
+	// dropped breaker (State, Counters, SetMode, ...) act on it alone.
 	IdleAfter time.Duration
 	// ColdTargets makes a new breaker for a per-target key (one that
 	// contains "@") start cold: its outcomes are left out of the window for
@@ -97,8 +121,9 @@ func NewGroup(cfg GroupConfig, opts ...Option) (*Group, error) {
 	g.subs.Store(&[]*subscriber{})
 	g.psubs.Store(&[]*policySubscriber{})
 	g.csubs.Store(&[]*candidateSubscriber{})
-	g.lastSweep = g.opt.tb.now()
-	g.pstate = policyState{origin: OriginCode, appliedAt: g.lastSweep}
+	now := g.opt.tb.now()
+	g.lastSweep.Store(now)
+	g.pstate = policyState{origin: OriginCode, appliedAt: now}
 	return g, nil
 }
 
@@ -256,19 +281,20 @@ func (c *keyCache) forget(b *Breaker) {
 	}
 }
 
-// create makes the breaker for key. The breaker's name, and every key the
-// group keeps, is a copy of key, never key itself: see keyCache.
+// create makes the breaker for key. The breaker's name, and every key
+// the group keeps, is a copy of key, never key itself: see keyCache.
 func (g *Group) create(key string) *Breaker {
+	now := g.opt.tb.now()
 	g.mu.Lock()
-	defer g.mu.Unlock()
 	if v, ok := g.m.Load(key); ok {
+		g.mu.Unlock()
 		return v.(*Breaker)
 	}
-	name := strings.Clone(key)
-	now := g.opt.tb.now()
-	if g.cfg.IdleAfter > 0 && now-g.lastSweep >= int64(g.cfg.IdleAfter)/2 {
-		g.sweepLocked(now)
+	var dropped sweepReport
+	if g.sweepDue(now) {
+		dropped = g.sweepLocked(now)
 	}
+	name := strings.Clone(key)
 	gr := g.rules.Load()
 	gr.markUsed(name)
 	r := gr.lookup(name)
@@ -278,8 +304,17 @@ func (g *Group) create(key string) *Breaker {
 	}
 	b.setCandidate(g, gr.candidateFor(name), gr.version)
 	g.m.Store(name, b)
+	g.n.Add(1)
 	g.cache.put(name, b)
+	g.mu.Unlock()
+	g.logDrops(dropped)
 	return b
+}
+
+// sweepDue reports whether idle breakers are due to be looked for at now:
+// eviction is on and the last sweep is IdleAfter/2 old.
+func (g *Group) sweepDue(now int64) bool {
+	return g.cfg.IdleAfter > 0 && now-g.lastSweep.Load() >= int64(g.cfg.IdleAfter)/2
 }
 
 // Do is Get(key) followed by Do on that breaker.
@@ -301,11 +336,7 @@ func (g *Group) Do(ctx context.Context, key string, fn func(context.Context) err
 func (g *Group) Now() time.Time { return g.opt.tb.time(g.opt.tb.now()) }
 
 // Len returns the number of breakers in the group.
-func (g *Group) Len() int {
-	n := 0
-	g.m.Range(func(any, any) bool { n++; return true })
-	return n
-}
+func (g *Group) Len() int { return int(g.n.Load()) }
 
 // Range calls f for each breaker in the group, in no particular order,
 // until f returns false. A breaker being dropped is skipped: it is marked
@@ -315,4 +346,35 @@ func (g *Group) Range(f func(key string, b *Breaker) bool) {
 		b := v.(*Breaker)
 		return b.dropped() || f(k.(string), b)
 	})
+}
+
+// GroupStatus is what a group says of itself, beside the status of each
+// of its breakers: how many it holds, and the breakers it dropped as
+// idle.
+type GroupStatus struct {
+	// Breakers is the number of breakers the group holds ([Group.Len]).
+	Breakers int `json:"breakers"`
+	// Evicted counts the breakers dropped as idle (GroupConfig.IdleAfter),
+	// by the state they were in when dropped.
+	Evicted Evictions `json:"evicted"`
+}
+
+// Evictions counts the breakers a group dropped as idle, by the state
+// they were in. The counts never go down.
+type Evictions struct {
+	Closed   uint64 `json:"closed"`
+	Open     uint64 `json:"open"`
+	HalfOpen uint64 `json:"half_open"`
+}
+
+// Status returns what the group says of itself. Its counts never go down.
+func (g *Group) Status() GroupStatus {
+	return GroupStatus{
+		Breakers: g.Len(),
+		Evicted: Evictions{
+			Closed:   g.evicted[Closed].Load(),
+			Open:     g.evicted[Open].Load(),
+			HalfOpen: g.evicted[HalfOpen].Load(),
+		},
+	}
 }
