@@ -3,7 +3,9 @@ package breaker
 import (
 	"context"
 	"errors"
+	"fmt"
 	"hash/maphash"
+	"math"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -32,11 +34,18 @@ type Group struct {
 	m     sync.Map // key → *Breaker
 	subs  atomic.Pointer[[]*subscriber]
 
-	n atomic.Int64 // the breakers in m, changed under mu
+	// max is GroupConfig.MaxBreakers, or DefaultMaxBreakers; n counts
+	// the breakers in m, changed under mu. overflow is the breaker the
+	// calls for further keys share (see GroupConfig.MaxBreakers).
+	max      int64
+	n        atomic.Int64
+	overflow *Breaker
+	full     fullReport
 
 	mu       sync.Mutex // creation, eviction, policy changes
 	activity map[*Breaker]activity
-	// lastSweep is written under mu and read without it.
+	// lastSweep is written under mu; the creation path reads it without
+	// the lock to decide whether a full group is due a sweep.
 	lastSweep atomic.Int64
 	evicted   [3]atomic.Uint64 // breakers dropped as idle, by State
 
@@ -98,7 +107,36 @@ type GroupConfig struct {
 	// Policy.Warmup, as if [Breaker.Rewarm] had been called when it was
 	// made. A target that appears in a group has usually just started.
 	ColdTargets bool
+	// MaxBreakers bounds the number of breakers the group holds; 0 means
+	// DefaultMaxBreakers, and a negative value is an error. Keys built
+	// from request data (a URL, a header) would otherwise make a breaker
+	// for every request, faster than IdleAfter drops them.
+	//
+	// Past it, nothing is refused: a call for a key that has no breaker
+	// runs through the group's overflow breaker, one breaker shared by
+	// all such keys, which applies the default policy's deadline and
+	// measures the calls but never trips (it is in ModeForcedClosed).
+	// [Group.Get] returns it, named "(overflow)", for such a key. The
+	// group counts these calls ([GroupStatus].OverflowCalls, exported by
+	// the metrics packages) and logs a Warn record, "breaker group full",
+	// at most once a minute on its clock, with the cap and the calls sent
+	// past it since the last record, to its logger, or to
+	// [slog.Default] if it has none. The breakers it holds work on, and
+	// a key gets a breaker of its own again once eviction (IdleAfter) or
+	// [Group.Remove] has made room.
+	MaxBreakers int
 }
+
+// DefaultMaxBreakers is the number of breakers a group holds when
+// GroupConfig.MaxBreakers is 0. It is far more than the methods and
+// targets of a service (50 methods of 200 instances each), and as many
+// as a metrics scrape serves in tens of milliseconds. A key used for a
+// single request never reaches Policy.MinRequests, so a breaker of its
+// own would never protect it: past the cap such keys lose nothing.
+const DefaultMaxBreakers = 10000
+
+// overflowName is the name of a group's overflow breaker.
+const overflowName = "(overflow)"
 
 // NewGroup returns an empty group. The options apply to every breaker the
 // group creates. It returns a *[PolicyError] if the policies are invalid.
@@ -110,8 +148,14 @@ func NewGroup(cfg GroupConfig, opts ...Option) (*Group, error) {
 	if cfg.IdleAfter < 0 {
 		return nil, errors.New("breaker: GroupConfig.IdleAfter must not be negative")
 	}
+	if cfg.MaxBreakers < 0 {
+		return nil, fmt.Errorf("breaker: GroupConfig.MaxBreakers must not be negative, got %d", cfg.MaxBreakers)
+	}
 	cfg.Policies = gr.doc
-	g := &Group{cfg: cfg, activity: map[*Breaker]activity{}}
+	g := &Group{cfg: cfg, activity: map[*Breaker]activity{}, max: int64(cfg.MaxBreakers)}
+	if g.max == 0 {
+		g.max = DefaultMaxBreakers
+	}
 	g.cache.seed = maphash.MakeSeed()
 	// Its own options, never the shared defaults: they point back at g,
 	// which delivers the events to the subscribers after the hooks.
@@ -124,11 +168,16 @@ func NewGroup(cfg GroupConfig, opts ...Option) (*Group, error) {
 	now := g.opt.tb.now()
 	g.lastSweep.Store(now)
 	g.pstate = policyState{origin: OriginCode, appliedAt: now}
+	g.full.next.Store(math.MinInt64)
+	g.overflow = newOverflow(gr.def, g.opt)
 	return g, nil
 }
 
 // Get returns the breaker for key, creating it if the group has none. It
-// returns an error only for an empty key.
+// returns an error only for an empty key. When the group holds
+// GroupConfig.MaxBreakers breakers and none of them is key's, Get returns
+// the group's overflow breaker, whose Name is "(overflow)": use it for
+// the call at hand, and ask again for the next, as [Group.Do] does.
 func (g *Group) Get(key string) (*Breaker, error) {
 	if b := g.cache.find(key); b != nil {
 		return b, nil
@@ -281,10 +330,16 @@ func (c *keyCache) forget(b *Breaker) {
 	}
 }
 
-// create makes the breaker for key. The breaker's name, and every key
-// the group keeps, is a copy of key, never key itself: see keyCache.
+// create makes the breaker for key, or hands out the overflow breaker
+// when the group is full. The breaker's name, and every key the group
+// keeps, is a copy of key, never key itself: see keyCache.
 func (g *Group) create(key string) *Breaker {
 	now := g.opt.tb.now()
+	if g.n.Load() >= g.max && !g.sweepDue(now) {
+		// Full, and no sweep could make room: no lock, so that a flood
+		// of new keys does not queue on the group's mutex.
+		return g.overflowed(now)
+	}
 	g.mu.Lock()
 	if v, ok := g.m.Load(key); ok {
 		g.mu.Unlock()
@@ -293,6 +348,11 @@ func (g *Group) create(key string) *Breaker {
 	var dropped sweepReport
 	if g.sweepDue(now) {
 		dropped = g.sweepLocked(now)
+	}
+	if g.n.Load() >= g.max {
+		g.mu.Unlock()
+		g.logDrops(dropped)
+		return g.overflowed(now)
 	}
 	name := strings.Clone(key)
 	gr := g.rules.Load()
@@ -335,7 +395,8 @@ func (g *Group) Do(ctx context.Context, key string, fn func(context.Context) err
 // its breakers judge by, and the one a report on them should carry.
 func (g *Group) Now() time.Time { return g.opt.tb.time(g.opt.tb.now()) }
 
-// Len returns the number of breakers in the group.
+// Len returns the number of breakers in the group. The overflow breaker
+// (see GroupConfig.MaxBreakers) is not one of them.
 func (g *Group) Len() int { return int(g.n.Load()) }
 
 // Range calls f for each breaker in the group, in no particular order,
@@ -349,11 +410,19 @@ func (g *Group) Range(f func(key string, b *Breaker) bool) {
 }
 
 // GroupStatus is what a group says of itself, beside the status of each
-// of its breakers: how many it holds, and the breakers it dropped as
-// idle.
+// of its breakers: how many it holds against its cap, the calls it sent
+// past the cap, and the breakers it dropped as idle.
 type GroupStatus struct {
-	// Breakers is the number of breakers the group holds ([Group.Len]).
-	Breakers int `json:"breakers"`
+	// Breakers is the number of breakers the group holds ([Group.Len]);
+	// MaxBreakers the most it will hold (GroupConfig.MaxBreakers).
+	Breakers    int `json:"breakers"`
+	MaxBreakers int `json:"max_breakers"`
+	// OverflowCalls is the number of calls for keys that had no breaker
+	// while the group held MaxBreakers (Get or Do for such a key), which
+	// ran through the overflow breaker; Overflow is that breaker's
+	// counters, the outcomes of those calls.
+	OverflowCalls uint64   `json:"overflow_calls"`
+	Overflow      Counters `json:"overflow"`
 	// Evicted counts the breakers dropped as idle (GroupConfig.IdleAfter),
 	// by the state they were in when dropped.
 	Evicted Evictions `json:"evicted"`
@@ -370,7 +439,10 @@ type Evictions struct {
 // Status returns what the group says of itself. Its counts never go down.
 func (g *Group) Status() GroupStatus {
 	return GroupStatus{
-		Breakers: g.Len(),
+		Breakers:      g.Len(),
+		MaxBreakers:   int(g.max),
+		OverflowCalls: g.full.calls.Load(),
+		Overflow:      g.overflow.Counters(),
 		Evicted: Evictions{
 			Closed:   g.evicted[Closed].Load(),
 			Open:     g.evicted[Open].Load(),
