@@ -14,8 +14,8 @@
 //	}
 //	defer m.Unregister()
 //
-// The instruments, each with the attribute breaker.name (the breaker's
-// key) and the attributes shown:
+// The instruments, each with the attributes breaker.name (the breaker's
+// key) and breaker.incarnation (see below), and the attributes shown:
 //
 //	name                        kind           unit          attributes
 //	breaker.state               UpDownCounter  {breaker}     breaker.state: 1 for the current state, 0 for the others
@@ -71,11 +71,34 @@
 // counter's series live as long as the meter provider, so per-target keys
 // that come and go would fill the SDK's cardinality limit (2000 series an
 // instrument by default) and outlive the breakers they describe.
+//
+// # Incarnations
+//
+// A group drops breakers (idle ones, see
+// [breaker.GroupConfig.IdleAfter], and removed ones), and a key used
+// again gets a new breaker whose counts start from zero. Reported under
+// the same attributes, its counters would go backwards: a negative delta
+// with delta temporality, and with cumulative temporality a count that
+// falls under the same start time, which the OpenTelemetry data model
+// does not allow, and the API gives an observable counter no way to start
+// a series anew. So every series of a breaker carries
+// breaker.incarnation, a number the [Metrics] gives each breaker the
+// first time it reports it, never given twice: a new breaker for a key is
+// a new series, which starts from zero, and the series of the dropped
+// breaker ends. Numbers are given in the order of the keys to the
+// breakers a collection finds new, from 1 at registration, and are
+// forgotten with their breakers, so the Metrics holds nothing for a key
+// the group no longer has. Aggregate over breaker.incarnation (sum by
+// breaker.name) for a key's totals; a restart numbers its breakers anew,
+// as it starts every count anew.
 package breakerotel
 
 import (
 	"context"
 	"errors"
+	"slices"
+	"strings"
+	"sync"
 
 	"github.com/govkit/breaker"
 	"go.opentelemetry.io/otel/attribute"
@@ -89,6 +112,7 @@ const ScopeName = "github.com/govkit/breaker/otel"
 // Attribute keys.
 const (
 	KeyName             = attribute.Key("breaker.name")
+	KeyIncarnation      = attribute.Key("breaker.incarnation")
 	KeyState            = attribute.Key("breaker.state")
 	KeyOutcome          = attribute.Key("breaker.outcome")
 	KeyProbeResult      = attribute.Key("breaker.probe.result")
@@ -119,7 +143,8 @@ func WithAttributes(kv ...attribute.KeyValue) Option {
 // measurement reflects the group as it is at the collection; a breaker the
 // group has dropped (evicted as idle, or removed) stops being reported,
 // and one created again under the same key is a new breaker whose counts,
-// transitions included, start from zero.
+// transitions included, start from zero, in series of their own (a new
+// breaker.incarnation).
 //
 // Metrics is safe for concurrent use by multiple goroutines.
 type Metrics struct {
@@ -135,6 +160,19 @@ type Metrics struct {
 	policyApplied             metric.Float64Observable
 
 	candState, candTransitions, candWouldRefuse, candWouldAdmit, candDiffs metric.Int64Observable
+
+	// mu guards the incarnations: the number given to each breaker the
+	// group holds, and the collection that last saw it. A collection may
+	// run for each reader of the provider, concurrently.
+	mu      sync.Mutex
+	inc     map[*breaker.Breaker]incarnation
+	lastInc int64
+	round   uint64
+}
+
+type incarnation struct {
+	n     int64
+	round uint64
 }
 
 // Register creates the instruments on a meter of mp named [ScopeName],
@@ -151,7 +189,7 @@ func Register(g *breaker.Group, mp metric.MeterProvider, opts ...Option) (*Metri
 		}
 	}
 	meter := mp.Meter(ScopeName)
-	m := &Metrics{g: g, attrs: cfg.attrs}
+	m := &Metrics{g: g, attrs: cfg.attrs, inc: map[*breaker.Breaker]incarnation{}}
 
 	// Errors are gathered rather than returned at the first, so that one
 	// report names every instrument the provider refused. The curried
@@ -230,15 +268,21 @@ func Register(g *breaker.Group, mp metric.MeterProvider, opts ...Option) (*Metri
 // Unregister removes the callback: the instruments report nothing more
 // for this group. It is safe to call more than once.
 func (m *Metrics) Unregister() error {
-	return m.reg.Unregister()
+	err := m.reg.Unregister()
+	m.mu.Lock()
+	clear(m.inc) // keeps no breaker alive
+	m.mu.Unlock()
+	return err
 }
 
 var states = [...]breaker.State{breaker.Closed, breaker.Open, breaker.HalfOpen}
 
 func (m *Metrics) observe(_ context.Context, o metric.Observer) error {
 	type breakerMetrics struct {
+		b           *breaker.Breaker
 		status      breaker.Status
 		transitions []breaker.TransitionCount
+		inc         int64
 	}
 	// Read under Range, observed after it, so the group is not held while
 	// the SDK aggregates.
@@ -246,17 +290,22 @@ func (m *Metrics) observe(_ context.Context, o metric.Observer) error {
 	m.g.Range(func(_ string, b *breaker.Breaker) bool {
 		// Status first: it notices an ended cooldown, and the transition
 		// it makes belongs in the counts read next.
-		all = append(all, breakerMetrics{b.Status(), b.Transitions()})
+		all = append(all, breakerMetrics{b: b, status: b.Status(), transitions: b.Transitions()})
 		return true
 	})
+	m.incarnations(len(all), func(i int) *breaker.Breaker { return all[i].b }, func(i int, n int64) { all[i].inc = n })
 	m.observePolicy(o, m.g.PolicyStatus())
 	for _, bm := range all {
-		m.observeStatus(o, bm.status)
+		if bm.inc == 0 {
+			continue // dropped since it was read
+		}
+		id := breakerID{bm.status.Name, bm.inc}
+		m.observeStatus(o, id, bm.status)
 		if cs := bm.status.Candidate; cs != nil {
-			m.observeCandidate(o, bm.status.Name, cs)
+			m.observeCandidate(o, id, cs)
 		}
 		for _, t := range bm.transitions {
-			o.ObserveInt64(m.transitions, toInt64(t.Count), m.with(bm.status.Name,
+			o.ObserveInt64(m.transitions, toInt64(t.Count), m.with(id,
 				KeyTransitionFrom.String(t.From.String()),
 				KeyTransitionTo.String(t.To.String()),
 				KeyTransitionReason.String(string(t.Reason))))
@@ -265,11 +314,62 @@ func (m *Metrics) observe(_ context.Context, o metric.Observer) error {
 	return nil
 }
 
-// with builds the measurement's attribute set: the breaker's name, kv and
-// the attributes of WithAttributes.
-func (m *Metrics) with(name string, kv ...attribute.KeyValue) metric.MeasurementOption {
-	all := make([]attribute.KeyValue, 0, 1+len(kv)+len(m.attrs))
-	all = append(all, KeyName.String(name))
+// incarnations sets the incarnation of each of the n breakers a
+// collection read (b(i) is the i-th): the number it was given, or a new
+// one, in the order of their names, for a breaker reported for the first
+// time. A breaker dropped since it was read gets none (0), and is not
+// reported: a collection running concurrently may already have forgotten
+// it, and numbering it anew would report its counts twice. Breakers the
+// group no longer holds are forgotten.
+func (m *Metrics) incarnations(n int, b func(int) *breaker.Breaker, set func(int, int64)) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.round++
+	var fresh []int
+	for i := range n {
+		br := b(i)
+		if e, ok := m.inc[br]; ok {
+			m.inc[br] = incarnation{e.n, m.round}
+			set(i, e.n)
+		} else {
+			fresh = append(fresh, i)
+		}
+	}
+	slices.SortFunc(fresh, func(i, j int) int { return strings.Compare(b(i).Name(), b(j).Name()) })
+	for _, i := range fresh {
+		br := b(i)
+		if !m.holds(br) {
+			continue
+		}
+		m.lastInc++
+		m.inc[br] = incarnation{m.lastInc, m.round}
+		set(i, m.lastInc)
+	}
+	for br, e := range m.inc {
+		if e.round != m.round && !m.holds(br) {
+			delete(m.inc, br)
+		}
+	}
+}
+
+// holds reports whether b is the group's breaker for its key.
+func (m *Metrics) holds(b *breaker.Breaker) bool {
+	cur, ok := m.g.Lookup(b.Name())
+	return ok && cur == b
+}
+
+// breakerID is what tells a breaker's series apart: its key and its
+// incarnation.
+type breakerID struct {
+	name string
+	inc  int64
+}
+
+// with builds the measurement's attribute set: the breaker's name and
+// incarnation, kv and the attributes of WithAttributes.
+func (m *Metrics) with(id breakerID, kv ...attribute.KeyValue) metric.MeasurementOption {
+	all := make([]attribute.KeyValue, 0, 2+len(kv)+len(m.attrs))
+	all = append(all, KeyName.String(id.name), KeyIncarnation.Int64(id.inc))
 	all = append(all, kv...)
 	all = append(all, m.attrs...)
 	return metric.WithAttributeSet(attribute.NewSet(all...))
@@ -284,8 +384,7 @@ func toInt64(v uint64) int64 {
 	return int64(v)
 }
 
-func (m *Metrics) observeStatus(o metric.Observer, s breaker.Status) {
-	n := s.Name
+func (m *Metrics) observeStatus(o metric.Observer, n breakerID, s breaker.Status) {
 	for _, st := range states {
 		var v int64
 		if s.State == st {
@@ -340,7 +439,7 @@ func (m *Metrics) observePolicy(o metric.Observer, ps breaker.PolicyStatus) {
 	o.ObserveInt64(m.policyReloads, toInt64(r.Unreadable), m.group(KeyPolicyResult.String("unreadable")))
 }
 
-func (m *Metrics) observeCandidate(o metric.Observer, n string, cs *breaker.CandidateStatus) {
+func (m *Metrics) observeCandidate(o metric.Observer, n breakerID, cs *breaker.CandidateStatus) {
 	for _, st := range states {
 		var v int64
 		if cs.State == st {
