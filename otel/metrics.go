@@ -39,6 +39,15 @@
 //	breaker.policy.applied_at   Gauge          s             when it was applied, in Unix seconds
 //	breaker.policy.reloads      Counter        {document}    breaker.policy.result: applied, rejected, gone, unreadable
 //
+// and these, of the group as a whole too, for its cap on breakers and its
+// idle eviction (see [breaker.GroupConfig.MaxBreakers] and
+// [breaker.GroupConfig.IdleAfter]):
+//
+//	breaker.group.breakers        UpDownCounter  {breaker}  breakers the group holds
+//	breaker.group.max_breakers    Gauge          {breaker}  the most it holds
+//	breaker.group.overflow_calls  Counter        {call}     calls for keys with no breaker while it was full
+//	breaker.group.evicted         Counter        {breaker}  breaker.state: the state each breaker dropped as idle was in
+//
 // A breaker that runs a candidate policy in shadow (see
 // [breaker.GroupPolicy.Candidate]) adds these, with breaker.name:
 //
@@ -159,6 +168,8 @@ type Metrics struct {
 	policyInfo, policyReloads metric.Int64Observable
 	policyApplied             metric.Float64Observable
 
+	groupBreakers, groupMax, groupOverflow, groupEvicted metric.Int64Observable
+
 	candState, candTransitions, candWouldRefuse, candWouldAdmit, candDiffs metric.Int64Observable
 
 	// mu guards the incarnations: the number given to each breaker the
@@ -232,6 +243,14 @@ func Register(g *breaker.Group, mp metric.MeterProvider, opts ...Option) (*Metri
 		desc("When the policy document in force was applied, in Unix seconds on the group's clock."), unit("s")))
 	i64(&m.policyReloads)(meter.Int64ObservableCounter("breaker.policy.reloads",
 		desc("Policy documents a followed source delivered, by what became of them."), unit("{document}")))
+	i64(&m.groupBreakers)(meter.Int64ObservableUpDownCounter("breaker.group.breakers",
+		desc("Breakers the group holds."), unit("{breaker}")))
+	i64(&m.groupMax)(meter.Int64ObservableGauge("breaker.group.max_breakers",
+		desc("The most breakers the group holds; calls for further keys run through its overflow breaker."), unit("{breaker}")))
+	i64(&m.groupOverflow)(meter.Int64ObservableCounter("breaker.group.overflow_calls",
+		desc("Calls for keys that had no breaker while the group was full, run through its overflow breaker."), unit("{call}")))
+	i64(&m.groupEvicted)(meter.Int64ObservableCounter("breaker.group.evicted",
+		desc("Breakers dropped as idle, by the state they were in."), unit("{breaker}")))
 	i64(&m.candState)(meter.Int64ObservableUpDownCounter("breaker.candidate.state",
 		desc("State of the breaker's candidate policy, run in shadow: 1 for the state it is in, 0 for the others."), unit("{breaker}")))
 	i64(&m.candTransitions)(meter.Int64ObservableCounter("breaker.candidate.transitions",
@@ -256,6 +275,7 @@ func Register(g *breaker.Group, mp metric.MeterProvider, opts ...Option) (*Metri
 		m.state, m.transitions, m.calls, m.slow, m.rejected, m.shadowRejected,
 		m.fallbacks, m.probes, m.notClosedTime, m.openDuration, m.windowCalls, m.windowRatio,
 		m.policyInfo, m.policyApplied, m.policyReloads,
+		m.groupBreakers, m.groupMax, m.groupOverflow, m.groupEvicted,
 		m.candState, m.candTransitions, m.candWouldRefuse, m.candWouldAdmit, m.candDiffs,
 		m.latency, m.censored, m.timeout)
 	if err != nil {
@@ -295,6 +315,7 @@ func (m *Metrics) observe(_ context.Context, o metric.Observer) error {
 	})
 	m.incarnations(len(all), func(i int) *breaker.Breaker { return all[i].b }, func(i int, n int64) { all[i].inc = n })
 	m.observePolicy(o, m.g.PolicyStatus())
+	m.observeGroup(o, m.g.Status())
 	for _, bm := range all {
 		if bm.inc == 0 {
 			continue // dropped since it was read
@@ -437,6 +458,16 @@ func (m *Metrics) observePolicy(o metric.Observer, ps breaker.PolicyStatus) {
 	o.ObserveInt64(m.policyReloads, toInt64(r.Rejected), m.group(KeyPolicyResult.String("rejected")))
 	o.ObserveInt64(m.policyReloads, toInt64(r.Gone), m.group(KeyPolicyResult.String("gone")))
 	o.ObserveInt64(m.policyReloads, toInt64(r.Unreadable), m.group(KeyPolicyResult.String("unreadable")))
+}
+
+func (m *Metrics) observeGroup(o metric.Observer, gs breaker.GroupStatus) {
+	o.ObserveInt64(m.groupBreakers, int64(gs.Breakers), m.group())
+	o.ObserveInt64(m.groupMax, int64(gs.MaxBreakers), m.group())
+	o.ObserveInt64(m.groupOverflow, toInt64(gs.OverflowCalls), m.group())
+	e := gs.Evicted
+	o.ObserveInt64(m.groupEvicted, toInt64(e.Closed), m.group(KeyState.String(breaker.Closed.String())))
+	o.ObserveInt64(m.groupEvicted, toInt64(e.Open), m.group(KeyState.String(breaker.Open.String())))
+	o.ObserveInt64(m.groupEvicted, toInt64(e.HalfOpen), m.group(KeyState.String(breaker.HalfOpen.String())))
 }
 
 func (m *Metrics) observeCandidate(o metric.Observer, n breakerID, cs *breaker.CandidateStatus) {

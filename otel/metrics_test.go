@@ -3,6 +3,8 @@ package breakerotel
 import (
 	"context"
 	"errors"
+	"io"
+	"log/slog"
 	"slices"
 	"sync"
 	"testing"
@@ -63,12 +65,20 @@ type fixture struct {
 
 func newFixture(t *testing.T, opts ...Option) *fixture {
 	t.Helper()
+	return newFixtureOf(t, breaker.GroupConfig{}, opts...)
+}
+
+// newFixtureOf is newFixture with a group of cfg, on the test policy.
+func newFixtureOf(t *testing.T, cfg breaker.GroupConfig, opts ...Option) *fixture {
+	t.Helper()
 	f := &fixture{t: t, clk: clock.NewMock(), reader: sdkmetric.NewManualReader()}
 	f.clk.Set(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
 	f.t0 = f.clk.Now()
-	g, err := breaker.NewGroup(breaker.GroupConfig{Policies: breaker.GroupPolicy{Default: testPolicy()}},
+	cfg.Policies = breaker.GroupPolicy{Default: testPolicy()}
+	g, err := breaker.NewGroup(cfg,
 		breaker.WithClock(f.clk),
-		breaker.WithRand(func() float64 { return 0.5 }))
+		breaker.WithRand(func() float64 { return 0.5 }),
+		breaker.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
 	require.NoError(t, err)
 	f.g = g
 	f.mp = sdkmetric.NewMeterProvider(sdkmetric.WithReader(f.reader))
@@ -211,6 +221,10 @@ var instruments = map[string]struct{ desc, unit string }{
 	"breaker.policy.info":            {"The policy document in force: 1, with its origin and version (empty for a policy set by code).", "1"},
 	"breaker.policy.applied_at":      {"When the policy document in force was applied, in Unix seconds on the group's clock.", "s"},
 	"breaker.policy.reloads":         {"Policy documents a followed source delivered, by what became of them.", "{document}"},
+	"breaker.group.breakers":         {"Breakers the group holds.", "{breaker}"},
+	"breaker.group.max_breakers":     {"The most breakers the group holds; calls for further keys run through its overflow breaker.", "{breaker}"},
+	"breaker.group.overflow_calls":   {"Calls for keys that had no breaker while the group was full, run through its overflow breaker.", "{call}"},
+	"breaker.group.evicted":          {"Breakers dropped as idle, by the state they were in.", "{breaker}"},
 	"breaker.candidate.state":        {"State of the breaker's candidate policy, run in shadow: 1 for the state it is in, 0 for the others.", "{breaker}"},
 	"breaker.candidate.transitions":  {"State transitions of the breaker's candidate policy, by the rule or event that caused them.", "{transition}"},
 	"breaker.candidate.would_refuse": {"Calls the breaker admitted that its candidate policy would have refused.", "{call}"},
@@ -363,6 +377,13 @@ func TestMetrics_ReportEveryInstrument(t *testing.T) {
 			groupPoint[int64](0, KeyPolicyResult.String("rejected")),
 			groupPoint[int64](0, KeyPolicyResult.String("gone")),
 			groupPoint[int64](0, KeyPolicyResult.String("unreadable"))),
+		upDown("breaker.group.breakers", groupPoint[int64](3)),
+		gauge("breaker.group.max_breakers", groupPoint[int64](breaker.DefaultMaxBreakers)),
+		counter("breaker.group.overflow_calls", groupPoint[int64](0)),
+		counter("breaker.group.evicted",
+			groupPoint[int64](0, KeyState.String("closed")),
+			groupPoint[int64](0, KeyState.String("open")),
+			groupPoint[int64](0, KeyState.String("half_open"))),
 		// The test policy times calls (a slow-call rule). A call of no
 		// mock time is in the histogram's first bin, reported as 512 ns;
 		// the 3 s call as the point of its bin, within 3.1%. Pricing's
@@ -785,4 +806,28 @@ func TestMetrics_EachBreakerOfAKeyIsAnIncarnationOfItsOwn(t *testing.T) {
 	f.m.mu.Lock()
 	assert.Empty(t, f.m.inc, "Unregister keeps no breaker alive")
 	f.m.mu.Unlock()
+}
+
+// The group's cap and its idle eviction are reported: the breakers it
+// holds, the cap, the calls sent past it, and the breakers dropped as
+// idle by the state they were in; a dropped breaker's series go.
+func TestMetrics_ReportTheGroupsCapAndItsEvictions(t *testing.T) {
+	f := newFixtureOf(t, breaker.GroupConfig{MaxBreakers: 2, IdleAfter: time.Minute})
+	f.trip(pricing)
+	f.calls(inventory, 1, nil)
+	f.calls(payment, 3, nil) // past the cap
+	f.g.EvictIdle()
+	f.at(time.Minute)
+	f.calls(inventory, 1, nil)
+	require.Equal(t, 1, f.g.EvictIdle())
+	f.expect([]metricdata.Metrics{
+		upDown("breaker.state", stateOf(inventory, breaker.Closed)...),
+		upDown("breaker.group.breakers", groupPoint[int64](1)),
+		gauge("breaker.group.max_breakers", groupPoint[int64](2)),
+		counter("breaker.group.overflow_calls", groupPoint[int64](3)),
+		counter("breaker.group.evicted",
+			groupPoint[int64](0, KeyState.String("closed")),
+			groupPoint[int64](1, KeyState.String("open")),
+			groupPoint[int64](0, KeyState.String("half_open"))),
+	}, true)
 }
