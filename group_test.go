@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -199,14 +201,21 @@ func TestGroup_ColdTargetsStartCold(t *testing.T) {
 	assert.Equal(t, Open, gh.state("inventory.GetStock@10.0.0.7"))
 }
 
-func TestGroup_EvictsIdleBreakersButNeverOpenOnes(t *testing.T) {
+// GroupConfig.IdleAfter: a breaker nobody has asked for in IdleAfter is
+// dropped whatever its state; a breaker still refusing calls is being
+// asked for, and stays.
+func TestGroup_EvictsIdleBreakersWhateverTheirState(t *testing.T) {
 	gh := newGroupHarness(t, GroupConfig{IdleAfter: 10 * time.Minute})
 	gh.calls("search.Query@10.0.0.1", 1, nil)
 	gh.calls("search.Query@10.0.0.2", 20, errBoom) // open
 	gh.calls("search.Query@10.0.0.3", 1, nil)
+	require.Equal(t, Open, gh.state("search.Query@10.0.0.2"))
 	_ = gh.g.EvictIdle() // notes the activity
 	gh.clk.Add(5 * time.Minute)
 	gh.calls("search.Query@10.0.0.3", 1, nil) // still in use
+	probe := gh.g.Do(context.Background(), "search.Query@10.0.0.2", func(context.Context) error { return context.DeadlineExceeded })
+	require.ErrorIs(t, probe, context.DeadlineExceeded, "a probe is a call asked for")
+	require.Equal(t, Open, gh.state("search.Query@10.0.0.2"))
 	assert.Zero(t, gh.g.EvictIdle())
 	gh.clk.Add(5 * time.Minute)
 	assert.Equal(t, 1, gh.g.EvictIdle(), "only .1 has been idle for 10 minutes")
@@ -215,25 +224,181 @@ func TestGroup_EvictsIdleBreakersButNeverOpenOnes(t *testing.T) {
 	gh.g.Range(func(k string, _ *Breaker) bool { keys = append(keys, k); return true })
 	assert.ElementsMatch(t, []string{"search.Query@10.0.0.2", "search.Query@10.0.0.3"}, keys)
 
-	// The open one stays however long it is idle; once it has closed and
-	// gone idle it goes too.
-	gh.clk.Add(time.Hour)
-	gh.g.EvictIdle()
-	gh.g.EvictIdle()
+	// Nobody calls .2 again: it goes, open as it is (half-open by now to
+	// anyone who looked, and nobody did).
+	gh.clk.Add(10 * time.Minute)
+	assert.Equal(t, 2, gh.g.EvictIdle())
 	_, present := gh.g.m.Load("search.Query@10.0.0.2")
-	assert.True(t, present, "an open breaker is never evicted")
+	assert.False(t, present, "an open breaker nobody calls is dropped")
+	assert.Equal(t, Evictions{Closed: 2, Open: 1}, gh.g.Status().Evicted)
 
 	// A sweep also runs when new keys are created.
-	b, _ := gh.g.Get("search.Query@10.0.0.2")
-	b.Reset()
-	gh.clk.Add(time.Hour)
 	gh.calls("search.Query@10.0.0.4", 1, nil)
 	gh.clk.Add(time.Hour)
 	gh.calls("search.Query@10.0.0.5", 1, nil)
-	_, present = gh.g.m.Load("search.Query@10.0.0.2")
+	gh.clk.Add(time.Hour)
+	gh.calls("search.Query@10.0.0.6", 1, nil)
+	_, present = gh.g.m.Load("search.Query@10.0.0.4")
 	assert.False(t, present)
-	assert.False(t, gh.g.Remove("search.Query@10.0.0.2"))
-	assert.True(t, gh.g.Remove("search.Query@10.0.0.5"))
+	assert.False(t, gh.g.Remove("search.Query@10.0.0.4"))
+	assert.True(t, gh.g.Remove("search.Query@10.0.0.6"))
+}
+
+// fleet is a churning fleet of pods behind one method, each with its
+// per-target breaker: every round one pod dies (its last calls fail and
+// its breaker opens) and a new one, at a new address, takes its place.
+// Nobody calls a dead pod's address again.
+type fleet struct {
+	gh   *groupHarness
+	live []string
+	next int
+	dead []string
+}
+
+func newFleet(gh *groupHarness, pods int) *fleet {
+	f := &fleet{gh: gh}
+	for range pods {
+		f.live = append(f.live, f.newPod())
+	}
+	return f
+}
+
+func (f *fleet) newPod() string {
+	f.next++
+	return fmt.Sprintf("payment.Charge@10.0.%d.%d", f.next/256, f.next%256)
+}
+
+// step is five minutes of the fleet: a call to each live pod, a look at
+// every breaker (a dashboard, which makes the lazy transitions), and a
+// round of a watcher of package ops, which evicts.
+func (f *fleet) step() {
+	for _, k := range f.live {
+		f.gh.calls(k, 1, nil)
+	}
+	f.gh.g.Range(func(_ string, b *Breaker) bool { _ = b.Status(); return true })
+	f.gh.g.EvictIdle()
+	f.gh.clk.Add(5 * time.Minute)
+}
+
+// die kills the oldest live pod: its calls fail until its breaker opens.
+func (f *fleet) die() {
+	k := f.live[0]
+	f.live = append(f.live[1:], f.newPod())
+	for i := 0; i < 30; i++ {
+		err := f.gh.g.Do(context.Background(), k, func(context.Context) error { return errBoom })
+		if errors.Is(err, ErrOpen) {
+			break
+		}
+	}
+	require.Equal(f.gh.t, Open, f.gh.state(k), "%s: the dead pod's breaker", k)
+	f.dead = append(f.dead, k)
+}
+
+// Regression: idle eviction dropped only closed breakers. When a pod
+// died, its last calls failed, its per-target breaker opened, and, with
+// nobody calling that address again, the breaker stayed open or
+// half-open for ever: after a simulated day all 100 dead pods' breakers
+// were still in the group.
+func TestGroup_IdleOpenBreakerIsDropped(t *testing.T) {
+	gh := newGroupHarness(t, GroupConfig{IdleAfter: 10 * time.Minute, ColdTargets: true})
+	f := newFleet(gh, 5)
+	for range 100 { // 25 hours
+		for range 2 {
+			f.step()
+		}
+		f.die()
+		f.step()
+	}
+	for range 4 {
+		f.step()
+	}
+	assert.ElementsMatch(t, f.live, keysOf(gh.g), "after a day, only the live pods have breakers")
+	ev := gh.g.Status().Evicted
+	assert.Equal(t, uint64(100), ev.Open+ev.HalfOpen, "every dead pod's breaker was dropped open or half-open: %+v", ev)
+	assert.NotZero(t, ev.HalfOpen, "the dashboard found some half-open: %+v", ev)
+}
+
+// Keys built from request data (a path, a header) and made to fail open
+// one breaker each; nobody asks for them again, and they go.
+func TestGroup_RequestKeysMadeToFailAreDroppedWhenIdle(t *testing.T) {
+	gh := newGroupHarness(t, GroupConfig{IdleAfter: 10 * time.Minute})
+	gh.calls("orders.Get", 1, nil)
+	for i := range 500 {
+		key := "orders.Get/" + strconv.Itoa(i)
+		gh.calls(key, 20, errBoom)
+		require.Equal(t, Open, gh.state(key))
+	}
+	require.Equal(t, 501, gh.g.Len())
+	gh.g.EvictIdle()
+	for range 10 {
+		gh.clk.Add(time.Minute)
+		gh.calls("orders.Get", 1, nil)
+		gh.g.EvictIdle()
+	}
+	assert.Equal(t, []string{"orders.Get"}, keysOf(gh.g))
+	assert.Equal(t, Evictions{Open: 500}, gh.g.Status().Evicted)
+}
+
+// keysOf returns the group's keys.
+func keysOf(g *Group) []string {
+	var keys []string
+	g.Range(func(k string, _ *Breaker) bool { keys = append(keys, k); return true })
+	return keys
+}
+
+// GroupConfig.IdleAfter: a breaker in a mode other than ModeAuto is an
+// operator's decision and stays, however long it is idle; Remove drops it.
+func TestGroup_ForcedAndShadowBreakersAreNotDroppedAsIdle(t *testing.T) {
+	gh := newGroupHarness(t, GroupConfig{IdleAfter: 10 * time.Minute})
+	for _, m := range []Mode{ModeForcedOpen, ModeForcedClosed, ModeShadow} {
+		b, err := gh.g.Get("ledger.Post@" + m.String())
+		require.NoError(t, err)
+		require.NoError(t, b.SetMode(m))
+	}
+	gh.g.EvictIdle()
+	gh.clk.Add(24 * time.Hour)
+	assert.Zero(t, gh.g.EvictIdle())
+	assert.Equal(t, 3, gh.g.Len())
+	assert.True(t, gh.g.Remove("ledger.Post@forced_open"))
+}
+
+// A drop is recorded with the state the breaker was in, at Info for an
+// open or half-open one and at Debug for a closed one; a sweep that drops
+// many lists a few and sums up the rest.
+func TestGroup_ADropIsRecordedWithTheStateItWasIn(t *testing.T) {
+	var buf bytes.Buffer
+	l := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{
+		Level: slog.LevelDebug,
+		ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
+			if a.Key == slog.TimeKey {
+				return slog.Attr{}
+			}
+			return a
+		},
+	}))
+	gh := newGroupHarness(t, GroupConfig{IdleAfter: 10 * time.Minute}, WithLogger(l))
+	gh.calls("payment.Charge@10.0.0.7", 20, errBoom)
+	gh.calls("payment.Charge@10.0.0.8", 1, nil)
+	gh.g.EvictIdle()
+	gh.clk.Add(10 * time.Minute)
+	buf.Reset()
+	require.Equal(t, 2, gh.g.EvictIdle())
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	assert.ElementsMatch(t, []string{
+		`level=INFO msg="breaker dropped" breaker.name=payment.Charge@10.0.0.7 breaker.state=open breaker.reason=idle breaker.idle=10m0s`,
+		`level=DEBUG msg="breaker dropped" breaker.name=payment.Charge@10.0.0.8 breaker.state=closed breaker.reason=idle breaker.idle=10m0s`,
+	}, lines)
+
+	for i := range 20 {
+		gh.calls("payment.Charge@10.0.1."+strconv.Itoa(i), 1, nil)
+	}
+	gh.g.EvictIdle()
+	gh.clk.Add(10 * time.Minute)
+	buf.Reset()
+	require.Equal(t, 20, gh.g.EvictIdle())
+	lines = strings.Split(strings.TrimSpace(buf.String()), "\n")
+	require.Len(t, lines, maxDropRecords+1, buf.String())
+	assert.Equal(t, `level=INFO msg="breakers dropped" breaker.reason=idle breaker.dropped=20 breaker.unlisted=4 breaker.closed=20 breaker.open=0 breaker.half_open=0`, lines[maxDropRecords])
 }
 
 func TestGroup_EvictionIsOffByDefault(t *testing.T) {
@@ -394,7 +559,8 @@ func TestGroup_LookupSkipsABreakerBeingDropped(t *testing.T) {
 	require.NoError(t, err)
 	gh.g.mu.Lock()
 	defer gh.g.mu.Unlock()
-	require.True(t, old.drop(false))
+	_, dropped := old.drop(false)
+	require.True(t, dropped)
 	for _, key := range []string{regressionKey, regressionBuilt} {
 		b, ok := gh.g.Lookup(key)
 		assert.False(t, ok, "Lookup(%q) found a breaker being dropped", key)

@@ -397,6 +397,7 @@ func (g *Group) setRules(gr *groupRules) []string {
 		}
 	}
 	g.rules.Store(gr)
+	g.overflow.setRules(gr.def)
 	g.m.Range(func(k, v any) bool {
 		key := k.(string)
 		gr.markUsed(key)

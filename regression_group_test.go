@@ -172,6 +172,36 @@ func TestRegression_EvictionLosesNoOutcomeOfACallInFlight(t *testing.T) {
 	}
 }
 
+// GroupConfig.IdleAfter: a half-open breaker whose only call is a probe
+// still in flight has been asked for nothing since, and is dropped. The
+// probe's result, when it comes, gives no verdict and makes no breaker;
+// the next call finds a new, closed breaker for the key.
+func TestGroup_AProbeOfADroppedBreakerGivesNoVerdict(t *testing.T) {
+	gh := newGroupHarness(t, GroupConfig{IdleAfter: time.Hour})
+	gh.calls(regressionKey, 20, errBoom)
+	gh.clk.Add(30 * time.Second)
+	old, err := gh.g.Get(regressionKey)
+	require.NoError(t, err)
+	_, done, err := old.Allow(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, HalfOpen, old.State())
+	gh.g.EvictIdle()
+	gh.clk.Add(time.Hour)
+	require.Equal(t, 1, gh.g.EvictIdle())
+	assert.Equal(t, Evictions{HalfOpen: 1}, gh.g.Status().Evicted)
+
+	done(nil)
+	assert.Zero(t, gh.g.Len(), "a stale probe makes no breaker")
+	c := old.Counters()
+	assert.Zero(t, c.ProbesPassed, "no verdict")
+	assert.Equal(t, uint64(1), c.Successes)
+
+	cur, err := gh.g.Get(regressionKey)
+	require.NoError(t, err)
+	assert.NotSame(t, old, cur)
+	assert.Equal(t, Closed, cur.State())
+}
+
 // recorder is a subscriber that keeps the transitions it sees.
 type recorder struct {
 	mu  sync.Mutex
@@ -273,7 +303,8 @@ func TestRegression_GetNeverReturnsABreakerBeingDropped(t *testing.T) {
 	require.NoError(t, err)
 
 	gh.g.mu.Lock()
-	require.True(t, old.drop(false))
+	_, dropped := old.drop(false)
+	require.True(t, dropped)
 	got := make(chan *Breaker)
 	go func() {
 		b, _ := gh.g.Get(regressionBuilt)
@@ -393,7 +424,8 @@ func TestRegression_RangeSkipsABreakerBeingDropped(t *testing.T) {
 	old, err := gh.g.Get(regressionKey)
 	require.NoError(t, err)
 	gh.g.mu.Lock()
-	require.True(t, old.drop(false))
+	_, dropped := old.drop(false)
+	require.True(t, dropped)
 	seen := reachable(gh.g, regressionKey)
 	gh.g.forgetLocked(regressionKey, old)
 	gh.g.mu.Unlock()

@@ -8,8 +8,8 @@
 // ticker, and because alerting is policy: the thresholds, the grading and
 // the message here are one team's choice, built on the core's exported
 // API only ([breaker.Group.Range], [breaker.Breaker.Status],
-// [breaker.Group.EvictIdle], [breaker.Group.Now]). An operator with other
-// needs can write their own in its place.
+// [breaker.Group.Status], [breaker.Group.EvictIdle], [breaker.Group.Now]).
+// An operator with other needs can write their own in its place.
 //
 // # Alerts
 //

@@ -15,14 +15,19 @@ type GroupSnapshot struct {
 	// Policy says which policy document is in force, where it came from
 	// and when it was applied, and what became of the last document a
 	// followed source delivered (see [breaker.Group.Follow]).
-	Policy   breaker.PolicyStatus `json:"policy"`
-	Breakers []breaker.Status     `json:"breakers"`
-	Alerts   []Alert              `json:"alerts"`
+	Policy breaker.PolicyStatus `json:"policy"`
+	// Group is what the group says of itself: how many breakers it holds
+	// against its cap, the calls it sent past the cap, and the breakers
+	// it dropped as idle (see [breaker.Group.Status]).
+	Group    breaker.GroupStatus `json:"group"`
+	Breakers []breaker.Status    `json:"breakers"`
+	Alerts   []Alert             `json:"alerts"`
 }
 
-// Snapshot returns the group's policy status, the status of every
-// breaker in the group, sorted by name, and the alerts of th (the zero value means [DefaultThresholds])
-// at the same time on the group's clock.
+// Snapshot returns the group's policy status, its own status, the status
+// of every breaker in the group, sorted by name, and the alerts of th (the
+// zero value means [DefaultThresholds]) at the same time on the group's
+// clock.
 func Snapshot(g *breaker.Group, th Thresholds) GroupSnapshot {
 	// The breakers are sorted, not their statuses: a Status is some 400
 	// bytes, and moving them (growing the slice by appending, swapping in
@@ -54,7 +59,7 @@ func Snapshot(g *breaker.Group, th Thresholds) GroupSnapshot {
 		bs[i].key, off = all[off:off+n], off+n
 	}
 	slices.SortFunc(bs, func(a, b keyed) int { return strings.Compare(a.key, b.key) })
-	s := GroupSnapshot{Time: g.Now(), Policy: g.PolicyStatus(), Breakers: make([]breaker.Status, len(bs))}
+	s := GroupSnapshot{Time: g.Now(), Policy: g.PolicyStatus(), Group: g.Status(), Breakers: make([]breaker.Status, len(bs))}
 	for i, k := range bs {
 		s.Breakers[i] = k.b.Status()
 	}

@@ -14,8 +14,8 @@
 //	}
 //	defer m.Unregister()
 //
-// The instruments, each with the attribute breaker.name (the breaker's
-// key) and the attributes shown:
+// The instruments, each with the attributes breaker.name (the breaker's
+// key) and breaker.incarnation (see below), and the attributes shown:
 //
 //	name                        kind           unit          attributes
 //	breaker.state               UpDownCounter  {breaker}     breaker.state: 1 for the current state, 0 for the others
@@ -38,6 +38,15 @@
 //	breaker.policy.info         Gauge          1             1, with breaker.policy.origin and .version of the document in force
 //	breaker.policy.applied_at   Gauge          s             when it was applied, in Unix seconds
 //	breaker.policy.reloads      Counter        {document}    breaker.policy.result: applied, rejected, gone, unreadable
+//
+// and these, of the group as a whole too, for its cap on breakers and its
+// idle eviction (see [breaker.GroupConfig.MaxBreakers] and
+// [breaker.GroupConfig.IdleAfter]):
+//
+//	breaker.group.breakers        UpDownCounter  {breaker}  breakers the group holds
+//	breaker.group.max_breakers    Gauge          {breaker}  the most it holds
+//	breaker.group.overflow_calls  Counter        {call}     calls for keys with no breaker while it was full
+//	breaker.group.evicted         Counter        {breaker}  breaker.state: the state each breaker dropped as idle was in
 //
 // A breaker that runs a candidate policy in shadow (see
 // [breaker.GroupPolicy.Candidate]) adds these, with breaker.name:
@@ -71,11 +80,34 @@
 // counter's series live as long as the meter provider, so per-target keys
 // that come and go would fill the SDK's cardinality limit (2000 series an
 // instrument by default) and outlive the breakers they describe.
+//
+// # Incarnations
+//
+// A group drops breakers (idle ones, see
+// [breaker.GroupConfig.IdleAfter], and removed ones), and a key used
+// again gets a new breaker whose counts start from zero. Reported under
+// the same attributes, its counters would go backwards: a negative delta
+// with delta temporality, and with cumulative temporality a count that
+// falls under the same start time, which the OpenTelemetry data model
+// does not allow, and the API gives an observable counter no way to start
+// a series anew. So every series of a breaker carries
+// breaker.incarnation, a number the [Metrics] gives each breaker the
+// first time it reports it, never given twice: a new breaker for a key is
+// a new series, which starts from zero, and the series of the dropped
+// breaker ends. Numbers are given in the order of the keys to the
+// breakers a collection finds new, from 1 at registration, and are
+// forgotten with their breakers, so the Metrics holds nothing for a key
+// the group no longer has. Aggregate over breaker.incarnation (sum by
+// breaker.name) for a key's totals; a restart numbers its breakers anew,
+// as it starts every count anew.
 package breakerotel
 
 import (
 	"context"
 	"errors"
+	"slices"
+	"strings"
+	"sync"
 
 	"github.com/govkit/breaker"
 	"go.opentelemetry.io/otel/attribute"
@@ -89,6 +121,7 @@ const ScopeName = "github.com/govkit/breaker/otel"
 // Attribute keys.
 const (
 	KeyName             = attribute.Key("breaker.name")
+	KeyIncarnation      = attribute.Key("breaker.incarnation")
 	KeyState            = attribute.Key("breaker.state")
 	KeyOutcome          = attribute.Key("breaker.outcome")
 	KeyProbeResult      = attribute.Key("breaker.probe.result")
@@ -119,7 +152,8 @@ func WithAttributes(kv ...attribute.KeyValue) Option {
 // measurement reflects the group as it is at the collection; a breaker the
 // group has dropped (evicted as idle, or removed) stops being reported,
 // and one created again under the same key is a new breaker whose counts,
-// transitions included, start from zero.
+// transitions included, start from zero, in series of their own (a new
+// breaker.incarnation).
 //
 // Metrics is safe for concurrent use by multiple goroutines.
 type Metrics struct {
@@ -134,7 +168,22 @@ type Metrics struct {
 	policyInfo, policyReloads metric.Int64Observable
 	policyApplied             metric.Float64Observable
 
+	groupBreakers, groupMax, groupOverflow, groupEvicted metric.Int64Observable
+
 	candState, candTransitions, candWouldRefuse, candWouldAdmit, candDiffs metric.Int64Observable
+
+	// mu guards the incarnations: the number given to each breaker the
+	// group holds, and the collection that last saw it. A collection may
+	// run for each reader of the provider, concurrently.
+	mu      sync.Mutex
+	inc     map[*breaker.Breaker]incarnation
+	lastInc int64
+	round   uint64
+}
+
+type incarnation struct {
+	n     int64
+	round uint64
 }
 
 // Register creates the instruments on a meter of mp named [ScopeName],
@@ -151,7 +200,7 @@ func Register(g *breaker.Group, mp metric.MeterProvider, opts ...Option) (*Metri
 		}
 	}
 	meter := mp.Meter(ScopeName)
-	m := &Metrics{g: g, attrs: cfg.attrs}
+	m := &Metrics{g: g, attrs: cfg.attrs, inc: map[*breaker.Breaker]incarnation{}}
 
 	// Errors are gathered rather than returned at the first, so that one
 	// report names every instrument the provider refused. The curried
@@ -194,6 +243,14 @@ func Register(g *breaker.Group, mp metric.MeterProvider, opts ...Option) (*Metri
 		desc("When the policy document in force was applied, in Unix seconds on the group's clock."), unit("s")))
 	i64(&m.policyReloads)(meter.Int64ObservableCounter("breaker.policy.reloads",
 		desc("Policy documents a followed source delivered, by what became of them."), unit("{document}")))
+	i64(&m.groupBreakers)(meter.Int64ObservableUpDownCounter("breaker.group.breakers",
+		desc("Breakers the group holds."), unit("{breaker}")))
+	i64(&m.groupMax)(meter.Int64ObservableGauge("breaker.group.max_breakers",
+		desc("The most breakers the group holds; calls for further keys run through its overflow breaker."), unit("{breaker}")))
+	i64(&m.groupOverflow)(meter.Int64ObservableCounter("breaker.group.overflow_calls",
+		desc("Calls for keys that had no breaker while the group was full, run through its overflow breaker."), unit("{call}")))
+	i64(&m.groupEvicted)(meter.Int64ObservableCounter("breaker.group.evicted",
+		desc("Breakers dropped as idle, by the state they were in."), unit("{breaker}")))
 	i64(&m.candState)(meter.Int64ObservableUpDownCounter("breaker.candidate.state",
 		desc("State of the breaker's candidate policy, run in shadow: 1 for the state it is in, 0 for the others."), unit("{breaker}")))
 	i64(&m.candTransitions)(meter.Int64ObservableCounter("breaker.candidate.transitions",
@@ -218,6 +275,7 @@ func Register(g *breaker.Group, mp metric.MeterProvider, opts ...Option) (*Metri
 		m.state, m.transitions, m.calls, m.slow, m.rejected, m.shadowRejected,
 		m.fallbacks, m.probes, m.notClosedTime, m.openDuration, m.windowCalls, m.windowRatio,
 		m.policyInfo, m.policyApplied, m.policyReloads,
+		m.groupBreakers, m.groupMax, m.groupOverflow, m.groupEvicted,
 		m.candState, m.candTransitions, m.candWouldRefuse, m.candWouldAdmit, m.candDiffs,
 		m.latency, m.censored, m.timeout)
 	if err != nil {
@@ -230,15 +288,21 @@ func Register(g *breaker.Group, mp metric.MeterProvider, opts ...Option) (*Metri
 // Unregister removes the callback: the instruments report nothing more
 // for this group. It is safe to call more than once.
 func (m *Metrics) Unregister() error {
-	return m.reg.Unregister()
+	err := m.reg.Unregister()
+	m.mu.Lock()
+	clear(m.inc) // keeps no breaker alive
+	m.mu.Unlock()
+	return err
 }
 
 var states = [...]breaker.State{breaker.Closed, breaker.Open, breaker.HalfOpen}
 
 func (m *Metrics) observe(_ context.Context, o metric.Observer) error {
 	type breakerMetrics struct {
+		b           *breaker.Breaker
 		status      breaker.Status
 		transitions []breaker.TransitionCount
+		inc         int64
 	}
 	// Read under Range, observed after it, so the group is not held while
 	// the SDK aggregates.
@@ -246,17 +310,23 @@ func (m *Metrics) observe(_ context.Context, o metric.Observer) error {
 	m.g.Range(func(_ string, b *breaker.Breaker) bool {
 		// Status first: it notices an ended cooldown, and the transition
 		// it makes belongs in the counts read next.
-		all = append(all, breakerMetrics{b.Status(), b.Transitions()})
+		all = append(all, breakerMetrics{b: b, status: b.Status(), transitions: b.Transitions()})
 		return true
 	})
+	m.incarnations(len(all), func(i int) *breaker.Breaker { return all[i].b }, func(i int, n int64) { all[i].inc = n })
 	m.observePolicy(o, m.g.PolicyStatus())
+	m.observeGroup(o, m.g.Status())
 	for _, bm := range all {
-		m.observeStatus(o, bm.status)
+		if bm.inc == 0 {
+			continue // dropped since it was read
+		}
+		id := breakerID{bm.status.Name, bm.inc}
+		m.observeStatus(o, id, bm.status)
 		if cs := bm.status.Candidate; cs != nil {
-			m.observeCandidate(o, bm.status.Name, cs)
+			m.observeCandidate(o, id, cs)
 		}
 		for _, t := range bm.transitions {
-			o.ObserveInt64(m.transitions, toInt64(t.Count), m.with(bm.status.Name,
+			o.ObserveInt64(m.transitions, toInt64(t.Count), m.with(id,
 				KeyTransitionFrom.String(t.From.String()),
 				KeyTransitionTo.String(t.To.String()),
 				KeyTransitionReason.String(string(t.Reason))))
@@ -265,11 +335,62 @@ func (m *Metrics) observe(_ context.Context, o metric.Observer) error {
 	return nil
 }
 
-// with builds the measurement's attribute set: the breaker's name, kv and
-// the attributes of WithAttributes.
-func (m *Metrics) with(name string, kv ...attribute.KeyValue) metric.MeasurementOption {
-	all := make([]attribute.KeyValue, 0, 1+len(kv)+len(m.attrs))
-	all = append(all, KeyName.String(name))
+// incarnations sets the incarnation of each of the n breakers a
+// collection read (b(i) is the i-th): the number it was given, or a new
+// one, in the order of their names, for a breaker reported for the first
+// time. A breaker dropped since it was read gets none (0), and is not
+// reported: a collection running concurrently may already have forgotten
+// it, and numbering it anew would report its counts twice. Breakers the
+// group no longer holds are forgotten.
+func (m *Metrics) incarnations(n int, b func(int) *breaker.Breaker, set func(int, int64)) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.round++
+	var fresh []int
+	for i := range n {
+		br := b(i)
+		if e, ok := m.inc[br]; ok {
+			m.inc[br] = incarnation{e.n, m.round}
+			set(i, e.n)
+		} else {
+			fresh = append(fresh, i)
+		}
+	}
+	slices.SortFunc(fresh, func(i, j int) int { return strings.Compare(b(i).Name(), b(j).Name()) })
+	for _, i := range fresh {
+		br := b(i)
+		if !m.holds(br) {
+			continue
+		}
+		m.lastInc++
+		m.inc[br] = incarnation{m.lastInc, m.round}
+		set(i, m.lastInc)
+	}
+	for br, e := range m.inc {
+		if e.round != m.round && !m.holds(br) {
+			delete(m.inc, br)
+		}
+	}
+}
+
+// holds reports whether b is the group's breaker for its key.
+func (m *Metrics) holds(b *breaker.Breaker) bool {
+	cur, ok := m.g.Lookup(b.Name())
+	return ok && cur == b
+}
+
+// breakerID is what tells a breaker's series apart: its key and its
+// incarnation.
+type breakerID struct {
+	name string
+	inc  int64
+}
+
+// with builds the measurement's attribute set: the breaker's name and
+// incarnation, kv and the attributes of WithAttributes.
+func (m *Metrics) with(id breakerID, kv ...attribute.KeyValue) metric.MeasurementOption {
+	all := make([]attribute.KeyValue, 0, 2+len(kv)+len(m.attrs))
+	all = append(all, KeyName.String(id.name), KeyIncarnation.Int64(id.inc))
 	all = append(all, kv...)
 	all = append(all, m.attrs...)
 	return metric.WithAttributeSet(attribute.NewSet(all...))
@@ -284,8 +405,7 @@ func toInt64(v uint64) int64 {
 	return int64(v)
 }
 
-func (m *Metrics) observeStatus(o metric.Observer, s breaker.Status) {
-	n := s.Name
+func (m *Metrics) observeStatus(o metric.Observer, n breakerID, s breaker.Status) {
 	for _, st := range states {
 		var v int64
 		if s.State == st {
@@ -340,7 +460,17 @@ func (m *Metrics) observePolicy(o metric.Observer, ps breaker.PolicyStatus) {
 	o.ObserveInt64(m.policyReloads, toInt64(r.Unreadable), m.group(KeyPolicyResult.String("unreadable")))
 }
 
-func (m *Metrics) observeCandidate(o metric.Observer, n string, cs *breaker.CandidateStatus) {
+func (m *Metrics) observeGroup(o metric.Observer, gs breaker.GroupStatus) {
+	o.ObserveInt64(m.groupBreakers, int64(gs.Breakers), m.group())
+	o.ObserveInt64(m.groupMax, int64(gs.MaxBreakers), m.group())
+	o.ObserveInt64(m.groupOverflow, toInt64(gs.OverflowCalls), m.group())
+	e := gs.Evicted
+	o.ObserveInt64(m.groupEvicted, toInt64(e.Closed), m.group(KeyState.String(breaker.Closed.String())))
+	o.ObserveInt64(m.groupEvicted, toInt64(e.Open), m.group(KeyState.String(breaker.Open.String())))
+	o.ObserveInt64(m.groupEvicted, toInt64(e.HalfOpen), m.group(KeyState.String(breaker.HalfOpen.String())))
+}
+
+func (m *Metrics) observeCandidate(o metric.Observer, n breakerID, cs *breaker.CandidateStatus) {
 	for _, st := range states {
 		var v int64
 		if cs.State == st {

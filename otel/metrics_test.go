@@ -3,6 +3,8 @@ package breakerotel
 import (
 	"context"
 	"errors"
+	"io"
+	"log/slog"
 	"slices"
 	"sync"
 	"testing"
@@ -63,12 +65,20 @@ type fixture struct {
 
 func newFixture(t *testing.T, opts ...Option) *fixture {
 	t.Helper()
+	return newFixtureOf(t, breaker.GroupConfig{}, opts...)
+}
+
+// newFixtureOf is newFixture with a group of cfg, on the test policy.
+func newFixtureOf(t *testing.T, cfg breaker.GroupConfig, opts ...Option) *fixture {
+	t.Helper()
 	f := &fixture{t: t, clk: clock.NewMock(), reader: sdkmetric.NewManualReader()}
 	f.clk.Set(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
 	f.t0 = f.clk.Now()
-	g, err := breaker.NewGroup(breaker.GroupConfig{Policies: breaker.GroupPolicy{Default: testPolicy()}},
+	cfg.Policies = breaker.GroupPolicy{Default: testPolicy()}
+	g, err := breaker.NewGroup(cfg,
 		breaker.WithClock(f.clk),
-		breaker.WithRand(func() float64 { return 0.5 }))
+		breaker.WithRand(func() float64 { return 0.5 }),
+		breaker.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
 	require.NoError(t, err)
 	f.g = g
 	f.mp = sdkmetric.NewMeterProvider(sdkmetric.WithReader(f.reader))
@@ -147,10 +157,14 @@ func (f *fixture) collect() metricdata.ScopeMetrics {
 }
 
 // expect compares the collected metrics named in want (all of them when
-// only is false) with want, exactly but for timestamps.
+// only is false) with want, exactly but for timestamps and
+// breaker.incarnation, which the tests of incarnations check apart.
 func (f *fixture) expect(want []metricdata.Metrics, only bool) {
 	f.t.Helper()
 	got := f.collect()
+	for i := range got.Metrics {
+		got.Metrics[i].Data = withoutIncarnation(got.Metrics[i].Data)
+	}
 	if only {
 		got.Metrics = slices.DeleteFunc(got.Metrics, func(m metricdata.Metrics) bool {
 			return !slices.ContainsFunc(want, func(w metricdata.Metrics) bool { return w.Name == m.Name })
@@ -160,6 +174,33 @@ func (f *fixture) expect(want []metricdata.Metrics, only bool) {
 		Scope:   got.Scope, // checked by name in collect
 		Metrics: want,
 	}, got, metricdatatest.IgnoreTimestamp())
+}
+
+// withoutIncarnation returns a with breaker.incarnation taken out of the
+// attributes of its points.
+func withoutIncarnation(a metricdata.Aggregation) metricdata.Aggregation {
+	switch d := a.(type) {
+	case metricdata.Sum[int64]:
+		d.DataPoints = stripIncarnation(d.DataPoints)
+		return d
+	case metricdata.Sum[float64]:
+		d.DataPoints = stripIncarnation(d.DataPoints)
+		return d
+	case metricdata.Gauge[int64]:
+		d.DataPoints = stripIncarnation(d.DataPoints)
+		return d
+	case metricdata.Gauge[float64]:
+		d.DataPoints = stripIncarnation(d.DataPoints)
+		return d
+	}
+	return a
+}
+
+func stripIncarnation[N int64 | float64](pts []metricdata.DataPoint[N]) []metricdata.DataPoint[N] {
+	for i := range pts {
+		pts[i].Attributes, _ = pts[i].Attributes.Filter(func(kv attribute.KeyValue) bool { return kv.Key != KeyIncarnation })
+	}
+	return pts
 }
 
 // The expected side of every instrument: its description and unit are
@@ -180,6 +221,10 @@ var instruments = map[string]struct{ desc, unit string }{
 	"breaker.policy.info":            {"The policy document in force: 1, with its origin and version (empty for a policy set by code).", "1"},
 	"breaker.policy.applied_at":      {"When the policy document in force was applied, in Unix seconds on the group's clock.", "s"},
 	"breaker.policy.reloads":         {"Policy documents a followed source delivered, by what became of them.", "{document}"},
+	"breaker.group.breakers":         {"Breakers the group holds.", "{breaker}"},
+	"breaker.group.max_breakers":     {"The most breakers the group holds; calls for further keys run through its overflow breaker.", "{breaker}"},
+	"breaker.group.overflow_calls":   {"Calls for keys that had no breaker while the group was full, run through its overflow breaker.", "{call}"},
+	"breaker.group.evicted":          {"Breakers dropped as idle, by the state they were in.", "{breaker}"},
 	"breaker.candidate.state":        {"State of the breaker's candidate policy, run in shadow: 1 for the state it is in, 0 for the others.", "{breaker}"},
 	"breaker.candidate.transitions":  {"State transitions of the breaker's candidate policy, by the rule or event that caused them.", "{transition}"},
 	"breaker.candidate.would_refuse": {"Calls the breaker admitted that its candidate policy would have refused.", "{call}"},
@@ -332,6 +377,13 @@ func TestMetrics_ReportEveryInstrument(t *testing.T) {
 			groupPoint[int64](0, KeyPolicyResult.String("rejected")),
 			groupPoint[int64](0, KeyPolicyResult.String("gone")),
 			groupPoint[int64](0, KeyPolicyResult.String("unreadable"))),
+		upDown("breaker.group.breakers", groupPoint[int64](3)),
+		gauge("breaker.group.max_breakers", groupPoint[int64](breaker.DefaultMaxBreakers)),
+		counter("breaker.group.overflow_calls", groupPoint[int64](0)),
+		counter("breaker.group.evicted",
+			groupPoint[int64](0, KeyState.String("closed")),
+			groupPoint[int64](0, KeyState.String("open")),
+			groupPoint[int64](0, KeyState.String("half_open"))),
 		// The test policy times calls (a slow-call rule). A call of no
 		// mock time is in the histogram's first bin, reported as 512 ns;
 		// the 3 s call as the point of its bin, within 3.1%. Pricing's
@@ -641,5 +693,141 @@ func TestMetrics_ReportACandidatePolicy(t *testing.T) {
 		counter("breaker.candidate.would_refuse", point[int64](2, payment)),
 		counter("breaker.candidate.would_admit", point[int64](0, payment)),
 		counter("breaker.candidate.differences", point[int64](1, payment)),
+	}, true)
+}
+
+// Regression: when a key's breaker was removed and made again between two
+// collections, breaker.calls went backwards: with delta temporality the
+// collection reported a delta of -7 (3 calls on the new breaker, 10 on
+// the old), and with cumulative temporality the count fell from 10 to 3
+// under the same start time. The same came of a key dropped, missing
+// from one collection and made again. Read by a reader of each
+// temporality, no delta is negative, the deltas add up to every call
+// made, and no cumulative series falls under one start time.
+func TestRegression_ARecreatedKeysCountsNeverGoBackwards(t *testing.T) {
+	clk := clock.NewMock()
+	g, err := breaker.NewGroup(breaker.GroupConfig{}, breaker.WithClock(clk))
+	require.NoError(t, err)
+	cumulative := sdkmetric.NewManualReader()
+	delta := sdkmetric.NewManualReader(sdkmetric.WithTemporalitySelector(
+		func(sdkmetric.InstrumentKind) metricdata.Temporality { return metricdata.DeltaTemporality }))
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(cumulative), sdkmetric.WithReader(delta))
+	t.Cleanup(func() { require.NoError(t, mp.Shutdown(context.Background())) })
+	m, err := Register(g, mp)
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, m.Unregister()) })
+
+	calls := func(n int) {
+		for range n {
+			require.NoError(t, g.Do(context.Background(), pricing, func(context.Context) error { return nil }))
+		}
+	}
+	type seen struct {
+		start time.Time
+		v     int64
+	}
+	last := map[attribute.Distinct]seen{}
+	var deltas int64
+	collect := func(step string) {
+		t.Helper()
+		clk.Add(time.Second)
+		for _, r := range []*sdkmetric.ManualReader{cumulative, delta} {
+			var rm metricdata.ResourceMetrics
+			require.NoError(t, r.Collect(context.Background(), &rm))
+			for _, sm := range rm.ScopeMetrics {
+				for _, mt := range sm.Metrics {
+					if mt.Name != "breaker.calls" {
+						continue
+					}
+					sum := mt.Data.(metricdata.Sum[int64])
+					for _, p := range sum.DataPoints {
+						if sum.Temporality == metricdata.DeltaTemporality {
+							assert.GreaterOrEqual(t, p.Value, int64(0), "%s: a delta of %v", step, p.Attributes.ToSlice())
+							deltas += p.Value
+							continue
+						}
+						k := p.Attributes.Equivalent()
+						if prev, ok := last[k]; ok && prev.start.Equal(p.StartTime) {
+							assert.GreaterOrEqual(t, p.Value, prev.v, "%s: %v fell under the same start time", step, p.Attributes.ToSlice())
+						}
+						last[k] = seen{p.StartTime, p.Value}
+					}
+				}
+			}
+		}
+	}
+	calls(10)
+	collect("first")
+	require.True(t, g.Remove(pricing))
+	calls(3)
+	collect("made again between two collections")
+	require.True(t, g.Remove(pricing))
+	collect("gone")
+	calls(2)
+	collect("made again after a collection without it")
+	assert.Equal(t, int64(15), deltas, "the deltas add up to every call")
+}
+
+// breaker.incarnation: each breaker gets a number the first time it is
+// reported, in the order of the keys among the new ones, and keeps it; a
+// breaker made again for a key gets the next, and the Metrics forgets a
+// breaker the group has dropped.
+func TestMetrics_EachBreakerOfAKeyIsAnIncarnationOfItsOwn(t *testing.T) {
+	f := newFixture(t)
+	f.calls(pricing, 1, nil)
+	f.calls(inventory, 1, nil)
+	incs := func() map[string]int64 {
+		out := map[string]int64{}
+		for _, mt := range f.collect().Metrics {
+			if mt.Name != "breaker.rejected" {
+				continue
+			}
+			for _, p := range mt.Data.(metricdata.Sum[int64]).DataPoints {
+				name, _ := p.Attributes.Value(KeyName)
+				inc, ok := p.Attributes.Value(KeyIncarnation)
+				require.True(t, ok, "every series of a breaker has breaker.incarnation")
+				out[name.AsString()] = inc.AsInt64()
+			}
+		}
+		return out
+	}
+	assert.Equal(t, map[string]int64{inventory: 1, pricing: 2}, incs())
+	f.calls(payment, 1, nil)
+	assert.Equal(t, map[string]int64{inventory: 1, payment: 3, pricing: 2}, incs())
+
+	require.True(t, f.g.Remove(pricing))
+	f.calls(pricing, 1, nil)
+	assert.Equal(t, map[string]int64{inventory: 1, payment: 3, pricing: 4}, incs())
+	f.m.mu.Lock()
+	assert.Len(t, f.m.inc, 3, "the removed breaker is forgotten")
+	f.m.mu.Unlock()
+
+	require.NoError(t, f.m.Unregister())
+	f.m.mu.Lock()
+	assert.Empty(t, f.m.inc, "Unregister keeps no breaker alive")
+	f.m.mu.Unlock()
+}
+
+// The group's cap and its idle eviction are reported: the breakers it
+// holds, the cap, the calls sent past it, and the breakers dropped as
+// idle by the state they were in; a dropped breaker's series go.
+func TestMetrics_ReportTheGroupsCapAndItsEvictions(t *testing.T) {
+	f := newFixtureOf(t, breaker.GroupConfig{MaxBreakers: 2, IdleAfter: time.Minute})
+	f.trip(pricing)
+	f.calls(inventory, 1, nil)
+	f.calls(payment, 3, nil) // past the cap
+	f.g.EvictIdle()
+	f.at(time.Minute)
+	f.calls(inventory, 1, nil)
+	require.Equal(t, 1, f.g.EvictIdle())
+	f.expect([]metricdata.Metrics{
+		upDown("breaker.state", stateOf(inventory, breaker.Closed)...),
+		upDown("breaker.group.breakers", groupPoint[int64](1)),
+		gauge("breaker.group.max_breakers", groupPoint[int64](2)),
+		counter("breaker.group.overflow_calls", groupPoint[int64](3)),
+		counter("breaker.group.evicted",
+			groupPoint[int64](0, KeyState.String("closed")),
+			groupPoint[int64](1, KeyState.String("open")),
+			groupPoint[int64](0, KeyState.String("half_open"))),
 	}, true)
 }

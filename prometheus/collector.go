@@ -55,6 +55,15 @@
 //	breaker_policy_applied_timestamp_seconds   gauge    when it was applied, in Unix seconds
 //	breaker_policy_reloads_total{result}       counter  documents delivered: applied, rejected, gone, unreadable
 //
+// and these, of the group as a whole too, for its cap on breakers and its
+// idle eviction (see [breaker.GroupConfig.MaxBreakers] and
+// [breaker.GroupConfig.IdleAfter]):
+//
+//	breaker_group_breakers                     gauge    breakers the group holds
+//	breaker_group_max_breakers                 gauge    the most it holds
+//	breaker_group_overflow_calls_total         counter  calls for keys with no breaker while it was full
+//	breaker_group_evicted_total{state}         counter  breakers dropped as idle, by the state they were in
+//
 // A breaker that runs a candidate policy in shadow (see
 // [breaker.GroupPolicy.Candidate]) adds these, with the label name:
 //
@@ -128,7 +137,12 @@ func WithConstLabels(l prometheus.Labels) Option {
 // group has dropped (evicted as idle, or removed) disappears from the
 // exposition, and a breaker created again under the same key is a new
 // breaker whose counters, transitions included, start from zero, which
-// Prometheus's rate functions read as a counter reset.
+// Prometheus's rate functions read as a counter reset: the new breaker's
+// counts are counted from zero. As after a process restart, what the
+// dropped breaker counted after the last scrape is not seen (an idle
+// breaker counted nothing), and a new breaker that has counted at least
+// as much as the old one by the next scrape reads as growth, so increase
+// undercounts by the old count.
 //
 // A Collector is safe for concurrent use by multiple goroutines.
 type Collector struct {
@@ -139,6 +153,8 @@ type Collector struct {
 	policyRatio, mode, openReason *prometheus.Desc
 
 	policyInfo, policyApplied, policyReloads *prometheus.Desc
+
+	groupBreakers, groupMax, groupOverflow, groupEvicted *prometheus.Desc
 
 	candState, candTransitions, candWouldRefuse, candWouldAdmit, candDiffs *prometheus.Desc
 
@@ -177,6 +193,10 @@ func NewCollector(g *breaker.Group, opts ...Option) *Collector {
 		policyInfo:      desc(famPolicyInfo),
 		policyApplied:   desc(famPolicyApplied),
 		policyReloads:   desc(famPolicyReloads),
+		groupBreakers:   desc(famGroupBreakers),
+		groupMax:        desc(famGroupMax),
+		groupOverflow:   desc(famGroupOverflow),
+		groupEvicted:    desc(famGroupEvicted),
 		candState:       desc(famCandState),
 		candTransitions: desc(famCandTransitions),
 		candWouldRefuse: desc(famCandWouldRefuse),
@@ -198,6 +218,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 		c.fallbacks, c.probes, c.notClosedTime, c.openDuration, c.windowCalls, c.windowRatio,
 		c.policyRatio, c.mode, c.openReason,
 		c.policyInfo, c.policyApplied, c.policyReloads,
+		c.groupBreakers, c.groupMax, c.groupOverflow, c.groupEvicted,
 		c.candState, c.candTransitions, c.candWouldRefuse, c.candWouldAdmit, c.candDiffs,
 		c.latency, c.censored, c.timeout,
 	} {
@@ -234,6 +255,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		return true
 	})
 	c.collectPolicy(ch, c.g.PolicyStatus())
+	c.collectGroup(ch, c.g.Status())
 	for i := range all {
 		all[i].key = all[i].status.Name
 		all[i].status.Name = validLabelValue(all[i].status.Name)
@@ -394,6 +416,26 @@ func (c *Collector) collectPolicy(ch chan<- prometheus.Metric, ps breaker.Policy
 	}{{"applied", r.Applied}, {"rejected", r.Rejected}, {"gone", r.Gone}, {"unreadable", r.Unreadable}} {
 		ch <- prometheus.MustNewConstMetric(c.policyReloads, prometheus.CounterValue, float64(x.n), x.result)
 	}
+}
+
+func (c *Collector) collectGroup(ch chan<- prometheus.Metric, gs breaker.GroupStatus) {
+	ch <- prometheus.MustNewConstMetric(c.groupBreakers, prometheus.GaugeValue, float64(gs.Breakers))
+	ch <- prometheus.MustNewConstMetric(c.groupMax, prometheus.GaugeValue, float64(gs.MaxBreakers))
+	ch <- prometheus.MustNewConstMetric(c.groupOverflow, prometheus.CounterValue, float64(gs.OverflowCalls))
+	for _, st := range statesByName {
+		ch <- prometheus.MustNewConstMetric(c.groupEvicted, prometheus.CounterValue, float64(evictedIn(gs.Evicted, st)), st.String())
+	}
+}
+
+// evictedIn is the count of e for breakers dropped in state st.
+func evictedIn(e breaker.Evictions, st breaker.State) uint64 {
+	switch st {
+	case breaker.Open:
+		return e.Open
+	case breaker.HalfOpen:
+		return e.HalfOpen
+	}
+	return e.Closed
 }
 
 func (c *Collector) collectCandidate(ch chan<- prometheus.Metric, name string, cs *breaker.CandidateStatus) {

@@ -3,6 +3,9 @@ package breakerprom
 import (
 	"context"
 	"errors"
+	"fmt"
+	"io"
+	"log/slog"
 	"strings"
 	"sync"
 	"testing"
@@ -56,12 +59,20 @@ type fixture struct {
 
 func newFixture(t *testing.T, opts ...Option) *fixture {
 	t.Helper()
+	return newFixtureOf(t, breaker.GroupConfig{}, opts...)
+}
+
+// newFixtureOf is newFixture with a group of cfg, on the test policy.
+func newFixtureOf(t *testing.T, cfg breaker.GroupConfig, opts ...Option) *fixture {
+	t.Helper()
 	f := &fixture{t: t, clk: clock.NewMock()}
 	f.clk.Set(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
 	f.t0 = f.clk.Now()
-	g, err := breaker.NewGroup(breaker.GroupConfig{Policies: breaker.GroupPolicy{Default: testPolicy()}},
+	cfg.Policies = breaker.GroupPolicy{Default: testPolicy()}
+	g, err := breaker.NewGroup(cfg,
 		breaker.WithClock(f.clk),
-		breaker.WithRand(func() float64 { return 0.5 }))
+		breaker.WithRand(func() float64 { return 0.5 }),
+		breaker.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
 	require.NoError(t, err)
 	f.g = g
 	f.c = NewCollector(g, opts...)
@@ -193,6 +204,20 @@ breaker_calls_total{name="pricing.GetPrice",outcome="timeout"} 1
 breaker_fallbacks_total{name="inventory.GetStock"} 0
 breaker_fallbacks_total{name="payment.Charge"} 0
 breaker_fallbacks_total{name="pricing.GetPrice"} 1
+# HELP breaker_group_breakers Breakers the group holds.
+# TYPE breaker_group_breakers gauge
+breaker_group_breakers 3
+# HELP breaker_group_evicted_total Breakers dropped as idle, by the state they were in.
+# TYPE breaker_group_evicted_total counter
+breaker_group_evicted_total{state="closed"} 0
+breaker_group_evicted_total{state="half_open"} 0
+breaker_group_evicted_total{state="open"} 0
+# HELP breaker_group_max_breakers The most breakers the group holds; calls for further keys run through its overflow breaker.
+# TYPE breaker_group_max_breakers gauge
+breaker_group_max_breakers 10000
+# HELP breaker_group_overflow_calls_total Calls for keys that had no breaker while the group was full, run through its overflow breaker.
+# TYPE breaker_group_overflow_calls_total counter
+breaker_group_overflow_calls_total 0
 # HELP breaker_latency_censored_total Calls cut by a deadline, whose latency is unknown and not in the quantiles.
 # TYPE breaker_latency_censored_total counter
 breaker_latency_censored_total{name="inventory.GetStock"} 0
@@ -456,6 +481,63 @@ breaker_state{name="inventory.GetStock",state="open"} 0
 	f.expect(withHeaders(`
 breaker_transitions_total{from="closed",name="pricing.GetPrice",reason="err_ratio",to="open"} 1
 `), "breaker_transitions_total")
+}
+
+// Regression: idle eviction dropped only closed breakers. The breakers
+// of pods that died (opened by their last calls, and never called again)
+// stayed in the exposition for ever, open or half-open. After IdleAfter
+// without a call they leave the collector's exposition and the
+// handler's alike, and breaker_group_evicted_total counts them by the
+// state they were in.
+func TestCollector_DeadTargetsLeaveTheExposition(t *testing.T) {
+	f := newFixtureOf(t, breaker.GroupConfig{IdleAfter: 10 * time.Minute, ColdTargets: true})
+	h, err := NewHandler(f.g, nil)
+	require.NoError(t, err)
+	var pods []string
+	for i := range 20 {
+		pods = append(pods, fmt.Sprintf("payment.Charge@10.0.7.%d", i))
+		f.calls(pods[i], 1, nil)
+	}
+	f.at(time.Minute) // past their cold start
+	for _, p := range pods {
+		f.trip(p) // the pod dies
+	}
+	require.Contains(t, handlerText(t, h), `breaker_state{name="payment.Charge@10.0.7.19",state="open"} 1`)
+	for m := 2; m <= 15; m++ { // a watcher's rounds, a scrape each
+		f.at(time.Duration(m) * time.Minute)
+		f.calls(inventory, 1, nil)
+		f.g.EvictIdle()
+		_ = handlerText(t, h)
+	}
+	got := handlerText(t, h)
+	assert.Equal(t, registryText(t, f.c), got)
+	assert.NotContains(t, got, "payment.Charge")
+	assert.Contains(t, got, `breaker_state{name="inventory.GetStock",state="closed"} 1`)
+	assert.Contains(t, got, "breaker_group_breakers 1\n")
+	assert.Contains(t, got, `breaker_group_evicted_total{state="half_open"} 20`)
+}
+
+// Past the group's cap, calls for keys without a breaker are counted in
+// breaker_group_overflow_calls_total, by the collector and the handler.
+func TestCollector_CountsTheCallsPastTheCap(t *testing.T) {
+	f := newFixtureOf(t, breaker.GroupConfig{MaxBreakers: 1})
+	h, err := NewHandler(f.g, nil)
+	require.NoError(t, err)
+	f.calls(inventory, 1, nil)
+	f.calls(pricing, 2, errBoom)
+	f.calls(payment, 1, nil)
+	f.expect(`
+# HELP breaker_group_breakers Breakers the group holds.
+# TYPE breaker_group_breakers gauge
+breaker_group_breakers 1
+# HELP breaker_group_max_breakers The most breakers the group holds; calls for further keys run through its overflow breaker.
+# TYPE breaker_group_max_breakers gauge
+breaker_group_max_breakers 1
+# HELP breaker_group_overflow_calls_total Calls for keys that had no breaker while the group was full, run through its overflow breaker.
+# TYPE breaker_group_overflow_calls_total counter
+breaker_group_overflow_calls_total 3
+`, "breaker_group_breakers", "breaker_group_max_breakers", "breaker_group_overflow_calls_total")
+	assert.Equal(t, registryText(t, f.c), handlerText(t, h))
 }
 
 // A breaker created after a scrape took its snapshot, whose first

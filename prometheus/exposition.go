@@ -30,6 +30,7 @@ type scrape struct {
 	trans   []transitionRow // of the breakers, in the registry's order
 	ctrans  []transitionRow // of the candidates, likewise
 	policy  breaker.PolicyStatus
+	group   breaker.GroupStatus
 	origin  string // escaped, as version
 	version string
 }
@@ -164,6 +165,7 @@ func (sc *scrape) clear() {
 	sc.keys, sc.rows, sc.lats, sc.cands = sc.keys[:0], sc.rows[:0], sc.lats[:0], sc.cands[:0]
 	sc.trans, sc.ctrans = sc.trans[:0], sc.ctrans[:0]
 	sc.policy, sc.origin, sc.version, sc.w = breaker.PolicyStatus{}, "", "", nil
+	sc.group = breaker.GroupStatus{}
 }
 
 // Write appends p to the text, for the encoder of the other metrics.
@@ -278,6 +280,7 @@ func (sc *scrape) read(g *breaker.Group) {
 	sortTransitions(sc.trans)
 	sortTransitions(sc.ctrans)
 	sc.policy = g.PolicyStatus()
+	sc.group = g.Status()
 	sc.origin, sc.version = escapeLabelValue(sc.policy.Origin), escapeLabelValue(sc.policy.Version)
 }
 
@@ -472,6 +475,28 @@ func newExpFamily(ns string, f family, consts []constLabel) expFamily {
 			}{{"applied", r.Applied}, {"gone", r.Gone}, {"rejected", r.Rejected}, {"unreadable", r.Unreadable}} {
 				l := vals{x.result}
 				sc.sample(t, &l, float64(x.n))
+			}
+		}
+	case famGroupBreakers.name:
+		e.write = func(sc *scrape) {
+			var l vals
+			sc.sample(t, &l, float64(sc.group.Breakers))
+		}
+	case famGroupMax.name:
+		e.write = func(sc *scrape) {
+			var l vals
+			sc.sample(t, &l, float64(sc.group.MaxBreakers))
+		}
+	case famGroupOverflow.name:
+		e.write = func(sc *scrape) {
+			var l vals
+			sc.sample(t, &l, float64(sc.group.OverflowCalls))
+		}
+	case famGroupEvicted.name:
+		e.write = func(sc *scrape) {
+			for _, st := range statesByName {
+				l := vals{st.String()}
+				sc.sample(t, &l, float64(evictedIn(sc.group.Evicted, st)))
 			}
 		}
 	case famCandState.name:

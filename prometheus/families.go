@@ -70,6 +70,19 @@ var (
 		"Policy documents a followed source delivered, by what became of them.",
 		"counter", []string{"result"}}
 
+	famGroupBreakers = family{"group_breakers",
+		"Breakers the group holds.",
+		"gauge", nil}
+	famGroupMax = family{"group_max_breakers",
+		"The most breakers the group holds; calls for further keys run through its overflow breaker.",
+		"gauge", nil}
+	famGroupOverflow = family{"group_overflow_calls_total",
+		"Calls for keys that had no breaker while the group was full, run through its overflow breaker.",
+		"counter", nil}
+	famGroupEvicted = family{"group_evicted_total",
+		"Breakers dropped as idle, by the state they were in.",
+		"counter", []string{"state"}}
+
 	famCandState = family{"candidate_state",
 		"State of the breaker's candidate policy, run in shadow: 1 for the state it is in, 0 for the others.",
 		"gauge", []string{"name", "state"}}

@@ -129,6 +129,7 @@ var allFamilies = []family{
 	famFallbacks, famProbes, famNotClosedTime, famOpenDuration, famWindowCalls, famWindowRatio,
 	famPolicyRatio, famMode, famOpenReason,
 	famPolicyInfo, famPolicyApplied, famPolicyReloads,
+	famGroupBreakers, famGroupMax, famGroupOverflow, famGroupEvicted,
 	famCandState, famCandTransitions, famCandWouldRefuse, famCandWouldAdmit, famCandDiffs,
 	famLatency, famCensored, famTimeout,
 }
