@@ -704,7 +704,7 @@ func TestMetrics_ReportACandidatePolicy(t *testing.T) {
 // from one collection and made again. Read by a reader of each
 // temporality, no delta is negative, the deltas add up to every call
 // made, and no cumulative series falls under one start time.
-func TestRegression_ARecreatedKeysCountsNeverGoBackwards(t *testing.T) {
+func TestMetrics_ARecreatedKeysCountsNeverGoBackwards(t *testing.T) {
 	clk := clock.NewMock()
 	g, err := breaker.NewGroup(breaker.GroupConfig{}, breaker.WithClock(clk))
 	require.NoError(t, err)
