@@ -136,20 +136,37 @@ func Alerts(g *breaker.Group, th Thresholds) []Alert {
 }
 
 func alerts(g *breaker.Group, now time.Time, th Thresholds) []Alert {
-	var out []Alert
-	g.Range(func(_ string, b *breaker.Breaker) bool {
+	return scan(g, now, th, nil)
+}
+
+// scan grades the group's breakers at now, and calls out, if not nil,
+// with the key and start of each breaker's outage, in any mode, whether
+// it alerts or not.
+func scan(g *breaker.Group, now time.Time, th Thresholds, out func(key string, since time.Time)) []Alert {
+	var found []Alert
+	g.Range(func(key string, b *breaker.Breaker) bool {
 		// The cheap checks first: most breakers are closed, and Status
 		// reads the counters and the policy too.
-		if b.State() == breaker.Closed || b.Mode() != breaker.ModeAuto {
+		if b.State() == breaker.Closed {
 			return true
 		}
-		if a, ok := alertOf(b.Status(), now, th); ok {
-			out = append(out, a)
+		if b.Mode() != breaker.ModeAuto {
+			if since, ok := b.OpenSince(); ok && out != nil {
+				out(key, since)
+			}
+			return true
+		}
+		st := b.Status()
+		if st.OpenSince != nil && out != nil {
+			out(key, *st.OpenSince)
+		}
+		if a, ok := alertOf(st, now, th); ok {
+			found = append(found, a)
 		}
 		return true
 	})
-	sortAlerts(out)
-	return out
+	sortAlerts(found)
+	return found
 }
 
 // alertsOf grades statuses already read, as a snapshot has them.
