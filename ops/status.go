@@ -316,6 +316,17 @@ var statusCSS string
 
 var statusTemplate = template.Must(template.New("status").Funcs(template.FuncMap{
 	"css": func() template.CSS { return template.CSS(statusCSS) },
+	// Text that came with a request or a document (keys, origins,
+	// versions) goes through printable in attributes and show in the
+	// page's text, so that it reads as what it holds (see Printable).
+	"printable": Printable,
+	"show":      printableHTML,
+	"message": func(a Alert) template.HTML {
+		var b strings.Builder
+		writeMessage(a, func(t string) { b.WriteString(template.HTMLEscapeString(t)) },
+			func(k string) { b.WriteString(string(printableHTML(k))) })
+		return template.HTML(b.String())
+	},
 	// dur writes a duration to the second, or to the millisecond under
 	// a second: 2m5s, 450ms.
 	"dur": func(d time.Duration) string {
