@@ -11,9 +11,10 @@ import (
 
 // Scenario: a key read from a service's snapshot, which took it from
 // request data, held a right-to-left override (U+202E), and the text
-// report wrote it as it is: the terminal showed "inventory.GetStock@‮7.0.0.01"
-// reversed, as the name of another breaker. Keys, and the override a
-// policy comes from, are written by ops.Printable.
+// report wrote it as it is: the terminal showed the text after it
+// reversed, so that "inventory.GetStock@<U+202E>7.0.0.01" read as
+// inventory.GetStock@10.0.0.7. Keys, and the override a policy comes
+// from, are written by ops.Printable.
 func TestReport_WriteTextEscapesKeysThatDoNotShowAsThemselves(t *testing.T) {
 	const poser = "inventory.GetStock@\u202e7.0.0.01"
 	gp := breaker.GroupPolicy{Default: breaker.DefaultPolicy(), Overrides: map[string]breaker.Policy{

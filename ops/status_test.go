@@ -248,7 +248,7 @@ func TestStatusPage_ShowsThePolicyVersionInForceAndARejectedOne(t *testing.T) {
 
 // Scenario: a key holding a right-to-left override (U+202E) was written
 // to the page as it is, and the browser showed the text after it
-// reversed: "inventory.GetStock@‮7.0.0.01" read as the healthy
+// reversed: "inventory.GetStock@<U+202E>7.0.0.01" read as the healthy
 // inventory.GetStock@10.0.0.7. Keys that differ only in bytes that are
 // not UTF-8 read alike too, each byte shown as U+FFFD. Every key, and the
 // policy's origin, versions and overrides, is shown by Printable: quoted,
