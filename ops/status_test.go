@@ -317,3 +317,29 @@ func TestStatusPage_TextThatDoesNotShowAsItselfIsEscaped(t *testing.T) {
 	assert.Equal(t, `P3: breaker "inventory.GetStock@\u202e7.0.0.01" has been open for 1m0s (err_ratio: 20 of 20 calls failed, 0 of them timeouts); check the health of inventory.GetStock on "\u202e7.0.0.01"`,
 		alerts[0].Message)
 }
+
+// Scenario: a pod's breaker tripped, the pod went away and its breaker
+// was dropped, and a new pod came up at the same address: the new
+// breaker's card, closed and with no transition of its own, listed the
+// old breaker's trip as its latest transition. A card lists the
+// transitions of its own breaker; the page's table still lists every
+// transition of the group.
+func TestStatusPage_ACardListsOnlyItsOwnBreakersTransitions(t *testing.T) {
+	const key = "inventory.GetStock@10.0.0.7"
+	gh := newGroupHarness(t, breaker.GroupConfig{})
+	page := gh.statusPage(StatusConfig{})
+	gh.calls(key, 20, errBoom)
+	require.True(t, gh.g.Remove(key))
+	gh.clk.Add(time.Minute)
+	gh.calls(key, 1, nil) // a new breaker for the key
+
+	html := render(t, page)
+	start := strings.Index(html, `data-breaker="`+key+`"`)
+	require.GreaterOrEqual(t, start, 0)
+	end := start + strings.Index(html[start:], "</article>")
+	card := text(html[start:end])
+	assert.Contains(t, card, "closed Window")
+	assert.NotContains(t, card, "closed → open", "the dropped breaker's trip on the new card")
+	assert.NotContains(t, card, "All transitions")
+	assert.Contains(t, text(html[end:]), "05:06:07 1m0s ago "+key+" closed → open err_ratio", "the table keeps the group's history")
+}
