@@ -121,7 +121,9 @@ type Alert struct {
 	// the breaker.
 	Reason   breaker.Reason   `json:"reason"`
 	Snapshot breaker.Snapshot `json:"snapshot"`
-	Message  string           `json:"message"`
+	// Message says all of the above in a line, for a person; the key in
+	// it is shown by [Printable], so that it reads as what it holds.
+	Message string `json:"message"`
 }
 
 // Alerts returns the group's breakers that have been open for at least
@@ -136,20 +138,37 @@ func Alerts(g *breaker.Group, th Thresholds) []Alert {
 }
 
 func alerts(g *breaker.Group, now time.Time, th Thresholds) []Alert {
-	var out []Alert
-	g.Range(func(_ string, b *breaker.Breaker) bool {
+	return scan(g, now, th, nil)
+}
+
+// scan grades the group's breakers at now, and calls out, if not nil,
+// with the key and start of each breaker's outage, in any mode, whether
+// it alerts or not.
+func scan(g *breaker.Group, now time.Time, th Thresholds, out func(key string, since time.Time)) []Alert {
+	var found []Alert
+	g.Range(func(key string, b *breaker.Breaker) bool {
 		// The cheap checks first: most breakers are closed, and Status
 		// reads the counters and the policy too.
-		if b.State() == breaker.Closed || b.Mode() != breaker.ModeAuto {
+		if b.State() == breaker.Closed {
 			return true
 		}
-		if a, ok := alertOf(b.Status(), now, th); ok {
-			out = append(out, a)
+		if b.Mode() != breaker.ModeAuto {
+			if since, ok := b.OpenSince(); ok && out != nil {
+				out(key, since)
+			}
+			return true
+		}
+		st := b.Status()
+		if st.OpenSince != nil && out != nil {
+			out(key, *st.OpenSince)
+		}
+		if a, ok := alertOf(st, now, th); ok {
+			found = append(found, a)
 		}
 		return true
 	})
-	sortAlerts(out)
-	return out
+	sortAlerts(found)
+	return found
 }
 
 // alertsOf grades statuses already read, as a snapshot has them.
@@ -192,22 +211,32 @@ func alertOf(st breaker.Status, now time.Time, th Thresholds) (Alert, bool) {
 	return a, true
 }
 
+// message is an alert's text for a person, its key shown by [Printable].
 func message(a Alert) string {
 	var sb strings.Builder
-	fmt.Fprintf(&sb, "%s: breaker %s has been open for %s", a.Severity, a.Name, a.OpenDuration.Round(time.Second))
+	writeMessage(a, func(t string) { sb.WriteString(t) }, func(k string) { sb.WriteString(Printable(k)) })
+	return sb.String()
+}
+
+// writeMessage writes an alert's message, handing its own words to text
+// and the key and its parts, which came with a request or a document, to
+// key.
+func writeMessage(a Alert, text, key func(string)) {
+	text(fmt.Sprintf("%s: breaker ", a.Severity))
+	key(a.Name)
+	text(fmt.Sprintf(" has been open for %s", a.OpenDuration.Round(time.Second)))
 	if a.Snapshot.Counted > 0 {
-		fmt.Fprintf(&sb, " (%s: %d of %d calls failed, %d of them timeouts)",
-			a.Reason, a.Snapshot.Failures, a.Snapshot.Counted, a.Snapshot.Timeouts)
+		text(fmt.Sprintf(" (%s: %d of %d calls failed, %d of them timeouts)",
+			a.Reason, a.Snapshot.Failures, a.Snapshot.Counted, a.Snapshot.Timeouts))
 	} else if a.Reason != "" {
-		fmt.Fprintf(&sb, " (%s)", a.Reason)
+		text(fmt.Sprintf(" (%s)", a.Reason))
 	}
 	// The breaker only stops the bleeding; someone has to heal the
 	// downstream, and the alert says which one.
-	sb.WriteString("; check the health of ")
-	sb.WriteString(a.Method)
+	text("; check the health of ")
+	key(a.Method)
 	if a.Target != "" {
-		sb.WriteString(" on ")
-		sb.WriteString(a.Target)
+		text(" on ")
+		key(a.Target)
 	}
-	return sb.String()
 }

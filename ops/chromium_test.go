@@ -136,3 +136,40 @@ func TestStatusPage_RendersInChromium(t *testing.T) {
 		assert.Contains(t, txt, want)
 	}
 }
+
+// A key that poses as another, and keys that differ only in bytes that
+// are not UTF-8, in a real browser: the DOM it builds holds the escapes,
+// set apart, and none of the characters themselves, so the poser's card
+// cannot read as the real breaker's name.
+func TestStatusPage_ShowsEscapedKeysInChromium(t *testing.T) {
+	bin := needChromium(t)
+	gh := newGroupHarness(t, breaker.GroupConfig{})
+	page := gh.statusPage(StatusConfig{})
+	gh.calls("inventory.GetStock@10.0.0.7", 5, nil)
+	gh.calls("inventory.GetStock@\u202e7.0.0.01", 20, errBoom)
+	gh.calls("orders.Create@\xff", 1, nil)
+	gh.calls("orders.Create@\xfe", 1, nil)
+	gh.clk.Add(time.Minute)
+	srv := httptest.NewServer(page)
+	defer srv.Close()
+
+	dir := *keepShots
+	if dir == "" {
+		dir = t.TempDir()
+	}
+	shot := filepath.Join(dir, "escaped.png")
+	headless(t, bin, srv.URL, 1280, 960, "--screenshot="+shot)
+	png, err := os.ReadFile(shot)
+	require.NoError(t, err, "no screenshot")
+	assert.Equal(t, []byte("\x89PNG\r\n\x1a\n"), png[:8], "not a PNG")
+
+	dom := string(headless(t, bin, srv.URL, 1280, 960, "--dump-dom"))
+	assert.NotContains(t, dom, "\u202e")
+	assert.NotContains(t, dom, "\ufffd", "a byte that is not UTF-8 reached the browser")
+	assert.Contains(t, dom, `<span class="target">@"<span class="esc">\u202e</span>7.0.0.01"</span>`)
+	assert.Contains(t, dom, `<span class="target">@"<span class="esc">\xff</span>"</span>`)
+	assert.Contains(t, dom, `<span class="target">@"<span class="esc">\xfe</span>"</span>`)
+	assert.Contains(t, dom, `<span class="target">@10.0.0.7</span>`)
+	txt := text(dom)
+	assert.Contains(t, txt, `P3: breaker "inventory.GetStock@ \u202e 7.0.0.01" has been open for 1m0s`)
+}

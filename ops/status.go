@@ -49,9 +49,11 @@ type StatusConfig struct {
 //
 // The page keeps the group's latest transitions, with their times, by
 // subscribing to the group ([breaker.Group.Subscribe]): create it when
-// the group is made, and it shows every transition since. The counts of
-// all transitions, by reason, come from the breakers themselves
-// ([breaker.Breaker.Transitions]). Close ends the subscription.
+// the group is made, and it shows every transition since. A card lists
+// those of its own breaker: one made again under a key whose breaker was
+// dropped starts with none. The counts of all transitions, by reason,
+// come from the breakers themselves ([breaker.Breaker.Transitions]).
+// Close ends the subscription.
 //
 // It serves GET and HEAD on any path it is mounted at. It shows what the
 // group holds: mount it where only operators reach it, as with /metrics.
@@ -63,8 +65,17 @@ type StatusPage struct {
 	unsubscribe func()
 
 	mu     sync.Mutex
-	recent []breaker.Event // ring of the latest cfg.Transitions
-	next   int             // where the next event goes once the ring is full
+	recent []seen // ring of the latest cfg.Transitions
+	next   int    // where the next event goes once the ring is full
+}
+
+// seen is a transition the page recorded, with its breaker: a key's
+// breaker may be dropped and made again, and a card lists the
+// transitions of its own breaker only. The ring holds at most
+// cfg.Transitions of them, so it keeps few dropped breakers alive.
+type seen struct {
+	b *breaker.Breaker
+	e breaker.Event
 }
 
 // NewStatusPage returns the status page of g. It returns an error if g is
@@ -103,22 +114,22 @@ func (p *StatusPage) Close() error {
 
 // see records one transition. It runs on the goroutine that made the
 // transition, so it does no more than append.
-func (p *StatusPage) see(_ *breaker.Breaker, e breaker.Event) {
+func (p *StatusPage) see(b *breaker.Breaker, e breaker.Event) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if len(p.recent) < p.cfg.Transitions {
-		p.recent = append(p.recent, e)
+		p.recent = append(p.recent, seen{b, e})
 		return
 	}
-	p.recent[p.next] = e
+	p.recent[p.next] = seen{b, e}
 	p.next = (p.next + 1) % len(p.recent)
 }
 
 // latest returns the recorded transitions, newest first.
-func (p *StatusPage) latest() []breaker.Event {
+func (p *StatusPage) latest() []seen {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	out := make([]breaker.Event, 0, len(p.recent))
+	out := make([]seen, 0, len(p.recent))
 	for i := range p.recent {
 		out = append(out, p.recent[(p.next+len(p.recent)-1-i)%len(p.recent)])
 	}
@@ -159,18 +170,23 @@ func (p *StatusPage) view() statusView {
 		Policy:  policyInForce(p.g),
 		Th:      p.cfg.Thresholds,
 	}
-	counts := map[string][]breaker.TransitionCount{}
+	type held struct {
+		b      *breaker.Breaker
+		counts []breaker.TransitionCount
+	}
+	current := map[string]held{}
 	p.g.Range(func(key string, b *breaker.Breaker) bool {
-		counts[key] = b.Transitions()
+		current[key] = held{b, b.Transitions()}
 		return true
 	})
 	latest := p.latest()
 	for _, st := range snap.Breakers {
 		c := cardOf(st, now)
-		c.Counts = counts[st.Name]
-		for _, e := range latest {
-			if e.Name == st.Name && len(c.Recent) < cardTransitions {
-				c.Recent = append(c.Recent, transitionOf(e, now))
+		h := current[st.Name]
+		c.Counts = h.counts
+		for _, s := range latest {
+			if s.b == h.b && len(c.Recent) < cardTransitions {
+				c.Recent = append(c.Recent, transitionOf(s.e, now))
 			}
 		}
 		switch st.State {
@@ -194,11 +210,11 @@ func (p *StatusPage) view() statusView {
 			v.Alerts = append(v.Alerts, g)
 		}
 	}
-	for _, e := range latest {
+	for _, s := range latest {
 		if len(v.Recent) == 20 {
 			break
 		}
-		v.Recent = append(v.Recent, transitionOf(e, now))
+		v.Recent = append(v.Recent, transitionOf(s.e, now))
 	}
 	return v
 }
@@ -316,6 +332,17 @@ var statusCSS string
 
 var statusTemplate = template.Must(template.New("status").Funcs(template.FuncMap{
 	"css": func() template.CSS { return template.CSS(statusCSS) },
+	// Text that came with a request or a document (keys, origins,
+	// versions) goes through printable in attributes and show in the
+	// page's text, so that it reads as what it holds (see Printable).
+	"printable": Printable,
+	"show":      printableHTML,
+	"message": func(a Alert) template.HTML {
+		var b strings.Builder
+		writeMessage(a, func(t string) { b.WriteString(template.HTMLEscapeString(t)) },
+			func(k string) { b.WriteString(string(printableHTML(k))) })
+		return template.HTML(b.String())
+	},
 	// dur writes a duration to the second, or to the millisecond under
 	// a second: 2m5s, 450ms.
 	"dur": func(d time.Duration) string {

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/govkit/breaker"
 	"github.com/stretchr/testify/assert"
@@ -243,4 +244,102 @@ func TestStatusPage_ShowsThePolicyVersionInForceAndARejectedOne(t *testing.T) {
 	require.Equal(t, breaker.PolicyRejected, (<-done).Result)
 	txt = text(render(t, page))
 	assert.Contains(t, txt, "Policy: version sha256:5d41402abc4b2a76 from file:/etc/shop/breakers.json, applied 05:06:07; version sha256:7f83b1657ff1fc53 was rejected: not live;")
+}
+
+// Scenario: a key holding a right-to-left override (U+202E) was written
+// to the page as it is, and the browser showed the text after it
+// reversed: "inventory.GetStock@<U+202E>7.0.0.01" read as the healthy
+// inventory.GetStock@10.0.0.7. Keys that differ only in bytes that are
+// not UTF-8 read alike too, each byte shown as U+FFFD. Every key, and the
+// policy's origin, versions and overrides, is shown by Printable: quoted,
+// with what does not show as itself escaped and set apart.
+func TestStatusPage_TextThatDoesNotShowAsItselfIsEscaped(t *testing.T) {
+	const (
+		real   = "inventory.GetStock@10.0.0.7"
+		poser  = "inventory.GetStock@\u202e7.0.0.01"
+		badA   = "orders.Create@\xff"
+		badB   = "orders.Create@\xfe"
+		zwsp   = "pricing.Get\u200bPrice"
+		origin = "etcd:/shop/\u202ebreakers"
+	)
+	gh := newGroupHarness(t, breaker.GroupConfig{})
+	page := gh.statusPage(StatusConfig{})
+	src := make(docSource)
+	done := make(chan breaker.PolicyChange)
+	defer gh.g.SubscribePolicy(func(c breaker.PolicyChange) { done <- c })()
+	f, err := gh.g.Follow(context.Background(), src)
+	require.NoError(t, err)
+	defer func() { require.NoError(t, f.Close()) }()
+	src <- breaker.PolicyDocument{Origin: origin, Version: "v1\u2066",
+		Data: []byte(`{"overrides": {"pricing.Get\u200bPrice": {"open_for": "45s"}}}`)}
+	require.Equal(t, breaker.PolicyApplied, (<-done).Result)
+	src <- breaker.PolicyDocument{Origin: origin, Version: "v2\x00", Data: []byte(`{"default": {"min_requests": -1}}`)}
+	require.Equal(t, breaker.PolicyRejected, (<-done).Result)
+
+	gh.calls(real, 5, nil)
+	gh.calls(poser, 20, errBoom)
+	gh.calls(badA, 1, nil)
+	gh.calls(badB, 1, nil)
+	gh.calls(zwsp, 1, nil)
+	gh.clk.Add(time.Minute) // a P3 for the poser
+
+	html := render(t, page)
+	assert.True(t, utf8.ValidString(html), "the page is UTF-8")
+	for _, r := range []string{"\u202e", "\u2066", "\u200b", "\x00"} {
+		assert.NotContains(t, html, r, "%q written as it is", r)
+	}
+	esc := func(e string) string { return `<span class="esc">` + e + `</span>` }
+	for _, want := range []string{
+		`data-breaker="inventory.GetStock@10.0.0.7" data-state="closed"`,
+		`data-breaker="&#34;inventory.GetStock@\u202e7.0.0.01&#34;" data-state="half_open"`,
+		`data-breaker="&#34;orders.Create@\xff&#34;"`,
+		`data-breaker="&#34;orders.Create@\xfe&#34;"`,
+		`<span class="name">inventory.GetStock</span><span class="target">@&#34;` + esc(`\u202e`) + `7.0.0.01&#34;</span>`,
+		`<span class="target">@&#34;` + esc(`\xff`) + `&#34;</span>`,
+		`<span class="target">@&#34;` + esc(`\xfe`) + `&#34;</span>`,
+		`<span class="name">&#34;pricing.Get` + esc(`\u200b`) + `Price&#34;</span>`,
+		// The alert and the latest transitions.
+		`P3: breaker &#34;inventory.GetStock@` + esc(`\u202e`) + `7.0.0.01&#34; has been open for 1m0s`,
+		`check the health of inventory.GetStock on &#34;` + esc(`\u202e`) + `7.0.0.01&#34;</li>`,
+		`<td class="key">&#34;inventory.GetStock@` + esc(`\u202e`) + `7.0.0.01&#34;</td>`,
+		// The policy line.
+		`version <b>&#34;v1` + esc(`\u2066`) + `&#34;</b> from &#34;etcd:/shop/` + esc(`\u202e`) + `breakers&#34;`,
+		`version &#34;v2` + esc(`\x00`) + `&#34; was rejected`,
+		`overrides: &#34;pricing.Get` + esc(`\u200b`) + `Price&#34;`,
+	} {
+		assert.Contains(t, html, want)
+	}
+
+	// The alert's message, which notify gets, shows the key the same way.
+	alerts := Alerts(gh.g, Thresholds{})
+	require.Len(t, alerts, 1)
+	assert.Equal(t, poser, alerts[0].Name, "the alert keeps the key itself")
+	assert.Equal(t, `P3: breaker "inventory.GetStock@\u202e7.0.0.01" has been open for 1m0s (err_ratio: 20 of 20 calls failed, 0 of them timeouts); check the health of inventory.GetStock on "\u202e7.0.0.01"`,
+		alerts[0].Message)
+}
+
+// Scenario: a pod's breaker tripped, the pod went away and its breaker
+// was dropped, and a new pod came up at the same address: the new
+// breaker's card, closed and with no transition of its own, listed the
+// old breaker's trip as its latest transition. A card lists the
+// transitions of its own breaker; the page's table still lists every
+// transition of the group.
+func TestStatusPage_ACardListsOnlyItsOwnBreakersTransitions(t *testing.T) {
+	const key = "inventory.GetStock@10.0.0.7"
+	gh := newGroupHarness(t, breaker.GroupConfig{})
+	page := gh.statusPage(StatusConfig{})
+	gh.calls(key, 20, errBoom)
+	require.True(t, gh.g.Remove(key))
+	gh.clk.Add(time.Minute)
+	gh.calls(key, 1, nil) // a new breaker for the key
+
+	html := render(t, page)
+	start := strings.Index(html, `data-breaker="`+key+`"`)
+	require.GreaterOrEqual(t, start, 0)
+	end := start + strings.Index(html[start:], "</article>")
+	card := text(html[start:end])
+	assert.Contains(t, card, "closed Window")
+	assert.NotContains(t, card, "closed → open", "the dropped breaker's trip on the new card")
+	assert.NotContains(t, card, "All transitions")
+	assert.Contains(t, text(html[end:]), "05:06:07 1m0s ago "+key+" closed → open err_ratio", "the table keeps the group's history")
 }

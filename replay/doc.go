@@ -64,7 +64,10 @@
 // value of the wrong type is an error, and every error names the field by
 // its path ("tiers[1].calls[0].timeout") and says what is wrong. Durations
 // are strings in Go's syntax ("500ms", "1m30s"); fractions are numbers in
-// [0, 1].
+// [0, 1]. A name (the scenario's, a tier's, the candidate's label) that
+// holds a character that does not show as itself (a control, format or
+// invisible character, such as a right-to-left override) is an error:
+// reports and charts would show it as another name.
 //
 //	{
 //	  "name": "seeds000",               // shown in reports; default ""

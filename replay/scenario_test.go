@@ -129,6 +129,13 @@ func TestParseScenario_ErrorsNameTheField(t *testing.T) {
 		{name: "tiers not an array", edit: func(m doc) { m["tiers"] = doc{} }, field: "tiers", problem: "want a JSON array"},
 		{name: "tier without name", edit: func(m doc) { delete(at(m, "tiers", 1), "name") }, field: "tiers[1].name", problem: "required"},
 		{name: "tier name with arrow", edit: func(m doc) { at(m, "tiers", 1)["name"] = "a->b" }, field: "tiers[1].name", problem: `must not contain "->"`},
+		// Names are shown in the reports and charts: one holding a
+		// right-to-left override (U+202E) read reversed there, as another
+		// name, and a control character made the chart XML no browser
+		// reads.
+		{name: "tier name that does not show", edit: func(m doc) { at(m, "tiers", 1)["name"] = "ba\u202eck" }, field: "tiers[1].name", problem: `must show as it is (no control, format or invisible characters), got "ba\u202eck"`},
+		{name: "name that does not show", edit: func(m doc) { m["name"] = "overload\x01" }, field: "name", problem: `must show as it is`},
+		{name: "label that does not show", edit: func(m doc) { m["candidate"] = doc{"label": "tuned\u200b"} }, field: "candidate.label", problem: `must show as it is`},
 		{name: "duplicate tier", edit: func(m doc) { at(m, "tiers", 1)["name"] = "front" }, field: "tiers[1].name", problem: "already the name of tiers[0]"},
 		{name: "no workers", edit: func(m doc) { at(m, "tiers", 0)["workers"] = 0 }, field: "tiers[0].workers", problem: "must be in [1, 100000], got 0"},
 		{name: "workers fractional", edit: func(m doc) { at(m, "tiers", 0)["workers"] = 2.5 }, field: "tiers[0].workers", problem: "want an integer"},

@@ -234,6 +234,45 @@ func TestTraceReport_WriteSVG(t *testing.T) {
 	assert.NotContains(t, out, "Inf")
 }
 
+// Scenario: a trace's keys come from request data. One holding a
+// right-to-left override (U+202E) was written as it is to the text
+// report, which a terminal showed reversed, as another key, and to the
+// chart; one holding a control character made the chart XML that no
+// browser reads. Keys are written by ops.Printable in both.
+func TestTraceReport_KeysThatDoNotShowAsThemselvesAreEscaped(t *testing.T) {
+	const poser, ctl = "inventory.GetStock@\u202e7.0.0.01", "orders.Create\x01"
+	var recs []trace.Record
+	for i := range 30 {
+		for _, k := range []string{poser, ctl} {
+			recs = append(recs, trace.Record{Time: tat(0.1 * float64(i)), Key: k, Duration: time.Millisecond, Outcome: breaker.Failure})
+		}
+	}
+	rep, err := ReplayTrace(strings.NewReader(traceOf(recs...)), breaker.GroupPolicy{})
+	require.NoError(t, err)
+	require.Len(t, rep.Keys, 2)
+	assert.Equal(t, poser, rep.Keys[0].Key, "the report keeps the key itself")
+
+	var txt, svg bytes.Buffer
+	require.NoError(t, rep.WriteText(&txt))
+	require.NoError(t, rep.WriteSVG(&svg))
+	for name, out := range map[string]string{"text": txt.String(), "svg": svg.String()} {
+		assert.NotContains(t, out, "\u202e", name)
+		assert.NotContains(t, out, "\x01", name)
+	}
+	assert.Contains(t, txt.String(), "\n\"inventory.GetStock@\\u202e7.0.0.01\"\n")
+	assert.Contains(t, txt.String(), "\n\"orders.Create\\x01\"\n")
+	assert.Contains(t, svg.String(), `>&quot;inventory.GetStock@\u202e7.0.0.01&quot;</text>`)
+	assert.Contains(t, svg.String(), `>&quot;orders.Create\x01&quot;</text>`)
+	dec := xml.NewDecoder(&svg)
+	for {
+		_, err := dec.Token()
+		if err == io.EOF {
+			break
+		}
+		require.NoError(t, err, "the chart is XML")
+	}
+}
+
 func TestReplayTrace_Bounds(t *testing.T) {
 	day := traceOf(
 		trace.Record{Time: traceT0, Key: "k", Duration: time.Millisecond, Outcome: breaker.Success},

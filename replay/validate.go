@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/govkit/breaker"
+	"github.com/govkit/breaker/ops"
 )
 
 // Validate reports every problem of s by the JSON path of its field, as a
@@ -26,6 +27,7 @@ func (s *Scenario) check(p *problems) {
 		p.add("duration", "must be at most %v, got %v", MaxDuration, s.Duration)
 	}
 	policyProblems(p, "policy", s.policy())
+	checkShows(p, "name", s.Name)
 
 	index := make(map[string]int, len(s.Tiers))
 	switch {
@@ -41,6 +43,7 @@ func (s *Scenario) check(p *problems) {
 			p.add(path+".name", "required")
 		case strings.Contains(t.Name, "->") || strings.ContainsAny(t.Name, " \t\n"):
 			p.add(path+".name", `must not contain "->" or spaces, got %q`, t.Name)
+		case !checkShows(p, path+".name", t.Name): // reported by checkShows
 		default:
 			if j, dup := index[t.Name]; dup {
 				p.add(path+".name", "%q is already the name of tiers[%d]", t.Name, j)
@@ -374,6 +377,7 @@ func (s *Scenario) checkCandidate(p *problems) {
 		return
 	}
 	policyProblems(p, "candidate.policy", c.Policy)
+	checkShows(p, "candidate.label", c.Label)
 	guarded := map[string]bool{}
 	for _, e := range s.calls() {
 		guarded[e.name] = !e.call.NoBreaker
@@ -427,10 +431,25 @@ func checkLatency(p *problems, field string, d time.Duration, required bool) boo
 	return false
 }
 
+// checkShows reports whether the name shows as it is, as the reports
+// and charts write it: a right-to-left override (U+202E) would make it
+// read reversed there, as another name, and a control character would
+// make the chart XML that no browser reads. An empty name is left to the
+// caller.
+func checkShows(p *problems, field, name string) bool {
+	if name == "" || ops.Printable(name) == name {
+		return true
+	}
+	p.add(field, "must show as it is (no control, format or invisible characters), got %s", ops.Printable(name))
+	return false
+}
+
+// tierNames lists the tiers for a message, each by ops.Printable: the
+// names may be the ones at fault.
 func (s *Scenario) tierNames() string {
 	names := make([]string, len(s.Tiers))
 	for i, t := range s.Tiers {
-		names[i] = t.Name
+		names[i] = ops.Printable(t.Name)
 	}
 	return listNames(names)
 }
@@ -438,7 +457,7 @@ func (s *Scenario) tierNames() string {
 func (s *Scenario) callNames() string {
 	var names []string
 	for _, e := range s.calls() {
-		names = append(names, e.name)
+		names = append(names, ops.Printable(e.name))
 	}
 	return listNames(names)
 }

@@ -177,7 +177,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		for _, kr := range want {
 			s, err := suggestFor(kr, cfg)
 			if err != nil {
-				return fail("-suggest %s: %v", kr.Key, err)
+				return fail("-suggest %s: %v", ops.Printable(kr.Key), err)
 			}
 			sugg = append(sugg, s)
 		}

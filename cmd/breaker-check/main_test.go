@@ -171,6 +171,40 @@ func TestSnapshotURL(t *testing.T) {
 	assert.Contains(t, stderr, "answered 404")
 }
 
+// Scenario: a key of a service's snapshot, taken from request data,
+// held a right-to-left override (U+202E), and the report and the
+// suggestions wrote it as it is, so that the terminal showed it reversed,
+// as the name of another breaker. Keys are written by ops.Printable, on
+// standard output and in the messages on standard error.
+func TestSnapshotKeysThatDoNotShowAsThemselvesAreEscaped(t *testing.T) {
+	const poser = "ledger.Post@\u202e7.0.0.01"
+	g, err := breaker.NewGroup(breaker.GroupConfig{})
+	require.NoError(t, err)
+	for i := 0; i < 2; i++ {
+		require.NoError(t, g.Do(context.Background(), poser, func(context.Context) error { return nil }))
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /breakers", func(w http.ResponseWriter, _ *http.Request) {
+		_ = json.NewEncoder(w).Encode(ops.Snapshot(g, ops.Thresholds{}))
+	})
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	latency := writeFile(t, "latency.json", `{"defaults": {"p50": "5ms", "p99": "20ms", "deadline": "1s"}}`)
+
+	code, stdout, stderr := runCmd(t, "-snapshot", srv.URL+"/breakers", "-traffic", latency, "-suggest", "-top", "1")
+	require.Equal(t, exitFindings, code, stderr)
+	assert.NotContains(t, stdout, "\u202e")
+	assert.Contains(t, stdout, "\n\"ledger.Post@\\u202e7.0.0.01\"  (")
+	assert.Contains(t, stdout, "; policy default)")
+	assert.Contains(t, stdout, "\nsuggestions for \"ledger.Post@\\u202e7.0.0.01\": ")
+
+	_, err = g.Get("idle\u200b") // no calls: no traffic to replay
+	require.NoError(t, err)
+	code, _, stderr = runCmd(t, "-snapshot", srv.URL+"/breakers", "-traffic", latency, "-suggest")
+	require.Equal(t, exitUsage, code)
+	assert.Contains(t, stderr, `breaker-check: -suggest "idle\u200b": the key has no traffic`)
+}
+
 // TestSuggest_DeterministicAndQuick: -suggest gives the same answer for
 // the same seed, and replays the example service's two keys well within
 // ten seconds.

@@ -11,6 +11,7 @@ import (
 
 	"github.com/govkit/breaker"
 	"github.com/govkit/breaker/check"
+	"github.com/govkit/breaker/ops"
 	"github.com/govkit/breaker/replay"
 )
 
@@ -438,7 +439,7 @@ func service(t check.Traffic) replay.Service {
 func (s keySuggestions) writeText(w io.Writer) error {
 	bw := bufio.NewWriter(w)
 	fmt.Fprintf(bw, "\nsuggestions for %s: %d candidates replayed through %s at %s calls/s",
-		s.Key, s.Tried, s.Fault, fmtNum(s.SimRate))
+		ops.Printable(s.Key), s.Tried, s.Fault, fmtNum(s.SimRate))
 	if s.SimRate < s.Rate {
 		fmt.Fprintf(bw, " (the key's %s scaled down, with min_requests and workers)", fmtNum(s.Rate))
 	}
