@@ -197,7 +197,7 @@ func TestFileSource_AHalfWrittenFileIsNotReportedUntilItStaysSo(t *testing.T) {
 	h.tick()
 	c = h.next()
 	assert.Equal(t, PolicyRejected, c.Result)
-	assert.Contains(t, c.Problems[0].Problem, "unexpected end of the document")
+	assert.Contains(t, c.Problems[0].Problem, "the document ends early at byte 20")
 	assert.Equal(t, 45*time.Second, h.openFor("payment.Charge"), "kept")
 }
 
