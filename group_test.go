@@ -164,9 +164,12 @@ func TestGroupPolicy_ATruncatedDocumentIsSaidToEndEarlyWhereItEnds(t *testing.T)
 		}
 	}
 
-	// The case as it was met: the cut is inside "overrides", and the
-	// message says so.
-	_, err := ParseGroupPolicy([]byte(group[:90]))
+	// The case as it was met, a 58-byte file: the cut is inside
+	// "overrides", and the message says so.
+	met := `{"default": {"min_requests": 10}, "overrides": {"payment.Charge": {"open_for": "45s"}}}`[:58]
+	_, err := ParseGroupPolicy([]byte(met))
+	assert.EqualError(t, err, `breaker: invalid policy: (document): the document ends early at byte 58 (line 1, column 59), in the value of overrides`)
+	_, err = ParseGroupPolicy([]byte(group[:90]))
 	assert.EqualError(t, err, `breaker: invalid policy: (document): the document ends early at byte 90 (line 2, column 38), in the value of overrides`)
 }
 
