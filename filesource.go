@@ -56,8 +56,8 @@ type FileConfig struct {
 //     only if it is still there, unchanged, at the next look, so that a
 //     writer caught in the middle is not reported as a bad document, while
 //     a bad document is, one interval later;
-//   - a file that cannot be read (permissions, a directory in its place):
-//     delivered as an error, once for each distinct error;
+//   - a file that cannot be read (permissions): delivered as an error,
+//     once for each distinct error;
 //   - a path that is not a regular file once links are followed (a named
 //     pipe, a device, a socket, a directory): refused unopened, delivered
 //     as an error that says what it is;

@@ -147,8 +147,19 @@ func TestFileSource_ALookThatHangsHoldsUpNeitherCloseNorCancel(t *testing.T) {
 				cancel()
 				within(t, "the follower, its context cancelled,", func() { <-f.Done() })
 			}
-			releaseFIFO(fifo)
-			<-looked
+			// The look ends once the pipe has a writer. (Retried: the
+			// look may not be in its open yet.)
+			deadline := time.After(promptly)
+			for released := false; !released; {
+				releaseFIFO(fifo)
+				select {
+				case <-looked:
+					released = true
+				case <-time.After(10 * time.Millisecond):
+				case <-deadline:
+					t.Fatal("the look did not end once the pipe had a writer")
+				}
+			}
 		})
 	}
 }
