@@ -164,11 +164,12 @@ func TestGroupPolicy_ATruncatedDocumentIsSaidToEndEarlyWhereItEnds(t *testing.T)
 		}
 	}
 
-	// The case as it was met, a 58-byte file: the cut is inside
-	// "overrides", and the message says so.
-	met := `{"default": {"min_requests": 10}, "overrides": {"payment.Charge": {"open_for": "45s"}}}`[:58]
+	// The case as it was met, a file cut at 58 bytes inside "default"
+	// (the old message pointed at byte 11, where its value begins), and
+	// one cut inside "overrides", on the second line.
+	met := `{"default": {"min_requests": 10, "open_for": "30s", "max_open_for": "3m"}}`[:58]
 	_, err := ParseGroupPolicy([]byte(met))
-	assert.EqualError(t, err, `breaker: invalid policy: (document): the document ends early at byte 58 (line 1, column 59), in the value of overrides`)
+	assert.EqualError(t, err, `breaker: invalid policy: (document): the document ends early at byte 58 (line 1, column 59), in the value of default`)
 	_, err = ParseGroupPolicy([]byte(group[:90]))
 	assert.EqualError(t, err, `breaker: invalid policy: (document): the document ends early at byte 90 (line 2, column 38), in the value of overrides`)
 }
