@@ -155,7 +155,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 // name with a path separator or a .json suffix is a file.
 func readScenario(arg string) ([]byte, error) {
 	if strings.HasSuffix(arg, ".json") || strings.ContainsRune(arg, filepath.Separator) || strings.ContainsRune(arg, '/') {
-		data, err := readInput(arg, maxInput)
+		data, err := os.ReadFile(arg)
 		if err != nil {
 			return nil, fmt.Errorf("-scenario: %w", err)
 		}
@@ -171,7 +171,7 @@ func readScenario(arg string) ([]byte, error) {
 // candidate reads a policy document and lays it over the scenario's
 // policy, as a scenario's own candidate is.
 func candidate(s *replay.Scenario, path, on string) (*replay.Candidate, error) {
-	data, err := readInput(path, maxPolicyInput)
+	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("-policy: %w", err)
 	}
@@ -225,7 +225,7 @@ func runTrace(path, policy, svg string, stdout, stderr io.Writer) int {
 	}
 	var gp breaker.GroupPolicy
 	if policy != "" {
-		data, err := readInput(policy, maxPolicyInput)
+		data, err := os.ReadFile(policy)
 		if err != nil {
 			return fail(exitUsage, "-policy: %v", err)
 		}
