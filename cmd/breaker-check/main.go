@@ -110,9 +110,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 
 	var w check.Workload
 	if *trafficFile != "" {
-		data, err := readInput(*trafficFile, maxInput)
+		data, err := os.ReadFile(*trafficFile)
 		if err != nil {
-			return fail("-traffic: %v", err)
+			return fail("%v", err)
 		}
 		if w, err = check.ParseWorkload(data); err != nil {
 			return fail("%s: %v", *trafficFile, err)
@@ -128,9 +128,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 		gp = check.PoliciesFromSnapshot(snap)
 	}
 	if *policyFile != "" {
-		data, err := readInput(*policyFile, maxPolicyInput)
+		data, err := os.ReadFile(*policyFile)
 		if err != nil {
-			return fail("-policy: %v", err)
+			return fail("%v", err)
 		}
 		if gp, err = breaker.ParseGroupPolicy(data); err != nil {
 			return fail("%s: %v", *policyFile, err)
@@ -228,13 +228,13 @@ func readSnapshot(src string) (ops.GroupSnapshot, error) {
 		if resp.StatusCode != http.StatusOK {
 			return ops.GroupSnapshot{}, fmt.Errorf("-snapshot: %s answered %s", src, resp.Status)
 		}
-		if data, err = readLimited(resp.Body, src, maxInput); err != nil {
+		if data, err = io.ReadAll(io.LimitReader(resp.Body, 64<<20)); err != nil {
 			return ops.GroupSnapshot{}, fmt.Errorf("-snapshot: %v", err)
 		}
 	} else {
 		var err error
-		if data, err = readInput(src, maxInput); err != nil {
-			return ops.GroupSnapshot{}, fmt.Errorf("-snapshot: %v", err)
+		if data, err = os.ReadFile(src); err != nil {
+			return ops.GroupSnapshot{}, err
 		}
 	}
 	var snap ops.GroupSnapshot
