@@ -1,12 +1,12 @@
 package breaker
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"os"
@@ -56,13 +56,24 @@ type FileConfig struct {
 //     only if it is still there, unchanged, at the next look, so that a
 //     writer caught in the middle is not reported as a bad document, while
 //     a bad document is, one interval later;
-//   - a file that cannot be read (permissions, a directory in its place):
-//     delivered as an error, once for each distinct error.
+//   - a file that cannot be read (permissions): delivered as an error,
+//     once for each distinct error;
+//   - a path that is not a regular file once links are followed (a named
+//     pipe, a device, a socket, a directory): refused unopened, delivered
+//     as an error that says what it is;
+//   - a file system that does not answer (a hung network mount): a look
+//     that has not returned by the second tick after it began is
+//     delivered as an error, and no other look starts until it returns.
+//
+// Close and a cancelled context never wait for the file system: each look
+// runs on a goroutine of its own, which Watch leaves behind if it must
+// return while the look is stuck in a system call; that goroutine ends
+// when the call returns, and holds nothing of the group.
 //
 // Polling keeps the core free of dependencies and its tests free of
 // sleeps; reading a small file once a second costs next to nothing. A
-// file larger than [MaxPolicyDocumentSize] is read only that far (and
-// hashed whole), and refused by the group.
+// file larger than [MaxPolicyDocumentSize] is read (and hashed) only that
+// far, and refused by the group.
 //
 // A FileSource is safe for concurrent use; each Watch follows the file on
 // its own.
@@ -70,7 +81,8 @@ type FileSource struct {
 	path     string
 	interval time.Duration
 	tick     func(time.Duration) (<-chan time.Time, func())
-	checked  func() // tests: called after each look
+	read     func(path string) (data []byte, version string, err error)
+	checked  func() // tests: called after the look made for each tick
 }
 
 // NewFileSource returns a source that follows the file at path. It
@@ -86,7 +98,7 @@ func NewFileSource(path string, cfg FileConfig) (*FileSource, error) {
 	if abs, err := filepath.Abs(path); err == nil {
 		path = abs
 	}
-	s := &FileSource{path: path, interval: cfg.Interval, tick: cfg.Tick}
+	s := &FileSource{path: path, interval: cfg.Interval, tick: cfg.Tick, read: readPolicyFile}
 	if s.interval == 0 {
 		s.interval = DefaultFileInterval
 	}
@@ -97,7 +109,8 @@ func NewFileSource(path string, cfg FileConfig) (*FileSource, error) {
 func (s *FileSource) Origin() string { return "file:" + s.path }
 
 // Watch delivers the file's document at start (or that it is missing or
-// unreadable), then each change of it, until ctx is done.
+// unreadable), then each change of it, until ctx is done. It returns as
+// soon as ctx is done, even with a look stuck in the file system.
 func (s *FileSource) Watch(ctx context.Context, deliver func(PolicyDocument)) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -116,22 +129,64 @@ func (s *FileSource) Watch(ctx context.Context, deliver func(PolicyDocument)) er
 		ticks = t.C
 	}
 	w := fileWatch{src: s, deliver: deliver, first: true}
-	w.check()
+	// One look at a time, on its own goroutine; the channel holds its
+	// result, so that the goroutine ends even after Watch has returned.
+	looks := make(chan fileLook, 1)
+	var (
+		looking bool // a look is running
+		forTick bool // it was made for a tick: checked is called after it
+		due     bool // a tick came while it ran: look again after it
+		waited  int  // ticks that came while it ran
+	)
+	look := func(tick bool) {
+		looking, forTick, due, waited = true, tick, false, 0
+		read := s.read
+		if read == nil { // a FileSource not made by NewFileSource
+			read = readPolicyFile
+		}
+		go func() {
+			data, version, err := read(s.path)
+			looks <- fileLook{data, version, err}
+		}()
+	}
+	look(false)
 	for {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
+		case l := <-looks:
+			looking = false
+			w.check(l)
+			if forTick && s.checked != nil {
+				s.checked()
+			}
+			if due {
+				look(true)
+			}
 		case _, ok := <-ticks:
 			if !ok {
 				<-ctx.Done()
 				return ctx.Err()
 			}
-			w.check()
-			if s.checked != nil {
-				s.checked()
+			if !looking {
+				look(true)
+				continue
+			}
+			due = true
+			// Two ticks into a look, it has run for more than an
+			// interval, whenever it began.
+			if waited++; waited == 2 {
+				w.report(fmt.Errorf("breaker: reading %s: the file system has not answered for more than %v", s.path, s.interval))
 			}
 		}
 	}
+}
+
+// fileLook is what one look at the file found.
+type fileLook struct {
+	data    []byte
+	version string
+	err     error
 }
 
 // fileWatch is the state of one Watch between looks.
@@ -146,11 +201,11 @@ type fileWatch struct {
 	suspect string // version of incomplete content seen once, held back
 }
 
-func (w *fileWatch) check() {
+func (w *fileWatch) check(l fileLook) {
 	first := w.first
 	w.first = false
 	origin := w.src.Origin()
-	data, version, err := readPolicyFile(w.src.path)
+	data, version, err := l.data, l.version, l.err
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		w.missing++
@@ -162,10 +217,7 @@ func (w *fileWatch) check() {
 		return
 	case err != nil:
 		w.missing, w.suspect = 0, ""
-		if err.Error() != w.err {
-			w.err, w.last = err.Error(), ""
-			w.deliver(PolicyDocument{Origin: origin, Err: err})
-		}
+		w.report(err)
 		return
 	}
 	w.missing, w.gone, w.err = 0, false, ""
@@ -181,32 +233,67 @@ func (w *fileWatch) check() {
 	w.deliver(PolicyDocument{Origin: origin, Version: version, Data: data})
 }
 
+// report delivers err, unless it is the error delivered last.
+func (w *fileWatch) report(err error) {
+	if err.Error() != w.err {
+		w.err, w.last = err.Error(), ""
+		w.deliver(PolicyDocument{Origin: w.src.Origin(), Err: err})
+	}
+}
+
 // readPolicyFile reads at most MaxPolicyDocumentSize+1 bytes of the file,
-// so that the group can tell it is too large, and hashes all of it.
+// so that the group can tell it is too large, and hashes what it read.
+// It refuses a path that is not a regular file once links are followed,
+// before it opens it (opening a named pipe waits for a writer; a device
+// may never end), and again after, in case the path was replaced between
+// the two; the open does not wait where the system can say so.
 func readPolicyFile(path string) ([]byte, string, error) {
-	f, err := os.Open(path)
+	fi, err := os.Stat(path)
+	if err != nil {
+		return nil, "", err
+	}
+	if err := regular(path, fi); err != nil {
+		return nil, "", err
+	}
+	f, err := os.OpenFile(path, os.O_RDONLY|openNonblock, 0)
 	if err != nil {
 		return nil, "", err
 	}
 	defer f.Close()
-	h := sha256.New()
-	var buf bytes.Buffer
-	if _, err := io.Copy(io.MultiWriter(h, &capWriter{&buf, MaxPolicyDocumentSize + 1}), f); err != nil {
+	if fi, err = f.Stat(); err != nil {
 		return nil, "", err
 	}
-	sum := h.Sum(nil)
-	return buf.Bytes(), "sha256:" + hex.EncodeToString(sum[:8]), nil
-}
-
-// capWriter keeps the first n bytes written to it and drops the rest.
-type capWriter struct {
-	buf *bytes.Buffer
-	n   int
-}
-
-func (c *capWriter) Write(p []byte) (int, error) {
-	if room := c.n - c.buf.Len(); room > 0 {
-		c.buf.Write(p[:min(room, len(p))])
+	if err := regular(path, fi); err != nil {
+		return nil, "", err
 	}
-	return len(p), nil
+	data, err := io.ReadAll(io.LimitReader(f, MaxPolicyDocumentSize+1))
+	if err != nil {
+		return nil, "", err
+	}
+	sum := sha256.Sum256(data)
+	return data, "sha256:" + hex.EncodeToString(sum[:8]), nil
+}
+
+// regular returns an error that says what the file at path is, unless
+// it is a regular file.
+func regular(path string, fi fs.FileInfo) error {
+	m := fi.Mode()
+	var what string
+	switch {
+	case m.IsRegular():
+		return nil
+	case m&fs.ModeDir != 0:
+		what = "a directory"
+	case m&fs.ModeNamedPipe != 0:
+		what = "a named pipe (FIFO)"
+	case m&fs.ModeSocket != 0:
+		what = "a socket"
+	case m&fs.ModeCharDevice != 0:
+		what = "a character device"
+	case m&fs.ModeDevice != 0:
+		what = "a device"
+	default:
+		what = "an irregular file (" + m.Type().String() + ")"
+	}
+	return fmt.Errorf("breaker: %s is %s, not a regular file", path, what)
 }

@@ -92,6 +92,63 @@ func (h *fileHarness) openFor(key string) time.Duration {
 	return mustGet(h.t, h.g, key).Policy().OpenFor
 }
 
+// promptly bounds what must happen at once, such as Close returning,
+// generously: far above a loaded machine's scheduling delays, far below
+// a goroutine stuck for good.
+const promptly = 5 * time.Second
+
+func nextRecord(t *testing.T, rec <-chan PolicyChange) PolicyChange {
+	t.Helper()
+	select {
+	case c := <-rec:
+		return c
+	case <-time.After(promptly):
+		t.Fatal("no policy record")
+		return PolicyChange{}
+	}
+}
+
+// within fails the test if do does not return within promptly; it never
+// waits for it longer.
+func within(t *testing.T, what string, do func()) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() { defer close(done); do() }()
+	select {
+	case <-done:
+	case <-time.After(promptly):
+		t.Fatalf("%s did not return within %v", what, promptly)
+	}
+}
+
+// A huge file (here a sparse one of 1 TiB) is read no further than the
+// limit, and refused at once. Every look read and hashed the whole file,
+// which took minutes each time, and the follower could not stop
+// meanwhile.
+func TestFileSource_AHugeFileIsReadOnlyToTheLimit(t *testing.T) {
+	h := newFileHarness(t, fileV1)
+	v := h.next().Version
+	f, err := os.OpenFile(h.path, os.O_WRONLY|os.O_TRUNC, 0)
+	require.NoError(t, err)
+	_, err = f.WriteString(fileV2)
+	require.NoError(t, err)
+	if err := f.Truncate(1 << 40); err != nil {
+		f.Close()
+		t.Skipf("no sparse file of 1 TiB here: %v", err)
+	}
+	require.NoError(t, f.Close())
+	// Not complete JSON (NUL bytes follow the document): held back one
+	// look, refused at the next.
+	within(t, "a look at a 1 TiB file", h.tick)
+	h.none()
+	within(t, "a second look at a 1 TiB file", h.tick)
+	c := nextRecord(t, h.rec)
+	assert.Equal(t, PolicyRejected, c.Result)
+	assert.Equal(t, v, c.InForce)
+	require.NotEmpty(t, c.Problems)
+	assert.Contains(t, c.Problems[0].Problem, "more than 1048576 bytes")
+}
+
 func TestFileSource_DeliversTheFileAtStartWithItsOriginAndHash(t *testing.T) {
 	h := newFileHarness(t, fileV1)
 	c := h.next()
@@ -197,7 +254,7 @@ func TestFileSource_AHalfWrittenFileIsNotReportedUntilItStaysSo(t *testing.T) {
 	h.tick()
 	c = h.next()
 	assert.Equal(t, PolicyRejected, c.Result)
-	assert.Contains(t, c.Problems[0].Problem, "unexpected end of the document")
+	assert.Contains(t, c.Problems[0].Problem, "the document ends early at byte 20")
 	assert.Equal(t, 45*time.Second, h.openFor("payment.Charge"), "kept")
 }
 

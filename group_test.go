@@ -125,6 +125,57 @@ func TestGroup_InvalidPoliciesAreRefusedWithPaths(t *testing.T) {
 	assert.Error(t, err)
 }
 
+// A document cut short (a file caught half-copied) is refused saying
+// that it ends early, and where: at its last byte, with the line and the
+// column, at every cut of a group document and of a policy document. A
+// 58-byte group document holding "default" was refused with `want a JSON
+// object with "default" and "overrides": unexpected end of the document
+// at byte 11`, which reads as a missing field and points at the wrong
+// place.
+func TestGroupPolicy_ATruncatedDocumentIsSaidToEndEarlyWhereItEnds(t *testing.T) {
+	group := "{\"default\": {\"min_requests\": 10, \"open_for\": \"30s\"},\n" +
+		" \"overrides\": {\"payment.Charge\": {\"open_for\": \"45s\", \"max_open_for\": \"3m\"}},\n" +
+		" \"candidate\": {\"default\": {\"error_ratio\": 0.3}}}"
+	single := "{\n  \"min_requests\": 10,\n  \"open_for\": \"45s\", \"jitter\": 0.5\n}"
+	for _, c := range []struct {
+		name  string
+		doc   string
+		parse func([]byte) error
+	}{
+		{"group", group, func(b []byte) error { _, err := ParseGroupPolicy(b); return err }},
+		{"policy", single, func(b []byte) error { _, err := ParsePolicy(b); return err }},
+	} {
+		require.NoError(t, c.parse([]byte(c.doc)), "%s: the whole document", c.name)
+		for n := 1; n < len(c.doc); n++ {
+			cut := c.doc[:n]
+			if strings.TrimSpace(cut) == "" {
+				continue // refused as empty
+			}
+			err := c.parse([]byte(cut))
+			var pe *PolicyError
+			require.ErrorAs(t, err, &pe, "%s cut at %d: %q", c.name, n, cut)
+			require.Len(t, pe.Problems, 1, "%s cut at %d: %v", c.name, n, err)
+			p := pe.Problems[0]
+			end := len(strings.TrimRight(cut, " \n"))
+			line := 1 + strings.Count(cut[:end], "\n")
+			col := end - strings.LastIndexByte(cut[:end], '\n')
+			want := fmt.Sprintf("the document ends early at byte %d (line %d, column %d)", end, line, col)
+			assert.Equal(t, "(document)", p.Field, "%s cut at %d", c.name, n)
+			assert.True(t, strings.HasPrefix(p.Problem, want), "%s cut at %d (%q):\n got %s\nwant %s…", c.name, n, cut, p.Problem, want)
+			assert.NotContains(t, p.Problem, "want", "%s cut at %d: it names nothing as missing", c.name, n)
+		}
+	}
+
+	// The case as it was met, a file cut at 58 bytes inside "default"
+	// (the old message pointed at byte 11, where its value begins), and
+	// one cut inside "overrides", on the second line.
+	met := `{"default": {"min_requests": 10, "open_for": "30s", "max_open_for": "3m"}}`[:58]
+	_, err := ParseGroupPolicy([]byte(met))
+	assert.EqualError(t, err, `breaker: invalid policy: (document): the document ends early at byte 58 (line 1, column 59), in the value of default`)
+	_, err = ParseGroupPolicy([]byte(group[:90]))
+	assert.EqualError(t, err, `breaker: invalid policy: (document): the document ends early at byte 90 (line 2, column 38), in the value of overrides`)
+}
+
 // behaviour.md §2 Policy and §7 Errors and bad input: a bad document
 // leaves every running breaker on its old policy and the error is
 // reported, with the path of each bad field.

@@ -200,7 +200,7 @@ func TestPolicyDocument_MalformedInputIsAClearError(t *testing.T) {
 	cases := []struct{ doc, field, problem string }{
 		{`{"window": "5s"} {"probes": 2}`, "(document)", "after"},
 		{`{"window": "5s"} x`, "(document)", "after"},
-		{`{"window": "5s"`, "(document)", "JSON object"},
+		{`{"window": "5s"`, "(document)", "the document ends early at byte 15"},
 		{`{"window": "5s",}`, "(document)", "JSON object"},
 		{`{"window": ` + deep + `}`, "(document)", "depth"},
 		{deep, "(document)", "JSON object"},

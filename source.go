@@ -31,7 +31,9 @@ type PolicyDocument struct {
 // document: a file, a key in a configuration store.
 type PolicySource interface {
 	// Watch delivers the current document, and then each new version of
-	// it, until ctx is done; it then returns ctx.Err(). It returns another
+	// it, until ctx is done; it then returns ctx.Err(), promptly, even
+	// while its store or file system does not answer, since
+	// [Follower.Close] waits for it. It returns another
 	// error only when the source cannot go on at all. Watch calls deliver
 	// from one goroutine at a time and never after it has returned; a
 	// deliver call may block while the document is applied.

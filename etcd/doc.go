@@ -33,7 +33,7 @@
 // When several changes reach the watch at once, only the latest is
 // delivered: the group needs the document in force, not the store's
 // history. A state already delivered is never delivered again, except the
-// one after an Err.
+// one after an Err and the first one read from a rebuilt store.
 //
 // # When the watch breaks
 //
@@ -47,6 +47,19 @@
 // followed by a new read too. While the watch is quiet, the source reads
 // the key every CheckInterval (default 10s): that is how it notices a
 // store that has stopped answering.
+//
+// # When the store is rebuilt
+//
+// A store rebuilt empty on the same address (a lost volume, a disaster
+// recovery), or restored from an older backup, starts its revisions
+// again from 1, far below those the source has seen. The source notices
+// it at its next read, at the latest a CheckInterval after the store
+// answers again: a read that finds a lower store revision than one seen
+// before, the key at an older revision than the state delivered, another
+// value at the same revision, or another cluster ID, is of a new store.
+// It then delivers the key's state there whatever its revision (the
+// document put back, or Gone if it is not), versioned with the new
+// store's revision, and watches the new store from the revision it read.
 //
 // # Stopping
 //

@@ -49,6 +49,9 @@ type etcdServer struct {
 	client url.URL // where clients of the test find it
 	e      *embed.Etcd
 	fwd    *forwarder
+	// token, if set, is the initial cluster token of the next start on
+	// a new data directory; the cluster ID derives from it.
+	token string
 }
 
 // freeURL returns an http URL on a loopback port that was free a moment
@@ -113,6 +116,9 @@ func (s *etcdServer) StartOn(u url.URL) {
 	cfg.ListenClientUrls = []url.URL{u}
 	cfg.AdvertiseClientUrls = []url.URL{u}
 	cfg.InitialCluster = cfg.InitialClusterFromName(cfg.Name)
+	if s.token != "" {
+		cfg.InitialClusterToken = s.token
+	}
 	cfg.TickMs, cfg.ElectionMs = 10, 100
 	cfg.UnsafeNoFsync = true
 	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop())
@@ -130,6 +136,16 @@ func (s *etcdServer) StartOn(u url.URL) {
 		s.t.Fatal("etcd not ready in time")
 	}
 	s.e = e
+}
+
+// Rebuild stops the server and starts it again empty, on a new data
+// directory, where the clients of the test find it: a store rebuilt
+// after its volume was lost, its revisions starting again from 1.
+func (s *etcdServer) Rebuild() {
+	s.t.Helper()
+	s.Stop()
+	s.dir = s.t.TempDir()
+	s.Start()
 }
 
 // Stop stops the server, keeping its data. It is a no-op if stopped.

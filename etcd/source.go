@@ -2,6 +2,7 @@ package breakeretcd
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"strconv"
@@ -149,6 +150,7 @@ func (s *Source) Watch(ctx context.Context, deliver func(breaker.PolicyDocument)
 			}
 			continue
 		}
+		f.moved = false // the watch starts from this read
 		if s.beforeWatch != nil {
 			s.beforeWatch(rev)
 		}
@@ -185,10 +187,14 @@ type follower struct {
 	*Source
 	deliver func(breaker.PolicyDocument)
 
-	delivered bool  // a state of the key has been delivered
-	rev       int64 // the revision of the state last delivered
-	gone      bool  // the state last delivered was Gone
-	failing   bool  // an Err was delivered and the store has not answered since
+	delivered bool     // a state of the key has been delivered
+	rev       int64    // the revision of the state last delivered
+	gone      bool     // the state last delivered was Gone
+	sum       [32]byte // the SHA-256 of the value last delivered, unless gone
+	failing   bool     // an Err was delivered and the store has not answered since
+	seen      int64    // the highest revision of the store seen
+	cluster   uint64   // the store's cluster ID, once a response has given it
+	moved     bool     // a read found a new store: the watch must start again
 }
 
 // read gets the key, delivers its state if it is news, and returns the
@@ -200,14 +206,47 @@ func (f *follower) read(ctx context.Context) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	rev := resp.Header.GetRevision()
-	if len(resp.Kvs) == 0 {
-		f.observe(rev, nil, false)
-	} else {
+	head := resp.Header.GetRevision()
+	rev, value, present := head, []byte(nil), false
+	if len(resp.Kvs) > 0 {
 		kv := resp.Kvs[0]
-		f.observe(kv.ModRevision, kv.Value, true)
+		rev, value, present = kv.ModRevision, kv.Value, true
 	}
-	return rev, nil
+	if f.newStore(resp.Header.GetClusterId(), head, rev, value, present) {
+		// What was delivered belongs to a store that is gone: the
+		// state read is news whatever its revision.
+		f.delivered, f.seen, f.moved = false, 0, true
+	}
+	f.seen = max(f.seen, head)
+	if id := resp.Header.GetClusterId(); id != 0 {
+		f.cluster = id
+	}
+	f.observe(rev, value, present)
+	return head, nil
+}
+
+// newStore reports whether a read (linearizable, as Get is by default)
+// shows a store other than the one whose state was delivered last: a
+// store rebuilt empty, or restored from an older backup, on the same
+// address. In one store's history a read sees at least every revision
+// seen before, and the key's state at or after the one delivered, the
+// same state only at the same revision; a rebuilt store starts its
+// revisions again from 1 and breaks one of these. Another cluster ID is
+// another store too, but a rebuilt store may keep its cluster ID (see
+// docs/internals.md, "Live policy sources").
+func (f *follower) newStore(cluster uint64, head, rev int64, value []byte, present bool) bool {
+	switch {
+	case !f.delivered:
+		return false
+	case cluster != 0 && f.cluster != 0 && cluster != f.cluster:
+		return true
+	case head < f.seen || rev < f.rev:
+		return true
+	case rev > f.rev:
+		return false
+	}
+	// The same revision: the same state, or another store.
+	return present == f.gone || present && sha256.Sum256(value) != f.sum
 }
 
 // follow watches the key from rev until the watch ends or ctx is done,
@@ -250,9 +289,15 @@ func (f *follower) follow(ctx context.Context, rev int64) (again bool) {
 			if resp.Canceled || resp.Err() != nil {
 				return again
 			}
+			if id := resp.Header.GetClusterId(); id != 0 && f.cluster != 0 && id != f.cluster {
+				// The watch resumed on another cluster: what it says
+				// is of another history. A read decides.
+				return true
+			}
 			again, quiet = true, false
 			if n := len(resp.Events); n > 0 {
 				ev := resp.Events[n-1]
+				f.seen = max(f.seen, ev.Kv.ModRevision)
 				f.observe(ev.Kv.ModRevision, ev.Kv.Value, ev.Type != clientv3.EventTypeDelete)
 			} else if f.failing {
 				// A progress notice after an outage: the store answers
@@ -271,6 +316,11 @@ func (f *follower) follow(ctx context.Context, rev int64) (again bool) {
 				f.fail(err)
 			}
 		}
+		if f.moved {
+			// A read found a new store, whose revisions this watch,
+			// resumed from the old store's, would skip: watch anew.
+			return true
+		}
 	}
 }
 
@@ -287,6 +337,10 @@ func (f *follower) observe(rev int64, value []byte, present bool) {
 		return
 	}
 	f.delivered, f.rev, f.gone, f.failing = true, rev, !present, false
+	f.sum = [32]byte{}
+	if present {
+		f.sum = sha256.Sum256(value)
+	}
 	doc := breaker.PolicyDocument{Origin: f.origin, Version: strconv.FormatInt(rev, 10)}
 	if present {
 		doc.Data = value

@@ -3,6 +3,8 @@ package breakeretcd
 import (
 	"context"
 	"errors"
+	"io"
+	"log/slog"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -528,5 +530,189 @@ func TestWatch_GroupLoadingDeliveredDocuments(t *testing.T) {
 	next()
 	if got := g.Policies().Default.ErrorRatio; got != 0.3 {
 		t.Fatalf("after the key's deletion: error ratio %v, want 0.3 kept", got)
+	}
+}
+
+// following is a group following a source, its records on a channel.
+type following struct {
+	t   *testing.T
+	g   *breaker.Group
+	rec chan breaker.PolicyChange
+}
+
+func follow(t *testing.T, src *Source) *following {
+	t.Helper()
+	g, err := breaker.NewGroup(breaker.GroupConfig{}, breaker.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fl := &following{t: t, g: g, rec: make(chan breaker.PolicyChange, 100)}
+	t.Cleanup(g.SubscribePolicy(func(c breaker.PolicyChange) { fl.rec <- c }))
+	f, err := g.Follow(context.Background(), src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := f.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	return fl
+}
+
+// Until returns the first record that match accepts, and the records
+// before it.
+func (fl *following) Until(what string, match func(breaker.PolicyChange) bool) (breaker.PolicyChange, []breaker.PolicyChange) {
+	fl.t.Helper()
+	var before []breaker.PolicyChange
+	deadline := time.After(waitFor)
+	for {
+		select {
+		case c := <-fl.rec:
+			if match(c) {
+				return c, before
+			}
+			before = append(before, c)
+		case <-deadline:
+			fl.t.Fatalf("no %s; records instead: %+v", what, before)
+			return breaker.PolicyChange{}, nil
+		}
+	}
+}
+
+func result(r breaker.PolicyResult) func(breaker.PolicyChange) bool {
+	return func(c breaker.PolicyChange) bool { return c.Result == r }
+}
+
+// The store is rebuilt empty on the same address (a lost volume, a
+// disaster recovery) and the document is put back, changed. The new
+// store's revisions start again from 1: the source held the old store's
+// revision, dropped every state of the new store as older, and the group
+// kept the old policy for good, its last record "unreadable" while the
+// store answered. A read that shows an older state than the one
+// delivered, a lower store revision than one seen, the same revision with
+// another value, or another cluster ID, is a new store: its state is
+// delivered, and the watch starts again from its revision.
+func TestWatch_StoreRebuiltEmpty_TheDocumentPutBackIsApplied(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		// old writes the old store's history, ending with docA, and
+		// returns its revision.
+		old func(t *testing.T, cli *clientv3.Client) int64
+		// outage: the store is rebuilt while the source is reading
+		// it, which reports the outage; otherwise it is rebuilt
+		// between the source's read and its watch, where the source
+		// does not notice.
+		outage bool
+		// token is the new store's cluster token; "" for the same.
+		token string
+		// new writes the new store's history after docB is put back.
+		new func(t *testing.T, cli *clientv3.Client)
+	}{
+		{name: "after an outage, the new store behind", outage: true, old: longHistory},
+		{name: "unnoticed, the new store behind", old: longHistory},
+		{name: "unnoticed, at the same revision", old: shortHistory},
+		{name: "unnoticed, the new store ahead", old: shortHistory, new: func(t *testing.T, cli *clientv3.Client) {
+			for i := range 20 {
+				put(t, cli, "/elsewhere", strconv.Itoa(i))
+			}
+		}},
+		{name: "unnoticed, another cluster at the same revision", old: shortHistory, token: "rebuilt"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := startEtcd(t)
+			cli := srv.Client()
+			r1 := tc.old(t, cli)
+			src := newSource(t, cli, key)
+			var r2 int64
+			rebuild := func() {
+				srv.token = tc.token
+				srv.Rebuild()
+				r2 = put(t, cli, key, docB) // the client is back too
+				if tc.new != nil {
+					tc.new(t, cli)
+				}
+			}
+			var watches atomic.Int32
+			src.beforeWatch = func(int64) {
+				if watches.Add(1) == 1 && !tc.outage {
+					rebuild()
+				}
+			}
+			fl := follow(t, src)
+			first, _ := fl.Until("the first document applied", result(breaker.PolicyApplied))
+			if first.Version != rev(r1) {
+				t.Fatalf("first applied: version %s, want %d", first.Version, r1)
+			}
+			if tc.outage {
+				srv.Stop()
+				fl.Until("the outage reported", result(breaker.PolicyUnreadable))
+				rebuild()
+			}
+
+			got, _ := fl.Until("the document put back applied", result(breaker.PolicyApplied))
+			if got.Version != rev(r2) || fl.g.Policies().Default.ErrorRatio != 0.3 {
+				t.Fatalf("put back: applied version %s with error ratio %v, want version %d with 0.3", got.Version, fl.g.Policies().Default.ErrorRatio, r2)
+			}
+			st := fl.g.PolicyStatus()
+			if st.Version != rev(r2) || st.Origin != "etcd:"+key || st.Following != "etcd:"+key ||
+				st.Last == nil || st.Last.Result != breaker.PolicyApplied || st.Last.Version != rev(r2) {
+				t.Fatalf("PolicyStatus after the put back: %+v (last %+v)", st, st.Last)
+			}
+
+			// The source watches the new store: a change is delivered
+			// at once, not when the new store reaches the old one's
+			// revision.
+			r3 := put(t, cli, key, docC)
+			got, before := fl.Until("a change on the new store", result(breaker.PolicyApplied))
+			if got.Version != rev(r3) || fl.g.Policies().Default.ErrorRatio != 0.2 || len(before) != 0 {
+				t.Fatalf("change on the new store: %+v after %+v, want version %d with error ratio 0.2", got, before, r3)
+			}
+			if n := watches.Load(); n < 2 {
+				t.Fatalf("the source opened %d watches, want another on the new store", n)
+			}
+		})
+	}
+}
+
+// longHistory leaves the store at about revision 30, docA last.
+func longHistory(t *testing.T, cli *clientv3.Client) int64 {
+	for i := range 30 {
+		put(t, cli, "/elsewhere", strconv.Itoa(i))
+	}
+	return put(t, cli, key, docA)
+}
+
+// shortHistory puts docA first, at revision 2.
+func shortHistory(t *testing.T, cli *clientv3.Client) int64 { return put(t, cli, key, docA) }
+
+// The store is rebuilt empty and the document is not put back: the
+// source reports it gone, the group keeps the policy in force and says
+// which, and putting the document back applies it.
+func TestWatch_StoreRebuiltEmpty_WithoutTheDocument_ReportsGone(t *testing.T) {
+	srv := startEtcd(t)
+	cli := srv.Client()
+	r1 := longHistory(t, cli)
+	fl := follow(t, newSource(t, cli, key))
+	fl.Until("the document applied", result(breaker.PolicyApplied))
+
+	srv.Stop()
+	fl.Until("the outage reported", result(breaker.PolicyUnreadable))
+	srv.Rebuild()
+	gone, before := fl.Until("the document gone", result(breaker.PolicyGone))
+	if len(before) != 0 || gone.InForce != rev(r1) || gone.Version == "" {
+		t.Fatalf("gone record %+v after %+v: want the version read, and %d in force", gone, before, r1)
+	}
+	st := fl.g.PolicyStatus()
+	if st.Version != rev(r1) || st.Following != "etcd:"+key || st.Last == nil || st.Last.Result != breaker.PolicyGone ||
+		fl.g.Policies().Default.ErrorRatio != 0.4 {
+		t.Fatalf("PolicyStatus with the document gone: %+v (last %+v), error ratio %v, want %d in force, the last record gone",
+			st, st.Last, fl.g.Policies().Default.ErrorRatio, r1)
+	}
+
+	r2 := put(t, cli, key, docB)
+	got, _ := fl.Until("the document put back applied", result(breaker.PolicyApplied))
+	if got.Version != rev(r2) || fl.g.Policies().Default.ErrorRatio != 0.3 {
+		t.Fatalf("put back: %+v, error ratio %v, want version %d with 0.3", got, fl.g.Policies().Default.ErrorRatio, r2)
 	}
 }
