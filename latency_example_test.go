@@ -41,6 +41,6 @@ func ExampleBreaker_Latency() {
 	fmt.Println("p99:", lat.P99.Round(time.Millisecond), "deadline:", lat.Timeout.Round(time.Millisecond))
 	// Output:
 	// deadline: 500ms
-	// timeout_adapted: 500ms -> 98.521522ms (P99 = 49ms over 23 calls)
-	// p99: 49ms deadline: 99ms
+	// timeout_adapted: 500ms -> 100.663296ms (P99 = 50ms over 23 calls)
+	// p99: 49ms deadline: 101ms
 }
