@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/benbjohnson/clock"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -634,4 +635,386 @@ func TestRace_AdaptiveTimeoutHammer(t *testing.T) {
 	require.True(t, ok)
 	c := b.Counters()
 	assert.Equal(t, c.Successes+c.Failures+c.Timeouts, lat.SamplesTotal+lat.CensoredTotal, "every call measured or censored once")
+}
+
+// latSim drives a breaker's histogram and adaptive timeout as finish
+// does, at instants it chooses on the breaker's time (its mock clock
+// never moves). A call whose latency passes the deadline in force is cut
+// there: a timeout, censored at the deadline. One that passes its
+// caller's own earlier deadline is cut there, likewise. The others are
+// measured.
+//
+// Only the calls in the window each recompute reads are made, at an even
+// rate over it: calls between those windows would change nothing the
+// deadline is computed from, and would have the same share cut.
+type latSim struct {
+	b   *Breaker
+	rng *rand.Rand
+	now int64 // the instant of the last recompute
+	// calls and cut count the healthy calls made, and those the
+	// breaker's deadline cut, since they were last zeroed.
+	calls, cut int
+}
+
+// latDraw returns the latency of a call that ends at the instant at, and
+// its caller's own deadline (0: none).
+type latDraw func(rng *rand.Rand, at time.Duration) (latency, caller time.Duration)
+
+func newLatSim(t *testing.T, p Policy, seed uint64) *latSim {
+	t.Helper()
+	b, err := New("sim", p, WithClock(clock.NewMock()))
+	require.NoError(t, err)
+	return &latSim{b: b, rng: rand.New(rand.NewPCG(seed, 20))}
+}
+
+// interval makes n calls over the window that ends at the next
+// recompute, the last one at it, and returns the deadline then in force.
+func (s *latSim) interval(n int, draw latDraw) time.Duration {
+	r := s.b.rules.Load()
+	due := r.lat.next.Load()
+	start := max(s.now, due-int64(r.p.Window))
+	d := time.Duration(s.b.deadline(r)) // until the last call, which recomputes it
+	for i := 1; i <= n; i++ {
+		at := start + (due-start)*int64(i)/int64(n)
+		x, caller := draw(s.rng, time.Duration(at))
+		o := Success
+		switch {
+		case caller > 0 && caller < d:
+			if x > caller {
+				x, o = caller, Timeout
+			}
+		case x > d:
+			x, o = d, Timeout
+			s.cut++
+		}
+		s.calls++
+		s.b.measure(at, int64(x), o, r)
+	}
+	s.now = due
+	return s.b.Timeout()
+}
+
+// cutShare is the share of the calls made since they were last zeroed
+// that the breaker's deadline cut.
+func (s *latSim) cutShare() float64 { return float64(s.cut) / float64(max(s.calls, 1)) }
+
+// simCases returns the cases of a simulation of the adaptive timeout to
+// run: all of them, or under the race detector, which adds nothing to a
+// single goroutine and slows the histogram's snapshots twentyfold, the
+// first only.
+func simCases[T any](all ...T) []T {
+	if raceEnabled {
+		return all[:1]
+	}
+	return all
+}
+
+// lognormal draws latencies of the given median and log-deviation; its
+// q quantile is median·e^(sigma·z_q).
+func lognormal(median time.Duration, sigma float64) latDraw {
+	return func(rng *rand.Rand, _ time.Duration) (time.Duration, time.Duration) {
+		return time.Duration(float64(median) * math.Exp(sigma*rng.NormFloat64())), 0
+	}
+}
+
+// normalZ is the q quantile of the standard normal distribution.
+func normalZ(q float64) float64 { return math.Sqrt2 * math.Erfinv(2*q-1) }
+
+// lognormalQuantile is the q quantile of lognormal(median, sigma).
+func lognormalQuantile(median time.Duration, sigma, q float64) time.Duration {
+	return time.Duration(float64(median) * math.Exp(sigma*normalZ(q)))
+}
+
+// lognormalOver is the share of lognormal(median, sigma) above d.
+func lognormalOver(median time.Duration, sigma float64, d time.Duration) float64 {
+	return 0.5 * math.Erfc(math.Log(float64(d)/float64(median))/sigma/math.Sqrt2)
+}
+
+// TestAdaptiveTimeout_SteadyLatencyKeepsASteadyDeadline: a downstream
+// whose latency never changes keeps a steady deadline, at every factor
+// and quantile, over three hours, and the share of its healthy calls the
+// deadline cuts stays at what the factor implies. The calls a deadline
+// cuts used to be left out of the next quantile, which then came out
+// lower: at factor 1 and the 0.99 quantile the deadline fell, round after
+// round, from 8.6 ms to under 3.3 ms, and cut 40% of the calls; and a
+// fixed latency of 50 ms got a deadline of 49.3 ms at factor 1, which cut
+// every call.
+//
+// The random latency is lognormal, median 2.5 ms, P99 10.1 ms, from a
+// seeded source, with 10/(1-q) calls in a window. From the first
+// recompute on, the deadline stays within [0.7, 1.35] × factor × the
+// true quantile at factors above 1, and the share cut is within a third
+// of what that implies (give or take three standard deviations of the
+// count). At factor 1 the deadline can only fall: nothing is measured
+// above it. Each window's estimate is noisy, and the deadline steps down
+// one bin whenever one comes out low, until that becomes unlikely: by the
+// end of the first hour it has settled within [0.7, 1] × the quantile and
+// cuts at most 2.5 × (1-q); it stays within one bin for the next two.
+// Under the race detector only the first case runs (simCases). Run with
+// -v for the figures docs/latency.md quotes.
+func TestAdaptiveTimeout_SteadyLatencyKeepsASteadyDeadline(t *testing.T) {
+	const median, sigma = 2500 * time.Microsecond, 0.6
+	adaptive := func(q, f float64) Policy {
+		return adaptivePolicy(func(p *Policy) {
+			p.TimeoutQuantile, p.TimeoutFactor = q, f
+			p.TimeoutMin, p.TimeoutMax = 100*time.Microsecond, time.Second
+		})
+	}
+	type steady struct{ q, f float64 }
+	var cases []steady
+	for _, q := range []float64{0.9, 0.99, 0.999} {
+		for _, f := range []float64{1, 1.5, 2, 3} {
+			cases = append(cases, steady{q, f})
+		}
+	}
+	for _, c := range simCases(cases...) {
+		q, f := c.q, c.f
+		s := newLatSim(t, adaptive(q, f), 1)
+		n := int(math.Round(10 / (1 - q)))
+		want := time.Duration(f * float64(lognormalQuantile(median, sigma, q)))
+		lo, hi := time.Duration(math.MaxInt64), time.Duration(0)
+		var first, settled time.Duration
+		for k := range 360 { // 3 hours
+			d := s.interval(n, lognormal(median, sigma))
+			switch {
+			case k == 0:
+				first = d
+			case k == 119:
+				settled = d
+				s.calls, s.cut = 0, 0
+			}
+			if f > 1 || k >= 120 {
+				lo, hi = min(lo, d), max(hi, d)
+			}
+		}
+		implied := lognormalOver(median, sigma, want)
+		t.Logf("q %v, factor %v: first deadline %v, later within [%.2f, %.2f] × factor × Q (%v); cut %.4f%% of calls in hours 1-3, %.4f%% implied",
+			q, f, first, float64(lo)/float64(want), float64(hi)/float64(want), want, 100*s.cutShare(), 100*implied)
+		if f > 1 {
+			assert.GreaterOrEqual(t, float64(lo), 0.7*float64(want), "q %v, factor %v", q, f)
+			assert.LessOrEqual(t, float64(hi), 1.35*float64(want), "q %v, factor %v", q, f)
+			e := implied * float64(s.calls)
+			assert.InDelta(t, e, float64(s.cut), e/3+3*math.Sqrt(e), "q %v, factor %v: calls cut", q, f)
+			continue
+		}
+		assert.GreaterOrEqual(t, float64(settled), 0.7*float64(want), "q %v, factor 1: settled", q)
+		assert.LessOrEqual(t, float64(hi), float64(latTop(want)), "q %v, factor 1: settled", q)
+		assert.LessOrEqual(t, float64(hi), float64(lo)*(1+1.0/16), "q %v, factor 1: within one bin for two hours", q)
+		assert.LessOrEqual(t, s.cutShare(), 2.5*(1-q), "q %v, factor 1: calls cut", q)
+	}
+
+	// A fixed latency: the deadline is factor × the top of its bin, and
+	// no call is cut, at factor 1 too.
+	for _, lat := range []time.Duration{10 * time.Millisecond, 50 * time.Millisecond} {
+		for _, f := range []float64{1, 1.5, 2, 3} {
+			s := newLatSim(t, adaptive(0.99, f), 1)
+			fixed := func(*rand.Rand, time.Duration) (time.Duration, time.Duration) { return lat, 0 }
+			for range 10 {
+				s.interval(100, fixed)
+			}
+			assert.Equal(t, time.Duration(f*float64(latTop(lat))), s.b.Timeout(), "%v at factor %v", lat, f)
+			assert.Zero(t, s.cut, "%v at factor %v", lat, f)
+		}
+	}
+}
+
+// TestAdaptiveTimeout_CutCallsHoldTheDeadlineUp: through Do, on the mock
+// clock, the calls the deadline cuts keep their weight in the quantile it
+// follows: at factor 1 and the 0.9 quantile, over ten recomputes of a
+// steady latency, the deadline stays near the quantile instead of falling
+// by a tenth of the calls each time. (Forced closed, so that the calls
+// go on whatever the breaker would make of the timeouts.)
+func TestAdaptiveTimeout_CutCallsHoldTheDeadlineUp(t *testing.T) {
+	const median, sigma = 2500 * time.Microsecond, 0.6
+	h := newLatHarness(t, adaptivePolicy(func(p *Policy) {
+		p.TimeoutQuantile, p.TimeoutFactor = 0.9, 1
+		p.TimeoutMin, p.TimeoutMax = 100*time.Microsecond, time.Second
+	}))
+	require.NoError(t, h.b.SetMode(ModeForcedClosed))
+	rng := rand.New(rand.NewPCG(3, 20))
+	draw := lognormal(median, sigma)
+	gap := h.b.Policy().Window / 60
+	var calls, cut int
+	for k := range 10 {
+		l := h.b.rules.Load().lat
+		due := l.next.Load()
+		h.at(time.Duration(due) - h.b.Policy().Window) // the calls of the window the recompute reads
+		for l.next.Load() == due {
+			x, _ := draw(rng, 0)
+			d := min(x, h.b.Timeout())
+			err := h.b.Do(context.Background(), func(ctx context.Context) error {
+				h.clk.Add(d)
+				return ctx.Err()
+			})
+			if k >= 5 {
+				calls++
+				if err != nil {
+					cut++
+				}
+			}
+			h.clk.Add(gap - d)
+		}
+	}
+	q := lognormalQuantile(median, sigma, 0.9)
+	share := float64(cut) / float64(calls)
+	t.Logf("deadline %v, %.2f × the quantile; %.1f%% of the calls cut in the last five windows", h.b.Timeout(), float64(h.b.Timeout())/float64(q), 100*share)
+	assert.GreaterOrEqual(t, float64(h.b.Timeout()), 0.6*float64(q))
+	assert.LessOrEqual(t, share, 0.3)
+	assert.Positive(t, h.latency().Censored, "calls were cut, and counted")
+}
+
+// TestAdaptiveTimeout_FollowsAShiftingLatency: the deadline follows the
+// latency as it moves: steps up within the deadline's headroom and steps
+// down within two recomputes, slow drifts at every recompute; outside
+// those two recomputes it stays within the steady band, [0.7, 1.35] ×
+// factor × the quantile of the latency then. A step past the deadline
+// (more than 1-q of the calls cut) is not followed, at any factor: then
+// the quantile is unknown, and the deadline stays. At factor 1 the
+// deadline never rises, since nothing is measured above it: it follows
+// the falls (never above the band) and stays through the rises, cutting
+// more and more calls.
+//
+// Lognormal latency, sigma 0.6, the 0.99 quantile, 1,000 calls a window;
+// the median, 2.5 ms, steps to 1.3× at 30 min, to 0.4× at 60 min (the
+// steps 27 s into an interval, so that one window holds both sides),
+// drifts to 3 × 0.4× from 90 to 150 min and back by 210 min, and jumps
+// to 4× at 240 min. Under the race detector only factor 1 runs.
+func TestAdaptiveTimeout_FollowsAShiftingLatency(t *testing.T) {
+	const base, sigma, q, n = 2500 * time.Microsecond, 0.6, 0.99, 1000
+	step := func(m int) time.Duration { return time.Duration(m)*time.Minute + 27*time.Second }
+	scale := func(at time.Duration) float64 {
+		switch {
+		case at < step(30):
+			return 1
+		case at < step(60):
+			return 1.3
+		case at < 90*time.Minute:
+			return 0.4
+		case at < 150*time.Minute:
+			return 0.4 * (1 + 2*float64(at-90*time.Minute)/float64(time.Hour))
+		case at < 210*time.Minute:
+			return 0.4 * (3 - 2*float64(at-150*time.Minute)/float64(time.Hour))
+		case at < step(240):
+			return 0.4
+		}
+		return 4
+	}
+	draw := func(rng *rand.Rand, at time.Duration) (time.Duration, time.Duration) {
+		return time.Duration(scale(at) * float64(base) * math.Exp(sigma*rng.NormFloat64())), 0
+	}
+	for _, f := range simCases(1, 1.5, 2, 3.0) {
+		s := newLatSim(t, adaptivePolicy(func(p *Policy) {
+			p.TimeoutQuantile, p.TimeoutFactor = q, f
+			p.TimeoutMin, p.TimeoutMax = 100*time.Microsecond, time.Second
+		}), 2)
+		var prev time.Duration
+		var lo, hi, mostCut float64 = math.Inf(1), 0, 0
+		for k := range 500 { // 250 minutes
+			s.calls, s.cut = 0, 0
+			d := s.interval(n, draw)
+			at := time.Duration(s.now)
+			want := time.Duration(f * scale(at) * float64(lognormalQuantile(base, sigma, q)))
+			afterStep := false
+			for _, m := range []int{30, 60} {
+				afterStep = afterStep || (at > step(m) && at <= step(m)+2*AdaptiveInterval)
+			}
+			ratio := float64(d) / float64(want)
+			switch {
+			case at > step(240):
+				require.Equal(t, prev, d, "factor %v at %v: a jump past the deadline is not followed", f, at)
+			case afterStep:
+			case f == 1:
+				require.LessOrEqual(t, ratio, 1.35, "factor 1 at %v: follows the falls", at)
+				hi = max(hi, ratio)
+				mostCut = max(mostCut, s.cutShare())
+			default:
+				require.GreaterOrEqual(t, ratio, 0.7, "factor %v at %v", f, at)
+				require.LessOrEqual(t, ratio, 1.35, "factor %v at %v", f, at)
+				lo, hi = min(lo, ratio), max(hi, ratio)
+			}
+			if f == 1 && k > 0 {
+				require.LessOrEqual(t, d, prev, "factor 1 at %v: never rises", at)
+			}
+			prev = d
+		}
+		if f == 1 {
+			t.Logf("factor 1: the deadline never rose, never above %.2f × Q; the most a window had cut in the drift up was %.0f%%", hi, 100*mostCut)
+			continue
+		}
+		t.Logf("factor %v: outside the two recomputes after a step, the deadline was within [%.2f, %.2f] × factor × Q", f, lo, hi)
+	}
+}
+
+// TestAdaptiveTimeout_PartialHangHoldsIt: when a share of the calls hangs
+// (a fifth, here, beside healthy ones of a steady latency), more than
+// 1-q of the calls are cut, the quantile is unknown, and the deadline
+// stays where it was for the hour the hang lasts, at every factor:
+// neither raised towards TimeoutMax by the hung calls nor lowered to the
+// quantile of the healthy ones. The 0.99 quantile, 1,000 calls a
+// window; under the race detector, factor 1 only.
+func TestAdaptiveTimeout_PartialHangHoldsIt(t *testing.T) {
+	const median, sigma, q, n = 2500 * time.Microsecond, 0.6, 0.99, 1000
+	hang := func(rng *rand.Rand, at time.Duration) (time.Duration, time.Duration) {
+		if rng.IntN(5) == 0 {
+			return time.Hour, 0
+		}
+		return lognormal(median, sigma)(rng, at)
+	}
+	for _, f := range simCases(1, 1.5, 2, 3.0) {
+		s := newLatSim(t, adaptivePolicy(func(p *Policy) {
+			p.TimeoutQuantile, p.TimeoutFactor = q, f
+			p.TimeoutMin, p.TimeoutMax = 100*time.Microsecond, time.Second
+		}), 3)
+		for range 20 {
+			s.interval(n, lognormal(median, sigma))
+		}
+		before := s.b.Timeout()
+		for range 120 {
+			require.Equal(t, before, s.interval(n, hang), "factor %v", f)
+		}
+	}
+}
+
+// TestAdaptiveTimeout_CallerDeadlinesAreCensored: calls cut by their
+// caller's own earlier deadline are censored at it, like those the
+// breaker's deadline cuts, and do not pull the deadline down: with 30%
+// of the calls under a caller's deadline of 3 ms (above the median of
+// 2.5 ms, below the P99 of 10.1 ms), the deadline stays within [0.65,
+// 1.5] × factor × the quantile over two hours, at factors 1 and 2 (after
+// an hour, at factor 1). The band is wider than a steady latency's: the
+// calls cut early are measured no further, so each estimate rests on
+// fewer calls. The 0.99 quantile, 1,000 calls a window; under the race
+// detector, factor 1 only.
+func TestAdaptiveTimeout_CallerDeadlinesAreCensored(t *testing.T) {
+	const median, sigma, q, n = 2500 * time.Microsecond, 0.6, 0.99, 1000
+	draw := func(rng *rand.Rand, at time.Duration) (time.Duration, time.Duration) {
+		x, _ := lognormal(median, sigma)(rng, at)
+		if rng.IntN(10) < 3 {
+			return x, 3 * time.Millisecond
+		}
+		return x, 0
+	}
+	for _, f := range simCases(1, 2.0) {
+		s := newLatSim(t, adaptivePolicy(func(p *Policy) {
+			p.TimeoutQuantile, p.TimeoutFactor = q, f
+			p.TimeoutMin, p.TimeoutMax = 100*time.Microsecond, time.Second
+		}), 4)
+		want := time.Duration(f * float64(lognormalQuantile(median, sigma, q)))
+		lo, hi := math.Inf(1), 0.0
+		var last time.Duration // the deadline in force in the last window
+		for k := range 240 {
+			last = s.b.Timeout()
+			d := s.interval(n, draw)
+			if f > 1 || k >= 120 {
+				lo, hi = min(lo, float64(d)/float64(want)), max(hi, float64(d)/float64(want))
+			}
+		}
+		t.Logf("q %v, factor %v: the deadline within [%.2f, %.2f] × factor × Q", q, f, lo, hi)
+		assert.GreaterOrEqual(t, lo, 0.65, "factor %v", f)
+		assert.LessOrEqual(t, hi, 1.5, "factor %v", f)
+
+		lat, _ := s.b.Latency() // the last window, read at its end
+		cut := 0.3*lognormalOver(median, sigma, min(3*time.Millisecond, last)) + 0.7*lognormalOver(median, sigma, last)
+		assert.InDelta(t, cut, float64(lat.Censored)/float64(lat.Samples+lat.Censored), 0.03, "factor %v: censored by their callers and by the deadline", f)
+	}
 }
