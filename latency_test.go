@@ -81,6 +81,94 @@ func TestLatencyQuantiles_AgainstExact(t *testing.T) {
 	}
 }
 
+// TestLatencyQuantiles_ProductLimit: with calls censored, the quantiles
+// are the product-limit (Kaplan-Meier) estimates over the bins, the
+// measured calls of a bin ending before its censored ones; a quantile
+// the measured calls never reach is unknown.
+func TestLatencyQuantiles_ProductLimit(t *testing.T) {
+	type call struct {
+		d   time.Duration
+		cut bool
+	}
+	hist := func(calls []call) (*latHist, uint64) {
+		var h latHist
+		for _, c := range calls {
+			o := Success
+			if c.cut {
+				o = Timeout
+			}
+			h[latCell(int64(c.d), o)]++
+		}
+		return &h, uint64(len(calls))
+	}
+	quantiles := func(calls []call, qs ...float64) []int {
+		h, n := hist(calls)
+		bins := make([]int, len(qs))
+		latQuantileBins(h, n, qs, bins)
+		return bins
+	}
+	ms := time.Millisecond
+	// 4 calls of 10 ms, 3 cut at 20 ms, 2 of 30 ms, 1 of 40 ms. Survival:
+	// 0.6 after 10 ms; the 3 cut leave 3 running; 0.6 × 1/3 = 0.2 after
+	// 30 ms; 0 after 40 ms. Leaving the cut calls out would put the
+	// median at 10 ms.
+	var calls []call
+	for _, c := range []struct {
+		n   int
+		d   time.Duration
+		cut bool
+	}{{4, 10 * ms, false}, {3, 20 * ms, true}, {2, 30 * ms, false}, {1, 40 * ms, false}} {
+		for range c.n {
+			calls = append(calls, call{c.d, c.cut})
+		}
+	}
+	b10, b30, b40 := latBin(int64(10*ms)), latBin(int64(30*ms)), latBin(int64(40*ms))
+	assert.Equal(t, []int{b10, b30, b30, b40}, quantiles(calls, 0.4, 0.5, 0.8, 0.81))
+
+	// Half measured at 10 ms, half cut at 20 ms: the median is known, any
+	// quantile above it is not. Every call cut: nothing is known.
+	calls = calls[:0]
+	for i := range 10 {
+		calls = append(calls, call{10 * ms << (i % 2), i%2 == 1})
+	}
+	assert.Equal(t, []int{b10, -1, -1}, quantiles(calls, 0.5, 0.51, 0.99))
+	assert.Equal(t, []int{-1}, quantiles([]call{{20 * ms, true}, {30 * ms, true}}, 0.5))
+	assert.Equal(t, []int{-1}, quantiles(nil, 0.5))
+
+	// Measured and censored in one bin: the measured end first.
+	same := []call{{10 * ms, false}, {10 * ms, true}, {10 * ms, true}, {40 * ms, false}}
+	assert.Equal(t, []int{b10, b40}, quantiles(same, 0.25, 0.26))
+
+	// Random calls, some censored, against the product form of the
+	// estimate: S after bin i = S before × (1 - measured_i / running_i).
+	rng := rand.New(rand.NewPCG(5, 6))
+	for trial := range 300 {
+		calls = calls[:0]
+		for range 1 + rng.IntN(300) {
+			d := time.Duration(float64(5*ms) * math.Exp(0.7*rng.NormFloat64()))
+			calls = append(calls, call{d, rng.IntN(4) == 0})
+		}
+		h, n := hist(calls)
+		qs := []float64{0.1, 0.5, 0.9, 0.99}
+		want := []int{-1, -1, -1, -1}
+		surv, running, j := 1.0, float64(n), 0
+		for i := 0; i < latBins && j < len(qs); i++ {
+			done, cut := float64(h[2*i]), float64(h[2*i+1])
+			if done > 0 {
+				surv *= 1 - done/running
+			}
+			for j < len(qs) && done > 0 && 1-surv >= float64(latRank(qs[j], n))/float64(n)-1e-9 {
+				want[j] = i
+				j++
+			}
+			running -= done + cut
+		}
+		got := make([]int, len(qs))
+		latQuantileBins(h, n, qs, got)
+		require.Equal(t, want, got, "trial %d: %d calls", trial, n)
+	}
+}
+
 // latHarness is a harness whose calls take a set time on the mock clock.
 type latHarness struct{ *harness }
 
