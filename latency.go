@@ -28,7 +28,7 @@ import (
 // slots, one per bucket of the window's width, each holding a snapshot of
 // the counters taken before its bucket's first call. The histogram of the
 // window is the counters minus the snapshot of the oldest bucket still in
-// it. A slot is 1.5 KiB, so the gap before a call is not written into the
+// it. A slot is 3 KiB, so the gap before a call is not written into the
 // slots of the empty buckets, as the window does with its 24-byte slots:
 // the reader instead walks from the oldest bucket to the first that has a
 // slot. Reading is rare (a recompute every AdaptiveInterval, a Status, a
@@ -41,8 +41,8 @@ import (
 //
 // Only a timed breaker has one (Policy.Timeout, SlowCall or
 // AdaptiveTimeout): an untimed breaker's closed path never reads the
-// clock twice and never reaches this file. The histogram, 3 KiB of
-// counters and 1.5 KiB a bucket, hangs off the breaker's own copy of its
+// clock twice and never reaches this file. The histogram, 6 KiB of
+// counters and 3 KiB a bucket, hangs off the breaker's own copy of its
 // rules (see rules.own), made when the breaker is created or given timed
 // rules.
 //

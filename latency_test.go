@@ -876,7 +876,7 @@ func TestAdaptiveTimeout_SteadyLatencyKeepsASteadyDeadline(t *testing.T) {
 			}
 		}
 		implied := lognormalOver(median, sigma, want)
-		t.Logf("q %v, factor %v: first deadline %v, later within [%.2f, %.2f] × factor × Q (%v); cut %.4f%% of calls in hours 1-3, %.4f%% implied",
+		t.Logf("q %v, factor %v: first deadline %v, then in [%.2f, %.2f] × factor × Q (%v); cut %.4f%% of calls in hours 1-3, %.4f%% implied",
 			q, f, first, float64(lo)/float64(want), float64(hi)/float64(want), want, 100*s.cutShare(), 100*implied)
 		if f > 1 {
 			assert.GreaterOrEqual(t, float64(lo), 0.7*float64(want), "q %v, factor %v", q, f)
