@@ -354,10 +354,11 @@ func latRank(q float64, count uint64) uint64 {
 
 // Latency is what a timed breaker knows of its calls' latency: its
 // quantiles over the window, estimated from the calls that returned and
-// from those cut short, and the deadline it gives calls. Durations are measured on the breaker's clock, from
-// admission to the result, and reported to within 3.1% (see the README's
-// "Latency and timeouts"). A breaker that does not time its calls (no
-// Policy.Timeout, SlowCall or AdaptiveTimeout) has none.
+// from those cut short, and the deadline it gives calls. Durations are
+// measured on the breaker's clock, from admission to the result, and
+// reported to within 3.1% (see the README's "Latency and timeouts"). A
+// breaker that does not time its calls (no Policy.Timeout, SlowCall or
+// AdaptiveTimeout) has none.
 //
 // In JSON, durations are integer nanoseconds in keys ending in _ns, like
 // the other elapsed times of [Status].
