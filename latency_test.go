@@ -836,8 +836,9 @@ func lognormalOver(median time.Duration, sigma float64, d time.Duration) float64
 // count). At factor 1 the deadline can only fall: nothing is measured
 // above it. Each window's estimate is noisy, and the deadline steps down
 // one bin whenever one comes out low, until that becomes unlikely: by the
-// end of the first hour it has settled within [0.7, 1] × the quantile and
-// cuts at most 2.5 × (1-q); it stays within one bin for the next two.
+// end of the first hour it has settled between 0.7 × the quantile and
+// the top of the quantile's bin, and cuts at most 2.5 × (1-q); it stays
+// within one bin for the next two.
 // Under the race detector only the first case runs (simCases). Run with
 // -v for the figures docs/latency.md quotes.
 func TestAdaptiveTimeout_SteadyLatencyKeepsASteadyDeadline(t *testing.T) {
