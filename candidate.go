@@ -124,8 +124,8 @@ func (cc *candidateCall) run(call context.Context, fn func(context.Context) erro
 
 // admit has the candidate admit the call. A shadow breaker never refuses,
 // and needs no context of its own: the call is timed from here for its
-// slow-call rule and its Policy.Timeout, which it judges without
-// imposing.
+// slow-call rule, its Policy.Timeout and its adaptive deadline in force,
+// which it judges without imposing.
 func (cc *candidateCall) admit() {
 	s := cc.c.shadow
 	r := s.rules.Load()
@@ -135,6 +135,9 @@ func (cc *candidateCall) admit() {
 	}
 	if r.timed {
 		tok.timed, tok.start = true, s.opt.tb.now()
+		if r.adaptive {
+			tok.limit = s.deadline(r)
+		}
 	}
 	cc.tok, cc.r, cc.ok = tok, r, true
 }

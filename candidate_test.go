@@ -336,6 +336,33 @@ func TestCandidate_JudgesATimedCallByItsOwnRules(t *testing.T) {
 	assert.Equal(t, uint64(0), pay.Snapshot().Timeouts)
 }
 
+// A candidate with an adaptive timeout judges a call by its own deadline
+// in force, as it judges a fixed one, without imposing it: a call that
+// outlasts it is a timeout for the candidate, censored in its histogram.
+// The candidate's adaptive deadline used to be ignored: such a call was
+// a success for it, and a candidate trying a tighter adaptive timeout
+// never showed the timeouts it would make.
+func TestCandidate_JudgesACallByItsOwnAdaptiveDeadline(t *testing.T) {
+	h := newFollowHarness(t, GroupConfig{})
+	h.doc("v1", `{"default": {"min_requests": 10, "timeout": "1s"},
+		"candidate": {"default": {"timeout": "150ms", "adaptive_timeout": true, "timeout_min": "10ms", "timeout_max": "1s"}}}`)
+	for _, d := range []time.Duration{100 * time.Millisecond, 200 * time.Millisecond} {
+		require.NoError(t, h.g.Do(context.Background(), "payment.Charge", func(ctx context.Context) error {
+			h.clk.Add(d)
+			return nil
+		}))
+	}
+	pay := mustGet(t, h.g, "payment.Charge")
+	assert.Equal(t, Snapshot{Counted: 2}, pay.Snapshot(), "within the policy in force's 1s")
+	st, _ := pay.Candidate()
+	assert.Equal(t, Snapshot{Counted: 2, Failures: 1, Timeouts: 1}, st.Window, "past the candidate's 150ms")
+	lat, ok := pay.cand.Load().shadow.Latency()
+	require.True(t, ok)
+	assert.Equal(t, uint64(1), lat.Samples)
+	assert.Equal(t, uint64(1), lat.Censored)
+	assert.Equal(t, 150*time.Millisecond, lat.Timeout)
+}
+
 // Calls, Allow and status reads race reloads that add, change and remove
 // a candidate; the race detector and the counts must agree.
 func TestCandidate_RaceHammer(t *testing.T) {

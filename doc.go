@@ -64,7 +64,8 @@
 // A breaker that times its calls (Policy.Timeout, Policy.SlowCall or
 // Policy.AdaptiveTimeout) keeps a histogram of their latency over its
 // window; [Breaker.Latency] reads its quantiles. Calls that time out are
-// censored: counted apart, not in the quantiles. With
+// censored: counted apart, and in the quantiles only as lasting at least
+// what they ran. With
 // Policy.AdaptiveTimeout the deadline added to each call follows the
 // latency, recomputed every [AdaptiveInterval] as a quantile times a
 // factor, within bounds; [Breaker.Timeout] is the deadline in force, and

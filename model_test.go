@@ -584,7 +584,8 @@ func modelBreakPolicy(t *rapid.T, p Policy) Policy {
 	case 14:
 		p.AdaptiveTimeout, p.TimeoutMax = true, 0 // no bound
 	case 15:
-		// A factor under 1 would ratchet the deadline down.
+		// Under factor 1 the deadline would cut more than 1-q of the calls
+		// and stop adapting.
 		p.AdaptiveTimeout, p.TimeoutMax = true, time.Second
 		p.TimeoutQuantile, p.TimeoutFactor = 0.99, 0.5
 	default:

@@ -106,7 +106,7 @@ func staticTimeout(p Policy) int64 {
 // interned rules, carries not a byte more: a pointer in the Breaker would
 // take every one of them from the 224-byte size class to the 240-byte one.
 // A timed breaker pays for its own copy of the rules (288 bytes) beside
-// the histogram (about 19 KiB).
+// the histogram (about 39 KiB).
 func (r *rules) own(prev *rules, now int64) *rules {
 	c := *r
 	var old *latency

@@ -61,7 +61,7 @@
 // an adaptive timeout):
 //
 //	breaker.latency             Gauge          s             breaker.latency.quantile: 0.5, 0.9, 0.99, 0.999 over the window
-//	breaker.latency.censored    Counter        {call}        (calls cut by a deadline, not in the quantiles)
+//	breaker.latency.censored    Counter        {call}        (calls cut by a deadline, in the quantiles as lasting at least what they ran)
 //	breaker.timeout             Gauge          s             (the deadline in force: the adaptive timeout's current value)
 //
 // The latency is reported as the breaker's own quantiles, gauges with a
@@ -262,9 +262,9 @@ func Register(g *breaker.Group, mp metric.MeterProvider, opts ...Option) (*Metri
 	i64(&m.candDiffs)(meter.Int64ObservableCounter("breaker.candidate.differences",
 		desc("Times the breaker's candidate policy and its policy in force came to differ in state."), unit("{difference}")))
 	f64(&m.latency)(meter.Float64ObservableGauge("breaker.latency",
-		desc("Latency of the calls that returned, by quantile over the sliding window."), unit("s")))
+		desc("Latency of the calls, by quantile over the sliding window, the calls cut by a deadline counted as lasting at least what they ran; 0 when unknown."), unit("s")))
 	i64(&m.censored)(meter.Int64ObservableCounter("breaker.latency.censored",
-		desc("Calls cut by a deadline, whose latency is unknown and not in the quantiles."), unit("{call}")))
+		desc("Calls cut by a deadline, which the quantiles count as lasting at least what they ran."), unit("{call}")))
 	f64(&m.timeout)(meter.Float64ObservableGauge("breaker.timeout",
 		desc("The deadline the breaker gives calls now: the policy's timeout, or the adaptive timeout in force; 0 for none."), unit("s")))
 	if err := errors.Join(errs...); err != nil {

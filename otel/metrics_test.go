@@ -230,8 +230,8 @@ var instruments = map[string]struct{ desc, unit string }{
 	"breaker.candidate.would_refuse": {"Calls the breaker admitted that its candidate policy would have refused.", "{call}"},
 	"breaker.candidate.would_admit":  {"Calls the breaker refused that its candidate policy would have admitted.", "{call}"},
 	"breaker.candidate.differences":  {"Times the breaker's candidate policy and its policy in force came to differ in state.", "{difference}"},
-	"breaker.latency":                {"Latency of the calls that returned, by quantile over the sliding window.", "s"},
-	"breaker.latency.censored":       {"Calls cut by a deadline, whose latency is unknown and not in the quantiles.", "{call}"},
+	"breaker.latency":                {"Latency of the calls, by quantile over the sliding window, the calls cut by a deadline counted as lasting at least what they ran; 0 when unknown.", "s"},
+	"breaker.latency.censored":       {"Calls cut by a deadline, which the quantiles count as lasting at least what they ran.", "{call}"},
 	"breaker.timeout":                {"The deadline the breaker gives calls now: the policy's timeout, or the adaptive timeout in force; 0 for none.", "s"},
 }
 

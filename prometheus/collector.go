@@ -77,7 +77,7 @@
 // adaptive timeout) adds these, with the label name:
 //
 //	breaker_latency_seconds{quantile}          summary  0.5, 0.9, 0.99, 0.999 over the window; _count and _sum since creation
-//	breaker_latency_censored_total             counter  calls cut by a deadline, not in the quantiles
+//	breaker_latency_censored_total             counter  calls cut by a deadline, in the quantiles as lasting at least what they ran
 //	breaker_timeout_seconds                    gauge    the deadline in force (the adaptive timeout's current value)
 //
 // The latency is a summary rather than a histogram because its quantiles

@@ -218,12 +218,12 @@ breaker_group_max_breakers 10000
 # HELP breaker_group_overflow_calls_total Calls for keys that had no breaker while the group was full, run through its overflow breaker.
 # TYPE breaker_group_overflow_calls_total counter
 breaker_group_overflow_calls_total 0
-# HELP breaker_latency_censored_total Calls cut by a deadline, whose latency is unknown and not in the quantiles.
+# HELP breaker_latency_censored_total Calls cut by a deadline, which the quantiles count as lasting at least what they ran.
 # TYPE breaker_latency_censored_total counter
 breaker_latency_censored_total{name="inventory.GetStock"} 0
 breaker_latency_censored_total{name="payment.Charge"} 0
 breaker_latency_censored_total{name="pricing.GetPrice"} 0
-# HELP breaker_latency_seconds Latency of the calls that returned: quantiles over the sliding window; count and sum since the breaker began timing calls.
+# HELP breaker_latency_seconds Latency of the calls: quantiles over the sliding window, the calls cut by a deadline counted as lasting at least what they ran, 0 when unknown; count and sum of the calls that returned, since the breaker began timing calls.
 # TYPE breaker_latency_seconds summary
 breaker_latency_seconds{name="inventory.GetStock",quantile="0.5"} 5.12e-07
 breaker_latency_seconds{name="inventory.GetStock",quantile="0.9"} 3.018407571
@@ -853,7 +853,7 @@ func TestCollector_LatencyAndTimeoutOfTimedBreakersOnly(t *testing.T) {
 	require.NoError(t, g.Do(ctx, pricing, func(context.Context) error { return nil }))
 	c := NewCollector(g)
 	want := `
-# HELP breaker_latency_censored_total Calls cut by a deadline, whose latency is unknown and not in the quantiles.
+# HELP breaker_latency_censored_total Calls cut by a deadline, which the quantiles count as lasting at least what they ran.
 # TYPE breaker_latency_censored_total counter
 breaker_latency_censored_total{name="inventory.GetStock"} 1
 # HELP breaker_timeout_seconds The deadline the breaker gives calls now: the policy's timeout, or the adaptive timeout in force; 0 for none.

@@ -100,10 +100,10 @@ var (
 		"counter", []string{"name"}}
 
 	famLatency = family{"latency_seconds",
-		"Latency of the calls that returned: quantiles over the sliding window; count and sum since the breaker began timing calls.",
+		"Latency of the calls: quantiles over the sliding window, the calls cut by a deadline counted as lasting at least what they ran, 0 when unknown; count and sum of the calls that returned, since the breaker began timing calls.",
 		"summary", []string{"name"}}
 	famCensored = family{"latency_censored_total",
-		"Calls cut by a deadline, whose latency is unknown and not in the quantiles.",
+		"Calls cut by a deadline, which the quantiles count as lasting at least what they ran.",
 		"counter", []string{"name"}}
 	famTimeout = family{"timeout_seconds",
 		"The deadline the breaker gives calls now: the policy's timeout, or the adaptive timeout in force; 0 for none.",
