@@ -54,7 +54,8 @@ func testPolicy() breaker.Policy {
 //	"send:K"     Watch only: K messages, then OK
 //	"hang"       waits until the client goes away
 //
-// It counts calls and records the breaker_probe metadata of each.
+// It counts calls and records the breaker_probe metadata of each, and its
+// metadata.
 type faulty struct {
 	healthpb.UnimplementedHealthServer
 	hits    atomic.Int64
@@ -62,6 +63,7 @@ type faulty struct {
 
 	mu     sync.Mutex
 	probes []string
+	mds    []metadata.MD
 }
 
 func (f *faulty) record(ctx context.Context, service string) {
@@ -70,8 +72,10 @@ func (f *faulty) record(ctx context.Context, service string) {
 	if v := metadata.ValueFromIncomingContext(ctx, ProbeKey); len(v) > 0 {
 		probe = strings.Join(v, ",")
 	}
+	md, _ := metadata.FromIncomingContext(ctx)
 	f.mu.Lock()
 	f.probes = append(f.probes, probe)
+	f.mds = append(f.mds, md)
 	f.mu.Unlock()
 	f.arrived <- service
 }
@@ -80,6 +84,18 @@ func (f *faulty) probeValues() []string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return append([]string(nil), f.probes...)
+}
+
+// values returns, for each call in order, the values of the metadata key
+// k it carried, joined with ",".
+func (f *faulty) values(k string) []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := make([]string, len(f.mds))
+	for i, md := range f.mds {
+		out[i] = strings.Join(md.Get(k), ",")
+	}
+	return out
 }
 
 func parseCode(s, prefix string) (codes.Code, bool) {

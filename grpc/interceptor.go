@@ -17,7 +17,8 @@
 // (InvalidArgument, NotFound, PermissionDenied, ...) do not. While a
 // breaker is open, calls fail at once with codes.Unavailable, the
 // breaker's reason in the message; the error also matches
-// [breaker.ErrOpen]. Half-open probes carry the metadata breaker_probe: 1.
+// [breaker.ErrOpen]. Half-open probes carry the metadata breaker_probe: 1;
+// no other call does.
 //
 // This package is its own module, so that the core breaker module keeps
 // to the standard library.
@@ -65,7 +66,8 @@ func WithTarget() Option {
 
 // WithKey sets the function that names the breaker for a call. The default
 // is the full method name, "/package.Service/Method". A key of "" sends the
-// call on unguarded. A nil f keeps the default.
+// call on unguarded, without the probe key, which only a breaker's own
+// probes carry. A nil f keeps the default.
 func WithKey(f func(ctx context.Context, method string, cc *grpc.ClientConn) string) Option {
 	return func(c *config) {
 		if f != nil {
@@ -106,9 +108,11 @@ func methodKey(_ context.Context, method string, _ *grpc.ClientConn) string { re
 // the error also matches [breaker.ErrOpen], and errors.As extracts the
 // *[breaker.OpenError]. An admitted call is made with the context the
 // breaker gives (with its Policy.Timeout deadline, if any), plus the
-// outgoing metadata breaker_probe: 1 when it is a half-open probe; that
-// key is removed from every other call, so a proxy that forwards an
-// upstream's metadata does not pass the upstream's probe off as its own.
+// outgoing metadata breaker_probe: 1 when it is a half-open probe of that
+// breaker; that key is removed from every other call, including calls
+// made inside another breaker's probe and calls that no breaker guards (a
+// key of ""), so a proxy that forwards an upstream's metadata does not
+// pass the upstream's probe off as its own.
 // The call's error is returned with its message, its status (status.Code
 // and status.FromError see it as they would the call's own error) and its
 // chain for errors.Is and errors.As; it also carries the breaker and the
@@ -125,7 +129,7 @@ func UnaryClientInterceptor(g *breaker.Group, opts ...Option) grpc.UnaryClientIn
 	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, callOpts ...grpc.CallOption) error {
 		key := c.key(ctx, method, cc)
 		if key == "" {
-			return invoker(ctx, method, req, reply, cc, callOpts...)
+			return invoker(tag(ctx, false), method, req, reply, cc, callOpts...)
 		}
 		call, b, done, err := c.admit(ctx, key)
 		if err != nil {
@@ -172,7 +176,7 @@ func StreamClientInterceptor(g *breaker.Group, opts ...Option) grpc.StreamClient
 	return func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, callOpts ...grpc.CallOption) (grpc.ClientStream, error) {
 		key := c.key(ctx, method, cc)
 		if key == "" {
-			return streamer(ctx, desc, cc, method, callOpts...)
+			return streamer(tag(ctx, false), desc, cc, method, callOpts...)
 		}
 		call, b, done, err := c.admit(ctx, key)
 		if err != nil {
@@ -217,14 +221,14 @@ func (c *config) admit(ctx context.Context, key string) (context.Context, *break
 		// The caller's context was already done, as gRPC would report it.
 		return nil, nil, nil, status.FromContextError(err).Err()
 	}
-	return tag(call), b, done, nil
+	return tag(call, breaker.IsProbe(call)), b, done, nil
 }
 
-// tag sets the probe metadata on a probe's context and removes it from any
-// other. The lookup does not copy the metadata, so an ordinary call
-// without the key pays one context lookup.
-func tag(ctx context.Context) context.Context {
-	probe := breaker.IsProbe(ctx)
+// tag sets the probe metadata on the context of a breaker's probe and
+// removes it from any other call's, guarded or not. The lookup does not
+// copy the metadata, so an ordinary call without the key pays one context
+// lookup.
+func tag(ctx context.Context, probe bool) context.Context {
 	if !probe && len(metadata.ValueFromOutgoingContext(ctx, ProbeKey)) == 0 {
 		return ctx
 	}

@@ -223,6 +223,64 @@ func TestUnary_ProbeKeyStrippedUnderAnyCase(t *testing.T) {
 	assert.Equal(t, []string{"", "", "", "", "", "", "1", "1"}, srv.probeValues())
 }
 
+// The probe key describes the call of the breaker that guards it. A call
+// that no breaker guards (WithKey returns "") used to forward a caller's
+// breaker_probe: 1, copied from an upstream's metadata by a proxy, while
+// guarded calls had it stripped; unary calls and streams now strip it too,
+// and keep the rest of the metadata.
+func TestProbeKeyStrippedFromUnguardedCalls(t *testing.T) {
+	srv := newServer(t)
+	c := newClient(t, srv.addr, testPolicy(), WithKey(func(context.Context, string, *grpc.ClientConn) string { return "" }))
+	forwarded := metadata.AppendToOutgoingContext(context.Background(), ProbeKey, "1", "x-other", "kept")
+	ctx, cancel := context.WithTimeout(forwarded, 5*time.Second)
+	defer cancel()
+	_, err := c.hc.Check(ctx, &healthpb.HealthCheckRequest{})
+	require.NoError(t, err)
+	s, err := c.watch(ctx, "send:1")
+	require.NoError(t, err)
+	_, err = drain(s)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"", ""}, srv.probeValues())
+	assert.Equal(t, []string{"kept", "kept"}, srv.values("x-other"))
+	assert.Zero(t, c.group.Len())
+}
+
+// A call guarded by a closed breaker, made inside another breaker's
+// half-open probe (a breaker around a function that makes the gRPC call),
+// used to be tagged breaker_probe: 1 because its context carried the
+// outer probe's mark. The server sees no key on such calls, unary or
+// stream, and sees it on the outer breaker's probe only when that breaker
+// guards the call itself.
+func TestProbeKeyNotSetInsideAnotherBreakersProbe(t *testing.T) {
+	srv := newServer(t)
+	c := newClient(t, srv.addr, testPolicy())
+	outer, err := breaker.New("app.Stock", testPolicy(), breaker.WithClock(c.clk))
+	require.NoError(t, err)
+	for i := 0; i < 4; i++ {
+		_ = outer.Do(context.Background(), func(context.Context) error { return errors.New("down") })
+	}
+	c.clk.Add(10 * time.Second)
+	probed := false
+	require.NoError(t, outer.Do(context.Background(), func(ctx context.Context) error {
+		probed = breaker.IsProbe(ctx)
+		ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		if _, err := c.hc.Check(ctx, &healthpb.HealthCheckRequest{}); err != nil {
+			return err
+		}
+		s, err := c.watch(ctx, "send:1")
+		if err != nil {
+			return err
+		}
+		_, err = drain(s)
+		return err
+	}))
+	require.True(t, probed, "the outer call was a probe")
+	assert.Equal(t, []string{"", ""}, srv.probeValues())
+	assert.Equal(t, success, countsOf(c.breaker(checkMethod)))
+	assert.Equal(t, success, countsOf(c.breaker(watchMethod)))
+}
+
 // A probe that ends in Unavailable fails the half-open episode: the
 // breaker reopens with a doubled cooldown.
 func TestUnary_UnavailableProbeReopens(t *testing.T) {
