@@ -148,8 +148,16 @@ func Call[T any](ctx context.Context, b *Breaker, fn func(context.Context) (T, e
 // a done function to report its result with; the call counts when done is
 // called, and done must be called exactly once (later calls do nothing).
 // done cancels the context if the breaker gave it a deadline, and ends its
-// probe mark. If the breaker refuses, Allow returns an error matching [ErrOpen] and a
-// nil done; if ctx is already done, ctx.Err().
+// probe mark. If the breaker refuses, Allow returns an error matching
+// [ErrOpen] and a nil done; if ctx is already done, ctx.Err().
+//
+// A call can report before it ends, once it has proved what it can: a
+// stream, by its first message. Such a call must not go on with the
+// context Allow returned, which done cancels when it carries a deadline;
+// it can go on with one that has the returned context's values
+// (context.WithoutCancel) and the caller's own deadline and cancellation.
+// Its later errors are not reported: every admitted call has exactly one
+// outcome.
 //
 // A done that is never called is a call that never ended: in the half-open
 // state it holds its probe slot until the probe timeout reopens the
