@@ -49,7 +49,8 @@ func (b *Breaker) dropped() bool { return b.state.Load().dropped() }
 // b only if it is closed and in ModeAuto, checked under b.mu so that no
 // transition slips in between. The word becomes closed and in ModeAuto,
 // so that no lazy transition (end of a cooldown, probe timeout) happens
-// on a breaker nobody can see.
+// on a breaker nobody can see; a half-open episode ends with it, and so do
+// its probes' marks.
 func (b *Breaker) drop(onlyIdle bool) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -59,6 +60,7 @@ func (b *Breaker) drop(onlyIdle bool) bool {
 			return false
 		}
 		if b.state.CompareAndSwap(w, w.drop()) {
+			b.endProbesLocked()
 			return true
 		}
 	}

@@ -297,3 +297,24 @@ func TestIsProbe_FalseOnceItsEpisodeHasEnded(t *testing.T) {
 	assert.Equal(t, before, liveProbes.Load())
 	h.requireState(Open)
 }
+
+// A half-open breaker removed from its group while a probe whose result
+// never comes is in flight makes no more transitions, so its episode never
+// ends: the probe's mark must end when the breaker is dropped.
+func TestIsProbe_FalseOnceItsBreakerIsDropped(t *testing.T) {
+	gh := newGroupHarness(t, GroupConfig{})
+	gh.calls("inventory.GetStock", 20, errBoom)
+	gh.clk.Add(DefaultOpenFor)
+	b, err := gh.g.Get("inventory.GetStock")
+	require.NoError(t, err)
+	require.Equal(t, HalfOpen, b.State())
+	before := liveProbes.Load()
+	call, done, err := b.Allow(context.Background())
+	require.NoError(t, err)
+	require.True(t, IsProbe(call))
+	require.True(t, gh.g.Remove("inventory.GetStock"))
+	assert.False(t, IsProbe(call), "the breaker was dropped")
+	assert.Equal(t, before, liveProbes.Load())
+	done(nil)
+	assert.Equal(t, before, liveProbes.Load())
+}
