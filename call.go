@@ -54,12 +54,14 @@ func (b *Breaker) Do(ctx context.Context, fn func(context.Context) error) error 
 		// half-open one's, whose probe slots are all taken, at recovery,
 		// when every caller but the probes races for them. Each is one
 		// clock read, a load of the instant that ends the refusals
-		// (openUntil or probeDeadline, one field), one counter increment
-		// (a load and a compare-and-swap, see tally.inc), and the
-		// episode's shared error: no lock, nothing written but the
-		// counter. admitSlow decides the same way, for Allow.
-		// Everything else takes the general path.
-		if w.refusing(r.probes) && b.opt.tb.now() < b.due.Load() {
+		// (openUntil or probeDeadline, one field), a second load of the
+		// state word, which must be unchanged for that instant to mean
+		// what w says, one counter increment (a load and a
+		// compare-and-swap, see tally.inc), and the episode's shared
+		// error: no lock, nothing written but the counter. admitSlow
+		// decides the same way, for Allow. Everything else takes the
+		// general path.
+		if w.refusing(r.probes) && b.opt.tb.now() < b.due.Load() && b.state.Load() == w {
 			b.tally.inc(kRejected)
 			return b.refusal()
 		}

@@ -318,3 +318,23 @@ func TestIsProbe_FalseOnceItsBreakerIsDropped(t *testing.T) {
 	done(nil)
 	assert.Equal(t, before, liveProbes.Load())
 }
+
+// A call that read the state word while the breaker was open and its
+// cooldown over, and reached the cooldown check only after another caller
+// had moved the breaker half-open, read the field that then holds the
+// probe deadline as the end of the cooldown, and was refused with every
+// probe slot free: of 32 callers arriving as a cooldown ended, as few as
+// one was admitted. A refusal is now made only on the word it was decided
+// from.
+func TestHalfOpen_ACallThatSawTheBreakerOpenTakesAFreeSlot(t *testing.T) {
+	h := newHarness(t, DefaultPolicy())
+	h.trip()
+	h.add(DefaultOpenFor)
+	stale := h.b.state.Load() // open, its cooldown over
+	h.b.toHalfOpen(h.b.opt.tb.now(), stale)
+	tok, err := h.b.admitSlow(stale, h.b.rules.Load())
+	require.NoError(t, err)
+	assert.Equal(t, roleProbe, tok.role)
+	h.b.finish(context.Background(), tok, nil, h.b.rules.Load())
+	assert.Equal(t, uint64(1), h.b.Counters().ProbesPassed)
+}

@@ -126,6 +126,13 @@ func (b *Breaker) admitSlow(w word, r *rules) (token, error) {
 				continue
 			}
 		}
+		// due (openUntil, probeDeadline) means what the state it was read
+		// in says: read with a word from before a transition, the end of
+		// a cooldown may be the probe deadline of the episode after it.
+		if nw := b.state.Load(); nw != w {
+			w = nw
+			continue
+		}
 		if w.mode() == ModeShadow {
 			b.other[oShadowRejected].Add(1)
 			return token{gen: w.gen(), role: roleShadow}, nil
