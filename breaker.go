@@ -91,10 +91,17 @@ type history struct {
 	// most: the reasons are a short fixed list.
 	transitions []TransitionCount
 	events      eventQueue
-	// inflight holds the admission offsets of the current half-open
-	// episode's probes that have no verdict yet, indexed by the slot
-	// number in their token; never marks an unused entry.
-	inflight []int64
+	// inflight holds the current half-open episode's probes that have no
+	// verdict yet, indexed by the slot number in their token; an entry
+	// admitted at never is unused.
+	inflight []inflightProbe
+}
+
+// inflightProbe is a probe in flight: its admission offset, for the probe
+// timeout, and its mark, which the end of its episode ends.
+type inflightProbe struct {
+	at   int64
+	mark *probeMark
 }
 
 // openUntil is, in the Open state, the offset at which probes may start.

@@ -50,6 +50,31 @@ func benchOpen(b *testing.B) *Breaker {
 	return br
 }
 
+// benchProbe returns the context of a probe in flight, made with ctx by
+// a half-open breaker of its own, and the done that ends it.
+func benchProbe(b *testing.B, ctx context.Context) (context.Context, func(error)) {
+	b.Helper()
+	p := DefaultPolicy()
+	p.OpenFor = time.Nanosecond
+	p.MaxOpenFor = time.Nanosecond
+	p.Jitter = 0
+	br, err := New("bench.Probe", p)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for i := 0; i < p.MinRequests; i++ {
+		_ = br.Do(context.Background(), benchFail)
+	}
+	for br.State() != HalfOpen {
+		runtime.Gosched()
+	}
+	call, done, err := br.Allow(ctx)
+	if err != nil || !IsProbe(call) {
+		b.Fatalf("no probe admitted: %v", err)
+	}
+	return call, done
+}
+
 // benchCtxKey is a context key of the kind other packages use.
 type benchCtxKey int
 
@@ -110,6 +135,38 @@ func BenchmarkDo(b *testing.B) {
 		var err error
 		for i := 0; i < b.N; i++ {
 			err = br.Do(deep, benchOK)
+		}
+		if err != nil {
+			b.Fatal(err)
+		}
+	})
+	// While some breaker of the process has a probe in flight, a closed
+	// call looks for a probe mark in its context (see unmarked): what the
+	// closed path costs then, with a context that has none, and with one
+	// that belongs to that probe and must be unmarked.
+	b.Run("closed/ctx5/probe-elsewhere/serial", func(b *testing.B) {
+		br := benchClosed(b)
+		_, done := benchProbe(b, context.Background())
+		defer done(nil)
+		b.ReportAllocs()
+		b.ResetTimer()
+		var err error
+		for i := 0; i < b.N; i++ {
+			err = br.Do(deep, benchOK)
+		}
+		if err != nil {
+			b.Fatal(err)
+		}
+	})
+	b.Run("closed/ctx5/inside-probe/serial", func(b *testing.B) {
+		br := benchClosed(b)
+		probe, done := benchProbe(b, deep)
+		defer done(nil)
+		b.ReportAllocs()
+		b.ResetTimer()
+		var err error
+		for i := 0; i < b.N; i++ {
+			err = br.Do(probe, benchOK)
 		}
 		if err != nil {
 			b.Fatal(err)

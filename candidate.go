@@ -133,6 +133,10 @@ func (cc *candidateCall) admit() {
 	if err != nil {
 		return
 	}
+	// A probe of the candidate runs on the context of the breaker in
+	// force: no context carries its mark, so it ends at once.
+	tok.mark.end()
+	tok.mark = nil
 	if r.timed {
 		tok.timed, tok.start = true, s.opt.tb.now()
 		if r.adaptive {

@@ -285,6 +285,29 @@ func TestCandidate_StaysAcrossAReloadAndReachesNewKeys(t *testing.T) {
 	assert.True(t, ok)
 }
 
+// A candidate's probe runs on the context of the breaker in force, which
+// is closed, so it is no probe there and makes no mark: a mark nobody can
+// see would only keep every closed call of the process looking for one.
+func TestCandidate_AProbeOfTheCandidateMakesNoMark(t *testing.T) {
+	h := newFollowHarness(t, GroupConfig{})
+	h.doc("v1", candidateDoc)
+	h.calls("payment.Charge", 8, nil)
+	h.calls("payment.Charge", 2, errBoom)
+	pay := mustGet(t, h.g, "payment.Charge")
+	h.clk.Add(30 * time.Second) // the candidate's cooldown
+	before := liveProbes.Load()
+	for i := 0; i < 3; i++ { // the candidate's probes
+		require.NoError(t, h.g.Do(context.Background(), "payment.Charge", func(ctx context.Context) error {
+			assert.False(t, IsProbe(ctx))
+			assert.Equal(t, before, liveProbes.Load())
+			return nil
+		}))
+	}
+	st, _ := pay.Candidate()
+	assert.Equal(t, Closed, st.State)
+	assert.Equal(t, Closed, pay.State())
+}
+
 // A call to another breaker made inside a call, with its context, runs
 // that breaker's candidate too; fn sees the caller's own context.
 func TestCandidate_ANestedCallRunsItsOwnCandidate(t *testing.T) {

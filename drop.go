@@ -55,7 +55,8 @@ func (b *Breaker) dropped() bool { return b.state.Load().dropped() }
 // GroupConfig.IdleAfter), checked under b.mu so that no SetMode slips in
 // between. The word becomes closed and in ModeAuto, so that no lazy
 // transition (end of a cooldown, probe timeout) happens on a breaker
-// nobody can see.
+// nobody can see; a half-open episode ends with it, and so do its probes'
+// marks.
 func (b *Breaker) drop(idle bool) (State, bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -65,6 +66,7 @@ func (b *Breaker) drop(idle bool) (State, bool) {
 			return w.state(), false
 		}
 		if b.state.CompareAndSwap(w, w.drop()) {
+			b.endProbesLocked()
 			return w.state(), true
 		}
 	}

@@ -180,3 +180,161 @@ func TestIsProbe_FalseOutsideProbesAndForNil(t *testing.T) {
 		return nil
 	}))
 }
+
+// The probe mark describes one hop. Inside an outer breaker's probe, an
+// inner breaker that admitted a call otherwise than as its own probe
+// (closed, timed, forced closed, shadow-admitted, by Do or by Allow) used
+// to hand it the outer probe's context, so IsProbe was true and its
+// integration tagged the call breaker_probe: 1. Each such call now gets a
+// context where IsProbe is false; the outer probe's own context is still
+// a probe after them, and an inner breaker's own probe is one.
+func TestIsProbe_FalseForAnotherBreakersCallsInsideAProbe(t *testing.T) {
+	outer := newHarness(t, policy(func(p *Policy) { p.Probes = 1 }))
+	outer.halfOpen()
+
+	inner := func(p Policy, setup func(h *harness)) *Breaker {
+		h := newHarness(t, p)
+		if setup != nil {
+			setup(h)
+		}
+		return h.b
+	}
+	timed := policy(func(p *Policy) { p.Timeout = time.Second })
+	slow := policy(func(p *Policy) { p.SlowCall, p.SlowRatio = time.Second, 0.5 })
+	adaptive := policy(func(p *Policy) { p.AdaptiveTimeout, p.TimeoutMax = true, time.Second })
+	inners := []struct {
+		name string
+		b    *Breaker
+	}{
+		{"closed", inner(DefaultPolicy(), nil)},
+		{"closed, Timeout", inner(timed, nil)},
+		{"closed, SlowCall", inner(slow, nil)},
+		{"closed, AdaptiveTimeout", inner(adaptive, nil)},
+		{"forced closed", inner(DefaultPolicy(), func(h *harness) {
+			require.NoError(t, h.b.SetMode(ModeForcedClosed))
+		})},
+		{"shadow, open", inner(DefaultPolicy(), func(h *harness) {
+			require.NoError(t, h.b.SetMode(ModeShadow))
+			h.calls(20, errBoom)
+			require.Equal(t, Open, h.b.State())
+		})},
+	}
+	ran := false
+	require.NoError(t, outer.b.Do(context.Background(), func(ctx context.Context) error {
+		ran = true
+		require.True(t, IsProbe(ctx), "the outer probe")
+		for _, in := range inners {
+			require.NoError(t, in.b.Do(ctx, func(c context.Context) error {
+				assert.False(t, IsProbe(c), "%s: Do", in.name)
+				return nil
+			}))
+			call, done, err := in.b.Allow(ctx)
+			require.NoError(t, err, in.name)
+			assert.False(t, IsProbe(call), "%s: Allow", in.name)
+			done(nil)
+			assert.True(t, IsProbe(ctx), "%s: the outer probe after the inner call", in.name)
+		}
+		// An inner breaker's own probe is a probe.
+		h := newHarness(t, DefaultPolicy())
+		h.halfOpen()
+		require.NoError(t, h.b.Do(ctx, func(c context.Context) error {
+			assert.True(t, IsProbe(c), "the inner breaker's own probe")
+			return nil
+		}))
+		return nil
+	}))
+	require.True(t, ran)
+	outer.requireState(Closed)
+}
+
+// A probe is a probe until its result is in: once Do's function has
+// returned, or Allow's done has been called, IsProbe is false in its
+// context, and a call made with that context later (by a goroutine the
+// probe started) is not a probe either.
+func TestIsProbe_FalseOnceTheProbeHasReported(t *testing.T) {
+	h := newHarness(t, policy(func(p *Policy) { p.Probes = 2 }))
+	h.halfOpen()
+	var kept context.Context
+	require.NoError(t, h.b.Do(context.Background(), func(ctx context.Context) error {
+		require.True(t, IsProbe(ctx))
+		kept = ctx
+		return nil
+	}))
+	assert.False(t, IsProbe(kept), "Do has returned")
+	call, done, err := h.b.Allow(context.Background())
+	require.NoError(t, err)
+	require.True(t, IsProbe(call))
+	done(nil)
+	assert.False(t, IsProbe(call), "done has been called")
+	h.requireState(Closed)
+
+	other := newHarness(t, DefaultPolicy())
+	for _, ctx := range []context.Context{kept, call} {
+		require.NoError(t, other.b.Do(ctx, func(c context.Context) error {
+			assert.False(t, IsProbe(c))
+			return nil
+		}))
+	}
+}
+
+// A probe whose result never comes (an Allow whose done is never called)
+// stops being a probe when its episode ends, here by the probe timeout:
+// its mark must not stay live for ever, since while any mark is live,
+// every breaker's closed calls look for one in their contexts.
+func TestIsProbe_FalseOnceItsEpisodeHasEnded(t *testing.T) {
+	h := newHarness(t, policy(func(p *Policy) { p.Probes = 1 }))
+	h.halfOpen()
+	before := liveProbes.Load()
+	call, done, err := h.b.Allow(context.Background())
+	require.NoError(t, err)
+	require.True(t, IsProbe(call))
+	require.Equal(t, before+1, liveProbes.Load())
+	h.add(h.b.Policy().OpenFor)
+	h.requireState(Open)
+	assert.False(t, IsProbe(call), "the episode ended by the probe timeout")
+	assert.Equal(t, before, liveProbes.Load())
+	done(nil) // stale
+	assert.Equal(t, before, liveProbes.Load())
+	h.requireState(Open)
+}
+
+// A half-open breaker removed from its group while a probe whose result
+// never comes is in flight makes no more transitions, so its episode never
+// ends: the probe's mark must end when the breaker is dropped.
+func TestIsProbe_FalseOnceItsBreakerIsDropped(t *testing.T) {
+	gh := newGroupHarness(t, GroupConfig{})
+	gh.calls("inventory.GetStock", 20, errBoom)
+	gh.clk.Add(DefaultOpenFor)
+	b, err := gh.g.Get("inventory.GetStock")
+	require.NoError(t, err)
+	require.Equal(t, HalfOpen, b.State())
+	before := liveProbes.Load()
+	call, done, err := b.Allow(context.Background())
+	require.NoError(t, err)
+	require.True(t, IsProbe(call))
+	require.True(t, gh.g.Remove("inventory.GetStock"))
+	assert.False(t, IsProbe(call), "the breaker was dropped")
+	assert.Equal(t, before, liveProbes.Load())
+	done(nil)
+	assert.Equal(t, before, liveProbes.Load())
+}
+
+// A call that read the state word while the breaker was open and its
+// cooldown over, and reached the cooldown check only after another caller
+// had moved the breaker half-open, read the field that then holds the
+// probe deadline as the end of the cooldown, and was refused with every
+// probe slot free: of 32 callers arriving as a cooldown ended, as few as
+// one was admitted. A refusal is now made only on the word it was decided
+// from.
+func TestHalfOpen_ACallThatSawTheBreakerOpenTakesAFreeSlot(t *testing.T) {
+	h := newHarness(t, DefaultPolicy())
+	h.trip()
+	h.add(DefaultOpenFor)
+	stale := h.b.state.Load() // open, its cooldown over
+	h.b.toHalfOpen(h.b.opt.tb.now(), stale)
+	tok, err := h.b.admitSlow(stale, h.b.rules.Load())
+	require.NoError(t, err)
+	assert.Equal(t, roleProbe, tok.role)
+	h.b.finish(context.Background(), tok, nil, h.b.rules.Load())
+	assert.Equal(t, uint64(1), h.b.Counters().ProbesPassed)
+}

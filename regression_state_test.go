@@ -448,8 +448,9 @@ func TestRace_ProbeSlotsAndAdmissionTimesStayConsistent(t *testing.T) {
 		w := b.state.Load()
 		if w.state() == HalfOpen {
 			require.Equal(t, uint64(b.probesPassed()), w.issued(), "round %d: one slot per pass", round)
-			for _, at := range b.hist.inflight {
-				require.Equal(t, int64(never), at, "round %d: nothing in flight", round)
+			for _, p := range b.hist.inflight {
+				require.Equal(t, int64(never), p.at, "round %d: nothing in flight", round)
+				require.Nil(t, p.mark, "round %d: no mark kept", round)
 			}
 			require.Equal(t, int64(math.MaxInt64), b.probeDeadline(), "round %d: no probe timeout pending", round)
 		}

@@ -139,6 +139,9 @@ func (b *Breaker) transitionLocked(now int64, to State, m Mode, reason Reason, s
 	if from == to {
 		return
 	}
+	if from == HalfOpen {
+		b.endProbesLocked()
+	}
 	b.countTransitionLocked(from, to, reason)
 	b.queueLocked(Event{
 		Name:      b.name,
@@ -240,6 +243,7 @@ func (b *Breaker) cooldown(r *rules) int64 {
 func (b *Breaker) halfOpenLocked(now int64, m Mode, reason Reason) {
 	if h := b.hist; h != nil {
 		h.passed = 0
+		b.endProbesLocked()
 		h.inflight = h.inflight[:0]
 	}
 	b.setProbeDeadline(math.MaxInt64)

@@ -77,18 +77,20 @@ const ProbeHeader = "Breaker-Probe"
 //   - The breaker is the group's breaker for the request's key: the key
 //     set on its context with [WithRequestKey] if there is one, or else
 //     the key function's (see [WithKey]). A key of "" sends the request
-//     on unguarded.
+//     on unguarded, without the probe header (see below).
 //   - If the breaker refuses the request, RoundTrip closes the request's
 //     body and returns the refusal, an error matching [breaker.ErrOpen]
 //     from which errors.As extracts the *[breaker.OpenError]; the base is
 //     not called.
 //   - Otherwise the base gets a shallow copy of the request whose context
 //     carries the breaker's Policy.Timeout deadline, if any, and, for a
-//     half-open probe, the header Breaker-Probe: 1. On any other request
-//     that header is removed, whatever the casing of its key in the
-//     header map: it describes this hop, and a proxy that copies an
-//     inbound request's headers must not pass an upstream's probe off as
-//     its own. The caller's request is never modified.
+//     half-open probe of that breaker, the header Breaker-Probe: 1. On
+//     any other request, guarded or not, that header is removed, whatever
+//     the casing of its key in the header map: it describes this hop, and
+//     a proxy that copies an inbound request's headers must not pass an
+//     upstream's probe off as its own. A request sent inside another
+//     breaker's probe is not a probe of its own breaker. The caller's
+//     request is never modified.
 //   - The response is returned as the base returned it, whatever its
 //     status: a 503 is an answer for the caller to read. Only its Body is
 //     wrapped, so that the call ends when the body does (see below), and
@@ -235,6 +237,11 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		key = t.key(req)
 	}
 	if key == "" {
+		if hasProbeHeader(req.Header) {
+			out := req.WithContext(req.Context()) // never change the caller's request
+			out.Header = withoutProbeHeader(req.Header)
+			return t.baseRT().RoundTrip(out)
+		}
 		return t.baseRT().RoundTrip(req)
 	}
 	if t.group == nil {

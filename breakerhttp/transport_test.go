@@ -347,6 +347,65 @@ func TestTransport_ProbeHeaderOnProbesOnly(t *testing.T) {
 	assert.Equal(t, uint64(2), b.Counters().ProbesPassed)
 }
 
+// The probe header describes the request of the breaker that guards it. A
+// request that no breaker guards (a key of "", from the key function or
+// the context) used to go out with a caller's Breaker-Probe: 1, copied
+// from an upstream's request by a proxy, while guarded requests had it
+// stripped; it is stripped there too, under any casing, and the caller's
+// request is left as it was.
+func TestTransport_ProbeHeaderStrippedFromUnguardedRequests(t *testing.T) {
+	d := newDownstream(t)
+	f := newFixture(t, testPolicy(), WithKey(func(r *http.Request) string {
+		if r.URL.Path == "/status/204" {
+			return ""
+		}
+		return r.URL.Host
+	}))
+	send := func(ctx context.Context, path string, h http.Header) {
+		t.Helper()
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, d.URL+path, nil)
+		require.NoError(t, err)
+		for k, v := range h {
+			req.Header[k] = v
+		}
+		before := req.Header.Clone()
+		resp, err := f.client.Do(req)
+		require.NoError(t, err)
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		assert.Equal(t, before, req.Header, "the caller's request was modified")
+	}
+	send(context.Background(), "/status/204", http.Header{ProbeHeader: {"1"}})
+	send(context.Background(), "/status/204", http.Header{"breaker-probe": {"1"}})
+	send(WithRequestKey(context.Background(), ""), "/status/200", http.Header{ProbeHeader: {"1"}})
+	assert.Equal(t, []string{"", "", ""}, d.probeHeaders())
+	assert.Zero(t, f.group.Len(), "the requests were unguarded")
+}
+
+// A request guarded by a closed breaker, sent inside another breaker's
+// half-open probe (a breaker around a function that makes the request),
+// used to carry Breaker-Probe: 1 because its context carried the outer
+// probe's mark. It carries no header now.
+func TestTransport_NoProbeHeaderInsideAnotherBreakersProbe(t *testing.T) {
+	d := newDownstream(t)
+	f := newFixture(t, testPolicy())
+	outer, err := breaker.New("app.Stock", testPolicy(), breaker.WithClock(f.clk))
+	require.NoError(t, err)
+	for i := 0; i < 4; i++ {
+		_ = outer.Do(context.Background(), func(context.Context) error { return errors.New("down") })
+	}
+	f.clk.Add(10 * time.Second)
+	probed := false
+	require.NoError(t, outer.Do(context.Background(), func(ctx context.Context) error {
+		probed = breaker.IsProbe(ctx)
+		_, err := f.get(ctx, d.URL+"/status/200")
+		return err
+	}))
+	require.True(t, probed, "the outer call was a probe")
+	assert.Equal(t, []string{""}, d.probeHeaders())
+	assert.Equal(t, outcomes{Successes: 1}, countsOf(f.breaker(d)))
+}
+
 // TestRegression_ProbeHeaderStrippedUnderAnyCase: a header map is an
 // ordinary map, so a caller (a proxy copying an inbound request, or code
 // that fills the map by hand) can hold the probe header under a key that is

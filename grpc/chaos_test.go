@@ -178,7 +178,10 @@ func (s *chaosServer) Check(ctx context.Context, _ *healthpb.HealthCheckRequest)
 	return serving, nil
 }
 
-// Watch sends one SERVING message, then ends as the fault says.
+// Watch does what the fault says before its first message: a healthy
+// stream sends one SERVING message and ends, any other fails or hangs
+// before it. A stream is judged by its first message, so a fault after it
+// would not count.
 func (s *chaosServer) Watch(_ *healthpb.HealthCheckRequest, ws healthpb.Health_WatchServer) error {
 	s.active.Add(1)
 	defer s.active.Add(-1)
@@ -186,10 +189,10 @@ func (s *chaosServer) Watch(_ *healthpb.HealthCheckRequest, ws healthpb.Health_W
 	if v := metadata.ValueFromIncomingContext(ws.Context(), ProbeKey); len(v) == 1 && v[0] == "1" {
 		s.probes.Add(1)
 	}
-	if err := ws.Send(serving); err != nil {
+	if err := (*s.fault.Load())(ws.Context()); err != nil {
 		return err
 	}
-	return (*s.fault.Load())(ws.Context())
+	return ws.Send(serving)
 }
 
 // start listens on s.addr, the same port after the first start.
@@ -442,17 +445,19 @@ func (c *chaos) breakerFor(method string) *breaker.Breaker {
 }
 
 // watch opens a Watch stream and reads it to its end, and notes the
-// result. It closes first, if not nil, when the first message has arrived.
-func (c *chaos) watch(first chan<- struct{}) verdict {
+// result: a success once a message has arrived, as the interceptor judges
+// a stream, or else how it ended.
+func (c *chaos) watch() verdict {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	s, err := c.hc.Watch(ctx, &healthpb.HealthCheckRequest{})
-	for n := 0; err == nil; n++ {
-		if _, err = s.Recv(); err == nil && n == 0 && first != nil {
-			close(first)
+	answered := false
+	for err == nil {
+		if _, err = s.Recv(); err == nil {
+			answered = true
 		}
 	}
-	if err == io.EOF {
+	if err == io.EOF || answered {
 		err = nil
 	}
 	return c.note(err)
@@ -685,9 +690,9 @@ func TestChaos_ErrorsOpenAfterMinRequestsThenRecover(t *testing.T) {
 // Faults of the connection: the server killed in the middle of a call and
 // started again on the same port, and every connection reset (RST) by the
 // network while a call is in flight, then each new one reset too. Each
-// strikes a unary call waiting for its answer, and a stream past its
-// first message, whose answer is thereby cut short. Each failed call is a
-// timeout (Unavailable: nothing, or only part of an answer, came back);
+// strikes a unary call waiting for its answer, and a stream waiting for
+// its first message (one past it has been judged by it). Each failed call
+// is a timeout (Unavailable: nothing came back);
 // the breaker opens on MinRequests counted calls, and closes once the
 // fault ends and the channel has reconnected.
 func TestChaos_ConnectionFaults(t *testing.T) {
@@ -717,24 +722,14 @@ func TestChaos_ConnectionFaults(t *testing.T) {
 		method string
 		// call makes one call and notes it; started, if not nil, is
 		// closed once the call is under way: at the server for a unary
-		// call, past its first message for a stream.
+		// call, before its first message for a stream.
 		call func(c *chaos, s *chaosServer, started chan<- struct{}) verdict
 	}{
 		{"unary", checkMethod, func(c *chaos, s *chaosServer, started chan<- struct{}) verdict {
-			if started == nil {
-				return c.call()
-			}
-			hits := s.hits.Load()
-			res := make(chan verdict, 1)
-			go func() { res <- c.call() }()
-			for s.hits.Load() == hits {
-				time.Sleep(time.Millisecond)
-			}
-			close(started)
-			return <-res
+			return underway(s, started, c.call)
 		}},
-		{"stream", watchMethod, func(c *chaos, _ *chaosServer, started chan<- struct{}) verdict {
-			return c.watch(started)
+		{"stream", watchMethod, func(c *chaos, s *chaosServer, started chan<- struct{}) verdict {
+			return underway(s, started, c.watch)
 		}},
 	}
 	for _, row := range rows {
@@ -744,6 +739,22 @@ func TestChaos_ConnectionFaults(t *testing.T) {
 			})
 		}
 	}
+}
+
+// underway makes the call; if started is not nil, it closes started once
+// the call has reached the server.
+func underway(s *chaosServer, started chan<- struct{}, call func() verdict) verdict {
+	if started == nil {
+		return call()
+	}
+	hits := s.hits.Load()
+	res := make(chan verdict, 1)
+	go func() { res <- call() }()
+	for s.hits.Load() == hits {
+		time.Sleep(time.Millisecond)
+	}
+	close(started)
+	return <-res
 }
 
 // connectionFault is one connection-fault experiment: inject strikes

@@ -119,15 +119,16 @@ func TestUnary_ErrorsKeepTheCallsStatus(t *testing.T) {
 	}
 }
 
-// A stream's error carries its outcome too: Internal after a message is
-// served from the fallback, InvalidArgument is not.
+// A stream's error carries its outcome too: Internal before any message
+// is served from the fallback; InvalidArgument is not, nor is Internal
+// after a message, which made the stream a success.
 func TestRecoverOnFailure_Streams(t *testing.T) {
 	srv := newServer(t)
 	for _, row := range []struct {
 		service  string
 		code     codes.Code
 		fallback bool
-	}{{"code:13", codes.Internal, true}, {"first:3", codes.InvalidArgument, false}} {
+	}{{"first:13", codes.Internal, true}, {"first:3", codes.InvalidArgument, false}, {"code:13", codes.Internal, false}} {
 		c := newClient(t, srv.addr, testPolicy())
 		b := c.breaker(watchMethod)
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

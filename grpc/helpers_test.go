@@ -2,6 +2,7 @@ package breakergrpc
 
 import (
 	"context"
+	"io"
 	"net"
 	"strconv"
 	"strings"
@@ -18,6 +19,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	testpb "google.golang.org/grpc/interop/grpc_testing"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 )
@@ -27,8 +29,10 @@ func TestMain(m *testing.M) {
 }
 
 const (
-	checkMethod = "/grpc.health.v1.Health/Check"
-	watchMethod = "/grpc.health.v1.Health/Watch"
+	checkMethod  = "/grpc.health.v1.Health/Check"
+	watchMethod  = "/grpc.health.v1.Health/Watch"
+	duplexMethod = testpb.TestService_FullDuplexCall_FullMethodName
+	uploadMethod = testpb.TestService_StreamingInputCall_FullMethodName
 )
 
 // testPolicy trips on 4 counted calls at 50% failures, stays open for
@@ -52,16 +56,22 @@ func testPolicy() breaker.Policy {
 //	"code:N"     fails with code N (Watch: after one message)
 //	"first:N"    Watch only: fails with code N before any message
 //	"send:K"     Watch only: K messages, then OK
+//	"hold:K"     Watch only: K messages, then one more on each receive from
+//	             tick, until the client goes away
 //	"hang"       waits until the client goes away
 //
-// It counts calls and records the breaker_probe metadata of each.
+// It counts calls and records the breaker_probe metadata of each, its
+// metadata, and whether it came with a deadline.
 type faulty struct {
 	healthpb.UnimplementedHealthServer
 	hits    atomic.Int64
 	arrived chan string
+	tick    chan struct{}
 
-	mu     sync.Mutex
-	probes []string
+	mu        sync.Mutex
+	probes    []string
+	mds       []metadata.MD
+	deadlines []bool
 }
 
 func (f *faulty) record(ctx context.Context, service string) {
@@ -70,8 +80,12 @@ func (f *faulty) record(ctx context.Context, service string) {
 	if v := metadata.ValueFromIncomingContext(ctx, ProbeKey); len(v) > 0 {
 		probe = strings.Join(v, ",")
 	}
+	md, _ := metadata.FromIncomingContext(ctx)
+	_, deadline := ctx.Deadline()
 	f.mu.Lock()
 	f.probes = append(f.probes, probe)
+	f.mds = append(f.mds, md)
+	f.deadlines = append(f.deadlines, deadline)
 	f.mu.Unlock()
 	f.arrived <- service
 }
@@ -80,6 +94,26 @@ func (f *faulty) probeValues() []string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return append([]string(nil), f.probes...)
+}
+
+// hadDeadlines returns, for each call in order, whether it came with a
+// deadline.
+func (f *faulty) hadDeadlines() []bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]bool(nil), f.deadlines...)
+}
+
+// values returns, for each call in order, the values of the metadata key
+// k it carried, joined with ",".
+func (f *faulty) values(k string) []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := make([]string, len(f.mds))
+	for i, md := range f.mds {
+		out[i] = strings.Join(md.Get(k), ",")
+	}
+	return out
 }
 
 func parseCode(s, prefix string) (codes.Code, bool) {
@@ -112,6 +146,24 @@ func (f *faulty) Watch(req *healthpb.HealthCheckRequest, s healthpb.Health_Watch
 	if c, ok := parseCode(req.Service, "first:"); ok {
 		return status.Error(c, "injected")
 	}
+	if strings.HasPrefix(req.Service, "hold:") {
+		k, _ := strconv.Atoi(strings.TrimPrefix(req.Service, "hold:"))
+		for i := 0; i < k; i++ {
+			if err := s.Send(serving); err != nil {
+				return err
+			}
+		}
+		for {
+			select {
+			case <-f.tick:
+				if err := s.Send(serving); err != nil {
+					return err
+				}
+			case <-s.Context().Done():
+				return status.FromContextError(s.Context().Err()).Err()
+			}
+		}
+	}
 	if strings.HasPrefix(req.Service, "send:") {
 		k, _ := strconv.Atoi(strings.TrimPrefix(req.Service, "send:"))
 		for i := 0; i < k; i++ {
@@ -133,6 +185,41 @@ func (f *faulty) Watch(req *healthpb.HealthCheckRequest, s healthpb.Health_Watch
 	return status.FromContextError(s.Context().Err()).Err()
 }
 
+// duplex is grpc-go's interop TestService for the streams on which the
+// client sends: FullDuplexCall answers each request with one message until
+// the client closes its side; StreamingInputCall answers once, with the
+// size of all it received, when the client has closed its side.
+type duplex struct {
+	testpb.UnimplementedTestServiceServer
+}
+
+func (duplex) FullDuplexCall(s testpb.TestService_FullDuplexCallServer) error {
+	for {
+		if _, err := s.Recv(); err == io.EOF {
+			return nil
+		} else if err != nil {
+			return err
+		}
+		if err := s.Send(&testpb.StreamingOutputCallResponse{}); err != nil {
+			return err
+		}
+	}
+}
+
+func (duplex) StreamingInputCall(s testpb.TestService_StreamingInputCallServer) error {
+	n := 0
+	for {
+		req, err := s.Recv()
+		if err == io.EOF {
+			return s.SendAndClose(&testpb.StreamingInputCallResponse{AggregatedPayloadSize: int32(n)})
+		}
+		if err != nil {
+			return err
+		}
+		n += len(req.GetPayload().GetBody())
+	}
+}
+
 // server is a real gRPC server on a loopback TCP port.
 type server struct {
 	*faulty
@@ -148,9 +235,10 @@ func newServer(t *testing.T) *server {
 
 func serveOn(t *testing.T, l net.Listener) *server {
 	t.Helper()
-	f := &faulty{arrived: make(chan string, 1024)}
+	f := &faulty{arrived: make(chan string, 1024), tick: make(chan struct{})}
 	s := grpc.NewServer()
 	healthpb.RegisterHealthServer(s, f)
+	testpb.RegisterTestServiceServer(s, duplex{})
 	served := make(chan struct{})
 	go func() {
 		defer close(served)

@@ -17,7 +17,14 @@
 // (InvalidArgument, NotFound, PermissionDenied, ...) do not. While a
 // breaker is open, calls fail at once with codes.Unavailable, the
 // breaker's reason in the message; the error also matches
-// [breaker.ErrOpen]. Half-open probes carry the metadata breaker_probe: 1.
+// [breaker.ErrOpen]. Half-open probes carry the metadata breaker_probe: 1;
+// no other call does.
+//
+// A stream is one call, judged by the first message the server sends, or,
+// if it ends before one, by how it ends: a watch that lives for hours
+// passes its probe, or counts in the window, as soon as it has answered.
+// The breaker's deadline bounds the wait for that message, not the stream.
+// See [StreamClientInterceptor].
 //
 // This package is its own module, so that the core breaker module keeps
 // to the standard library.
@@ -27,6 +34,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"sync"
 	"sync/atomic"
 
 	"github.com/govkit/breaker"
@@ -65,7 +73,8 @@ func WithTarget() Option {
 
 // WithKey sets the function that names the breaker for a call. The default
 // is the full method name, "/package.Service/Method". A key of "" sends the
-// call on unguarded. A nil f keeps the default.
+// call on unguarded, without the probe key, which only a breaker's own
+// probes carry. A nil f keeps the default.
 func WithKey(f func(ctx context.Context, method string, cc *grpc.ClientConn) string) Option {
 	return func(c *config) {
 		if f != nil {
@@ -106,9 +115,11 @@ func methodKey(_ context.Context, method string, _ *grpc.ClientConn) string { re
 // the error also matches [breaker.ErrOpen], and errors.As extracts the
 // *[breaker.OpenError]. An admitted call is made with the context the
 // breaker gives (with its Policy.Timeout deadline, if any), plus the
-// outgoing metadata breaker_probe: 1 when it is a half-open probe; that
-// key is removed from every other call, so a proxy that forwards an
-// upstream's metadata does not pass the upstream's probe off as its own.
+// outgoing metadata breaker_probe: 1 when it is a half-open probe of that
+// breaker; that key is removed from every other call, including calls
+// made inside another breaker's probe and calls that no breaker guards (a
+// key of ""), so a proxy that forwards an upstream's metadata does not
+// pass the upstream's probe off as its own.
 // The call's error is returned with its message, its status (status.Code
 // and status.FromError see it as they would the call's own error) and its
 // chain for errors.Is and errors.As; it also carries the breaker and the
@@ -125,7 +136,7 @@ func UnaryClientInterceptor(g *breaker.Group, opts ...Option) grpc.UnaryClientIn
 	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, callOpts ...grpc.CallOption) error {
 		key := c.key(ctx, method, cc)
 		if key == "" {
-			return invoker(ctx, method, req, reply, cc, callOpts...)
+			return invoker(tag(ctx, false), method, req, reply, cc, callOpts...)
 		}
 		call, b, done, err := c.admit(ctx, key)
 		if err != nil {
@@ -149,52 +160,79 @@ func UnaryClientInterceptor(g *breaker.Group, opts ...Option) grpc.UnaryClientIn
 
 // StreamClientInterceptor returns an interceptor that guards each stream
 // with a breaker of g, as [UnaryClientInterceptor] does a unary call. The
-// stream is one call: admitted when it opens, and ended, with its outcome,
-// when
+// stream is one call, admitted when it opens. Its outcome is decided once,
+// by the first of:
 //
 //   - opening it fails;
-//   - RecvMsg returns an error (io.EOF is a success), or, on a stream
-//     whose server sends one message, returns that message;
+//   - RecvMsg returns a message: the server has answered, and the stream
+//     is a success (for a half-open breaker, a probe that passes);
+//   - RecvMsg returns an error (io.EOF, the end of a stream that sent
+//     nothing, is a success);
 //   - Header or SendMsg returns an error other than io.EOF;
 //   - or its context is done (cancelled by the caller, or past a
 //     deadline), even if the caller never reads again.
 //
+// So a stream is judged by its first message, or, if it ends before one, by
+// how it ends; what happens after its first message is not reported, and a
+// long-lived stream, such as a watch, counts as soon as it has answered,
+// instead of holding its probe slot, or its place among the calls in
+// flight, for as long as it lives. Headers alone prove nothing: a proxy
+// in front of the server can send them.
+//
+// The time that Policy.Timeout, Policy.SlowCall and the adaptive timeout
+// judge is the time to that outcome. On a stream whose server sends many
+// messages (a server-streaming or bidirectional method) the breaker's
+// deadline bounds only the wait for the first message: a stream that has
+// none by then ends with codes.DeadlineExceeded and counts as a timeout,
+// and one that has goes on for as long as the caller's own context allows.
+// The server is not sent the breaker's deadline for such a stream, only
+// the caller's. On a stream whose server sends one message, that message
+// ends it, and the deadline bounds all of it.
+//
 // The errors of the stream's methods (io.EOF apart, which stays io.EOF)
 // carry the breaker and the stream's outcome as a unary call's error does,
-// for [breaker.RecoverOnFailure].
+// for [breaker.RecoverOnFailure]; an error after the first message carries
+// the success that message made.
 //
-// A stream that the caller abandons without any of these (neither reading
-// to the end nor cancelling its context) never ends; grpc-go itself leaks
-// such a stream. In the half-open state it holds its probe slot until the
+// A stream that the caller abandons before its outcome (neither reading
+// nor cancelling its context) never reports; grpc-go itself leaks such a
+// stream. In the half-open state it holds its probe slot until the
 // breaker's probe timeout reopens it.
 func StreamClientInterceptor(g *breaker.Group, opts ...Option) grpc.StreamClientInterceptor {
 	c := newConfig(g, opts)
 	return func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, callOpts ...grpc.CallOption) (grpc.ClientStream, error) {
 		key := c.key(ctx, method, cc)
 		if key == "" {
-			return streamer(ctx, desc, cc, method, callOpts...)
+			return streamer(tag(ctx, false), desc, cc, method, callOpts...)
 		}
 		call, b, done, err := c.admit(ctx, key)
 		if err != nil {
 			return nil, err
 		}
+		s := &stream{c: c, b: b, caller: ctx, done: done}
+		life := call
+		if desc.ServerStreams && call.Done() != ctx.Done() {
+			// The breaker gave the call a deadline of its own, which
+			// done cancels: the stream must outlive it.
+			life = s.outlive(ctx, call)
+		}
 		returned := false
 		defer func() {
 			if !returned {
+				s.release()
 				abandon(call, done)
 			}
 		}()
-		cs, err := streamer(call, desc, cc, method, callOpts...)
+		cs, err := streamer(life, desc, cc, method, callOpts...)
 		returned = true
 		if err != nil {
+			s.release()
 			return nil, outcomeError(err, b, c.settle(ctx, done, err))
 		}
-		s := &stream{ClientStream: cs, c: c, b: b, caller: ctx, done: done, serverStreams: desc.ServerStreams}
+		s.ClientStream = cs
 		// A context.AfterFunc rather than a goroutine: nothing runs until
 		// the context is done, and end stops it when the stream ends first.
-		s.stop = context.AfterFunc(call, func() {
-			s.finish(status.FromContextError(call.Err()).Err())
-		})
+		s.stop = context.AfterFunc(call, func() { s.expire(call) })
 		return s, nil
 	}
 }
@@ -217,14 +255,14 @@ func (c *config) admit(ctx context.Context, key string) (context.Context, *break
 		// The caller's context was already done, as gRPC would report it.
 		return nil, nil, nil, status.FromContextError(err).Err()
 	}
-	return tag(call), b, done, nil
+	return tag(call, breaker.IsProbe(call)), b, done, nil
 }
 
-// tag sets the probe metadata on a probe's context and removes it from any
-// other. The lookup does not copy the metadata, so an ordinary call
-// without the key pays one context lookup.
-func tag(ctx context.Context) context.Context {
-	probe := breaker.IsProbe(ctx)
+// tag sets the probe metadata on the context of a breaker's probe and
+// removes it from any other call's, guarded or not. The lookup does not
+// copy the metadata, so an ordinary call without the key pays one context
+// lookup.
+func tag(ctx context.Context, probe bool) context.Context {
 	if !probe && len(metadata.ValueFromOutgoingContext(ctx, ProbeKey)) == 0 {
 		return ctx
 	}
@@ -253,31 +291,97 @@ func abandon(call context.Context, done func(error)) {
 	done(errPanicked)
 }
 
-// stream is a client stream whose end ends the breaker's call.
+// stream is a client stream whose outcome ends the breaker's call.
 type stream struct {
 	grpc.ClientStream
-	c             *config
-	b             *breaker.Breaker
-	caller        context.Context
-	done          func(error)
-	serverStreams bool
-	stop          func() bool
-	ended         atomic.Bool
-	outcome       atomic.Int32 // the outcome once ended, plus one (0: not yet)
+	c      *config
+	b      *breaker.Breaker
+	caller context.Context
+	done   func(error)
+	stop   func() bool
+	// ended is set once the outcome is being reported; mu is held while
+	// it is, so that a method that ends the stream returns after the
+	// outcome is counted, even when the AfterFunc is reporting it.
+	ended   atomic.Bool
+	mu      sync.Mutex
+	outcome breaker.Outcome // guarded by mu, set once ended
+	// life is the stream's context when it outlives the breaker's
+	// deadline (see outlive), and cut ends it; both nil otherwise.
+	life *streamContext
+	cut  context.CancelFunc
+}
+
+// streamContext is the context of a stream that outlives the deadline the
+// breaker gave its call: it ends with the caller's context (whose deadline
+// grpc-go sends to the server), or when cut, and carries the call's values
+// (the probe mark, the outgoing metadata).
+type streamContext struct {
+	context.Context // the caller's, made cancellable
+	values          context.Context
+	expired         atomic.Bool
+}
+
+func (c *streamContext) Value(k any) any { return c.values.Value(k) }
+
+// Err reports a stream cut at the breaker's deadline as past a deadline,
+// as a stream made with the call's own context would be.
+func (c *streamContext) Err() error {
+	err := c.Context.Err()
+	if err != nil && c.expired.Load() {
+		return context.DeadlineExceeded
+	}
+	return err
+}
+
+// AfterFunc lets the contexts derived from this one (grpc-go derives its
+// own) and context.AfterFunc follow it without a goroutine each.
+func (c *streamContext) AfterFunc(f func()) func() bool {
+	return context.AfterFunc(c.Context, f)
+}
+
+// outlive returns the context of a stream that must outlive the deadline
+// of its call: the caller's context, cancellable, with the call's values.
+func (s *stream) outlive(caller, call context.Context) context.Context {
+	ctx, cut := context.WithCancel(caller)
+	s.life = &streamContext{Context: ctx, values: context.WithoutCancel(call)}
+	s.cut = cut
+	return s.life
+}
+
+// release lets go of the stream's own context once the stream has ended.
+func (s *stream) release() {
+	if s.cut != nil {
+		s.cut()
+	}
+}
+
+// expire ends the call when its context is done first: the caller gave up
+// or its deadline passed, or the breaker's deadline passed before the
+// first message, and then the stream is cut.
+func (s *stream) expire(call context.Context) {
+	if s.life != nil && s.caller.Err() == nil {
+		s.life.expired.Store(true)
+		s.cut()
+	}
+	s.finish(status.FromContextError(call.Err()).Err())
 }
 
 func (s *stream) RecvMsg(m any) error {
 	err := s.ClientStream.RecvMsg(m)
 	switch {
+	case err == nil:
+		// A message: the server has answered. For a stream whose server
+		// sends one, grpc-go has read the status along with it too.
+		if !s.ended.Load() {
+			s.end(nil)
+		}
 	case err == io.EOF:
+		s.release()
 		s.end(nil)
-	case err != nil:
+	default:
+		s.release()
 		s.end(err)
 		return s.carry(err)
-	case !s.serverStreams:
-		// grpc-go reads the status along with the only message of such a
-		// stream: nil here means the call ended with OK.
-		s.end(nil)
 	}
 	return err
 }
@@ -285,7 +389,10 @@ func (s *stream) RecvMsg(m any) error {
 func (s *stream) SendMsg(m any) error {
 	err := s.ClientStream.SendMsg(m)
 	if err != nil && err != io.EOF {
-		s.end(err) // io.EOF means the status is RecvMsg's to report
+		// The stream is over. io.EOF means the status is RecvMsg's to
+		// report.
+		s.release()
+		s.end(err)
 		return s.carry(err)
 	}
 	return err
@@ -294,6 +401,7 @@ func (s *stream) SendMsg(m any) error {
 func (s *stream) Header() (metadata.MD, error) {
 	md, err := s.ClientStream.Header()
 	if err != nil && err != io.EOF {
+		s.release()
 		s.end(err)
 		return md, s.carry(err)
 	}
@@ -307,23 +415,24 @@ func (s *stream) end(err error) {
 	s.finish(err)
 }
 
-// finish reports the outcome, once. The AfterFunc calls it directly: it
+// finish reports the outcome, once, and returns after it has been
+// reported, by this call or another. The AfterFunc calls it directly: it
 // may run before s.stop is set.
 func (s *stream) finish(err error) {
-	if s.ended.Swap(true) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ended.Load() {
 		return
 	}
-	s.outcome.Store(int32(s.c.settle(s.caller, s.done, err)) + 1)
+	s.ended.Store(true)
+	s.outcome = s.c.settle(s.caller, s.done, err)
 }
 
-// carry wraps an error of the stream with the breaker and the stream's
-// outcome, for breaker.RecoverOnFailure. It returns err as it is when the
-// outcome is not known yet: the stream's context ended it at that moment,
-// and the AfterFunc is still reporting.
+// carry wraps an error of the stream, which has ended, with the breaker and
+// the stream's outcome, for breaker.RecoverOnFailure.
 func (s *stream) carry(err error) error {
-	o := s.outcome.Load()
-	if o == 0 {
-		return err
-	}
-	return outcomeError(err, s.b, breaker.Outcome(o-1))
+	s.mu.Lock()
+	o := s.outcome
+	s.mu.Unlock()
+	return outcomeError(err, s.b, o)
 }

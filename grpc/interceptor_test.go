@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	testpb "google.golang.org/grpc/interop/grpc_testing"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 )
@@ -223,6 +224,64 @@ func TestUnary_ProbeKeyStrippedUnderAnyCase(t *testing.T) {
 	assert.Equal(t, []string{"", "", "", "", "", "", "1", "1"}, srv.probeValues())
 }
 
+// The probe key describes the call of the breaker that guards it. A call
+// that no breaker guards (WithKey returns "") used to forward a caller's
+// breaker_probe: 1, copied from an upstream's metadata by a proxy, while
+// guarded calls had it stripped; unary calls and streams now strip it too,
+// and keep the rest of the metadata.
+func TestProbeKeyStrippedFromUnguardedCalls(t *testing.T) {
+	srv := newServer(t)
+	c := newClient(t, srv.addr, testPolicy(), WithKey(func(context.Context, string, *grpc.ClientConn) string { return "" }))
+	forwarded := metadata.AppendToOutgoingContext(context.Background(), ProbeKey, "1", "x-other", "kept")
+	ctx, cancel := context.WithTimeout(forwarded, 5*time.Second)
+	defer cancel()
+	_, err := c.hc.Check(ctx, &healthpb.HealthCheckRequest{})
+	require.NoError(t, err)
+	s, err := c.watch(ctx, "send:1")
+	require.NoError(t, err)
+	_, err = drain(s)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"", ""}, srv.probeValues())
+	assert.Equal(t, []string{"kept", "kept"}, srv.values("x-other"))
+	assert.Zero(t, c.group.Len())
+}
+
+// A call guarded by a closed breaker, made inside another breaker's
+// half-open probe (a breaker around a function that makes the gRPC call),
+// used to be tagged breaker_probe: 1 because its context carried the
+// outer probe's mark. The server sees no key on such calls, unary or
+// stream, and sees it on the outer breaker's probe only when that breaker
+// guards the call itself.
+func TestProbeKeyNotSetInsideAnotherBreakersProbe(t *testing.T) {
+	srv := newServer(t)
+	c := newClient(t, srv.addr, testPolicy())
+	outer, err := breaker.New("app.Stock", testPolicy(), breaker.WithClock(c.clk))
+	require.NoError(t, err)
+	for i := 0; i < 4; i++ {
+		_ = outer.Do(context.Background(), func(context.Context) error { return errors.New("down") })
+	}
+	c.clk.Add(10 * time.Second)
+	probed := false
+	require.NoError(t, outer.Do(context.Background(), func(ctx context.Context) error {
+		probed = breaker.IsProbe(ctx)
+		ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		if _, err := c.hc.Check(ctx, &healthpb.HealthCheckRequest{}); err != nil {
+			return err
+		}
+		s, err := c.watch(ctx, "send:1")
+		if err != nil {
+			return err
+		}
+		_, err = drain(s)
+		return err
+	}))
+	require.True(t, probed, "the outer call was a probe")
+	assert.Equal(t, []string{"", ""}, srv.probeValues())
+	assert.Equal(t, success, countsOf(c.breaker(checkMethod)))
+	assert.Equal(t, success, countsOf(c.breaker(watchMethod)))
+}
+
 // A probe that ends in Unavailable fails the half-open episode: the
 // breaker reopens with a doubled cooldown.
 func TestUnary_UnavailableProbeReopens(t *testing.T) {
@@ -346,9 +405,10 @@ func drain(s healthpb.Health_WatchClient) (int, error) {
 	}
 }
 
-// A stream is one call, counted when it ends, with the outcome of how it
-// ended.
-func TestStream_OutcomeAtTheEnd(t *testing.T) {
+// A stream is one call, counted once: at its first message, a success,
+// whatever comes after it; or, if it ends before one, with the outcome of
+// how it ended.
+func TestStream_OutcomeAtTheFirstMessageOrTheEnd(t *testing.T) {
 	srv := newServer(t)
 	rows := []struct {
 		name    string
@@ -359,11 +419,12 @@ func TestStream_OutcomeAtTheEnd(t *testing.T) {
 	}{
 		{"to the end", "send:3", 3, codes.OK, success},
 		{"empty", "send:0", 0, codes.OK, success},
-		{"Internal after a message", "code:13", 1, codes.Internal, failure},
+		{"Internal after a message", "code:13", 1, codes.Internal, success},
+		{"ResourceExhausted after a message", "code:8", 1, codes.ResourceExhausted, success},
 		{"Unavailable before any message", "first:14", 0, codes.Unavailable, timeout},
 		{"DeadlineExceeded from the server", "first:4", 0, codes.DeadlineExceeded, timeout},
+		{"Internal before any message", "first:13", 0, codes.Internal, failure},
 		{"InvalidArgument", "first:3", 0, codes.InvalidArgument, ignored},
-		{"ResourceExhausted after a message", "code:8", 1, codes.ResourceExhausted, failure},
 	}
 	for _, row := range rows {
 		t.Run(row.name, func(t *testing.T) {
@@ -373,7 +434,7 @@ func TestStream_OutcomeAtTheEnd(t *testing.T) {
 			defer cancel()
 			s, err := c.watch(ctx, row.service)
 			require.NoError(t, err)
-			assert.Equal(t, outcomes{}, countsOf(b), "counted before the stream ended")
+			assert.Equal(t, outcomes{}, countsOf(b), "counted before a message or the end")
 			n, err := drain(s)
 			assert.Equal(t, row.msgs, n)
 			assert.Equal(t, row.code, status.Code(err))
@@ -384,9 +445,30 @@ func TestStream_OutcomeAtTheEnd(t *testing.T) {
 	}
 }
 
-// A stream the caller stops reading ends when its context does: a caller's
-// cancellation is ignored, a deadline is a timeout, even with no further
-// Recv.
+// A stream that has sent a message is counted then, while it lives on.
+func TestStream_CountedAtItsFirstMessage(t *testing.T) {
+	srv := newServer(t)
+	c := newClient(t, srv.addr, testPolicy())
+	b := c.breaker(watchMethod)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	s, err := c.watch(ctx, "hold:2")
+	require.NoError(t, err)
+	_, err = s.Recv()
+	require.NoError(t, err)
+	assert.Equal(t, success, countsOf(b), "after the first message")
+	_, err = s.Recv()
+	require.NoError(t, err)
+	cancel()
+	_, err = s.Recv()
+	assert.Equal(t, codes.Canceled, status.Code(err))
+	assert.Equal(t, success, countsOf(b), "the end is not counted again")
+	assert.Equal(t, uint64(1), b.Counters().Admitted)
+}
+
+// A stream the caller stops reading before its first message ends when
+// its context does: a caller's cancellation is ignored, a deadline is a
+// timeout, even with no further Recv.
 func TestStream_EndsWithItsContext(t *testing.T) {
 	srv := newServer(t)
 	for _, row := range []struct {
@@ -406,9 +488,7 @@ func TestStream_EndsWithItsContext(t *testing.T) {
 				ctx, cancel = context.WithTimeout(ctx, 50*time.Millisecond)
 				defer cancel()
 			}
-			s, err := c.watch(ctx, "")
-			require.NoError(t, err)
-			_, err = s.Recv()
+			_, err := c.watch(ctx, "hang")
 			require.NoError(t, err)
 			if !row.deadline {
 				cancel()
@@ -417,6 +497,212 @@ func TestStream_EndsWithItsContext(t *testing.T) {
 				5*time.Second, time.Millisecond, "counts %+v", countsOf(b))
 		})
 	}
+}
+
+// TestStream_WatchProbePassesAtItsFirstMessage: a half-open breaker
+// guarding a server-streaming method admits two watch streams as probes,
+// and the server sends each 25 healthy messages and keeps it open. The
+// interceptor used to report a stream only at its end, so the probes held
+// their slots, and one cooldown later the breaker reopened with
+// probe_timeout and refused new watchers: a watch method's breaker never
+// closed while its streams lived long. Each probe now passes at its first
+// message; the breaker closes and stays closed, and the streams go on.
+func TestStream_WatchProbePassesAtItsFirstMessage(t *testing.T) {
+	srv := newServer(t)
+	c := newClient(t, srv.addr, testPolicy())
+	b := c.breaker(watchMethod)
+	for i := 0; i < 4; i++ {
+		s, err := c.watch(context.Background(), "first:14")
+		require.NoError(t, err)
+		_, err = drain(s)
+		require.Equal(t, codes.Unavailable, status.Code(err))
+	}
+	require.Equal(t, breaker.Open, b.State())
+	c.clk.Add(10 * time.Second)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var watches []healthpb.Health_WatchClient
+	for i := 0; i < 2; i++ {
+		s, err := c.watch(ctx, "hold:25")
+		require.NoError(t, err)
+		for n := 0; n < 25; n++ {
+			_, err := s.Recv()
+			require.NoError(t, err, "message %d", n)
+		}
+		watches = append(watches, s)
+	}
+	assert.Equal(t, breaker.Closed, b.State())
+	assert.Equal(t, uint64(2), b.Counters().ProbesPassed)
+
+	c.clk.Add(time.Minute) // past any probe timeout
+	assert.Equal(t, breaker.Closed, b.State())
+	s, err := c.watch(ctx, "hold:1")
+	require.NoError(t, err, "a new watcher is admitted")
+	_, err = s.Recv()
+	require.NoError(t, err)
+	for _, w := range watches {
+		srv.tick <- struct{}{}
+		_, err := w.Recv()
+		require.NoError(t, err, "a probe's stream lives on")
+	}
+	assert.Equal(t, []string{"", "", "", "", "1", "1", ""}, srv.probeValues())
+	cancel()
+	for _, w := range append(watches, s) {
+		_, err := w.Recv()
+		assert.Equal(t, codes.Canceled, status.Code(err))
+	}
+	assert.Equal(t, outcomes{Successes: 3, Timeouts: 4}, countsOf(b))
+	assert.Equal(t, uint64(0), b.Counters().ProbesFailed)
+}
+
+// TestStream_BreakerDeadlineBoundsTheFirstMessageOnly: with Policy.Timeout
+// and Policy.SlowCall set, a watch stream ran on the context that held the
+// breaker's deadline, so it was cut at Policy.Timeout however healthy it
+// was, and the server was sent that deadline. The deadline now bounds only
+// the wait for the first message: a watch that answered in time is a
+// success, neither slow nor a timeout, and lives on past the deadline; the
+// server sees no deadline but the caller's.
+func TestStream_BreakerDeadlineBoundsTheFirstMessageOnly(t *testing.T) {
+	srv := newServer(t)
+	p := testPolicy()
+	p.Timeout = time.Second
+	p.SlowCall, p.SlowRatio = 500*time.Millisecond, 0.5
+	c := newClient(t, srv.addr, p)
+	b := c.breaker(watchMethod)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	s, err := c.watch(ctx, "hold:1")
+	require.NoError(t, err)
+	_, err = s.Recv()
+	require.NoError(t, err)
+
+	c.clk.Add(time.Hour)
+	require.NoError(t, s.Context().Err(), "the stream was cut at the breaker's deadline")
+	srv.tick <- struct{}{}
+	_, err = s.Recv()
+	require.NoError(t, err, "the stream was cut at the breaker's deadline")
+	cancel()
+	_, err = s.Recv()
+	assert.Equal(t, codes.Canceled, status.Code(err))
+	assert.Equal(t, success, countsOf(b))
+	assert.Zero(t, b.Counters().Slow)
+
+	// The caller's deadline still reaches the server.
+	dl, cancel := context.WithTimeout(context.Background(), time.Hour)
+	defer cancel()
+	s, err = c.watch(dl, "send:1")
+	require.NoError(t, err)
+	_, err = drain(s)
+	require.NoError(t, err)
+	assert.Equal(t, []bool{false, true}, srv.hadDeadlines())
+}
+
+// A stream with no message within the breaker's deadline is cut then: it
+// ends with DeadlineExceeded, counted as a timeout, and a probe that does
+// so fails. Its context reads as past a deadline, as the call's own did.
+func TestStream_NoFirstMessageWithinTheBreakerDeadline(t *testing.T) {
+	srv := newServer(t)
+	p := testPolicy()
+	p.Timeout = time.Second
+	c := newClient(t, srv.addr, p)
+	b := c.breaker(watchMethod)
+	open := func() healthpb.Health_WatchClient {
+		t.Helper()
+		for len(srv.arrived) > 0 {
+			<-srv.arrived
+		}
+		s, err := c.watch(context.Background(), "hang")
+		require.NoError(t, err)
+		require.Equal(t, "hang", <-srv.arrived)
+		return s
+	}
+	s := open()
+	c.clk.Add(999 * time.Millisecond)
+	assert.Equal(t, outcomes{}, countsOf(b))
+	c.clk.Add(2 * time.Millisecond)
+	_, err := s.Recv()
+	assert.Equal(t, codes.DeadlineExceeded, status.Code(err))
+	assert.ErrorIs(t, s.Context().Err(), context.DeadlineExceeded)
+	assert.Equal(t, timeout, countsOf(b))
+
+	for i := 0; i < 3; i++ {
+		s := open()
+		c.clk.Add(1001 * time.Millisecond)
+		_, err := s.Recv()
+		require.Equal(t, codes.DeadlineExceeded, status.Code(err))
+	}
+	require.Equal(t, breaker.Open, b.State())
+	c.clk.Add(10 * time.Second)
+	s = open()
+	c.clk.Add(2 * time.Second)
+	_, err = s.Recv()
+	assert.Equal(t, codes.DeadlineExceeded, status.Code(err))
+	assert.Equal(t, breaker.Open, b.State())
+	assert.Equal(t, uint64(1), b.Counters().ProbesFailed)
+	assert.Equal(t, []bool{false, false, false, false, false}, srv.hadDeadlines())
+}
+
+// A bidirectional stream is judged by the server's first message too: a
+// half-open breaker's probe passes at the first answer and the stream goes
+// on; before that, sending proves nothing.
+func TestStream_BidiProbePassesAtTheFirstServerMessage(t *testing.T) {
+	srv := newServer(t)
+	c := newClient(t, srv.addr, testPolicy())
+	tc := testpb.NewTestServiceClient(c.conn)
+	b := c.breaker(duplexMethod)
+	for i := 0; i < 4; i++ {
+		_ = b.Do(context.Background(), func(context.Context) error { return errors.New("down") })
+	}
+	require.Equal(t, breaker.Open, b.State())
+	c.clk.Add(10 * time.Second)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	var streams []testpb.TestService_FullDuplexCallClient
+	for i := 0; i < 2; i++ {
+		s, err := tc.FullDuplexCall(ctx)
+		require.NoError(t, err)
+		require.NoError(t, s.Send(&testpb.StreamingOutputCallRequest{}))
+		streams = append(streams, s)
+	}
+	assert.Equal(t, breaker.HalfOpen, b.State(), "a probe passed on what it sent")
+	for _, s := range streams {
+		_, err := s.Recv()
+		require.NoError(t, err)
+	}
+	assert.Equal(t, breaker.Closed, b.State())
+	assert.Equal(t, uint64(2), b.Counters().ProbesPassed)
+	for _, s := range streams {
+		require.NoError(t, s.Send(&testpb.StreamingOutputCallRequest{}))
+		_, err := s.Recv()
+		require.NoError(t, err, "the stream goes on")
+		require.NoError(t, s.CloseSend())
+		_, err = s.Recv()
+		require.Equal(t, io.EOF, err)
+	}
+	assert.Equal(t, uint64(2), b.Counters().Successes)
+}
+
+// A client-streaming call has one message from the server, at its end:
+// what the client sends proves nothing, and the answer decides.
+func TestStream_ClientStreamingCountsAtItsAnswer(t *testing.T) {
+	srv := newServer(t)
+	c := newClient(t, srv.addr, testPolicy())
+	tc := testpb.NewTestServiceClient(c.conn)
+	b := c.breaker(uploadMethod)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	s, err := tc.StreamingInputCall(ctx)
+	require.NoError(t, err)
+	for i := 0; i < 3; i++ {
+		require.NoError(t, s.Send(&testpb.StreamingInputCallRequest{Payload: &testpb.Payload{Body: []byte("abcd")}}))
+	}
+	assert.Equal(t, outcomes{}, countsOf(b))
+	resp, err := s.CloseAndRecv()
+	require.NoError(t, err)
+	assert.Equal(t, int32(12), resp.AggregatedPayloadSize)
+	assert.Equal(t, success, countsOf(b))
 }
 
 // An open breaker refuses a stream before it opens; probes carry the
