@@ -79,14 +79,14 @@ func Recover[T any](ctx context.Context, v T, err error, fallback func(context.C
 //	stock, err := inventory.GetStock(ctx, req) // conn uses breakergrpc
 //	stock, err = breaker.RecoverOnFailure(ctx, stock, err, cachedStock)
 func RecoverOnFailure[T any](ctx context.Context, v T, err error, fallback func(context.Context, error) (T, error)) (T, error) {
-	if err == nil {
+	if err == nil || ctx == nil || ctx.Err() != nil {
 		return v, err
 	}
 	if errors.Is(err, ErrOpen) {
 		return Recover(ctx, v, err, fallback)
 	}
 	var c outcomeCarrier
-	if ctx == nil || ctx.Err() != nil || !errors.As(err, &c) {
+	if !errors.As(err, &c) {
 		return v, err
 	}
 	b, o := c.BreakerOutcome()

@@ -184,6 +184,24 @@ func TestRecoverOnFailure_ServesRefusals(t *testing.T) {
 	assert.Equal(t, uint64(1), b.Counters().Rejected)
 }
 
+// RecoverOnFailure's doc: with ctx done it returns v and err unchanged,
+// the caller having gone. A refusal reached the fallback all the same,
+// and was counted, because refusals were handed to Recover before the
+// context was looked at.
+func TestRecoverOnFailure_LeavesARefusalAloneWhenTheCallerHasGone(t *testing.T) {
+	b, err := New("x", DefaultPolicy())
+	require.NoError(t, err)
+	require.NoError(t, b.SetMode(ModeForcedOpen))
+	refusal := b.Do(context.Background(), func(context.Context) error { return nil })
+	require.ErrorIs(t, refusal, ErrOpen)
+	gone, cancel := context.WithCancel(context.Background())
+	cancel()
+	v, err := RecoverOnFailure(gone, 1, refusal, func(context.Context, error) (int, error) { return 2, nil })
+	assert.Same(t, refusal, err)
+	assert.Equal(t, 1, v)
+	assert.Zero(t, b.Counters().Fallbacks)
+}
+
 // nested is an outer breaker whose calls go through an inner one, as a
 // handler guarded as a whole calls a dependency guarded on its own.
 type nested struct {
