@@ -32,6 +32,8 @@ func (b *Breaker) setRules(r *rules) {
 	b.mu.Lock()
 	if r.timed {
 		r = r.own(b.rules.Load(), now) // keeps the latency histogram
+	} else {
+		r = r.carried(b.rules.Load()) // keeps its totals
 	}
 	old := b.rules.Swap(r)
 	if old.width != r.width || old.buckets != r.buckets {

@@ -147,6 +147,17 @@ type latency struct {
 	_       [64]byte
 
 	cells [latCells]atomic.Uint64
+	// base is what the breaker's earlier histograms counted: totals
+	// continues from it.
+	base latTotals
+}
+
+// latTotals are a histogram's counters since the breaker began timing
+// calls: calls measured, calls censored, and the sum of the measured
+// durations.
+type latTotals struct {
+	count, censored uint64
+	sum             time.Duration
 }
 
 func newLatency(now int64, r *rules, timeout int64) *latency {
@@ -272,19 +283,22 @@ func (l *latency) window(now int64, h *latHist) (count, censored uint64) {
 	}
 }
 
-// totals returns the counters since the histogram was made: calls
-// measured, calls censored, and the sum of the measured calls' durations
-// estimated from their bins (within 3.1%).
-func (l *latency) totals() (count, censored uint64, sum time.Duration) {
-	var s float64
+// totals returns the counters since the breaker began timing calls,
+// through every histogram it has had: calls measured, calls censored, and
+// the sum of the measured calls' durations estimated from their bins
+// (within 3.1%).
+func (l *latency) totals() latTotals {
+	t := l.base
+	s := float64(t.sum)
 	for i := 0; i < latBins; i++ {
-		censored += l.cells[2*i+1].Load()
+		t.censored += l.cells[2*i+1].Load()
 		if c := l.cells[2*i].Load(); c > 0 {
-			count += c
+			t.count += c
 			s += float64(c) * float64(latBinValue(i))
 		}
 	}
-	return count, censored, time.Duration(min(s, math.MaxInt64))
+	t.sum = time.Duration(min(s, math.MaxInt64))
+	return t
 }
 
 // latQuantileBins sets bins[j] to the bin of the qs[j] quantile (qs
@@ -384,11 +398,12 @@ type Latency struct {
 	// Timeout is the deadline the breaker gives a call now:
 	// Policy.Timeout, or the adaptive timeout in force; 0 for none.
 	Timeout time.Duration `json:"timeout_ns"`
-	// SamplesTotal, CensoredTotal and SumTotal count since the histogram
-	// was made (when the breaker began timing calls, and again when Window
-	// or Buckets change), for exporters that want monotonic counts: calls
+	// SamplesTotal, CensoredTotal and SumTotal count since the breaker
+	// began timing calls, for exporters that want monotonic counts: calls
 	// measured, calls censored, and the sum of the measured latencies,
-	// estimated from the histogram's bins.
+	// estimated from the histogram's bins. They never go down: a new
+	// histogram (a change of Window or Buckets) and a spell without one
+	// (a policy that times nothing) continue them.
 	SamplesTotal  uint64        `json:"samples_total"`
 	CensoredTotal uint64        `json:"censored_total"`
 	SumTotal      time.Duration `json:"sum_total_ns"`
@@ -411,7 +426,8 @@ func (b *Breaker) Latency() (lat Latency, ok bool) {
 	var q [4]time.Duration
 	latQuantiles(&h, lat.Samples+lat.Censored, latencyQuantiles, q[:])
 	lat.P50, lat.P90, lat.P99, lat.P999 = q[0], q[1], q[2], q[3]
-	lat.SamplesTotal, lat.CensoredTotal, lat.SumTotal = l.totals()
+	t := l.totals()
+	lat.SamplesTotal, lat.CensoredTotal, lat.SumTotal = t.count, t.censored, t.sum
 	return lat, true
 }
 

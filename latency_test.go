@@ -333,9 +333,9 @@ func TestLatency_ConcurrentRecordingAndReading(t *testing.T) {
 	made.Wait()
 	close(stop)
 	wg.Wait()
-	count, censored, _ := l.totals()
-	assert.Equal(t, uint64(writers*each), count+censored)
-	assert.Equal(t, uint64(writers*each/5), censored)
+	tot := l.totals()
+	assert.Equal(t, uint64(writers*each), tot.count+tot.censored)
+	assert.Equal(t, uint64(writers*each/5), tot.censored)
 }
 
 // adaptivePolicy is the policy of the adaptive timeout tests: deadline in
@@ -1106,4 +1106,39 @@ func TestAdaptiveTimeout_CallerDeadlinesAreCensored(t *testing.T) {
 		cut := 0.3*lognormalOver(median, sigma, min(3*time.Millisecond, last)) + 0.7*lognormalOver(median, sigma, last)
 		assert.InDelta(t, cut, float64(lat.Censored)/float64(lat.Samples+lat.Censored), 0.03, "factor %v: censored by their callers and by the deadline", f)
 	}
+}
+
+// Latency's doc: the totals never go down. A policy that changed Window
+// or Buckets started a new histogram whose totals began at 0, and
+// OpenTelemetry saw breaker.latency.censored fall; a spell on a policy
+// that times nothing lost them too.
+func TestLatency_TotalsContinueThroughANewHistogram(t *testing.T) {
+	timed := policy(func(p *Policy) { p.Timeout = 100 * time.Millisecond })
+	h := newHarness(t, timed)
+	h.calls(5, nil)
+	h.calls(3, context.DeadlineExceeded)
+	before, ok := h.b.Latency()
+	require.True(t, ok)
+	require.Equal(t, uint64(5), before.SamplesTotal)
+	require.Equal(t, uint64(3), before.CensoredTotal)
+
+	wider := timed
+	wider.Window, wider.Buckets = 10*time.Second, 20
+	require.NoError(t, h.b.SetPolicy(wider)) // a new histogram
+	h.calls(1, nil)
+	after, _ := h.b.Latency()
+	assert.Equal(t, uint64(6), after.SamplesTotal)
+	assert.Equal(t, uint64(3), after.CensoredTotal)
+	assert.GreaterOrEqual(t, after.SumTotal, before.SumTotal)
+
+	require.NoError(t, h.b.SetPolicy(DefaultPolicy())) // times nothing
+	_, ok = h.b.Latency()
+	require.False(t, ok)
+	require.NoError(t, h.b.SetPolicy(timed)) // times again
+	h.calls(1, context.DeadlineExceeded)
+	again, ok := h.b.Latency()
+	require.True(t, ok)
+	assert.Equal(t, uint64(6), again.SamplesTotal)
+	assert.Equal(t, uint64(4), again.CensoredTotal)
+	assert.Equal(t, after.SumTotal, again.SumTotal)
 }
