@@ -207,6 +207,38 @@ func (b *Breaker) Transitions() []TransitionCount {
 	return append([]TransitionCount(nil), b.hist.transitions...)
 }
 
+// possibleTransitions is every transition the state machine makes, by
+// from, to and reason: the trips by each rule, the cooldown's end, the
+// probes' verdicts, and the operator's forced modes, releases and resets.
+var possibleTransitions = [...]TransitionCount{
+	{From: Closed, To: Open, Reason: ReasonErrorRatio},
+	{From: Closed, To: Open, Reason: ReasonErrorCount},
+	{From: Closed, To: Open, Reason: ReasonSlowRatio},
+	{From: Closed, To: Open, Reason: ReasonConsecutive},
+	{From: Closed, To: Open, Reason: ReasonForcedOpen},
+	{From: Open, To: HalfOpen, Reason: ReasonCooldown},
+	{From: Open, To: HalfOpen, Reason: ReasonReleased},
+	{From: Open, To: Closed, Reason: ReasonForcedClosed},
+	{From: Open, To: Closed, Reason: ReasonReset},
+	{From: HalfOpen, To: Open, Reason: ReasonProbeFailed},
+	{From: HalfOpen, To: Open, Reason: ReasonProbeTimeout},
+	{From: HalfOpen, To: Open, Reason: ReasonForcedOpen},
+	{From: HalfOpen, To: Closed, Reason: ReasonProbesPassed},
+	{From: HalfOpen, To: Closed, Reason: ReasonForcedClosed},
+	{From: HalfOpen, To: Closed, Reason: ReasonReset},
+}
+
+// PossibleTransitions returns every transition a breaker can make, by
+// from, to and reason, each with a Count of 0, in a fixed order:
+// [Breaker.Transitions] never reports one that is not here. An exporter
+// shows each at 0 from a breaker's creation, as Prometheus's practice for
+// labelled counters asks: a series that first appears at 1 shows no
+// increase, so a rate, an increase or a changes() over it would miss a
+// breaker's first trip. The result is a new slice the caller may keep.
+func PossibleTransitions() []TransitionCount {
+	return append([]TransitionCount(nil), possibleTransitions[:]...)
+}
+
 // countTransitionLocked counts a transition being made. It runs only on
 // transitions, under b.mu, so the calls pay nothing for it. b.mu must be
 // held.

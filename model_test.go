@@ -26,6 +26,7 @@ import (
 	"log/slog"
 	"math"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -659,6 +660,12 @@ func (r *modelRun) check(t *rapid.T) {
 	r.mu.Lock()
 	got := append([]Event(nil), r.events...)
 	r.mu.Unlock()
+	for _, e := range got {
+		if !slices.Contains(PossibleTransitions(), TransitionCount{From: e.From, To: e.To, Reason: e.Reason}) &&
+			e.Reason != ReasonTimeoutAdapted {
+			t.Fatalf("transition %s → %s (%s) is not in PossibleTransitions", e.From, e.To, e.Reason)
+		}
+	}
 	for i := 0; i < len(got) || i < len(m.events); i++ {
 		switch {
 		case i >= len(got):
