@@ -138,7 +138,9 @@ type Collector struct {
 	fallbacks, probes, notClosedTime, openDuration, windowCalls, windowRatio,
 	policyRatio, mode, openReason *prometheus.Desc
 
-	policyInfo, policyApplied, policyReloads *prometheus.Desc
+	tripReason, tripCalls, tripFailures, tripTimeouts *prometheus.Desc
+
+	policyInfo, policyApplied, policyReloads, policyLastReload *prometheus.Desc
 
 	candState, candTransitions, candWouldRefuse, candWouldAdmit, candDiffs *prometheus.Desc
 
@@ -158,33 +160,38 @@ func NewCollector(g *breaker.Group, opts ...Option) *Collector {
 		return prometheus.NewDesc(cfg.namespace+"_"+f.name, f.help, f.labels, cfg.constLabels)
 	}
 	c := &Collector{
-		g:               g,
-		state:           desc(famState),
-		transitions:     desc(famTransitions),
-		calls:           desc(famCalls),
-		slow:            desc(famSlow),
-		rejected:        desc(famRejected),
-		shadowRejected:  desc(famShadowRejected),
-		fallbacks:       desc(famFallbacks),
-		probes:          desc(famProbes),
-		notClosedTime:   desc(famNotClosedTime),
-		openDuration:    desc(famOpenDuration),
-		windowCalls:     desc(famWindowCalls),
-		windowRatio:     desc(famWindowRatio),
-		policyRatio:     desc(famPolicyRatio),
-		mode:            desc(famMode),
-		openReason:      desc(famOpenReason),
-		policyInfo:      desc(famPolicyInfo),
-		policyApplied:   desc(famPolicyApplied),
-		policyReloads:   desc(famPolicyReloads),
-		candState:       desc(famCandState),
-		candTransitions: desc(famCandTransitions),
-		candWouldRefuse: desc(famCandWouldRefuse),
-		candWouldAdmit:  desc(famCandWouldAdmit),
-		candDiffs:       desc(famCandDiffs),
-		latency:         desc(famLatency),
-		censored:        desc(famCensored),
-		timeout:         desc(famTimeout),
+		g:                g,
+		state:            desc(famState),
+		transitions:      desc(famTransitions),
+		calls:            desc(famCalls),
+		slow:             desc(famSlow),
+		rejected:         desc(famRejected),
+		shadowRejected:   desc(famShadowRejected),
+		fallbacks:        desc(famFallbacks),
+		probes:           desc(famProbes),
+		notClosedTime:    desc(famNotClosedTime),
+		openDuration:     desc(famOpenDuration),
+		windowCalls:      desc(famWindowCalls),
+		windowRatio:      desc(famWindowRatio),
+		policyRatio:      desc(famPolicyRatio),
+		mode:             desc(famMode),
+		openReason:       desc(famOpenReason),
+		tripReason:       desc(famTripReason),
+		tripCalls:        desc(famTripCalls),
+		tripFailures:     desc(famTripFailures),
+		tripTimeouts:     desc(famTripTimeouts),
+		policyInfo:       desc(famPolicyInfo),
+		policyApplied:    desc(famPolicyApplied),
+		policyReloads:    desc(famPolicyReloads),
+		policyLastReload: desc(famPolicyLastReload),
+		candState:        desc(famCandState),
+		candTransitions:  desc(famCandTransitions),
+		candWouldRefuse:  desc(famCandWouldRefuse),
+		candWouldAdmit:   desc(famCandWouldAdmit),
+		candDiffs:        desc(famCandDiffs),
+		latency:          desc(famLatency),
+		censored:         desc(famCensored),
+		timeout:          desc(famTimeout),
 	}
 	return c
 }
@@ -197,7 +204,8 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 		c.state, c.transitions, c.calls, c.slow, c.rejected, c.shadowRejected,
 		c.fallbacks, c.probes, c.notClosedTime, c.openDuration, c.windowCalls, c.windowRatio,
 		c.policyRatio, c.mode, c.openReason,
-		c.policyInfo, c.policyApplied, c.policyReloads,
+		c.tripReason, c.tripCalls, c.tripFailures, c.tripTimeouts,
+		c.policyInfo, c.policyApplied, c.policyReloads, c.policyLastReload,
 		c.candState, c.candTransitions, c.candWouldRefuse, c.candWouldAdmit, c.candDiffs,
 		c.latency, c.censored, c.timeout,
 	} {
@@ -255,7 +263,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		if cs := m.status.Candidate; cs != nil {
 			c.collectCandidate(ch, m.status.Name, cs)
 		}
-		for _, t := range m.transitions {
+		for _, t := range withUnmade(m.transitions) {
 			transitions = append(transitions, transition{m.status.Name, t})
 		}
 	}
@@ -276,6 +284,28 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.transitions, prometheus.CounterValue, float64(t.Count),
 			t.name, t.From.String(), t.To.String(), string(t.Reason))
 	}
+}
+
+// withUnmade returns a breaker's transition counts with every possible
+// transition it has not made yet at 0: a series that first appears at 1
+// shows no increase to rate, increase or changes, so a breaker's first
+// trip would be missed, and again after each restart.
+func withUnmade(made []breaker.TransitionCount) []breaker.TransitionCount {
+	out := make([]breaker.TransitionCount, 0, len(possibleTransitions)+len(made))
+	out = append(out, possibleTransitions...)
+	for _, t := range made {
+		found := false
+		for i := range out {
+			if o := &out[i]; o.From == t.From && o.To == t.To && o.Reason == t.Reason {
+				o.Count, found = t.Count, true
+				break
+			}
+		}
+		if !found {
+			out = append(out, t)
+		}
+	}
+	return out
 }
 
 // validLabelValue returns s with each byte that is not part of valid
@@ -373,6 +403,16 @@ func (c *Collector) collectStatus(ch chan<- prometheus.Metric, s breaker.Status)
 	if s.State != breaker.Closed && s.Reason != "" {
 		gauge(c.openReason, 1, string(s.Reason))
 	}
+	// Why the outage began, for as long as it lasts: the reason above
+	// becomes probe_failed at the first failed probe.
+	if s.State != breaker.Closed {
+		if s.TripReason != "" {
+			gauge(c.tripReason, 1, string(s.TripReason))
+		}
+		gauge(c.tripCalls, float64(s.Trip.Counted))
+		gauge(c.tripFailures, float64(s.Trip.Failures))
+		gauge(c.tripTimeouts, float64(s.Trip.Timeouts))
+	}
 
 	if l := s.Latency; l != nil {
 		ch <- prometheus.MustNewConstSummary(c.latency, l.SamplesTotal, l.SumTotal.Seconds(), map[float64]float64{
@@ -391,8 +431,11 @@ func (c *Collector) collectPolicy(ch chan<- prometheus.Metric, ps breaker.Policy
 	for _, x := range []struct {
 		result string
 		n      uint64
-	}{{"applied", r.Applied}, {"rejected", r.Rejected}, {"gone", r.Gone}, {"unreadable", r.Unreadable}} {
+	}{{"applied", r.Applied}, {"rejected", r.Rejected}, {"gone", r.Gone}, {"unreadable", r.Unreadable}, {"unchanged", r.Unchanged}} {
 		ch <- prometheus.MustNewConstMetric(c.policyReloads, prometheus.CounterValue, float64(x.n), x.result)
+	}
+	if l := ps.Last; l != nil {
+		ch <- prometheus.MustNewConstMetric(c.policyLastReload, prometheus.GaugeValue, 1, l.Result.String(), validLabelValue(l.Version))
 	}
 }
 

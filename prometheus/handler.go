@@ -128,7 +128,8 @@ var allFamilies = []family{
 	famState, famTransitions, famCalls, famSlow, famRejected, famShadowRejected,
 	famFallbacks, famProbes, famNotClosedTime, famOpenDuration, famWindowCalls, famWindowRatio,
 	famPolicyRatio, famMode, famOpenReason,
-	famPolicyInfo, famPolicyApplied, famPolicyReloads,
+	famTripReason, famTripCalls, famTripFailures, famTripTimeouts,
+	famPolicyInfo, famPolicyApplied, famPolicyReloads, famPolicyLastReload,
 	famCandState, famCandTransitions, famCandWouldRefuse, famCandWouldAdmit, famCandDiffs,
 	famLatency, famCensored, famTimeout,
 }
