@@ -117,11 +117,18 @@ type Alert struct {
 	// (elapsed time, not a cooldown: that is Policy.OpenFor).
 	Since        time.Time     `json:"since"`
 	OpenDuration time.Duration `json:"open_duration_ns"`
-	// Reason and Snapshot are the trip rule and the window that tripped
-	// the breaker.
-	Reason   breaker.Reason   `json:"reason"`
-	Snapshot breaker.Snapshot `json:"snapshot"`
-	Message  string           `json:"message"`
+	// TripReason and Snapshot are why the outage began: the rule that
+	// tripped the breaker and the window that tripped it, the same for
+	// the whole outage. Reason is what keeps it open now: the trip rule,
+	// or what reopened it since (probe_failed), as [breaker.Status] says.
+	TripReason breaker.Reason   `json:"trip_reason"`
+	Snapshot   breaker.Snapshot `json:"snapshot"`
+	Reason     breaker.Reason   `json:"reason"`
+	// Message leads with the cause: "P3: breaker inventory.GetStock has
+	// been open for 1m11s (opened on err_ratio: 9 of 18 calls failed, 9
+	// of them timeouts; now probe_failed); check the health of
+	// inventory.GetStock".
+	Message string `json:"message"`
 }
 
 // Alerts returns the group's breakers that have been open for at least
@@ -186,7 +193,10 @@ func alertOf(st breaker.Status, now time.Time, th Thresholds) (Alert, bool) {
 		return Alert{}, false
 	}
 	a := Alert{Severity: sev, Name: st.Name, State: st.State, Since: since, OpenDuration: open,
-		Reason: st.Reason, Snapshot: st.Trip}
+		TripReason: st.TripReason, Snapshot: st.Trip, Reason: st.Reason}
+	if a.TripReason == "" {
+		a.TripReason = a.Reason
+	}
 	a.Method, a.Target, _ = strings.Cut(st.Name, "@")
 	a.Message = message(a)
 	return a, true
@@ -195,11 +205,14 @@ func alertOf(st breaker.Status, now time.Time, th Thresholds) (Alert, bool) {
 func message(a Alert) string {
 	var sb strings.Builder
 	fmt.Fprintf(&sb, "%s: breaker %s has been open for %s", a.Severity, a.Name, a.OpenDuration.Round(time.Second))
-	if a.Snapshot.Counted > 0 {
-		fmt.Fprintf(&sb, " (%s: %d of %d calls failed, %d of them timeouts)",
-			a.Reason, a.Snapshot.Failures, a.Snapshot.Counted, a.Snapshot.Timeouts)
-	} else if a.Reason != "" {
-		fmt.Fprintf(&sb, " (%s)", a.Reason)
+	// Why it opened leads, with the window that tripped it; what
+	// reopened it since (a failed probe) follows, never in its place.
+	if a.TripReason != "" {
+		fmt.Fprintf(&sb, " (%s", cause(a.TripReason, a.Snapshot))
+		if a.Reason != "" && a.Reason != a.TripReason {
+			fmt.Fprintf(&sb, "; now %s", a.Reason)
+		}
+		sb.WriteString(")")
 	}
 	// The breaker only stops the bleeding; someone has to heal the
 	// downstream, and the alert says which one.
@@ -210,4 +223,15 @@ func message(a Alert) string {
 		sb.WriteString(a.Target)
 	}
 	return sb.String()
+}
+
+// cause says why an outage began, as the alerts and the status page
+// write it: "opened on err_ratio: 9 of 18 calls failed, 9 of them
+// timeouts", or "opened on forced_open" without a window.
+func cause(trip breaker.Reason, snap breaker.Snapshot) string {
+	if snap.Counted == 0 {
+		return "opened on " + string(trip)
+	}
+	return fmt.Sprintf("opened on %s: %d of %d calls failed, %d of them timeouts",
+		trip, snap.Failures, snap.Counted, snap.Timeouts)
 }
