@@ -40,12 +40,24 @@
 //	breaker_policy_error_ratio                 gauge    the policy's ErrorRatio, the trip threshold of the line above (0: rule off)
 //	breaker_mode{mode}                         gauge    1 for the current mode, 0 for the others
 //	breaker_open_reason{reason}                gauge    1 while open or half-open, with the reason; absent while closed
+//	breaker_trip_reason{reason}                gauge    1 while open or half-open, with the rule that began the outage; absent while closed
+//	breaker_trip_window_calls                  gauge    counted calls in the window that tripped it; absent while closed
+//	breaker_trip_window_failures               gauge    failures, timeouts included, in that window; absent while closed
+//	breaker_trip_window_timeouts               gauge    timeouts in that window; absent while closed
 //
-// The last two let an alerting rule say why a breaker is open and leave
-// out breakers an operator forced open or runs in shadow, as
-// [github.com/govkit/breaker/ops.Alerts] does. [AlertRules] writes such
-// rules, and the module ships them, with a Grafana dashboard for these
-// families, in its rules/ and dashboards/ directories.
+// Every transition a breaker can make ([breaker.PossibleTransitions]) is
+// a series from its creation, at 0 until it is made: a series that first
+// appeared at 1 would show no increase, and rate, increase and changes
+// would miss a breaker's first trip, and the first after each restart.
+//
+// The mode and the reasons let an alerting rule leave out breakers an
+// operator forced open or runs in shadow, as
+// [github.com/govkit/breaker/ops.Alerts] does, and say why a breaker
+// opened: open_reason becomes probe_failed at the first failed probe,
+// while trip_reason and the trip's window stay what they were at the trip
+// for the whole outage. [AlertRules] writes such rules, and the module
+// ships them, with a Grafana dashboard for these families, in its rules/
+// and dashboards/ directories.
 //
 // These are of the group as a whole, without the label name, so that an
 // operator can confirm that a policy change is live (see
@@ -53,7 +65,8 @@
 //
 //	breaker_policy_info{origin,version}        gauge    1 for the policy document in force
 //	breaker_policy_applied_timestamp_seconds   gauge    when it was applied, in Unix seconds
-//	breaker_policy_reloads_total{result}       counter  documents delivered: applied, rejected, gone, unreadable
+//	breaker_policy_reloads_total{result}       counter  documents delivered: applied, rejected, gone, unreadable, unchanged
+//	breaker_policy_last_reload_info{result,version} gauge 1 for the last document delivered; absent until one is
 //
 // A breaker that runs a candidate policy in shadow (see
 // [breaker.GroupPolicy.Candidate]) adds these, with the label name:

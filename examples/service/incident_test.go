@@ -375,6 +375,9 @@ func TestService_AnIncidentWithPrometheus(t *testing.T) {
 	page := html.UnescapeString(pageText(get(t, base+"/status")))
 	assert.Contains(t, page, "was rejected: not live (overrides[\"pricing.GetPrice\"].max_open_for: must be at least open_for (10s), got 4s);")
 	n.block("", alertText(rejected))
+	if i, j := strings.Index(page, "Policy: "), strings.Index(page, " Alerts "); i >= 0 && j > i {
+		n.block("", page[i:j])
+	}
 	n.block("", logLines(logs.String(), `msg="breaker policy rejected"`))
 	replace(t, path, incidentPolicy)
 	p.eventually("BreakerPolicyRejected resolved", func() (bool, string) {
