@@ -262,7 +262,7 @@ func TestStatusPage_ShowsTheRunningCooldownAndTheTripApartFromTheProbe(t *testin
 	gh.clk.Add(10 * time.Second)
 	txt := text(render(t, page))
 	for _, want := range []string{
-		"opened on err_ratio: 10 of 20 calls failed, 10 of them timeouts; reopened on probe_failed",
+		"opened on err_ratio: 10 of 20 calls failed, 10 of them timeouts; reopened on probe_failed . The breaker only stops the bleeding: check the health of pricing.GetPrice.",
 		"Next probe at 05:07:37 (in 50s), at the end of a cooldown of 1m0s ; the policy's cooldown is 30s, doubling to 2m0s.",
 	} {
 		assert.Contains(t, txt, want)
