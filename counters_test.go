@@ -163,3 +163,29 @@ func TestTransitions_CountEveryTransitionByReason(t *testing.T) {
 	assert.Equal(t, uint64(2), h.b.Transitions()[0].Count, "the result is a copy")
 	assert.Equal(t, uint64(3), h.b.Counters().Opens, "Closed→Open and HalfOpen→Open agree with Opens")
 }
+
+// PossibleTransitions lists each transition once, with a count of 0, and
+// every transition a breaker makes is among them (TestModel checks the
+// rest of the state machine against it).
+func TestTransitions_PossibleTransitionsHoldEveryOneMade(t *testing.T) {
+	all := PossibleTransitions()
+	seen := map[TransitionCount]bool{}
+	for _, tc := range all {
+		assert.Zero(t, tc.Count)
+		assert.False(t, seen[tc], "%v twice", tc)
+		seen[tc] = true
+	}
+	h := newHarness(t, DefaultPolicy())
+	h.trip()
+	h.at(31 * time.Second)
+	require.ErrorIs(t, h.call(context.DeadlineExceeded), context.DeadlineExceeded)
+	require.NoError(t, h.b.SetMode(ModeForcedOpen))
+	require.NoError(t, h.b.SetMode(ModeAuto))
+	h.b.Reset()
+	for _, tc := range h.b.Transitions() {
+		tc.Count = 0
+		assert.True(t, seen[tc], "%v is not listed", tc)
+	}
+	all[0].Count = 7
+	assert.Zero(t, PossibleTransitions()[0].Count, "the result is a copy")
+}

@@ -276,7 +276,7 @@ func TestFileSource_ADeletedFileKeepsTheLastGoodPolicy(t *testing.T) {
 	h.write(fileV2)
 	h.tick()
 	c = h.next()
-	assert.Equal(t, PolicyApplied, c.Result, "back: delivered again")
+	assert.Equal(t, PolicyUnchanged, c.Result, "back as it was: delivered again, and the version in force")
 	assert.Equal(t, v, c.Version)
 	assert.Empty(t, c.Changes)
 }

@@ -420,3 +420,78 @@ func TestFollow_MalformedDocumentsAreRefusedAndChangeNothing(t *testing.T) {
 	_, err := ParseGroupPolicy([]byte(strings.Repeat(" ", MaxPolicyDocumentSize-2) + "{}"))
 	assert.NoError(t, err, "a document of exactly the limit is read")
 }
+
+// The version in force delivered again (a refused edit undone, so the
+// file's hash is the one in force) changes nothing: it is counted and
+// recorded as unchanged, logged at Debug, and the version in force keeps
+// its record of when it was applied and what it changed, where it used to
+// be logged as applied with no changes and lose that record.
+func TestFollow_TheVersionInForceDeliveredAgainIsUnchanged(t *testing.T) {
+	logs := &lockedBuffer{}
+	h := newFollowHarness(t, GroupConfig{}, WithLogger(slog.New(slog.NewTextHandler(logs,
+		&slog.HandlerOptions{Level: slog.LevelDebug}))))
+	const v2 = `{"overrides": {"payment.Charge": {"open_for": "45s", "max_open_for": "3m"}}}`
+	applied := h.doc("v2", v2)
+	require.Equal(t, PolicyApplied, applied.Result)
+	require.NotEmpty(t, applied.Changes)
+	at := h.clk.Now()
+	h.clk.Add(time.Minute)
+	require.Equal(t, PolicyRejected, h.doc("v3", `{"overrides": {"payment.Charge": {"max_open_for": "10s"}}}`).Result)
+	h.clk.Add(time.Minute)
+
+	c := h.doc("v2", v2)
+	assert.Equal(t, PolicyUnchanged, c.Result)
+	assert.Equal(t, "v2", c.InForce)
+	assert.Empty(t, c.Changes)
+	st := h.g.PolicyStatus()
+	assert.Equal(t, "v2", st.Version)
+	assert.Equal(t, at, st.AppliedAt, "applied when it first was")
+	assert.Equal(t, applied.Changes, st.Changes, "what the version in force changed is kept")
+	assert.Equal(t, PolicyReloads{Applied: 1, Rejected: 1, Unchanged: 1}, st.Reloads)
+	require.NotNil(t, st.Last)
+	assert.Equal(t, PolicyUnchanged, st.Last.Result, "the refused version is no longer the last word")
+	assert.Contains(t, logs.String(), `level=DEBUG msg="breaker policy unchanged" breaker.origin=test:policies breaker.version=v2 breaker.in_force=v2`)
+	assert.Equal(t, 1, strings.Count(logs.String(), "breaker policy applied"))
+
+	// Another version of the same content is applied: the version in
+	// force is the one delivered, and it changed nothing.
+	c = h.doc("v4", v2)
+	assert.Equal(t, PolicyApplied, c.Result)
+	assert.Empty(t, c.Changes)
+}
+
+// A push that lowers open_for and max_open_for during an outage cuts the
+// cooldown that is running, through a live source as through SetPolicy:
+// a breaker whose cooldown had doubled to 2m probes once the new maximum,
+// 20s, has passed since that cooldown began. It used to wait out the 2m.
+func TestFollow_APushDuringAnOutageCutsTheRunningCooldown(t *testing.T) {
+	h := newFollowHarness(t, GroupConfig{})
+	require.Equal(t, PolicyApplied, h.doc("v1", `{"default": {"strict_probes": true}}`).Result)
+	h.calls("payment.Charge", 20, errBoom) // trips: 30s
+	pay := mustGet(t, h.g, "payment.Charge")
+	h.clk.Add(30 * time.Second)
+	h.calls("payment.Charge", 1, errBoom) // the probe fails: 1m
+	h.clk.Add(time.Minute)
+	h.calls("payment.Charge", 1, errBoom) // and again: 2m
+	st := pay.Status()
+	require.Equal(t, 2*time.Minute, st.Cooldown)
+	require.Equal(t, ReasonErrorRatio, st.TripReason)
+	reopened := h.clk.Now()
+
+	h.clk.Add(5 * time.Second)
+	c := h.doc("v2", `{"default": {"strict_probes": true, "open_for": "10s", "max_open_for": "20s"}}`)
+	require.Equal(t, PolicyApplied, c.Result)
+	st = pay.Status()
+	assert.Equal(t, 20*time.Second, st.Cooldown)
+	require.NotNil(t, st.ProbeAt)
+	assert.Equal(t, reopened.Add(20*time.Second), *st.ProbeAt)
+	assert.Equal(t, ReasonErrorRatio, st.TripReason, "the outage keeps its cause")
+	h.clk.Add(15 * time.Second)
+	assert.Equal(t, HalfOpen, pay.State())
+
+	// A push that raises them leaves the running cooldown alone.
+	h.calls("payment.Charge", 1, errBoom) // reopened for 20s (10s doubled, capped)
+	require.Equal(t, 20*time.Second, pay.Status().Cooldown)
+	require.Equal(t, PolicyApplied, h.doc("v3", `{"default": {"strict_probes": true, "open_for": "1m", "max_open_for": "5m"}}`).Result)
+	assert.Equal(t, 20*time.Second, pay.Status().Cooldown)
+}

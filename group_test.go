@@ -708,6 +708,27 @@ func TestGroup_SetPoliciesLogsEachUnusedOverrideAtWarn(t *testing.T) {
 	assert.Empty(t, buf.String(), "every override used: nothing to report")
 }
 
+// A service that loads its policies at start, before any breaker is
+// made, is not told that every override is unused: the README's own
+// document used to log a Warn for its override on every start. Once the
+// group holds breakers, a reload reports an override none of them uses,
+// and PolicyStatus lists the unused keys for a look after traffic began.
+func TestGroup_NoUnusedOverrideWarningBeforeAnyBreaker(t *testing.T) {
+	var buf bytes.Buffer
+	gh := newGroupHarness(t, GroupConfig{}, WithLogger(slog.New(slog.NewTextHandler(&buf, nil))))
+	doc := `{"default": {"error_ratio": 0.5}, "overrides": {"payment.Charge": {"open_for": "45s", "max_open_for": "3m"}}}`
+	require.NoError(t, gh.g.LoadPolicies([]byte(doc)))
+	assert.Empty(t, buf.String(), "no breaker yet: nothing to report")
+	assert.Equal(t, []string{"payment.Charge"}, gh.g.UnusedOverrides())
+	assert.Equal(t, []string{"payment.Charge"}, gh.g.PolicyStatus().UnusedOverrides)
+
+	gh.calls("orders.Create", 1, nil)
+	require.NoError(t, gh.g.LoadPolicies([]byte(doc)))
+	assert.Contains(t, buf.String(), `level=WARN msg="breaker override unused" breaker.override=payment.Charge`)
+	gh.calls("payment.Charge", 1, nil)
+	assert.Empty(t, gh.g.PolicyStatus().UnusedOverrides)
+}
+
 // The logger may call back into the group: the records are written
 // outside its lock.
 func TestGroup_UnusedOverrideLoggerMayCallBack(t *testing.T) {
@@ -716,6 +737,7 @@ func TestGroup_UnusedOverrideLoggerMayCallBack(t *testing.T) {
 	h := &callbackHandler{f: func() { seen = g.UnusedOverrides() }}
 	gh := newGroupHarness(t, GroupConfig{}, WithLogger(slog.New(h)))
 	g = gh.g
+	gh.calls("inventory.GetStock", 1, nil)
 	require.NoError(t, g.LoadPolicies([]byte(stockOverride)))
 	assert.Equal(t, []string{"inventory.GetStok"}, seen)
 }

@@ -349,16 +349,18 @@ func (g *Group) Policies() GroupPolicy { return g.rules.Load().doc }
 //
 // An override whose key no breaker of the group has used (see
 // [Group.UnusedOverrides]) is accepted, since its breaker may be made
-// later, but it is reported: if the group has a logger ([WithLogger]),
-// SetPolicies writes one Warn record for each such key, after the
-// document is applied and outside the group's lock:
+// later, but it is reported: if the group has a logger ([WithLogger])
+// and holds breakers, SetPolicies writes one Warn record for each such
+// key, after the document is applied and outside the group's lock:
 //
 //	level=WARN msg="breaker override unused" breaker.override=inventory.GetStok
 //
 // A typo in a key would otherwise go unnoticed, the breaker it meant
-// running on the default policy. Before any call has been made every
-// override is reported, so a service that loads its policies at start-up
-// should look again with UnusedOverrides once traffic has begun.
+// running on the default policy. A group that holds no breaker yet (a
+// service loading its policies at start) reports nothing, since every
+// override is unused then; UnusedOverrides, and
+// [PolicyStatus.UnusedOverrides] (in ops.Snapshot and on its status page),
+// list them once traffic has begun.
 //
 // While the group follows a [PolicySource] (see [Group.Follow]),
 // SetPolicies changes nothing and returns an error wrapping
@@ -384,7 +386,10 @@ func (g *Group) SetPolicies(gp GroupPolicy) error {
 	return nil
 }
 
-// setRules applies gr to the group and returns its unused override keys.
+// setRules applies gr to the group and returns its unused override keys
+// to report, none while the group holds no breaker: before any call
+// every override is unused, and saying so says nothing (the breakers of a
+// service that loads its policies at start are made on first use).
 func (g *Group) setRules(gr *groupRules) []string {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -398,7 +403,9 @@ func (g *Group) setRules(gr *groupRules) []string {
 	}
 	g.rules.Store(gr)
 	g.overflow.setRules(gr.def)
+	held := false
 	g.m.Range(func(k, v any) bool {
+		held = true
 		key := k.(string)
 		gr.markUsed(key)
 		b := v.(*Breaker)
@@ -406,6 +413,9 @@ func (g *Group) setRules(gr *groupRules) []string {
 		b.setCandidate(g, gr.candidateFor(key), gr.version)
 		return true
 	})
+	if !held {
+		return nil
+	}
 	return gr.unused()
 }
 

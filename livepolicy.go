@@ -30,9 +30,15 @@ const (
 	// PolicyUnreadable: the source could not read the document; the
 	// policy in force stays.
 	PolicyUnreadable
+	// PolicyUnchanged: the document was the version in force, delivered
+	// again: the same origin, version and content (a file put back as it
+	// was after a refused edit, say). Nothing is applied, and the version
+	// in force keeps its record: when it was applied and what it changed.
+	PolicyUnchanged
 )
 
-var policyResults = [...]string{PolicyApplied: "applied", PolicyRejected: "rejected", PolicyGone: "gone", PolicyUnreadable: "unreadable"}
+var policyResults = [...]string{PolicyApplied: "applied", PolicyRejected: "rejected", PolicyGone: "gone",
+	PolicyUnreadable: "unreadable", PolicyUnchanged: "unchanged"}
 
 func (r PolicyResult) String() string {
 	if int(r) < len(policyResults) && policyResults[r] != "" {
@@ -68,7 +74,10 @@ func (r *PolicyResult) UnmarshalText(b []byte) error {
 //	level=WARN msg="breaker policy gone" breaker.origin=file:/etc/app/breakers.json breaker.in_force=sha256:5d41402abc4b2a76
 //
 // A rejection is logged at Error, a document gone or unreadable at Warn,
-// an applied one at Info.
+// an applied one at Info, and an unchanged one at Debug (it changes
+// nothing, and a source may deliver the same document again):
+//
+//	level=DEBUG msg="breaker policy unchanged" breaker.origin=file:/etc/app/breakers.json breaker.version=sha256:5d41402abc4b2a76 breaker.in_force=sha256:5d41402abc4b2a76
 type PolicyChange struct {
 	Origin  string       `json:"origin"`
 	Version string       `json:"version"`
@@ -113,6 +122,7 @@ type PolicyReloads struct {
 	Rejected   uint64 `json:"rejected"`
 	Gone       uint64 `json:"gone"`
 	Unreadable uint64 `json:"unreadable"`
+	Unchanged  uint64 `json:"unchanged"`
 }
 
 // PolicyStatus says which policy a group applies and where it came from,
@@ -125,8 +135,14 @@ type PolicyStatus struct {
 	Version string `json:"version"`
 	// AppliedAt is when it was applied, on the group's clock.
 	AppliedAt time.Time `json:"applied_at"`
-	// Changes is what applying it changed (see [PolicyChange.Changes]).
+	// Changes is what applying it changed (see [PolicyChange.Changes]);
+	// a document delivered since that changed nothing
+	// ([PolicyUnchanged]) leaves it.
 	Changes []PolicyFieldChange `json:"changes"`
+	// UnusedOverrides are the override keys no breaker has used yet, as
+	// [Group.UnusedOverrides] lists them: a typo, or a downstream not
+	// called yet.
+	UnusedOverrides []string `json:"unused_overrides,omitempty"`
 	// Following is the origin of the source the group follows now, or
 	// empty if it follows none.
 	Following string `json:"following,omitempty"`
@@ -165,6 +181,7 @@ func (g *Group) PolicyStatus() PolicyStatus {
 		last := *ps.last
 		st.Last = &last
 	}
+	st.UnusedOverrides = g.UnusedOverrides()
 	st.Candidate = g.candidateInfo()
 	return st
 }
@@ -195,9 +212,17 @@ func (g *Group) applyDocument(doc PolicyDocument) PolicyChange {
 			g.pstate.reloads.Rejected++
 			break
 		}
+		old := g.rules.Load().doc
+		if doc.Origin == g.pstate.origin && doc.Version == g.pstate.version && samePolicies(old, gr.doc) {
+			// Nothing to apply, and nothing the record of the version in
+			// force should lose.
+			rec.Result = PolicyUnchanged
+			g.pstate.reloads.Unchanged++
+			break
+		}
 		rec.Result = PolicyApplied
 		gr.version = doc.Version
-		rec.Changes = diffPolicies(g.rules.Load().doc, gr.doc)
+		rec.Changes = diffPolicies(old, gr.doc)
 		unused = g.setRules(gr)
 		g.pstate.reloads.Applied++
 		g.pstate.origin, g.pstate.version = doc.Origin, doc.Version
@@ -233,6 +258,23 @@ func documentProblems(err error) []FieldError {
 		return append([]FieldError(nil), pe.Problems...)
 	}
 	return []FieldError{{Field: "(document)", Problem: err.Error()}}
+}
+
+// samePolicies reports whether two documents give every key the same
+// policy and the same candidate, with the same override keys.
+func samePolicies(a, b GroupPolicy) bool {
+	if a.Default != b.Default || len(a.Overrides) != len(b.Overrides) {
+		return false
+	}
+	for k, p := range a.Overrides {
+		if q, ok := b.Overrides[k]; !ok || p != q {
+			return false
+		}
+	}
+	if a.Candidate == nil || b.Candidate == nil {
+		return a.Candidate == nil && b.Candidate == nil
+	}
+	return samePolicies(*a.Candidate, *b.Candidate)
 }
 
 // diffPolicies lists the fields that differ between two documents, key by
@@ -338,6 +380,9 @@ func logPolicyChange(l *slog.Logger, rec PolicyChange) {
 	case PolicyUnreadable:
 		level, msg = slog.LevelWarn, "breaker policy unreadable"
 		attrs = append(attrs, slog.String("in_force", rec.InForce), slog.String("error", rec.Err))
+	case PolicyUnchanged:
+		level, msg = slog.LevelDebug, "breaker policy unchanged"
+		attrs = append(attrs, slog.String("in_force", rec.InForce))
 	}
 	l.LogAttrs(context.Background(), level, msg, slog.Attr{Key: logGroup, Value: slog.GroupValue(attrs...)})
 }

@@ -166,30 +166,33 @@ func (b *Breaker) tripLocked(now int64, r *rules, reason Reason, snap Snapshot) 
 		b.setDoublings(0)
 	}
 	b.setOutageStart(now)
-	b.openLocked(now, r, reason, snap)
+	b.openLocked(now, r, reason, reason, snap)
 }
 
 // reopenLocked sends a half-open breaker back to open with a longer
 // cooldown. b.mu must be held.
 func (b *Breaker) reopenLocked(now int64, r *rules, reason Reason) {
 	b.setDoublings(min(b.doublings()+1, maxLevel))
-	b.openLocked(now, r, reason, b.tripSnap())
+	cause, snap := b.trip()
+	b.openLocked(now, r, reason, cause, snap)
 }
 
 // maxLevel bounds the doublings; OpenFor·2^62 overflows nothing we
 // compute because baseCooldown checks before shifting.
 const maxLevel = 62
 
-// tripSnap is the window that began the current outage. It lives in the
-// outage's open error rather than in a field of its own.
-func (b *Breaker) tripSnap() Snapshot {
+// trip is the reason and the window that began the current outage. They
+// live in the outage's open error rather than in fields of their own.
+func (b *Breaker) trip() (Reason, Snapshot) {
 	if e := b.openErr.Load(); e != nil {
-		return e.Snapshot
+		return e.TripReason, e.Snapshot
 	}
-	return Snapshot{}
+	return "", Snapshot{}
 }
 
-func (b *Breaker) openLocked(now int64, r *rules, reason Reason, snap Snapshot) {
+// openLocked opens the breaker for a cooldown: reason is what opened it
+// now, cause and snap what began the outage. b.mu must be held.
+func (b *Breaker) openLocked(now int64, r *rules, reason, cause Reason, snap Snapshot) {
 	cd := b.cooldown(r)
 	until := now + cd
 	if until < now {
@@ -197,13 +200,15 @@ func (b *Breaker) openLocked(now int64, r *rules, reason Reason, snap Snapshot) 
 	}
 	b.setOpenUntil(until)
 	b.openErr.Store(&OpenError{
-		Name:     b.name,
-		State:    Open,
-		Reason:   reason,
-		Snapshot: snap,
-		Since:    b.opt.tb.time(b.outageStart()),
-		Until:    b.opt.tb.time(until),
-		b:        b,
+		Name:       b.name,
+		State:      Open,
+		Reason:     reason,
+		TripReason: cause,
+		Snapshot:   snap,
+		Since:      b.opt.tb.time(b.outageStart()),
+		Until:      b.opt.tb.time(until),
+		Cooldown:   time.Duration(cd),
+		b:          b,
 	})
 	b.countOpenLocked()
 	b.transitionLocked(now, Open, b.state.Load().mode(), reason, snap, cd)
@@ -247,11 +252,12 @@ func (b *Breaker) halfOpenLocked(now int64, m Mode, reason Reason) {
 		h.inflight = h.inflight[:0]
 	}
 	b.setProbeDeadline(math.MaxInt64)
-	snap := b.tripSnap()
+	_, snap := b.trip()
 	if e := b.openErr.Load(); e != nil {
 		he := *e
 		he.State = HalfOpen
 		he.Until = time.Time{}
+		he.Cooldown = 0
 		b.openErr.Store(&he)
 	}
 	b.transitionLocked(now, HalfOpen, m, reason, snap, 0)

@@ -117,12 +117,18 @@ type Alert struct {
 	// (elapsed time, not a cooldown: that is Policy.OpenFor).
 	Since        time.Time     `json:"since"`
 	OpenDuration time.Duration `json:"open_duration_ns"`
-	// Reason and Snapshot are the trip rule and the window that tripped
-	// the breaker.
-	Reason   breaker.Reason   `json:"reason"`
-	Snapshot breaker.Snapshot `json:"snapshot"`
-	// Message says all of the above in a line, for a person; the key in
-	// it is shown by [Printable], so that it reads as what it holds.
+	// TripReason and Snapshot are why the outage began: the rule that
+	// tripped the breaker and the window that tripped it, the same for
+	// the whole outage. Reason is what keeps it open now: the trip rule,
+	// or what reopened it since (probe_failed), as [breaker.Status] says.
+	TripReason breaker.Reason   `json:"trip_reason"`
+	Snapshot   breaker.Snapshot `json:"snapshot"`
+	Reason     breaker.Reason   `json:"reason"`
+	// Message leads with the cause: "P3: breaker inventory.GetStock has
+	// been open for 1m11s (opened on err_ratio: 9 of 18 calls failed, 9
+	// of them timeouts; now probe_failed); check the health of
+	// inventory.GetStock". The key in it is shown by [Printable], so that
+	// it reads as what it holds.
 	Message string `json:"message"`
 }
 
@@ -205,7 +211,10 @@ func alertOf(st breaker.Status, now time.Time, th Thresholds) (Alert, bool) {
 		return Alert{}, false
 	}
 	a := Alert{Severity: sev, Name: st.Name, State: st.State, Since: since, OpenDuration: open,
-		Reason: st.Reason, Snapshot: st.Trip}
+		TripReason: st.TripReason, Snapshot: st.Trip, Reason: st.Reason}
+	if a.TripReason == "" {
+		a.TripReason = a.Reason
+	}
 	a.Method, a.Target, _ = strings.Cut(st.Name, "@")
 	a.Message = message(a)
 	return a, true
@@ -225,11 +234,14 @@ func writeMessage(a Alert, text, key func(string)) {
 	text(fmt.Sprintf("%s: breaker ", a.Severity))
 	key(a.Name)
 	text(fmt.Sprintf(" has been open for %s", a.OpenDuration.Round(time.Second)))
-	if a.Snapshot.Counted > 0 {
-		text(fmt.Sprintf(" (%s: %d of %d calls failed, %d of them timeouts)",
-			a.Reason, a.Snapshot.Failures, a.Snapshot.Counted, a.Snapshot.Timeouts))
-	} else if a.Reason != "" {
-		text(fmt.Sprintf(" (%s)", a.Reason))
+	// Why it opened leads, with the window that tripped it; what
+	// reopened it since (a failed probe) follows, never in its place.
+	if a.TripReason != "" {
+		text(" (" + cause(a.TripReason, a.Snapshot))
+		if a.Reason != "" && a.Reason != a.TripReason {
+			text("; now " + string(a.Reason))
+		}
+		text(")")
 	}
 	// The breaker only stops the bleeding; someone has to heal the
 	// downstream, and the alert says which one.
@@ -239,4 +251,15 @@ func writeMessage(a Alert, text, key func(string)) {
 		text(" on ")
 		key(a.Target)
 	}
+}
+
+// cause says why an outage began, as the alerts and the status page
+// write it: "opened on err_ratio: 9 of 18 calls failed, 9 of them
+// timeouts", or "opened on forced_open" without a window.
+func cause(trip breaker.Reason, snap breaker.Snapshot) string {
+	if snap.Counted == 0 {
+		return "opened on " + string(trip)
+	}
+	return fmt.Sprintf("opened on %s: %d of %d calls failed, %d of them timeouts",
+		trip, snap.Failures, snap.Counted, snap.Timeouts)
 }

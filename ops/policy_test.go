@@ -80,7 +80,7 @@ func TestSnapshot_ShowsThePolicyInForce(t *testing.T) {
 	assert.Equal(t, `overrides["payment.Charge"].open_for`, p.Changes[0].Path)
 	assert.Equal(t, "30s", p.Changes[0].From)
 	assert.Equal(t, "45s", p.Changes[0].To)
-	assert.Equal(t, map[string]int{"applied": 1, "rejected": 1, "gone": 0, "unreadable": 0}, p.Reloads)
+	assert.Equal(t, map[string]int{"applied": 1, "rejected": 1, "gone": 0, "unreadable": 0, "unchanged": 0}, p.Reloads)
 	assert.Equal(t, "rejected", p.Last.Result)
 	assert.Equal(t, "sha256:7f83b1657ff1fc53", p.Last.Version)
 	assert.Equal(t, "sha256:5d41402abc4b2a76", p.Last.InForce)

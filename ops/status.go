@@ -295,10 +295,15 @@ type policyView struct {
 	Version   string
 	AppliedAt time.Time
 	// Rejected is the version of the last document refused since, if
-	// the last one delivered was refused: the page says it is not live.
+	// the last one delivered was refused: the page says it is not live,
+	// and why (Problems).
 	Rejected  string
+	Problems  []breaker.FieldError
 	Default   breaker.Policy
 	Overrides []string
+	// Unused are the override keys no breaker has used yet: a typo, or
+	// a downstream not called yet.
+	Unused []string
 }
 
 // policyInForce is what the page says of the policy in force: where it
@@ -307,12 +312,14 @@ type policyView struct {
 func policyInForce(g *breaker.Group) policyView {
 	gp := g.Policies()
 	ps := g.PolicyStatus()
-	v := policyView{Default: gp.Default, Origin: ps.Origin, Version: ps.Version, AppliedAt: ps.AppliedAt}
+	v := policyView{Default: gp.Default, Origin: ps.Origin, Version: ps.Version, AppliedAt: ps.AppliedAt,
+		Unused: ps.UnusedOverrides}
 	if ps.Last != nil && ps.Last.Result == breaker.PolicyRejected {
 		v.Rejected = ps.Last.Version
 		if v.Rejected == "" {
 			v.Rejected = "(no version)"
 		}
+		v.Problems = ps.Last.Problems
 	}
 	if v.Default == (breaker.Policy{}) {
 		v.Default = breaker.DefaultPolicy()
@@ -358,6 +365,7 @@ var statusTemplate = template.Must(template.New("status").Funcs(template.FuncMap
 		return strconv.FormatFloat(min(max(pct, 0), 100), 'f', 1, 64) + "%"
 	},
 	"lower":    strings.ToLower,
+	"cause":    cause,
 	"mul100":   func(f float64) float64 { return 100 * f },
 	"isOpen":   func(s breaker.State) bool { return s == breaker.Open },
 	"isHalf":   func(s breaker.State) bool { return s == breaker.HalfOpen },

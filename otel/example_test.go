@@ -42,7 +42,12 @@ func ExampleRegister() {
 			if metric.Name != "breaker.transitions" {
 				continue
 			}
+			// Every transition the breaker can make is there, at 0
+			// until it is made; print the ones made.
 			for _, p := range metric.Data.(metricdata.Sum[int64]).DataPoints {
+				if p.Value == 0 {
+					continue
+				}
 				from, _ := p.Attributes.Value(breakerotel.KeyTransitionFrom)
 				to, _ := p.Attributes.Value(breakerotel.KeyTransitionTo)
 				reason, _ := p.Attributes.Value(breakerotel.KeyTransitionReason)

@@ -30,6 +30,17 @@
 //	breaker.open.duration       Gauge          s             (length of the current outage, 0 when closed)
 //	breaker.window.calls        UpDownCounter  {call}        (counted calls in the sliding window)
 //	breaker.window.error_ratio  Gauge          1             (failures/counted in the window)
+//	breaker.trip                UpDownCounter  {breaker}     breaker.trip.reason: 1 while open or half-open, with the rule that began the outage
+//	breaker.trip.window.calls   Gauge          {call}        (counted calls in the window that tripped it, while open or half-open)
+//	breaker.trip.window.failures Gauge         {call}        (failures, timeouts included, in that window)
+//	breaker.trip.window.timeouts Gauge         {call}        (timeouts in that window)
+//
+// Every transition a breaker can make ([breaker.PossibleTransitions]) is
+// reported from its creation, at 0 until it is made, so that a backend
+// computing rates sees the first. The trip's instruments say why an
+// outage began for as long as it lasts: a failed probe reopens the
+// breaker for another reason, and the trip's rule and window are what
+// an alert should lead with.
 //
 // and these, of the group as a whole, without breaker.name, so that an
 // operator can confirm that a policy change is live (see
@@ -37,7 +48,8 @@
 //
 //	breaker.policy.info         Gauge          1             1, with breaker.policy.origin and .version of the document in force
 //	breaker.policy.applied_at   Gauge          s             when it was applied, in Unix seconds
-//	breaker.policy.reloads      Counter        {document}    breaker.policy.result: applied, rejected, gone, unreadable
+//	breaker.policy.reloads      Counter        {document}    breaker.policy.result: applied, rejected, gone, unreadable, unchanged
+//	breaker.policy.last_reload  Gauge          1             1, with breaker.policy.result and .version of the last document delivered
 //
 // and these, of the group as a whole too, for its cap on breakers and its
 // idle eviction (see [breaker.GroupConfig.MaxBreakers] and
@@ -132,6 +144,7 @@ const (
 	KeyPolicyVersion    = attribute.Key("breaker.policy.version")
 	KeyPolicyResult     = attribute.Key("breaker.policy.result")
 	KeyLatencyQuantile  = attribute.Key("breaker.latency.quantile")
+	KeyTripReason       = attribute.Key("breaker.trip.reason")
 )
 
 // Option configures [Register].
@@ -165,8 +178,10 @@ type Metrics struct {
 	fallbacks, probes, windowCalls, censored metric.Int64Observable
 	notClosedTime, openDuration, windowRatio, latency, timeout metric.Float64Observable
 
-	policyInfo, policyReloads metric.Int64Observable
-	policyApplied             metric.Float64Observable
+	trip, tripCalls, tripFailures, tripTimeouts metric.Int64Observable
+
+	policyInfo, policyReloads, policyLastReload metric.Int64Observable
+	policyApplied                               metric.Float64Observable
 
 	groupBreakers, groupMax, groupOverflow, groupEvicted metric.Int64Observable
 
@@ -237,6 +252,14 @@ func Register(g *breaker.Group, mp metric.MeterProvider, opts ...Option) (*Metri
 		desc("Counted calls (successes, failures and timeouts) in the sliding window."), unit("{call}")))
 	f64(&m.windowRatio)(meter.Float64ObservableGauge("breaker.window.error_ratio",
 		desc("Failures divided by counted calls in the sliding window; 0 when it is empty."), unit("1")))
+	i64(&m.trip)(meter.Int64ObservableUpDownCounter("breaker.trip",
+		desc("1 while the breaker is open or half-open, with the rule that began the outage, which failed probes do not change."), unit("{breaker}")))
+	i64(&m.tripCalls)(meter.Int64ObservableGauge("breaker.trip.window.calls",
+		desc("Counted calls in the sliding window when the breaker tripped, for the whole outage."), unit("{call}")))
+	i64(&m.tripFailures)(meter.Int64ObservableGauge("breaker.trip.window.failures",
+		desc("Failures, timeouts included, in the sliding window when the breaker tripped, for the whole outage."), unit("{call}")))
+	i64(&m.tripTimeouts)(meter.Int64ObservableGauge("breaker.trip.window.timeouts",
+		desc("Timeouts in the sliding window when the breaker tripped, for the whole outage."), unit("{call}")))
 	i64(&m.policyInfo)(meter.Int64ObservableGauge("breaker.policy.info",
 		desc("The policy document in force: 1, with its origin and version (empty for a policy set by code)."), unit("1")))
 	f64(&m.policyApplied)(meter.Float64ObservableGauge("breaker.policy.applied_at",
@@ -251,6 +274,8 @@ func Register(g *breaker.Group, mp metric.MeterProvider, opts ...Option) (*Metri
 		desc("Calls for keys that had no breaker while the group was full, run through its overflow breaker."), unit("{call}")))
 	i64(&m.groupEvicted)(meter.Int64ObservableCounter("breaker.group.evicted",
 		desc("Breakers dropped as idle, by the state they were in."), unit("{breaker}")))
+	i64(&m.policyLastReload)(meter.Int64ObservableGauge("breaker.policy.last_reload",
+		desc("The last document a followed source delivered: 1, with what became of it and its version."), unit("1")))
 	i64(&m.candState)(meter.Int64ObservableUpDownCounter("breaker.candidate.state",
 		desc("State of the breaker's candidate policy, run in shadow: 1 for the state it is in, 0 for the others."), unit("{breaker}")))
 	i64(&m.candTransitions)(meter.Int64ObservableCounter("breaker.candidate.transitions",
@@ -274,7 +299,8 @@ func Register(g *breaker.Group, mp metric.MeterProvider, opts ...Option) (*Metri
 	reg, err := meter.RegisterCallback(m.observe,
 		m.state, m.transitions, m.calls, m.slow, m.rejected, m.shadowRejected,
 		m.fallbacks, m.probes, m.notClosedTime, m.openDuration, m.windowCalls, m.windowRatio,
-		m.policyInfo, m.policyApplied, m.policyReloads,
+		m.trip, m.tripCalls, m.tripFailures, m.tripTimeouts,
+		m.policyInfo, m.policyApplied, m.policyReloads, m.policyLastReload,
 		m.groupBreakers, m.groupMax, m.groupOverflow, m.groupEvicted,
 		m.candState, m.candTransitions, m.candWouldRefuse, m.candWouldAdmit, m.candDiffs,
 		m.latency, m.censored, m.timeout)
@@ -325,7 +351,7 @@ func (m *Metrics) observe(_ context.Context, o metric.Observer) error {
 		if cs := bm.status.Candidate; cs != nil {
 			m.observeCandidate(o, id, cs)
 		}
-		for _, t := range bm.transitions {
+		for _, t := range withUnmade(bm.transitions) {
 			o.ObserveInt64(m.transitions, toInt64(t.Count), m.with(id,
 				KeyTransitionFrom.String(t.From.String()),
 				KeyTransitionTo.String(t.To.String()),
@@ -333,6 +359,27 @@ func (m *Metrics) observe(_ context.Context, o metric.Observer) error {
 		}
 	}
 	return nil
+}
+
+// possibleTransitions is every transition a breaker can make.
+var possibleTransitions = breaker.PossibleTransitions()
+
+// withUnmade returns a breaker's transition counts with every possible
+// transition it has not made yet at 0, so that the first one made shows
+// as an increase.
+func withUnmade(made []breaker.TransitionCount) []breaker.TransitionCount {
+	out := append(make([]breaker.TransitionCount, 0, len(possibleTransitions)+len(made)), possibleTransitions...)
+	for _, t := range made {
+		i := slices.IndexFunc(out, func(o breaker.TransitionCount) bool {
+			return o.From == t.From && o.To == t.To && o.Reason == t.Reason
+		})
+		if i < 0 {
+			out = append(out, t)
+		} else {
+			out[i].Count = t.Count
+		}
+	}
+	return out
 }
 
 // incarnations sets the incarnation of each of the n breakers a
@@ -431,6 +478,14 @@ func (m *Metrics) observeStatus(o metric.Observer, n breakerID, s breaker.Status
 	o.ObserveFloat64(m.openDuration, s.OpenDuration.Seconds(), m.with(n))
 	o.ObserveInt64(m.windowCalls, toInt64(s.Window.Counted), m.with(n))
 	o.ObserveFloat64(m.windowRatio, s.ErrorRatio, m.with(n))
+	if s.State != breaker.Closed {
+		if s.TripReason != "" {
+			o.ObserveInt64(m.trip, 1, m.with(n, KeyTripReason.String(string(s.TripReason))))
+		}
+		o.ObserveInt64(m.tripCalls, toInt64(s.Trip.Counted), m.with(n))
+		o.ObserveInt64(m.tripFailures, toInt64(s.Trip.Failures), m.with(n))
+		o.ObserveInt64(m.tripTimeouts, toInt64(s.Trip.Timeouts), m.with(n))
+	}
 
 	if l := s.Latency; l != nil {
 		for _, q := range []struct {
@@ -458,6 +513,10 @@ func (m *Metrics) observePolicy(o metric.Observer, ps breaker.PolicyStatus) {
 	o.ObserveInt64(m.policyReloads, toInt64(r.Rejected), m.group(KeyPolicyResult.String("rejected")))
 	o.ObserveInt64(m.policyReloads, toInt64(r.Gone), m.group(KeyPolicyResult.String("gone")))
 	o.ObserveInt64(m.policyReloads, toInt64(r.Unreadable), m.group(KeyPolicyResult.String("unreadable")))
+	o.ObserveInt64(m.policyReloads, toInt64(r.Unchanged), m.group(KeyPolicyResult.String("unchanged")))
+	if l := ps.Last; l != nil {
+		o.ObserveInt64(m.policyLastReload, 1, m.group(KeyPolicyResult.String(l.Result.String()), KeyPolicyVersion.String(l.Version)))
+	}
 }
 
 func (m *Metrics) observeGroup(o metric.Observer, gs breaker.GroupStatus) {

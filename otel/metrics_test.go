@@ -225,6 +225,11 @@ var instruments = map[string]struct{ desc, unit string }{
 	"breaker.group.max_breakers":     {"The most breakers the group holds; calls for further keys run through its overflow breaker.", "{breaker}"},
 	"breaker.group.overflow_calls":   {"Calls for keys that had no breaker while the group was full, run through its overflow breaker.", "{call}"},
 	"breaker.group.evicted":          {"Breakers dropped as idle, by the state they were in.", "{breaker}"},
+	"breaker.policy.last_reload":     {"The last document a followed source delivered: 1, with what became of it and its version.", "1"},
+	"breaker.trip":                   {"1 while the breaker is open or half-open, with the rule that began the outage, which failed probes do not change.", "{breaker}"},
+	"breaker.trip.window.calls":      {"Counted calls in the sliding window when the breaker tripped, for the whole outage.", "{call}"},
+	"breaker.trip.window.failures":   {"Failures, timeouts included, in the sliding window when the breaker tripped, for the whole outage.", "{call}"},
+	"breaker.trip.window.timeouts":   {"Timeouts in the sliding window when the breaker tripped, for the whole outage.", "{call}"},
 	"breaker.candidate.state":        {"State of the breaker's candidate policy, run in shadow: 1 for the state it is in, 0 for the others.", "{breaker}"},
 	"breaker.candidate.transitions":  {"State transitions of the breaker's candidate policy, by the rule or event that caused them.", "{transition}"},
 	"breaker.candidate.would_refuse": {"Calls the breaker admitted that its candidate policy would have refused.", "{call}"},
@@ -289,6 +294,24 @@ func moved(name string, from, to breaker.State, reason breaker.Reason, n int64) 
 		KeyTransitionReason.String(string(reason)))
 }
 
+// moves is every possible transition of the breakers named, as
+// breaker.transitions reports them: at the count made gives one, or at 0.
+func moves(names []string, made ...metricdata.DataPoint[int64]) []metricdata.DataPoint[int64] {
+	var pts []metricdata.DataPoint[int64]
+	for _, n := range names {
+		for _, t := range breaker.PossibleTransitions() {
+			pt := moved(n, t.From, t.To, t.Reason, 0)
+			for _, m := range made {
+				if m.Attributes.Equals(&pt.Attributes) {
+					pt.Value = m.Value
+				}
+			}
+			pts = append(pts, pt)
+		}
+	}
+	return pts
+}
+
 func outcome(o string) attribute.KeyValue { return KeyOutcome.String(o) }
 func result(r string) attribute.KeyValue  { return KeyProbeResult.String(r) }
 
@@ -339,12 +362,12 @@ func TestMetrics_ReportEveryInstrument(t *testing.T) {
 			stateOf(inventory, breaker.Closed),
 			stateOf(payment, breaker.Open),
 			stateOf(pricing, breaker.Closed))...),
-		counter("breaker.transitions",
+		counter("breaker.transitions", moves([]string{inventory, payment, pricing},
 			moved(payment, breaker.Closed, breaker.Open, breaker.ReasonErrorRatio, 1),
 			moved(pricing, breaker.Closed, breaker.Open, breaker.ReasonErrorRatio, 1),
 			moved(pricing, breaker.Open, breaker.HalfOpen, breaker.ReasonCooldown, 2),
 			moved(pricing, breaker.HalfOpen, breaker.Open, breaker.ReasonProbeFailed, 1),
-			moved(pricing, breaker.HalfOpen, breaker.Closed, breaker.ReasonProbesPassed, 1)),
+			moved(pricing, breaker.HalfOpen, breaker.Closed, breaker.ReasonProbesPassed, 1))...),
 		counter("breaker.calls",
 			point[int64](4, inventory, outcome("success")),
 			point[int64](0, inventory, outcome("failure")),
@@ -370,13 +393,18 @@ func TestMetrics_ReportEveryInstrument(t *testing.T) {
 		gauge("breaker.open.duration", point(0.0, inventory), point(8.0, payment), point(0.0, pricing)),
 		upDown("breaker.window.calls", point[int64](4, inventory), point[int64](4, payment), point[int64](0, pricing)),
 		gauge("breaker.window.error_ratio", point(0.0, inventory), point(0.5, payment), point(0.0, pricing)),
+		upDown("breaker.trip", point[int64](1, payment, KeyTripReason.String("err_ratio"))),
+		gauge("breaker.trip.window.calls", point[int64](4, payment)),
+		gauge("breaker.trip.window.failures", point[int64](2, payment)),
+		gauge("breaker.trip.window.timeouts", point[int64](0, payment)),
 		gauge("breaker.policy.info", groupPoint[int64](1, KeyPolicyOrigin.String("code"), KeyPolicyVersion.String(""))),
 		gauge("breaker.policy.applied_at", groupPoint(float64(f.t0.Unix()))),
 		counter("breaker.policy.reloads",
 			groupPoint[int64](0, KeyPolicyResult.String("applied")),
 			groupPoint[int64](0, KeyPolicyResult.String("rejected")),
 			groupPoint[int64](0, KeyPolicyResult.String("gone")),
-			groupPoint[int64](0, KeyPolicyResult.String("unreadable"))),
+			groupPoint[int64](0, KeyPolicyResult.String("unreadable")),
+			groupPoint[int64](0, KeyPolicyResult.String("unchanged"))),
 		upDown("breaker.group.breakers", groupPoint[int64](3)),
 		gauge("breaker.group.max_breakers", groupPoint[int64](breaker.DefaultMaxBreakers)),
 		counter("breaker.group.overflow_calls", groupPoint[int64](0)),
@@ -430,7 +458,7 @@ func TestMetrics_StateAndOpenTimeFollowAnOutage(t *testing.T) {
 		}
 		f.expect([]metricdata.Metrics{
 			upDown("breaker.state", stateOf(pricing, s.state)...),
-			counter("breaker.transitions", s.moves...),
+			counter("breaker.transitions", moves([]string{pricing}, s.moves...)...),
 			counter("breaker.rejected", point(s.rejection, pricing)),
 			counter("breaker.not_closed.time", point(s.open, pricing)),
 			gauge("breaker.open.duration", point(s.open, pricing)),
@@ -446,18 +474,21 @@ func TestMetrics_ForgetBreakersTheGroupDrops(t *testing.T) {
 	f.calls(inventory, 1, nil)
 	f.expect([]metricdata.Metrics{
 		upDown("breaker.state", slices.Concat(stateOf(inventory, breaker.Closed), stateOf(pricing, breaker.Open))...),
-		counter("breaker.transitions", moved(pricing, breaker.Closed, breaker.Open, breaker.ReasonErrorRatio, 1)),
+		counter("breaker.transitions", moves([]string{inventory, pricing},
+			moved(pricing, breaker.Closed, breaker.Open, breaker.ReasonErrorRatio, 1))...),
 	}, true)
 
 	require.True(t, f.g.Remove(pricing))
 	f.expect([]metricdata.Metrics{
 		upDown("breaker.state", stateOf(inventory, breaker.Closed)...),
+		counter("breaker.transitions", moves([]string{inventory})...),
 	}, true)
 
 	f.trip(pricing)
 	f.expect([]metricdata.Metrics{
 		upDown("breaker.state", slices.Concat(stateOf(inventory, breaker.Closed), stateOf(pricing, breaker.Open))...),
-		counter("breaker.transitions", moved(pricing, breaker.Closed, breaker.Open, breaker.ReasonErrorRatio, 1)),
+		counter("breaker.transitions", moves([]string{inventory, pricing},
+			moved(pricing, breaker.Closed, breaker.Open, breaker.ReasonErrorRatio, 1))...),
 	}, true)
 }
 
@@ -486,8 +517,8 @@ func TestMetrics_WithAttributesTagsEveryMeasurement(t *testing.T) {
 	}
 	f.expect([]metricdata.Metrics{
 		upDown("breaker.state", tagged(stateOf(pricing, breaker.Open))...),
-		counter("breaker.transitions", tagged([]metricdata.DataPoint[int64]{
-			moved(pricing, breaker.Closed, breaker.Open, breaker.ReasonErrorRatio, 1)})...),
+		counter("breaker.transitions", tagged(moves([]string{pricing},
+			moved(pricing, breaker.Closed, breaker.Open, breaker.ReasonErrorRatio, 1)))...),
 	}, true)
 }
 
@@ -531,7 +562,8 @@ func TestMetrics_KeepATransitionThatLandsDuringACollection(t *testing.T) {
 	f.calls(inventory, 1, nil) // so the callback has something to observe
 	require.NoError(t, f.m.observe(context.Background(), &tripOnFirst{f: func() { f.trip(pricing) }}))
 	f.expect([]metricdata.Metrics{
-		counter("breaker.transitions", moved(pricing, breaker.Closed, breaker.Open, breaker.ReasonErrorRatio, 1)),
+		counter("breaker.transitions", moves([]string{inventory, pricing},
+			moved(pricing, breaker.Closed, breaker.Open, breaker.ReasonErrorRatio, 1))...),
 	}, true)
 }
 
@@ -594,7 +626,8 @@ func TestRegression_TransitionCountsStartAfreshWithARecreatedBreaker(t *testing.
 	f.trip(pricing)
 	require.Equal(t, uint64(1), f.breaker(pricing).Counters().Opens)
 	f.expect([]metricdata.Metrics{
-		counter("breaker.transitions", moved(pricing, breaker.Closed, breaker.Open, breaker.ReasonErrorRatio, 1)),
+		counter("breaker.transitions", moves([]string{pricing},
+			moved(pricing, breaker.Closed, breaker.Open, breaker.ReasonErrorRatio, 1))...),
 	}, true)
 }
 
@@ -618,13 +651,42 @@ func TestRegression_MetricsRegisteredLateCountEarlierTransitions(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, late.Unregister()) })
 	f.expect([]metricdata.Metrics{
-		counter("breaker.transitions",
+		counter("breaker.transitions", moves([]string{pricing},
 			moved(pricing, breaker.Closed, breaker.Open, breaker.ReasonErrorRatio, 1),
 			moved(pricing, breaker.Open, breaker.HalfOpen, breaker.ReasonCooldown, 2),
 			moved(pricing, breaker.HalfOpen, breaker.Open, breaker.ReasonProbeFailed, 1),
-			moved(pricing, breaker.HalfOpen, breaker.Closed, breaker.ReasonProbesPassed, 1)),
+			moved(pricing, breaker.HalfOpen, breaker.Closed, breaker.ReasonProbesPassed, 1))...),
 		counter("breaker.not_closed.time", point(30.0, pricing)),
 	}, true)
+}
+
+// Every transition a breaker can make is reported at 0 from its
+// creation, so that a backend's rate sees the first trip; each used to be
+// reported only once made, starting at 1. The trip's rule and window are
+// reported for the whole outage, whatever reopened the breaker since.
+func TestMetrics_TransitionsFromZeroAndTheTripForTheWholeOutage(t *testing.T) {
+	f := newFixture(t)
+	f.calls(pricing, 1, nil)
+	f.expect([]metricdata.Metrics{counter("breaker.transitions", moves([]string{pricing})...)}, true)
+	f.calls(pricing, 1, nil)
+	f.calls(pricing, 1, errBoom)
+	f.calls(pricing, 1, context.DeadlineExceeded) // 2 of 4 failed: it trips
+	f.at(10 * time.Second)
+	f.calls(pricing, 1, context.DeadlineExceeded) // the probe times out
+	require.Equal(t, breaker.ReasonProbeFailed, f.breaker(pricing).Status().Reason)
+	trip := []metricdata.Metrics{
+		upDown("breaker.trip", point[int64](1, pricing, KeyTripReason.String("err_ratio"))),
+		gauge("breaker.trip.window.calls", point[int64](4, pricing)),
+		gauge("breaker.trip.window.failures", point[int64](2, pricing)),
+		gauge("breaker.trip.window.timeouts", point[int64](1, pricing)),
+	}
+	f.expect(trip, true)
+	f.at(30 * time.Second)
+	f.calls(pricing, 1, nil) // closed
+	got := f.collect()
+	for _, m := range got.Metrics {
+		assert.NotContains(t, []string{"breaker.trip", "breaker.trip.window.calls"}, m.Name, "reported while closed")
+	}
 }
 
 // docSource delivers the documents the test sends it.
@@ -668,7 +730,9 @@ func TestMetrics_ReportThePolicyInForceAndTheReloads(t *testing.T) {
 			groupPoint[int64](1, KeyPolicyResult.String("applied")),
 			groupPoint[int64](0, KeyPolicyResult.String("rejected")),
 			groupPoint[int64](1, KeyPolicyResult.String("gone")),
-			groupPoint[int64](0, KeyPolicyResult.String("unreadable"))),
+			groupPoint[int64](0, KeyPolicyResult.String("unreadable")),
+			groupPoint[int64](0, KeyPolicyResult.String("unchanged"))),
+		gauge("breaker.policy.last_reload", groupPoint[int64](1, KeyPolicyResult.String("gone"), KeyPolicyVersion.String(""))),
 	}, true)
 }
 

@@ -32,7 +32,7 @@ func benchGroup(b *testing.B, n int) *breaker.Group {
 // proportion to the number of breakers: by a registry holding the group's
 // collector (registry: Gather, which collects, checks and sorts every
 // family, without the encoding promhttp adds), and by the group's Handler
-// (handler: the text written out, to io.Discard).
+// (handler: the text written out, to io.Discard, and its size).
 func BenchmarkScrape(b *testing.B) {
 	for _, n := range []int{1000, 10000} {
 		b.Run("registry/"+strconv.Itoa(n), func(b *testing.B) {
@@ -64,11 +64,14 @@ func BenchmarkScrape(b *testing.B) {
 			// previous round of b.N): collect it here, not in the loop.
 			runtime.GC()
 			b.ResetTimer()
+			var n int64
 			for i := 0; i < b.N; i++ {
-				if _, err := h.WriteTo(io.Discard); err != nil {
+				var err error
+				if n, err = h.WriteTo(io.Discard); err != nil {
 					b.Fatal(err)
 				}
 			}
+			b.ReportMetric(float64(n)/1e6, "MB/scrape")
 		})
 	}
 }

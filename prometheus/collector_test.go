@@ -1,11 +1,13 @@
 package breakerprom
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -286,6 +288,7 @@ breaker_policy_info{origin="code",version=""} 1
 breaker_policy_reloads_total{result="applied"} 0
 breaker_policy_reloads_total{result="gone"} 0
 breaker_policy_reloads_total{result="rejected"} 0
+breaker_policy_reloads_total{result="unchanged"} 0
 breaker_policy_reloads_total{result="unreadable"} 0
 # HELP breaker_probes_total Half-open probe verdicts.
 # TYPE breaker_probes_total counter
@@ -328,11 +331,23 @@ breaker_timeout_seconds{name="payment.Charge"} 0
 breaker_timeout_seconds{name="pricing.GetPrice"} 0
 # HELP breaker_transitions_total State transitions of the breaker, by the rule or event that caused them.
 # TYPE breaker_transitions_total counter
-breaker_transitions_total{from="closed",name="payment.Charge",reason="err_ratio",to="open"} 1
-breaker_transitions_total{from="closed",name="pricing.GetPrice",reason="err_ratio",to="open"} 1
-breaker_transitions_total{from="half_open",name="pricing.GetPrice",reason="probe_failed",to="open"} 1
-breaker_transitions_total{from="half_open",name="pricing.GetPrice",reason="probes_passed",to="closed"} 1
-breaker_transitions_total{from="open",name="pricing.GetPrice",reason="cooldown_elapsed",to="half_open"} 2
+` + transitionLines([]string{inventory, payment, pricing},
+		"payment.Charge closed open err_ratio 1",
+		"pricing.GetPrice closed open err_ratio 1",
+		"pricing.GetPrice half_open open probe_failed 1",
+		"pricing.GetPrice half_open closed probes_passed 1",
+		"pricing.GetPrice open half_open cooldown_elapsed 2") + `# HELP breaker_trip_reason 1 while the breaker is open or half-open, labelled with the rule that began the outage, which failed probes do not change; absent while it is closed.
+# TYPE breaker_trip_reason gauge
+breaker_trip_reason{name="payment.Charge",reason="err_ratio"} 1
+# HELP breaker_trip_window_calls Counted calls in the sliding window when the breaker tripped, for the whole outage; absent while it is closed.
+# TYPE breaker_trip_window_calls gauge
+breaker_trip_window_calls{name="payment.Charge"} 4
+# HELP breaker_trip_window_failures Failures, timeouts included, in the sliding window when the breaker tripped, for the whole outage; absent while it is closed.
+# TYPE breaker_trip_window_failures gauge
+breaker_trip_window_failures{name="payment.Charge"} 2
+# HELP breaker_trip_window_timeouts Timeouts in the sliding window when the breaker tripped, for the whole outage; absent while it is closed.
+# TYPE breaker_trip_window_timeouts gauge
+breaker_trip_window_timeouts{name="payment.Charge"} 0
 # HELP breaker_window_calls Counted calls (successes, failures and timeouts) in the sliding window.
 # TYPE breaker_window_calls gauge
 breaker_window_calls{name="inventory.GetStock"} 4
@@ -373,57 +388,42 @@ breaker_state{name="pricing.GetPrice",state="half_open"} 0
 breaker_state{name="pricing.GetPrice",state="open"} 1
 breaker_open_duration_seconds{name="pricing.GetPrice"} 0
 breaker_not_closed_seconds_total{name="pricing.GetPrice"} 0
-breaker_transitions_total{from="closed",name="pricing.GetPrice",reason="err_ratio",to="open"} 1
-`},
+` + transitionLines([]string{pricing}, "pricing.GetPrice closed open err_ratio 1")},
 		{t1, nil, `
 breaker_state{name="pricing.GetPrice",state="closed"} 0
 breaker_state{name="pricing.GetPrice",state="half_open"} 0
 breaker_state{name="pricing.GetPrice",state="open"} 1
 breaker_open_duration_seconds{name="pricing.GetPrice"} 4
 breaker_not_closed_seconds_total{name="pricing.GetPrice"} 4
-breaker_transitions_total{from="closed",name="pricing.GetPrice",reason="err_ratio",to="open"} 1
-`},
+` + transitionLines([]string{pricing}, "pricing.GetPrice closed open err_ratio 1")},
 		{t2, nil, `
 breaker_state{name="pricing.GetPrice",state="closed"} 0
 breaker_state{name="pricing.GetPrice",state="half_open"} 1
 breaker_state{name="pricing.GetPrice",state="open"} 0
 breaker_open_duration_seconds{name="pricing.GetPrice"} 10
 breaker_not_closed_seconds_total{name="pricing.GetPrice"} 10
-breaker_transitions_total{from="closed",name="pricing.GetPrice",reason="err_ratio",to="open"} 1
-breaker_transitions_total{from="open",name="pricing.GetPrice",reason="cooldown_elapsed",to="half_open"} 1
-`},
+` + transitionLines([]string{pricing}, "pricing.GetPrice closed open err_ratio 1", "pricing.GetPrice open half_open cooldown_elapsed 1")},
 		{t2, func() { f.calls(pricing, 1, context.DeadlineExceeded) }, `
 breaker_state{name="pricing.GetPrice",state="closed"} 0
 breaker_state{name="pricing.GetPrice",state="half_open"} 0
 breaker_state{name="pricing.GetPrice",state="open"} 1
 breaker_open_duration_seconds{name="pricing.GetPrice"} 10
 breaker_not_closed_seconds_total{name="pricing.GetPrice"} 10
-breaker_transitions_total{from="closed",name="pricing.GetPrice",reason="err_ratio",to="open"} 1
-breaker_transitions_total{from="half_open",name="pricing.GetPrice",reason="probe_failed",to="open"} 1
-breaker_transitions_total{from="open",name="pricing.GetPrice",reason="cooldown_elapsed",to="half_open"} 1
-`},
+` + transitionLines([]string{pricing}, "pricing.GetPrice closed open err_ratio 1", "pricing.GetPrice half_open open probe_failed 1", "pricing.GetPrice open half_open cooldown_elapsed 1")},
 		{t3, func() { f.calls(pricing, 1, nil) }, `
 breaker_state{name="pricing.GetPrice",state="closed"} 1
 breaker_state{name="pricing.GetPrice",state="half_open"} 0
 breaker_state{name="pricing.GetPrice",state="open"} 0
 breaker_open_duration_seconds{name="pricing.GetPrice"} 0
 breaker_not_closed_seconds_total{name="pricing.GetPrice"} 30
-breaker_transitions_total{from="closed",name="pricing.GetPrice",reason="err_ratio",to="open"} 1
-breaker_transitions_total{from="half_open",name="pricing.GetPrice",reason="probe_failed",to="open"} 1
-breaker_transitions_total{from="half_open",name="pricing.GetPrice",reason="probes_passed",to="closed"} 1
-breaker_transitions_total{from="open",name="pricing.GetPrice",reason="cooldown_elapsed",to="half_open"} 2
-`},
+` + transitionLines([]string{pricing}, "pricing.GetPrice closed open err_ratio 1", "pricing.GetPrice half_open open probe_failed 1", "pricing.GetPrice half_open closed probes_passed 1", "pricing.GetPrice open half_open cooldown_elapsed 2")},
 		{t4, nil, `
 breaker_state{name="pricing.GetPrice",state="closed"} 1
 breaker_state{name="pricing.GetPrice",state="half_open"} 0
 breaker_state{name="pricing.GetPrice",state="open"} 0
 breaker_open_duration_seconds{name="pricing.GetPrice"} 0
 breaker_not_closed_seconds_total{name="pricing.GetPrice"} 30
-breaker_transitions_total{from="closed",name="pricing.GetPrice",reason="err_ratio",to="open"} 1
-breaker_transitions_total{from="half_open",name="pricing.GetPrice",reason="probe_failed",to="open"} 1
-breaker_transitions_total{from="half_open",name="pricing.GetPrice",reason="probes_passed",to="closed"} 1
-breaker_transitions_total{from="open",name="pricing.GetPrice",reason="cooldown_elapsed",to="half_open"} 2
-`},
+` + transitionLines([]string{pricing}, "pricing.GetPrice closed open err_ratio 1", "pricing.GetPrice half_open open probe_failed 1", "pricing.GetPrice half_open closed probes_passed 1", "pricing.GetPrice open half_open cooldown_elapsed 2")},
 	}
 	for i, s := range steps {
 		f.at(s.at)
@@ -447,6 +447,10 @@ func withHeaders(samples string) string {
 		{"breaker_transitions_total", "counter", "State transitions of the breaker, by the rule or event that caused them."},
 		{"breaker_mode", "gauge", "Current mode of the breaker: 1 for the mode it is in, 0 for the others."},
 		{"breaker_open_reason", "gauge", "1 while the breaker is open or half-open, labelled with the reason; absent while it is closed."},
+		{"breaker_trip_reason", "gauge", famTripReason.help},
+		{"breaker_trip_window_calls", "gauge", famTripCalls.help},
+		{"breaker_trip_window_failures", "gauge", famTripFailures.help},
+		{"breaker_trip_window_timeouts", "gauge", famTripTimeouts.help},
 	} {
 		header := "# HELP " + h.name + " " + h.help + "\n# TYPE " + h.name + " " + h.typ + "\n"
 		for _, line := range strings.Split(samples, "\n") {
@@ -460,27 +464,62 @@ func withHeaders(samples string) string {
 	return sb.String()
 }
 
+// transitionLines writes breaker_transitions_total as the collector
+// exposes it for the named breakers: every possible transition of each,
+// at the count that made gives it ("pricing.GetPrice closed open
+// err_ratio 1": name, from, to, reason, count) or at 0, in the order the
+// registry sorts them (from, name, reason, to).
+func transitionLines(names []string, made ...string) string {
+	counts := map[string]string{}
+	for _, m := range made {
+		f := strings.Fields(m)
+		counts[strings.Join(f[:4], " ")] = f[4]
+	}
+	type line struct{ from, name, reason, to string }
+	var lines []line
+	for _, n := range names {
+		for _, p := range breaker.PossibleTransitions() {
+			lines = append(lines, line{p.From.String(), n, string(p.Reason), p.To.String()})
+		}
+	}
+	slices.SortFunc(lines, func(a, b line) int {
+		return cmp.Or(strings.Compare(a.from, b.from), strings.Compare(a.name, b.name),
+			strings.Compare(a.reason, b.reason), strings.Compare(a.to, b.to))
+	})
+	var sb strings.Builder
+	for _, l := range lines {
+		n, ok := counts[l.name+" "+l.from+" "+l.to+" "+l.reason]
+		if !ok {
+			n = "0"
+		}
+		delete(counts, l.name+" "+l.from+" "+l.to+" "+l.reason)
+		fmt.Fprintf(&sb, "breaker_transitions_total{from=%q,name=%q,reason=%q,to=%q} %s\n", l.from, l.name, l.reason, l.to, n)
+	}
+	if len(counts) > 0 {
+		panic(fmt.Sprint("transitionLines: not possible: ", counts))
+	}
+	return sb.String()
+}
+
 // A breaker the group drops takes its series, transitions included, out of
 // the exposition; one created again under the same key counts afresh.
 func TestCollector_ForgetsBreakersTheGroupDrops(t *testing.T) {
 	f := newFixture(t)
 	f.trip(pricing)
 	f.calls(inventory, 1, nil)
-	f.expect(withHeaders(`
-breaker_transitions_total{from="closed",name="pricing.GetPrice",reason="err_ratio",to="open"} 1
-`), "breaker_transitions_total")
+	f.expect(withHeaders(transitionLines([]string{inventory, pricing}, "pricing.GetPrice closed open err_ratio 1")),
+		"breaker_transitions_total")
 
 	require.True(t, f.g.Remove(pricing))
 	f.expect(withHeaders(`
 breaker_state{name="inventory.GetStock",state="closed"} 1
 breaker_state{name="inventory.GetStock",state="half_open"} 0
 breaker_state{name="inventory.GetStock",state="open"} 0
-`), "breaker_state", "breaker_transitions_total")
+`+transitionLines([]string{inventory})), "breaker_state", "breaker_transitions_total")
 
 	f.trip(pricing)
-	f.expect(withHeaders(`
-breaker_transitions_total{from="closed",name="pricing.GetPrice",reason="err_ratio",to="open"} 1
-`), "breaker_transitions_total")
+	f.expect(withHeaders(transitionLines([]string{inventory, pricing}, "pricing.GetPrice closed open err_ratio 1")),
+		"breaker_transitions_total")
 }
 
 // Regression: idle eviction dropped only closed breakers. The breakers
@@ -564,9 +603,8 @@ func TestCollector_KeepsATransitionThatLandsDuringAScrape(t *testing.T) {
 	f.c.Collect(ch)
 	close(ch)
 	<-done
-	f.expect(withHeaders(`
-breaker_transitions_total{from="closed",name="pricing.GetPrice",reason="err_ratio",to="open"} 1
-`), "breaker_transitions_total")
+	f.expect(withHeaders(transitionLines([]string{inventory, pricing}, "pricing.GetPrice closed open err_ratio 1")),
+		"breaker_transitions_total")
 }
 
 // Scenario: a service built its group, served traffic through it, and
@@ -585,11 +623,11 @@ func TestRegression_CollectorCreatedLateCountsEarlierTransitions(t *testing.T) {
 	require.Equal(t, breaker.Closed, f.breaker(pricing).State())
 
 	late := NewCollector(f.g)
-	err := testutil.CollectAndCompare(late, strings.NewReader(withHeaders(`
-breaker_transitions_total{from="closed",name="pricing.GetPrice",reason="err_ratio",to="open"} 1
-breaker_transitions_total{from="half_open",name="pricing.GetPrice",reason="probe_failed",to="open"} 1
-breaker_transitions_total{from="half_open",name="pricing.GetPrice",reason="probes_passed",to="closed"} 1
-breaker_transitions_total{from="open",name="pricing.GetPrice",reason="cooldown_elapsed",to="half_open"} 2
+	err := testutil.CollectAndCompare(late, strings.NewReader(withHeaders(transitionLines([]string{pricing},
+		"pricing.GetPrice closed open err_ratio 1",
+		"pricing.GetPrice half_open open probe_failed 1",
+		"pricing.GetPrice half_open closed probes_passed 1",
+		"pricing.GetPrice open half_open cooldown_elapsed 2")+`
 breaker_not_closed_seconds_total{name="pricing.GetPrice"} 30
 `)), "breaker_transitions_total", "breaker_not_closed_seconds_total")
 	require.NoError(t, err)
@@ -691,9 +729,8 @@ func TestRegression_TransitionCountsStartAfreshWithARecreatedBreaker(t *testing.
 	require.True(t, f.g.Remove(pricing))
 	f.trip(pricing)
 	require.Equal(t, uint64(1), f.breaker(pricing).Counters().Opens)
-	f.expect(withHeaders(`
-breaker_transitions_total{from="closed",name="pricing.GetPrice",reason="err_ratio",to="open"} 1
-`), "breaker_transitions_total")
+	f.expect(withHeaders(transitionLines([]string{pricing}, "pricing.GetPrice closed open err_ratio 1")),
+		"breaker_transitions_total")
 }
 
 // The reason series follows an outage: the trip rule, what reopened the
@@ -739,6 +776,47 @@ breaker_open_reason{name="pricing.GetPrice",reason="forced_open"} 1
 		t.Logf("at %v", s.at)
 		f.expect(withHeaders(s.want), "breaker_mode", "breaker_open_reason")
 	}
+}
+
+// Every transition a breaker can make is a series at 0 from its
+// creation, so that increase() and changes() see its first trip, and see
+// it again after a restart. Each used to appear only when first made, at
+// 1, and the dashboard's trip annotation and the Transitions panel
+// showed nothing for a breaker's first trip.
+func TestCollector_TransitionsAreAtZeroFromTheBreakersCreation(t *testing.T) {
+	f := newFixture(t)
+	f.calls(inventory, 1, nil)
+	f.expect(withHeaders(transitionLines([]string{inventory})), "breaker_transitions_total")
+	assert.Equal(t, len(breaker.PossibleTransitions()), testutil.CollectAndCount(f.c, "breaker_transitions_total"))
+	f.calls(inventory, 3, errBoom) // 3 of 4 failed: it trips
+	f.expect(withHeaders(transitionLines([]string{inventory}, "inventory.GetStock closed open err_ratio 1")),
+		"breaker_transitions_total")
+}
+
+// The trip's reason and window stay for the whole outage while
+// open_reason follows what reopened the breaker, and all go once it
+// closes. A failed probe used to turn the only reason a rule could read
+// into probe_failed, and the window the alert needs was nowhere.
+func TestCollector_TripReasonAndWindowStayForTheWholeOutage(t *testing.T) {
+	f := newFixture(t)
+	f.calls(pricing, 2, nil)
+	f.calls(pricing, 1, errBoom)
+	f.calls(pricing, 1, context.DeadlineExceeded) // 2 of 4 failed, 1 a timeout
+	trip := `
+breaker_trip_reason{name="pricing.GetPrice",reason="err_ratio"} 1
+breaker_trip_window_calls{name="pricing.GetPrice"} 4
+breaker_trip_window_failures{name="pricing.GetPrice"} 2
+breaker_trip_window_timeouts{name="pricing.GetPrice"} 1
+`
+	names := []string{"breaker_open_reason", "breaker_trip_reason", "breaker_trip_window_calls",
+		"breaker_trip_window_failures", "breaker_trip_window_timeouts"}
+	f.expect(withHeaders(trip+`breaker_open_reason{name="pricing.GetPrice",reason="err_ratio"} 1`), names...)
+	f.at(10 * time.Second)
+	f.calls(pricing, 1, context.DeadlineExceeded) // the probe times out
+	f.expect(withHeaders(trip+`breaker_open_reason{name="pricing.GetPrice",reason="probe_failed"} 1`), names...)
+	f.at(30 * time.Second)
+	f.calls(pricing, 1, nil) // closed
+	f.expect("", names...)
 }
 
 // docSource delivers the documents the test sends it.
@@ -787,8 +865,15 @@ breaker_policy_info{origin="file:/etc/app/breakers.json",version="sha256:5d41402
 breaker_policy_reloads_total{result="applied"} 1
 breaker_policy_reloads_total{result="gone"} 0
 breaker_policy_reloads_total{result="rejected"} 1
+breaker_policy_reloads_total{result="unchanged"} 0
 breaker_policy_reloads_total{result="unreadable"} 0
-`, "breaker_policy_applied_timestamp_seconds", "breaker_policy_info", "breaker_policy_reloads_total")
+# HELP breaker_policy_last_reload_info The last document a followed source delivered: 1, with what became of it and its version; absent until one is delivered.
+# TYPE breaker_policy_last_reload_info gauge
+breaker_policy_last_reload_info{result="rejected",version="sha256:7f83b1657ff1fc53"} 1
+`, "breaker_policy_applied_timestamp_seconds", "breaker_policy_info", "breaker_policy_reloads_total", "breaker_policy_last_reload_info")
+	h, err := NewHandler(f.g, nil)
+	require.NoError(t, err)
+	assert.Equal(t, registryText(t, f.c), handlerText(t, h), "the handler writes the same")
 }
 
 // A breaker running a candidate policy exposes what the candidate does,

@@ -1,15 +1,19 @@
 package breakerprom
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/govkit/breaker"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -145,13 +149,14 @@ func TestDashboard_QueriesOnlyTheCollectorsFamilies(t *testing.T) {
 	sort.Strings(unused)
 	// Not every family needs a panel; these are the ones left out, on
 	// purpose: the mode and the reason are in the alerts' labels, when a
-	// policy was applied is in the version panel's changes, and a
+	// policy was applied is in the version panel's changes, the last
+	// reload's result in the reloads panel and an alert, and a
 	// candidate's transitions, differences and would-admit counts are
 	// details of the two candidate series shown.
 	assert.Equal(t, []string{
 		"breaker_candidate_differences_total", "breaker_candidate_transitions_total",
 		"breaker_candidate_would_admit_total", "breaker_mode", "breaker_open_reason",
-		"breaker_policy_applied_timestamp_seconds",
+		"breaker_policy_applied_timestamp_seconds", "breaker_policy_last_reload_info",
 	}, unused)
 }
 
@@ -185,15 +190,136 @@ func TestDashboard_HasThePanelsAnOperatorNeeds(t *testing.T) {
 		}
 	}
 	for title, typ := range map[string]string{
-		"State per breaker":                        "state-timeline",
-		"Calls by outcome":                         "timeseries",
-		"Refusals and fallbacks":                   "timeseries",
-		"Probes apart from ordinary traffic":       "timeseries",
-		"Current outage length":                    "timeseries",
-		"Time not closed in the range":             "bargauge",
-		"Window error ratio against the threshold": "timeseries",
-		"Breaker alerts firing":                    "table",
+		"State per breaker":                                              "state-timeline",
+		"Calls by outcome":                                               "timeseries",
+		"Refusals and fallbacks":                                         "timeseries",
+		"Probes apart from ordinary traffic":                             "timeseries",
+		"Current outage length":                                          "timeseries",
+		"Time not closed in the range":                                   "bargauge",
+		"Window error ratio against the threshold":                       "timeseries",
+		"Window that tripped the breaker, while not closed":              "timeseries",
+		"Latency p99 over the window, and the share cut by the deadline": "timeseries",
+		"Transitions":                                                    "timeseries",
+		"Breaker alerts firing":                                          "table",
 	} {
 		assert.Equal(t, typ, titles[title], "panel %q", title)
 	}
+}
+
+// dashboardExprs returns the dashboard's expressions by where they are
+// used, with Grafana's variables put in for a Prometheus that scrapes
+// every scrapeEvery: a rate interval of four scrapes.
+func dashboardExprs(t *testing.T) map[string]string {
+	t.Helper()
+	vars := strings.NewReplacer("$__rate_interval", promDuration(4*scrapeEvery), "$__interval", promDuration(scrapeEvery),
+		"$__range", "1m", "$job", ".*", "$name", ".*")
+	out := map[string]string{}
+	for _, q := range dashboardQueries(t) {
+		out[q.where] = vars.Replace(q.raw)
+	}
+	return out
+}
+
+// episodes are the runs of a range query's points above 0, each by its
+// first point's time: one per annotation Grafana would draw.
+func episodes(series []promSeries, name string) []time.Time {
+	var out []time.Time
+	for _, s := range series {
+		if s.Metric["name"] != name {
+			continue
+		}
+		var last time.Time
+		for _, v := range s.Values {
+			at := sampleTime(v)
+			if sampleValue(v) > 0 && (last.IsZero() || at.Sub(last) > 2*scrapeEvery) {
+				out = append(out, at)
+			}
+			if sampleValue(v) > 0 {
+				last = at
+			}
+		}
+	}
+	slices.SortFunc(out, func(a, b time.Time) int { return a.Compare(b) })
+	return out
+}
+
+// The dashboard against a real Prometheus scraping a group's Handler,
+// across a breaker's first trip and a restart of the service: the "Breaker
+// trips" annotation marks the first trip, not the restart, and the trip
+// after it; the Transitions panel shows the trip; the panel of the
+// tripping window has the trip's rule and window while the breaker is
+// open. Each transition series used to appear at its first trip, at 1,
+// and the annotation and the panel showed nothing of it.
+func TestDashboard_TripAnnotationAndPanelsAcrossAFirstTripAndARestart(t *testing.T) {
+	f := newFixture(t)
+	h, err := NewHandler(f.g, nil)
+	require.NoError(t, err)
+	f.calls(pricing, 1, nil)
+	target, sw := newTarget(t, h)
+	p := startPrometheus(t, target)
+	exprs := dashboardExprs(t)
+	annotation := exprs[`annotation "Breaker trips"`]
+	transitions := exprs[`panel "Transitions" target 0`]
+	tripWindow := exprs[`panel "Window that tripped the breaker, while not closed" target 0`]
+	require.NotEmpty(t, annotation)
+	require.NotEmpty(t, transitions)
+	require.NotEmpty(t, tripWindow)
+	start := time.Now()
+
+	// Scraped at 0 a few times, then the first trip.
+	seen := func(what, q string, want float64) {
+		t.Helper()
+		p.eventually(what, func() (bool, string) {
+			v := p.query(q)
+			return len(v) == 1 && sampleValue(v[0].Value) == want, fmt.Sprint(v)
+		})
+	}
+	seen("the trip series at 0", `count_over_time(breaker_transitions_total{name="pricing.GetPrice", reason="err_ratio"}[5s]) >= 4`, 4)
+	f.calls(pricing, 1, nil)
+	f.calls(pricing, 2, errBoom) // 2 of 4: it trips
+	require.Equal(t, breaker.Open, f.breaker(pricing).State())
+	seen("the first trip", `breaker_transitions_total{name="pricing.GetPrice", reason="err_ratio"}`, 1)
+	p.eventually("the Transitions panel", func() (bool, string) {
+		v := p.query(transitions)
+		for _, s := range v {
+			if s.Metric["name"] == pricing && s.Metric["to"] == "open" && s.Metric["reason"] == "err_ratio" {
+				return true, ""
+			}
+		}
+		return false, fmt.Sprint(v)
+	})
+	v := p.query(tripWindow)
+	require.Len(t, v, 1, "the tripping window while open")
+	assert.Equal(t, map[string]string{"name": pricing, "reason": "err_ratio"}, v[0].Metric)
+	assert.Equal(t, 4.0, sampleValue(v[0].Value))
+
+	// The service restarts: a new group, whose breaker starts closed, its
+	// counters at 0. The reset is no trip.
+	time.Sleep(8 * scrapeEvery)
+	restarted := time.Now()
+	f2 := newFixture(t)
+	h2, err := NewHandler(f2.g, nil)
+	require.NoError(t, err)
+	f2.calls(pricing, 1, nil)
+	sw.set(h2)
+	seen("the restart", `breaker_transitions_total{name="pricing.GetPrice", reason="err_ratio"}`, 0)
+	time.Sleep(8 * scrapeEvery)
+	assert.Empty(t, p.query(tripWindow), "closed: no tripping window")
+
+	// The first trip after the restart.
+	tripped := time.Now()
+	f2.calls(pricing, 1, nil)
+	f2.calls(pricing, 2, context.DeadlineExceeded)
+	require.Equal(t, breaker.Open, f2.breaker(pricing).State())
+	seen("the trip after the restart", `breaker_transitions_total{name="pricing.GetPrice", reason="err_ratio"}`, 1)
+	time.Sleep(4 * scrapeEvery)
+
+	var got []time.Time
+	p.eventually("two trip annotations", func() (bool, string) {
+		got = episodes(p.queryRange(annotation, start, time.Now()), pricing)
+		return len(got) == 2, fmt.Sprint(got)
+	})
+	assert.True(t, got[0].Before(restarted), "the first trip, before the restart: %v", got)
+	assert.True(t, got[1].After(tripped.Add(-scrapeEvery)), "the second trip, after the restart and not at it: %v (restart %v, trip %v)",
+		got, restarted, tripped)
 }

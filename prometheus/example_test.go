@@ -38,7 +38,11 @@ func ExampleNewCollector() {
 	mux.ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
 	sc := bufio.NewScanner(rec.Body)
 	for sc.Scan() {
-		if line := sc.Text(); strings.HasPrefix(line, "breaker_state{") || strings.HasPrefix(line, "breaker_transitions_total{") {
+		// The state, why the outage began (for all of it), and the trips
+		// by each rule: the ones not made yet are there at 0, so that
+		// increase() sees the first.
+		if line := sc.Text(); strings.HasPrefix(line, "breaker_state{") || strings.HasPrefix(line, "breaker_trip_") ||
+			strings.HasPrefix(line, `breaker_transitions_total{from="closed"`) {
 			fmt.Println(line)
 		}
 	}
@@ -46,7 +50,15 @@ func ExampleNewCollector() {
 	// breaker_state{name="pricing.GetPrice",state="closed"} 0
 	// breaker_state{name="pricing.GetPrice",state="half_open"} 0
 	// breaker_state{name="pricing.GetPrice",state="open"} 1
+	// breaker_transitions_total{from="closed",name="pricing.GetPrice",reason="consecutive_failures",to="open"} 0
+	// breaker_transitions_total{from="closed",name="pricing.GetPrice",reason="err_count",to="open"} 0
 	// breaker_transitions_total{from="closed",name="pricing.GetPrice",reason="err_ratio",to="open"} 1
+	// breaker_transitions_total{from="closed",name="pricing.GetPrice",reason="forced_open",to="open"} 0
+	// breaker_transitions_total{from="closed",name="pricing.GetPrice",reason="slow_ratio",to="open"} 0
+	// breaker_trip_reason{name="pricing.GetPrice",reason="err_ratio"} 1
+	// breaker_trip_window_calls{name="pricing.GetPrice"} 20
+	// breaker_trip_window_failures{name="pricing.GetPrice"} 20
+	// breaker_trip_window_timeouts{name="pricing.GetPrice"} 0
 }
 
 func ExampleNewHandler() {

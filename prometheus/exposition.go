@@ -22,17 +22,23 @@ type scrape struct {
 	err    error
 	header string // the HELP and TYPE lines of a family yet without samples
 
-	keys    []keyed
-	spare   []keyed // for sorting keys
-	rows    []row
-	lats    []latencyRow
-	cands   []candidateRow
-	trans   []transitionRow // of the breakers, in the registry's order
+	keys  []keyed
+	spare []keyed // for sorting keys
+	rows  []row
+	lats  []latencyRow
+	cands []candidateRow
+	// counts holds each breaker's count of each possible transition: the
+	// row's i at counts[i*len(possibleTransitions)+j] for the j-th.
+	counts  []uint64
+	trans   []transitionRow // the breakers' transitions that are not possible ones, in the registry's order
 	ctrans  []transitionRow // of the candidates, likewise
 	policy  breaker.PolicyStatus
 	group   breaker.GroupStatus
 	origin  string // escaped, as version
 	version string
+	// lastResult and lastVersion are the last reload's, escaped; empty
+	// result: none yet.
+	lastResult, lastVersion string
 }
 
 type keyed struct {
@@ -117,6 +123,8 @@ func commonPrefix(a, b string) int {
 type row struct {
 	name                                     string
 	reason                                   string // escaped; empty while closed
+	tripReason                               string // escaped; empty while closed
+	tripCalls, tripFailures, tripTimeouts    uint64
 	state                                    breaker.State
 	mode                                     breaker.Mode
 	failures, ignored, successes, timeouts   uint64
@@ -166,6 +174,7 @@ func (sc *scrape) clear() {
 	sc.trans, sc.ctrans = sc.trans[:0], sc.ctrans[:0]
 	sc.policy, sc.origin, sc.version, sc.w = breaker.PolicyStatus{}, "", "", nil
 	sc.group = breaker.GroupStatus{}
+	sc.lastResult, sc.lastVersion = "", ""
 }
 
 // Write appends p to the text, for the encoder of the other metrics.
@@ -247,6 +256,8 @@ func (sc *scrape) read(g *breaker.Group) {
 	sc.keys = slices.CompactFunc(sc.keys, func(a, b keyed) bool { return a.key == b.key })
 
 	sc.rows = slices.Grow(sc.rows[:0], len(sc.keys))[:len(sc.keys)]
+	n := len(sc.keys) * len(possibleTransitions)
+	sc.counts = slices.Grow(sc.counts[:0], n)[:n]
 	for i, k := range sc.keys {
 		// Status first: it notices an ended cooldown, and the transition
 		// it makes belongs in the counts read next.
@@ -264,6 +275,10 @@ func (sc *scrape) read(g *breaker.Group) {
 		if s.State != breaker.Closed && s.Reason != "" {
 			r.reason = escapeLabelValue(string(s.Reason))
 		}
+		if s.State != breaker.Closed {
+			r.tripReason = escapeLabelValue(string(s.TripReason))
+			r.tripCalls, r.tripFailures, r.tripTimeouts = s.Trip.Counted, s.Trip.Failures, s.Trip.Timeouts
+		}
 		if l := s.Latency; l != nil {
 			sc.lats = append(sc.lats, latencyRow{row: i,
 				quantiles: [4]float64{l.P50.Seconds(), l.P90.Seconds(), l.P99.Seconds(), l.P999.Seconds()},
@@ -275,13 +290,67 @@ func (sc *scrape) read(g *breaker.Group) {
 				wouldRefuse: cs.WouldRefuse, wouldAdmit: cs.WouldAdmit, differences: cs.Differences})
 			sc.ctrans = appendTransitions(sc.ctrans, i, cs.Transitions)
 		}
-		sc.trans = appendTransitions(sc.trans, i, k.b.Transitions())
+		counts := sc.counts[i*len(possibleTransitions) : (i+1)*len(possibleTransitions)]
+		clear(counts)
+		for _, t := range k.b.Transitions() {
+			if j := possibleIndex(t); j >= 0 {
+				counts[j] = t.Count
+			} else {
+				sc.trans = append(sc.trans, transitionRow{row: i, from: t.From, to: t.To,
+					reason: escapeLabelValue(string(t.Reason)), count: t.Count})
+			}
+		}
 	}
 	sortTransitions(sc.trans)
 	sortTransitions(sc.ctrans)
 	sc.policy = g.PolicyStatus()
 	sc.group = g.Status()
 	sc.origin, sc.version = escapeLabelValue(sc.policy.Origin), escapeLabelValue(sc.policy.Version)
+	if l := sc.policy.Last; l != nil {
+		sc.lastResult, sc.lastVersion = l.Result.String(), escapeLabelValue(l.Version)
+	}
+}
+
+// possibleTransitions is every transition a breaker can make; each
+// breaker's are written, at 0 until it makes them, so that a rate or an
+// increase sees its first (see [breaker.PossibleTransitions]).
+// possibleByFrom lists their indices in the order the registry sorts
+// them in within one breaker: by from (across breakers first), then
+// reason, then to.
+var (
+	possibleTransitions = breaker.PossibleTransitions()
+	possibleByFrom      = byFrom(possibleTransitions)
+)
+
+func byFrom(possibleTransitions []breaker.TransitionCount) [][]int {
+	var out [][]int
+	for _, from := range statesByName {
+		var idx []int
+		for i, t := range possibleTransitions {
+			if t.From == from {
+				idx = append(idx, i)
+			}
+		}
+		slices.SortFunc(idx, func(a, b int) int {
+			ta, tb := possibleTransitions[a], possibleTransitions[b]
+			if c := strings.Compare(string(ta.Reason), string(tb.Reason)); c != 0 {
+				return c
+			}
+			return strings.Compare(ta.To.String(), tb.To.String())
+		})
+		out = append(out, idx)
+	}
+	return out
+}
+
+// possibleIndex is t's index in possibleTransitions, or -1.
+func possibleIndex(t breaker.TransitionCount) int {
+	for i, p := range possibleTransitions {
+		if p.From == t.From && p.To == t.To && p.Reason == t.Reason {
+			return i
+		}
+	}
+	return -1
 }
 
 func appendTransitions(to []transitionRow, row int, ts []breaker.TransitionCount) []transitionRow {
@@ -385,7 +454,35 @@ func newExpFamily(ns string, f family, consts []constLabel) expFamily {
 			}
 		}
 	case famTransitions.name:
-		e.write = transitions(func(sc *scrape) []transitionRow { return sc.trans })
+		rest := transitions(func(sc *scrape) []transitionRow { return sc.trans })
+		e.write = func(sc *scrape) {
+			if len(sc.trans) > 0 {
+				// A transition the list of possible ones lacks: merge
+				// the lot in order, the slow way.
+				for i := range sc.rows {
+					for j, tr := range possibleTransitions {
+						sc.trans = append(sc.trans, transitionRow{row: i, from: tr.From, to: tr.To,
+							reason: string(tr.Reason), count: sc.counts[i*len(possibleTransitions)+j]})
+					}
+				}
+				sortTransitions(sc.trans)
+				rest(sc)
+				return
+			}
+			var l vals
+			for fi, idx := range possibleByFrom {
+				l[1] = statesByName[fi].String()
+				for i := range sc.rows {
+					l[0] = sc.rows[i].name
+					counts := sc.counts[i*len(possibleTransitions) : (i+1)*len(possibleTransitions)]
+					for _, j := range idx {
+						tr := &possibleTransitions[j]
+						l[2], l[3] = tr.To.String(), string(tr.Reason)
+						sc.sample(t, &l, float64(counts[j]))
+					}
+				}
+			}
+		}
 	case famCalls.name:
 		e.write = func(sc *scrape) {
 			var l vals
@@ -446,6 +543,38 @@ func newExpFamily(ns string, f family, consts []constLabel) expFamily {
 				}
 			}
 		}
+	case famTripReason.name:
+		e.write = func(sc *scrape) {
+			var l vals
+			for i := range sc.rows {
+				if r := &sc.rows[i]; r.tripReason != "" {
+					l[0], l[1] = r.name, r.tripReason
+					sc.sample(t, &l, 1)
+				}
+			}
+		}
+	case famTripCalls.name, famTripFailures.name, famTripTimeouts.name:
+		v := map[string]func(r *row) uint64{
+			famTripCalls.name:    func(r *row) uint64 { return r.tripCalls },
+			famTripFailures.name: func(r *row) uint64 { return r.tripFailures },
+			famTripTimeouts.name: func(r *row) uint64 { return r.tripTimeouts },
+		}[f.name]
+		e.write = func(sc *scrape) {
+			var l vals
+			for i := range sc.rows {
+				if r := &sc.rows[i]; r.state != breaker.Closed {
+					l[0] = r.name
+					sc.sample(t, &l, float64(v(r)))
+				}
+			}
+		}
+	case famPolicyLastReload.name:
+		e.write = func(sc *scrape) {
+			if sc.lastResult != "" {
+				l := vals{sc.lastResult, sc.lastVersion}
+				sc.sample(t, &l, 1)
+			}
+		}
 	case famOpenReason.name:
 		e.write = func(sc *scrape) {
 			var l vals
@@ -472,7 +601,7 @@ func newExpFamily(ns string, f family, consts []constLabel) expFamily {
 			for _, x := range [...]struct {
 				result string
 				n      uint64
-			}{{"applied", r.Applied}, {"gone", r.Gone}, {"rejected", r.Rejected}, {"unreadable", r.Unreadable}} {
+			}{{"applied", r.Applied}, {"gone", r.Gone}, {"rejected", r.Rejected}, {"unchanged", r.Unchanged}, {"unreadable", r.Unreadable}} {
 				l := vals{x.result}
 				sc.sample(t, &l, float64(x.n))
 			}

@@ -59,6 +59,18 @@ var (
 	famOpenReason = family{"open_reason",
 		"1 while the breaker is open or half-open, labelled with the reason; absent while it is closed.",
 		"gauge", []string{"name", "reason"}}
+	famTripReason = family{"trip_reason",
+		"1 while the breaker is open or half-open, labelled with the rule that began the outage, which failed probes do not change; absent while it is closed.",
+		"gauge", []string{"name", "reason"}}
+	famTripCalls = family{"trip_window_calls",
+		"Counted calls in the sliding window when the breaker tripped, for the whole outage; absent while it is closed.",
+		"gauge", []string{"name"}}
+	famTripFailures = family{"trip_window_failures",
+		"Failures, timeouts included, in the sliding window when the breaker tripped, for the whole outage; absent while it is closed.",
+		"gauge", []string{"name"}}
+	famTripTimeouts = family{"trip_window_timeouts",
+		"Timeouts in the sliding window when the breaker tripped, for the whole outage; absent while it is closed.",
+		"gauge", []string{"name"}}
 
 	famPolicyInfo = family{"policy_info",
 		"The policy document in force: 1, with its origin and version (empty for a policy set by code).",
@@ -69,6 +81,9 @@ var (
 	famPolicyReloads = family{"policy_reloads_total",
 		"Policy documents a followed source delivered, by what became of them.",
 		"counter", []string{"result"}}
+	famPolicyLastReload = family{"policy_last_reload_info",
+		"The last document a followed source delivered: 1, with what became of it and its version; absent until one is delivered.",
+		"gauge", []string{"result", "version"}}
 
 	famGroupBreakers = family{"group_breakers",
 		"Breakers the group holds.",

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -120,7 +121,7 @@ func TestHandler_WritesWhatTheCollectorGathers(t *testing.T) {
 			assert.Greater(t, len(got), 2*flushAt, "long enough to be written in several pieces")
 			for _, s := range []string{`name="quote\"d.Get"`, `name="back\\slash.Get"`, `name="line\nfeed.Get"`,
 				`quantile="0.999"`, `name="line\nfeed.Get",state="half_open"`, `mode="forced_open",name="prix.Café@10.0.0.1"`, `name="prix.Caf\\xe9@10.0.0.2"`,
-				"candidate_transitions_total{", "open_reason{"} {
+				"candidate_transitions_total{", "open_reason{", "trip_reason{", "trip_window_timeouts{", `reason="probe_timeout",to="open"`} {
 				assert.Contains(t, got, s)
 			}
 			// A second scrape, from the pooled buffers, writes the same.
@@ -133,6 +134,24 @@ func TestHandler_WritesWhatTheCollectorGathers(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, registryText(t, NewCollector(f.g)), handlerText(t, h))
 	})
+}
+
+// A transition missing from breaker.PossibleTransitions (a reason added
+// to the core and not to the list, which TestModel would catch) is still
+// written, in the registry's order, by the handler as by the collector.
+func TestHandler_WritesATransitionThatIsNotAPossibleOne(t *testing.T) {
+	defer func(pt []breaker.TransitionCount, bf [][]int) { possibleTransitions, possibleByFrom = pt, bf }(possibleTransitions, possibleByFrom)
+	possibleTransitions = slices.DeleteFunc(slices.Clone(possibleTransitions), func(t breaker.TransitionCount) bool {
+		return t.Reason == breaker.ReasonErrorRatio || t.Reason == breaker.ReasonProbeFailed
+	})
+	possibleByFrom = byFrom(possibleTransitions)
+	f := richFixture(t)
+	h, err := NewHandler(f.g, nil)
+	require.NoError(t, err)
+	got := handlerText(t, h)
+	require.Equal(t, registryText(t, NewCollector(f.g)), got)
+	assert.Contains(t, got, `breaker_transitions_total{from="closed",name="pricing.GetPrice",reason="err_ratio",to="open"} 1`)
+	assert.Contains(t, got, `breaker_transitions_total{from="closed",name="pricing.GetPrice",reason="err_count",to="open"} 0`)
 }
 
 // others is a registry of an application's own metrics.

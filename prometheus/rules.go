@@ -3,17 +3,20 @@ package breakerprom
 import (
 	"bytes"
 	_ "embed"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"regexp"
 	"strconv"
+	"strings"
 	"text/template"
 	"time"
+	"unicode"
 
 	"github.com/govkit/breaker/ops"
 )
 
-//go:generate go run ./internal/genrules
+//go:generate go run ./cmd/breaker-alerts -o rules/breaker-alerts.yml
 
 // Defaults of [AlertConfig] beyond the thresholds, which are
 // [ops.DefaultThresholds].
@@ -52,6 +55,16 @@ type AlertConfig struct {
 	ProbeWindow   time.Duration
 	// Windows and thresholds must be whole milliseconds, the finest unit
 	// of a Prometheus duration.
+
+	// StatusURL and DashboardURL, when set, are links every alert
+	// carries: in its annotations status_url and dashboard_url, and at
+	// the end of its description. Each is a Prometheus template, so it
+	// may use the alert's labels: http://{{ $labels.instance }}/status
+	// for the status page each instance serves (see ops.StatusPage), or
+	// https://grafana.example.com/d/govkit-breaker?var-job={{ $labels.job }}&var-name={{ $labels.name }}.
+	// Empty: no link. Neither may hold a line break.
+	StatusURL    string
+	DashboardURL string
 }
 
 var metricName = regexp.MustCompile(`^[a-zA-Z_:][a-zA-Z0-9_:]*$`)
@@ -100,6 +113,11 @@ func (c AlertConfig) orDefault() (AlertConfig, error) {
 	if c.ProbeFailures < 0 {
 		errs = append(errs, fmt.Errorf("breakerprom: AlertConfig.ProbeFailures %d is negative", c.ProbeFailures))
 	}
+	for _, u := range []struct{ name, v string }{{"StatusURL", c.StatusURL}, {"DashboardURL", c.DashboardURL}} {
+		if strings.ContainsFunc(u.v, unicode.IsControl) {
+			errs = append(errs, fmt.Errorf("breakerprom: AlertConfig.%s %q holds a control character, such as a line break", u.name, u.v))
+		}
+	}
 	return c, errors.Join(errs...)
 }
 
@@ -112,6 +130,11 @@ var rulesTemplate = template.Must(template.New("rules").Delims("[[", "]]").Funcs
 	"seconds": func(d time.Duration) string { return strconv.FormatFloat(d.Seconds(), 'f', -1, 64) },
 	"span":    promDuration,
 	"window":  func(d time.Duration) string { return "[" + promDuration(d) + "]" },
+	// yaml quotes a string for YAML: a JSON string is a YAML one.
+	"yaml": func(s string) (string, error) {
+		b, err := json.Marshal(s)
+		return string(b), err
+	},
 }).Parse(rulesText))
 
 // AlertRules returns a Prometheus rules file (YAML) with the alerts on the
@@ -123,24 +146,36 @@ var rulesTemplate = template.Must(template.New("rules").Delims("[[", "]]").Funcs
 //     three, so each routes on its own); an Alertmanager inhibit rule
 //     with equal: [name] keeps only the highest. Breakers forced open or
 //     in shadow mode raise none, as with ops.Alerts.
-//   - BreakerFlapping: the breaker tripped from closed FlapOpens times in
-//     FlapWindow.
 //   - BreakerProbesFailing: ProbeFailures half-open probes failed in
-//     ProbeWindow.
+//     ProbeWindow, while the breaker is still not closed.
+//   - BreakerFlapping: the breaker tripped from closed FlapOpens times in
+//     FlapWindow. It resolves once fewer trips remain in the window: a
+//     pattern that ends when the breaker stays closed, up to FlapWindow
+//     after its last trip.
+//   - BreakerPolicyRejected: the last policy document a followed source
+//     delivered was refused; it resolves when a valid one is delivered.
 //
-// Every alert carries the labels name, method and target (the key's parts
-// before and after "@"); BreakerOpen carries reason, the rule that opened
-// the breaker. An error names each bad field of cfg.
+// The breaker alerts carry the labels name, method and target (the key's
+// parts before and after "@"), and lead their text with why the breaker
+// opened: the label trip_reason, the rule that tripped it for the whole
+// outage, and the window that tripped it ("opened on err_ratio: 9 of 18
+// calls failed, 9 of them timeouts"), read from the trip_* families.
+// BreakerOpen also carries reason, what keeps it open now (probe_failed
+// after a failed probe). BreakerPolicyRejected carries the refused
+// version, its origin, and in_force, the version that stays. An error
+// names each bad field of cfg.
 func AlertRules(cfg AlertConfig) ([]byte, error) {
 	cfg, err := cfg.orDefault()
 	if err != nil {
 		return nil, err
 	}
+	def, _ := AlertConfig{}.orDefault()
 	th := cfg.Thresholds
 	data := struct {
 		AlertConfig
+		Default    bool // the shipped file's config
 		Severities []severity
-	}{cfg, []severity{
+	}{cfg, cfg == def, []severity{
 		{"P3", "record", th.P3},
 		{"P2", "page", th.P2},
 		{"P1", "escalate", th.P1},

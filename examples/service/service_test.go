@@ -206,10 +206,16 @@ func TestService_PricingOutageOpensItsBreakerAndFallsBack(t *testing.T) {
 		`breaker_rejected_total{name="pricing.GetPrice"} 3`,
 		`breaker_fallbacks_total{name="pricing.GetPrice"} 8`,
 		`breaker_window_error_ratio{name="pricing.GetPrice"} 0.5`,
+		// Why it opened, for the whole outage; inventory has not
+		// tripped, its trip series are there at 0.
+		`breaker_trip_reason{name="pricing.GetPrice",reason="err_ratio"} 1`,
+		`breaker_trip_window_calls{name="pricing.GetPrice"} 10`,
+		`breaker_trip_window_failures{name="pricing.GetPrice"} 5`,
+		`breaker_transitions_total{from="closed",name="inventory.GetStock",reason="err_ratio",to="open"} 0`,
 	} {
 		assert.Contains(t, m, line+"\n")
 	}
-	assert.NotContains(t, m, `breaker_transitions_total{from="closed",name="inventory.GetStock"`)
+	assert.NotContains(t, m, `breaker_trip_reason{name="inventory.GetStock"`)
 
 	assert.Contains(t, in.logs.String(),
 		`level=WARN msg="breaker opened" breaker.name=pricing.GetPrice breaker.state=open breaker.from=closed breaker.reason=err_ratio breaker.ratio=0.5 breaker.counted=10 breaker.failures=5 breaker.timeouts=0 breaker.cooldown=15s`+"\n")
