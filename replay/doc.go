@@ -162,7 +162,7 @@
 // # Replaying recorded traffic
 //
 // [ReplayTrace] answers "what would this policy have done last Tuesday?":
-// it reads a trace recorded with package github.com/govkit/breaker/trace
+// it reads a trace recorded with package github.com/govkit/breaker/calltrace
 // (one JSON line per call: when, key, duration, outcome, probe or
 // refused) and replays each key's calls through a breaker with the
 // candidate's policy, on the trace's own time. A recorded call the

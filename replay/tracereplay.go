@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/govkit/breaker"
-	"github.com/govkit/breaker/trace"
+	"github.com/govkit/breaker/calltrace"
 )
 
 // A TraceReport is what a candidate policy would have done with recorded
@@ -120,7 +120,7 @@ var recordedErrors = func() map[breaker.Outcome]error {
 }()
 
 // ReplayTrace reads a trace (the format of package
-// github.com/govkit/breaker/trace) and replays each key's calls, in the
+// github.com/govkit/breaker/calltrace) and replays each key's calls, in the
 // order they were made, through a breaker with the candidate's policy for
 // that key, on the trace's own time. The candidate is a group policy, as a
 // service runs: its override for the key, or for the key's method (the
@@ -136,7 +136,7 @@ func ReplayTrace(r io.Reader, candidate breaker.GroupPolicy) (*TraceReport, erro
 	if err := candidate.Validate(); err != nil {
 		return nil, err
 	}
-	dec := trace.NewDecoder(r)
+	dec := calltrace.NewDecoder(r)
 	var (
 		lists []callList
 		keys  []string
@@ -170,7 +170,7 @@ func ReplayTrace(r io.Reader, candidate breaker.GroupPolicy) (*TraceReport, erro
 		end = max(end, at+int64(rec.Duration))
 		n++
 		if rec.Duration > maxCallDuration {
-			return nil, &trace.LineError{Line: dec.Line(), Field: "d", Problem: fmt.Sprintf("a call of %v is longer than a replay takes (%v)", rec.Duration, maxCallDuration)}
+			return nil, &calltrace.LineError{Line: dec.Line(), Field: "d", Problem: fmt.Sprintf("a call of %v is longer than a replay takes (%v)", rec.Duration, maxCallDuration)}
 		}
 		c := traceCall{at: at, dur: uint32(rec.Duration.Microseconds()), outcome: rec.Outcome}
 		if rec.Probe {

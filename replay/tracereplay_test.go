@@ -11,14 +11,14 @@ import (
 	"time"
 
 	"github.com/govkit/breaker"
-	"github.com/govkit/breaker/trace"
+	"github.com/govkit/breaker/calltrace"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
 var traceT0 = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 
-func traceOf(recs ...trace.Record) string {
+func traceOf(recs ...calltrace.Record) string {
 	var b strings.Builder
 	for _, r := range recs {
 		b.Write(r.AppendJSON(nil))
@@ -33,19 +33,19 @@ func tat(sec float64) time.Time { return traceT0.Add(time.Duration(sec * float64
 func TestReplayTrace_CounterfactualAccounting(t *testing.T) {
 	const k = "inventory.GetStock"
 	ms := time.Millisecond
-	var recs []trace.Record
+	var recs []calltrace.Record
 	for i := range 5 { // 0.0-0.4: five failures; the candidate opens after the fifth
-		recs = append(recs, trace.Record{Time: tat(0.1 * float64(i)), Key: k, Duration: 10 * ms, Outcome: breaker.Failure})
+		recs = append(recs, calltrace.Record{Time: tat(0.1 * float64(i)), Key: k, Duration: 10 * ms, Outcome: breaker.Failure})
 	}
 	recs = append(recs,
-		trace.Record{Time: tat(1), Key: k, Duration: 10 * ms, Outcome: breaker.Success}, // candidate open: success lost
-		trace.Record{Time: tat(2), Key: k, Duration: 10 * ms, Outcome: breaker.Success}, // success lost
-		trace.Record{Time: tat(3), Key: k, Duration: 10 * ms, Outcome: breaker.Timeout}, // failure avoided
-		trace.Record{Time: tat(4), Key: k, Refused: true},                               // refused by both
-		trace.Record{Time: tat(11), Key: k, Refused: true},                              // candidate half-open admits: unknown
-		trace.Record{Time: tat(12), Key: k, Duration: 10 * ms, Outcome: breaker.Success, Probe: true},
-		trace.Record{Time: tat(13), Key: k, Duration: 10 * ms, Outcome: breaker.Success},
-		trace.Record{Time: tat(13), Key: "pricing", Duration: 10 * ms, Outcome: breaker.Success},
+		calltrace.Record{Time: tat(1), Key: k, Duration: 10 * ms, Outcome: breaker.Success}, // candidate open: success lost
+		calltrace.Record{Time: tat(2), Key: k, Duration: 10 * ms, Outcome: breaker.Success}, // success lost
+		calltrace.Record{Time: tat(3), Key: k, Duration: 10 * ms, Outcome: breaker.Timeout}, // failure avoided
+		calltrace.Record{Time: tat(4), Key: k, Refused: true},                               // refused by both
+		calltrace.Record{Time: tat(11), Key: k, Refused: true},                              // candidate half-open admits: unknown
+		calltrace.Record{Time: tat(12), Key: k, Duration: 10 * ms, Outcome: breaker.Success, Probe: true},
+		calltrace.Record{Time: tat(13), Key: k, Duration: 10 * ms, Outcome: breaker.Success},
+		calltrace.Record{Time: tat(13), Key: "pricing", Duration: 10 * ms, Outcome: breaker.Success},
 	)
 	pol := breaker.DefaultPolicy()
 	pol.MinRequests, pol.OpenFor, pol.Jitter, pol.Probes = 5, 10*time.Second, 0, 1
@@ -95,13 +95,13 @@ func TestReplayTrace_CounterfactualAccounting(t *testing.T) {
 // Calls out of order (lines are written as calls end) replay as they
 // started, and the same trace gives the same report.
 func TestReplayTrace_OrderAndDeterminism(t *testing.T) {
-	var recs []trace.Record
+	var recs []calltrace.Record
 	for i := 0; i < 400; i++ {
 		o := breaker.Success
 		if i%3 != 0 {
 			o = breaker.Failure
 		}
-		recs = append(recs, trace.Record{Time: tat(float64(i) * 0.01), Key: "k", Duration: time.Duration(i%7) * time.Millisecond, Outcome: o})
+		recs = append(recs, calltrace.Record{Time: tat(float64(i) * 0.01), Key: "k", Duration: time.Duration(i%7) * time.Millisecond, Outcome: o})
 	}
 	fwd := traceOf(recs...)
 	for i, j := 0, len(recs)-1; i < j; i, j = i+1, j-1 {
@@ -117,9 +117,9 @@ func TestReplayTrace_OrderAndDeterminism(t *testing.T) {
 }
 
 func TestReplayTrace_BadTraceNamesLineAndField(t *testing.T) {
-	good := traceOf(trace.Record{Time: traceT0, Key: "k", Duration: time.Millisecond, Outcome: breaker.Success})
+	good := traceOf(calltrace.Record{Time: traceT0, Key: "k", Duration: time.Millisecond, Outcome: breaker.Success})
 	_, err := ReplayTrace(strings.NewReader(good+good+`{"t":1,"k":"k","d":"5ms","o":"success"}`+"\n"), breaker.GroupPolicy{})
-	var le *trace.LineError
+	var le *calltrace.LineError
 	require.ErrorAs(t, err, &le)
 	assert.Equal(t, 3, le.Line)
 	assert.Equal(t, "d", le.Field)
@@ -157,7 +157,7 @@ func (s *syntheticTrace) Read(p []byte) (int, error) {
 			s.n++
 			t := time.Duration(n) * time.Millisecond
 			key := n % 10
-			rec := trace.Record{Time: traceT0.Add(t), Key: syntheticKeys[key], Duration: time.Duration(5+n%17) * time.Millisecond, Outcome: breaker.Success}
+			rec := calltrace.Record{Time: traceT0.Add(t), Key: syntheticKeys[key], Duration: time.Duration(5+n%17) * time.Millisecond, Outcome: breaker.Success}
 			if key == 3 && t%(10*time.Minute) < 2*time.Minute && (n/10)%5 < 3 {
 				rec.Outcome = breaker.Timeout
 				rec.Duration = 600 * time.Millisecond
@@ -196,9 +196,9 @@ func BenchmarkReplayTrace(b *testing.B) {
 // override, its method's for a per-target key, or the default.
 func TestReplayTrace_PolicyPerKey(t *testing.T) {
 	tr := traceOf(
-		trace.Record{Time: traceT0, Key: "a", Duration: time.Millisecond, Outcome: breaker.Success},
-		trace.Record{Time: traceT0, Key: "b@10.0.0.7", Duration: time.Millisecond, Outcome: breaker.Success},
-		trace.Record{Time: traceT0, Key: "c", Duration: time.Millisecond, Outcome: breaker.Success},
+		calltrace.Record{Time: traceT0, Key: "a", Duration: time.Millisecond, Outcome: breaker.Success},
+		calltrace.Record{Time: traceT0, Key: "b@10.0.0.7", Duration: time.Millisecond, Outcome: breaker.Success},
+		calltrace.Record{Time: traceT0, Key: "c", Duration: time.Millisecond, Outcome: breaker.Success},
 	)
 	gp, err := breaker.ParseGroupPolicy([]byte(`{"default": {"min_requests": 7}, "overrides": {"b": {"min_requests": 5}, "c": {"probes": 1}}}`))
 	require.NoError(t, err)
@@ -241,10 +241,10 @@ func TestTraceReport_WriteSVG(t *testing.T) {
 // browser reads. Keys are written by ops.Printable in both.
 func TestTraceReport_KeysThatDoNotShowAsThemselvesAreEscaped(t *testing.T) {
 	const poser, ctl = "inventory.GetStock@\u202e7.0.0.01", "orders.Create\x01"
-	var recs []trace.Record
+	var recs []calltrace.Record
 	for i := range 30 {
 		for _, k := range []string{poser, ctl} {
-			recs = append(recs, trace.Record{Time: tat(0.1 * float64(i)), Key: k, Duration: time.Millisecond, Outcome: breaker.Failure})
+			recs = append(recs, calltrace.Record{Time: tat(0.1 * float64(i)), Key: k, Duration: time.Millisecond, Outcome: breaker.Failure})
 		}
 	}
 	rep, err := ReplayTrace(strings.NewReader(traceOf(recs...)), breaker.GroupPolicy{})
@@ -275,14 +275,14 @@ func TestTraceReport_KeysThatDoNotShowAsThemselvesAreEscaped(t *testing.T) {
 
 func TestReplayTrace_Bounds(t *testing.T) {
 	day := traceOf(
-		trace.Record{Time: traceT0, Key: "k", Duration: time.Millisecond, Outcome: breaker.Success},
-		trace.Record{Time: traceT0.Add(25 * time.Hour), Key: "k", Duration: time.Millisecond, Outcome: breaker.Success},
+		calltrace.Record{Time: traceT0, Key: "k", Duration: time.Millisecond, Outcome: breaker.Success},
+		calltrace.Record{Time: traceT0.Add(25 * time.Hour), Key: "k", Duration: time.Millisecond, Outcome: breaker.Success},
 	)
 	_, err := ReplayTrace(strings.NewReader(day), breaker.GroupPolicy{})
 	assert.ErrorContains(t, err, "more than 24h0m0s")
 
 	_, err = ReplayTrace(strings.NewReader(`{"t":4503599627370497,"k":"k","d":1,"o":"success"}`), breaker.GroupPolicy{})
-	var le *trace.LineError
+	var le *calltrace.LineError
 	require.ErrorAs(t, err, &le)
 	assert.Equal(t, "t", le.Field)
 }
@@ -294,7 +294,7 @@ func TestReplayTrace_ManyKeysTakeMemoryForTheirCallsOnly(t *testing.T) {
 	const keys = 2000
 	var b strings.Builder
 	for i := range keys {
-		b.Write(trace.Record{Time: traceT0, Key: fmt.Sprintf("k%d", i), Duration: time.Millisecond, Outcome: breaker.Success}.AppendJSON(nil))
+		b.Write(calltrace.Record{Time: traceT0, Key: fmt.Sprintf("k%d", i), Duration: time.Millisecond, Outcome: breaker.Success}.AppendJSON(nil))
 		b.WriteByte('\n')
 	}
 	var before, after runtime.MemStats
@@ -312,9 +312,9 @@ func TestReplayTrace_ManyKeysTakeMemoryForTheirCallsOnly(t *testing.T) {
 // every recorded call lands in exactly one bucket of the accounting.
 func FuzzReplayTrace(f *testing.F) {
 	f.Add([]byte(traceOf(
-		trace.Record{Time: traceT0, Key: "k", Duration: time.Millisecond, Outcome: breaker.Failure},
-		trace.Record{Time: traceT0.Add(time.Second), Key: "k", Refused: true},
-		trace.Record{Time: traceT0.Add(2 * time.Second), Key: "k", Duration: time.Second, Outcome: breaker.Success, Probe: true},
+		calltrace.Record{Time: traceT0, Key: "k", Duration: time.Millisecond, Outcome: breaker.Failure},
+		calltrace.Record{Time: traceT0.Add(time.Second), Key: "k", Refused: true},
+		calltrace.Record{Time: traceT0.Add(2 * time.Second), Key: "k", Duration: time.Second, Outcome: breaker.Success, Probe: true},
 	)))
 	f.Add([]byte(`{"t":0,"k":"a","d":4294967295,"o":"timeout"}` + "\n" + `{"t":5,"k":"a@b","refused":true}`))
 	f.Fuzz(func(t *testing.T, data []byte) {

@@ -15,7 +15,7 @@
 //	go run ./cmd/breaker-replay -scenario flapping
 //	go run ./cmd/breaker-replay -scenario my-chain.json -policy candidate.json -svg out.svg
 //
-// Or replay traffic recorded with package github.com/govkit/breaker/trace
+// Or replay traffic recorded with package github.com/govkit/breaker/calltrace
 // through a candidate policy:
 //
 //	go run ./cmd/breaker-replay -trace calls.jsonl -policy candidate.json
@@ -64,7 +64,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		full     = fs.Bool("full", false, "print every second, without folding steady stretches")
 		list     = fs.Bool("list", false, "list the shipped scenarios and exit")
 		show     = fs.Bool("show", false, "print the scenario's JSON and exit")
-		tracef   = fs.String("trace", "", "replay a recorded trace `file` (JSON lines, package github.com/govkit/breaker/trace) through the -policy candidate (a policy or a group policy document) instead of simulating")
+		tracef   = fs.String("trace", "", "replay a recorded trace `file` (JSON lines, package github.com/govkit/breaker/calltrace) through the -policy candidate (a policy or a group policy document) instead of simulating")
 	)
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "usage: breaker-replay [flags]\n\n")

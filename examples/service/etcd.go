@@ -8,7 +8,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/govkit/breaker"
-	breakeretcd "github.com/govkit/breaker/etcd"
+	"github.com/govkit/breaker/breakeretcd"
 )
 
 func init() { newEtcdSource = etcdSource }

@@ -19,8 +19,8 @@ import (
 	"time"
 
 	"github.com/govkit/breaker"
+	"github.com/govkit/breaker/breakerprom"
 	"github.com/govkit/breaker/ops"
-	breakerprom "github.com/govkit/breaker/prometheus"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )

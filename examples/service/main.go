@@ -30,7 +30,7 @@ import (
 	"syscall"
 
 	"github.com/govkit/breaker"
-	"github.com/govkit/breaker/trace"
+	"github.com/govkit/breaker/calltrace"
 )
 
 func main() {
@@ -68,7 +68,7 @@ func serve(addr, tracePath string, src breaker.PolicySource, log *slog.Logger) (
 		if err != nil {
 			return err
 		}
-		rec, err := trace.NewRecorder(f, trace.Options{})
+		rec, err := calltrace.NewRecorder(f, calltrace.Options{})
 		if err != nil {
 			f.Close()
 			return err

@@ -31,7 +31,7 @@ func (p *policyFlags) register(fs *flag.FlagSet) {
 }
 
 // newEtcdSource makes the source of the -etcd flag: a source of package
-// breakeretcd (github.com/govkit/breaker/etcd) following key. It is nil in
+// breakeretcd (github.com/govkit/breaker/breakeretcd) following key. It is nil in
 // a build without etcd support, and -etcd is then an error.
 var newEtcdSource func(endpoints []string, key string) (breaker.PolicySource, error)
 

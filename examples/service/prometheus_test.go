@@ -183,7 +183,7 @@ type dashboardQuery struct{ title, expr string }
 
 func dashboardQueries(t *testing.T) []dashboardQuery {
 	t.Helper()
-	data, err := os.ReadFile("../../prometheus/dashboards/breaker.json")
+	data, err := os.ReadFile("../../breakerprom/dashboards/breaker.json")
 	require.NoError(t, err)
 	var dash struct {
 		Panels []struct {

@@ -12,9 +12,9 @@ import (
 	"time"
 
 	"github.com/govkit/breaker"
+	"github.com/govkit/breaker/breakerprom"
+	"github.com/govkit/breaker/calltrace"
 	"github.com/govkit/breaker/ops"
-	breakerprom "github.com/govkit/breaker/prometheus"
-	"github.com/govkit/breaker/trace"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
@@ -47,7 +47,7 @@ type service struct {
 	log       *slog.Logger
 	// rec records every call through the breakers when the service runs
 	// with -trace; nil records nothing and costs nothing.
-	rec *trace.Recorder
+	rec *calltrace.Recorder
 }
 
 // newService builds the service. opts go to the breaker group after the
@@ -127,7 +127,7 @@ func (s *service) product(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx := r.Context()
 
-	getStock, stockDone := trace.Track(s.rec, keyStock, func(ctx context.Context) (int, error) {
+	getStock, stockDone := calltrace.Track(s.rec, keyStock, func(ctx context.Context) (int, error) {
 		n, err := s.inventory.GetStock(ctx, sku)
 		if errors.Is(err, errUnknownSKU) {
 			// The caller asked for something that does not exist; that
@@ -144,7 +144,7 @@ func (s *service) product(w http.ResponseWriter, r *http.Request) {
 	}
 
 	source := "pricing"
-	getPrice, priceDone := trace.Track(s.rec, keyPrice, func(ctx context.Context) (int64, error) { return s.pricing.GetPrice(ctx, sku) })
+	getPrice, priceDone := calltrace.Track(s.rec, keyPrice, func(ctx context.Context) (int64, error) { return s.pricing.GetPrice(ctx, sku) })
 	price, err := breaker.FallbackOnFailure(ctx, s.breaker(keyPrice), getPrice,
 		func(context.Context, error) (int64, error) {
 			source = "catalogue"
