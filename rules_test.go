@@ -26,6 +26,21 @@ func TestRegression_SixFailuresInARowTripUnderTheDefaultGate(t *testing.T) {
 	assert.Equal(t, Snapshot{Counted: 9, Failures: 6}, ev[0].Snapshot)
 }
 
+// A run of ConsecutiveFailures failures trips the breaker below
+// MinRequests: five failures in a row trip a breaker with
+// ConsecutiveFailures 5 though the window holds 8 calls.
+// Regression (e9822b5): the run waited for MinRequests calls in the window.
+func TestClosed_ConsecutiveFailuresTripBelowMinRequests(t *testing.T) {
+	h := newHarness(t, policy(func(p *Policy) { p.ConsecutiveFailures = 5 }))
+	h.calls(3, nil)
+	h.calls(4, errBoom)
+	h.requireState(Closed)
+	h.calls(1, errBoom)
+	h.requireState(Open)
+	assert.Equal(t, ReasonConsecutive, h.lastReason())
+	assert.Equal(t, Snapshot{Counted: 8, Failures: 5}, h.eventLog()[0].Snapshot)
+}
+
 // A success ends the run, however close it was to the threshold.
 func TestClosed_ASuccessEndsTheConsecutiveRun(t *testing.T) {
 	h := newHarness(t, policy(func(p *Policy) { p.ErrorRatio = 0; p.ConsecutiveFailures = 3 }))
