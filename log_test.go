@@ -117,12 +117,11 @@ func TestLogger_TextRecordsUseDottedKeys(t *testing.T) {
 		strings.TrimSpace(buf.String()))
 }
 
-// Scenario: a breaker reopens after a failed probe, so its cooldown has
-// doubled once. The transition record carried that count under the key
-// "level", and the JSON handler wrote {"level":"WARN",...,"level":1}: log
-// pipelines that keep the last of two equal keys lost the record's
-// severity. No record may repeat a key.
-func TestRegression_LogRecordsHaveNoDuplicateKeys(t *testing.T) {
+// No record repeats a key, which log pipelines that keep the last of two
+// equal keys would lose: here a breaker reopens after a failed probe, so
+// its transition record carries the cooldown's doublings beside its level.
+// Regression (0c9a3bc): the doublings went out as "level", hiding the severity.
+func TestLogger_RecordsHaveNoDuplicateKeys(t *testing.T) {
 	var buf bytes.Buffer
 	h := newHarness(t, DefaultPolicy(), WithLogger(slog.New(slog.NewJSONHandler(&buf, nil))))
 	h.trip()

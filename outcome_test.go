@@ -217,9 +217,11 @@ func TestOutcome_NilArgumentsAreErrorsNotPanics(t *testing.T) {
 	assert.Equal(t, Counters{}, h.b.Counters())
 }
 
+// The caller's own cancellation is ignored when it carries a cause too:
 // net/http returns the cause of a context canceled with a cause, not
-// context.Canceled; that is still the caller's own cancellation.
-func TestRegression_ACancellationWithACauseIsIgnored(t *testing.T) {
+// context.Canceled.
+// Regression (13e139c): such calls counted as failures.
+func TestOutcome_ACancellationWithACauseIsIgnored(t *testing.T) {
 	h := newHarness(t, DefaultPolicy())
 	navigatedAway := errors.New("user navigated away")
 	for i := 0; i < 30; i++ {

@@ -9,11 +9,9 @@ import (
 
 // behaviour.md §4 Closed: ConsecutiveFailures is its own sample
 // requirement. A method with thin traffic, where the window never reaches
-// MinRequests, must still be cut off after N failures in a row. Before the
-// fix the run was only looked at once the window held MinRequests calls, so
-// ConsecutiveFailures: 6 with the default MinRequests opened after the 20th
-// call instead of the 6th failure.
-func TestRegression_SixFailuresInARowTripUnderTheDefaultGate(t *testing.T) {
+// MinRequests, must still be cut off after N failures in a row.
+// Regression (e9822b5): ConsecutiveFailures 6 opened at the 20th call.
+func TestClosed_SixFailuresInARowTripUnderTheDefaultGate(t *testing.T) {
 	h := newHarness(t, policy(func(p *Policy) { p.ConsecutiveFailures = 6 }))
 	h.calls(3, nil)
 	h.calls(5, errBoom)
