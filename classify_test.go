@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/url"
 	"os"
 	"syscall"
 	"testing"
@@ -52,6 +53,19 @@ func TestClassifier_DefaultTable(t *testing.T) {
 	for o, s := range map[Outcome]string{Success: "success", Ignored: "ignored", Failure: "failure", Timeout: "timeout"} {
 		assert.Equal(t, s, o.String())
 	}
+}
+
+// A typed nil pointer returned as an error (var e *net.OpError; return e)
+// is a failure, for DefaultClassifier and through Do.
+// Regression (020431c): DefaultClassifier panicked in errors.As; Do counted nothing.
+func TestClassifier_ATypedNilErrorIsAFailureNotAPanic(t *testing.T) {
+	for _, err := range []error{(*net.OpError)(nil), (*url.Error)(nil), (*net.DNSError)(nil)} {
+		assert.Equal(t, Failure, DefaultClassifier(err), "%T", err)
+	}
+	h := newHarness(t, DefaultPolicy())
+	err := h.b.Do(context.Background(), func(context.Context) error { var e *net.OpError; return e })
+	assert.Error(t, err)
+	assert.Equal(t, uint64(1), h.b.Counters().Failures)
 }
 
 func TestMark_ReportsADecidedOutcomeWhateverTheClassifier(t *testing.T) {

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -48,6 +49,25 @@ func (gh *groupHarness) state(key string) State {
 	b, err := gh.g.Get(key)
 	require.NoError(gh.t, err)
 	return b.State()
+}
+
+// cachedKey is a constant, so every Get below passes the very string the
+// breaker is created with and takes the key cache; builtKey is an equal
+// string with bytes of its own, which takes the map.
+const cachedKey = "inventory.GetStock@10.0.0.7"
+
+var builtKey = string([]byte(cachedKey))
+
+// reachable returns the breakers Range visits for key.
+func reachable(g *Group, key string) []*Breaker {
+	var out []*Breaker
+	g.Range(func(k string, b *Breaker) bool {
+		if k == key {
+			out = append(out, b)
+		}
+		return true
+	})
+	return out
 }
 
 func TestGroup_OneBreakerPerKeyCreatedOnFirstUse(t *testing.T) {
@@ -234,6 +254,19 @@ func TestGroupPolicy_JSONRoundTrip(t *testing.T) {
 		Default:   policy(func(p *Policy) { p.ErrorRatio = 0.4 }),
 		Overrides: map[string]Policy{"payment.Charge": policy(func(p *Policy) { p.OpenFor = time.Minute; p.MaxOpenFor = 4 * time.Minute })},
 	}
+	data, err := json.Marshal(gp)
+	require.NoError(t, err)
+	back, err := ParseGroupPolicy(data)
+	require.NoError(t, err)
+	assert.Equal(t, gp, back)
+}
+
+// A group document with "overrides": {} round-trips through its encoding,
+// which omits empty overrides.
+// Regression (12e7bc0): the empty map came back nil.
+func TestGroupPolicy_EmptyOverridesRoundTrip(t *testing.T) {
+	gp, err := ParseGroupPolicy([]byte(`{"overrides": {}}`))
+	require.NoError(t, err)
 	data, err := json.Marshal(gp)
 	require.NoError(t, err)
 	back, err := ParseGroupPolicy(data)
@@ -460,6 +493,135 @@ func TestGroup_EvictionIsOffByDefault(t *testing.T) {
 	assert.Equal(t, 1, gh.g.Len())
 }
 
+// startCall starts g.Do(key) with a function that blocks until the
+// returned release is sent the call's result, and returns once the call
+// has been admitted. wait returns Do's error.
+func startCall(t *testing.T, do func(context.Context, func(context.Context) error) error) (release chan<- error, wait func() error) {
+	t.Helper()
+	rel := make(chan error)
+	in := make(chan struct{})
+	out := make(chan error, 1)
+	go func() {
+		out <- do(context.Background(), func(context.Context) error {
+			close(in)
+			return <-rel
+		})
+	}()
+	<-in
+	return rel, func() error { return <-out }
+}
+
+// An eviction loses no outcome: a call still running when its breaker is
+// evicted (a long Do, a stream opened with Allow), or made after it through
+// a *Breaker kept from before, reports into the key's current breaker,
+// which counts it in its counters and its window, and is the one Range
+// finds.
+// Regression (0ddf5d9): busy breakers looked idle; their outcomes went nowhere.
+func TestGroup_EvictionLosesNoOutcomeOfACallInFlight(t *testing.T) {
+	cfg := GroupConfig{IdleAfter: time.Minute}
+	cases := []struct {
+		name string
+		// begin starts a call on b that is still running at the eviction;
+		// end finishes it with err.
+		begin func(t *testing.T, b *Breaker) (end func(err error))
+	}{
+		{"do", func(t *testing.T, b *Breaker) func(error) {
+			release, wait := startCall(t, b.Do)
+			return func(err error) {
+				release <- err
+				require.ErrorIs(t, wait(), err)
+			}
+		}},
+		{"do_with_timeout", func(t *testing.T, b *Breaker) func(error) {
+			require.NoError(t, b.SetPolicy(policy(func(p *Policy) { p.Timeout = time.Hour })))
+			release, wait := startCall(t, b.Do)
+			return func(err error) {
+				release <- err
+				require.ErrorIs(t, wait(), err)
+			}
+		}},
+		{"allow", func(t *testing.T, b *Breaker) func(error) {
+			_, done, err := b.Allow(context.Background())
+			require.NoError(t, err)
+			return done
+		}},
+		{"kept_pointer", func(t *testing.T, b *Breaker) func(error) {
+			return func(err error) {
+				require.ErrorIs(t, b.Do(context.Background(), func(context.Context) error { return err }), err)
+			}
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			gh := newGroupHarness(t, cfg)
+			old, err := gh.g.Get(cachedKey)
+			require.NoError(t, err)
+			gh.g.EvictIdle()
+			end := tc.begin(t, old)
+			gh.clk.Add(time.Minute)
+			gh.g.EvictIdle()
+			end(errBoom)
+
+			cur, err := gh.g.Get(cachedKey)
+			require.NoError(t, err)
+			c := cur.Counters()
+			c.OpenTime = 0
+			assert.Equal(t, Counters{Admitted: 1, Failures: 1}, c, "the group's breaker for the key")
+			assert.Equal(t, uint64(1), cur.Snapshot().Failures, "the failure is in the window")
+			assert.Equal(t, []*Breaker{cur}, reachable(gh.g, cachedKey))
+		})
+	}
+}
+
+// GroupConfig.IdleAfter: a half-open breaker whose only call is a probe
+// still in flight has been asked for nothing since, and is dropped. The
+// probe's result, when it comes, gives no verdict and makes no breaker;
+// the next call finds a new, closed breaker for the key.
+func TestGroup_AProbeOfADroppedBreakerGivesNoVerdict(t *testing.T) {
+	gh := newGroupHarness(t, GroupConfig{IdleAfter: time.Hour})
+	gh.calls(cachedKey, 20, errBoom)
+	gh.clk.Add(30 * time.Second)
+	old, err := gh.g.Get(cachedKey)
+	require.NoError(t, err)
+	_, done, err := old.Allow(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, HalfOpen, old.State())
+	gh.g.EvictIdle()
+	gh.clk.Add(time.Hour)
+	require.Equal(t, 1, gh.g.EvictIdle())
+	assert.Equal(t, Evictions{HalfOpen: 1}, gh.g.Status().Evicted)
+
+	done(nil)
+	assert.Zero(t, gh.g.Len(), "a stale probe makes no breaker")
+	c := old.Counters()
+	assert.Zero(t, c.ProbesPassed, "no verdict")
+	assert.Equal(t, uint64(1), c.Successes)
+
+	cur, err := gh.g.Get(cachedKey)
+	require.NoError(t, err)
+	assert.NotSame(t, old, cur)
+	assert.Equal(t, Closed, cur.State())
+}
+
+// A call admitted before its breaker tripped, still running when the
+// tripped breaker is removed, returns a result that was stale anyway: it
+// is counted nowhere in a window, and makes no new breaker for a key that
+// was removed on purpose. A call admitted just before the drop does make
+// one (see TestGroup_EvictionLosesNoOutcomeOfACallInFlight).
+// Regression (ae17810): the stale result made a new breaker for the key.
+func TestGroup_AStaleResultAfterRemoveMakesNoBreaker(t *testing.T) {
+	gh := newGroupHarness(t, GroupConfig{})
+	b, err := gh.g.Get(cachedKey)
+	require.NoError(t, err)
+	release, wait := startCall(t, b.Do)
+	gh.calls(cachedKey, 20, errBoom)
+	require.Equal(t, Open, b.State())
+	require.True(t, gh.g.Remove(cachedKey))
+	release <- nil
+	require.NoError(t, wait())
+	assert.Zero(t, gh.g.Len())
+}
+
 // behaviour.md §6 Observability: events from every breaker reach one
 // subscriber list, in order per breaker, outside any lock.
 func TestGroup_SubscribersSeeEveryBreakersTransitionsInOrder(t *testing.T) {
@@ -491,6 +653,91 @@ func TestGroup_SubscribersSeeEveryBreakersTransitionsInOrder(t *testing.T) {
 	assert.Len(t, other, 5)
 	unsub2()
 	assert.NotNil(t, gh.g.Subscribe(nil))
+}
+
+// recorder is a subscriber that keeps the transitions it sees.
+type recorder struct {
+	mu  sync.Mutex
+	got []string
+	ch  chan struct{}
+}
+
+func newRecorder() *recorder { return &recorder{ch: make(chan struct{}, 64)} }
+func (r *recorder) see(_ *Breaker, e Event) {
+	r.mu.Lock()
+	r.got = append(r.got, e.Name+" "+e.From.String()+">"+e.To.String())
+	r.mu.Unlock()
+	r.ch <- struct{}{}
+}
+func (r *recorder) seen() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]string(nil), r.got...)
+}
+
+// A panicking subscriber hides no event from the subscribers after it, and
+// its panic comes out of no call: it is recovered and logged at Error, on
+// the group's logger or, without one, on slog.Default(). (Package ops tests
+// the same on the watcher's goroutine.)
+// Regression (5a70e05): the panic cut delivery short and escaped from Do.
+func TestGroup_APanickingSubscriberHidesNoEventAndCrashesNothing(t *testing.T) {
+	t.Run("caller", func(t *testing.T) {
+		var buf bytes.Buffer
+		gh := newGroupHarness(t, GroupConfig{}, WithLogger(slog.New(slog.NewTextHandler(&buf, nil))))
+		gh.g.Subscribe(func(*Breaker, Event) { panic("subscriber bug") })
+		rec := newRecorder()
+		gh.g.Subscribe(rec.see)
+		require.NotPanics(t, func() { gh.calls("inventory.GetStock", 20, errBoom) })
+		assert.Equal(t, []string{"inventory.GetStock closed>open"}, rec.seen())
+		assert.Contains(t, buf.String(), `level=ERROR msg="breaker: subscriber panicked" breaker.name=inventory.GetStock panic="subscriber bug"`)
+	})
+	t.Run("no_logger", func(t *testing.T) {
+		var buf bytes.Buffer
+		defer slog.SetDefault(slog.Default())
+		slog.SetDefault(slog.New(slog.NewTextHandler(&buf, nil)))
+		gh := newGroupHarness(t, GroupConfig{})
+		gh.g.Subscribe(func(*Breaker, Event) { panic("subscriber bug") })
+		require.NotPanics(t, func() { gh.calls("inventory.GetStock", 20, errBoom) })
+		assert.Contains(t, buf.String(), `msg="breaker: subscriber panicked"`, "reported to slog.Default()")
+	})
+}
+
+// Once unsubscribe has returned, its subscriber is called no more, even
+// with an event already being delivered: here an earlier subscriber
+// unsubscribes it.
+// Regression (5a70e05): delivery read the subscribers once per event.
+func TestGroup_NoDeliveryAfterUnsubscribeReturns(t *testing.T) {
+	gh := newGroupHarness(t, GroupConfig{})
+	rec := newRecorder()
+	var unsubscribe func()
+	gh.g.Subscribe(func(*Breaker, Event) { unsubscribe() })
+	unsubscribe = gh.g.Subscribe(rec.see)
+	gh.calls("inventory.GetStock", 20, errBoom)
+	assert.Empty(t, rec.seen())
+}
+
+// Subscribers see the transitions of the group's breakers only, and are
+// told which breaker: a *Breaker kept from before its key was removed is
+// forced open unseen; the key's new breaker forced open is seen.
+// Regression (d406a6c): a dropped breaker's transitions reached them by key.
+func TestGroup_SubscribersSeeNoTransitionOfADroppedBreaker(t *testing.T) {
+	gh := newGroupHarness(t, GroupConfig{})
+	rec := newRecorder()
+	gh.g.Subscribe(rec.see)
+	var from []*Breaker
+	gh.g.Subscribe(func(b *Breaker, _ Event) { from = append(from, b) })
+
+	old, err := gh.g.Get(cachedKey)
+	require.NoError(t, err)
+	require.True(t, gh.g.Remove(cachedKey))
+	require.NoError(t, old.SetMode(ModeForcedOpen))
+	assert.Empty(t, rec.seen())
+
+	cur, err := gh.g.Get(cachedKey)
+	require.NoError(t, err)
+	require.NoError(t, cur.SetMode(ModeForcedOpen))
+	assert.Equal(t, []string{cachedKey + " closed>open"}, rec.seen())
+	assert.Equal(t, []*Breaker{cur}, from)
 }
 
 func TestLogger_OneRecordPerTransitionAndProbesApart(t *testing.T) {
@@ -606,18 +853,196 @@ func TestGroup_LookupNeverReturnsADroppedBreaker(t *testing.T) {
 // the group's lock held) is not handed out either.
 func TestGroup_LookupSkipsABreakerBeingDropped(t *testing.T) {
 	gh := newGroupHarness(t, GroupConfig{})
-	old, err := gh.g.Get(regressionKey)
+	old, err := gh.g.Get(cachedKey)
 	require.NoError(t, err)
 	gh.g.mu.Lock()
 	defer gh.g.mu.Unlock()
 	_, dropped := old.drop(false)
 	require.True(t, dropped)
-	for _, key := range []string{regressionKey, regressionBuilt} {
+	for _, key := range []string{cachedKey, builtKey} {
 		b, ok := gh.g.Lookup(key)
 		assert.False(t, ok, "Lookup(%q) found a breaker being dropped", key)
 		assert.Nil(t, b)
 	}
-	gh.g.forgetLocked(regressionKey, old)
+	gh.g.forgetLocked(cachedKey, old)
+}
+
+// groupDrops are the two ways a group drops a breaker.
+var groupDrops = []struct {
+	name string
+	cfg  GroupConfig
+	// prepare runs before the breaker is used; drop drops it.
+	prepare, drop func(t *testing.T, gh *groupHarness)
+}{
+	{
+		name:    "remove",
+		prepare: func(*testing.T, *groupHarness) {},
+		drop: func(t *testing.T, gh *groupHarness) {
+			require.True(t, gh.g.Remove(cachedKey))
+		},
+	},
+	{
+		name: "evict",
+		cfg:  GroupConfig{IdleAfter: time.Minute},
+		prepare: func(t *testing.T, gh *groupHarness) {
+			gh.g.EvictIdle() // notes the activity
+		},
+		drop: func(t *testing.T, gh *groupHarness) {
+			gh.clk.Add(time.Minute)
+			require.Equal(t, 1, gh.g.EvictIdle())
+		},
+	},
+}
+
+// A Get that races a drop never puts the dropped breaker back in the key
+// cache. Get(k) misses the cache and finds breaker b in the map; before it
+// puts b into the cache, Remove(k) or an idle sweep drops b. The test runs
+// Get's steps in that order: later Gets, with the very string or an equal
+// one built elsewhere, find one new breaker, the one Range visits.
+// Regression (e021017): b was cached again: two live breakers for one key.
+func TestGroup_GetRacingADropNeverRecachesTheDroppedBreaker(t *testing.T) {
+	for _, d := range groupDrops {
+		t.Run(d.name, func(t *testing.T) {
+			gh := newGroupHarness(t, d.cfg)
+			g := gh.g
+			old, err := g.Get(cachedKey)
+			require.NoError(t, err)
+			d.prepare(t, gh)
+
+			found := g.load(cachedKey) // Get's map lookup...
+			require.Same(t, old, found)
+			d.drop(t, gh)                 // ...the drop...
+			g.cache.put(cachedKey, found) // ...and Get's re-cache.
+
+			b1, err := g.Get(cachedKey)
+			require.NoError(t, err)
+			b2, err := g.Get(builtKey)
+			require.NoError(t, err)
+			assert.NotSame(t, old, b1, "Get returned the dropped breaker")
+			assert.Same(t, b1, b2, "two breakers for one key")
+			assert.Equal(t, []*Breaker{b2}, reachable(g, cachedKey))
+		})
+	}
+}
+
+// Get never returns a breaker whose drop is under way: it waits for the
+// drop to finish and returns the key's next breaker. The test holds the
+// group's lock between the two steps of the drop, as a sweep does.
+// Regression (c9e9b1f): Get returned it, and calls diverted from it went round.
+func TestGroup_GetNeverReturnsABreakerBeingDropped(t *testing.T) {
+	gh := newGroupHarness(t, GroupConfig{})
+	old, err := gh.g.Get(cachedKey)
+	require.NoError(t, err)
+
+	gh.g.mu.Lock()
+	_, dropped := old.drop(false)
+	require.True(t, dropped)
+	got := make(chan *Breaker)
+	go func() {
+		b, _ := gh.g.Get(builtKey)
+		got <- b
+	}()
+	var early *Breaker
+	select {
+	case early = <-got:
+	case <-time.After(100 * time.Millisecond):
+		// Get is waiting for the drop to finish, as it should.
+	}
+	gh.g.forgetLocked(cachedKey, old)
+	gh.g.mu.Unlock()
+	if early == nil {
+		early = <-got
+	}
+	assert.NotSame(t, old, early, "Get returned a dropped breaker")
+	assert.Equal(t, []*Breaker{early}, reachable(gh.g, cachedKey))
+}
+
+// Range skips a breaker whose drop is under way, so ops.Snapshot, ops.Alerts
+// and the metrics adapters never report it as one of the group's. The test
+// holds the group's lock between the two steps of the drop, as a sweep does.
+// Regression (4a1dbf9): Range reported a breaker a sweep had marked dropped.
+func TestGroup_RangeSkipsABreakerBeingDropped(t *testing.T) {
+	gh := newGroupHarness(t, GroupConfig{})
+	old, err := gh.g.Get(cachedKey)
+	require.NoError(t, err)
+	gh.g.mu.Lock()
+	_, dropped := old.drop(false)
+	require.True(t, dropped)
+	seen := reachable(gh.g, cachedKey)
+	gh.g.forgetLocked(cachedKey, old)
+	gh.g.mu.Unlock()
+	assert.Empty(t, seen)
+}
+
+// TestRace_GroupLookupsDropsAndDeliveries runs lookups with the constant
+// key and with an equal built one, long and short calls, streams, Remove,
+// idle sweeps, SetPolicies, Status over Range and subscribers coming and going, all
+// at once. Run under -race. When everything has stopped, the key has one
+// breaker, found by every lookup and by Range, and it is not dropped.
+func TestRace_GroupLookupsDropsAndDeliveries(t *testing.T) {
+	steps := 400
+	if testing.Short() {
+		steps = 100
+	}
+	gh := newGroupHarness(t, GroupConfig{IdleAfter: time.Second})
+	g := gh.g
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	run := func(f func(i int)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < steps; i++ {
+				f(i)
+			}
+		}()
+	}
+	fail := func(i int) error {
+		if i%3 == 0 {
+			return errBoom
+		}
+		return nil
+	}
+	run(func(i int) { _ = g.Do(ctx, cachedKey, func(context.Context) error { return fail(i) }) })
+	run(func(i int) { _ = g.Do(ctx, builtKey, func(context.Context) error { return fail(i) }) })
+	run(func(i int) {
+		b, err := g.Get(cachedKey)
+		require.NoError(t, err)
+		_, done, err := b.Allow(ctx)
+		if err == nil {
+			runtime.Gosched()
+			done(fail(i))
+		}
+	})
+	run(func(i int) {
+		switch i % 4 {
+		case 0:
+			g.Remove(cachedKey)
+		case 1:
+			gh.clk.Add(time.Second)
+			g.EvictIdle()
+		case 2:
+			_ = g.SetPolicies(GroupPolicy{Default: policy(func(p *Policy) { p.MinRequests = 5 + i%7 })})
+		default: // what ops.Snapshot reads
+			g.Range(func(_ string, b *Breaker) bool { _ = b.Status(); return true })
+		}
+	})
+	run(func(int) {
+		unsubscribe := g.Subscribe(func(b *Breaker, e Event) {
+			assert.Equal(t, b.Name(), e.Name)
+		})
+		runtime.Gosched()
+		unsubscribe()
+	})
+	wg.Wait()
+
+	b1, err := g.Get(cachedKey)
+	require.NoError(t, err)
+	b2, err := g.Get(builtKey)
+	require.NoError(t, err)
+	assert.Same(t, b1, b2)
+	assert.False(t, b1.dropped())
+	assert.Equal(t, []*Breaker{b1}, reachable(g, cachedKey))
 }
 
 func TestGroup_LookupOfAnExistingKeyAllocatesNothing(t *testing.T) {

@@ -3,9 +3,12 @@ package breaker
 import (
 	"context"
 	"errors"
+	"math"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/benbjohnson/clock"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -145,6 +148,36 @@ func TestHalfOpen_APanickingProbeFreesItsSlotAndThePanicGoesOn(t *testing.T) {
 	assert.Equal(t, uint64(21), h.b.Counters().Failures, "20 trips + 1 panic")
 }
 
+// A probe whose classifier panics frees its slot, as a probe whose function
+// panics does: the panic goes on, the call counts as a failure, and three
+// more probes close the breaker.
+// Regression (c92ab56): the slot stayed taken; the episode ended in probe_timeout.
+func TestHalfOpen_APanickingClassifierDoesNotLeakAProbeSlot(t *testing.T) {
+	h := newHarness(t, DefaultPolicy(), WithClassifier(panickyClassifier))
+	h.trip()
+	h.at(30 * time.Second)
+	assert.PanicsWithValue(t, "classifier bug", func() { _ = h.call(errOdd) })
+	h.calls(3, nil)
+	h.requireState(Closed)
+	assert.Equal(t, uint64(21), h.b.Counters().Failures, "20 trips + 1 panic")
+}
+
+// With StrictProbes, a probe whose function panics fails the episode: the
+// breaker reopens with probe_failed and a doubled cooldown.
+// Regression (1f24f82): the breaker stayed half-open, the slot freed.
+func TestHalfOpen_AStrictProbeThatPanicsReopens(t *testing.T) {
+	h := newHarness(t, policy(func(p *Policy) { p.StrictProbes = true }))
+	h.trip()
+	h.at(30 * time.Second)
+	assert.PanicsWithValue(t, "probe bug", func() {
+		_ = h.b.Do(context.Background(), func(context.Context) error { panic("probe bug") })
+	})
+	h.requireState(Open)
+	assert.Equal(t, ReasonProbeFailed, h.lastReason())
+	assert.Equal(t, uint64(1), h.b.Counters().ProbesFailed)
+	assert.Equal(t, 60*time.Second, h.eventLog()[len(h.eventLog())-1].Cooldown)
+}
+
 // behaviour.md §4 Half-open: a probe whose function ignores its context
 // cannot wedge the breaker; after one cooldown without a verdict it
 // reopens.
@@ -170,6 +203,223 @@ func TestHalfOpen_HungProbesReopenAfterOneCooldown(t *testing.T) {
 	}
 	h.requireState(Open)
 	assert.Zero(t, h.b.Counters().ProbesPassed)
+}
+
+// The probe timeout runs from the admission of the probes in flight, so thin
+// traffic closes the breaker however slowly its probes come: probe 1 passes
+// as the cooldown ends, traffic pauses for longer than a cooldown, then
+// probes 2 and 3 are in flight when a fourth call comes and is refused; both
+// pass, and the breaker closes.
+// Regression (9a2f134): timed from the episode's start, the fourth call reopened it.
+func TestHalfOpen_LowTrafficClosesHoweverSlowlyProbesArrive(t *testing.T) {
+	h := newHarness(t, DefaultPolicy())
+	h.trip()
+	h.at(30 * time.Second)
+	require.NoError(t, h.call(nil)) // probe 1 passes
+	h.at(95 * time.Second)          // a long pause
+	p2 := h.start(context.Background())
+	p3 := h.start(context.Background())
+	require.True(t, p2.probe && p3.probe)
+	require.ErrorIs(t, h.call(nil), ErrOpen, "every slot is taken")
+	h.requireState(HalfOpen)
+	require.NoError(t, p2.finish(nil))
+	require.NoError(t, p3.finish(nil))
+	h.requireState(Closed)
+	assert.Equal(t, []string{"closed>open:err_ratio", "open>half_open:cooldown_elapsed", "half_open>closed:probes_passed"}, h.transitions())
+}
+
+// A read that moves the breaker half-open starts no probe timeout: with a
+// metrics scrape every 15 s reading the state, and healthy bursts every 5
+// minutes (three calls in flight and a fourth beside them), the first burst
+// closes the breaker.
+// Regression (9a2f134): each burst's fourth call reopened it, for the whole hour.
+func TestHalfOpen_AMetricsScrapeDoesNotStartTheProbeTimeout(t *testing.T) {
+	h := newHarness(t, DefaultPolicy())
+	h.trip()
+	for at := 15 * time.Second; at <= time.Hour; at += 15 * time.Second {
+		h.at(at)
+		_ = h.b.State() // the scrape
+		if at%(5*time.Minute) != 0 {
+			continue
+		}
+		var burst []*blocked
+		for i := 0; i < 3; i++ {
+			burst = append(burst, h.start(context.Background()))
+		}
+		_ = h.call(nil)
+		for _, bl := range burst {
+			require.NoError(t, bl.finish(nil))
+		}
+		if h.b.State() == Closed {
+			break
+		}
+	}
+	h.requireState(Closed)
+	assert.Equal(t, 5*time.Minute, h.clk.Now().Sub(h.t0), "closed by the first burst")
+	assert.Equal(t, uint64(1), h.b.Counters().Opens)
+}
+
+// The probe timeout runs from the admission of the oldest probe still in
+// flight: probes admitted 70 s into the episode are timed out one cooldown
+// after their admission, not by a scrape a second after it.
+// Regression (9a2f134): that scrape reopened the breaker with probe_timeout.
+func TestHalfOpen_AScrapeWhileProbesAreInFlightDoesNotReopen(t *testing.T) {
+	h := newHarness(t, DefaultPolicy())
+	h.trip()
+	h.at(30 * time.Second)
+	h.requireState(HalfOpen)
+	h.at(100 * time.Second)
+	var probes []*blocked
+	for i := 0; i < 3; i++ {
+		probes = append(probes, h.start(context.Background()))
+	}
+	h.at(101 * time.Second)
+	h.requireState(HalfOpen)
+	h.at(130*time.Second - 1)
+	h.requireState(HalfOpen)
+	require.NoError(t, probes[0].finish(nil))
+	// The oldest probe in flight is now probes[1], admitted at 100 s too.
+	h.at(130 * time.Second)
+	h.requireState(Open)
+	assert.Equal(t, ReasonProbeTimeout, h.lastReason())
+	for _, bl := range probes[1:] {
+		require.NoError(t, bl.finish(nil))
+	}
+	h.requireState(Open)
+}
+
+// A probe that has freed its slot (its caller gave up, so it has no
+// verdict) no longer counts toward the probe timeout of later ones, and the
+// timeout runs from the oldest probe still in flight, not the newest.
+// Regression (9a2f134): the probe timeout ran from the episode's start.
+func TestHalfOpen_TheProbeTimeoutCountsOnlyProbesStillInFlight(t *testing.T) {
+	h := newHarness(t, DefaultPolicy())
+	h.trip()
+	h.at(30 * time.Second)
+	ctx, cancel := context.WithCancel(context.Background())
+	gaveUp := h.start(ctx)
+	require.True(t, gaveUp.probe)
+	cancel()
+	require.ErrorIs(t, <-gaveUp.done, context.Canceled) // ignored: slot freed
+	h.at(200 * time.Second)
+	old := h.start(context.Background()) // in flight from 200 s
+	h.at(220 * time.Second)
+	p2 := h.start(context.Background())
+	p3 := h.start(context.Background())
+	h.at(230*time.Second - 1)
+	h.requireState(HalfOpen)
+	h.at(230 * time.Second) // old has been in flight for one cooldown
+	require.ErrorIs(t, h.call(nil), ErrOpen)
+	h.requireState(Open)
+	assert.Equal(t, ReasonProbeTimeout, h.lastReason())
+	for _, bl := range []*blocked{old, p2, p3} {
+		require.NoError(t, bl.finish(nil))
+	}
+}
+
+// An episode closes once it has the passes the policy in force asks for:
+// two probes are in flight when SetPolicy lowers Probes from 3 to 1, and
+// the first to pass closes the breaker; the second is stale.
+// Regression (632857a): passes counted against 3; it reopened with probe_timeout.
+func TestHalfOpen_LoweringProbesMidEpisodeCloses(t *testing.T) {
+	h := newHarness(t, DefaultPolicy())
+	h.trip()
+	h.at(30 * time.Second)
+	p1 := h.start(context.Background())
+	p2 := h.start(context.Background())
+	require.NoError(t, h.b.SetPolicy(policy(func(p *Policy) { p.Probes = 1 })))
+	require.ErrorIs(t, h.call(nil), ErrOpen, "slots beyond the new count are taken")
+	require.NoError(t, p1.finish(nil))
+	h.requireState(Closed)
+	assert.Equal(t, ReasonProbesPassed, h.lastReason())
+	require.NoError(t, p2.finish(nil)) // stale now
+	h.requireState(Closed)
+}
+
+// Lowering Probes to the passes an episode already has closes it at once:
+// two probes have passed and a third is in flight when Probes is lowered to
+// 2, and the third's result is stale.
+// Regression (632857a): passes counted against the old Probes.
+func TestHalfOpen_LoweringProbesBelowThePassesClosesAtOnce(t *testing.T) {
+	h := newHarness(t, DefaultPolicy())
+	h.trip()
+	h.at(30 * time.Second)
+	h.calls(2, nil)
+	p3 := h.start(context.Background())
+	require.NoError(t, h.b.SetPolicy(policy(func(p *Policy) { p.Probes = 2 })))
+	h.requireState(Closed)
+	assert.Equal(t, ReasonProbesPassed, h.lastReason())
+	require.ErrorIs(t, p3.finish(context.DeadlineExceeded), context.DeadlineExceeded) // stale
+	h.requireState(Closed)
+}
+
+// Slots issued beyond a lowered Probes do not wedge the episode: two probes
+// are in flight when SetPolicy lowers Probes from 3 to 1, and both end
+// ignored. The slots are freed one by one; once none is taken, the next
+// call is admitted as the one probe.
+func TestHalfOpen_LoweringProbesThenIgnoredProbesDoesNotWedge(t *testing.T) {
+	h := newHarness(t, DefaultPolicy())
+	h.trip()
+	h.at(30 * time.Second)
+	ctx, cancel := context.WithCancel(context.Background())
+	p1 := h.start(ctx)
+	p2 := h.start(context.Background())
+	require.NoError(t, h.b.SetPolicy(policy(func(p *Policy) { p.Probes = 1 })))
+	cancel()
+	require.ErrorIs(t, <-p1.done, context.Canceled)
+	require.ErrorIs(t, h.call(nil), ErrOpen, "p2 still holds the one slot")
+	require.ErrorIs(t, p2.finish(Ignore(errBoom)), errBoom)
+	require.NoError(t, h.call(nil))
+	h.requireState(Closed)
+}
+
+var errPanic = errors.New("panic")
+
+// The probe bookkeeping under concurrency: probes claim slots lock-free and
+// register their admission under the lock. Whatever the interleaving of
+// admissions, passes, ignored and panicking probes, once no call is in
+// flight a half-open breaker holds exactly one slot per pass, no probe is
+// registered as in flight, and there is no probe timeout pending.
+func TestRace_ProbeSlotsAndAdmissionTimesStayConsistent(t *testing.T) {
+	clk := clock.NewMock()
+	b, err := New("probes", policy(func(p *Policy) { p.Probes = 4; p.Jitter = 0 }), WithClock(clk))
+	require.NoError(t, err)
+	outcomes := []error{nil, Ignore(errBoom), errBoom, nil, errPanic}
+	for round := 0; round < 200; round++ {
+		b.Reset()
+		for i := 0; i < 20; i++ {
+			_ = b.Do(context.Background(), func(context.Context) error { return errBoom })
+		}
+		require.Equal(t, Open, b.State())
+		clk.Add(time.Minute)
+		var wg sync.WaitGroup
+		for g := 0; g < 6; g++ {
+			wg.Add(1)
+			go func(g int) {
+				defer wg.Done()
+				defer func() { _ = recover() }()
+				res := outcomes[(round+g)%len(outcomes)]
+				_ = b.Do(context.Background(), func(context.Context) error {
+					if res == errPanic {
+						panic(res)
+					}
+					return res
+				})
+			}(g)
+		}
+		wg.Wait()
+		b.mu.Lock()
+		w := b.state.Load()
+		if w.state() == HalfOpen {
+			require.Equal(t, uint64(b.probesPassed()), w.issued(), "round %d: one slot per pass", round)
+			for _, p := range b.hist.inflight {
+				require.Equal(t, int64(never), p.at, "round %d: nothing in flight", round)
+				require.Nil(t, p.mark, "round %d: no mark kept", round)
+			}
+			require.Equal(t, int64(math.MaxInt64), b.probeDeadline(), "round %d: no probe timeout pending", round)
+		}
+		b.mu.Unlock()
+	}
 }
 
 func TestIsProbe_FalseOutsideProbesAndForNil(t *testing.T) {

@@ -105,6 +105,15 @@ func (h *harness) transitions() []string {
 	return out
 }
 
+// lastReason is the reason of the last transition the harness saw.
+func (h *harness) lastReason() Reason {
+	ev := h.eventLog()
+	if len(ev) == 0 {
+		return ""
+	}
+	return ev[len(ev)-1].Reason
+}
+
 // policy returns DefaultPolicy changed by f.
 func policy(f func(p *Policy)) Policy {
 	p := DefaultPolicy()

@@ -128,6 +128,37 @@ func TestOutcome_AClassifierReturningGarbageCountsAFailure(t *testing.T) {
 	assert.Equal(t, "outcome(42)", Outcome(42).String())
 }
 
+var errOdd = errors.New("odd")
+
+// panickyClassifier panics on errOdd.
+func panickyClassifier(err error) Outcome {
+	if errors.Is(err, errOdd) {
+		panic("classifier bug")
+	}
+	return DefaultClassifier(err)
+}
+
+// A call whose classifier panics counts as a failure, as a call whose
+// function panics does, and the panic goes on: the twentieth failure trips
+// the breaker, through Do and through Allow's done, which also releases the
+// call's context.
+// Regression (c92ab56): the call was not counted at all.
+func TestOutcome_APanickingClassifierCountsAFailure(t *testing.T) {
+	h := newHarness(t, DefaultPolicy(), WithClassifier(panickyClassifier))
+	h.calls(19, errBoom)
+	assert.PanicsWithValue(t, "classifier bug", func() { _ = h.call(errOdd) })
+	h.requireState(Open)
+
+	// The two-step form too, and its deadline is released.
+	h2 := newHarness(t, policy(func(p *Policy) { p.Timeout = time.Second }), WithClassifier(panickyClassifier))
+	h2.calls(19, errBoom)
+	ctx, done, err := h2.b.Allow(context.Background())
+	require.NoError(t, err)
+	assert.PanicsWithValue(t, "classifier bug", func() { done(errOdd) })
+	h2.requireState(Open)
+	assert.ErrorIs(t, ctx.Err(), context.Canceled, "the call's context is released")
+}
+
 // behaviour.md §3 Outcomes: Policy.Timeout adds a deadline, and a late
 // success is a timeout.
 func TestOutcome_PolicyTimeoutIsADeadlineAndALateSuccessIsATimeout(t *testing.T) {
@@ -186,9 +217,11 @@ func TestOutcome_NilArgumentsAreErrorsNotPanics(t *testing.T) {
 	assert.Equal(t, Counters{}, h.b.Counters())
 }
 
+// The caller's own cancellation is ignored when it carries a cause too:
 // net/http returns the cause of a context canceled with a cause, not
-// context.Canceled; that is still the caller's own cancellation.
-func TestRegression_ACancellationWithACauseIsIgnored(t *testing.T) {
+// context.Canceled.
+// Regression (13e139c): such calls counted as failures.
+func TestOutcome_ACancellationWithACauseIsIgnored(t *testing.T) {
 	h := newHarness(t, DefaultPolicy())
 	navigatedAway := errors.New("user navigated away")
 	for i := 0; i < 30; i++ {

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -184,4 +185,21 @@ func TestGroup_AMillionFailingKeysKeepTheHeapBounded(t *testing.T) {
 	assert.Equal(t, uint64(keys-DefaultMaxBreakers), st.OverflowCalls)
 	assert.Less(t, grew, int64(heapBound))
 	runtime.KeepAlive(g)
+}
+
+// An idle breaker takes 512 bytes, for a group may hold many thousands of
+// idle per-target breakers: three allocations (the breaker, its window, its
+// ten slots) that fit the allocator's size classes of 224, 48 and 240
+// bytes. What only a breaker that has tripped needs is in its history,
+// made at its first transition.
+// Regression (afb0ea8): a candidate policy's pointer took it to 528 bytes.
+func TestNew_AnIdleBreakerStaysIn512Bytes(t *testing.T) {
+	// The allocator's size classes the three allocations fall in.
+	require.LessOrEqual(t, unsafe.Sizeof(Breaker{}), uintptr(224), "Breaker")
+	require.LessOrEqual(t, unsafe.Sizeof(window{}), uintptr(48), "window")
+	require.LessOrEqual(t, DefaultBuckets*unsafe.Sizeof(slot{}), uintptr(240), "slots")
+	b, err := New("idle", DefaultPolicy())
+	require.NoError(t, err)
+	require.Nil(t, b.hist, "an idle breaker has no history")
+	require.Equal(t, 3.0, testing.AllocsPerRun(100, func() { _, _ = New("idle", DefaultPolicy()) }))
 }

@@ -352,11 +352,10 @@ func FuzzDecoder(f *testing.F) {
 	})
 }
 
-// TestRegression_DecoderRefusesLineEndingInsideAnEscape: a line that ends
-// just after a backslash inside a string ({"t":0,"k":"0\) made the
-// decoder step past the end of the line and panic while it described the
-// bad field. Found by FuzzDecoder.
-func TestRegression_DecoderRefusesLineEndingInsideAnEscape(t *testing.T) {
+// A line that ends just after a backslash inside a string ({"t":0,"k":"0\)
+// is refused with its line number, as any bad line is.
+// Regression (a03f5a4, found by FuzzDecoder): the decoder read past the line and panicked.
+func TestDecoder_RefusesALineEndingInsideAnEscape(t *testing.T) {
 	for _, line := range []string{`{"t":0,"k":"0\`, `{"t":0,"k":"\`, `{"\`, `{"t":0,"k":"a","o":"\`} {
 		_, err := NewDecoder(strings.NewReader(line)).Next()
 		var le *LineError
@@ -365,11 +364,10 @@ func TestRegression_DecoderRefusesLineEndingInsideAnEscape(t *testing.T) {
 	}
 }
 
-// TestRegression_KeysWithControlOrInvalidBytesWriteValidJSON: a key with a
-// control character or bytes that are not UTF-8 was written with Go's
-// quoting (\a, \xcc), which is not JSON, so the trace could not be read
-// back. Found by FuzzDecoder.
-func TestRegression_KeysWithControlOrInvalidBytesWriteValidJSON(t *testing.T) {
+// A key with control characters or bytes that are not UTF-8 is written as
+// valid JSON, and decodes back as itself, each invalid byte as U+FFFD.
+// Regression (a03f5a4, found by FuzzDecoder): keys were quoted as Go (\a, \xcc).
+func TestRecord_KeysWithControlOrInvalidBytesWriteValidJSON(t *testing.T) {
 	for key, want := range map[string]string{
 		"bell\a":          "bell\a",
 		"nul\x00tab\t":    "nul\x00tab\t",

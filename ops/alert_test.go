@@ -128,12 +128,12 @@ func TestAlerts_ForcedAndShadowBreakersAreNotAlerts(t *testing.T) {
 	assert.Empty(t, Snapshot(gh.g, th).Alerts)
 }
 
-// Scenario: an operator forced a breaker open for a two-hour maintenance
-// and then released it. The release goes to half-open, and the alert
-// measured the outage from the start of the forced open: a P1 at once,
-// for a downstream nobody had seen fail. A forced open is not an outage;
-// after the release the outage counts from the release.
-func TestRegression_ReleasingAForcedOpenRaisesNoAlert(t *testing.T) {
+// A forced open is not an outage: a breaker forced open for a two-hour
+// maintenance raises no alert, neither while forced nor when released to
+// half-open; if its probes then fail, the outage counts from the release.
+// OpenTime still counts every minute the breaker was open.
+// Regression (5ac3dd3): the release raised a P1 at once, for a healthy downstream.
+func TestAlerts_ReleasingAForcedOpenRaisesNoAlert(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		trip bool // the breaker had tripped on its own before it was forced open

@@ -244,10 +244,11 @@ func TestWatch_APanickingTickStopIsLogged(t *testing.T) {
 	assert.Contains(t, buf.String(), `msg="ops: WatchConfig.Tick's stop function panicked" panic="ticker bug"`)
 }
 
-// Scenario: a Watch notify that closed the watcher (an alert handler that
-// shuts the service down, say) deadlocked: Close waited for the watcher to
-// return, and the watcher was waiting for notify, which was inside Close.
-func TestRegression_CloseFromInsideNotifyReturns(t *testing.T) {
+// Close called from inside notify (an alert handler that shuts the service
+// down, say) returns and stops the watcher; a Close from outside notify
+// waits for the watcher as ever.
+// Regression (8142692): Close waited for the watcher, which waited for notify.
+func TestWatch_CloseFromInsideNotifyReturns(t *testing.T) {
 	gh := newGroupHarness(t, breaker.GroupConfig{})
 	gh.calls("inventory.GetStock", 20, errBoom)
 	gh.clk.Add(time.Minute) // a P3
@@ -272,9 +273,11 @@ func TestRegression_CloseFromInsideNotifyReturns(t *testing.T) {
 	// goleak in TestMain proves both watchers are gone.
 }
 
-// Scenario: a notify that panicked killed the process: it runs on the
-// watcher's goroutine, which the library started and nothing recovered.
-func TestRegression_APanickingNotifyIsLoggedAndTheWatcherGoesOn(t *testing.T) {
+// A notify that panics is recovered on the watcher's goroutine, which the
+// library started, and logged with the breaker's name; the watcher goes on
+// to its next round.
+// Regression (8142692): nothing recovered the panic, and the process died.
+func TestWatch_APanickingNotifyIsLoggedAndTheWatcherGoesOn(t *testing.T) {
 	var buf bytes.Buffer
 	var mu sync.Mutex
 	gh := newGroupHarness(t, breaker.GroupConfig{})
@@ -327,11 +330,10 @@ func TestWatch_NoLoggerReportsToTheDefault(t *testing.T) {
 	assert.Contains(t, buf.String(), `msg="ops: watcher recovered a panic"`)
 }
 
-// Scenario: two goroutines closed the watcher while it was inside
-// notify. The first took the watcher and waited for it; the second found
-// none and returned at once, while notify was still running, although
-// Close promises to return only once the watcher has.
-func TestRegression_EveryCloseWaitsForTheWatcher(t *testing.T) {
+// Every Close returns only once the watcher has, however many run at once:
+// here two goroutines close the watcher while it is inside notify.
+// Regression (399263c): the second Close returned at once, notify still running.
+func TestWatch_EveryCloseWaitsForTheWatcher(t *testing.T) {
 	gh := newGroupHarness(t, breaker.GroupConfig{})
 	gh.calls("inventory.GetStock", 20, errBoom)
 	gh.clk.Add(time.Minute)
@@ -369,11 +371,11 @@ func TestRegression_EveryCloseWaitsForTheWatcher(t *testing.T) {
 	assert.True(t, returned.Load())
 }
 
-// Scenario: a subscriber that panicked while the watcher looked at the
-// breakers (its look moves a breaker whose cooldown is over to
-// half-open, on the watcher's goroutine) took the event from every
-// subscriber after it, and nothing recovered the panic: the process died.
-func TestRegression_APanickingSubscriberOnTheWatchersGoroutineCrashesNothing(t *testing.T) {
+// A subscriber that panics on the watcher's goroutine (the watcher's look
+// moves a breaker whose cooldown is over to half-open) hides the event from
+// no later subscriber, and its panic is recovered and logged.
+// Regression (5a70e05): the panic cut delivery short and killed the process.
+func TestWatch_APanickingSubscriberOnItsGoroutineCrashesNothing(t *testing.T) {
 	var buf bytes.Buffer
 	var mu sync.Mutex
 	gh := newGroupHarness(t, breaker.GroupConfig{}, breaker.WithLogger(slog.New(slog.NewTextHandler(lockedWriter{&mu, &buf}, nil))))
