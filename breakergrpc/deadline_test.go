@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/benbjohnson/clock"
+	"github.com/govkit/breaker/internal/testutil"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc/codes"
@@ -21,7 +22,7 @@ import (
 // real time, while its expiry still follows the mock.
 func TestRegression_MockClockDeadlineIsRealTime(t *testing.T) {
 	srv := newServer(t)
-	p := testPolicy()
+	p := testutil.Policy()
 	p.Timeout = time.Second
 	for _, start := range []struct {
 		name string
@@ -37,7 +38,7 @@ func TestRegression_MockClockDeadlineIsRealTime(t *testing.T) {
 			}
 			c := newClientWith(t, srv.addr, p, clk)
 			require.NoError(t, c.check("", 0))
-			assert.Equal(t, success, countsOf(c.breaker(checkMethod)))
+			assert.Equal(t, success, testutil.OutcomesOf(c.breaker(checkMethod)))
 		})
 	}
 }
@@ -46,7 +47,7 @@ func TestRegression_MockClockDeadlineIsRealTime(t *testing.T) {
 // and not before: its expiry follows the breaker's clock.
 func TestUnary_MockClockTimeoutEndsAHangingCall(t *testing.T) {
 	srv := newServer(t)
-	p := testPolicy()
+	p := testutil.Policy()
 	p.Timeout = time.Second
 	c := newClientWith(t, srv.addr, p, clock.NewMock())
 	for len(srv.arrived) > 0 {
@@ -74,5 +75,5 @@ func TestUnary_MockClockTimeoutEndsAHangingCall(t *testing.T) {
 	c.clk.Add(2 * time.Millisecond)
 	err := <-errc
 	assert.Equal(t, codes.DeadlineExceeded, status.Code(err))
-	assert.Equal(t, timeout, countsOf(c.breaker(checkMethod)))
+	assert.Equal(t, timeout, testutil.OutcomesOf(c.breaker(checkMethod)))
 }
