@@ -14,13 +14,13 @@ import (
 	"google.golang.org/grpc/status"
 )
 
-// TestRegression_MockClockDeadlineIsRealTime: a group on clock.NewMock()
-// (which reads 1970) with Policy.Timeout 1s. The call's deadline used to be
-// the mock's now plus 1s, an instant of 1970; grpc-go compares a deadline
-// with the real clock, so every call failed at once with DeadlineExceeded
-// without reaching the server. The deadline the call carries must be in
-// real time, while its expiry still follows the mock.
-func TestRegression_MockClockDeadlineIsRealTime(t *testing.T) {
+// On a group on a mock clock, at 1970 (clock.NewMock) or far ahead, a
+// call with Policy.Timeout reaches the server and succeeds: the deadline
+// it carries is in real time, which grpc-go compares with the real clock,
+// while its expiry still follows the mock.
+// Regression (e2e5a13): the deadline was the mock's now plus 1s, an
+// instant of 1970, and every call failed at once with DeadlineExceeded.
+func TestUnary_MockClockCallCarriesARealTimeDeadline(t *testing.T) {
 	srv := newServer(t)
 	p := testutil.Policy()
 	p.Timeout = time.Second

@@ -398,16 +398,15 @@ func TestTransport_NoProbeHeaderInsideAnotherBreakersProbe(t *testing.T) {
 	assert.Equal(t, testutil.Outcomes{Successes: 1}, testutil.OutcomesOf(f.breaker(d)))
 }
 
-// TestRegression_ProbeHeaderStrippedUnderAnyCase: a header map is an
-// ordinary map, so a caller (a proxy copying an inbound request, or code
-// that fills the map by hand) can hold the probe header under a key that is
-// not canonical, req.Header["breaker-probe"]. net/http sends such a key as
-// it is and the server canonicalizes it, so the request arrived as a probe
-// while the breaker was closed; and on a real probe it arrived with the
-// caller's value beside the Transport's "1". Every casing is stripped from
+// A caller's header map may hold the probe header under a key that is not
+// canonical, req.Header["breaker-probe"] (a proxy copying an inbound
+// request, or code that fills the map by hand); net/http sends such a key
+// as it is and the server canonicalizes it. Every casing is stripped from
 // ordinary requests, a probe carries exactly one canonical "1", and the
 // caller's header map is left as it was.
-func TestRegression_ProbeHeaderStrippedUnderAnyCase(t *testing.T) {
+// Regression (23342f2): the request arrived as a probe while the breaker
+// was closed, and a real probe carried the caller's value beside the "1".
+func TestTransport_ProbeHeaderStrippedUnderAnyCase(t *testing.T) {
 	var mu sync.Mutex
 	var seen [][]string // every Breaker-Probe value of each request, in order
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -475,12 +475,14 @@ func TestMetrics_RaceHammer(t *testing.T) {
 	assert.Equal(t, int64(3*50*2), total, "each round trips once and resets once")
 }
 
-// Scenario: pricing tripped, was removed, and was used again and tripped
-// before the next collection. Transition counts were kept by name and
-// forgotten only when a collection found the name gone, so the new
-// breaker's series carried the old breaker's trip as well as its own (2),
-// while its calls, probes and its own Opens started from zero.
-func TestRegression_TransitionCountsStartAfreshWithARecreatedBreaker(t *testing.T) {
+// A breaker removed and created again under its key starts its
+// transition counts from zero, as its calls, probes and own Opens do:
+// pricing tripped, was removed, and tripped again before the next
+// collection, and reports one trip.
+// Regression (31429fa): counts were kept by name and forgotten only when a
+// collection found the name gone, so the new breaker reported the old
+// one's trip as well as its own (2).
+func TestMetrics_TransitionCountsStartAfreshWithARecreatedBreaker(t *testing.T) {
 	f := newFixture(t)
 	f.Trip(pricing)
 	require.True(t, f.Group.Remove(pricing))
@@ -492,13 +494,14 @@ func TestRegression_TransitionCountsStartAfreshWithARecreatedBreaker(t *testing.
 	}, true)
 }
 
-// Scenario: a service built its group, served traffic through it, and
-// registered the instruments only when its telemetry came up. pricing had
-// tripped, failed a probe and recovered in between. The adapter counted
-// transitions through Group.Subscribe from its registration on, so
-// breaker.transitions reported none of them, while the breaker's own
-// breaker.probes reported both verdicts.
-func TestRegression_MetricsRegisteredLateCountEarlierTransitions(t *testing.T) {
+// Instruments registered after the group has served traffic (a service
+// whose telemetry came up late) count the transitions made before them:
+// pricing tripped, failed a probe and recovered in between, and
+// breaker.transitions reports all of it.
+// Regression (7500589): transitions were counted through Group.Subscribe
+// from the registration on, so none of these were reported, while the
+// breaker's own breaker.probes reported both verdicts.
+func TestMetrics_RegisteredLateCountEarlierTransitions(t *testing.T) {
 	f := newFixture(t)
 	require.NoError(t, f.m.Unregister()) // only the late registration reports
 	f.Trip(pricing)

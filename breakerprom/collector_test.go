@@ -491,13 +491,14 @@ func TestCollector_KeepsATransitionThatLandsDuringAScrape(t *testing.T) {
 		"breaker_transitions_total")
 }
 
-// Scenario: a service built its group, served traffic through it, and
-// created the collector only when its metrics endpoint came up. pricing
-// had tripped, failed a probe and recovered in between. The collector
-// counted transitions through Group.Subscribe from its own creation on,
-// so breaker_transitions_total showed none of them, while the breaker's
-// own probes_total showed both verdicts.
-func TestRegression_CollectorCreatedLateCountsEarlierTransitions(t *testing.T) {
+// A collector created after the group has served traffic (a service whose
+// metrics endpoint came up late) counts the transitions made before it:
+// pricing tripped, failed a probe and recovered in between, and
+// breaker_transitions_total shows all of it.
+// Regression (82bc9f9): transitions were counted through Group.Subscribe
+// from the collector's creation on, so none of these showed, while the
+// breaker's own probes_total showed both verdicts.
+func TestCollector_CreatedLateCountsEarlierTransitions(t *testing.T) {
 	f := newFixture(t)
 	f.Trip(pricing)
 	f.Recover(pricing) // a probe fails, open for 20s; the next passes
@@ -569,12 +570,14 @@ func TestCollector_RaceHammer(t *testing.T) {
 	assert.Equal(t, 3*50*2, total, "each round trips once and resets once")
 }
 
-// Scenario: pricing tripped, was removed, and was used again and tripped
-// before the next scrape. Transition counts were kept by name and
-// forgotten only when a scrape found the name gone, so the new breaker's
-// series carried the old breaker's trip as well as its own (2), while its
-// calls_total, probes_total and its own Opens started from zero.
-func TestRegression_TransitionCountsStartAfreshWithARecreatedBreaker(t *testing.T) {
+// A breaker removed and created again under its key starts its
+// transition counts from zero, as its calls_total, probes_total and own
+// Opens do: pricing tripped, was removed, and tripped again before the
+// next scrape, and shows one trip.
+// Regression (31429fa): counts were kept by name and forgotten only when a
+// scrape found the name gone, so the new breaker showed the old one's trip
+// as well as its own (2).
+func TestCollector_TransitionCountsStartAfreshWithARecreatedBreaker(t *testing.T) {
 	f := newFixture(t)
 	f.Trip(pricing)
 	require.True(t, f.Group.Remove(pricing))
@@ -784,13 +787,13 @@ func registryOf(t *testing.T, c prometheus.Collector) *prometheus.Registry {
 	return reg
 }
 
-// Scenario: a service keyed its breakers by a request header, and one
-// client sent bytes that are not UTF-8. The collector gave that key to
-// the registry as a label value, the registry refused it, and the whole
-// scrape failed with it: every breaker of the group, and every other
-// metric of the registry, vanished from Prometheus until the breaker was
-// dropped. The key's bad bytes are now written in hex (\xff).
-func TestRegression_AKeyThatIsNotUTF8KeepsTheScrape(t *testing.T) {
+// A key that is not UTF-8 (a service keyed its breakers by a request
+// header, and a client sent such bytes) is exposed with its bad bytes in
+// hex (\xff), and the scrape goes on.
+// Regression (08d8770): the key went to the registry as it was, the
+// registry refused it, and the whole scrape failed: every breaker of the
+// group and every other metric of the registry vanished from Prometheus.
+func TestCollector_AKeyThatIsNotUTF8KeepsTheScrape(t *testing.T) {
 	f := newFixture(t)
 	f.Calls("inventory.GetStock@\xff\xfe", 1, nil)
 	f.Calls(pricing, 1, nil)
@@ -807,14 +810,14 @@ breaker_state{name="pricing.GetPrice",state="open"} 0
 `), "breaker_state")
 }
 
-// Scenario: two keys differ only in bytes that are not UTF-8
-// ("GetStock@\xff" and "GetStock@\xfe"). Written as U+FFFD, both became
-// the label value "GetStock@\uFFFD": one series twice, which the registry
-// refuses, failing the whole scrape as a single bad key once did. In hex
-// they stay apart; and a key that spells out another's escape in plain
-// ASCII ("GetStock@\\xff") is exposed once, for the first of the two in
-// the order of their keys, rather than failing the scrape.
-func TestRegression_KeysThatAreOneLabelValue(t *testing.T) {
+// Two keys that differ only in bytes that are not UTF-8 ("GetStock@\xff"
+// and "GetStock@\xfe") stay apart, written in hex; a key that spells out
+// another's escape in plain ASCII ("GetStock@\\xff") is one label value
+// with it, and is exposed once, for the first of the two in the order of
+// their keys, rather than failing the scrape.
+// Regression (e72cb64): both keys became "GetStock@\uFFFD", one series
+// twice, which the registry refuses, failing the whole scrape.
+func TestCollector_KeysThatAreOneLabelValueKeepTheScrape(t *testing.T) {
 	f := newFixture(t)
 	f.Calls("GetStock@\xff", 1, nil)
 	f.Calls("GetStock@\xfe", 2, nil)

@@ -31,7 +31,7 @@ func FuzzHandler_WritesWhatTheCollectorGathers(f *testing.F) {
 				continue
 			}
 			// Keys that write one label value (see
-			// TestRegression_KeysThatAreOneLabelValue) are let through:
+			// TestCollector_KeysThatAreOneLabelValueKeepTheScrape) are let through:
 			// both expose the first.
 			b := fx.Breaker(k)
 			for j := 0; j < int(fails>>i)%40; j++ {
