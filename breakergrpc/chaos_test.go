@@ -87,24 +87,19 @@ func limited(need int64, guard time.Duration, over fault) fault {
 // same port.
 type chaosServer struct {
 	healthpb.UnimplementedHealthServer
-	testutil.Load
-	t     *testing.T
-	addr  string
+	*testutil.Killable
 	fault atomic.Pointer[fault]
-
-	mu     sync.Mutex
-	srv    *grpc.Server
-	served chan struct{}
 }
 
 func newChaosServer(t *testing.T) *chaosServer {
 	t.Helper()
-	s := &chaosServer{t: t, addr: "127.0.0.1:0"}
+	s := &chaosServer{}
 	s.set(healthy)
-	s.start()
-	// Experiments kill their servers themselves, to count what is left
-	// after; this stops one that a failed experiment left running.
-	t.Cleanup(s.kill)
+	s.Killable = testutil.NewKillable(t, func() (func(net.Listener) error, func()) {
+		srv := grpc.NewServer()
+		healthpb.RegisterHealthServer(srv, s)
+		return srv.Serve, srv.Stop
+	})
 	return s
 }
 
@@ -135,41 +130,6 @@ func (s *chaosServer) Watch(_ *healthpb.HealthCheckRequest, ws healthpb.Health_W
 		return err
 	}
 	return ws.Send(serving)
-}
-
-// start listens on s.addr, the same port after the first start.
-func (s *chaosServer) start() {
-	s.t.Helper()
-	l, err := net.Listen("tcp", s.addr)
-	require.NoError(s.t, err)
-	s.addr = l.Addr().String()
-	srv := grpc.NewServer()
-	healthpb.RegisterHealthServer(srv, s)
-	served := make(chan struct{})
-	go func() {
-		defer close(served)
-		_ = srv.Serve(l)
-	}()
-	s.mu.Lock()
-	s.srv, s.served = srv, served
-	s.mu.Unlock()
-}
-
-// kill closes the listener and every connection at once, cancelling the
-// calls in flight, and returns when the server and its handlers have
-// stopped. Killing a stopped server does nothing.
-func (s *chaosServer) kill() {
-	s.t.Helper()
-	s.mu.Lock()
-	srv, served := s.srv, s.served
-	s.srv = nil
-	s.mu.Unlock()
-	if srv == nil {
-		return
-	}
-	srv.Stop()
-	<-served
-	s.WaitIdle(s.t, 5*time.Second)
 }
 
 // proxy is a TCP proxy in front of a server that can reset every
@@ -376,7 +336,7 @@ func TestChaos_DelayOpensWithinTheWindow(t *testing.T) {
 	check := testutil.NoLeaks(t)
 	p := testutil.DelayPolicy()
 	s := newChaosServer(t)
-	c := newChaos(t, s, s.addr, p)
+	c := newChaos(t, s, s.Addr(), p)
 	b := c.breaker()
 	c.connected()
 	s.set(delayed(p.Timeout * 3 / 2))
@@ -386,7 +346,7 @@ func TestChaos_DelayOpensWithinTheWindow(t *testing.T) {
 	c.CheckOpenedByTimeouts(b, start)
 
 	c.conn.Close()
-	s.kill()
+	s.Kill()
 	check()
 }
 
@@ -406,7 +366,7 @@ func TestChaos_ErrorsOpenAfterMinRequestsThenRecover(t *testing.T) {
 		t.Run(row.code.String(), func(t *testing.T) {
 			check := testutil.NoLeaks(t)
 			s := newChaosServer(t)
-			c := newChaos(t, s, s.addr, testutil.ChaosPolicy())
+			c := newChaos(t, s, s.Addr(), testutil.ChaosPolicy())
 			b := c.breaker()
 			s.set(failWith(row.code))
 
@@ -414,7 +374,7 @@ func TestChaos_ErrorsOpenAfterMinRequestsThenRecover(t *testing.T) {
 			c.RecoverAfter(b, func() { s.set(healthy) })
 
 			c.conn.Close()
-			s.kill()
+			s.Kill()
 			check()
 		})
 	}
@@ -438,8 +398,8 @@ func TestChaos_ConnectionFaults(t *testing.T) {
 		{
 			name:   "killed mid-call, restarted on the same port",
 			direct: true,
-			inject: func(e env) { e.s.kill() },
-			heal:   func(e env) { e.s.start() },
+			inject: func(e env) { e.s.Kill() },
+			heal:   func(e env) { e.s.Start() },
 		},
 		{
 			name: "connections reset",
@@ -498,9 +458,9 @@ func connectionFault(t *testing.T, direct bool, inject, heal func(e env), method
 	check := testutil.NoLeaks(t)
 	pol := testutil.ChaosPolicy()
 	e := env{s: newChaosServer(t)}
-	addr := e.s.addr
+	addr := e.s.Addr()
 	if !direct {
-		e.p = newProxy(t, e.s.addr)
+		e.p = newProxy(t, e.s.Addr())
 		addr = e.p.addr()
 	}
 	c := newChaos(t, e.s, addr, pol)
@@ -558,7 +518,7 @@ func connectionFault(t *testing.T, direct bool, inject, heal func(e env), method
 	if e.p != nil {
 		e.p.close()
 	}
-	e.s.kill()
+	e.s.Kill()
 	check()
 }
 
@@ -594,7 +554,7 @@ func TestChaos_ProbesBeyondCapacityReopen(t *testing.T) {
 			p := testutil.ChaosPolicy()
 			p.StrictProbes = row.strict
 			s := newChaosServer(t)
-			c := newChaos(t, s, s.addr, p)
+			c := newChaos(t, s, s.Addr(), p)
 			b := c.breaker()
 			s.set(failWith(codes.Internal))
 			c.TripAfter(testutil.Failed)
@@ -603,7 +563,7 @@ func TestChaos_ProbesBeyondCapacityReopen(t *testing.T) {
 			c.CheckProbesBeyondCapacity(b, row.want, row.extra)
 
 			c.conn.Close()
-			s.kill()
+			s.Kill()
 			check()
 		})
 	}
@@ -619,7 +579,7 @@ func TestChaos_HungProbesReopenAfterACooldown(t *testing.T) {
 	p := testutil.ChaosPolicy()
 	p.Timeout = 0
 	s := newChaosServer(t)
-	c := newChaos(t, s, s.addr, p)
+	c := newChaos(t, s, s.Addr(), p)
 	b := c.breaker()
 	s.set(failWith(codes.Internal))
 	c.TripAfter(testutil.Failed)
@@ -628,7 +588,7 @@ func TestChaos_HungProbesReopenAfterACooldown(t *testing.T) {
 	// A probe waits until the server dies: one that ended on a deadline
 	// of its own before the others were admitted would fail the episode.
 	probe := func() testutil.Verdict { return c.callWithin(time.Minute) }
-	c.CheckHungProbesReopen(b, probe, s.kill)
+	c.CheckHungProbesReopen(b, probe, s.Kill)
 
 	c.conn.Close()
 	check()

@@ -21,7 +21,6 @@ import (
 	"net"
 	"net/http"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -98,64 +97,24 @@ func limited(need int64, guard time.Duration, over fault) fault {
 // chaosServer is an HTTP server on loopback whose fault can change while
 // it runs, and which can be killed and started again on the same port.
 type chaosServer struct {
-	testutil.Load
-	t     *testing.T
-	addr  string
+	*testutil.Killable
 	fault atomic.Pointer[fault]
-
-	mu     sync.Mutex
-	srv    *http.Server
-	served chan struct{}
 }
 
 func newChaosServer(t *testing.T) *chaosServer {
 	t.Helper()
-	s := &chaosServer{t: t, addr: "127.0.0.1:0"}
+	s := &chaosServer{}
 	s.set(healthy)
-	s.start()
-	// Experiments kill their servers themselves, to count what is left
-	// after; this stops one that a failed experiment left running.
-	t.Cleanup(s.kill)
+	s.Killable = testutil.NewKillable(t, func() (func(net.Listener) error, func()) {
+		srv := &http.Server{Handler: s, ReadHeaderTimeout: 5 * time.Second}
+		return srv.Serve, func() { _ = srv.Close() }
+	})
 	return s
 }
 
 func (s *chaosServer) set(f fault) { s.fault.Store(&f) }
 
-func (s *chaosServer) url() string { return "http://" + s.addr + "/" }
-
-// start listens on s.addr, the same port after the first start.
-func (s *chaosServer) start() {
-	s.t.Helper()
-	l, err := net.Listen("tcp", s.addr)
-	require.NoError(s.t, err)
-	s.addr = l.Addr().String()
-	srv := &http.Server{Handler: s, ReadHeaderTimeout: 5 * time.Second}
-	served := make(chan struct{})
-	go func() {
-		defer close(served)
-		_ = srv.Serve(l)
-	}()
-	s.mu.Lock()
-	s.srv, s.served = srv, served
-	s.mu.Unlock()
-}
-
-// kill closes the listener and every connection at once, in the middle of
-// whatever they carry, and returns when the server and its handlers have
-// stopped. Killing a stopped server does nothing.
-func (s *chaosServer) kill() {
-	s.t.Helper()
-	s.mu.Lock()
-	srv, served := s.srv, s.served
-	s.srv = nil
-	s.mu.Unlock()
-	if srv == nil {
-		return
-	}
-	_ = srv.Close()
-	<-served
-	s.WaitIdle(s.t, 5*time.Second)
-}
+func (s *chaosServer) url() string { return "http://" + s.Addr() + "/" }
 
 func (s *chaosServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer s.Arrive(r.Header.Get(ProbeHeader) == "1")()
@@ -196,7 +155,7 @@ func newChaos(t *testing.T, s *chaosServer, p breaker.Policy) *chaos {
 // breakerFor returns the group's breaker for the server's host.
 func (c *chaos) breakerFor(s *chaosServer) *breaker.Breaker {
 	c.t.Helper()
-	b, err := c.group.Get(s.addr)
+	b, err := c.group.Get(s.Addr())
 	require.NoError(c.t, err)
 	return b
 }
@@ -225,7 +184,7 @@ func TestChaos_DelayOpensWithinTheWindow(t *testing.T) {
 	c.CheckOpenedByTimeouts(b, start)
 
 	c.tr.CloseIdleConnections()
-	s.kill()
+	s.Kill()
 	check()
 }
 
@@ -247,7 +206,7 @@ func TestChaos_ErrorsOpenAfterMinRequestsThenRecover(t *testing.T) {
 			c.RecoverAfter(b, func() { s.set(healthy) })
 
 			c.tr.CloseIdleConnections()
-			s.kill()
+			s.Kill()
 			check()
 		})
 	}
@@ -286,13 +245,13 @@ func TestChaos_ConnectionFaults(t *testing.T) {
 				for s.Hits() == hits {
 					time.Sleep(time.Millisecond)
 				}
-				s.kill()
+				s.Kill()
 				require.Equal(t, testutil.TimedOut, <-res)
 				// The calls after it find the port closed.
 			},
 			heal: func(s *chaosServer) {
 				s.set(healthy)
-				s.start()
+				s.Start()
 			},
 			hits: 2, exact: true,
 		},
@@ -343,7 +302,7 @@ func TestChaos_ConnectionFaults(t *testing.T) {
 			c.RecoverAfter(b, func() { row.heal(s) })
 
 			c.tr.CloseIdleConnections()
-			s.kill()
+			s.Kill()
 			check()
 		})
 	}
@@ -383,7 +342,7 @@ func TestChaos_ProbesBeyondCapacityReopen(t *testing.T) {
 			c.CheckProbesBeyondCapacity(b, row.want, row.extra)
 
 			c.tr.CloseIdleConnections()
-			s.kill()
+			s.Kill()
 			check()
 		})
 	}
@@ -405,7 +364,7 @@ func TestChaos_HungProbesReopenAfterACooldown(t *testing.T) {
 	c.TripAfter(testutil.Failed)
 
 	s.set(hang)
-	c.CheckHungProbesReopen(b, func() testutil.Verdict { return c.call(s.url()) }, s.kill)
+	c.CheckHungProbesReopen(b, func() testutil.Verdict { return c.call(s.url()) }, s.Kill)
 
 	c.tr.CloseIdleConnections()
 	check()

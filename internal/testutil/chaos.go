@@ -1,6 +1,7 @@
 package testutil
 
 import (
+	"net"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -36,9 +37,7 @@ func (l *Load) Hits() int64 { return l.hits.Load() }
 func (l *Load) Probes() int64 { return l.probes.Load() }
 
 // WaitIdle returns once no handler is running, and fails t if one still
-// is after within. A killed server calls it: closing a server does not
-// wait for its handlers, and every fault returns once its connection is
-// gone.
+// is after within.
 func (l *Load) WaitIdle(t testing.TB, within time.Duration) {
 	t.Helper()
 	deadline := time.Now().Add(within)
@@ -46,6 +45,73 @@ func (l *Load) WaitIdle(t testing.TB, within time.Duration) {
 		require.True(t, time.Now().Before(deadline), "%d handlers still running after %v", l.active.Load(), within)
 		time.Sleep(time.Millisecond)
 	}
+}
+
+// Killable is a server on a loopback port that a test can kill, in the
+// middle of whatever its connections carry, and start again on the same
+// port. It counts what reaches its handlers (Load); the handlers call
+// Arrive.
+type Killable struct {
+	Load
+	t     testing.TB
+	addr  string
+	build func() (serve func(net.Listener) error, stop func())
+
+	mu     sync.Mutex
+	stop   func()
+	served chan struct{}
+}
+
+// NewKillable starts a server on a loopback port. build makes the server,
+// anew for each start: it returns the server's Serve method and the
+// function that closes its listener and every connection at once. The
+// server is killed when the test ends if the test has not killed it.
+func NewKillable(t testing.TB, build func() (serve func(net.Listener) error, stop func())) *Killable {
+	t.Helper()
+	k := &Killable{t: t, addr: "127.0.0.1:0", build: build}
+	k.Start()
+	// Experiments kill their servers themselves, to count what is left
+	// after; this stops one that a failed experiment left running.
+	t.Cleanup(k.Kill)
+	return k
+}
+
+// Addr returns the server's address, the same after every start.
+func (k *Killable) Addr() string { return k.addr }
+
+// Start listens on the server's address and serves on it.
+func (k *Killable) Start() {
+	k.t.Helper()
+	l, err := net.Listen("tcp", k.addr)
+	require.NoError(k.t, err)
+	k.addr = l.Addr().String()
+	serve, stop := k.build()
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		_ = serve(l)
+	}()
+	k.mu.Lock()
+	k.stop, k.served = stop, served
+	k.mu.Unlock()
+}
+
+// Kill closes the listener and every connection at once, and returns when
+// the server and its handlers have stopped (closing a server does not
+// wait for its handlers; every fault returns once its connection is
+// gone). Killing a stopped server does nothing.
+func (k *Killable) Kill() {
+	k.t.Helper()
+	k.mu.Lock()
+	stop, served := k.stop, k.served
+	k.stop = nil
+	k.mu.Unlock()
+	if stop == nil {
+		return
+	}
+	stop()
+	<-served
+	k.WaitIdle(k.t, 5*time.Second)
 }
 
 // OneAtATime is the capacity of a server that serves one request at a

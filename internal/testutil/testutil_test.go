@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -240,6 +241,36 @@ func TestLoad_CountsAndWaitsForHandlers(t *testing.T) {
 	requireFailure(t, func(tb testing.TB) { l.WaitIdle(tb, 20*time.Millisecond) }, "1 handlers still running")
 	leave()
 	assert.Empty(t, failures(t, func(tb testing.TB) { l.WaitIdle(tb, time.Second) }))
+}
+
+func TestKillable_KilledAndStartedAgainOnTheSamePort(t *testing.T) {
+	var k *Killable
+	k = NewKillable(t, func() (func(net.Listener) error, func()) {
+		srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			defer k.Arrive(false)()
+			io.WriteString(w, "ok")
+		}), ReadHeaderTimeout: time.Second}
+		return srv.Serve, func() { _ = srv.Close() }
+	})
+	client := &http.Client{Transport: &http.Transport{}}
+	defer client.CloseIdleConnections()
+	get := func() error {
+		resp, err := client.Get("http://" + k.Addr() + "/")
+		if err != nil {
+			return err
+		}
+		return resp.Body.Close()
+	}
+	addr := k.Addr()
+	require.NoError(t, get())
+	k.Kill()
+	client.CloseIdleConnections()
+	assert.Error(t, get(), "served after the kill")
+	k.Kill() // a second kill does nothing
+	k.Start()
+	assert.Equal(t, addr, k.Addr())
+	require.NoError(t, get())
+	assert.Equal(t, int64(2), k.Hits())
 }
 
 func TestOneAtATime_ServesOneOfTheRequestsInFlight(t *testing.T) {
