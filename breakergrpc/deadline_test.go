@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/benbjohnson/clock"
+	"github.com/govkit/breaker/internal/testutil"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc/codes"
@@ -13,15 +14,15 @@ import (
 	"google.golang.org/grpc/status"
 )
 
-// TestRegression_MockClockDeadlineIsRealTime: a group on clock.NewMock()
-// (which reads 1970) with Policy.Timeout 1s. The call's deadline used to be
-// the mock's now plus 1s, an instant of 1970; grpc-go compares a deadline
-// with the real clock, so every call failed at once with DeadlineExceeded
-// without reaching the server. The deadline the call carries must be in
-// real time, while its expiry still follows the mock.
-func TestRegression_MockClockDeadlineIsRealTime(t *testing.T) {
+// On a group on a mock clock, at 1970 (clock.NewMock) or far ahead, a
+// call with Policy.Timeout reaches the server and succeeds: the deadline
+// it carries is in real time, which grpc-go compares with the real clock,
+// while its expiry still follows the mock.
+// Regression (e2e5a13): the deadline was the mock's now plus 1s, an
+// instant of 1970, and every call failed at once with DeadlineExceeded.
+func TestUnary_MockClockCallCarriesARealTimeDeadline(t *testing.T) {
 	srv := newServer(t)
-	p := testPolicy()
+	p := testutil.Policy()
 	p.Timeout = time.Second
 	for _, start := range []struct {
 		name string
@@ -37,7 +38,7 @@ func TestRegression_MockClockDeadlineIsRealTime(t *testing.T) {
 			}
 			c := newClientWith(t, srv.addr, p, clk)
 			require.NoError(t, c.check("", 0))
-			assert.Equal(t, success, countsOf(c.breaker(checkMethod)))
+			assert.Equal(t, success, testutil.OutcomesOf(c.breaker(checkMethod)))
 		})
 	}
 }
@@ -46,7 +47,7 @@ func TestRegression_MockClockDeadlineIsRealTime(t *testing.T) {
 // and not before: its expiry follows the breaker's clock.
 func TestUnary_MockClockTimeoutEndsAHangingCall(t *testing.T) {
 	srv := newServer(t)
-	p := testPolicy()
+	p := testutil.Policy()
 	p.Timeout = time.Second
 	c := newClientWith(t, srv.addr, p, clock.NewMock())
 	for len(srv.arrived) > 0 {
@@ -74,5 +75,5 @@ func TestUnary_MockClockTimeoutEndsAHangingCall(t *testing.T) {
 	c.clk.Add(2 * time.Millisecond)
 	err := <-errc
 	assert.Equal(t, codes.DeadlineExceeded, status.Code(err))
-	assert.Equal(t, timeout, countsOf(c.breaker(checkMethod)))
+	assert.Equal(t, timeout, testutil.OutcomesOf(c.breaker(checkMethod)))
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/govkit/breaker"
+	"github.com/govkit/breaker/internal/testutil"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
@@ -34,55 +35,55 @@ func (c *client) checkOrCache(ctx context.Context, service string) (*healthpb.He
 
 func TestRecoverOnFailure_ServesTheCacheOnInternal(t *testing.T) {
 	srv := newServer(t)
-	c := newClient(t, srv.addr, testPolicy())
+	c := newClient(t, srv.addr, testutil.Policy())
 	resp, err, got := c.checkOrCache(context.Background(), "code:"+strconv.Itoa(int(codes.Internal)))
 	require.NoError(t, err)
 	assert.Same(t, cached, resp)
 	assert.Equal(t, codes.Internal, status.Code(got), "the fallback gets the call's status: %v", got)
 	b := c.breaker(checkMethod)
-	assert.Equal(t, failure, countsOf(b))
+	assert.Equal(t, failure, testutil.OutcomesOf(b))
 	assert.Equal(t, uint64(1), b.Counters().Fallbacks)
 }
 
 func TestRecoverOnFailure_ServesTheCacheOnNoAnswer(t *testing.T) {
-	c := newClient(t, refusedAddr(t), testPolicy())
+	c := newClient(t, testutil.RefusedAddr(t), testutil.Policy())
 	resp, err, got := c.checkOrCache(context.Background(), "")
 	require.NoError(t, err)
 	assert.Same(t, cached, resp)
 	assert.Equal(t, codes.Unavailable, status.Code(got))
 	b := c.breaker(checkMethod)
-	assert.Equal(t, timeout, countsOf(b))
+	assert.Equal(t, timeout, testutil.OutcomesOf(b))
 	assert.Equal(t, uint64(1), b.Counters().Fallbacks)
 }
 
 func TestRecoverOnFailure_ServesTheCacheOnARefusal(t *testing.T) {
 	srv := newServer(t)
-	c := newClient(t, srv.addr, testPolicy())
+	c := newClient(t, srv.addr, testutil.Policy())
 	b := c.breaker(checkMethod)
 	require.NoError(t, b.SetMode(breaker.ModeForcedOpen))
 	resp, err, got := c.checkOrCache(context.Background(), "")
 	require.NoError(t, err)
 	assert.Same(t, cached, resp)
 	assert.ErrorIs(t, got, breaker.ErrOpen)
-	assert.Equal(t, outcomes{Rejected: 1}, countsOf(b))
+	assert.Equal(t, testutil.Outcomes{Rejected: 1}, testutil.OutcomesOf(b))
 	assert.Equal(t, uint64(1), b.Counters().Fallbacks)
 	assert.Zero(t, srv.hits.Load())
 }
 
 func TestRecoverOnFailure_NoneForAnIgnoredNotFound(t *testing.T) {
 	srv := newServer(t)
-	c := newClient(t, srv.addr, testPolicy())
+	c := newClient(t, srv.addr, testutil.Policy())
 	_, err, got := c.checkOrCache(context.Background(), "code:"+strconv.Itoa(int(codes.NotFound)))
 	assert.Equal(t, codes.NotFound, status.Code(err))
 	assert.NoError(t, got, "fallback called")
 	b := c.breaker(checkMethod)
-	assert.Equal(t, ignored, countsOf(b))
+	assert.Equal(t, ignored, testutil.OutcomesOf(b))
 	assert.Zero(t, b.Counters().Fallbacks)
 }
 
 func TestRecoverOnFailure_NoneForTheCallersCancellation(t *testing.T) {
 	srv := newServer(t)
-	c := newClient(t, srv.addr, testPolicy())
+	c := newClient(t, srv.addr, testutil.Policy())
 	for len(srv.arrived) > 0 {
 		<-srv.arrived
 	}
@@ -95,7 +96,7 @@ func TestRecoverOnFailure_NoneForTheCallersCancellation(t *testing.T) {
 	assert.Equal(t, codes.Canceled, status.Code(err))
 	assert.NoError(t, got, "fallback called")
 	b := c.breaker(checkMethod)
-	assert.Equal(t, ignored, countsOf(b))
+	assert.Equal(t, ignored, testutil.OutcomesOf(b))
 	assert.Zero(t, b.Counters().Fallbacks)
 }
 
@@ -129,7 +130,7 @@ func TestRecoverOnFailure_Streams(t *testing.T) {
 		code     codes.Code
 		fallback bool
 	}{{"first:13", codes.Internal, true}, {"first:3", codes.InvalidArgument, false}, {"code:13", codes.Internal, false}} {
-		c := newClient(t, srv.addr, testPolicy())
+		c := newClient(t, srv.addr, testutil.Policy())
 		b := c.breaker(watchMethod)
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		s, err := c.watch(ctx, row.service)
@@ -162,9 +163,9 @@ func TestRecoverOnFailure_Streams(t *testing.T) {
 // refused.
 func TestRecoverOnFailure_AnInnerInterceptorsRefusalIsIgnored(t *testing.T) {
 	srv := newServer(t)
-	outerGroup, err := breaker.NewGroup(breaker.GroupConfig{Policies: breaker.GroupPolicy{Default: testPolicy()}})
+	outerGroup, err := breaker.NewGroup(breaker.GroupConfig{Policies: breaker.GroupPolicy{Default: testutil.Policy()}})
 	require.NoError(t, err)
-	innerGroup, err := breaker.NewGroup(breaker.GroupConfig{Policies: breaker.GroupPolicy{Default: testPolicy()}})
+	innerGroup, err := breaker.NewGroup(breaker.GroupConfig{Policies: breaker.GroupPolicy{Default: testutil.Policy()}})
 	require.NoError(t, err)
 	conn, err := grpc.NewClient(srv.addr,
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
@@ -184,8 +185,8 @@ func TestRecoverOnFailure_AnInnerInterceptorsRefusalIsIgnored(t *testing.T) {
 		require.Equal(t, codes.Unavailable, status.Code(err))
 	}
 	assert.Equal(t, breaker.Closed, outer.State())
-	assert.Equal(t, outcomes{Ignored: 10}, countsOf(outer))
-	assert.Equal(t, outcomes{Rejected: 10}, countsOf(inner))
+	assert.Equal(t, testutil.Outcomes{Ignored: 10}, testutil.OutcomesOf(outer))
+	assert.Equal(t, testutil.Outcomes{Rejected: 10}, testutil.OutcomesOf(inner))
 
 	resp, err, got := c.checkOrCache(context.Background(), "")
 	require.NoError(t, err)

@@ -5,10 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"testing"
-	"time"
 
-	"github.com/benbjohnson/clock"
 	"github.com/govkit/breaker"
+	"github.com/govkit/breaker/internal/testutil"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -112,9 +111,8 @@ func FuzzUnaryOutcome(f *testing.F) {
 	f.Add(uint32(codes.Unavailable), "", true)
 	f.Add(uint32(0), "", true)
 	f.Fuzz(func(t *testing.T, code uint32, msg string, cancelled bool) {
-		clk := clock.NewMock()
-		clk.Set(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
-		g, err := breaker.NewGroup(breaker.GroupConfig{Policies: breaker.GroupPolicy{Default: testPolicy()}}, breaker.WithClock(clk))
+		clk := testutil.NewClock()
+		g, err := breaker.NewGroup(breaker.GroupConfig{Policies: breaker.GroupPolicy{Default: testutil.Policy()}}, breaker.WithClock(clk))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -143,7 +141,7 @@ func FuzzUnaryOutcome(f *testing.F) {
 		if cancelled && callErr != nil {
 			want = breaker.Ignored
 		}
-		var wantCounts outcomes
+		var wantCounts testutil.Outcomes
 		switch want {
 		case breaker.Success:
 			wantCounts = success
@@ -158,7 +156,7 @@ func FuzzUnaryOutcome(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if c := countsOf(b); c != wantCounts {
+		if c := testutil.OutcomesOf(b); c != wantCounts {
 			t.Fatalf("code %d, cancelled %v: counted %+v, want %+v (%v)", code, cancelled, c, wantCounts, want)
 		}
 	})

@@ -13,6 +13,7 @@ import (
 
 	"github.com/benbjohnson/clock"
 	"github.com/govkit/breaker"
+	"github.com/govkit/breaker/internal/testutil"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 	"google.golang.org/grpc"
@@ -34,20 +35,6 @@ const (
 	duplexMethod = testpb.TestService_FullDuplexCall_FullMethodName
 	uploadMethod = testpb.TestService_StreamingInputCall_FullMethodName
 )
-
-// testPolicy trips on 4 counted calls at 50% failures, stays open for
-// exactly 10s (no jitter), and probes twice.
-func testPolicy() breaker.Policy {
-	p := breaker.DefaultPolicy()
-	p.MinRequests = 4
-	p.ErrorRatio = 0.5
-	p.OpenFor = 10 * time.Second
-	p.MaxOpenFor = 40 * time.Second
-	p.Jitter = 0
-	p.Probes = 2
-	p.Warmup = 0
-	return p
-}
 
 // faulty is the health service with faults chosen by the request's service
 // name:
@@ -251,16 +238,6 @@ func serveOn(t *testing.T, l net.Listener) *server {
 	return &server{faulty: f, addr: l.Addr().String()}
 }
 
-// refusedAddr returns a loopback address nothing listens on.
-func refusedAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	addr := l.Addr().String()
-	require.NoError(t, l.Close())
-	return addr
-}
-
 // client is a connection through both interceptors, with a group on a
 // mock clock.
 type client struct {
@@ -273,9 +250,7 @@ type client struct {
 
 func newClient(t *testing.T, addr string, p breaker.Policy, opts ...Option) *client {
 	t.Helper()
-	clk := clock.NewMock()
-	clk.Set(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
-	return newClientWith(t, addr, p, clk, opts...)
+	return newClientWith(t, addr, p, testutil.NewClock(), opts...)
 }
 
 // newClientWith is newClient on clk; a nil clk is the real clock.
@@ -315,18 +290,9 @@ func (c *client) check(service string, wait time.Duration) error {
 	return err
 }
 
-type outcomes struct {
-	Successes, Failures, Timeouts, Ignored, Rejected uint64
-}
-
-func countsOf(b *breaker.Breaker) outcomes {
-	c := b.Counters()
-	return outcomes{c.Successes, c.Failures, c.Timeouts, c.Ignored, c.Rejected}
-}
-
 var (
-	success = outcomes{Successes: 1}
-	failure = outcomes{Failures: 1}
-	timeout = outcomes{Timeouts: 1}
-	ignored = outcomes{Ignored: 1}
+	success = testutil.Outcomes{Successes: 1}
+	failure = testutil.Outcomes{Failures: 1}
+	timeout = testutil.Outcomes{Timeouts: 1}
+	ignored = testutil.Outcomes{Ignored: 1}
 )

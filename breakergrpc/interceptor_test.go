@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/govkit/breaker"
+	"github.com/govkit/breaker/internal/testutil"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
@@ -26,7 +27,7 @@ import (
 // The outcome of every status code, as a real server sends it.
 var codeRows = []struct {
 	code codes.Code
-	want outcomes
+	want testutil.Outcomes
 }{
 	{codes.OK, success},
 	{codes.Canceled, failure}, // sent by the server: the caller did not cancel
@@ -54,11 +55,11 @@ func TestUnary_ClassifiesEveryCode(t *testing.T) {
 	srv := newServer(t)
 	for _, row := range codeRows {
 		t.Run(row.code.String(), func(t *testing.T) {
-			c := newClient(t, srv.addr, testPolicy())
+			c := newClient(t, srv.addr, testutil.Policy())
 			err := c.check("code:"+strconv.Itoa(int(row.code)), 0)
 			assert.Equal(t, row.code, status.Code(err))
 			b := c.breaker(checkMethod)
-			assert.Equal(t, row.want, countsOf(b))
+			assert.Equal(t, row.want, testutil.OutcomesOf(b))
 			assert.Equal(t, breaker.Closed, b.State())
 		})
 	}
@@ -71,13 +72,13 @@ func TestUnary_ClassifiesFaults(t *testing.T) {
 	srv := newServer(t)
 
 	t.Run("caller deadline", func(t *testing.T) {
-		c := newClient(t, srv.addr, testPolicy())
+		c := newClient(t, srv.addr, testutil.Policy())
 		err := c.check("hang", 30*time.Millisecond)
 		assert.Equal(t, codes.DeadlineExceeded, status.Code(err))
-		assert.Equal(t, timeout, countsOf(c.breaker(checkMethod)))
+		assert.Equal(t, timeout, testutil.OutcomesOf(c.breaker(checkMethod)))
 	})
 	t.Run("caller cancels", func(t *testing.T) {
-		c := newClient(t, srv.addr, testPolicy())
+		c := newClient(t, srv.addr, testutil.Policy())
 		for len(srv.arrived) > 0 {
 			<-srv.arrived
 		}
@@ -88,28 +89,28 @@ func TestUnary_ClassifiesFaults(t *testing.T) {
 		}()
 		_, err := c.hc.Check(ctx, &healthpb.HealthCheckRequest{Service: "hang"})
 		assert.Equal(t, codes.Canceled, status.Code(err))
-		assert.Equal(t, ignored, countsOf(c.breaker(checkMethod)))
+		assert.Equal(t, ignored, testutil.OutcomesOf(c.breaker(checkMethod)))
 	})
 	t.Run("Policy.Timeout", func(t *testing.T) {
-		p := testPolicy()
+		p := testutil.Policy()
 		p.Timeout = 30 * time.Millisecond
 		c := newClientWith(t, srv.addr, p, nil)
 		err := c.check("hang", 0)
 		assert.Equal(t, codes.DeadlineExceeded, status.Code(err))
-		assert.Equal(t, timeout, countsOf(c.breaker(checkMethod)))
+		assert.Equal(t, timeout, testutil.OutcomesOf(c.breaker(checkMethod)))
 	})
 	t.Run("refused", func(t *testing.T) {
-		c := newClient(t, refusedAddr(t), testPolicy())
+		c := newClient(t, testutil.RefusedAddr(t), testutil.Policy())
 		err := c.check("", 0)
 		assert.Equal(t, codes.Unavailable, status.Code(err))
-		assert.Equal(t, timeout, countsOf(c.breaker(checkMethod)))
+		assert.Equal(t, timeout, testutil.OutcomesOf(c.breaker(checkMethod)))
 	})
 	t.Run("reset", func(t *testing.T) {
 		addr := resettingListener(t)
-		c := newClient(t, addr, testPolicy())
+		c := newClient(t, addr, testutil.Policy())
 		err := c.check("", 0)
 		assert.Equal(t, codes.Unavailable, status.Code(err))
-		assert.Equal(t, timeout, countsOf(c.breaker(checkMethod)))
+		assert.Equal(t, timeout, testutil.OutcomesOf(c.breaker(checkMethod)))
 	})
 }
 
@@ -146,14 +147,14 @@ func resettingListener(t *testing.T) string {
 // calls never carry the key, even when the caller set it.
 func TestUnary_OpensRefusesProbesAndCloses(t *testing.T) {
 	srv := newServer(t)
-	c := newClient(t, srv.addr, testPolicy())
+	c := newClient(t, srv.addr, testutil.Policy())
 	b := c.breaker(checkMethod)
 
 	for i := 0; i < 4; i++ {
 		require.Equal(t, codes.Internal, status.Code(c.check("code:13", 0)))
 	}
 	require.Equal(t, breaker.Open, b.State())
-	assert.Equal(t, outcomes{Failures: 4}, countsOf(b))
+	assert.Equal(t, testutil.Outcomes{Failures: 4}, testutil.OutcomesOf(b))
 
 	hits := srv.hits.Load()
 	err := c.check("", 0)
@@ -194,7 +195,7 @@ func TestUnary_OpensRefusesProbesAndCloses(t *testing.T) {
 // the server would read either as breaker_probe.
 func TestUnary_ProbeKeyStrippedUnderAnyCase(t *testing.T) {
 	srv := newServer(t)
-	c := newClient(t, srv.addr, testPolicy())
+	c := newClient(t, srv.addr, testutil.Policy())
 	b := c.breaker(checkMethod)
 
 	byHand := func(k, v string) context.Context {
@@ -231,7 +232,7 @@ func TestUnary_ProbeKeyStrippedUnderAnyCase(t *testing.T) {
 // and keep the rest of the metadata.
 func TestProbeKeyStrippedFromUnguardedCalls(t *testing.T) {
 	srv := newServer(t)
-	c := newClient(t, srv.addr, testPolicy(), WithKey(func(context.Context, string, *grpc.ClientConn) string { return "" }))
+	c := newClient(t, srv.addr, testutil.Policy(), WithKey(func(context.Context, string, *grpc.ClientConn) string { return "" }))
 	forwarded := metadata.AppendToOutgoingContext(context.Background(), ProbeKey, "1", "x-other", "kept")
 	ctx, cancel := context.WithTimeout(forwarded, 5*time.Second)
 	defer cancel()
@@ -254,16 +255,8 @@ func TestProbeKeyStrippedFromUnguardedCalls(t *testing.T) {
 // guards the call itself.
 func TestProbeKeyNotSetInsideAnotherBreakersProbe(t *testing.T) {
 	srv := newServer(t)
-	c := newClient(t, srv.addr, testPolicy())
-	outer, err := breaker.New("app.Stock", testPolicy(), breaker.WithClock(c.clk))
-	require.NoError(t, err)
-	for i := 0; i < 4; i++ {
-		_ = outer.Do(context.Background(), func(context.Context) error { return errors.New("down") })
-	}
-	c.clk.Add(10 * time.Second)
-	probed := false
-	require.NoError(t, outer.Do(context.Background(), func(ctx context.Context) error {
-		probed = breaker.IsProbe(ctx)
+	c := newClient(t, srv.addr, testutil.Policy())
+	require.NoError(t, testutil.InsideAProbe(t, c.clk, func(ctx context.Context) error {
 		ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
 		if _, err := c.hc.Check(ctx, &healthpb.HealthCheckRequest{}); err != nil {
@@ -276,17 +269,16 @@ func TestProbeKeyNotSetInsideAnotherBreakersProbe(t *testing.T) {
 		_, err = drain(s)
 		return err
 	}))
-	require.True(t, probed, "the outer call was a probe")
 	assert.Equal(t, []string{"", ""}, srv.probeValues())
-	assert.Equal(t, success, countsOf(c.breaker(checkMethod)))
-	assert.Equal(t, success, countsOf(c.breaker(watchMethod)))
+	assert.Equal(t, success, testutil.OutcomesOf(c.breaker(checkMethod)))
+	assert.Equal(t, success, testutil.OutcomesOf(c.breaker(watchMethod)))
 }
 
 // A probe that ends in Unavailable fails the half-open episode: the
 // breaker reopens with a doubled cooldown.
 func TestUnary_UnavailableProbeReopens(t *testing.T) {
 	srv := newServer(t)
-	c := newClient(t, srv.addr, testPolicy())
+	c := newClient(t, srv.addr, testutil.Policy())
 	b := c.breaker(checkMethod)
 	for i := 0; i < 4; i++ {
 		_ = c.check("code:14", 0)
@@ -311,7 +303,7 @@ func TestUnary_UnavailableProbeReopens(t *testing.T) {
 // unguarded.
 func TestUnary_Keys(t *testing.T) {
 	srv := newServer(t)
-	c := newClient(t, srv.addr, testPolicy(), WithTarget())
+	c := newClient(t, srv.addr, testutil.Policy(), WithTarget())
 	require.NoError(t, c.check("", 0))
 	var keys []string
 	c.group.Range(func(k string, _ *breaker.Breaker) bool {
@@ -320,7 +312,7 @@ func TestUnary_Keys(t *testing.T) {
 	})
 	assert.Equal(t, []string{checkMethod + "@" + srv.addr}, keys)
 
-	c = newClient(t, srv.addr, testPolicy(), WithKey(func(context.Context, string, *grpc.ClientConn) string { return "" }))
+	c = newClient(t, srv.addr, testutil.Policy(), WithKey(func(context.Context, string, *grpc.ClientConn) string { return "" }))
 	require.NoError(t, c.check("", 0))
 	assert.Zero(t, c.group.Len())
 }
@@ -335,9 +327,9 @@ func TestUnary_WithClassifier(t *testing.T) {
 		}
 		return DefaultClassify(err)
 	}
-	c := newClient(t, srv.addr, testPolicy(), WithClassifier(notFoundIsFailure))
+	c := newClient(t, srv.addr, testutil.Policy(), WithClassifier(notFoundIsFailure))
 	_ = c.check("code:5", 0)
-	assert.Equal(t, failure, countsOf(c.breaker(checkMethod)))
+	assert.Equal(t, failure, testutil.OutcomesOf(c.breaker(checkMethod)))
 
 	for len(srv.arrived) > 0 {
 		<-srv.arrived
@@ -349,25 +341,25 @@ func TestUnary_WithClassifier(t *testing.T) {
 	}()
 	_, err := c.hc.Check(ctx, &healthpb.HealthCheckRequest{Service: "hang"})
 	require.Error(t, err)
-	assert.Equal(t, outcomes{Failures: 1, Ignored: 1}, countsOf(c.breaker(checkMethod)))
+	assert.Equal(t, testutil.Outcomes{Failures: 1, Ignored: 1}, testutil.OutcomesOf(c.breaker(checkMethod)))
 }
 
 // A caller whose context is already done gets Canceled, as from gRPC, and
 // nothing is counted or sent.
 func TestUnary_DoneContext(t *testing.T) {
 	srv := newServer(t)
-	c := newClient(t, srv.addr, testPolicy())
+	c := newClient(t, srv.addr, testutil.Policy())
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	_, err := c.hc.Check(ctx, &healthpb.HealthCheckRequest{})
 	assert.Equal(t, codes.Canceled, status.Code(err))
-	assert.Equal(t, outcomes{}, countsOf(c.breaker(checkMethod)))
+	assert.Equal(t, testutil.Outcomes{}, testutil.OutcomesOf(c.breaker(checkMethod)))
 	assert.Zero(t, srv.hits.Load())
 }
 
 // An invoker that panics ends the call as a failure, and the panic goes on.
 func TestUnary_InvokerPanics(t *testing.T) {
-	g, err := breaker.NewGroup(breaker.GroupConfig{Policies: breaker.GroupPolicy{Default: testPolicy()}})
+	g, err := breaker.NewGroup(breaker.GroupConfig{Policies: breaker.GroupPolicy{Default: testutil.Policy()}})
 	require.NoError(t, err)
 	icpt := UnaryClientInterceptor(g)
 	panicky := func(context.Context, string, any, any, *grpc.ClientConn, ...grpc.CallOption) error {
@@ -378,7 +370,7 @@ func TestUnary_InvokerPanics(t *testing.T) {
 	})
 	b, err := g.Get(checkMethod)
 	require.NoError(t, err)
-	assert.Equal(t, failure, countsOf(b))
+	assert.Equal(t, failure, testutil.OutcomesOf(b))
 
 	err = UnaryClientInterceptor(nil)(context.Background(), checkMethod, nil, nil, nil, panicky)
 	assert.Equal(t, codes.Internal, status.Code(err))
@@ -415,7 +407,7 @@ func TestStream_OutcomeAtTheFirstMessageOrTheEnd(t *testing.T) {
 		service string
 		msgs    int
 		code    codes.Code
-		want    outcomes
+		want    testutil.Outcomes
 	}{
 		{"to the end", "send:3", 3, codes.OK, success},
 		{"empty", "send:0", 0, codes.OK, success},
@@ -428,19 +420,19 @@ func TestStream_OutcomeAtTheFirstMessageOrTheEnd(t *testing.T) {
 	}
 	for _, row := range rows {
 		t.Run(row.name, func(t *testing.T) {
-			c := newClient(t, srv.addr, testPolicy())
+			c := newClient(t, srv.addr, testutil.Policy())
 			b := c.breaker(watchMethod)
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
 			s, err := c.watch(ctx, row.service)
 			require.NoError(t, err)
-			assert.Equal(t, outcomes{}, countsOf(b), "counted before a message or the end")
+			assert.Equal(t, testutil.Outcomes{}, testutil.OutcomesOf(b), "counted before a message or the end")
 			n, err := drain(s)
 			assert.Equal(t, row.msgs, n)
 			assert.Equal(t, row.code, status.Code(err))
-			assert.Equal(t, row.want, countsOf(b))
+			assert.Equal(t, row.want, testutil.OutcomesOf(b))
 			cancel()
-			assert.Equal(t, row.want, countsOf(b), "counted again on cancel")
+			assert.Equal(t, row.want, testutil.OutcomesOf(b), "counted again on cancel")
 		})
 	}
 }
@@ -448,7 +440,7 @@ func TestStream_OutcomeAtTheFirstMessageOrTheEnd(t *testing.T) {
 // A stream that has sent a message is counted then, while it lives on.
 func TestStream_CountedAtItsFirstMessage(t *testing.T) {
 	srv := newServer(t)
-	c := newClient(t, srv.addr, testPolicy())
+	c := newClient(t, srv.addr, testutil.Policy())
 	b := c.breaker(watchMethod)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -456,13 +448,13 @@ func TestStream_CountedAtItsFirstMessage(t *testing.T) {
 	require.NoError(t, err)
 	_, err = s.Recv()
 	require.NoError(t, err)
-	assert.Equal(t, success, countsOf(b), "after the first message")
+	assert.Equal(t, success, testutil.OutcomesOf(b), "after the first message")
 	_, err = s.Recv()
 	require.NoError(t, err)
 	cancel()
 	_, err = s.Recv()
 	assert.Equal(t, codes.Canceled, status.Code(err))
-	assert.Equal(t, success, countsOf(b), "the end is not counted again")
+	assert.Equal(t, success, testutil.OutcomesOf(b), "the end is not counted again")
 	assert.Equal(t, uint64(1), b.Counters().Admitted)
 }
 
@@ -474,13 +466,13 @@ func TestStream_EndsWithItsContext(t *testing.T) {
 	for _, row := range []struct {
 		name     string
 		deadline bool
-		want     outcomes
+		want     testutil.Outcomes
 	}{
 		{"cancelled", false, ignored},
 		{"deadline", true, timeout},
 	} {
 		t.Run(row.name, func(t *testing.T) {
-			c := newClient(t, srv.addr, testPolicy())
+			c := newClient(t, srv.addr, testutil.Policy())
 			b := c.breaker(watchMethod)
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
@@ -493,8 +485,8 @@ func TestStream_EndsWithItsContext(t *testing.T) {
 			if !row.deadline {
 				cancel()
 			}
-			require.Eventually(t, func() bool { return countsOf(b) == row.want },
-				5*time.Second, time.Millisecond, "counts %+v", countsOf(b))
+			require.Eventually(t, func() bool { return testutil.OutcomesOf(b) == row.want },
+				5*time.Second, time.Millisecond, "counts %+v", testutil.OutcomesOf(b))
 		})
 	}
 }
@@ -509,7 +501,7 @@ func TestStream_EndsWithItsContext(t *testing.T) {
 // message; the breaker closes and stays closed, and the streams go on.
 func TestStream_WatchProbePassesAtItsFirstMessage(t *testing.T) {
 	srv := newServer(t)
-	c := newClient(t, srv.addr, testPolicy())
+	c := newClient(t, srv.addr, testutil.Policy())
 	b := c.breaker(watchMethod)
 	for i := 0; i < 4; i++ {
 		s, err := c.watch(context.Background(), "first:14")
@@ -552,7 +544,7 @@ func TestStream_WatchProbePassesAtItsFirstMessage(t *testing.T) {
 		_, err := w.Recv()
 		assert.Equal(t, codes.Canceled, status.Code(err))
 	}
-	assert.Equal(t, outcomes{Successes: 3, Timeouts: 4}, countsOf(b))
+	assert.Equal(t, testutil.Outcomes{Successes: 3, Timeouts: 4}, testutil.OutcomesOf(b))
 	assert.Equal(t, uint64(0), b.Counters().ProbesFailed)
 }
 
@@ -565,7 +557,7 @@ func TestStream_WatchProbePassesAtItsFirstMessage(t *testing.T) {
 // server sees no deadline but the caller's.
 func TestStream_BreakerDeadlineBoundsTheFirstMessageOnly(t *testing.T) {
 	srv := newServer(t)
-	p := testPolicy()
+	p := testutil.Policy()
 	p.Timeout = time.Second
 	p.SlowCall, p.SlowRatio = 500*time.Millisecond, 0.5
 	c := newClient(t, srv.addr, p)
@@ -585,7 +577,7 @@ func TestStream_BreakerDeadlineBoundsTheFirstMessageOnly(t *testing.T) {
 	cancel()
 	_, err = s.Recv()
 	assert.Equal(t, codes.Canceled, status.Code(err))
-	assert.Equal(t, success, countsOf(b))
+	assert.Equal(t, success, testutil.OutcomesOf(b))
 	assert.Zero(t, b.Counters().Slow)
 
 	// The caller's deadline still reaches the server.
@@ -603,7 +595,7 @@ func TestStream_BreakerDeadlineBoundsTheFirstMessageOnly(t *testing.T) {
 // so fails. Its context reads as past a deadline, as the call's own did.
 func TestStream_NoFirstMessageWithinTheBreakerDeadline(t *testing.T) {
 	srv := newServer(t)
-	p := testPolicy()
+	p := testutil.Policy()
 	p.Timeout = time.Second
 	c := newClient(t, srv.addr, p)
 	b := c.breaker(watchMethod)
@@ -619,12 +611,12 @@ func TestStream_NoFirstMessageWithinTheBreakerDeadline(t *testing.T) {
 	}
 	s := open()
 	c.clk.Add(999 * time.Millisecond)
-	assert.Equal(t, outcomes{}, countsOf(b))
+	assert.Equal(t, testutil.Outcomes{}, testutil.OutcomesOf(b))
 	c.clk.Add(2 * time.Millisecond)
 	_, err := s.Recv()
 	assert.Equal(t, codes.DeadlineExceeded, status.Code(err))
 	assert.ErrorIs(t, s.Context().Err(), context.DeadlineExceeded)
-	assert.Equal(t, timeout, countsOf(b))
+	assert.Equal(t, timeout, testutil.OutcomesOf(b))
 
 	for i := 0; i < 3; i++ {
 		s := open()
@@ -648,7 +640,7 @@ func TestStream_NoFirstMessageWithinTheBreakerDeadline(t *testing.T) {
 // on; before that, sending proves nothing.
 func TestStream_BidiProbePassesAtTheFirstServerMessage(t *testing.T) {
 	srv := newServer(t)
-	c := newClient(t, srv.addr, testPolicy())
+	c := newClient(t, srv.addr, testutil.Policy())
 	tc := testpb.NewTestServiceClient(c.conn)
 	b := c.breaker(duplexMethod)
 	for i := 0; i < 4; i++ {
@@ -688,7 +680,7 @@ func TestStream_BidiProbePassesAtTheFirstServerMessage(t *testing.T) {
 // what the client sends proves nothing, and the answer decides.
 func TestStream_ClientStreamingCountsAtItsAnswer(t *testing.T) {
 	srv := newServer(t)
-	c := newClient(t, srv.addr, testPolicy())
+	c := newClient(t, srv.addr, testutil.Policy())
 	tc := testpb.NewTestServiceClient(c.conn)
 	b := c.breaker(uploadMethod)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -698,18 +690,18 @@ func TestStream_ClientStreamingCountsAtItsAnswer(t *testing.T) {
 	for i := 0; i < 3; i++ {
 		require.NoError(t, s.Send(&testpb.StreamingInputCallRequest{Payload: &testpb.Payload{Body: []byte("abcd")}}))
 	}
-	assert.Equal(t, outcomes{}, countsOf(b))
+	assert.Equal(t, testutil.Outcomes{}, testutil.OutcomesOf(b))
 	resp, err := s.CloseAndRecv()
 	require.NoError(t, err)
 	assert.Equal(t, int32(12), resp.AggregatedPayloadSize)
-	assert.Equal(t, success, countsOf(b))
+	assert.Equal(t, success, testutil.OutcomesOf(b))
 }
 
 // An open breaker refuses a stream before it opens; probes carry the
 // metadata; a stream that passes as a probe closes the breaker.
 func TestStream_OpenAndProbes(t *testing.T) {
 	srv := newServer(t)
-	c := newClient(t, srv.addr, testPolicy())
+	c := newClient(t, srv.addr, testutil.Policy())
 	b := c.breaker(watchMethod)
 	ctx := context.Background()
 	for i := 0; i < 4; i++ {
@@ -747,7 +739,7 @@ func TestStream_OpenAndProbes(t *testing.T) {
 // a stream) ends with the RecvMsg that returns that message.
 func TestStream_SingleResponseEndsAtItsMessage(t *testing.T) {
 	srv := newServer(t)
-	c := newClient(t, srv.addr, testPolicy())
+	c := newClient(t, srv.addr, testutil.Policy())
 	b := c.breaker(checkMethod)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -758,14 +750,14 @@ func TestStream_SingleResponseEndsAtItsMessage(t *testing.T) {
 	var resp healthpb.HealthCheckResponse
 	require.NoError(t, cs.RecvMsg(&resp))
 	assert.Equal(t, healthpb.HealthCheckResponse_SERVING, resp.Status)
-	assert.Equal(t, success, countsOf(b))
+	assert.Equal(t, success, testutil.OutcomesOf(b))
 }
 
 // Streams and unary calls from many goroutines, for the race detector:
 // every call is counted exactly once.
 func TestConcurrent(t *testing.T) {
 	srv := newServer(t)
-	p := testPolicy()
+	p := testutil.Policy()
 	p.MinRequests = 1000
 	c := newClient(t, srv.addr, p)
 	const workers, each = 6, 10
@@ -797,7 +789,7 @@ func TestConcurrent(t *testing.T) {
 // The refusal's message in each state, and what errors.Is/As and the
 // status package see in it.
 func TestOpenError(t *testing.T) {
-	c := newClient(t, refusedAddr(t), testPolicy())
+	c := newClient(t, testutil.RefusedAddr(t), testutil.Policy())
 	b := c.breaker("m")
 	for i := 0; i < 4; i++ {
 		_ = b.Do(context.Background(), func(context.Context) error { return errors.New("x") })

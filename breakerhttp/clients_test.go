@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/govkit/breaker"
+	"github.com/govkit/breaker/internal/testutil"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -69,7 +70,7 @@ func clientSetups() []clientSetup {
 		{name: "two Transports", client: func(t *testing.T, f *fixture) (*http.Client, func(string) *breaker.Breaker) {
 			// The fixture's Transport is the inner one; the outer one,
 			// the client's own, counts what Fallback serves.
-			outer, err := breaker.NewGroup(breaker.GroupConfig{Policies: breaker.GroupPolicy{Default: testPolicy()}})
+			outer, err := breaker.NewGroup(breaker.GroupConfig{Policies: breaker.GroupPolicy{Default: testutil.Policy()}})
 			require.NoError(t, err)
 			return &http.Client{Transport: New(f.tr, outer)}, func(host string) *breaker.Breaker {
 				b, err := outer.Get(host)
@@ -99,7 +100,7 @@ func clientSetups() []clientSetup {
 func TestFallback_WorksWhateverTheClientSettings(t *testing.T) {
 	type want struct {
 		value     string // what Fallback returns
-		counts    outcomes
+		counts    testutil.Outcomes
 		fallbacks uint64
 	}
 	scenarios := []struct {
@@ -108,18 +109,18 @@ func TestFallback_WorksWhateverTheClientSettings(t *testing.T) {
 		forced bool // the breaker is forced open
 		want   want
 	}{
-		{"500", "/status/500", false, want{"cached", outcomes{Failures: 1}, 1}},
-		{"empty 503", "/empty/503", false, want{"cached", outcomes{Failures: 1}, 1}},
-		{"body cut short", "/truncate", false, want{"cached", outcomes{Timeouts: 1}, 1}},
-		{"refused", "/status/200", true, want{"cached", outcomes{Rejected: 1}, 1}},
-		{"redirect to a 500", "/redirect/500", false, want{"cached", outcomes{Successes: 1, Failures: 1}, 1}},
-		{"404", "/status/404", false, want{"404 Not Found: status 404", outcomes{Ignored: 1}, 0}},
-		{"200", "/status/200", false, want{"200 OK: status 200", outcomes{Successes: 1}, 0}},
+		{"500", "/status/500", false, want{"cached", testutil.Outcomes{Failures: 1}, 1}},
+		{"empty 503", "/empty/503", false, want{"cached", testutil.Outcomes{Failures: 1}, 1}},
+		{"body cut short", "/truncate", false, want{"cached", testutil.Outcomes{Timeouts: 1}, 1}},
+		{"refused", "/status/200", true, want{"cached", testutil.Outcomes{Rejected: 1}, 1}},
+		{"redirect to a 500", "/redirect/500", false, want{"cached", testutil.Outcomes{Successes: 1, Failures: 1}, 1}},
+		{"404", "/status/404", false, want{"404 Not Found: status 404", testutil.Outcomes{Ignored: 1}, 0}},
+		{"200", "/status/200", false, want{"200 OK: status 200", testutil.Outcomes{Successes: 1}, 0}},
 	}
 	for _, cs := range clientSetups() {
 		for _, sc := range scenarios {
 			t.Run(cs.name+"/"+sc.name, func(t *testing.T) {
-				f := newFixtureWith(t, testPolicy(), nil)
+				f := newFixtureWith(t, testutil.Policy(), nil)
 				d := newDownstream(t)
 				client, counting := cs.client(t, f)
 				t.Cleanup(client.CloseIdleConnections)
@@ -145,7 +146,7 @@ func TestFallback_WorksWhateverTheClientSettings(t *testing.T) {
 				v, err := Fallback(ctx, resp, err, readBody, fromCache(&got))
 				require.NoError(t, err)
 				assert.Equal(t, sc.want.value, v)
-				assert.Equal(t, sc.want.counts, countsOf(b))
+				assert.Equal(t, sc.want.counts, testutil.OutcomesOf(b))
 				assert.Equal(t, sc.want.fallbacks, b.Counters().Fallbacks, "fallbacks")
 				for i, n := range f.base.closes() {
 					assert.Equal(t, int32(1), n, "body %d closes", i)
@@ -177,7 +178,7 @@ func TestFallback_ServesTheCacheWhenClientTimeoutCutsTheRequest(t *testing.T) {
 	}
 
 	t.Run("Client.Timeout", func(t *testing.T) {
-		p := testPolicy()
+		p := testutil.Policy()
 		p.MinRequests = 100 // the timeouts below do not trip it
 		f := newFixtureWith(t, p, nil)
 		d := newDownstream(t)
@@ -190,11 +191,11 @@ func TestFallback_ServesTheCacheWhenClientTimeoutCutsTheRequest(t *testing.T) {
 			assert.ErrorIs(t, got, context.DeadlineExceeded, "the fallback gets the client's error")
 		}
 		b := f.breaker(d)
-		assert.Equal(t, outcomes{Timeouts: n}, countsOf(b), "the Transport counted every one")
+		assert.Equal(t, testutil.Outcomes{Timeouts: n}, testutil.OutcomesOf(b), "the Transport counted every one")
 		assert.LessOrEqual(t, b.Counters().Fallbacks, uint64(n))
 	})
 	t.Run("Policy.Timeout under Client.Timeout", func(t *testing.T) {
-		p := testPolicy()
+		p := testutil.Policy()
 		p.Timeout = 50 * time.Millisecond
 		f := newFixtureWith(t, p, nil)
 		d := newDownstream(t)
@@ -204,11 +205,11 @@ func TestFallback_ServesTheCacheWhenClientTimeoutCutsTheRequest(t *testing.T) {
 		assert.Equal(t, "cached", v)
 		assert.ErrorIs(t, got, context.DeadlineExceeded)
 		b := f.breaker(d)
-		assert.Equal(t, outcomes{Timeouts: 1}, countsOf(b))
+		assert.Equal(t, testutil.Outcomes{Timeouts: 1}, testutil.OutcomesOf(b))
 		assert.Equal(t, uint64(1), b.Counters().Fallbacks)
 	})
 	t.Run("request deadline", func(t *testing.T) {
-		f := newFixtureWith(t, testPolicy(), nil)
+		f := newFixtureWith(t, testutil.Policy(), nil)
 		d := newDownstream(t)
 		reqCtx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
 		defer cancel()
@@ -217,7 +218,7 @@ func TestFallback_ServesTheCacheWhenClientTimeoutCutsTheRequest(t *testing.T) {
 		assert.Equal(t, "cached", v)
 		assert.ErrorIs(t, got, context.DeadlineExceeded)
 		b := f.breaker(d)
-		assert.Equal(t, outcomes{Timeouts: 1}, countsOf(b))
+		assert.Equal(t, testutil.Outcomes{Timeouts: 1}, testutil.OutcomesOf(b))
 		assert.Equal(t, uint64(1), b.Counters().Fallbacks)
 	})
 }

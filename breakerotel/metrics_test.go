@@ -3,15 +3,13 @@ package breakerotel
 import (
 	"context"
 	"errors"
-	"io"
-	"log/slog"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/benbjohnson/clock"
 	"github.com/govkit/breaker"
+	"github.com/govkit/breaker/internal/testutil"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/otel/attribute"
@@ -30,34 +28,17 @@ func TestMain(m *testing.M) {
 var errBoom = errors.New("boom")
 
 const (
-	inventory = "inventory.GetStock"
-	pricing   = "pricing.GetPrice"
-	payment   = "payment.Charge"
+	inventory = testutil.Inventory
+	pricing   = testutil.Pricing
+	payment   = testutil.Payment
 )
 
-// testPolicy trips on 4 counted calls at 50% failures and probes once, so
-// an outage takes a handful of calls. With the jitter source fixed at 0.5
-// every cooldown is exactly OpenFor·2^level: 10s, then 20s.
-func testPolicy() breaker.Policy {
-	p := breaker.DefaultPolicy()
-	p.Window = 10 * time.Second
-	p.Buckets = 10
-	p.MinRequests = 4
-	p.SlowCall = 2 * time.Second
-	p.SlowRatio = 1 // slowness is counted but never trips these tests
-	p.OpenFor = 10 * time.Second
-	p.MaxOpenFor = 40 * time.Second
-	p.Probes = 1
-	return p
-}
-
-// fixture is a group on a mock clock, registered with an SDK meter
-// provider whose manual reader the test collects from.
+// fixture is a group on a mock clock (testutil.MockGroup, whose breakers
+// run testutil.MetricsPolicy), registered with an SDK meter provider
+// whose manual reader the test collects from.
 type fixture struct {
+	*testutil.MockGroup
 	t      *testing.T
-	clk    *clock.Mock
-	t0     time.Time
-	g      *breaker.Group
 	m      *Metrics
 	mp     *sdkmetric.MeterProvider
 	reader *sdkmetric.ManualReader
@@ -68,78 +49,17 @@ func newFixture(t *testing.T, opts ...Option) *fixture {
 	return newFixtureOf(t, breaker.GroupConfig{}, opts...)
 }
 
-// newFixtureOf is newFixture with a group of cfg, on the test policy.
+// newFixtureOf is newFixture with a group of cfg.
 func newFixtureOf(t *testing.T, cfg breaker.GroupConfig, opts ...Option) *fixture {
 	t.Helper()
-	f := &fixture{t: t, clk: clock.NewMock(), reader: sdkmetric.NewManualReader()}
-	f.clk.Set(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
-	f.t0 = f.clk.Now()
-	cfg.Policies = breaker.GroupPolicy{Default: testPolicy()}
-	g, err := breaker.NewGroup(cfg,
-		breaker.WithClock(f.clk),
-		breaker.WithRand(func() float64 { return 0.5 }),
-		breaker.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
-	require.NoError(t, err)
-	f.g = g
+	f := &fixture{MockGroup: testutil.NewMockGroup(t, cfg), t: t, reader: sdkmetric.NewManualReader()}
 	f.mp = sdkmetric.NewMeterProvider(sdkmetric.WithReader(f.reader))
 	t.Cleanup(func() { require.NoError(t, f.mp.Shutdown(context.Background())) })
-	f.m, err = Register(g, f.mp, opts...)
+	var err error
+	f.m, err = Register(f.Group, f.mp, opts...)
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, f.m.Unregister()) })
 	return f
-}
-
-// at moves the clock to t0+d, never backwards.
-func (f *fixture) at(d time.Duration) {
-	f.t.Helper()
-	target := f.t0.Add(d)
-	require.False(f.t, target.Before(f.clk.Now()), "at(%v) would move the clock back", d)
-	f.clk.Set(target)
-}
-
-func (f *fixture) breaker(key string) *breaker.Breaker {
-	f.t.Helper()
-	b, err := f.g.Get(key)
-	require.NoError(f.t, err)
-	return b
-}
-
-func (f *fixture) call(key string, err error) error {
-	return f.g.Do(context.Background(), key, func(context.Context) error { return err })
-}
-
-// calls makes n admitted calls that return err.
-func (f *fixture) calls(key string, n int, err error) {
-	f.t.Helper()
-	for i := 0; i < n; i++ {
-		require.NotErrorIs(f.t, f.call(key, err), breaker.ErrOpen, "call %d of %d to %s was refused", i+1, n, key)
-	}
-}
-
-// refused makes n calls that the breaker must refuse.
-func (f *fixture) refused(key string, n int) {
-	f.t.Helper()
-	for i := 0; i < n; i++ {
-		require.ErrorIs(f.t, f.call(key, nil), breaker.ErrOpen, "call %d of %d to %s was admitted", i+1, n, key)
-	}
-}
-
-// slowCall makes a call that succeeds after d of mock time.
-func (f *fixture) slowCall(key string, d time.Duration) {
-	f.t.Helper()
-	require.NoError(f.t, f.g.Do(context.Background(), key, func(context.Context) error {
-		f.clk.Add(d)
-		return nil
-	}))
-}
-
-// trip opens key's breaker: two successes and two failures reach 50% of
-// MinRequests.
-func (f *fixture) trip(key string) {
-	f.t.Helper()
-	f.calls(key, 2, nil)
-	f.calls(key, 2, errBoom)
-	require.Equal(f.t, breaker.Open, f.breaker(key).State())
 }
 
 // collect returns what the reader collects from this package's scope; an
@@ -317,45 +237,12 @@ func result(r string) attribute.KeyValue  { return KeyProbeResult.String(r) }
 
 // Every instrument, from one group that has seen a full outage and
 // recovery (pricing), a shadow breaker that would be open (payment), and a
-// healthy breaker with slow and ignored calls (inventory): the same story,
-// and the same numbers, as the Prometheus adapter's test.
+// healthy breaker with slow and ignored calls (inventory): the story of
+// testutil.PlayEveryCount, and the same numbers as the Prometheus
+// adapter's test.
 func TestMetrics_ReportEveryInstrument(t *testing.T) {
 	f := newFixture(t)
-
-	// t0: pricing trips; three calls are refused, one of them served by a
-	// fallback.
-	f.trip(pricing)
-	f.refused(pricing, 2)
-	v, err := breaker.Fallback(context.Background(), f.breaker(pricing),
-		func(context.Context) (int, error) { return 0, nil },
-		func(context.Context, error) (int, error) { return 1999, nil })
-	require.NoError(t, err)
-	require.Equal(t, 1999, v)
-
-	// t0+10s: the cooldown is over; the probe times out and the breaker
-	// reopens for 20s.
-	f.at(10 * time.Second)
-	f.calls(pricing, 1, context.DeadlineExceeded)
-
-	// t0+30s: the next probe passes and closes it, after 30s open.
-	f.at(30 * time.Second)
-	f.calls(pricing, 1, nil)
-	require.Equal(t, breaker.Closed, f.breaker(pricing).State())
-
-	// t0+30s: payment runs in shadow mode and trips.
-	require.NoError(t, f.breaker(payment).SetMode(breaker.ModeShadow))
-	f.trip(payment)
-
-	// t0+34s: inventory answers, once after 3s (slow), once with an error
-	// that is the caller's fault (ignored).
-	f.at(34 * time.Second)
-	f.calls(inventory, 3, nil)
-	f.calls(inventory, 1, breaker.Ignore(errBoom))
-	f.slowCall(inventory, 3*time.Second)
-
-	// t0+38s: payment admits a call it would have refused.
-	f.at(38 * time.Second)
-	f.calls(payment, 1, nil)
+	f.PlayEveryCount()
 
 	f.expect([]metricdata.Metrics{
 		upDown("breaker.state", slices.Concat(
@@ -398,7 +285,7 @@ func TestMetrics_ReportEveryInstrument(t *testing.T) {
 		gauge("breaker.trip.window.failures", point[int64](2, payment)),
 		gauge("breaker.trip.window.timeouts", point[int64](0, payment)),
 		gauge("breaker.policy.info", groupPoint[int64](1, KeyPolicyOrigin.String("code"), KeyPolicyVersion.String(""))),
-		gauge("breaker.policy.applied_at", groupPoint(float64(f.t0.Unix()))),
+		gauge("breaker.policy.applied_at", groupPoint(float64(f.T0.Unix()))),
 		counter("breaker.policy.reloads",
 			groupPoint[int64](0, KeyPolicyResult.String("applied")),
 			groupPoint[int64](0, KeyPolicyResult.String("rejected")),
@@ -443,8 +330,8 @@ func TestMetrics_StateAndOpenTimeFollowAnOutage(t *testing.T) {
 		moves     []metricdata.DataPoint[int64]
 		rejection int64
 	}{
-		{t0, func() { f.trip(pricing) }, breaker.Open, 0, []metricdata.DataPoint[int64]{tripped}, 0},
-		{t1, func() { f.refused(pricing, 1) }, breaker.Open, 4, []metricdata.DataPoint[int64]{tripped}, 1},
+		{t0, func() { f.Trip(pricing) }, breaker.Open, 0, []metricdata.DataPoint[int64]{tripped}, 0},
+		{t1, func() { f.Refused(pricing, 1) }, breaker.Open, 4, []metricdata.DataPoint[int64]{tripped}, 1},
 		// A collection notices the ended cooldown, as any look at the
 		// breaker does: half-open before a call comes.
 		{t2, nil, breaker.HalfOpen, 10, []metricdata.DataPoint[int64]{tripped,
@@ -452,7 +339,7 @@ func TestMetrics_StateAndOpenTimeFollowAnOutage(t *testing.T) {
 	}
 	for i, s := range steps {
 		t.Logf("step %d at t0+%v", i, s.at)
-		f.at(s.at)
+		f.At(s.at)
 		if s.do != nil {
 			s.do()
 		}
@@ -470,21 +357,21 @@ func TestMetrics_StateAndOpenTimeFollowAnOutage(t *testing.T) {
 // one created again under the same key counts afresh.
 func TestMetrics_ForgetBreakersTheGroupDrops(t *testing.T) {
 	f := newFixture(t)
-	f.trip(pricing)
-	f.calls(inventory, 1, nil)
+	f.Trip(pricing)
+	f.Calls(inventory, 1, nil)
 	f.expect([]metricdata.Metrics{
 		upDown("breaker.state", slices.Concat(stateOf(inventory, breaker.Closed), stateOf(pricing, breaker.Open))...),
 		counter("breaker.transitions", moves([]string{inventory, pricing},
 			moved(pricing, breaker.Closed, breaker.Open, breaker.ReasonErrorRatio, 1))...),
 	}, true)
 
-	require.True(t, f.g.Remove(pricing))
+	require.True(t, f.Group.Remove(pricing))
 	f.expect([]metricdata.Metrics{
 		upDown("breaker.state", stateOf(inventory, breaker.Closed)...),
 		counter("breaker.transitions", moves([]string{inventory})...),
 	}, true)
 
-	f.trip(pricing)
+	f.Trip(pricing)
 	f.expect([]metricdata.Metrics{
 		upDown("breaker.state", slices.Concat(stateOf(inventory, breaker.Closed), stateOf(pricing, breaker.Open))...),
 		counter("breaker.transitions", moves([]string{inventory, pricing},
@@ -495,12 +382,12 @@ func TestMetrics_ForgetBreakersTheGroupDrops(t *testing.T) {
 // After Unregister nothing is reported for the group.
 func TestMetrics_UnregisterStopsTheCallback(t *testing.T) {
 	f := newFixture(t)
-	f.calls(inventory, 1, nil)
+	f.Calls(inventory, 1, nil)
 	require.NotEmpty(t, f.collect().Metrics)
 
 	require.NoError(t, f.m.Unregister())
 	require.NoError(t, f.m.Unregister())
-	f.trip(pricing)
+	f.Trip(pricing)
 	assert.Empty(t, f.collect().Metrics)
 }
 
@@ -508,7 +395,7 @@ func TestMetrics_UnregisterStopsTheCallback(t *testing.T) {
 func TestMetrics_WithAttributesTagsEveryMeasurement(t *testing.T) {
 	group := attribute.String("breaker.group", "outbound")
 	f := newFixture(t, WithAttributes(group))
-	f.trip(pricing)
+	f.Trip(pricing)
 	tagged := func(pts []metricdata.DataPoint[int64]) []metricdata.DataPoint[int64] {
 		for i := range pts {
 			pts[i].Attributes = attribute.NewSet(append(pts[i].Attributes.ToSlice(), group)...)
@@ -559,8 +446,8 @@ func (o *tripOnFirst) ObserveFloat64(metric.Float64Observable, float64, ...metri
 // breaker and forget the transition.
 func TestMetrics_KeepATransitionThatLandsDuringACollection(t *testing.T) {
 	f := newFixture(t)
-	f.calls(inventory, 1, nil) // so the callback has something to observe
-	require.NoError(t, f.m.observe(context.Background(), &tripOnFirst{f: func() { f.trip(pricing) }}))
+	f.Calls(inventory, 1, nil) // so the callback has something to observe
+	require.NoError(t, f.m.observe(context.Background(), &tripOnFirst{f: func() { f.Trip(pricing) }}))
 	f.expect([]metricdata.Metrics{
 		counter("breaker.transitions", moves([]string{inventory, pricing},
 			moved(pricing, breaker.Closed, breaker.Open, breaker.ReasonErrorRatio, 1))...),
@@ -571,34 +458,10 @@ func TestMetrics_KeepATransitionThatLandsDuringACollection(t *testing.T) {
 // every transition is counted exactly once.
 func TestMetrics_RaceHammer(t *testing.T) {
 	f := newFixture(t)
-	var mu sync.Mutex
-	seen := 0
-	unsub := f.g.Subscribe(func(*breaker.Breaker, breaker.Event) { mu.Lock(); seen++; mu.Unlock() })
-	defer unsub()
-
-	var wg sync.WaitGroup
-	for _, key := range []string{inventory, pricing, payment} {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			b, _ := f.g.Get(key)
-			for i := 0; i < 50; i++ {
-				for j := 0; j < 4; j++ {
-					_ = b.Do(context.Background(), func(context.Context) error { return errBoom })
-				}
-				b.Reset()
-			}
-		}()
-	}
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for i := 0; i < 20; i++ {
-			var rm metricdata.ResourceMetrics
-			assert.NoError(t, f.reader.Collect(context.Background(), &rm))
-		}
-	}()
-	wg.Wait()
+	seen := f.Hammer(func() {
+		var rm metricdata.ResourceMetrics
+		assert.NoError(t, f.reader.Collect(context.Background(), &rm))
+	}, inventory, pricing, payment)
 
 	var total int64
 	for _, m := range f.collect().Metrics {
@@ -608,46 +471,43 @@ func TestMetrics_RaceHammer(t *testing.T) {
 			}
 		}
 	}
-	mu.Lock()
-	defer mu.Unlock()
 	assert.Equal(t, int64(seen), total)
 	assert.Equal(t, int64(3*50*2), total, "each round trips once and resets once")
 }
 
-// Scenario: pricing tripped, was removed, and was used again and tripped
-// before the next collection. Transition counts were kept by name and
-// forgotten only when a collection found the name gone, so the new
-// breaker's series carried the old breaker's trip as well as its own (2),
-// while its calls, probes and its own Opens started from zero.
-func TestRegression_TransitionCountsStartAfreshWithARecreatedBreaker(t *testing.T) {
+// A breaker removed and created again under its key starts its
+// transition counts from zero, as its calls, probes and own Opens do:
+// pricing tripped, was removed, and tripped again before the next
+// collection, and reports one trip.
+// Regression (31429fa): counts were kept by name and forgotten only when a
+// collection found the name gone, so the new breaker reported the old
+// one's trip as well as its own (2).
+func TestMetrics_TransitionCountsStartAfreshWithARecreatedBreaker(t *testing.T) {
 	f := newFixture(t)
-	f.trip(pricing)
-	require.True(t, f.g.Remove(pricing))
-	f.trip(pricing)
-	require.Equal(t, uint64(1), f.breaker(pricing).Counters().Opens)
+	f.Trip(pricing)
+	require.True(t, f.Group.Remove(pricing))
+	f.Trip(pricing)
+	require.Equal(t, uint64(1), f.Breaker(pricing).Counters().Opens)
 	f.expect([]metricdata.Metrics{
 		counter("breaker.transitions", moves([]string{pricing},
 			moved(pricing, breaker.Closed, breaker.Open, breaker.ReasonErrorRatio, 1))...),
 	}, true)
 }
 
-// Scenario: a service built its group, served traffic through it, and
-// registered the instruments only when its telemetry came up. pricing had
-// tripped, failed a probe and recovered in between. The adapter counted
-// transitions through Group.Subscribe from its registration on, so
-// breaker.transitions reported none of them, while the breaker's own
-// breaker.probes reported both verdicts.
-func TestRegression_MetricsRegisteredLateCountEarlierTransitions(t *testing.T) {
+// Instruments registered after the group has served traffic (a service
+// whose telemetry came up late) count the transitions made before them:
+// pricing tripped, failed a probe and recovered in between, and
+// breaker.transitions reports all of it.
+// Regression (7500589): transitions were counted through Group.Subscribe
+// from the registration on, so none of these were reported, while the
+// breaker's own breaker.probes reported both verdicts.
+func TestMetrics_RegisteredLateCountEarlierTransitions(t *testing.T) {
 	f := newFixture(t)
 	require.NoError(t, f.m.Unregister()) // only the late registration reports
-	f.trip(pricing)
-	f.at(10 * time.Second)
-	f.calls(pricing, 1, context.DeadlineExceeded) // the probe fails: open for 20s
-	f.at(30 * time.Second)
-	f.calls(pricing, 1, nil) // the probe passes: closed
-	require.Equal(t, breaker.Closed, f.breaker(pricing).State())
+	f.Trip(pricing)
+	f.Recover(pricing) // a probe fails, open for 20s; the next passes
 
-	late, err := Register(f.g, f.mp)
+	late, err := Register(f.Group, f.mp)
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, late.Unregister()) })
 	f.expect([]metricdata.Metrics{
@@ -666,14 +526,14 @@ func TestRegression_MetricsRegisteredLateCountEarlierTransitions(t *testing.T) {
 // reported for the whole outage, whatever reopened the breaker since.
 func TestMetrics_TransitionsFromZeroAndTheTripForTheWholeOutage(t *testing.T) {
 	f := newFixture(t)
-	f.calls(pricing, 1, nil)
+	f.Calls(pricing, 1, nil)
 	f.expect([]metricdata.Metrics{counter("breaker.transitions", moves([]string{pricing})...)}, true)
-	f.calls(pricing, 1, nil)
-	f.calls(pricing, 1, errBoom)
-	f.calls(pricing, 1, context.DeadlineExceeded) // 2 of 4 failed: it trips
-	f.at(10 * time.Second)
-	f.calls(pricing, 1, context.DeadlineExceeded) // the probe times out
-	require.Equal(t, breaker.ReasonProbeFailed, f.breaker(pricing).Status().Reason)
+	f.Calls(pricing, 1, nil)
+	f.Calls(pricing, 1, errBoom)
+	f.Calls(pricing, 1, context.DeadlineExceeded) // 2 of 4 failed: it trips
+	f.At(10 * time.Second)
+	f.Calls(pricing, 1, context.DeadlineExceeded) // the probe times out
+	require.Equal(t, breaker.ReasonProbeFailed, f.Breaker(pricing).Status().Reason)
 	trip := []metricdata.Metrics{
 		upDown("breaker.trip", point[int64](1, pricing, KeyTripReason.String("err_ratio"))),
 		gauge("breaker.trip.window.calls", point[int64](4, pricing)),
@@ -681,25 +541,11 @@ func TestMetrics_TransitionsFromZeroAndTheTripForTheWholeOutage(t *testing.T) {
 		gauge("breaker.trip.window.timeouts", point[int64](1, pricing)),
 	}
 	f.expect(trip, true)
-	f.at(30 * time.Second)
-	f.calls(pricing, 1, nil) // closed
+	f.At(30 * time.Second)
+	f.Calls(pricing, 1, nil) // closed
 	got := f.collect()
 	for _, m := range got.Metrics {
 		assert.NotContains(t, []string{"breaker.trip", "breaker.trip.window.calls"}, m.Name, "reported while closed")
-	}
-}
-
-// docSource delivers the documents the test sends it.
-type docSource chan breaker.PolicyDocument
-
-func (s docSource) Watch(ctx context.Context, deliver func(breaker.PolicyDocument)) error {
-	for {
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case d := <-s:
-			deliver(d)
-		}
 	}
 }
 
@@ -707,25 +553,18 @@ func (s docSource) Watch(ctx context.Context, deliver func(breaker.PolicyDocumen
 // when it was applied, and the reloads by result, a rejected one included.
 func TestMetrics_ReportThePolicyInForceAndTheReloads(t *testing.T) {
 	f := newFixture(t)
-	src := make(docSource)
-	done := make(chan breaker.PolicyChange)
-	defer f.g.SubscribePolicy(func(c breaker.PolicyChange) { done <- c })()
-	fl, err := f.g.Follow(context.Background(), src)
-	require.NoError(t, err)
-	defer func() { require.NoError(t, fl.Close()) }()
+	deliver := f.Follow()
 
-	f.at(time.Minute)
-	src <- breaker.PolicyDocument{Origin: "etcd:/services/shop/breakers", Version: "42",
-		Data: []byte(`{"default": {"min_requests": 10}}`)}
-	require.Equal(t, breaker.PolicyApplied, (<-done).Result)
-	f.at(2 * time.Minute)
-	src <- breaker.PolicyDocument{Origin: "etcd:/services/shop/breakers", Gone: true}
-	require.Equal(t, breaker.PolicyGone, (<-done).Result)
+	f.At(time.Minute)
+	require.Equal(t, breaker.PolicyApplied, deliver(breaker.PolicyDocument{Origin: "etcd:/services/shop/breakers",
+		Version: "42", Data: []byte(`{"default": {"min_requests": 10}}`)}))
+	f.At(2 * time.Minute)
+	require.Equal(t, breaker.PolicyGone, deliver(breaker.PolicyDocument{Origin: "etcd:/services/shop/breakers", Gone: true}))
 
 	f.expect([]metricdata.Metrics{
 		gauge("breaker.policy.info", groupPoint[int64](1,
 			KeyPolicyOrigin.String("etcd:/services/shop/breakers"), KeyPolicyVersion.String("42"))),
-		gauge("breaker.policy.applied_at", groupPoint(float64(f.t0.Add(time.Minute).Unix()))),
+		gauge("breaker.policy.applied_at", groupPoint(float64(f.T0.Add(time.Minute).Unix()))),
 		counter("breaker.policy.reloads",
 			groupPoint[int64](1, KeyPolicyResult.String("applied")),
 			groupPoint[int64](0, KeyPolicyResult.String("rejected")),
@@ -740,15 +579,11 @@ func TestMetrics_ReportThePolicyInForceAndTheReloads(t *testing.T) {
 // under instruments of its own.
 func TestMetrics_ReportACandidatePolicy(t *testing.T) {
 	f := newFixture(t)
-	gp := breaker.GroupPolicy{Default: testPolicy()}
-	cand := testPolicy()
-	cand.ErrorRatio = 0.25
-	gp.Candidate = &breaker.GroupPolicy{Default: testPolicy(), Overrides: map[string]breaker.Policy{payment: cand}}
-	require.NoError(t, f.g.SetPolicies(gp))
-	f.calls(payment, 3, nil)
-	f.calls(payment, 1, errBoom)
-	f.calls(payment, 2, nil)
-	f.calls(inventory, 1, nil)
+	require.NoError(t, f.Group.SetPolicies(testutil.CandidatePolicies(payment)))
+	f.Calls(payment, 3, nil)
+	f.Calls(payment, 1, errBoom)
+	f.Calls(payment, 2, nil)
+	f.Calls(inventory, 1, nil)
 
 	f.expect([]metricdata.Metrics{
 		upDown("breaker.candidate.state", stateOf(payment, breaker.Open)...),
@@ -838,8 +673,8 @@ func TestMetrics_ARecreatedKeysCountsNeverGoBackwards(t *testing.T) {
 // breaker the group has dropped.
 func TestMetrics_EachBreakerOfAKeyIsAnIncarnationOfItsOwn(t *testing.T) {
 	f := newFixture(t)
-	f.calls(pricing, 1, nil)
-	f.calls(inventory, 1, nil)
+	f.Calls(pricing, 1, nil)
+	f.Calls(inventory, 1, nil)
 	incs := func() map[string]int64 {
 		out := map[string]int64{}
 		for _, mt := range f.collect().Metrics {
@@ -856,11 +691,11 @@ func TestMetrics_EachBreakerOfAKeyIsAnIncarnationOfItsOwn(t *testing.T) {
 		return out
 	}
 	assert.Equal(t, map[string]int64{inventory: 1, pricing: 2}, incs())
-	f.calls(payment, 1, nil)
+	f.Calls(payment, 1, nil)
 	assert.Equal(t, map[string]int64{inventory: 1, payment: 3, pricing: 2}, incs())
 
-	require.True(t, f.g.Remove(pricing))
-	f.calls(pricing, 1, nil)
+	require.True(t, f.Group.Remove(pricing))
+	f.Calls(pricing, 1, nil)
 	assert.Equal(t, map[string]int64{inventory: 1, payment: 3, pricing: 4}, incs())
 	f.m.mu.Lock()
 	assert.Len(t, f.m.inc, 3, "the removed breaker is forgotten")
@@ -877,13 +712,13 @@ func TestMetrics_EachBreakerOfAKeyIsAnIncarnationOfItsOwn(t *testing.T) {
 // idle by the state they were in; a dropped breaker's series go.
 func TestMetrics_ReportTheGroupsCapAndItsEvictions(t *testing.T) {
 	f := newFixtureOf(t, breaker.GroupConfig{MaxBreakers: 2, IdleAfter: time.Minute})
-	f.trip(pricing)
-	f.calls(inventory, 1, nil)
-	f.calls(payment, 3, nil) // past the cap
-	f.g.EvictIdle()
-	f.at(time.Minute)
-	f.calls(inventory, 1, nil)
-	require.Equal(t, 1, f.g.EvictIdle())
+	f.Trip(pricing)
+	f.Calls(inventory, 1, nil)
+	f.Calls(payment, 3, nil) // past the cap
+	f.Group.EvictIdle()
+	f.At(time.Minute)
+	f.Calls(inventory, 1, nil)
+	require.Equal(t, 1, f.Group.EvictIdle())
 	f.expect([]metricdata.Metrics{
 		upDown("breaker.state", stateOf(inventory, breaker.Closed)...),
 		upDown("breaker.group.breakers", groupPoint[int64](1)),

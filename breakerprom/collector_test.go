@@ -5,18 +5,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/benbjohnson/clock"
 	"github.com/govkit/breaker"
+	"github.com/govkit/breaker/internal/testutil"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/testutil"
+	promtest "github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
@@ -29,34 +27,17 @@ func TestMain(m *testing.M) {
 var errBoom = errors.New("boom")
 
 const (
-	inventory = "inventory.GetStock"
-	pricing   = "pricing.GetPrice"
-	payment   = "payment.Charge"
+	inventory = testutil.Inventory
+	pricing   = testutil.Pricing
+	payment   = testutil.Payment
 )
 
-// testPolicy trips on 4 counted calls at 50% failures and probes once, so
-// an outage takes a handful of calls. With the jitter source fixed at 0.5
-// every cooldown is exactly OpenFor·2^level: 10s, then 20s.
-func testPolicy() breaker.Policy {
-	p := breaker.DefaultPolicy()
-	p.Window = 10 * time.Second
-	p.Buckets = 10
-	p.MinRequests = 4
-	p.SlowCall = 2 * time.Second
-	p.SlowRatio = 1 // slowness is counted but never trips these tests
-	p.OpenFor = 10 * time.Second
-	p.MaxOpenFor = 40 * time.Second
-	p.Probes = 1
-	return p
-}
-
-// fixture is a group on a mock clock with a collector on it.
+// fixture is a group on a mock clock (testutil.MockGroup, whose breakers
+// run testutil.MetricsPolicy) with a collector on it.
 type fixture struct {
-	t   *testing.T
-	clk *clock.Mock
-	t0  time.Time
-	g   *breaker.Group
-	c   *Collector
+	*testutil.MockGroup
+	t *testing.T
+	c *Collector
 }
 
 func newFixture(t *testing.T, opts ...Option) *fixture {
@@ -64,127 +45,30 @@ func newFixture(t *testing.T, opts ...Option) *fixture {
 	return newFixtureOf(t, breaker.GroupConfig{}, opts...)
 }
 
-// newFixtureOf is newFixture with a group of cfg, on the test policy.
+// newFixtureOf is newFixture with a group of cfg.
 func newFixtureOf(t *testing.T, cfg breaker.GroupConfig, opts ...Option) *fixture {
 	t.Helper()
-	f := &fixture{t: t, clk: clock.NewMock()}
-	f.clk.Set(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
-	f.t0 = f.clk.Now()
-	cfg.Policies = breaker.GroupPolicy{Default: testPolicy()}
-	g, err := breaker.NewGroup(cfg,
-		breaker.WithClock(f.clk),
-		breaker.WithRand(func() float64 { return 0.5 }),
-		breaker.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
-	require.NoError(t, err)
-	f.g = g
-	f.c = NewCollector(g, opts...)
-	return f
-}
-
-// at moves the clock to t0+d, never backwards.
-func (f *fixture) at(d time.Duration) {
-	f.t.Helper()
-	target := f.t0.Add(d)
-	require.False(f.t, target.Before(f.clk.Now()), "at(%v) would move the clock back", d)
-	f.clk.Set(target)
-}
-
-func (f *fixture) breaker(key string) *breaker.Breaker {
-	f.t.Helper()
-	b, err := f.g.Get(key)
-	require.NoError(f.t, err)
-	return b
-}
-
-// call makes one call through key's breaker that returns err.
-func (f *fixture) call(key string, err error) error {
-	return f.g.Do(context.Background(), key, func(context.Context) error { return err })
-}
-
-// calls makes n admitted calls that return err.
-func (f *fixture) calls(key string, n int, err error) {
-	f.t.Helper()
-	for i := 0; i < n; i++ {
-		require.NotErrorIs(f.t, f.call(key, err), breaker.ErrOpen, "call %d of %d to %s was refused", i+1, n, key)
-	}
-}
-
-// refused makes n calls that the breaker must refuse.
-func (f *fixture) refused(key string, n int) {
-	f.t.Helper()
-	for i := 0; i < n; i++ {
-		require.ErrorIs(f.t, f.call(key, nil), breaker.ErrOpen, "call %d of %d to %s was admitted", i+1, n, key)
-	}
-}
-
-// slowCall makes a call that succeeds after d of mock time.
-func (f *fixture) slowCall(key string, d time.Duration) {
-	f.t.Helper()
-	require.NoError(f.t, f.g.Do(context.Background(), key, func(context.Context) error {
-		f.clk.Add(d)
-		return nil
-	}))
-}
-
-// trip opens key's breaker: two successes and two failures reach 50% of
-// MinRequests.
-func (f *fixture) trip(key string) {
-	f.t.Helper()
-	f.calls(key, 2, nil)
-	f.calls(key, 2, errBoom)
-	require.Equal(f.t, breaker.Open, f.breaker(key).State())
+	m := testutil.NewMockGroup(t, cfg)
+	return &fixture{MockGroup: m, t: t, c: NewCollector(m.Group, opts...)}
 }
 
 // expect compares the collector's exposition, limited to names when given,
 // with want, exactly.
 func (f *fixture) expect(want string, names ...string) {
 	f.t.Helper()
-	if err := testutil.CollectAndCompare(f.c, strings.NewReader(want), names...); err != nil {
+	if err := promtest.CollectAndCompare(f.c, strings.NewReader(want), names...); err != nil {
 		f.t.Fatal(err)
 	}
 }
 
 // Every family, from one group that has seen a full outage and recovery
 // (pricing), a shadow breaker that would be open (payment), and a healthy
-// breaker with slow and ignored calls (inventory).
+// breaker with slow and ignored calls (inventory): the story of
+// testutil.PlayEveryCount, which the OpenTelemetry adapter's test tells
+// too.
 func TestCollector_ExposesEveryFamily(t *testing.T) {
 	f := newFixture(t)
-
-	// t0: pricing trips; three calls are refused, one of them served by a
-	// fallback.
-	f.trip(pricing)
-	f.refused(pricing, 2)
-	v, err := breaker.Fallback(context.Background(), f.breaker(pricing),
-		func(context.Context) (int, error) { return 0, nil },
-		func(context.Context, error) (int, error) { return 1999, nil })
-	require.NoError(t, err)
-	require.Equal(t, 1999, v)
-
-	// t0+10s: the cooldown is over; the probe times out and the breaker
-	// reopens for 20s.
-	f.at(10 * time.Second)
-	f.calls(pricing, 1, context.DeadlineExceeded)
-	require.Equal(t, breaker.Open, f.breaker(pricing).State())
-
-	// t0+30s: the next probe passes and closes it, after 30s open.
-	f.at(30 * time.Second)
-	f.calls(pricing, 1, nil)
-	require.Equal(t, breaker.Closed, f.breaker(pricing).State())
-
-	// t0+30s: payment runs in shadow mode and trips.
-	require.NoError(t, f.breaker(payment).SetMode(breaker.ModeShadow))
-	f.trip(payment)
-
-	// t0+34s: inventory answers, once after 3s (slow), once with an error
-	// that is the caller's fault (ignored).
-	f.at(34 * time.Second)
-	f.calls(inventory, 3, nil)
-	f.calls(inventory, 1, breaker.Ignore(errBoom))
-	f.slowCall(inventory, 3*time.Second)
-
-	// t0+38s: payment admits a call it would have refused.
-	f.at(38 * time.Second)
-	f.calls(payment, 1, nil)
+	f.PlayEveryCount()
 
 	f.expect(`
 # HELP breaker_calls_total Admitted calls that have returned, by outcome; probes included.
@@ -360,7 +244,7 @@ breaker_window_error_ratio{name="payment.Charge"} 0.5
 breaker_window_error_ratio{name="pricing.GetPrice"} 0
 `)
 
-	problems, err := testutil.CollectAndLint(f.c)
+	problems, err := promtest.CollectAndLint(f.c)
 	require.NoError(t, err)
 	assert.Empty(t, problems)
 }
@@ -382,7 +266,7 @@ func TestCollector_StateAndOpenTimeFollowAnOutage(t *testing.T) {
 		do   func()
 		want string
 	}{
-		{t0, func() { f.trip(pricing) }, `
+		{t0, func() { f.Trip(pricing) }, `
 breaker_state{name="pricing.GetPrice",state="closed"} 0
 breaker_state{name="pricing.GetPrice",state="half_open"} 0
 breaker_state{name="pricing.GetPrice",state="open"} 1
@@ -403,14 +287,14 @@ breaker_state{name="pricing.GetPrice",state="open"} 0
 breaker_open_duration_seconds{name="pricing.GetPrice"} 10
 breaker_not_closed_seconds_total{name="pricing.GetPrice"} 10
 ` + transitionLines([]string{pricing}, "pricing.GetPrice closed open err_ratio 1", "pricing.GetPrice open half_open cooldown_elapsed 1")},
-		{t2, func() { f.calls(pricing, 1, context.DeadlineExceeded) }, `
+		{t2, func() { f.Calls(pricing, 1, context.DeadlineExceeded) }, `
 breaker_state{name="pricing.GetPrice",state="closed"} 0
 breaker_state{name="pricing.GetPrice",state="half_open"} 0
 breaker_state{name="pricing.GetPrice",state="open"} 1
 breaker_open_duration_seconds{name="pricing.GetPrice"} 10
 breaker_not_closed_seconds_total{name="pricing.GetPrice"} 10
 ` + transitionLines([]string{pricing}, "pricing.GetPrice closed open err_ratio 1", "pricing.GetPrice half_open open probe_failed 1", "pricing.GetPrice open half_open cooldown_elapsed 1")},
-		{t3, func() { f.calls(pricing, 1, nil) }, `
+		{t3, func() { f.Calls(pricing, 1, nil) }, `
 breaker_state{name="pricing.GetPrice",state="closed"} 1
 breaker_state{name="pricing.GetPrice",state="half_open"} 0
 breaker_state{name="pricing.GetPrice",state="open"} 0
@@ -426,7 +310,7 @@ breaker_not_closed_seconds_total{name="pricing.GetPrice"} 30
 ` + transitionLines([]string{pricing}, "pricing.GetPrice closed open err_ratio 1", "pricing.GetPrice half_open open probe_failed 1", "pricing.GetPrice half_open closed probes_passed 1", "pricing.GetPrice open half_open cooldown_elapsed 2")},
 	}
 	for i, s := range steps {
-		f.at(s.at)
+		f.At(s.at)
 		if s.do != nil {
 			s.do()
 		}
@@ -505,19 +389,19 @@ func transitionLines(names []string, made ...string) string {
 // the exposition; one created again under the same key counts afresh.
 func TestCollector_ForgetsBreakersTheGroupDrops(t *testing.T) {
 	f := newFixture(t)
-	f.trip(pricing)
-	f.calls(inventory, 1, nil)
+	f.Trip(pricing)
+	f.Calls(inventory, 1, nil)
 	f.expect(withHeaders(transitionLines([]string{inventory, pricing}, "pricing.GetPrice closed open err_ratio 1")),
 		"breaker_transitions_total")
 
-	require.True(t, f.g.Remove(pricing))
+	require.True(t, f.Group.Remove(pricing))
 	f.expect(withHeaders(`
 breaker_state{name="inventory.GetStock",state="closed"} 1
 breaker_state{name="inventory.GetStock",state="half_open"} 0
 breaker_state{name="inventory.GetStock",state="open"} 0
 `+transitionLines([]string{inventory})), "breaker_state", "breaker_transitions_total")
 
-	f.trip(pricing)
+	f.Trip(pricing)
 	f.expect(withHeaders(transitionLines([]string{inventory, pricing}, "pricing.GetPrice closed open err_ratio 1")),
 		"breaker_transitions_total")
 }
@@ -530,22 +414,22 @@ breaker_state{name="inventory.GetStock",state="open"} 0
 // state they were in.
 func TestCollector_DeadTargetsLeaveTheExposition(t *testing.T) {
 	f := newFixtureOf(t, breaker.GroupConfig{IdleAfter: 10 * time.Minute, ColdTargets: true})
-	h, err := NewHandler(f.g, nil)
+	h, err := NewHandler(f.Group, nil)
 	require.NoError(t, err)
 	var pods []string
 	for i := range 20 {
 		pods = append(pods, fmt.Sprintf("payment.Charge@10.0.7.%d", i))
-		f.calls(pods[i], 1, nil)
+		f.Calls(pods[i], 1, nil)
 	}
-	f.at(time.Minute) // past their cold start
+	f.At(time.Minute) // past their cold start
 	for _, p := range pods {
-		f.trip(p) // the pod dies
+		f.Trip(p) // the pod dies
 	}
 	require.Contains(t, handlerText(t, h), `breaker_state{name="payment.Charge@10.0.7.19",state="open"} 1`)
 	for m := 2; m <= 15; m++ { // a watcher's rounds, a scrape each
-		f.at(time.Duration(m) * time.Minute)
-		f.calls(inventory, 1, nil)
-		f.g.EvictIdle()
+		f.At(time.Duration(m) * time.Minute)
+		f.Calls(inventory, 1, nil)
+		f.Group.EvictIdle()
 		_ = handlerText(t, h)
 	}
 	got := handlerText(t, h)
@@ -560,11 +444,11 @@ func TestCollector_DeadTargetsLeaveTheExposition(t *testing.T) {
 // breaker_group_overflow_calls_total, by the collector and the handler.
 func TestCollector_CountsTheCallsPastTheCap(t *testing.T) {
 	f := newFixtureOf(t, breaker.GroupConfig{MaxBreakers: 1})
-	h, err := NewHandler(f.g, nil)
+	h, err := NewHandler(f.Group, nil)
 	require.NoError(t, err)
-	f.calls(inventory, 1, nil)
-	f.calls(pricing, 2, errBoom)
-	f.calls(payment, 1, nil)
+	f.Calls(inventory, 1, nil)
+	f.Calls(pricing, 2, errBoom)
+	f.Calls(payment, 1, nil)
 	f.expect(`
 # HELP breaker_group_breakers Breakers the group holds.
 # TYPE breaker_group_breakers gauge
@@ -585,7 +469,7 @@ breaker_group_overflow_calls_total 3
 // and forget the transition.
 func TestCollector_KeepsATransitionThatLandsDuringAScrape(t *testing.T) {
 	f := newFixture(t)
-	f.calls(inventory, 1, nil) // so the scrape has samples to send
+	f.Calls(inventory, 1, nil) // so the scrape has samples to send
 	ch := make(chan prometheus.Metric)
 	done := make(chan struct{})
 	go func() {
@@ -595,7 +479,7 @@ func TestCollector_KeepsATransitionThatLandsDuringAScrape(t *testing.T) {
 			if first {
 				// Collect is blocked on its next send until this returns,
 				// so the transition lands before its sweep.
-				f.trip(pricing)
+				f.Trip(pricing)
 				first = false
 			}
 		}
@@ -607,23 +491,20 @@ func TestCollector_KeepsATransitionThatLandsDuringAScrape(t *testing.T) {
 		"breaker_transitions_total")
 }
 
-// Scenario: a service built its group, served traffic through it, and
-// created the collector only when its metrics endpoint came up. pricing
-// had tripped, failed a probe and recovered in between. The collector
-// counted transitions through Group.Subscribe from its own creation on,
-// so breaker_transitions_total showed none of them, while the breaker's
-// own probes_total showed both verdicts.
-func TestRegression_CollectorCreatedLateCountsEarlierTransitions(t *testing.T) {
+// A collector created after the group has served traffic (a service whose
+// metrics endpoint came up late) counts the transitions made before it:
+// pricing tripped, failed a probe and recovered in between, and
+// breaker_transitions_total shows all of it.
+// Regression (82bc9f9): transitions were counted through Group.Subscribe
+// from the collector's creation on, so none of these showed, while the
+// breaker's own probes_total showed both verdicts.
+func TestCollector_CreatedLateCountsEarlierTransitions(t *testing.T) {
 	f := newFixture(t)
-	f.trip(pricing)
-	f.at(10 * time.Second)
-	f.calls(pricing, 1, context.DeadlineExceeded) // the probe fails: open for 20s
-	f.at(30 * time.Second)
-	f.calls(pricing, 1, nil) // the probe passes: closed
-	require.Equal(t, breaker.Closed, f.breaker(pricing).State())
+	f.Trip(pricing)
+	f.Recover(pricing) // a probe fails, open for 20s; the next passes
 
-	late := NewCollector(f.g)
-	err := testutil.CollectAndCompare(late, strings.NewReader(withHeaders(transitionLines([]string{pricing},
+	late := NewCollector(f.Group)
+	err := promtest.CollectAndCompare(late, strings.NewReader(withHeaders(transitionLines([]string{pricing},
 		"pricing.GetPrice closed open err_ratio 1",
 		"pricing.GetPrice half_open open probe_failed 1",
 		"pricing.GetPrice half_open closed probes_passed 1",
@@ -638,13 +519,13 @@ breaker_not_closed_seconds_total{name="pricing.GetPrice"} 30
 func TestCollector_NamespaceAndConstLabels(t *testing.T) {
 	a, b := newFixture(t, WithNamespace("shop_breaker"), WithConstLabels(prometheus.Labels{"group": "outbound"})),
 		newFixture(t, WithNamespace("shop_breaker"), WithConstLabels(prometheus.Labels{"group": "inbound"}))
-	a.trip(pricing)
-	b.calls(inventory, 1, nil)
+	a.Trip(pricing)
+	b.Calls(inventory, 1, nil)
 
 	reg := prometheus.NewPedanticRegistry()
 	require.NoError(t, reg.Register(a.c))
 	require.NoError(t, reg.Register(b.c))
-	err := testutil.GatherAndCompare(reg, strings.NewReader(`
+	err := promtest.GatherAndCompare(reg, strings.NewReader(`
 # HELP shop_breaker_state Current state of the breaker: 1 for the state it is in, 0 for the others.
 # TYPE shop_breaker_state gauge
 shop_breaker_state{group="inbound",name="inventory.GetStock",state="closed"} 1
@@ -663,42 +544,15 @@ shop_breaker_state{group="outbound",name="pricing.GetPrice",state="open"} 1
 
 	// An empty namespace keeps the default.
 	c := newFixture(t, WithNamespace(""))
-	c.calls(inventory, 1, nil)
-	assert.Equal(t, 3, testutil.CollectAndCount(c.c, "breaker_state"))
+	c.Calls(inventory, 1, nil)
+	assert.Equal(t, 3, promtest.CollectAndCount(c.c, "breaker_state"))
 }
 
 // Scrapes run while breakers trip and recover on other goroutines; every
 // transition is counted exactly once.
 func TestCollector_RaceHammer(t *testing.T) {
 	f := newFixture(t)
-	var mu sync.Mutex
-	seen := 0
-	unsub := f.g.Subscribe(func(*breaker.Breaker, breaker.Event) { mu.Lock(); seen++; mu.Unlock() })
-	defer unsub()
-
-	keys := []string{inventory, pricing, payment}
-	var wg sync.WaitGroup
-	for _, key := range keys {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			b, _ := f.g.Get(key)
-			for i := 0; i < 50; i++ {
-				for j := 0; j < 4; j++ {
-					_ = b.Do(context.Background(), func(context.Context) error { return errBoom })
-				}
-				b.Reset()
-			}
-		}()
-	}
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for i := 0; i < 20; i++ {
-			testutil.CollectAndCount(f.c)
-		}
-	}()
-	wg.Wait()
+	seen := f.Hammer(func() { promtest.CollectAndCount(f.c) }, inventory, pricing, payment)
 
 	reg := prometheus.NewPedanticRegistry()
 	require.NoError(t, reg.Register(f.c))
@@ -712,23 +566,23 @@ func TestCollector_RaceHammer(t *testing.T) {
 			}
 		}
 	}
-	mu.Lock()
-	defer mu.Unlock()
 	assert.Equal(t, seen, total)
 	assert.Equal(t, 3*50*2, total, "each round trips once and resets once")
 }
 
-// Scenario: pricing tripped, was removed, and was used again and tripped
-// before the next scrape. Transition counts were kept by name and
-// forgotten only when a scrape found the name gone, so the new breaker's
-// series carried the old breaker's trip as well as its own (2), while its
-// calls_total, probes_total and its own Opens started from zero.
-func TestRegression_TransitionCountsStartAfreshWithARecreatedBreaker(t *testing.T) {
+// A breaker removed and created again under its key starts its
+// transition counts from zero, as its calls_total, probes_total and own
+// Opens do: pricing tripped, was removed, and tripped again before the
+// next scrape, and shows one trip.
+// Regression (31429fa): counts were kept by name and forgotten only when a
+// scrape found the name gone, so the new breaker showed the old one's trip
+// as well as its own (2).
+func TestCollector_TransitionCountsStartAfreshWithARecreatedBreaker(t *testing.T) {
 	f := newFixture(t)
-	f.trip(pricing)
-	require.True(t, f.g.Remove(pricing))
-	f.trip(pricing)
-	require.Equal(t, uint64(1), f.breaker(pricing).Counters().Opens)
+	f.Trip(pricing)
+	require.True(t, f.Group.Remove(pricing))
+	f.Trip(pricing)
+	require.Equal(t, uint64(1), f.Breaker(pricing).Counters().Opens)
 	f.expect(withHeaders(transitionLines([]string{pricing}, "pricing.GetPrice closed open err_ratio 1")),
 		"breaker_transitions_total")
 }
@@ -749,18 +603,18 @@ breaker_mode{mode="shadow",name="pricing.GetPrice"} 0
 		do   func()
 		want string
 	}{
-		{0, func() { f.trip(pricing) }, auto + `
+		{0, func() { f.Trip(pricing) }, auto + `
 breaker_open_reason{name="pricing.GetPrice",reason="err_ratio"} 1
 `},
 		// The cooldown is over: half-open, still the outage of err_ratio.
 		{10 * time.Second, nil, auto + `
 breaker_open_reason{name="pricing.GetPrice",reason="err_ratio"} 1
 `},
-		{10 * time.Second, func() { f.calls(pricing, 1, context.DeadlineExceeded) }, auto + `
+		{10 * time.Second, func() { f.Calls(pricing, 1, context.DeadlineExceeded) }, auto + `
 breaker_open_reason{name="pricing.GetPrice",reason="probe_failed"} 1
 `},
-		{30 * time.Second, func() { f.calls(pricing, 1, nil) }, auto},
-		{31 * time.Second, func() { require.NoError(t, f.breaker(pricing).SetMode(breaker.ModeForcedOpen)) }, `
+		{30 * time.Second, func() { f.Calls(pricing, 1, nil) }, auto},
+		{31 * time.Second, func() { require.NoError(t, f.Breaker(pricing).SetMode(breaker.ModeForcedOpen)) }, `
 breaker_mode{mode="auto",name="pricing.GetPrice"} 0
 breaker_mode{mode="forced_closed",name="pricing.GetPrice"} 0
 breaker_mode{mode="forced_open",name="pricing.GetPrice"} 1
@@ -769,7 +623,7 @@ breaker_open_reason{name="pricing.GetPrice",reason="forced_open"} 1
 `},
 	}
 	for _, s := range steps {
-		f.at(s.at)
+		f.At(s.at)
 		if s.do != nil {
 			s.do()
 		}
@@ -785,10 +639,10 @@ breaker_open_reason{name="pricing.GetPrice",reason="forced_open"} 1
 // showed nothing for a breaker's first trip.
 func TestCollector_TransitionsAreAtZeroFromTheBreakersCreation(t *testing.T) {
 	f := newFixture(t)
-	f.calls(inventory, 1, nil)
+	f.Calls(inventory, 1, nil)
 	f.expect(withHeaders(transitionLines([]string{inventory})), "breaker_transitions_total")
-	assert.Equal(t, len(breaker.PossibleTransitions()), testutil.CollectAndCount(f.c, "breaker_transitions_total"))
-	f.calls(inventory, 3, errBoom) // 3 of 4 failed: it trips
+	assert.Equal(t, len(breaker.PossibleTransitions()), promtest.CollectAndCount(f.c, "breaker_transitions_total"))
+	f.Calls(inventory, 3, errBoom) // 3 of 4 failed: it trips
 	f.expect(withHeaders(transitionLines([]string{inventory}, "inventory.GetStock closed open err_ratio 1")),
 		"breaker_transitions_total")
 }
@@ -799,9 +653,9 @@ func TestCollector_TransitionsAreAtZeroFromTheBreakersCreation(t *testing.T) {
 // into probe_failed, and the window the alert needs was nowhere.
 func TestCollector_TripReasonAndWindowStayForTheWholeOutage(t *testing.T) {
 	f := newFixture(t)
-	f.calls(pricing, 2, nil)
-	f.calls(pricing, 1, errBoom)
-	f.calls(pricing, 1, context.DeadlineExceeded) // 2 of 4 failed, 1 a timeout
+	f.Calls(pricing, 2, nil)
+	f.Calls(pricing, 1, errBoom)
+	f.Calls(pricing, 1, context.DeadlineExceeded) // 2 of 4 failed, 1 a timeout
 	trip := `
 breaker_trip_reason{name="pricing.GetPrice",reason="err_ratio"} 1
 breaker_trip_window_calls{name="pricing.GetPrice"} 4
@@ -811,47 +665,26 @@ breaker_trip_window_timeouts{name="pricing.GetPrice"} 1
 	names := []string{"breaker_open_reason", "breaker_trip_reason", "breaker_trip_window_calls",
 		"breaker_trip_window_failures", "breaker_trip_window_timeouts"}
 	f.expect(withHeaders(trip+`breaker_open_reason{name="pricing.GetPrice",reason="err_ratio"} 1`), names...)
-	f.at(10 * time.Second)
-	f.calls(pricing, 1, context.DeadlineExceeded) // the probe times out
+	f.At(10 * time.Second)
+	f.Calls(pricing, 1, context.DeadlineExceeded) // the probe times out
 	f.expect(withHeaders(trip+`breaker_open_reason{name="pricing.GetPrice",reason="probe_failed"} 1`), names...)
-	f.at(30 * time.Second)
-	f.calls(pricing, 1, nil) // closed
+	f.At(30 * time.Second)
+	f.Calls(pricing, 1, nil) // closed
 	f.expect("", names...)
-}
-
-// docSource delivers the documents the test sends it.
-type docSource chan breaker.PolicyDocument
-
-func (s docSource) Watch(ctx context.Context, deliver func(breaker.PolicyDocument)) error {
-	for {
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case d := <-s:
-			deliver(d)
-		}
-	}
 }
 
 // An operator confirms a change from the metrics: the version in force,
 // when it was applied, and the reloads by result, a rejected one included.
 func TestCollector_ExposesThePolicyInForceAndTheReloads(t *testing.T) {
 	f := newFixture(t)
-	src := make(docSource)
-	done := make(chan breaker.PolicyChange)
-	defer f.g.SubscribePolicy(func(c breaker.PolicyChange) { done <- c })()
-	fl, err := f.g.Follow(context.Background(), src)
-	require.NoError(t, err)
-	defer func() { require.NoError(t, fl.Close()) }()
+	deliver := f.Follow()
 
-	f.at(time.Minute)
-	src <- breaker.PolicyDocument{Origin: "file:/etc/app/breakers.json", Version: "sha256:5d41402abc4b2a76",
-		Data: []byte(`{"default": {"min_requests": 10}}`)}
-	require.Equal(t, breaker.PolicyApplied, (<-done).Result)
-	f.at(2 * time.Minute)
-	src <- breaker.PolicyDocument{Origin: "file:/etc/app/breakers.json", Version: "sha256:7f83b1657ff1fc53",
-		Data: []byte(`{"default": {"min_requests": -1}}`)}
-	require.Equal(t, breaker.PolicyRejected, (<-done).Result)
+	f.At(time.Minute)
+	require.Equal(t, breaker.PolicyApplied, deliver(breaker.PolicyDocument{Origin: "file:/etc/app/breakers.json",
+		Version: "sha256:5d41402abc4b2a76", Data: []byte(`{"default": {"min_requests": 10}}`)}))
+	f.At(2 * time.Minute)
+	require.Equal(t, breaker.PolicyRejected, deliver(breaker.PolicyDocument{Origin: "file:/etc/app/breakers.json",
+		Version: "sha256:7f83b1657ff1fc53", Data: []byte(`{"default": {"min_requests": -1}}`)}))
 
 	f.expect(`
 # HELP breaker_policy_applied_timestamp_seconds When the policy document in force was applied, in Unix seconds on the group's clock.
@@ -871,7 +704,7 @@ breaker_policy_reloads_total{result="unreadable"} 0
 # TYPE breaker_policy_last_reload_info gauge
 breaker_policy_last_reload_info{result="rejected",version="sha256:7f83b1657ff1fc53"} 1
 `, "breaker_policy_applied_timestamp_seconds", "breaker_policy_info", "breaker_policy_reloads_total", "breaker_policy_last_reload_info")
-	h, err := NewHandler(f.g, nil)
+	h, err := NewHandler(f.Group, nil)
 	require.NoError(t, err)
 	assert.Equal(t, registryText(t, f.c), handlerText(t, h), "the handler writes the same")
 }
@@ -880,15 +713,11 @@ breaker_policy_last_reload_info{result="rejected",version="sha256:7f83b1657ff1fc
 // under names of its own.
 func TestCollector_ExposesACandidatePolicy(t *testing.T) {
 	f := newFixture(t)
-	gp := breaker.GroupPolicy{Default: testPolicy()}
-	cand := testPolicy()
-	cand.ErrorRatio = 0.25
-	gp.Candidate = &breaker.GroupPolicy{Default: testPolicy(), Overrides: map[string]breaker.Policy{payment: cand}}
-	require.NoError(t, f.g.SetPolicies(gp))
-	f.calls(payment, 3, nil)
-	f.calls(payment, 1, errBoom) // 1 of 4: the candidate opens, the policy in force does not
-	f.calls(payment, 2, nil)     // the candidate would have refused these
-	f.calls(inventory, 1, nil)
+	require.NoError(t, f.Group.SetPolicies(testutil.CandidatePolicies(payment)))
+	f.Calls(payment, 3, nil)
+	f.Calls(payment, 1, errBoom) // 1 of 4: the candidate opens, the policy in force does not
+	f.Calls(payment, 2, nil)     // the candidate would have refused these
+	f.Calls(inventory, 1, nil)
 
 	f.expect(`
 # HELP breaker_candidate_differences_total Times the breaker's candidate policy and its policy in force came to differ in state.
@@ -910,8 +739,8 @@ breaker_candidate_would_admit_total{name="payment.Charge"} 0
 breaker_candidate_would_refuse_total{name="payment.Charge"} 2
 `, "breaker_candidate_differences_total", "breaker_candidate_state", "breaker_candidate_transitions_total",
 		"breaker_candidate_would_admit_total", "breaker_candidate_would_refuse_total")
-	assert.Equal(t, breaker.Closed, f.breaker(payment).State())
-	problems, err := testutil.CollectAndLint(f.c)
+	assert.Equal(t, breaker.Closed, f.Breaker(payment).State())
+	problems, err := promtest.CollectAndLint(f.c)
 	require.NoError(t, err)
 	assert.Empty(t, problems)
 }
@@ -945,8 +774,8 @@ breaker_latency_censored_total{name="inventory.GetStock"} 1
 # TYPE breaker_timeout_seconds gauge
 breaker_timeout_seconds{name="inventory.GetStock"} 0.1
 `
-	require.NoError(t, testutil.CollectAndCompare(c, strings.NewReader(want), "breaker_latency_censored_total", "breaker_timeout_seconds"))
-	n, err := testutil.GatherAndCount(registryOf(t, c), "breaker_latency_seconds")
+	require.NoError(t, promtest.CollectAndCompare(c, strings.NewReader(want), "breaker_latency_censored_total", "breaker_timeout_seconds"))
+	n, err := promtest.GatherAndCount(registryOf(t, c), "breaker_latency_seconds")
 	require.NoError(t, err)
 	assert.Equal(t, 1, n, "one summary, for inventory")
 }
@@ -958,16 +787,16 @@ func registryOf(t *testing.T, c prometheus.Collector) *prometheus.Registry {
 	return reg
 }
 
-// Scenario: a service keyed its breakers by a request header, and one
-// client sent bytes that are not UTF-8. The collector gave that key to
-// the registry as a label value, the registry refused it, and the whole
-// scrape failed with it: every breaker of the group, and every other
-// metric of the registry, vanished from Prometheus until the breaker was
-// dropped. The key's bad bytes are now written in hex (\xff).
-func TestRegression_AKeyThatIsNotUTF8KeepsTheScrape(t *testing.T) {
+// A key that is not UTF-8 (a service keyed its breakers by a request
+// header, and a client sent such bytes) is exposed with its bad bytes in
+// hex (\xff), and the scrape goes on.
+// Regression (08d8770): the key went to the registry as it was, the
+// registry refused it, and the whole scrape failed: every breaker of the
+// group and every other metric of the registry vanished from Prometheus.
+func TestCollector_AKeyThatIsNotUTF8KeepsTheScrape(t *testing.T) {
 	f := newFixture(t)
-	f.calls("inventory.GetStock@\xff\xfe", 1, nil)
-	f.calls(pricing, 1, nil)
+	f.Calls("inventory.GetStock@\xff\xfe", 1, nil)
+	f.Calls(pricing, 1, nil)
 	reg := registryOf(t, f.c)
 	_, err := reg.Gather()
 	require.NoError(t, err)
@@ -981,22 +810,22 @@ breaker_state{name="pricing.GetPrice",state="open"} 0
 `), "breaker_state")
 }
 
-// Scenario: two keys differ only in bytes that are not UTF-8
-// ("GetStock@\xff" and "GetStock@\xfe"). Written as U+FFFD, both became
-// the label value "GetStock@\uFFFD": one series twice, which the registry
-// refuses, failing the whole scrape as a single bad key once did. In hex
-// they stay apart; and a key that spells out another's escape in plain
-// ASCII ("GetStock@\\xff") is exposed once, for the first of the two in
-// the order of their keys, rather than failing the scrape.
-func TestRegression_KeysThatAreOneLabelValue(t *testing.T) {
+// Two keys that differ only in bytes that are not UTF-8 ("GetStock@\xff"
+// and "GetStock@\xfe") stay apart, written in hex; a key that spells out
+// another's escape in plain ASCII ("GetStock@\\xff") is one label value
+// with it, and is exposed once, for the first of the two in the order of
+// their keys, rather than failing the scrape.
+// Regression (e72cb64): both keys became "GetStock@\uFFFD", one series
+// twice, which the registry refuses, failing the whole scrape.
+func TestCollector_KeysThatAreOneLabelValueKeepTheScrape(t *testing.T) {
 	f := newFixture(t)
-	f.calls("GetStock@\xff", 1, nil)
-	f.calls("GetStock@\xfe", 2, nil)
-	f.calls(`GetStock@\xff`, 3, nil)
+	f.Calls("GetStock@\xff", 1, nil)
+	f.Calls("GetStock@\xfe", 2, nil)
+	f.Calls(`GetStock@\xff`, 3, nil)
 	reg := registryOf(t, f.c)
 	_, err := reg.Gather()
 	require.NoError(t, err)
-	text := registryText(t, NewCollector(f.g))
+	text := registryText(t, NewCollector(f.Group))
 	for _, line := range []string{
 		`breaker_calls_total{name="GetStock@\\xfe",outcome="success"} 2`,
 		`breaker_calls_total{name="GetStock@\\xff",outcome="success"} 3`,
@@ -1004,7 +833,7 @@ func TestRegression_KeysThatAreOneLabelValue(t *testing.T) {
 		assert.Contains(t, text, line)
 	}
 	assert.Equal(t, 4, strings.Count(text, `breaker_calls_total{name="GetStock@\\xff",outcome=`), "the four outcomes of one breaker")
-	h, err := NewHandler(f.g, nil)
+	h, err := NewHandler(f.Group, nil)
 	require.NoError(t, err)
-	require.Equal(t, registryText(t, NewCollector(f.g)), handlerText(t, h))
+	require.Equal(t, registryText(t, NewCollector(f.Group)), handlerText(t, h))
 }

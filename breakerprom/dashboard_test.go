@@ -252,9 +252,9 @@ func episodes(series []promSeries, name string) []time.Time {
 // and the annotation and the panel showed nothing of it.
 func TestDashboard_TripAnnotationAndPanelsAcrossAFirstTripAndARestart(t *testing.T) {
 	f := newFixture(t)
-	h, err := NewHandler(f.g, nil)
+	h, err := NewHandler(f.Group, nil)
 	require.NoError(t, err)
-	f.calls(pricing, 1, nil)
+	f.Calls(pricing, 1, nil)
 	target, sw := newTarget(t, h)
 	p := startPrometheus(t, target)
 	exprs := dashboardExprs(t)
@@ -275,9 +275,9 @@ func TestDashboard_TripAnnotationAndPanelsAcrossAFirstTripAndARestart(t *testing
 		})
 	}
 	seen("the trip series at 0", `count_over_time(breaker_transitions_total{name="pricing.GetPrice", reason="err_ratio"}[5s]) >= 4`, 4)
-	f.calls(pricing, 1, nil)
-	f.calls(pricing, 2, errBoom) // 2 of 4: it trips
-	require.Equal(t, breaker.Open, f.breaker(pricing).State())
+	f.Calls(pricing, 1, nil)
+	f.Calls(pricing, 2, errBoom) // 2 of 4: it trips
+	require.Equal(t, breaker.Open, f.Breaker(pricing).State())
 	seen("the first trip", `breaker_transitions_total{name="pricing.GetPrice", reason="err_ratio"}`, 1)
 	p.eventually("the Transitions panel", func() (bool, string) {
 		v := p.query(transitions)
@@ -298,9 +298,9 @@ func TestDashboard_TripAnnotationAndPanelsAcrossAFirstTripAndARestart(t *testing
 	time.Sleep(8 * scrapeEvery)
 	restarted := time.Now()
 	f2 := newFixture(t)
-	h2, err := NewHandler(f2.g, nil)
+	h2, err := NewHandler(f2.Group, nil)
 	require.NoError(t, err)
-	f2.calls(pricing, 1, nil)
+	f2.Calls(pricing, 1, nil)
 	sw.set(h2)
 	seen("the restart", `breaker_transitions_total{name="pricing.GetPrice", reason="err_ratio"}`, 0)
 	time.Sleep(8 * scrapeEvery)
@@ -308,9 +308,9 @@ func TestDashboard_TripAnnotationAndPanelsAcrossAFirstTripAndARestart(t *testing
 
 	// The first trip after the restart.
 	tripped := time.Now()
-	f2.calls(pricing, 1, nil)
-	f2.calls(pricing, 2, context.DeadlineExceeded)
-	require.Equal(t, breaker.Open, f2.breaker(pricing).State())
+	f2.Calls(pricing, 1, nil)
+	f2.Calls(pricing, 2, context.DeadlineExceeded)
+	require.Equal(t, breaker.Open, f2.Breaker(pricing).State())
 	seen("the trip after the restart", `breaker_transitions_total{name="pricing.GetPrice", reason="err_ratio"}`, 1)
 	time.Sleep(4 * scrapeEvery)
 

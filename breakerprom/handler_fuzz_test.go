@@ -31,16 +31,16 @@ func FuzzHandler_WritesWhatTheCollectorGathers(f *testing.F) {
 				continue
 			}
 			// Keys that write one label value (see
-			// TestRegression_KeysThatAreOneLabelValue) are let through:
+			// TestCollector_KeysThatAreOneLabelValueKeepTheScrape) are let through:
 			// both expose the first.
-			b := fx.breaker(k)
+			b := fx.Breaker(k)
 			for j := 0; j < int(fails>>i)%40; j++ {
 				_ = b.Do(context.Background(), func(context.Context) error { return boom })
 			}
 			_ = b.Do(context.Background(), func(context.Context) error { return nil })
 		}
-		h, err := NewHandler(fx.g, nil, opts...)
+		h, err := NewHandler(fx.Group, nil, opts...)
 		require.NoError(t, err)
-		require.Equal(t, registryText(t, NewCollector(fx.g, opts...)), handlerText(t, h))
+		require.Equal(t, registryText(t, NewCollector(fx.Group, opts...)), handlerText(t, h))
 	})
 }

@@ -2,7 +2,6 @@ package breakerprom
 
 import (
 	"bytes"
-	"context"
 	"math"
 	"net/http"
 	"net/http/httptest"
@@ -14,6 +13,7 @@ import (
 	"time"
 
 	"github.com/govkit/breaker"
+	"github.com/govkit/breaker/internal/testutil"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/common/expfmt"
 	"github.com/stretchr/testify/assert"
@@ -31,41 +31,34 @@ var awkwardNames = []string{`quote"d.Get`, `back\slash.Get`, "line\nfeed.Get", "
 func richFixture(t *testing.T, opts ...Option) *fixture {
 	t.Helper()
 	f := newFixture(t, opts...)
-	gp := breaker.GroupPolicy{Default: testPolicy(), Overrides: map[string]breaker.Policy{}}
-	timed := testPolicy()
+	gp := testutil.CandidatePolicies(payment, awkwardNames[0])
+	timed := testutil.MetricsPolicy()
 	timed.Timeout = time.Second
-	gp.Overrides[inventory] = timed
-	gp.Overrides[awkwardNames[1]] = timed
-	cand := testPolicy()
-	cand.ErrorRatio = 0.25
-	gp.Candidate = &breaker.GroupPolicy{Default: testPolicy(), Overrides: map[string]breaker.Policy{payment: cand, awkwardNames[0]: cand}}
-	require.NoError(t, f.g.SetPolicies(gp))
+	gp.Overrides = map[string]breaker.Policy{inventory: timed, awkwardNames[1]: timed}
+	require.NoError(t, f.Group.SetPolicies(gp))
 
 	// pricing trips, fails a probe, recovers; payment's candidate opens.
-	f.trip(pricing)
-	f.refused(pricing, 2)
-	f.at(10 * time.Second)
-	f.calls(pricing, 1, context.DeadlineExceeded)
-	f.at(30 * time.Second)
-	f.calls(pricing, 1, nil)
-	f.calls(payment, 3, nil)
-	f.calls(payment, 1, errBoom)
-	f.calls(payment, 2, nil)
+	f.Trip(pricing)
+	f.Refused(pricing, 2)
+	f.Recover(pricing)
+	f.Calls(payment, 3, nil)
+	f.Calls(payment, 1, errBoom)
+	f.Calls(payment, 2, nil)
 	// The awkward names: one open, one half-open, one forced open, one
 	// in shadow, one timed and slow.
-	f.trip(awkwardNames[0])
-	f.trip(awkwardNames[2])
-	require.NoError(t, f.breaker(awkwardNames[3]).SetMode(breaker.ModeForcedOpen))
-	require.NoError(t, f.breaker(awkwardNames[4]).SetMode(breaker.ModeShadow))
-	f.trip(awkwardNames[4])
-	f.slowCall(inventory, 3*time.Second)
-	f.calls(inventory, 2, breaker.Ignore(errBoom))
-	f.slowCall(awkwardNames[1], 20*time.Millisecond)
-	f.trip(awkwardNames[5])
-	f.at(45 * time.Second) // awkwardNames[2] is past its cooldown: half-open
-	require.Equal(t, breaker.HalfOpen, f.breaker(awkwardNames[2]).State())
+	f.Trip(awkwardNames[0])
+	f.Trip(awkwardNames[2])
+	require.NoError(t, f.Breaker(awkwardNames[3]).SetMode(breaker.ModeForcedOpen))
+	require.NoError(t, f.Breaker(awkwardNames[4]).SetMode(breaker.ModeShadow))
+	f.Trip(awkwardNames[4])
+	f.SlowCall(inventory, 3*time.Second)
+	f.Calls(inventory, 2, breaker.Ignore(errBoom))
+	f.SlowCall(awkwardNames[1], 20*time.Millisecond)
+	f.Trip(awkwardNames[5])
+	f.At(45 * time.Second) // awkwardNames[2] is past its cooldown: half-open
+	require.Equal(t, breaker.HalfOpen, f.Breaker(awkwardNames[2]).State())
 	for i := 0; i < 300; i++ {
-		f.calls("inventory.GetStock@10.0."+strconv.Itoa(i%7)+"."+strconv.Itoa(i), 1, nil)
+		f.Calls("inventory.GetStock@10.0."+strconv.Itoa(i%7)+"."+strconv.Itoa(i), 1, nil)
 	}
 	return f
 }
@@ -113,9 +106,9 @@ func TestHandler_WritesWhatTheCollectorGathers(t *testing.T) {
 	} {
 		t.Run(tc.desc, func(t *testing.T) {
 			f := richFixture(t, tc.opts...)
-			h, err := NewHandler(f.g, nil, tc.opts...)
+			h, err := NewHandler(f.Group, nil, tc.opts...)
 			require.NoError(t, err)
-			want := registryText(t, NewCollector(f.g, tc.opts...))
+			want := registryText(t, NewCollector(f.Group, tc.opts...))
 			got := handlerText(t, h)
 			require.Equal(t, want, got)
 			assert.Greater(t, len(got), 2*flushAt, "long enough to be written in several pieces")
@@ -130,9 +123,9 @@ func TestHandler_WritesWhatTheCollectorGathers(t *testing.T) {
 	}
 	t.Run("empty group", func(t *testing.T) {
 		f := newFixture(t)
-		h, err := NewHandler(f.g, nil)
+		h, err := NewHandler(f.Group, nil)
 		require.NoError(t, err)
-		assert.Equal(t, registryText(t, NewCollector(f.g)), handlerText(t, h))
+		assert.Equal(t, registryText(t, NewCollector(f.Group)), handlerText(t, h))
 	})
 }
 
@@ -146,10 +139,10 @@ func TestHandler_WritesATransitionThatIsNotAPossibleOne(t *testing.T) {
 	})
 	possibleByFrom = byFrom(possibleTransitions)
 	f := richFixture(t)
-	h, err := NewHandler(f.g, nil)
+	h, err := NewHandler(f.Group, nil)
 	require.NoError(t, err)
 	got := handlerText(t, h)
-	require.Equal(t, registryText(t, NewCollector(f.g)), got)
+	require.Equal(t, registryText(t, NewCollector(f.Group)), got)
 	assert.Contains(t, got, `breaker_transitions_total{from="closed",name="pricing.GetPrice",reason="err_ratio",to="open"} 1`)
 	assert.Contains(t, got, `breaker_transitions_total{from="closed",name="pricing.GetPrice",reason="err_count",to="open"} 0`)
 }
@@ -186,7 +179,7 @@ func others(t *testing.T, names ...string) (*prometheus.Registry, []prometheus.C
 func TestHandler_ServesTheOtherMetricsMergedByName(t *testing.T) {
 	f := richFixture(t)
 	reg, cs := others(t, "app_requests_total", "breaker_aaa", "breaker_mid_seconds", "zz_up")
-	h, err := NewHandler(f.g, reg)
+	h, err := NewHandler(f.Group, reg)
 	require.NoError(t, err)
 
 	rec := httptest.NewRecorder()
@@ -194,7 +187,7 @@ func TestHandler_ServesTheOtherMetricsMergedByName(t *testing.T) {
 	require.Equal(t, http.StatusOK, rec.Code, rec.Body.String())
 	assert.Equal(t, ContentType, rec.Header().Get("Content-Type"))
 	assert.Empty(t, rec.Header().Get("Content-Encoding"))
-	assert.Equal(t, registryText(t, append(cs, NewCollector(f.g))...), rec.Body.String())
+	assert.Equal(t, registryText(t, append(cs, NewCollector(f.Group))...), rec.Body.String())
 }
 
 // A family of the other metrics that has a name of the group's families,
@@ -202,10 +195,10 @@ func TestHandler_ServesTheOtherMetricsMergedByName(t *testing.T) {
 // anything is written.
 func TestHandler_RefusesAnOtherFamilyWithABreakerName(t *testing.T) {
 	f := newFixture(t)
-	f.calls(inventory, 1, nil)
+	f.Calls(inventory, 1, nil)
 	for _, name := range []string{"breaker_state", "breaker_latency_seconds", "breaker_latency_seconds_count"} {
 		reg, _ := others(t, name)
-		h, err := NewHandler(f.g, reg)
+		h, err := NewHandler(f.Group, reg)
 		require.NoError(t, err)
 		var buf bytes.Buffer
 		n, err := h.WriteTo(&buf)
@@ -268,7 +261,7 @@ func (w *blockingWriter) Write(p []byte) (int, error) {
 // new breakers are made and old ones removed, and the policy changes.
 func TestHandler_CallsGoOnWhileAScrapeWrites(t *testing.T) {
 	f := richFixture(t)
-	h, err := NewHandler(f.g, nil)
+	h, err := NewHandler(f.Group, nil)
 	require.NoError(t, err)
 	w := &blockingWriter{blocked: make(chan struct{}), release: make(chan struct{})}
 	scraped := make(chan error)
@@ -281,14 +274,14 @@ func TestHandler_CallsGoOnWhileAScrapeWrites(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		f.calls(inventory, 5, nil)
-		f.calls(pricing, 2, nil)
-		f.trip(payment)
-		f.calls("inventory.GetStock@10.0.9.9", 1, nil)
-		f.g.Remove(awkwardNames[4])
-		f.at(time.Minute)
-		f.calls(awkwardNames[2], 1, nil) // the probe: closes it
-		assert.NoError(t, f.g.SetPolicies(breaker.GroupPolicy{Default: testPolicy()}))
+		f.Calls(inventory, 5, nil)
+		f.Calls(pricing, 2, nil)
+		f.Trip(payment)
+		f.Calls("inventory.GetStock@10.0.9.9", 1, nil)
+		f.Group.Remove(awkwardNames[4])
+		f.At(time.Minute)
+		f.Calls(awkwardNames[2], 1, nil) // the probe: closes it
+		assert.NoError(t, f.Group.SetPolicies(breaker.GroupPolicy{Default: testutil.MetricsPolicy()}))
 	}()
 	select {
 	case <-done:
@@ -303,7 +296,7 @@ func TestHandler_CallsGoOnWhileAScrapeWrites(t *testing.T) {
 func TestHandler_PromtoolCheckMetrics(t *testing.T) {
 	promtool := needTool(t, "promtool", "prometheus")
 	f := richFixture(t, WithConstLabels(prometheus.Labels{"group": "outbound"}))
-	h, err := NewHandler(f.g, nil, WithConstLabels(prometheus.Labels{"group": "outbound"}))
+	h, err := NewHandler(f.Group, nil, WithConstLabels(prometheus.Labels{"group": "outbound"}))
 	require.NoError(t, err)
 	cmd := exec.Command(promtool, "check", "metrics")
 	cmd.Stdin = strings.NewReader(handlerText(t, h))

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"flag"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/govkit/breaker"
 	"github.com/govkit/breaker/check"
+	"github.com/govkit/breaker/internal/testutil"
 	"github.com/govkit/breaker/ops"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -28,30 +28,16 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
 
+// runCmd runs the command with args and returns its exit code and output.
 func runCmd(t *testing.T, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
-	var out, errOut bytes.Buffer
-	code = run(args, &out, &errOut)
-	return code, out.String(), errOut.String()
+	return testutil.RunCommand(t, run, args...)
 }
 
-func writeFile(t *testing.T, name, content string) string {
-	t.Helper()
-	path := filepath.Join(t.TempDir(), name)
-	require.NoError(t, os.WriteFile(path, []byte(content), 0o644))
-	return path
-}
-
+// golden compares got with testdata/name, or rewrites it under -update.
 func golden(t *testing.T, name, got string) {
 	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		require.NoError(t, os.WriteFile(path, []byte(got), 0o644))
-		return
-	}
-	want, err := os.ReadFile(path)
-	require.NoError(t, err, "go test -update writes it")
-	assert.Equal(t, string(want), got, "differs from %s (go test -update rewrites it after review)", path)
+	testutil.Golden(t, filepath.Join("testdata", name), got, *update)
 }
 
 // TestServicePolicy is the README's example: the example service's policy
@@ -65,10 +51,10 @@ func TestServicePolicy(t *testing.T) {
 }
 
 func TestExitCodes(t *testing.T) {
-	quiet := writeFile(t, "quiet.json", `{"keys": {"reports.Export": {"rate": 1, "deadline": "1s"}}}`)
-	busy := writeFile(t, "busy.json", `{"keys": {"orders.Create": {"rate": 300, "p50": "10ms", "p99": "50ms", "deadline": "1s", "instances": 3}}}`)
-	noJitter := writeFile(t, "nojitter.json", `{"default": {"jitter": 0}}`)
-	def := writeFile(t, "default.json", `{"default": {}}`)
+	quiet := testutil.WriteFile(t, "quiet.json", `{"keys": {"reports.Export": {"rate": 1, "deadline": "1s"}}}`)
+	busy := testutil.WriteFile(t, "busy.json", `{"keys": {"orders.Create": {"rate": 300, "p50": "10ms", "p99": "50ms", "deadline": "1s", "instances": 3}}}`)
+	noJitter := testutil.WriteFile(t, "nojitter.json", `{"default": {"jitter": 0}}`)
+	def := testutil.WriteFile(t, "default.json", `{"default": {}}`)
 
 	code, stdout, _ := runCmd(t, "-policy", def, "-traffic", quiet)
 	assert.Equal(t, exitFindings, code, "a key that can never trip is an error")
@@ -90,8 +76,8 @@ func TestExitCodes(t *testing.T) {
 }
 
 func TestBadInput(t *testing.T) {
-	def := writeFile(t, "default.json", `{"default": {}}`)
-	traffic := writeFile(t, "traffic.json", `{"keys": {"a": {"rate": 1}}}`)
+	def := testutil.WriteFile(t, "default.json", `{"default": {}}`)
+	traffic := testutil.WriteFile(t, "traffic.json", `{"keys": {"a": {"rate": 1}}}`)
 	for _, c := range []struct {
 		name string
 		args []string
@@ -99,15 +85,15 @@ func TestBadInput(t *testing.T) {
 	}{
 		{"no traffic", []string{"-policy", def}, "give -traffic, -snapshot or both"},
 		{"no policy", []string{"-traffic", traffic}, "give -policy, or -snapshot"},
-		{"bad policy", []string{"-policy", writeFile(t, "p.json", `{"default": {"window": "-1s"}}`), "-traffic", traffic}, "default.window: must be positive"},
-		{"bad traffic", []string{"-policy", def, "-traffic", writeFile(t, "t.json", `{"keys": {"a": {"p99": "soon"}}}`)}, `keys["a"].p99: must be a duration string`},
+		{"bad policy", []string{"-policy", testutil.WriteFile(t, "p.json", `{"default": {"window": "-1s"}}`), "-traffic", traffic}, "default.window: must be positive"},
+		{"bad traffic", []string{"-policy", def, "-traffic", testutil.WriteFile(t, "t.json", `{"keys": {"a": {"p99": "soon"}}}`)}, `keys["a"].p99: must be a duration string`},
 		{"missing file", []string{"-policy", "nope.json", "-traffic", traffic}, "nope.json"},
 		{"bad severity", []string{"-policy", def, "-traffic", traffic, "-fail-on", "loud"}, "-fail-on: want info, warning or error"},
 		{"bad fault", []string{"-policy", def, "-traffic", traffic, "-fault-errors", "0.9"}, "add up to at most 1"},
 		{"no fault", []string{"-policy", def, "-traffic", traffic, "-fault-errors", "0", "-fault-timeouts", "0"}, "no fault to judge"},
 		{"argument", []string{"-policy", def, "-traffic", traffic, "extra"}, `unexpected argument "extra"`},
 		{"unknown key", []string{"-policy", def, "-traffic", traffic, "-suggest", "-key", "b"}, `-key: "b" has no traffic described`},
-		{"bad snapshot", []string{"-snapshot", writeFile(t, "s.json", `[1]`)}, "not a /breakers snapshot"},
+		{"bad snapshot", []string{"-snapshot", testutil.WriteFile(t, "s.json", `[1]`)}, "not a /breakers snapshot"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			code, _, stderr := runCmd(t, c.args...)
@@ -159,7 +145,7 @@ func TestSnapshotURL(t *testing.T) {
 	})
 	srv := httptest.NewServer(mux)
 	defer srv.Close()
-	latency := writeFile(t, "latency.json", `{"defaults": {"p50": "5ms", "p99": "20ms", "deadline": "1s"}}`)
+	latency := testutil.WriteFile(t, "latency.json", `{"defaults": {"p50": "5ms", "p99": "20ms", "deadline": "1s"}}`)
 
 	code, stdout, stderr := runCmd(t, "-snapshot", srv.URL+"/breakers", "-traffic", latency)
 	assert.Equal(t, exitFindings, code, stderr)
@@ -189,7 +175,7 @@ func TestSnapshotKeysThatDoNotShowAsThemselvesAreEscaped(t *testing.T) {
 	})
 	srv := httptest.NewServer(mux)
 	defer srv.Close()
-	latency := writeFile(t, "latency.json", `{"defaults": {"p50": "5ms", "p99": "20ms", "deadline": "1s"}}`)
+	latency := testutil.WriteFile(t, "latency.json", `{"defaults": {"p50": "5ms", "p99": "20ms", "deadline": "1s"}}`)
 
 	code, stdout, stderr := runCmd(t, "-snapshot", srv.URL+"/breakers", "-traffic", latency, "-suggest", "-top", "1")
 	require.Equal(t, exitFindings, code, stderr)
@@ -215,7 +201,7 @@ func TestSuggest_DeterministicAndQuick(t *testing.T) {
 	took := time.Since(start)
 	require.Equal(t, exitOK, code, stderr)
 	t.Logf("suggestions in %v", took)
-	if !raceEnabled {
+	if !testutil.RaceEnabled {
 		assert.Less(t, took, 10*time.Second)
 	}
 	_, second, _ := runCmd(t, args...)
@@ -292,19 +278,12 @@ func TestREADMEShowsRealOutput(t *testing.T) {
 	assert.Contains(t, string(readme), "```\n"+string(want)+"```\n", "README.md's \"Checking a policy\" output differs from testdata/service.golden")
 }
 
-// firstLine is the first line of a command's error output: its own
-// message, before any usage text that would name every flag.
-func firstLine(s string) string {
-	line, _, _ := strings.Cut(s, "\n")
-	return line
-}
-
 // Every numeric flag refuses NaN, infinities, negative numbers and
 // numbers beyond its type or its range with exit 2 and a message that
 // names it, before any work is done.
 func TestNumericFlags_BadValuesAreRefused(t *testing.T) {
-	def := writeFile(t, "default.json", `{"default": {}}`)
-	traffic := writeFile(t, "traffic.json", `{"keys": {"a": {"rate": 300, "p50": "10ms", "p99": "50ms", "deadline": "1s"}}}`)
+	def := testutil.WriteFile(t, "default.json", `{"default": {}}`)
+	traffic := testutil.WriteFile(t, "traffic.json", `{"keys": {"a": {"rate": 300, "p50": "10ms", "p99": "50ms", "deadline": "1s"}}}`)
 	for flag, bad := range map[string][]string{
 		"-fault-errors":    {"NaN", "Inf", "-Inf", "-0.1", "1.5", "1e400", "x"},
 		"-fault-timeouts":  {"NaN", "Inf", "-Inf", "-0.1", "1.5", "1e400", "x"},
@@ -318,7 +297,7 @@ func TestNumericFlags_BadValuesAreRefused(t *testing.T) {
 				code, stdout, stderr := runCmd(t, "-policy", def, "-traffic", traffic, flag+"="+v)
 				assert.Equal(t, exitUsage, code)
 				assert.Empty(t, stdout, "nothing is checked")
-				assert.Contains(t, firstLine(stderr), flag)
+				assert.Contains(t, testutil.FirstLine(stderr), flag)
 			})
 		}
 	}
@@ -328,21 +307,21 @@ func TestNumericFlags_BadValuesAreRefused(t *testing.T) {
 // a policy expected to trip falsely 768 times a day passed -fail-on
 // warning.
 func TestMaxFalseTripsNaNIsRefused(t *testing.T) {
-	pol := writeFile(t, "p.json", `{"default": {"error_ratio": 0.05}}`)
-	traffic := writeFile(t, "t.json", `{"keys": {"orders.Create": {"rate": 300, "p50": "10ms", "p99": "50ms", "error_ratio": 0.035, "deadline": "1s", "instances": 3}}}`)
+	pol := testutil.WriteFile(t, "p.json", `{"default": {"error_ratio": 0.05}}`)
+	traffic := testutil.WriteFile(t, "t.json", `{"keys": {"orders.Create": {"rate": 300, "p50": "10ms", "p99": "50ms", "error_ratio": 0.035, "deadline": "1s", "instances": 3}}}`)
 	code, stdout, _ := runCmd(t, "-policy", pol, "-traffic", traffic, "-fail-on", "warning")
 	assert.Equal(t, exitFindings, code)
 	assert.Contains(t, stdout, "warning  false_trips")
 	code, _, stderr := runCmd(t, "-policy", pol, "-traffic", traffic, "-fail-on", "warning", "-max-false-trips", "NaN")
 	assert.Equal(t, exitUsage, code)
-	assert.Equal(t, "breaker-check: -max-false-trips must be a positive number, got NaN", firstLine(stderr))
+	assert.Equal(t, "breaker-check: -max-false-trips must be a positive number, got NaN", testutil.FirstLine(stderr))
 }
 
 // A worker count too large for the replay's arithmetic was accepted and
 // overflowed to a pool of 8; it is refused with its path.
 func TestSuggest_HugeWorkerCountIsRefused(t *testing.T) {
-	def := writeFile(t, "default.json", `{"default": {}}`)
-	traffic := writeFile(t, "t.json", `{"keys": {"a": {"rate": 40, "p50": "4ms", "p99": "25ms", "workers": 9223372036854775807}}}`)
+	def := testutil.WriteFile(t, "default.json", `{"default": {}}`)
+	traffic := testutil.WriteFile(t, "t.json", `{"keys": {"a": {"rate": 40, "p50": "4ms", "p99": "25ms", "workers": 9223372036854775807}}}`)
 	code, _, stderr := runCmd(t, "-policy", def, "-traffic", traffic, "-suggest")
 	assert.Equal(t, exitUsage, code)
 	assert.Contains(t, stderr, `keys["a"].workers: must be in [0, 100000], got 9223372036854775807`)
@@ -351,16 +330,16 @@ func TestSuggest_HugeWorkerCountIsRefused(t *testing.T) {
 // A key whose traffic or policy a replay cannot hold gets a message in
 // the key's own terms, not in those of the scenario built for it.
 func TestSuggest_UnreplayableKeyIsNamedInItsOwnTerms(t *testing.T) {
-	def := writeFile(t, "default.json", `{"default": {}}`)
-	slow := writeFile(t, "slow.json", `{"keys": {"batch.Run": {"rate": 3, "p50": "20m", "p99": "40m", "deadline": "1h"}}}`)
+	def := testutil.WriteFile(t, "default.json", `{"default": {}}`)
+	slow := testutil.WriteFile(t, "slow.json", `{"keys": {"batch.Run": {"rate": 3, "p50": "20m", "p99": "40m", "deadline": "1h"}}}`)
 	code, _, stderr := runCmd(t, "-policy", def, "-traffic", slow, "-suggest")
 	assert.Equal(t, exitUsage, code)
-	assert.Equal(t, "breaker-check: -suggest batch.Run: the key's deadline (1h0m0s) is longer than a replayed call may take (10m0s)", firstLine(stderr))
+	assert.Equal(t, "breaker-check: -suggest batch.Run: the key's deadline (1h0m0s) is longer than a replayed call may take (10m0s)", testutil.FirstLine(stderr))
 
-	long := writeFile(t, "long.json", `{"default": {"window": "1h", "buckets": 10}}`)
+	long := testutil.WriteFile(t, "long.json", `{"default": {"window": "1h", "buckets": 10}}`)
 	code, _, stderr = runCmd(t, "-policy", long, "-traffic", "testdata/service-traffic.json", "-suggest", "-key", "inventory.GetStock")
 	assert.Equal(t, exitUsage, code)
-	assert.Contains(t, firstLine(stderr), "the policy's window (1h0m0s) and cooldowns need a replay of 2h")
+	assert.Contains(t, testutil.FirstLine(stderr), "the policy's window (1h0m0s) and cooldowns need a replay of 2h")
 }
 
 // -suggest replays each key for seconds: past maxSuggestKeys it asks for
@@ -375,11 +354,11 @@ func TestSuggest_KeysAreBounded(t *testing.T) {
 		fmt.Fprintf(&b, `"k%d": {}`, i)
 	}
 	b.WriteString("}}")
-	traffic := writeFile(t, "many.json", b.String())
-	def := writeFile(t, "default.json", `{"default": {}}`)
+	traffic := testutil.WriteFile(t, "many.json", b.String())
+	def := testutil.WriteFile(t, "default.json", `{"default": {}}`)
 	code, _, stderr := runCmd(t, "-policy", def, "-traffic", traffic, "-suggest")
 	assert.Equal(t, exitUsage, code)
-	assert.Contains(t, firstLine(stderr), "101 keys are more than the 100 it takes at a time: name some with -key")
+	assert.Contains(t, testutil.FirstLine(stderr), "101 keys are more than the 100 it takes at a time: name some with -key")
 }
 
 // A file given to the command is read only so far: a path to a device
@@ -388,8 +367,8 @@ func TestInputFiles_AreReadOnlySoFar(t *testing.T) {
 	if _, err := os.Stat("/dev/zero"); err != nil {
 		t.Skip("no /dev/zero")
 	}
-	def := writeFile(t, "default.json", `{"default": {}}`)
-	traffic := writeFile(t, "traffic.json", `{"keys": {"a": {"rate": 1}}}`)
+	def := testutil.WriteFile(t, "default.json", `{"default": {}}`)
+	traffic := testutil.WriteFile(t, "traffic.json", `{"keys": {"a": {"rate": 1}}}`)
 	for _, c := range []struct {
 		args []string
 		want string
@@ -400,6 +379,6 @@ func TestInputFiles_AreReadOnlySoFar(t *testing.T) {
 	} {
 		code, _, stderr := runCmd(t, c.args...)
 		assert.Equal(t, exitUsage, code)
-		assert.Contains(t, firstLine(stderr), c.want)
+		assert.Contains(t, testutil.FirstLine(stderr), c.want)
 	}
 }
