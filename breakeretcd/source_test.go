@@ -213,7 +213,7 @@ func TestWatch_ServerRestart_ReportsErrThenFollowsAgain(t *testing.T) {
 // watch is open. The etcd client's Watch does not return until the server
 // has created the watch, so a source that waited for it reported nothing
 // until the server came back; the outage must be reported like any other.
-func TestRegression_ServerGoneBeforeTheWatchOpens_ReportsErr(t *testing.T) {
+func TestWatch_ServerGoneBeforeTheWatchOpensIsReported(t *testing.T) {
 	srv := startEtcd(t)
 	cli := srv.Client()
 	put(t, cli, key, docA)

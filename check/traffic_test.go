@@ -194,13 +194,13 @@ func TestGroup_FindingsHoldOnAnyInput(t *testing.T) {
 	})
 }
 
-// TestRegression_FalseTripsNeverExceedFailures: the false-trip model adds
+// TestFalseTripsPerDay_NeverExceedsTheFailures: the false-trip model adds
 // the rates of the trip rules, and on a key where nearly every call fails
 // (99% errors, error_ratio 1, slow_ratio 1 at 1 ms, consecutive_failures
 // 1, 0.5 calls/s) the sum said 51,060 trips a day: more than the 43,200
 // calls the key makes. A trip is decided on a failure or a slow call, so
 // there are never more trips than those.
-func TestRegression_FalseTripsNeverExceedFailures(t *testing.T) {
+func TestFalseTripsPerDay_NeverExceedsTheFailures(t *testing.T) {
 	p := breaker.DefaultPolicy()
 	p.Window, p.Buckets, p.MinRequests, p.ErrorRatio = time.Second, 1, 0, 1
 	p.ConsecutiveFailures = 1
@@ -210,13 +210,13 @@ func TestRegression_FalseTripsNeverExceedFailures(t *testing.T) {
 	assert.LessOrEqual(t, FalseTripsPerDay(p, tr), 86400*tr.Rate)
 }
 
-// TestRegression_KeysNotAnObject: a traffic document whose "keys" was not
+// TestParseWorkload_KeysThatAreNotAnObjectAreAnError: a traffic document whose "keys" was not
 // an object ({"keys": 5}), or was null (which a Workload without keys
 // encodes to), made ParseWorkload dereference a nil list and panic; the
 // fuzz target found the second. Now "keys": 5 is an error at its path,
 // and null means no keys, like a missing "keys" (and "defaults": null,
 // no defaults).
-func TestRegression_KeysNotAnObject(t *testing.T) {
+func TestParseWorkload_KeysThatAreNotAnObjectAreAnError(t *testing.T) {
 	_, err := ParseWorkload([]byte(`{"keys": 5}`))
 	assert.ErrorContains(t, err, "keys: must be a JSON object")
 	_, err = ParseWorkload([]byte(`{"defaults": [1], "keys": {}}`))
