@@ -1,120 +1,40 @@
-package breaker
+package live_test
 
 import (
-	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
-	"io"
 	"log/slog"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/benbjohnson/clock"
+	"github.com/govkit/breaker"
+	"github.com/govkit/breaker/live"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
-// chanSource delivers what the test sends it, one document at a time.
-type chanSource struct {
-	origin string
-	docs   chan PolicyDocument
-	stop   error // returned at once if set
-}
-
-func newChanSource(origin string) *chanSource {
-	return &chanSource{origin: origin, docs: make(chan PolicyDocument)}
-}
-
-func (s *chanSource) Watch(ctx context.Context, deliver func(PolicyDocument)) error {
-	if s.stop != nil {
-		return s.stop
-	}
-	for {
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case d := <-s.docs:
-			if d.Origin == "" {
-				d.Origin = s.origin
-			}
-			deliver(d)
-		}
-	}
-}
-
-// followHarness is a group on a mock clock following a chanSource, with
-// the policy records it produces.
-type followHarness struct {
-	t   *testing.T
-	g   *Group
-	clk *clock.Mock
-	src *chanSource
-	f   *Follower
-	rec chan PolicyChange
-}
-
-func newFollowHarness(t *testing.T, cfg GroupConfig, opts ...Option) *followHarness {
-	t.Helper()
-	h := &followHarness{t: t, clk: clock.NewMock(), src: newChanSource("test:policies"), rec: make(chan PolicyChange, 16)}
-	h.clk.Set(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
-	g, err := NewGroup(cfg, append([]Option{WithClock(h.clk), WithRand(func() float64 { return 0.5 }),
-		WithLogger(discardLogger())}, opts...)...)
-	require.NoError(t, err)
-	h.g = g
-	unsub := g.SubscribePolicy(func(c PolicyChange) { h.rec <- c })
-	t.Cleanup(unsub)
-	h.f, err = g.Follow(context.Background(), h.src)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = h.f.Close() })
-	return h
-}
-
-// send delivers a document and returns its record.
-func (h *followHarness) send(d PolicyDocument) PolicyChange {
-	h.t.Helper()
-	h.src.docs <- d
-	select {
-	case c := <-h.rec:
-		return c
-	case <-time.After(10 * time.Second):
-		h.t.Fatal("no policy record")
-		return PolicyChange{}
-	}
-}
-
-func (h *followHarness) doc(version, data string) PolicyChange {
-	h.t.Helper()
-	return h.send(PolicyDocument{Version: version, Data: []byte(data)})
-}
-
-func (h *followHarness) calls(key string, n int, err error) {
-	h.t.Helper()
-	for i := 0; i < n; i++ {
-		_ = h.g.Do(context.Background(), key, func(context.Context) error { return err })
-	}
-}
-
 // A followed document is applied whole: every key's changed fields are
 // in the record, and the breakers keep their state and window.
 func TestFollow_AppliesADocumentAndKeepsStateAndWindow(t *testing.T) {
-	h := newFollowHarness(t, GroupConfig{})
+	h := newFollowHarness(t, breaker.GroupConfig{})
 	h.calls("orders.Create", 5, nil)
 	h.calls("orders.Create", 3, errBoom)
 	h.calls("payment.Charge", 20, errBoom) // trips
 	pay, _ := h.g.Get("payment.Charge")
-	require.Equal(t, Open, pay.State())
+	require.Equal(t, breaker.Open, pay.State())
 	before := mustGet(t, h.g, "orders.Create").Snapshot()
 
 	c := h.doc("v2", `{"default": {"min_requests": 10},
 		"overrides": {"payment.Charge": {"open_for": "45s", "max_open_for": "3m"}}}`)
-	assert.Equal(t, PolicyApplied, c.Result)
+	assert.Equal(t, live.Applied, c.Result)
 	assert.Equal(t, "test:policies", c.Origin)
 	assert.Equal(t, "v2", c.Version)
 	assert.Equal(t, "v2", c.InForce)
 	assert.Equal(t, h.clk.Now(), c.Time)
-	assert.Equal(t, []PolicyFieldChange{
+	assert.Equal(t, []live.FieldChange{
 		{Key: "default", Path: "default.min_requests", Field: "min_requests", From: "20", To: "10"},
 		{Key: "payment.Charge", Path: `overrides["payment.Charge"].min_requests`, Field: "min_requests", From: "20", To: "10"},
 		{Key: "payment.Charge", Path: `overrides["payment.Charge"].open_for`, Field: "open_for", From: "30s", To: "45s"},
@@ -122,30 +42,29 @@ func TestFollow_AppliesADocumentAndKeepsStateAndWindow(t *testing.T) {
 	}, c.Changes)
 
 	assert.Equal(t, 45*time.Second, pay.Policy().OpenFor, "in force")
-	assert.Equal(t, Open, pay.State(), "state kept")
+	assert.Equal(t, breaker.Open, pay.State(), "state kept")
 	assert.Equal(t, before, mustGet(t, h.g, "orders.Create").Snapshot(), "window kept")
 	assert.Equal(t, 10, mustGet(t, h.g, "orders.Create").Policy().MinRequests)
 
-	st := h.g.PolicyStatus()
-	assert.Equal(t, "test:policies", st.Origin)
-	assert.Equal(t, "v2", st.Version)
-	assert.Equal(t, h.clk.Now(), st.AppliedAt)
-	assert.Equal(t, c.Changes, st.Changes)
+	assert.Equal(t, breaker.PolicyLabel{Origin: "test:policies", Version: "v2", AppliedAt: h.clk.Now()}, h.g.PolicyLabel())
+	st := h.f.Status()
 	assert.Equal(t, "test:policies", st.Following)
-	assert.Equal(t, PolicyReloads{Applied: 1}, st.Reloads)
+	assert.Equal(t, live.Reloads{Applied: 1}, st.Reloads)
 	require.NotNil(t, st.Last)
 	assert.Equal(t, c, *st.Last)
+	require.NotNil(t, st.Applied)
+	assert.Equal(t, c, *st.Applied)
 
 	c = h.doc("v3", `{"default": {"min_requests": 10},
 		"overrides": {"payment.Charge": {"open_for": "45s", "max_open_for": "3m"}}}`)
-	assert.Equal(t, PolicyApplied, c.Result)
+	assert.Equal(t, live.Applied, c.Result)
 	assert.Empty(t, c.Changes, "the same policy under a new version changes nothing")
 }
 
 // A bad document changes nothing, and its record names every problem by
 // path while the version in force stays.
 func TestFollow_RejectedDocumentKeepsThePolicyInForce(t *testing.T) {
-	h := newFollowHarness(t, GroupConfig{})
+	h := newFollowHarness(t, breaker.GroupConfig{})
 	h.doc("v1", `{"overrides": {"payment.Charge": {"open_for": "30s"}}}`)
 	h.calls("payment.Charge", 5, errBoom)
 	pay := mustGet(t, h.g, "payment.Charge")
@@ -153,73 +72,73 @@ func TestFollow_RejectedDocumentKeepsThePolicyInForce(t *testing.T) {
 
 	c := h.doc("v2", `{"default": {"error_ratio": 2},
 		"overrides": {"payment.Charge": {"max_open_for": "10s"}, "orders.Create": {"windw": "5s"}}}`)
-	assert.Equal(t, PolicyRejected, c.Result)
+	assert.Equal(t, live.Rejected, c.Result)
 	assert.Equal(t, "v2", c.Version)
 	assert.Equal(t, "v1", c.InForce)
 	assert.Empty(t, c.Changes)
-	assert.Equal(t, []FieldError{
+	assert.Equal(t, []breaker.FieldError{
 		{Field: "default.error_ratio", Problem: "must be in (0, 1], got 2"},
 		{Field: `overrides["orders.Create"].windw`, Problem: "unknown field"},
 		{Field: `overrides["payment.Charge"].max_open_for`, Problem: "must be at least open_for (30s), got 10s"},
 	}, c.Problems)
-	assert.Equal(t, DefaultPolicy(), pay.Policy())
+	assert.Equal(t, breaker.DefaultPolicy(), pay.Policy())
 	assert.Equal(t, snap, pay.Snapshot())
-	st := h.g.PolicyStatus()
-	assert.Equal(t, "v1", st.Version)
-	assert.Equal(t, PolicyReloads{Applied: 1, Rejected: 1}, st.Reloads)
-	assert.Equal(t, PolicyRejected, st.Last.Result)
+	assert.Equal(t, "v1", h.g.PolicyLabel().Version)
+	st := h.f.Status()
+	assert.Equal(t, live.Reloads{Applied: 1, Rejected: 1}, st.Reloads)
+	assert.Equal(t, live.Rejected, st.Last.Result)
+	assert.Equal(t, "v1", st.Applied.Version, "the record of the version in force stays")
 }
 
 func TestFollow_GoneOrUnreadableDocumentKeepsThePolicyInForce(t *testing.T) {
-	h := newFollowHarness(t, GroupConfig{})
+	h := newFollowHarness(t, breaker.GroupConfig{})
 	h.doc("v1", `{"default": {"open_for": "40s", "max_open_for": "2m"}}`)
 
-	c := h.send(PolicyDocument{Gone: true})
-	assert.Equal(t, PolicyGone, c.Result)
+	c := h.send(live.Document{Gone: true})
+	assert.Equal(t, live.Gone, c.Result)
 	assert.Equal(t, "v1", c.InForce)
-	c = h.send(PolicyDocument{Err: errors.New("permission denied")})
-	assert.Equal(t, PolicyUnreadable, c.Result)
+	c = h.send(live.Document{Err: errors.New("permission denied")})
+	assert.Equal(t, live.Unreadable, c.Result)
 	assert.Equal(t, "permission denied", c.Err)
 	assert.Equal(t, "v1", c.InForce)
 
 	assert.Equal(t, 40*time.Second, mustGet(t, h.g, "orders.Create").Policy().OpenFor)
-	st := h.g.PolicyStatus()
-	assert.Equal(t, "v1", st.Version)
-	assert.Equal(t, PolicyReloads{Applied: 1, Gone: 1, Unreadable: 1}, st.Reloads)
+	assert.Equal(t, "v1", h.g.PolicyLabel().Version)
+	assert.Equal(t, live.Reloads{Applied: 1, Gone: 1, Unreadable: 1}, h.f.Status().Reloads)
 }
 
 // A group follows one source: a second one, or policies set by code,
 // cannot quietly replace what the first published.
 func TestFollow_ASecondSourceIsRefused(t *testing.T) {
-	h := newFollowHarness(t, GroupConfig{})
+	h := newFollowHarness(t, breaker.GroupConfig{})
 	h.doc("v1", `{"default": {"open_for": "40s", "max_open_for": "2m"}}`)
 
-	_, err := h.g.Follow(context.Background(), newChanSource("etcd:/other"))
-	require.ErrorIs(t, err, ErrFollowing)
+	_, err := live.Follow(context.Background(), h.g, newChanSource("etcd:/other"))
+	require.ErrorIs(t, err, breaker.ErrPoliciesHeld)
 	assert.Contains(t, err.Error(), "test:policies", "names the source in force")
-	require.ErrorIs(t, h.g.SetPolicies(GroupPolicy{}), ErrFollowing)
-	require.ErrorIs(t, h.g.LoadPolicies([]byte(`{}`)), ErrFollowing)
+	require.ErrorIs(t, h.g.SetPolicies(breaker.GroupPolicy{}), breaker.ErrPoliciesHeld)
+	require.ErrorIs(t, h.g.LoadPolicies([]byte(`{}`)), breaker.ErrPoliciesHeld)
 	assert.Equal(t, 40*time.Second, h.g.Policies().Default.OpenFor)
 
 	require.NoError(t, h.f.Close())
-	assert.Equal(t, "", h.g.PolicyStatus().Following)
-	assert.Equal(t, "v1", h.g.PolicyStatus().Version, "kept after Close")
-	require.NoError(t, h.g.SetPolicies(GroupPolicy{}))
-	st := h.g.PolicyStatus()
-	assert.Equal(t, OriginCode, st.Origin)
-	assert.Equal(t, "", st.Version)
+	assert.Equal(t, "", h.f.Status().Following)
+	assert.Equal(t, "v1", h.g.PolicyLabel().Version, "kept after Close")
+	require.NoError(t, h.g.SetPolicies(breaker.GroupPolicy{}))
+	label := h.g.PolicyLabel()
+	assert.Equal(t, breaker.OriginCode, label.Origin)
+	assert.Equal(t, "", label.Version)
 
 	other := newChanSource("etcd:/other")
-	f, err := h.g.Follow(context.Background(), other)
+	f, err := live.Follow(context.Background(), h.g, other)
 	require.NoError(t, err, "after Close another source may be followed")
 	require.NoError(t, f.Close())
 }
 
 func TestFollow_StopsWithItsContextAndCloseLeavesNoGoroutine(t *testing.T) {
-	g, err := NewGroup(GroupConfig{}, WithLogger(discardLogger()))
+	g, err := breaker.NewGroup(breaker.GroupConfig{}, breaker.WithLogger(discardLogger()))
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
-	f, err := g.Follow(ctx, newChanSource("test:a"))
+	f, err := live.Follow(ctx, g, newChanSource("test:a"))
 	require.NoError(t, err)
 	cancel()
 	<-f.Done()
@@ -227,41 +146,71 @@ func TestFollow_StopsWithItsContextAndCloseLeavesNoGoroutine(t *testing.T) {
 	assert.NoError(t, f.Close(), "Close after the context ended")
 	assert.NoError(t, f.Close(), "twice")
 
-	f, err = g.Follow(context.Background(), newChanSource("test:b"))
+	f, err = live.Follow(context.Background(), g, newChanSource("test:b"))
 	require.NoError(t, err, "the group is free again")
-	f.Stop()
-	<-f.Done()
+	require.NoError(t, f.Close())
 
-	_, err = g.Follow(nil, newChanSource("test:c")) //nolint:staticcheck // a nil ctx is refused
+	_, err = live.Follow(nil, g, newChanSource("test:c")) //nolint:staticcheck // a nil ctx is refused
 	assert.Error(t, err)
-	_, err = g.Follow(context.Background(), nil)
+	_, err = live.Follow(context.Background(), nil, newChanSource("test:c"))
 	assert.Error(t, err)
+	_, err = live.Follow(context.Background(), g, nil)
+	assert.Error(t, err)
+}
+
+// A subscriber, which runs on the follower's goroutine, stops the
+// follower by cancelling the context given to Follow: Close would wait
+// for the subscriber itself.
+func TestFollow_ASubscriberStopsTheFollowerThroughItsContext(t *testing.T) {
+	g, err := breaker.NewGroup(breaker.GroupConfig{}, breaker.WithLogger(discardLogger()))
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	src := newChanSource("test:stop")
+	f, err := live.Follow(ctx, g, src, live.OnChange(func(c live.Change) {
+		if c.Result == live.Rejected {
+			cancel() // a bad push: stop following, keep what is in force
+		}
+	}))
+	require.NoError(t, err)
+	src.docs <- live.Document{Version: "v1", Data: []byte(`{"default": {"min_requests": 7}}`)}
+	src.docs <- live.Document{Version: "v2", Data: []byte(`{"default": {"min_requests": -1}}`)}
+	select {
+	case <-f.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the follower did not stop")
+	}
+	require.NoError(t, f.Close())
+	assert.Equal(t, live.Reloads{Applied: 1, Rejected: 1}, f.Status().Reloads)
+	assert.Equal(t, "v1", g.PolicyLabel().Version)
+	require.NoError(t, g.SetPolicies(breaker.GroupPolicy{}), "the group is free again")
 }
 
 type panicSource struct{}
 
-func (panicSource) Watch(context.Context, func(PolicyDocument)) error { panic("source bug") }
+func (panicSource) Watch(context.Context, func(live.Document)) error { panic("source bug") }
 
 func TestFollow_ASourceThatGivesUpOrPanicsStopsTheFollower(t *testing.T) {
-	g, err := NewGroup(GroupConfig{}, WithLogger(discardLogger()))
+	g, err := breaker.NewGroup(breaker.GroupConfig{}, breaker.WithLogger(discardLogger()))
 	require.NoError(t, err)
 	broken := errors.New("no such store")
-	f, err := g.Follow(context.Background(), &chanSource{stop: broken})
+	f, err := live.Follow(context.Background(), g, &chanSource{stop: broken})
 	require.NoError(t, err)
 	<-f.Done()
 	assert.ErrorIs(t, f.Err(), broken)
 	assert.ErrorIs(t, f.Close(), broken)
 
-	f, err = g.Follow(context.Background(), panicSource{})
+	f, err = live.Follow(context.Background(), g, panicSource{})
 	require.NoError(t, err)
 	<-f.Done()
 	assert.ErrorContains(t, f.Err(), "source bug")
-	assert.Equal(t, "", g.PolicyStatus().Following)
+	assert.Equal(t, "", f.Status().Following)
+	require.NoError(t, g.SetPolicies(breaker.GroupPolicy{}), "the group is free again")
 }
 
 // A reload never waits for the calls in flight, nor they for it.
 func TestFollow_AReloadDoesNotWaitForCallsInFlight(t *testing.T) {
-	h := newFollowHarness(t, GroupConfig{})
+	h := newFollowHarness(t, breaker.GroupConfig{})
 	h.calls("orders.Create", 1, nil)
 	release := make(chan struct{})
 	started := make(chan struct{})
@@ -277,7 +226,7 @@ func TestFollow_AReloadDoesNotWaitForCallsInFlight(t *testing.T) {
 	}()
 	<-started
 	c := h.doc("v2", `{"default": {"min_requests": 5}}`)
-	assert.Equal(t, PolicyApplied, c.Result, "applied while a call is running")
+	assert.Equal(t, live.Applied, c.Result, "applied while a call is running")
 	close(release)
 	wg.Wait()
 	b := mustGet(t, h.g, "orders.Create")
@@ -286,64 +235,26 @@ func TestFollow_AReloadDoesNotWaitForCallsInFlight(t *testing.T) {
 }
 
 func TestFollow_APolicySubscriberThatPanicsDoesNotStopTheFollower(t *testing.T) {
-	h := newFollowHarness(t, GroupConfig{})
-	unsub := h.g.SubscribePolicy(func(PolicyChange) { panic("subscriber bug") })
+	h := newFollowHarness(t, breaker.GroupConfig{})
+	unsub := h.f.Subscribe(func(live.Change) { panic("subscriber bug") })
 	c := h.doc("v2", `{"default": {"min_requests": 5}}`)
-	assert.Equal(t, PolicyApplied, c.Result)
+	assert.Equal(t, live.Applied, c.Result)
 	unsub()
 	unsub()
 	c = h.doc("v3", `{"default": {"min_requests": 6}}`)
-	assert.Equal(t, PolicyApplied, c.Result)
-	assert.NotNil(t, h.g.SubscribePolicy(nil))
-}
-
-func mustGet(t *testing.T, g *Group, key string) *Breaker {
-	t.Helper()
-	b, err := g.Get(key)
-	require.NoError(t, err)
-	return b
-}
-
-func discardLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
-
-// lockedBuffer is a log sink written by the follower's goroutine while
-// the test reads it.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
-// slogTo logs as text to w, without the time, so that records compare.
-func slogTo(w io.Writer) *slog.Logger {
-	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{ReplaceAttr: func(groups []string, a slog.Attr) slog.Attr {
-		if len(groups) == 0 && a.Key == slog.TimeKey {
-			return slog.Attr{}
-		}
-		return a
-	}}))
+	assert.Equal(t, live.Applied, c.Result)
+	assert.NotNil(t, h.f.Subscribe(nil))
 }
 
 // Every document ends in one log record, loud enough for its result.
 func TestFollow_EveryDocumentIsLogged(t *testing.T) {
 	logs := &lockedBuffer{}
-	h := newFollowHarness(t, GroupConfig{}, WithLogger(slogTo(logs)))
+	h := newFollowHarness(t, breaker.GroupConfig{}, breaker.WithLogger(slogTo(logs)))
 	h.calls("payment.Charge", 1, nil)
 	h.doc("v2", `{"overrides": {"payment.Charge": {"open_for": "45s", "max_open_for": "3m"}}}`)
 	h.doc("v3", `{"overrides": {"payment.Charge": {"max_open_for": "10s"}}}`)
-	h.send(PolicyDocument{Gone: true})
-	h.send(PolicyDocument{Err: errors.New("connection refused")})
+	h.send(live.Document{Gone: true})
+	h.send(live.Document{Err: errors.New("connection refused")})
 	h.doc("v4", `{"overrides": {"payment.Charge": {"open_for": "45s", "max_open_for": "3m"}}}`)
 	assert.Equal(t, `level=INFO msg="breaker policy applied" breaker.origin=test:policies breaker.version=v2 `+
 		`"breaker.changes.overrides[\"payment.Charge\"].open_for"="30s → 45s" "breaker.changes.overrides[\"payment.Charge\"].max_open_for"="2m0s → 3m0s"
@@ -362,15 +273,14 @@ func TestFollow_WithoutALoggerRecordsGoToTheDefaultLogger(t *testing.T) {
 	prev := slog.Default()
 	slog.SetDefault(slogTo(logs))
 	defer slog.SetDefault(prev)
-	g, err := NewGroup(GroupConfig{})
+	g, err := breaker.NewGroup(breaker.GroupConfig{})
 	require.NoError(t, err)
 	src := newChanSource("test:default")
-	rec := make(chan PolicyChange, 1)
-	defer g.SubscribePolicy(func(c PolicyChange) { rec <- c })()
-	f, err := g.Follow(context.Background(), src)
+	rec := make(chan live.Change, 1)
+	f, err := live.Follow(context.Background(), g, src, live.OnChange(func(c live.Change) { rec <- c }))
 	require.NoError(t, err)
 	defer func() { require.NoError(t, f.Close()) }()
-	src.docs <- PolicyDocument{Version: "v1", Data: []byte(`{"default": {"min_requests": 30}}`)}
+	src.docs <- live.Document{Version: "v1", Data: []byte(`{"default": {"min_requests": 30}}`)}
 	<-rec
 	assert.Contains(t, logs.String(), `msg="breaker policy applied" breaker.origin=test:default breaker.version=v1 breaker.changes.default.min_requests="20 → 30"`)
 }
@@ -380,7 +290,7 @@ func TestFollow_WithoutALoggerRecordsGoToTheDefaultLogger(t *testing.T) {
 func TestFollow_MalformedDocumentsAreRefusedAndChangeNothing(t *testing.T) {
 	const good = `{"default": {"min_requests": 7}, "overrides": {"payment.Charge": {"open_for": "45s", "max_open_for": "3m"}}}`
 	huge := []byte(`{"default": {"min_requests": 7}, "overrides": {"payment.Charge": {"open_for": "45s", "max_open_for": "3m"}}}` +
-		strings.Repeat(" ", MaxPolicyDocumentSize))
+		strings.Repeat(" ", breaker.MaxPolicyDocumentSize))
 	for _, c := range []struct {
 		name, data, field, problem string
 	}{
@@ -398,26 +308,26 @@ func TestFollow_MalformedDocumentsAreRefusedAndChangeNothing(t *testing.T) {
 		{"over 1 MiB", string(huge), "(document)", "more than 1048576 bytes (1 MiB)"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			h := newFollowHarness(t, GroupConfig{})
-			require.Equal(t, PolicyApplied, h.doc("v1", good).Result)
+			h := newFollowHarness(t, breaker.GroupConfig{})
+			require.Equal(t, live.Applied, h.doc("v1", good).Result)
 			pay := mustGet(t, h.g, "payment.Charge")
 			other := mustGet(t, h.g, "orders.Create")
 
 			rec := h.doc("v2", c.data)
-			assert.Equal(t, PolicyRejected, rec.Result)
+			assert.Equal(t, live.Rejected, rec.Result)
 			assert.Equal(t, "v1", rec.InForce)
 			require.NotEmpty(t, rec.Problems)
 			assert.Equal(t, c.field, rec.Problems[0].Field)
 			assert.Contains(t, rec.Problems[0].Problem, c.problem)
 			assert.Equal(t, 45*time.Second, pay.Policy().OpenFor, "not reset to the defaults")
 			assert.Equal(t, 7, other.Policy().MinRequests, "not reset to the defaults")
-			assert.Equal(t, "v1", h.g.PolicyStatus().Version)
+			assert.Equal(t, "v1", h.g.PolicyLabel().Version)
 
-			_, err := ParseGroupPolicy([]byte(c.data))
+			_, err := breaker.ParseGroupPolicy([]byte(c.data))
 			assert.Error(t, err, "refused by ParseGroupPolicy too")
 		})
 	}
-	_, err := ParseGroupPolicy([]byte(strings.Repeat(" ", MaxPolicyDocumentSize-2) + "{}"))
+	_, err := breaker.ParseGroupPolicy([]byte(strings.Repeat(" ", breaker.MaxPolicyDocumentSize-2) + "{}"))
 	assert.NoError(t, err, "a document of exactly the limit is read")
 }
 
@@ -428,35 +338,37 @@ func TestFollow_MalformedDocumentsAreRefusedAndChangeNothing(t *testing.T) {
 // be logged as applied with no changes and lose that record.
 func TestFollow_TheVersionInForceDeliveredAgainIsUnchanged(t *testing.T) {
 	logs := &lockedBuffer{}
-	h := newFollowHarness(t, GroupConfig{}, WithLogger(slog.New(slog.NewTextHandler(logs,
+	h := newFollowHarness(t, breaker.GroupConfig{}, breaker.WithLogger(slog.New(slog.NewTextHandler(logs,
 		&slog.HandlerOptions{Level: slog.LevelDebug}))))
 	const v2 = `{"overrides": {"payment.Charge": {"open_for": "45s", "max_open_for": "3m"}}}`
 	applied := h.doc("v2", v2)
-	require.Equal(t, PolicyApplied, applied.Result)
+	require.Equal(t, live.Applied, applied.Result)
 	require.NotEmpty(t, applied.Changes)
 	at := h.clk.Now()
 	h.clk.Add(time.Minute)
-	require.Equal(t, PolicyRejected, h.doc("v3", `{"overrides": {"payment.Charge": {"max_open_for": "10s"}}}`).Result)
+	require.Equal(t, live.Rejected, h.doc("v3", `{"overrides": {"payment.Charge": {"max_open_for": "10s"}}}`).Result)
 	h.clk.Add(time.Minute)
 
 	c := h.doc("v2", v2)
-	assert.Equal(t, PolicyUnchanged, c.Result)
+	assert.Equal(t, live.Unchanged, c.Result)
 	assert.Equal(t, "v2", c.InForce)
 	assert.Empty(t, c.Changes)
-	st := h.g.PolicyStatus()
-	assert.Equal(t, "v2", st.Version)
-	assert.Equal(t, at, st.AppliedAt, "applied when it first was")
-	assert.Equal(t, applied.Changes, st.Changes, "what the version in force changed is kept")
-	assert.Equal(t, PolicyReloads{Applied: 1, Rejected: 1, Unchanged: 1}, st.Reloads)
+	label := h.g.PolicyLabel()
+	assert.Equal(t, "v2", label.Version)
+	assert.Equal(t, at, label.AppliedAt, "applied when it first was")
+	st := h.f.Status()
+	require.NotNil(t, st.Applied)
+	assert.Equal(t, applied.Changes, st.Applied.Changes, "what the version in force changed is kept")
+	assert.Equal(t, live.Reloads{Applied: 1, Rejected: 1, Unchanged: 1}, st.Reloads)
 	require.NotNil(t, st.Last)
-	assert.Equal(t, PolicyUnchanged, st.Last.Result, "the refused version is no longer the last word")
+	assert.Equal(t, live.Unchanged, st.Last.Result, "the refused version is no longer the last word")
 	assert.Contains(t, logs.String(), `level=DEBUG msg="breaker policy unchanged" breaker.origin=test:policies breaker.version=v2 breaker.in_force=v2`)
 	assert.Equal(t, 1, strings.Count(logs.String(), "breaker policy applied"))
 
 	// Another version of the same content is applied: the version in
 	// force is the one delivered, and it changed nothing.
 	c = h.doc("v4", v2)
-	assert.Equal(t, PolicyApplied, c.Result)
+	assert.Equal(t, live.Applied, c.Result)
 	assert.Empty(t, c.Changes)
 }
 
@@ -465,8 +377,8 @@ func TestFollow_TheVersionInForceDeliveredAgainIsUnchanged(t *testing.T) {
 // a breaker whose cooldown had doubled to 2m probes once the new maximum,
 // 20s, has passed since that cooldown began. It used to wait out the 2m.
 func TestFollow_APushDuringAnOutageCutsTheRunningCooldown(t *testing.T) {
-	h := newFollowHarness(t, GroupConfig{})
-	require.Equal(t, PolicyApplied, h.doc("v1", `{"default": {"strict_probes": true}}`).Result)
+	h := newFollowHarness(t, breaker.GroupConfig{})
+	require.Equal(t, live.Applied, h.doc("v1", `{"default": {"strict_probes": true}}`).Result)
 	h.calls("payment.Charge", 20, errBoom) // trips: 30s
 	pay := mustGet(t, h.g, "payment.Charge")
 	h.clk.Add(30 * time.Second)
@@ -475,23 +387,69 @@ func TestFollow_APushDuringAnOutageCutsTheRunningCooldown(t *testing.T) {
 	h.calls("payment.Charge", 1, errBoom) // and again: 2m
 	st := pay.Status()
 	require.Equal(t, 2*time.Minute, st.Cooldown)
-	require.Equal(t, ReasonErrorRatio, st.TripReason)
+	require.Equal(t, breaker.ReasonErrorRatio, st.TripReason)
 	reopened := h.clk.Now()
 
 	h.clk.Add(5 * time.Second)
 	c := h.doc("v2", `{"default": {"strict_probes": true, "open_for": "10s", "max_open_for": "20s"}}`)
-	require.Equal(t, PolicyApplied, c.Result)
+	require.Equal(t, live.Applied, c.Result)
 	st = pay.Status()
 	assert.Equal(t, 20*time.Second, st.Cooldown)
 	require.NotNil(t, st.ProbeAt)
 	assert.Equal(t, reopened.Add(20*time.Second), *st.ProbeAt)
-	assert.Equal(t, ReasonErrorRatio, st.TripReason, "the outage keeps its cause")
+	assert.Equal(t, breaker.ReasonErrorRatio, st.TripReason, "the outage keeps its cause")
 	h.clk.Add(15 * time.Second)
-	assert.Equal(t, HalfOpen, pay.State())
+	assert.Equal(t, breaker.HalfOpen, pay.State())
 
 	// A push that raises them leaves the running cooldown alone.
 	h.calls("payment.Charge", 1, errBoom) // reopened for 20s (10s doubled, capped)
 	require.Equal(t, 20*time.Second, pay.Status().Cooldown)
-	require.Equal(t, PolicyApplied, h.doc("v3", `{"default": {"strict_probes": true, "open_for": "1m", "max_open_for": "5m"}}`).Result)
+	require.Equal(t, live.Applied, h.doc("v3", `{"default": {"strict_probes": true, "open_for": "1m", "max_open_for": "5m"}}`).Result)
 	assert.Equal(t, 20*time.Second, pay.Status().Cooldown)
+}
+
+// A candidate's fields show in the record under candidate., with "" for
+// a candidate that was not there, or is no longer; promoting it shows
+// as the document's own fields changing and the candidate's going.
+func TestFollow_ACandidateShowsInTheChangesUnderItsPath(t *testing.T) {
+	h := newFollowHarness(t, breaker.GroupConfig{})
+	const doc = `{"default": {"min_requests": 10}, "candidate": {"overrides": {"payment.Charge": {"error_ratio": 0.2}}}}`
+	c := h.doc("v7", doc)
+	require.Equal(t, live.Applied, c.Result)
+	assert.Contains(t, c.Changes, live.FieldChange{Key: "payment.Charge",
+		Path: `candidate.overrides["payment.Charge"].error_ratio`, Field: "error_ratio", From: "", To: "0.2"})
+	assert.Contains(t, c.Changes, live.FieldChange{Key: "default",
+		Path: "candidate.default.min_requests", Field: "min_requests", From: "", To: "10"})
+
+	gp, err := breaker.ParseGroupPolicy([]byte(doc))
+	require.NoError(t, err)
+	promoted, err := gp.Promote()
+	require.NoError(t, err)
+	data, err := json.Marshal(promoted)
+	require.NoError(t, err)
+	c = h.doc("v8", string(data))
+	require.Equal(t, live.Applied, c.Result)
+	assert.Contains(t, c.Changes, live.FieldChange{Key: "payment.Charge",
+		Path: `overrides["payment.Charge"].error_ratio`, Field: "error_ratio", From: "0.5", To: "0.2"})
+	assert.Contains(t, c.Changes, live.FieldChange{Key: "payment.Charge",
+		Path: `candidate.overrides["payment.Charge"].error_ratio`, Field: "error_ratio", From: "0.2", To: ""})
+	for _, fc := range c.Changes {
+		assert.False(t, strings.HasPrefix(fc.Path, "default."), "the default did not change: %+v", fc)
+	}
+}
+
+// A subscriber added once the follower runs sees the records from then
+// on; Status has the ones before.
+func TestFollow_ALateSubscriberSeesTheRecordsFromThenOn(t *testing.T) {
+	h := newFollowHarness(t, breaker.GroupConfig{})
+	require.Equal(t, live.Applied, h.doc("v1", `{"default": {"min_requests": 7}}`).Result)
+	late := make(chan live.Change, 1)
+	defer h.f.Subscribe(func(c live.Change) { late <- c })()
+	require.Equal(t, live.Rejected, h.doc("v2", `{"default": {"min_requests": -1}}`).Result)
+	assert.Equal(t, "v2", (<-late).Version)
+	st := h.f.Status()
+	assert.Equal(t, "v1", st.Applied.Version)
+	assert.Equal(t, "v2", st.Last.Version)
+	st.Last.Problems[0].Field = "changed by the reader"
+	assert.Equal(t, "default.min_requests", h.f.Status().Last.Problems[0].Field, "Status returns copies")
 }
