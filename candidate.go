@@ -413,29 +413,3 @@ func (g *Group) reportCandidate(e CandidateEvent) {
 		}
 	}
 }
-
-// candidateInfo counts the breakers running a candidate; nil if none
-// does.
-func (g *Group) candidateInfo() *CandidateInfo {
-	gr := g.rules.Load()
-	if gr.cand == nil {
-		return nil
-	}
-	n := 0
-	g.Range(func(_ string, b *Breaker) bool {
-		if b.cand.Load() != nil {
-			n++
-		}
-		return true
-	})
-	return &CandidateInfo{Version: gr.version, Breakers: n}
-}
-
-// CandidateInfo describes the candidate a group runs in shadow.
-type CandidateInfo struct {
-	// Version is the version of the document that carries it.
-	Version string `json:"version"`
-	// Breakers is how many of the group's breakers run a candidate
-	// policy that differs from their own.
-	Breakers int `json:"breakers"`
-}

@@ -81,13 +81,15 @@
 // [Breaker.SetPolicy] changes its numbers, refusing an invalid policy as a
 // whole.
 //
-// # Live policies
+// # Policy documents
 //
-// [Group.Follow] makes a group follow a [PolicySource], such as a
-// [FileSource], while it runs: each version of the document is applied
-// whole or refused whole, and ends in one [PolicyChange] record, logged
-// and given to [Group.SubscribePolicy]; [Group.PolicyStatus] says which
-// version is in force. A document may carry a candidate
+// A group's policy document ([GroupPolicy]) is set by code
+// ([Group.SetPolicies], [Group.LoadPolicies]) or by one holder at a time
+// ([Group.HoldPolicies]), each version applied whole or refused whole;
+// [Group.PolicyLabel] says which version is in force, from where and
+// since when. Package github.com/govkit/breaker/live holds a group's
+// policies to follow a document in a file or a store while the service
+// runs, with a record of every version. A document may carry a candidate
 // ([GroupPolicy.Candidate]) that the breakers run in shadow on real
 // traffic, reporting where it decides differently to
 // [Group.SubscribeCandidate].

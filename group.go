@@ -49,13 +49,12 @@ type Group struct {
 	lastSweep atomic.Int64
 	evicted   [3]atomic.Uint64 // breakers dropped as idle, by State
 
-	// pmu serialises policy changes and guards where the policy comes
-	// from. It is taken before mu, never after.
-	pmu      sync.Mutex
-	follower *Follower // the source followed, if any
-	pstate   policyState
-	psubs    atomic.Pointer[[]*policySubscriber]
-	csubs    atomic.Pointer[[]*candidateSubscriber]
+	// pmu serialises policy changes and guards their label and the hold
+	// on them. It is taken before mu, never after.
+	pmu   sync.Mutex
+	label policyLabel
+	hold  *PolicyHold // the holder of the policies, if any
+	csubs atomic.Pointer[[]*candidateSubscriber]
 }
 
 // GroupConfig configures a [Group].
@@ -163,11 +162,10 @@ func NewGroup(cfg GroupConfig, opts ...Option) (*Group, error) {
 	g.opt.group = g
 	g.rules.Store(gr)
 	g.subs.Store(&[]*subscriber{})
-	g.psubs.Store(&[]*policySubscriber{})
 	g.csubs.Store(&[]*candidateSubscriber{})
 	now := g.opt.tb.now()
 	g.lastSweep.Store(now)
-	g.pstate = policyState{origin: OriginCode, appliedAt: now}
+	g.label = policyLabel{origin: OriginCode, appliedAt: now}
 	g.full.next.Store(math.MinInt64)
 	g.overflow = newOverflow(gr.def, g.opt)
 	return g, nil

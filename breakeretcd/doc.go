@@ -2,10 +2,10 @@
 // running fleet's breakers change when the key does, without a redeploy.
 //
 // Keep one key per service ("/services/payments/breakers"), holding the
-// JSON document that [breaker.Group.LoadPolicies] reads. A [Source] made
-// with [New] implements [breaker.PolicySource]: its Watch reads the key,
-// delivers it, then watches it from the revision it read and delivers each
-// new version, until its context is done.
+// group policy JSON document that a group loads. A [Source] made with
+// [New] implements [live.Source], for [live.Follow]: its Watch reads the
+// key, delivers it, then watches it from the revision it read and
+// delivers each new version, until its context is done.
 //
 // # What a Source delivers
 //

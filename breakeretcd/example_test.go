@@ -6,6 +6,7 @@ import (
 
 	"github.com/govkit/breaker"
 	"github.com/govkit/breaker/breakeretcd"
+	"github.com/govkit/breaker/live"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 )
@@ -36,8 +37,7 @@ func ExampleSource_Watch() {
 	}
 
 	// Each document delivered ends in one record; here they are printed.
-	records := make(chan breaker.PolicyChange)
-	defer g.SubscribePolicy(func(c breaker.PolicyChange) { records <- c })()
+	records := make(chan live.Change)
 	show := func() {
 		c := <-records
 		fmt.Printf("%s@%s: %s", c.Origin, c.Version, c.Result)
@@ -47,7 +47,7 @@ func ExampleSource_Watch() {
 		fmt.Printf("; error_ratio in force %v\n", g.Policies().Default.ErrorRatio)
 	}
 
-	f, err := g.Follow(context.Background(), src)
+	f, err := live.Follow(context.Background(), g, src, live.OnChange(func(c live.Change) { records <- c }))
 	if err != nil {
 		panic(err)
 	}

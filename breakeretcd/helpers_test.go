@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/govkit/breaker"
+	"github.com/govkit/breaker/live"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
@@ -340,7 +340,7 @@ func newSourceChecking(t *testing.T, cli *clientv3.Client, key string, check tim
 // channel.
 type watching struct {
 	t      *testing.T
-	docs   chan breaker.PolicyDocument
+	docs   chan live.Document
 	cancel context.CancelFunc
 	done   chan error
 }
@@ -349,8 +349,8 @@ type watching struct {
 func watch(t *testing.T, src *Source) *watching {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	w := &watching{t: t, docs: make(chan breaker.PolicyDocument, 100), cancel: cancel, done: make(chan error, 1)}
-	go func() { w.done <- src.Watch(ctx, func(d breaker.PolicyDocument) { w.docs <- d }) }()
+	w := &watching{t: t, docs: make(chan live.Document, 100), cancel: cancel, done: make(chan error, 1)}
+	go func() { w.done <- src.Watch(ctx, func(d live.Document) { w.docs <- d }) }()
 	t.Cleanup(func() { w.Stop() })
 	return w
 }
@@ -370,22 +370,22 @@ func (w *watching) Stop() error {
 }
 
 // Next returns the next delivered document.
-func (w *watching) Next() breaker.PolicyDocument {
+func (w *watching) Next() live.Document {
 	w.t.Helper()
 	select {
 	case d := <-w.docs:
 		return d
 	case <-time.After(waitFor):
 		w.t.Fatal("no document delivered")
-		return breaker.PolicyDocument{}
+		return live.Document{}
 	}
 }
 
 // Until returns the first delivered document that match accepts, and the
 // ones delivered before it.
-func (w *watching) Until(what string, match func(breaker.PolicyDocument) bool) (breaker.PolicyDocument, []breaker.PolicyDocument) {
+func (w *watching) Until(what string, match func(live.Document) bool) (live.Document, []live.Document) {
 	w.t.Helper()
-	var before []breaker.PolicyDocument
+	var before []live.Document
 	deadline := time.After(waitFor)
 	for {
 		select {
@@ -396,7 +396,7 @@ func (w *watching) Until(what string, match func(breaker.PolicyDocument) bool) (
 			before = append(before, d)
 		case <-deadline:
 			w.t.Fatalf("no %s delivered; got instead %s", what, describeAll(before))
-			return breaker.PolicyDocument{}, nil
+			return live.Document{}, nil
 		}
 	}
 }
@@ -411,7 +411,7 @@ func (w *watching) Quiet(d time.Duration) {
 	}
 }
 
-func describe(d breaker.PolicyDocument) string {
+func describe(d live.Document) string {
 	switch {
 	case d.Err != nil:
 		return "{" + d.Origin + " err: " + d.Err.Error() + "}"
@@ -422,7 +422,7 @@ func describe(d breaker.PolicyDocument) string {
 	}
 }
 
-func describeAll(ds []breaker.PolicyDocument) string {
+func describeAll(ds []live.Document) string {
 	s := make([]string, len(ds))
 	for i, d := range ds {
 		s[i] = describe(d)
@@ -431,6 +431,6 @@ func describeAll(ds []breaker.PolicyDocument) string {
 }
 
 // isData matches the document with the given data.
-func isData(data string) func(breaker.PolicyDocument) bool {
-	return func(d breaker.PolicyDocument) bool { return d.Err == nil && !d.Gone && string(d.Data) == data }
+func isData(data string) func(live.Document) bool {
+	return func(d live.Document) bool { return d.Err == nil && !d.Gone && string(d.Data) == data }
 }

@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/govkit/breaker"
+	"github.com/govkit/breaker/live"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -47,7 +47,7 @@ type Config struct {
 }
 
 // A Source follows one etcd key holding a group policy document: it
-// implements [breaker.PolicySource]. Watch reads the key, delivers it, and
+// implements [live.Source]. Watch reads the key, delivers it, and
 // then watches the key from the revision it read, so no change between the
 // read and the watch is missed. The package documentation lists what it
 // delivers when the key is absent or deleted, when the watch's revision
@@ -115,13 +115,13 @@ func (s *Source) Origin() string { return s.origin }
 // has been closed: the source cannot go on.
 var ErrClientClosed = errors.New("breakeretcd: etcd client closed")
 
-// Watch implements [breaker.PolicySource]: it delivers the key's current
+// Watch implements [live.Source]: it delivers the key's current
 // state and then each change, until ctx is done, and then returns
 // ctx.Err(). It returns ErrClientClosed if the client is closed under it,
 // and an error if deliver is nil. Watch calls deliver from the goroutine
 // that called Watch, never after it has returned, and leaves no goroutine
 // of its own behind.
-func (s *Source) Watch(ctx context.Context, deliver func(breaker.PolicyDocument)) error {
+func (s *Source) Watch(ctx context.Context, deliver func(live.Document)) error {
 	if deliver == nil {
 		return errors.New("breakeretcd: Watch: nil deliver func")
 	}
@@ -185,7 +185,7 @@ func (s *Source) fatal(ctx context.Context) error {
 // follower is the state of one Watch call.
 type follower struct {
 	*Source
-	deliver func(breaker.PolicyDocument)
+	deliver func(live.Document)
 
 	delivered bool     // a state of the key has been delivered
 	rev       int64    // the revision of the state last delivered
@@ -341,7 +341,7 @@ func (f *follower) observe(rev int64, value []byte, present bool) {
 	if present {
 		f.sum = sha256.Sum256(value)
 	}
-	doc := breaker.PolicyDocument{Origin: f.origin, Version: strconv.FormatInt(rev, 10)}
+	doc := live.Document{Origin: f.origin, Version: strconv.FormatInt(rev, 10)}
 	if present {
 		doc.Data = value
 		if doc.Data == nil {
@@ -359,7 +359,7 @@ func (f *follower) fail(err error) {
 		return
 	}
 	f.failing = true
-	f.deliver(breaker.PolicyDocument{
+	f.deliver(live.Document{
 		Origin: f.origin,
 		Err:    fmt.Errorf("breakeretcd: reading %q: %w", f.key, err),
 	})

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/govkit/breaker"
+	"github.com/govkit/breaker/live"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/goleak"
 	"go.uber.org/zap"
@@ -42,7 +43,7 @@ func TestWatch_DeliversTheKeyThenEachChange(t *testing.T) {
 	put(t, cli, "/services/orders/breakers", docC) // another service's key
 
 	w := watch(t, newSource(t, cli, key))
-	want := breaker.PolicyDocument{Origin: "etcd:" + key, Version: rev(r1), Data: []byte(docA)}
+	want := live.Document{Origin: "etcd:" + key, Version: rev(r1), Data: []byte(docA)}
 	if got := w.Next(); describe(got) != describe(want) {
 		t.Fatalf("first delivery = %s, want %s", describe(got), describe(want))
 	}
@@ -229,7 +230,7 @@ func TestWatch_ServerGoneBeforeTheWatchOpensIsReported(t *testing.T) {
 	w := watch(t, src)
 	w.Until("the document", isData(docA))
 	<-stopped
-	if _, before := w.Until("an Err", func(d breaker.PolicyDocument) bool { return d.Err != nil }); len(before) != 0 {
+	if _, before := w.Until("an Err", func(d live.Document) bool { return d.Err != nil }); len(before) != 0 {
 		t.Fatalf("before the Err, delivered %s", describeAll(before))
 	}
 	srv.Start()
@@ -269,7 +270,7 @@ func TestWatch_ServerAway_ChangesMadeMeanwhileArePickedUp(t *testing.T) {
 				compact(t, other)
 			}
 			other.Close()
-			if _, before := w.Until("an Err", func(d breaker.PolicyDocument) bool { return d.Err != nil }); len(before) != 0 {
+			if _, before := w.Until("an Err", func(d live.Document) bool { return d.Err != nil }); len(before) != 0 {
 				t.Fatalf("while away, delivered %s before the Err", describeAll(before))
 			}
 			srv.Stop()
@@ -320,11 +321,11 @@ func TestWatch_ServerAway_DeletionMadeMeanwhileIsPickedUp(t *testing.T) {
 	other := srv.ClientOf(elsewhere)
 	rd := del(t, other, key)
 	other.Close()
-	w.Until("an Err", func(d breaker.PolicyDocument) bool { return d.Err != nil })
+	w.Until("an Err", func(d live.Document) bool { return d.Err != nil })
 	srv.Stop()
 	srv.Start()
 
-	got, before := w.Until("gone", func(d breaker.PolicyDocument) bool { return d.Gone })
+	got, before := w.Until("gone", func(d live.Document) bool { return d.Gone })
 	if len(before) != 0 {
 		t.Fatalf("before gone, delivered %s", describeAll(before))
 	}
@@ -381,7 +382,7 @@ func TestWatch_ContextCancelledWhileServerDown_ReturnsCtxErr(t *testing.T) {
 	w := watch(t, newSource(t, cli, key))
 	w.Until("the document", isData(docA))
 	srv.Stop()
-	w.Until("an Err", func(d breaker.PolicyDocument) bool { return d.Err != nil })
+	w.Until("an Err", func(d live.Document) bool { return d.Err != nil })
 
 	start := time.Now()
 	if err := w.Stop(); !errors.Is(err, context.Canceled) {
@@ -401,7 +402,7 @@ func TestWatch_ContextAlreadyDone_ReturnsAtOnceDeliveringNothing(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	n := 0
-	if err := newSource(t, cli, key).Watch(ctx, func(breaker.PolicyDocument) { n++ }); !errors.Is(err, context.Canceled) {
+	if err := newSource(t, cli, key).Watch(ctx, func(live.Document) { n++ }); !errors.Is(err, context.Canceled) {
 		t.Fatalf("Watch returned %v, want context.Canceled", err)
 	}
 	if n != 0 {
@@ -416,7 +417,7 @@ func TestWatch_DeadlineExceeded_ReturnsIt(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*testCheck)
 	defer cancel()
 	n := 0
-	err := src.Watch(ctx, func(breaker.PolicyDocument) { n++ })
+	err := src.Watch(ctx, func(live.Document) { n++ })
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("Watch returned %v, want context.DeadlineExceeded", err)
 	}
@@ -494,7 +495,7 @@ func TestWatch_GroupLoadingDeliveredDocuments(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		done <- newSource(t, cli, key).Watch(ctx, func(d breaker.PolicyDocument) {
+		done <- newSource(t, cli, key).Watch(ctx, func(d live.Document) {
 			if d.Data != nil {
 				if err := g.LoadPolicies(d.Data); err != nil {
 					applied <- "rejected " + d.Version
@@ -537,7 +538,8 @@ func TestWatch_GroupLoadingDeliveredDocuments(t *testing.T) {
 type following struct {
 	t   *testing.T
 	g   *breaker.Group
-	rec chan breaker.PolicyChange
+	f   *live.Follower
+	rec chan live.Change
 }
 
 func follow(t *testing.T, src *Source) *following {
@@ -546,12 +548,12 @@ func follow(t *testing.T, src *Source) *following {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fl := &following{t: t, g: g, rec: make(chan breaker.PolicyChange, 100)}
-	t.Cleanup(g.SubscribePolicy(func(c breaker.PolicyChange) { fl.rec <- c }))
-	f, err := g.Follow(context.Background(), src)
+	fl := &following{t: t, g: g, rec: make(chan live.Change, 100)}
+	f, err := live.Follow(context.Background(), g, src, live.OnChange(func(c live.Change) { fl.rec <- c }))
 	if err != nil {
 		t.Fatal(err)
 	}
+	fl.f = f
 	t.Cleanup(func() {
 		if err := f.Close(); err != nil {
 			t.Errorf("Close: %v", err)
@@ -562,9 +564,9 @@ func follow(t *testing.T, src *Source) *following {
 
 // Until returns the first record that match accepts, and the records
 // before it.
-func (fl *following) Until(what string, match func(breaker.PolicyChange) bool) (breaker.PolicyChange, []breaker.PolicyChange) {
+func (fl *following) Until(what string, match func(live.Change) bool) (live.Change, []live.Change) {
 	fl.t.Helper()
-	var before []breaker.PolicyChange
+	var before []live.Change
 	deadline := time.After(waitFor)
 	for {
 		select {
@@ -575,13 +577,13 @@ func (fl *following) Until(what string, match func(breaker.PolicyChange) bool) (
 			before = append(before, c)
 		case <-deadline:
 			fl.t.Fatalf("no %s; records instead: %+v", what, before)
-			return breaker.PolicyChange{}, nil
+			return live.Change{}, nil
 		}
 	}
 }
 
-func result(r breaker.PolicyResult) func(breaker.PolicyChange) bool {
-	return func(c breaker.PolicyChange) bool { return c.Result == r }
+func result(r live.Result) func(live.Change) bool {
+	return func(c live.Change) bool { return c.Result == r }
 }
 
 // The store is rebuilt empty on the same address (a lost volume, a
@@ -640,31 +642,31 @@ func TestWatch_StoreRebuiltEmpty_TheDocumentPutBackIsApplied(t *testing.T) {
 				}
 			}
 			fl := follow(t, src)
-			first, _ := fl.Until("the first document applied", result(breaker.PolicyApplied))
+			first, _ := fl.Until("the first document applied", result(live.Applied))
 			if first.Version != rev(r1) {
 				t.Fatalf("first applied: version %s, want %d", first.Version, r1)
 			}
 			if tc.outage {
 				srv.Stop()
-				fl.Until("the outage reported", result(breaker.PolicyUnreadable))
+				fl.Until("the outage reported", result(live.Unreadable))
 				rebuild()
 			}
 
-			got, _ := fl.Until("the document put back applied", result(breaker.PolicyApplied))
+			got, _ := fl.Until("the document put back applied", result(live.Applied))
 			if got.Version != rev(r2) || fl.g.Policies().Default.ErrorRatio != 0.3 {
 				t.Fatalf("put back: applied version %s with error ratio %v, want version %d with 0.3", got.Version, fl.g.Policies().Default.ErrorRatio, r2)
 			}
-			st := fl.g.PolicyStatus()
-			if st.Version != rev(r2) || st.Origin != "etcd:"+key || st.Following != "etcd:"+key ||
-				st.Last == nil || st.Last.Result != breaker.PolicyApplied || st.Last.Version != rev(r2) {
-				t.Fatalf("PolicyStatus after the put back: %+v (last %+v)", st, st.Last)
+			label, st := fl.g.PolicyLabel(), fl.f.Status()
+			if label.Version != rev(r2) || label.Origin != "etcd:"+key || st.Following != "etcd:"+key ||
+				st.Last == nil || st.Last.Result != live.Applied || st.Last.Version != rev(r2) {
+				t.Fatalf("policy after the put back: %+v, %+v (last %+v)", label, st, st.Last)
 			}
 
 			// The source watches the new store: a change is delivered
 			// at once, not when the new store reaches the old one's
 			// revision.
 			r3 := put(t, cli, key, docC)
-			got, before := fl.Until("a change on the new store", result(breaker.PolicyApplied))
+			got, before := fl.Until("a change on the new store", result(live.Applied))
 			if got.Version != rev(r3) || fl.g.Policies().Default.ErrorRatio != 0.2 || len(before) != 0 {
 				t.Fatalf("change on the new store: %+v after %+v, want version %d with error ratio 0.2", got, before, r3)
 			}
@@ -694,24 +696,24 @@ func TestWatch_StoreRebuiltEmpty_WithoutTheDocument_ReportsGone(t *testing.T) {
 	cli := srv.Client()
 	r1 := longHistory(t, cli)
 	fl := follow(t, newSource(t, cli, key))
-	fl.Until("the document applied", result(breaker.PolicyApplied))
+	fl.Until("the document applied", result(live.Applied))
 
 	srv.Stop()
-	fl.Until("the outage reported", result(breaker.PolicyUnreadable))
+	fl.Until("the outage reported", result(live.Unreadable))
 	srv.Rebuild()
-	gone, before := fl.Until("the document gone", result(breaker.PolicyGone))
+	gone, before := fl.Until("the document gone", result(live.Gone))
 	if len(before) != 0 || gone.InForce != rev(r1) || gone.Version == "" {
 		t.Fatalf("gone record %+v after %+v: want the version read, and %d in force", gone, before, r1)
 	}
-	st := fl.g.PolicyStatus()
-	if st.Version != rev(r1) || st.Following != "etcd:"+key || st.Last == nil || st.Last.Result != breaker.PolicyGone ||
+	label, st := fl.g.PolicyLabel(), fl.f.Status()
+	if label.Version != rev(r1) || st.Following != "etcd:"+key || st.Last == nil || st.Last.Result != live.Gone ||
 		fl.g.Policies().Default.ErrorRatio != 0.4 {
-		t.Fatalf("PolicyStatus with the document gone: %+v (last %+v), error ratio %v, want %d in force, the last record gone",
-			st, st.Last, fl.g.Policies().Default.ErrorRatio, r1)
+		t.Fatalf("policy with the document gone: %+v, %+v (last %+v), error ratio %v, want %d in force, the last record gone",
+			label, st, st.Last, fl.g.Policies().Default.ErrorRatio, r1)
 	}
 
 	r2 := put(t, cli, key, docB)
-	got, _ := fl.Until("the document put back applied", result(breaker.PolicyApplied))
+	got, _ := fl.Until("the document put back applied", result(live.Applied))
 	if got.Version != rev(r2) || fl.g.Policies().Default.ErrorRatio != 0.3 {
 		t.Fatalf("put back: %+v, error ratio %v, want version %d with 0.3", got, fl.g.Policies().Default.ErrorRatio, r2)
 	}

@@ -43,8 +43,9 @@
 // an alert should lead with.
 //
 // and these, of the group as a whole, without breaker.name, so that an
-// operator can confirm that a policy change is live (see
-// [breaker.Group.Follow]):
+// operator can confirm that a policy change is live: the first two from
+// the group's label ([breaker.Group.PolicyLabel]), the others from the
+// follower given with [WithFollower] (reloads at 0 without one):
 //
 //	breaker.policy.info         Gauge          1             1, with breaker.policy.origin and .version of the document in force
 //	breaker.policy.applied_at   Gauge          s             when it was applied, in Unix seconds
@@ -122,6 +123,7 @@ import (
 	"sync"
 
 	"github.com/govkit/breaker"
+	"github.com/govkit/breaker/live"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 )
@@ -151,7 +153,8 @@ const (
 type Option func(*config)
 
 type config struct {
-	attrs []attribute.KeyValue
+	attrs    []attribute.KeyValue
+	follower *live.Follower
 }
 
 // WithAttributes adds attributes to every measurement, such as
@@ -159,6 +162,13 @@ type config struct {
 // provider and may share keys.
 func WithAttributes(kv ...attribute.KeyValue) Option {
 	return func(c *config) { c.attrs = append(c.attrs, kv...) }
+}
+
+// WithFollower reports the reloads of f, the follower the group's policy
+// comes from ([live.Follow]): breaker.policy.reloads and
+// breaker.policy.last_reload. Without it the reloads stay at 0.
+func WithFollower(f *live.Follower) Option {
+	return func(c *config) { c.follower = f }
 }
 
 // Metrics is the registration of one group's instruments. Every
@@ -171,6 +181,7 @@ func WithAttributes(kv ...attribute.KeyValue) Option {
 // Metrics is safe for concurrent use by multiple goroutines.
 type Metrics struct {
 	g     *breaker.Group
+	f     *live.Follower // nil without WithFollower
 	attrs []attribute.KeyValue
 	reg   metric.Registration
 
@@ -215,7 +226,7 @@ func Register(g *breaker.Group, mp metric.MeterProvider, opts ...Option) (*Metri
 		}
 	}
 	meter := mp.Meter(ScopeName)
-	m := &Metrics{g: g, attrs: cfg.attrs, inc: map[*breaker.Breaker]incarnation{}}
+	m := &Metrics{g: g, f: cfg.follower, attrs: cfg.attrs, inc: map[*breaker.Breaker]incarnation{}}
 
 	// Errors are gathered rather than returned at the first, so that one
 	// report names every instrument the provider refused. The curried
@@ -340,7 +351,7 @@ func (m *Metrics) observe(_ context.Context, o metric.Observer) error {
 		return true
 	})
 	m.incarnations(len(all), func(i int) *breaker.Breaker { return all[i].b }, func(i int, n int64) { all[i].inc = n })
-	m.observePolicy(o, m.g.PolicyStatus())
+	m.observePolicy(o, m.g.PolicyLabel())
 	m.observeGroup(o, m.g.Status())
 	for _, bm := range all {
 		if bm.inc == 0 {
@@ -505,9 +516,13 @@ func (m *Metrics) group(kv ...attribute.KeyValue) metric.MeasurementOption {
 	return metric.WithAttributeSet(attribute.NewSet(append(append([]attribute.KeyValue{}, kv...), m.attrs...)...))
 }
 
-func (m *Metrics) observePolicy(o metric.Observer, ps breaker.PolicyStatus) {
-	o.ObserveInt64(m.policyInfo, 1, m.group(KeyPolicyOrigin.String(ps.Origin), KeyPolicyVersion.String(ps.Version)))
-	o.ObserveFloat64(m.policyApplied, float64(ps.AppliedAt.UnixNano())/1e9, m.group())
+func (m *Metrics) observePolicy(o metric.Observer, label breaker.PolicyLabel) {
+	o.ObserveInt64(m.policyInfo, 1, m.group(KeyPolicyOrigin.String(label.Origin), KeyPolicyVersion.String(label.Version)))
+	o.ObserveFloat64(m.policyApplied, float64(label.AppliedAt.UnixNano())/1e9, m.group())
+	var ps live.Status
+	if m.f != nil {
+		ps = m.f.Status()
+	}
 	r := ps.Reloads
 	o.ObserveInt64(m.policyReloads, toInt64(r.Applied), m.group(KeyPolicyResult.String("applied")))
 	o.ObserveInt64(m.policyReloads, toInt64(r.Rejected), m.group(KeyPolicyResult.String("rejected")))

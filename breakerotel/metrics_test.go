@@ -10,6 +10,7 @@ import (
 	"github.com/benbjohnson/clock"
 	"github.com/govkit/breaker"
 	"github.com/govkit/breaker/internal/testutil"
+	"github.com/govkit/breaker/live"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/otel/attribute"
@@ -553,13 +554,17 @@ func TestMetrics_TransitionsFromZeroAndTheTripForTheWholeOutage(t *testing.T) {
 // when it was applied, and the reloads by result, a rejected one included.
 func TestMetrics_ReportThePolicyInForceAndTheReloads(t *testing.T) {
 	f := newFixture(t)
-	deliver := f.Follow()
+	fl, deliver := f.Follow()
+	require.NoError(t, f.m.Unregister())
+	var err error
+	f.m, err = Register(f.Group, f.mp, WithFollower(fl))
+	require.NoError(t, err)
 
 	f.At(time.Minute)
-	require.Equal(t, breaker.PolicyApplied, deliver(breaker.PolicyDocument{Origin: "etcd:/services/shop/breakers",
+	require.Equal(t, live.Applied, deliver(live.Document{Origin: "etcd:/services/shop/breakers",
 		Version: "42", Data: []byte(`{"default": {"min_requests": 10}}`)}))
 	f.At(2 * time.Minute)
-	require.Equal(t, breaker.PolicyGone, deliver(breaker.PolicyDocument{Origin: "etcd:/services/shop/breakers", Gone: true}))
+	require.Equal(t, live.Gone, deliver(live.Document{Origin: "etcd:/services/shop/breakers", Gone: true}))
 
 	f.expect([]metricdata.Metrics{
 		gauge("breaker.policy.info", groupPoint[int64](1,

@@ -60,8 +60,9 @@
 // and dashboards/ directories.
 //
 // These are of the group as a whole, without the label name, so that an
-// operator can confirm that a policy change is live (see
-// [breaker.Group.Follow]):
+// operator can confirm that a policy change is live: the first two from
+// the group's label ([breaker.Group.PolicyLabel]), the others from the
+// follower given with [WithFollower] (reloads at 0 without one):
 //
 //	breaker_policy_info{origin,version}        gauge    1 for the policy document in force
 //	breaker_policy_applied_timestamp_seconds   gauge    when it was applied, in Unix seconds
@@ -111,6 +112,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/govkit/breaker"
+	"github.com/govkit/breaker/live"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -124,6 +126,7 @@ type Option func(*config)
 type config struct {
 	namespace   string
 	constLabels prometheus.Labels
+	follower    *live.Follower
 }
 
 // WithNamespace replaces [DefaultNamespace] as the prefix of the metric
@@ -145,6 +148,13 @@ func WithConstLabels(l prometheus.Labels) Option {
 	return func(c *config) { c.constLabels = l }
 }
 
+// WithFollower reports the reloads of f, the follower the group's policy
+// comes from ([live.Follow]): breaker_policy_reloads_total and
+// breaker_policy_last_reload_info. Without it the reloads stay at 0.
+func WithFollower(f *live.Follower) Option {
+	return func(c *config) { c.follower = f }
+}
+
 // A Collector is a [prometheus.Collector] for the breakers of one group.
 // Every metric reflects the group as it is at the scrape; a breaker the
 // group has dropped (evicted as idle, or removed) disappears from the
@@ -160,6 +170,7 @@ func WithConstLabels(l prometheus.Labels) Option {
 // A Collector is safe for concurrent use by multiple goroutines.
 type Collector struct {
 	g *breaker.Group
+	f *live.Follower // nil without WithFollower
 
 	state, transitions, calls, slow, rejected, shadowRejected,
 	fallbacks, probes, notClosedTime, openDuration, windowCalls, windowRatio,
@@ -190,6 +201,7 @@ func NewCollector(g *breaker.Group, opts ...Option) *Collector {
 	}
 	c := &Collector{
 		g:                g,
+		f:                cfg.follower,
 		state:            desc(famState),
 		transitions:      desc(famTransitions),
 		calls:            desc(famCalls),
@@ -275,7 +287,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		all = append(all, breakerMetrics{status: b.Status(), transitions: b.Transitions()})
 		return true
 	})
-	c.collectPolicy(ch, c.g.PolicyStatus())
+	c.collectPolicy(ch, c.g.PolicyLabel(), followerStatus(c.f))
 	c.collectGroup(ch, c.g.Status())
 	for i := range all {
 		all[i].key = all[i].status.Name
@@ -458,10 +470,18 @@ func (c *Collector) collectStatus(ch chan<- prometheus.Metric, s breaker.Status)
 	}
 }
 
-func (c *Collector) collectPolicy(ch chan<- prometheus.Metric, ps breaker.PolicyStatus) {
-	ch <- prometheus.MustNewConstMetric(c.policyInfo, prometheus.GaugeValue, 1, validLabelValue(ps.Origin), validLabelValue(ps.Version))
+// followerStatus is what f has done, or the zero status without one.
+func followerStatus(f *live.Follower) live.Status {
+	if f == nil {
+		return live.Status{}
+	}
+	return f.Status()
+}
+
+func (c *Collector) collectPolicy(ch chan<- prometheus.Metric, label breaker.PolicyLabel, ps live.Status) {
+	ch <- prometheus.MustNewConstMetric(c.policyInfo, prometheus.GaugeValue, 1, validLabelValue(label.Origin), validLabelValue(label.Version))
 	ch <- prometheus.MustNewConstMetric(c.policyApplied, prometheus.GaugeValue,
-		float64(ps.AppliedAt.UnixNano())/1e9)
+		float64(label.AppliedAt.UnixNano())/1e9)
 	r := ps.Reloads
 	for _, x := range []struct {
 		result string

@@ -13,6 +13,7 @@ import (
 	"github.com/benbjohnson/clock"
 	"github.com/govkit/breaker"
 	"github.com/govkit/breaker/internal/testutil"
+	"github.com/govkit/breaker/live"
 	"github.com/prometheus/client_golang/prometheus"
 	promtest "github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/assert"
@@ -677,13 +678,14 @@ breaker_trip_window_timeouts{name="pricing.GetPrice"} 1
 // when it was applied, and the reloads by result, a rejected one included.
 func TestCollector_ExposesThePolicyInForceAndTheReloads(t *testing.T) {
 	f := newFixture(t)
-	deliver := f.Follow()
+	fl, deliver := f.Follow()
+	f.c = NewCollector(f.Group, WithFollower(fl))
 
 	f.At(time.Minute)
-	require.Equal(t, breaker.PolicyApplied, deliver(breaker.PolicyDocument{Origin: "file:/etc/app/breakers.json",
+	require.Equal(t, live.Applied, deliver(live.Document{Origin: "file:/etc/app/breakers.json",
 		Version: "sha256:5d41402abc4b2a76", Data: []byte(`{"default": {"min_requests": 10}}`)}))
 	f.At(2 * time.Minute)
-	require.Equal(t, breaker.PolicyRejected, deliver(breaker.PolicyDocument{Origin: "file:/etc/app/breakers.json",
+	require.Equal(t, live.Rejected, deliver(live.Document{Origin: "file:/etc/app/breakers.json",
 		Version: "sha256:7f83b1657ff1fc53", Data: []byte(`{"default": {"min_requests": -1}}`)}))
 
 	f.expect(`
@@ -704,9 +706,24 @@ breaker_policy_reloads_total{result="unreadable"} 0
 # TYPE breaker_policy_last_reload_info gauge
 breaker_policy_last_reload_info{result="rejected",version="sha256:7f83b1657ff1fc53"} 1
 `, "breaker_policy_applied_timestamp_seconds", "breaker_policy_info", "breaker_policy_reloads_total", "breaker_policy_last_reload_info")
-	h, err := NewHandler(f.Group, nil)
+	h, err := NewHandler(f.Group, nil, WithFollower(fl))
 	require.NoError(t, err)
 	assert.Equal(t, registryText(t, f.c), handlerText(t, h), "the handler writes the same")
+
+	// Without the follower, the label alone: the reloads at 0.
+	f.c = NewCollector(f.Group)
+	f.expect(`
+# HELP breaker_policy_info The policy document in force: 1, with its origin and version (empty for a policy set by code).
+# TYPE breaker_policy_info gauge
+breaker_policy_info{origin="file:/etc/app/breakers.json",version="sha256:5d41402abc4b2a76"} 1
+# HELP breaker_policy_reloads_total Policy documents a followed source delivered, by what became of them.
+# TYPE breaker_policy_reloads_total counter
+breaker_policy_reloads_total{result="applied"} 0
+breaker_policy_reloads_total{result="gone"} 0
+breaker_policy_reloads_total{result="rejected"} 0
+breaker_policy_reloads_total{result="unchanged"} 0
+breaker_policy_reloads_total{result="unreadable"} 0
+`, "breaker_policy_info", "breaker_policy_reloads_total", "breaker_policy_last_reload_info")
 }
 
 // A breaker running a candidate policy exposes what the candidate does,

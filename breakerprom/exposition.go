@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/govkit/breaker"
+	"github.com/govkit/breaker/live"
 )
 
 // flushAt is the size at which a scrape hands its buffer to the writer: a
@@ -32,7 +33,8 @@ type scrape struct {
 	counts  []uint64
 	trans   []transitionRow // the breakers' transitions that are not possible ones, in the registry's order
 	ctrans  []transitionRow // of the candidates, likewise
-	policy  breaker.PolicyStatus
+	label   breaker.PolicyLabel
+	reloads live.Reloads
 	group   breaker.GroupStatus
 	origin  string // escaped, as version
 	version string
@@ -172,7 +174,7 @@ func (sc *scrape) clear() {
 	clear(sc.ctrans)
 	sc.keys, sc.rows, sc.lats, sc.cands = sc.keys[:0], sc.rows[:0], sc.lats[:0], sc.cands[:0]
 	sc.trans, sc.ctrans = sc.trans[:0], sc.ctrans[:0]
-	sc.policy, sc.origin, sc.version, sc.w = breaker.PolicyStatus{}, "", "", nil
+	sc.label, sc.reloads, sc.origin, sc.version, sc.w = breaker.PolicyLabel{}, live.Reloads{}, "", "", nil
 	sc.group = breaker.GroupStatus{}
 	sc.lastResult, sc.lastVersion = "", ""
 }
@@ -213,9 +215,9 @@ func (sc *scrape) sample(t *lineTemplate, v *vals, x float64) {
 	sc.maybeFlush()
 }
 
-// read reads every breaker of g, in the order of their names, and the
-// policy status.
-func (sc *scrape) read(g *breaker.Group) {
+// read reads every breaker of g, in the order of their names, the
+// group's policy label, and what f (nil or not) has done.
+func (sc *scrape) read(g *breaker.Group, f *live.Follower) {
 	// Sorted by copies of the keys packed into one string, and first by
 	// eight bytes of each, past the prefix they all share, as an integer:
 	// the keys lie scattered over the heap, one beside each breaker, and
@@ -303,10 +305,12 @@ func (sc *scrape) read(g *breaker.Group) {
 	}
 	sortTransitions(sc.trans)
 	sortTransitions(sc.ctrans)
-	sc.policy = g.PolicyStatus()
+	sc.label = g.PolicyLabel()
+	fs := followerStatus(f)
+	sc.reloads = fs.Reloads
 	sc.group = g.Status()
-	sc.origin, sc.version = escapeLabelValue(sc.policy.Origin), escapeLabelValue(sc.policy.Version)
-	if l := sc.policy.Last; l != nil {
+	sc.origin, sc.version = escapeLabelValue(sc.label.Origin), escapeLabelValue(sc.label.Version)
+	if l := fs.Last; l != nil {
 		sc.lastResult, sc.lastVersion = l.Result.String(), escapeLabelValue(l.Version)
 	}
 }
@@ -593,11 +597,11 @@ func newExpFamily(ns string, f family, consts []constLabel) expFamily {
 	case famPolicyApplied.name:
 		e.write = func(sc *scrape) {
 			var l vals
-			sc.sample(t, &l, float64(sc.policy.AppliedAt.UnixNano())/1e9)
+			sc.sample(t, &l, float64(sc.label.AppliedAt.UnixNano())/1e9)
 		}
 	case famPolicyReloads.name:
 		e.write = func(sc *scrape) {
-			r := sc.policy.Reloads
+			r := sc.reloads
 			for _, x := range [...]struct {
 				result string
 				n      uint64

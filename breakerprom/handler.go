@@ -13,6 +13,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/govkit/breaker"
+	"github.com/govkit/breaker/live"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
@@ -58,6 +59,7 @@ const ContentType = "text/plain; version=0.0.4; charset=utf-8"
 // scrapes do not wait for each other.
 type Handler struct {
 	g      *breaker.Group
+	f      *live.Follower // nil without WithFollower
 	others prometheus.Gatherer
 
 	// fams are the group's families, in the order of their names.
@@ -106,7 +108,7 @@ func NewHandler(g *breaker.Group, others prometheus.Gatherer, opts ...Option) (*
 		}
 		consts = append(consts, constLabel{name, escapeLabelValue(value)})
 	}
-	h := &Handler{g: g, others: others, reserved: map[string]string{}}
+	h := &Handler{g: g, f: cfg.follower, others: others, reserved: map[string]string{}}
 	for _, f := range allFamilies {
 		h.fams = append(h.fams, newExpFamily(cfg.namespace, f, consts))
 	}
@@ -189,7 +191,7 @@ func (h *Handler) write(w io.Writer, others []*dto.MetricFamily) (int64, error) 
 	sc := h.pool.Get().(*scrape)
 	defer h.pool.Put(sc)
 	sc.reset(w)
-	sc.read(h.g)
+	sc.read(h.g, h.f)
 	enc := expfmt.NewEncoder(sc, expfmt.FmtText)
 	for _, f := range h.fams {
 		for len(others) > 0 && others[0].GetName() < f.name {

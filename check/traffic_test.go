@@ -115,7 +115,7 @@ func TestFromSnapshot_MeasuresRateAndErrors(t *testing.T) {
 func TestFromSnapshot_ReadsServedJSON(t *testing.T) {
 	g, err := breaker.NewGroup(breaker.GroupConfig{})
 	require.NoError(t, err)
-	data, err := json.Marshal(ops.Snapshot(g, ops.Thresholds{}))
+	data, err := json.Marshal(ops.Snapshot(g, ops.Thresholds{}, nil))
 	require.NoError(t, err)
 	var snap ops.GroupSnapshot
 	require.NoError(t, json.Unmarshal(data, &snap))

@@ -17,7 +17,7 @@ func TestSnapshot_ServesAsJSON(t *testing.T) {
 	gh.calls("inventory.GetStock", 12, context.DeadlineExceeded)
 	gh.calls("inventory.GetStock", 8, errBoom)
 	gh.clk.Add(90 * time.Second) // past the cooldown, so half-open... and P3
-	s := Snapshot(gh.g, Thresholds{})
+	s := Snapshot(gh.g, Thresholds{}, nil)
 	require.Len(t, s.Breakers, 2)
 	inv := s.Breakers[0]
 	assert.Equal(t, "inventory.GetStock", inv.Name, "sorted by name")
@@ -125,7 +125,7 @@ func TestAlerts_ForcedAndShadowBreakersAreNotAlerts(t *testing.T) {
 	gh.clk.Add(time.Hour)
 	assert.Empty(t, Alerts(gh.g, th))
 	assert.Equal(t, SeverityP1, th.Severity(time.Hour), "custom thresholds")
-	assert.Empty(t, Snapshot(gh.g, th).Alerts)
+	assert.Empty(t, Snapshot(gh.g, th, nil).Alerts)
 }
 
 // A forced open is not an outage: a breaker forced open for a two-hour

@@ -44,7 +44,7 @@ func TestSnapshot_AlertsAndOrderAgreeWithAlerts(t *testing.T) {
 	gh.clk.Add(time.Minute)
 
 	th := Thresholds{}
-	snap := Snapshot(gh.g, th)
+	snap := Snapshot(gh.g, th, nil)
 	assert.Equal(t, Alerts(gh.g, th), snap.Alerts)
 	require.Len(t, snap.Alerts, 3)
 	var sevs []Severity
@@ -87,7 +87,7 @@ func TestSnapshot_DeadTargetsLeaveAfterIdleAfter(t *testing.T) {
 		gh.calls("inventory.GetStock", 1, nil)
 		gh.ticks.round()
 	}
-	snap := Snapshot(gh.g, Thresholds{})
+	snap := Snapshot(gh.g, Thresholds{}, nil)
 	require.Len(t, snap.Alerts, 10)
 	assert.Equal(t, SeverityP1, snap.Alerts[0].Severity, "dead for half an hour")
 
@@ -95,7 +95,7 @@ func TestSnapshot_DeadTargetsLeaveAfterIdleAfter(t *testing.T) {
 		gh.calls("inventory.GetStock", 1, nil)
 		gh.ticks.round()
 	}
-	snap = Snapshot(gh.g, Thresholds{})
+	snap = Snapshot(gh.g, Thresholds{}, nil)
 	require.Len(t, snap.Breakers, 1)
 	assert.Equal(t, "inventory.GetStock", snap.Breakers[0].Name)
 	assert.Empty(t, snap.Alerts)

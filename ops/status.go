@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/govkit/breaker"
+	"github.com/govkit/breaker/live"
 )
 
 // Defaults of [StatusConfig].
@@ -37,6 +38,10 @@ type StatusConfig struct {
 	// Transitions is how many of the group's latest transitions the page
 	// keeps to show; zero means DefaultStatusTransitions.
 	Transitions int `json:"transitions"`
+	// Follower, if not nil, is the follower the group's policy comes
+	// from ([live.Follow]): the page says when the last document its
+	// source delivered was refused, and why.
+	Follower *live.Follower `json:"-"`
 }
 
 // A StatusPage is an [http.Handler] that shows a group's breakers as one
@@ -161,13 +166,13 @@ const cardTransitions = 5
 
 // view gathers what the page shows, at one instant of the group's clock.
 func (p *StatusPage) view() statusView {
-	snap := Snapshot(p.g, p.cfg.Thresholds)
+	snap := Snapshot(p.g, p.cfg.Thresholds, p.cfg.Follower)
 	now := snap.Time
 	v := statusView{
 		Title:   p.cfg.Title,
 		Now:     now,
 		Refresh: int((p.cfg.Refresh + time.Second - 1) / time.Second),
-		Policy:  policyInForce(p.g),
+		Policy:  policyInForce(p.g, snap.Policy),
 		Th:      p.cfg.Thresholds,
 	}
 	type held struct {
@@ -307,14 +312,13 @@ type policyView struct {
 }
 
 // policyInForce is what the page says of the policy in force: where it
-// comes from and its version, the group's default policy and the keys it
-// overrides.
-func policyInForce(g *breaker.Group) policyView {
+// comes from and its version (from ps, the snapshot's), the group's
+// default policy and the keys it overrides.
+func policyInForce(g *breaker.Group, ps PolicySnapshot) policyView {
 	gp := g.Policies()
-	ps := g.PolicyStatus()
 	v := policyView{Default: gp.Default, Origin: ps.Origin, Version: ps.Version, AppliedAt: ps.AppliedAt,
 		Unused: ps.UnusedOverrides}
-	if ps.Last != nil && ps.Last.Result == breaker.PolicyRejected {
+	if ps.Last != nil && ps.Last.Result == live.Rejected {
 		v.Rejected = ps.Last.Version
 		if v.Rejected == "" {
 			v.Rejected = "(no version)"

@@ -13,6 +13,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/govkit/breaker"
+	"github.com/govkit/breaker/live"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -226,27 +227,27 @@ func TestStatusPage_RaceHammer(t *testing.T) {
 // when the last document pushed was refused, the old version staying.
 func TestStatusPage_ShowsThePolicyVersionInForceAndARejectedOne(t *testing.T) {
 	gh := newGroupHarness(t, breaker.GroupConfig{})
-	page := gh.statusPage(StatusConfig{})
 	src := make(docSource)
-	done := make(chan breaker.PolicyChange)
-	defer gh.g.SubscribePolicy(func(c breaker.PolicyChange) { done <- c })()
-	f, err := gh.g.Follow(context.Background(), src)
+	done := make(chan live.Change)
+	f, err := live.Follow(context.Background(), gh.g, src, live.OnChange(func(c live.Change) { done <- c }))
 	require.NoError(t, err)
 	defer func() { require.NoError(t, f.Close()) }()
+	page := gh.statusPage(StatusConfig{Follower: f})
 
-	src <- breaker.PolicyDocument{Origin: "file:/etc/shop/breakers.json", Version: "sha256:5d41402abc4b2a76",
+	src <- live.Document{Origin: "file:/etc/shop/breakers.json", Version: "sha256:5d41402abc4b2a76",
 		Data: []byte(`{"default": {"min_requests": 10}}`)}
-	require.Equal(t, breaker.PolicyApplied, (<-done).Result)
-	txt := text(render(t, gh.statusPage(StatusConfig{})))
+	require.Equal(t, live.Applied, (<-done).Result)
+	txt := text(render(t, gh.statusPage(StatusConfig{Follower: f})))
 	assert.Contains(t, txt, "Policy: version sha256:5d41402abc4b2a76 from file:/etc/shop/breakers.json, applied 05:06:07; default: trips at 50% errors over at least 10 calls")
 	assert.NotContains(t, txt, "rejected")
 
-	src <- breaker.PolicyDocument{Origin: "file:/etc/shop/breakers.json", Version: "sha256:7f83b1657ff1fc53",
+	src <- live.Document{Origin: "file:/etc/shop/breakers.json", Version: "sha256:7f83b1657ff1fc53",
 		Data: []byte(`{"default": {"min_requests": -1}}`)}
-	require.Equal(t, breaker.PolicyRejected, (<-done).Result)
+	require.Equal(t, live.Rejected, (<-done).Result)
 	txt = text(render(t, page))
 	assert.Contains(t, txt, "Policy: version sha256:5d41402abc4b2a76 from file:/etc/shop/breakers.json, applied 05:06:07; "+
 		"version sha256:7f83b1657ff1fc53 was rejected: not live (default.min_requests: must not be negative, got -1);")
+	assert.NotContains(t, text(render(t, gh.statusPage(StatusConfig{}))), "rejected", "without the follower, the label alone")
 }
 
 // A breaker whose probe failed: the page says why the outage began (the
@@ -288,18 +289,17 @@ func TestStatusPage_TextThatDoesNotShowAsItselfIsEscaped(t *testing.T) {
 		origin = "etcd:/shop/\u202ebreakers"
 	)
 	gh := newGroupHarness(t, breaker.GroupConfig{})
-	page := gh.statusPage(StatusConfig{})
 	src := make(docSource)
-	done := make(chan breaker.PolicyChange)
-	defer gh.g.SubscribePolicy(func(c breaker.PolicyChange) { done <- c })()
-	f, err := gh.g.Follow(context.Background(), src)
+	done := make(chan live.Change)
+	f, err := live.Follow(context.Background(), gh.g, src, live.OnChange(func(c live.Change) { done <- c }))
 	require.NoError(t, err)
 	defer func() { require.NoError(t, f.Close()) }()
-	src <- breaker.PolicyDocument{Origin: origin, Version: "v1\u2066",
+	page := gh.statusPage(StatusConfig{Follower: f})
+	src <- live.Document{Origin: origin, Version: "v1\u2066",
 		Data: []byte(`{"overrides": {"pricing.Get\u200bPrice": {"open_for": "45s"}}}`)}
-	require.Equal(t, breaker.PolicyApplied, (<-done).Result)
-	src <- breaker.PolicyDocument{Origin: origin, Version: "v2\x00", Data: []byte(`{"default": {"min_requests": -1}}`)}
-	require.Equal(t, breaker.PolicyRejected, (<-done).Result)
+	require.Equal(t, live.Applied, (<-done).Result)
+	src <- live.Document{Origin: origin, Version: "v2\x00", Data: []byte(`{"default": {"min_requests": -1}}`)}
+	require.Equal(t, live.Rejected, (<-done).Result)
 
 	gh.calls(real, 5, nil)
 	gh.calls(poser, 20, errBoom)

@@ -407,7 +407,7 @@ func TestSnapshot_FromASubscriber(t *testing.T) {
 	gh := newGroupHarness(t, breaker.GroupConfig{})
 	var snaps []GroupSnapshot
 	gh.g.Subscribe(func(*breaker.Breaker, breaker.Event) {
-		snaps = append(snaps, Snapshot(gh.g, Thresholds{}))
+		snaps = append(snaps, Snapshot(gh.g, Thresholds{}, nil))
 		_ = Alerts(gh.g, Thresholds{})
 	})
 	gh.calls("inventory.GetStock", 20, errBoom)

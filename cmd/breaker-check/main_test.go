@@ -141,7 +141,7 @@ func TestSnapshotURL(t *testing.T) {
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /breakers", func(w http.ResponseWriter, _ *http.Request) {
-		_ = json.NewEncoder(w).Encode(ops.Snapshot(g, ops.Thresholds{}))
+		_ = json.NewEncoder(w).Encode(ops.Snapshot(g, ops.Thresholds{}, nil))
 	})
 	srv := httptest.NewServer(mux)
 	defer srv.Close()
@@ -171,7 +171,7 @@ func TestSnapshotKeysThatDoNotShowAsThemselvesAreEscaped(t *testing.T) {
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /breakers", func(w http.ResponseWriter, _ *http.Request) {
-		_ = json.NewEncoder(w).Encode(ops.Snapshot(g, ops.Thresholds{}))
+		_ = json.NewEncoder(w).Encode(ops.Snapshot(g, ops.Thresholds{}, nil))
 	})
 	srv := httptest.NewServer(mux)
 	defer srv.Close()

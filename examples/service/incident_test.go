@@ -20,6 +20,7 @@ import (
 
 	"github.com/govkit/breaker"
 	"github.com/govkit/breaker/breakerprom"
+	"github.com/govkit/breaker/live"
 	"github.com/govkit/breaker/ops"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -71,13 +72,11 @@ type running struct {
 func serveAt(t *testing.T, addr, path string, logs *syncBuffer) *running {
 	t.Helper()
 	log := slog.New(slog.NewTextHandler(logs, nil))
-	svc, err := newService(log)
-	require.NoError(t, err)
 	src, err := policyFlags{file: path, interval: 50 * time.Millisecond}.source(nil)
 	require.NoError(t, err)
-	ctx, cancel := context.WithCancel(context.Background())
-	f, err := svc.group.Follow(ctx, src)
+	svc, err := newService(log, src)
 	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
 	var ln net.Listener
 	for deadline := time.Now().Add(5 * time.Second); ; {
 		// The address of the instance before the restart: free again
@@ -95,8 +94,7 @@ func serveAt(t *testing.T, addr, path string, logs *syncBuffer) *running {
 		once.Do(func() {
 			cancel()
 			assert.NoError(t, <-done)
-			assert.NoError(t, f.Close())
-			assert.NoError(t, svc.status.Close())
+			assert.NoError(t, svc.close())
 		})
 	}}
 	t.Cleanup(r.stop)
@@ -189,7 +187,7 @@ func (p *promServer) firing(alertname string, match func(alert) bool) []alert {
 func pricingAlert(a alert) bool { return a.Labels["name"] == keyPrice }
 
 // statusOf reads one breaker's status from /breakers.
-func statusOf(t *testing.T, base, key string) (breaker.Status, breaker.PolicyStatus) {
+func statusOf(t *testing.T, base, key string) (breaker.Status, ops.PolicySnapshot) {
 	t.Helper()
 	resp, err := http.Get(base + "/breakers")
 	require.NoError(t, err)
@@ -389,7 +387,7 @@ func TestService_AnIncidentWithPrometheus(t *testing.T) {
 	assert.Equal(t, before.AppliedAt, after.AppliedAt, "the version in force keeps its record")
 	assert.Equal(t, before.Changes, after.Changes)
 	assert.Equal(t, uint64(1), after.Reloads.Unchanged)
-	assert.Equal(t, breaker.PolicyUnchanged, after.Last.Result)
+	assert.Equal(t, live.Unchanged, after.Last.Result)
 	assert.NotContains(t, logs.String(), "breaker policy unchanged", "Debug, below the service's level")
 	n.block("", "put back: "+after.Last.Result.String()+", in force "+after.Version+" (applied "+after.AppliedAt.Format(time.TimeOnly)+"), reloads "+
 		fmt.Sprintf("%+v", after.Reloads))

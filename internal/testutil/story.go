@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/govkit/breaker"
+	"github.com/govkit/breaker/live"
 	"github.com/stretchr/testify/require"
 )
 
@@ -84,9 +85,9 @@ func CandidatePolicies(keys ...string) breaker.GroupPolicy {
 }
 
 // docSource is a policy source that delivers the documents sent on it.
-type docSource chan breaker.PolicyDocument
+type docSource chan live.Document
 
-func (s docSource) Watch(ctx context.Context, deliver func(breaker.PolicyDocument)) error {
+func (s docSource) Watch(ctx context.Context, deliver func(live.Document)) error {
 	for {
 		select {
 		case <-ctx.Done():
@@ -98,18 +99,17 @@ func (s docSource) Watch(ctx context.Context, deliver func(breaker.PolicyDocumen
 }
 
 // Follow has the group follow a source of the test's own until the test
-// ends: deliver hands the source one document and returns what became of
-// it, once the group has dealt with it.
-func (m *MockGroup) Follow() (deliver func(breaker.PolicyDocument) breaker.PolicyResult) {
+// ends, and returns the follower: deliver hands the source one document
+// and returns what became of it, once the group has dealt with it.
+func (m *MockGroup) Follow() (f *live.Follower, deliver func(live.Document) live.Result) {
 	t := m.t
 	t.Helper()
 	src := make(docSource)
-	done := make(chan breaker.PolicyChange)
-	t.Cleanup(m.Group.SubscribePolicy(func(c breaker.PolicyChange) { done <- c }))
-	fl, err := m.Group.Follow(context.Background(), src)
+	done := make(chan live.Change)
+	fl, err := live.Follow(context.Background(), m.Group, src, live.OnChange(func(c live.Change) { done <- c }))
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, fl.Close()) })
-	return func(d breaker.PolicyDocument) breaker.PolicyResult {
+	return fl, func(d live.Document) live.Result {
 		src <- d
 		return (<-done).Result
 	}

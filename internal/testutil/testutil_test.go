@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/govkit/breaker"
+	"github.com/govkit/breaker/live"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
@@ -420,12 +421,13 @@ func TestMockGroup_PlayEveryCount(t *testing.T) {
 
 func TestMockGroup_FollowSaysWhatBecameOfEachDocument(t *testing.T) {
 	m := NewMockGroup(t, breaker.GroupConfig{})
-	deliver := m.Follow()
-	assert.Equal(t, breaker.PolicyApplied, deliver(breaker.PolicyDocument{Origin: "test", Version: "1",
+	f, deliver := m.Follow()
+	assert.Equal(t, live.Applied, deliver(live.Document{Origin: "test", Version: "1",
 		Data: []byte(`{"default": {"min_requests": 10}}`)}))
-	assert.Equal(t, breaker.PolicyRejected, deliver(breaker.PolicyDocument{Origin: "test", Version: "2",
+	assert.Equal(t, live.Rejected, deliver(live.Document{Origin: "test", Version: "2",
 		Data: []byte(`{"default": {"min_requests": -1}}`)}))
 	assert.Equal(t, 10, m.Breaker(Pricing).Policy().MinRequests)
+	assert.Equal(t, live.Reloads{Applied: 1, Rejected: 1}, f.Status().Reloads)
 }
 
 func TestMockGroup_HammerCountsTheTransitions(t *testing.T) {

@@ -1,6 +1,6 @@
 //go:build !unix
 
-package breaker
+package live
 
 // openNonblock is a flag of open on Unix only; elsewhere a policy file is
 // opened as is.

@@ -1,4 +1,4 @@
-package breaker
+package live_test
 
 import (
 	"context"
@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/benbjohnson/clock"
+	"github.com/govkit/breaker"
+	"github.com/govkit/breaker/live"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -25,31 +27,30 @@ type fileHarness struct {
 	t     *testing.T
 	dir   string
 	path  string
-	g     *Group
-	f     *Follower
+	g     *breaker.Group
+	f     *live.Follower
 	ticks chan time.Time
 	done  chan struct{}
-	rec   chan PolicyChange
+	rec   chan live.Change
 	logs  *lockedBuffer
 }
 
 func newFileHarness(t *testing.T, initial string) *fileHarness {
 	t.Helper()
-	h := &fileHarness{t: t, dir: t.TempDir(), ticks: make(chan time.Time), done: make(chan struct{}), rec: make(chan PolicyChange, 16), logs: &lockedBuffer{}}
+	h := &fileHarness{t: t, dir: t.TempDir(), ticks: make(chan time.Time), done: make(chan struct{}), rec: make(chan live.Change, 16), logs: &lockedBuffer{}}
 	h.path = filepath.Join(h.dir, "breakers.json")
 	if initial != "" {
 		h.write(initial)
 	}
 	var err error
-	h.g, err = NewGroup(GroupConfig{}, WithLogger(slogTo(h.logs)))
+	h.g, err = breaker.NewGroup(breaker.GroupConfig{}, breaker.WithLogger(slogTo(h.logs)))
 	require.NoError(t, err)
-	t.Cleanup(h.g.SubscribePolicy(func(c PolicyChange) { h.rec <- c }))
-	src, err := NewFileSource(h.path, FileConfig{Tick: func(time.Duration) (<-chan time.Time, func()) {
+	src, err := live.NewFileSource(h.path, live.FileConfig{Tick: func(time.Duration) (<-chan time.Time, func()) {
 		return h.ticks, func() {}
 	}})
 	require.NoError(t, err)
-	src.checked = func() { h.done <- struct{}{} }
-	h.f, err = h.g.Follow(context.Background(), src)
+	live.SetChecked(src, func() { h.done <- struct{}{} })
+	h.f, err = live.Follow(context.Background(), h.g, src, live.OnChange(func(c live.Change) { h.rec <- c }))
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, h.f.Close()) })
 	return h
@@ -68,14 +69,14 @@ func (h *fileHarness) tick() {
 	<-h.done
 }
 
-func (h *fileHarness) next() PolicyChange {
+func (h *fileHarness) next() live.Change {
 	h.t.Helper()
 	select {
 	case c := <-h.rec:
 		return c
 	case <-time.After(10 * time.Second):
 		h.t.Fatal("no policy record")
-		return PolicyChange{}
+		return live.Change{}
 	}
 }
 
@@ -97,14 +98,14 @@ func (h *fileHarness) openFor(key string) time.Duration {
 // a goroutine stuck for good.
 const promptly = 5 * time.Second
 
-func nextRecord(t *testing.T, rec <-chan PolicyChange) PolicyChange {
+func nextRecord(t *testing.T, rec <-chan live.Change) live.Change {
 	t.Helper()
 	select {
 	case c := <-rec:
 		return c
 	case <-time.After(promptly):
 		t.Fatal("no policy record")
-		return PolicyChange{}
+		return live.Change{}
 	}
 }
 
@@ -143,7 +144,7 @@ func TestFileSource_AHugeFileIsReadOnlyToTheLimit(t *testing.T) {
 	h.none()
 	within(t, "a second look at a 1 TiB file", h.tick)
 	c := nextRecord(t, h.rec)
-	assert.Equal(t, PolicyRejected, c.Result)
+	assert.Equal(t, live.Rejected, c.Result)
 	assert.Equal(t, v, c.InForce)
 	require.NotEmpty(t, c.Problems)
 	assert.Contains(t, c.Problems[0].Problem, "more than 1048576 bytes")
@@ -152,15 +153,16 @@ func TestFileSource_AHugeFileIsReadOnlyToTheLimit(t *testing.T) {
 func TestFileSource_DeliversTheFileAtStartWithItsOriginAndHash(t *testing.T) {
 	h := newFileHarness(t, fileV1)
 	c := h.next()
-	assert.Equal(t, PolicyApplied, c.Result)
+	assert.Equal(t, live.Applied, c.Result)
 	assert.Equal(t, "file:"+h.path, c.Origin)
 	assert.Regexp(t, `^sha256:[0-9a-f]{16}$`, c.Version)
 	assert.Equal(t, 10, mustGet(t, h.g, "orders.Create").Policy().MinRequests)
 	h.tick()
 	h.none() // unchanged: nothing delivered
-	st := h.g.PolicyStatus()
-	assert.Equal(t, "file:"+h.path, st.Following)
-	assert.Equal(t, c.Version, st.Version)
+	assert.Equal(t, "file:"+h.path, h.f.Status().Following)
+	label := h.g.PolicyLabel()
+	assert.Equal(t, "file:"+h.path, label.Origin)
+	assert.Equal(t, c.Version, label.Version)
 }
 
 // An editor writes a new file and renames it over the old one.
@@ -172,7 +174,7 @@ func TestFileSource_FollowsAFileRenamedOverTheOld(t *testing.T) {
 	require.NoError(t, os.Rename(tmp, h.path))
 	h.tick()
 	c := h.next()
-	assert.Equal(t, PolicyApplied, c.Result)
+	assert.Equal(t, live.Applied, c.Result)
 	assert.NotEqual(t, v1, c.Version)
 	assert.Equal(t, 45*time.Second, h.openFor("payment.Charge"))
 }
@@ -190,18 +192,17 @@ func TestFileSource_FollowsAConfigMapDataSymlinkSwap(t *testing.T) {
 	require.NoError(t, os.Symlink("..2026_01_02_03_04_05.1", filepath.Join(dir, "..data")))
 	require.NoError(t, os.Symlink(filepath.Join("..data", "breakers.json"), filepath.Join(dir, "breakers.json")))
 
-	h := &fileHarness{t: t, dir: dir, path: filepath.Join(dir, "breakers.json"), ticks: make(chan time.Time), done: make(chan struct{}), rec: make(chan PolicyChange, 16)}
-	g, err := NewGroup(GroupConfig{}, WithLogger(discardLogger()))
+	h := &fileHarness{t: t, dir: dir, path: filepath.Join(dir, "breakers.json"), ticks: make(chan time.Time), done: make(chan struct{}), rec: make(chan live.Change, 16)}
+	g, err := breaker.NewGroup(breaker.GroupConfig{}, breaker.WithLogger(discardLogger()))
 	require.NoError(t, err)
 	h.g = g
-	t.Cleanup(g.SubscribePolicy(func(c PolicyChange) { h.rec <- c }))
-	src, err := NewFileSource(h.path, FileConfig{Tick: func(time.Duration) (<-chan time.Time, func()) { return h.ticks, func() {} }})
+	src, err := live.NewFileSource(h.path, live.FileConfig{Tick: func(time.Duration) (<-chan time.Time, func()) { return h.ticks, func() {} }})
 	require.NoError(t, err)
-	src.checked = func() { h.done <- struct{}{} }
-	f, err := g.Follow(context.Background(), src)
+	live.SetChecked(src, func() { h.done <- struct{}{} })
+	f, err := live.Follow(context.Background(), g, src, live.OnChange(func(c live.Change) { h.rec <- c }))
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, f.Close()) })
-	assert.Equal(t, PolicyApplied, h.next().Result)
+	assert.Equal(t, live.Applied, h.next().Result)
 
 	// What the kubelet does: a new directory, a new link, renamed over
 	// ..data, the old directory removed.
@@ -211,7 +212,7 @@ func TestFileSource_FollowsAConfigMapDataSymlinkSwap(t *testing.T) {
 	require.NoError(t, os.RemoveAll(filepath.Join(dir, "..2026_01_02_03_04_05.1")))
 	h.tick()
 	c := h.next()
-	assert.Equal(t, PolicyApplied, c.Result)
+	assert.Equal(t, live.Applied, c.Result)
 	assert.Equal(t, 45*time.Second, h.openFor("payment.Charge"))
 }
 
@@ -230,8 +231,8 @@ func TestFileSource_AFileBrieflyMissingIsNotReported(t *testing.T) {
 	h.write(fileV2)
 	h.tick()
 	c := h.next()
-	assert.Equal(t, PolicyApplied, c.Result, "the new content, never gone")
-	assert.Equal(t, PolicyReloads{Applied: 2}, h.g.PolicyStatus().Reloads)
+	assert.Equal(t, live.Applied, c.Result, "the new content, never gone")
+	assert.Equal(t, live.Reloads{Applied: 2}, h.f.Status().Reloads)
 }
 
 // A writer caught in the middle: incomplete JSON is held back one look.
@@ -244,7 +245,7 @@ func TestFileSource_AHalfWrittenFileIsNotReportedUntilItStaysSo(t *testing.T) {
 	h.write(fileV2)
 	h.tick()
 	c := h.next()
-	assert.Equal(t, PolicyApplied, c.Result)
+	assert.Equal(t, live.Applied, c.Result)
 	assert.Equal(t, 45*time.Second, h.openFor("payment.Charge"))
 
 	// A document that stays broken is a bad document, and is said so.
@@ -253,7 +254,7 @@ func TestFileSource_AHalfWrittenFileIsNotReportedUntilItStaysSo(t *testing.T) {
 	h.none()
 	h.tick()
 	c = h.next()
-	assert.Equal(t, PolicyRejected, c.Result)
+	assert.Equal(t, live.Rejected, c.Result)
 	assert.Contains(t, c.Problems[0].Problem, "the document ends early at byte 20")
 	assert.Equal(t, 45*time.Second, h.openFor("payment.Charge"), "kept")
 }
@@ -266,7 +267,7 @@ func TestFileSource_ADeletedFileKeepsTheLastGoodPolicy(t *testing.T) {
 	h.tick()
 	h.tick()
 	c := h.next()
-	assert.Equal(t, PolicyGone, c.Result)
+	assert.Equal(t, live.Gone, c.Result)
 	assert.Equal(t, v, c.InForce)
 	assert.Equal(t, 45*time.Second, h.openFor("payment.Charge"))
 	h.tick()
@@ -276,7 +277,7 @@ func TestFileSource_ADeletedFileKeepsTheLastGoodPolicy(t *testing.T) {
 	h.write(fileV2)
 	h.tick()
 	c = h.next()
-	assert.Equal(t, PolicyUnchanged, c.Result, "back as it was: delivered again, and the version in force")
+	assert.Equal(t, live.Unchanged, c.Result, "back as it was: delivered again, and the version in force")
 	assert.Equal(t, v, c.Version)
 	assert.Empty(t, c.Changes)
 }
@@ -284,12 +285,12 @@ func TestFileSource_ADeletedFileKeepsTheLastGoodPolicy(t *testing.T) {
 func TestFileSource_AMissingFileAtStartIsReportedAtOnce(t *testing.T) {
 	h := newFileHarness(t, "")
 	c := h.next()
-	assert.Equal(t, PolicyGone, c.Result)
+	assert.Equal(t, live.Gone, c.Result)
 	assert.Equal(t, "", c.InForce)
-	assert.Equal(t, OriginCode, h.g.PolicyStatus().Origin, "the code's policy stays")
+	assert.Equal(t, breaker.OriginCode, h.g.PolicyLabel().Origin, "the code's policy stays")
 	h.write(fileV1)
 	h.tick()
-	assert.Equal(t, PolicyApplied, h.next().Result)
+	assert.Equal(t, live.Applied, h.next().Result)
 }
 
 func TestFileSource_AnUnreadableFileIsReportedOnce(t *testing.T) {
@@ -299,7 +300,7 @@ func TestFileSource_AnUnreadableFileIsReportedOnce(t *testing.T) {
 	require.NoError(t, os.Mkdir(h.path, 0o755)) // a directory in its place
 	h.tick()
 	c := h.next()
-	assert.Equal(t, PolicyUnreadable, c.Result)
+	assert.Equal(t, live.Unreadable, c.Result)
 	assert.Contains(t, c.Err, "is a directory")
 	h.tick()
 	h.none()
@@ -307,9 +308,9 @@ func TestFileSource_AnUnreadableFileIsReportedOnce(t *testing.T) {
 }
 
 func TestFileSource_ChecksEverySecondByDefaultOnTheGivenClock(t *testing.T) {
-	_, err := NewFileSource("", FileConfig{})
+	_, err := live.NewFileSource("", live.FileConfig{})
 	assert.Error(t, err)
-	_, err = NewFileSource("x.json", FileConfig{Interval: -1})
+	_, err = live.NewFileSource("x.json", live.FileConfig{Interval: -1})
 	assert.Error(t, err)
 
 	dir := t.TempDir()
@@ -317,29 +318,28 @@ func TestFileSource_ChecksEverySecondByDefaultOnTheGivenClock(t *testing.T) {
 	require.NoError(t, os.WriteFile(path, []byte(fileV1), 0o644))
 	clk := clock.NewMock()
 	var interval time.Duration
-	src, err := NewFileSource(path, FileConfig{Tick: func(d time.Duration) (<-chan time.Time, func()) {
+	src, err := live.NewFileSource(path, live.FileConfig{Tick: func(d time.Duration) (<-chan time.Time, func()) {
 		interval = d
 		tk := clk.Ticker(d)
 		return tk.C, tk.Stop
 	}})
 	require.NoError(t, err)
-	g, err := NewGroup(GroupConfig{}, WithClock(clk), WithLogger(discardLogger()))
+	g, err := breaker.NewGroup(breaker.GroupConfig{}, breaker.WithClock(clk), breaker.WithLogger(discardLogger()))
 	require.NoError(t, err)
-	rec := make(chan PolicyChange, 4)
-	defer g.SubscribePolicy(func(c PolicyChange) { rec <- c })()
-	f, err := g.Follow(context.Background(), src)
+	rec := make(chan live.Change, 4)
+	f, err := live.Follow(context.Background(), g, src, live.OnChange(func(c live.Change) { rec <- c }))
 	require.NoError(t, err)
 	defer func() { require.NoError(t, f.Close()) }()
-	require.Equal(t, PolicyApplied, (<-rec).Result)
+	require.Equal(t, live.Applied, (<-rec).Result)
 	assert.Equal(t, time.Second, interval)
 
 	require.NoError(t, os.WriteFile(path, []byte(fileV2), 0o644))
 	deadline := time.Now().Add(10 * time.Second)
-	for g.PolicyStatus().Reloads.Applied < 2 && time.Now().Before(deadline) {
+	for f.Status().Reloads.Applied < 2 && time.Now().Before(deadline) {
 		clk.Add(time.Second) // the mock's ticker may drop a tick the source has not taken yet
 	}
 	c := <-rec
-	assert.Equal(t, PolicyApplied, c.Result)
+	assert.Equal(t, live.Applied, c.Result)
 	assert.True(t, strings.HasPrefix(c.Origin, "file:"))
 }
 
@@ -349,10 +349,10 @@ func TestFileSource_AFileOverTheLimitIsRefused(t *testing.T) {
 	v := h.next().Version
 	// A valid document followed by white space: what is read is complete
 	// JSON, delivered at once, and refused for its size.
-	h.write(fileV1 + strings.Repeat(" ", MaxPolicyDocumentSize))
+	h.write(fileV1 + strings.Repeat(" ", breaker.MaxPolicyDocumentSize))
 	h.tick()
 	c := h.next()
-	assert.Equal(t, PolicyRejected, c.Result)
+	assert.Equal(t, live.Rejected, c.Result)
 	assert.Equal(t, v, c.InForce)
 	require.NotEmpty(t, c.Problems)
 	assert.Contains(t, c.Problems[0].Problem, "more than 1048576 bytes")
@@ -360,11 +360,11 @@ func TestFileSource_AFileOverTheLimitIsRefused(t *testing.T) {
 
 	// Cut inside the document, what is read is not complete JSON: held
 	// back one look, then refused.
-	h.write(`{"default": {"min_requests": 10}, "overrides": {"x": {"probes": 2` + strings.Repeat(" ", MaxPolicyDocumentSize) + `}}}`)
+	h.write(`{"default": {"min_requests": 10}, "overrides": {"x": {"probes": 2` + strings.Repeat(" ", breaker.MaxPolicyDocumentSize) + `}}}`)
 	h.tick()
 	h.none()
 	h.tick()
 	c = h.next()
-	assert.Equal(t, PolicyRejected, c.Result)
+	assert.Equal(t, live.Rejected, c.Result)
 	assert.Contains(t, c.Problems[0].Problem, "more than 1048576 bytes")
 }

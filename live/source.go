@@ -1,10 +1,10 @@
-package breaker
+package live
 
 import "context"
 
-// A PolicyDocument is one version of a group's policy document, as a
-// [PolicySource] delivers it.
-type PolicyDocument struct {
+// A Document is one version of a group's policy document, as a [Source]
+// delivers it.
+type Document struct {
 	// Origin names where the document comes from, for the audit record:
 	// "file:/etc/app/breakers.json", "etcd:/services/payments/breakers".
 	Origin string
@@ -13,8 +13,8 @@ type PolicyDocument struct {
 	// revision where it has one, a content hash otherwise.
 	Version string
 
-	// Data is the GroupPolicy JSON document. It is nil when Gone or Err
-	// is set.
+	// Data is the group policy JSON document (see
+	// [breaker.ParseGroupPolicy]). It is nil when Gone or Err is set.
 	Data []byte
 
 	// Gone reports that the document no longer exists at its origin (the
@@ -27,15 +27,15 @@ type PolicyDocument struct {
 	Err error
 }
 
-// A PolicySource delivers successive versions of one group policy
-// document: a file, a key in a configuration store.
-type PolicySource interface {
+// A Source delivers successive versions of one group policy document: a
+// file, a key in a configuration store.
+type Source interface {
 	// Watch delivers the current document, and then each new version of
 	// it, until ctx is done; it then returns ctx.Err(), promptly, even
 	// while its store or file system does not answer, since
-	// [Follower.Close] waits for it. It returns another
-	// error only when the source cannot go on at all. Watch calls deliver
-	// from one goroutine at a time and never after it has returned; a
-	// deliver call may block while the document is applied.
-	Watch(ctx context.Context, deliver func(PolicyDocument)) error
+	// [Follower.Close] waits for it. It returns another error only when
+	// the source cannot go on at all. Watch calls deliver from one
+	// goroutine at a time and never after it has returned; a deliver
+	// call may block while the document is applied.
+	Watch(ctx context.Context, deliver func(Document)) error
 }

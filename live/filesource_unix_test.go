@@ -1,6 +1,6 @@
 //go:build unix
 
-package breaker
+package live_test
 
 import (
 	"context"
@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/govkit/breaker"
+	"github.com/govkit/breaker/live"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -34,13 +36,12 @@ func releaseFIFO(path string) {
 
 // followFile follows path with ticks the test sends, and returns the
 // records on a channel.
-func followFile(t *testing.T, ctx context.Context, src *FileSource) (*Follower, <-chan PolicyChange) {
+func followFile(t *testing.T, ctx context.Context, src *live.FileSource) (*live.Follower, <-chan live.Change) {
 	t.Helper()
-	g, err := NewGroup(GroupConfig{}, WithLogger(discardLogger()))
+	g, err := breaker.NewGroup(breaker.GroupConfig{}, breaker.WithLogger(discardLogger()))
 	require.NoError(t, err)
-	rec := make(chan PolicyChange, 16)
-	t.Cleanup(g.SubscribePolicy(func(c PolicyChange) { rec <- c }))
-	f, err := g.Follow(ctx, src)
+	rec := make(chan live.Change, 16)
+	f, err := live.Follow(ctx, g, src, live.OnChange(func(c live.Change) { rec <- c }))
 	require.NoError(t, err)
 	return f, rec
 }
@@ -72,7 +73,7 @@ func TestFileSource_APathThatIsNotARegularFileIsRefusedAndStopsPromptly(t *testi
 			t.Run(c.name+"/"+stop, func(t *testing.T) {
 				path := filepath.Join(t.TempDir(), "breakers.json")
 				c.make(t, path)
-				src, err := NewFileSource(path, FileConfig{Tick: func(time.Duration) (<-chan time.Time, func()) {
+				src, err := live.NewFileSource(path, live.FileConfig{Tick: func(time.Duration) (<-chan time.Time, func()) {
 					return make(chan time.Time), func() {}
 				}})
 				require.NoError(t, err)
@@ -83,7 +84,7 @@ func TestFileSource_APathThatIsNotARegularFileIsRefusedAndStopsPromptly(t *testi
 
 				select {
 				case got := <-rec:
-					assert.Equal(t, PolicyUnreadable, got.Result)
+					assert.Equal(t, live.Unreadable, got.Result)
 					assert.Contains(t, got.Err, path+" "+c.kind)
 				case <-time.After(promptly):
 					t.Errorf("no policy record within %v", promptly)
@@ -112,12 +113,12 @@ func TestFileSource_ALookThatHangsHoldsUpNeitherCloseNorCancel(t *testing.T) {
 			fifo := filepath.Join(dir, "pipe")
 			mkfifo(t, fifo)
 			ticks := make(chan time.Time)
-			src, err := NewFileSource(path, FileConfig{Interval: time.Minute, Tick: func(time.Duration) (<-chan time.Time, func()) {
+			src, err := live.NewFileSource(path, live.FileConfig{Interval: time.Minute, Tick: func(time.Duration) (<-chan time.Time, func()) {
 				return ticks, func() {}
 			}})
 			require.NoError(t, err)
 			looked := make(chan struct{})
-			src.read = func(string) ([]byte, string, error) {
+			live.SetRead(src, func(string) ([]byte, string, error) {
 				defer close(looked)
 				f, err := os.Open(fifo) // blocks until releaseFIFO
 				if err != nil {
@@ -125,7 +126,7 @@ func TestFileSource_ALookThatHangsHoldsUpNeitherCloseNorCancel(t *testing.T) {
 				}
 				f.Close()
 				return nil, "", errors.New("released")
-			}
+			})
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			f, rec := followFile(t, ctx, src)
@@ -138,7 +139,7 @@ func TestFileSource_ALookThatHangsHoldsUpNeitherCloseNorCancel(t *testing.T) {
 			}
 			ticks <- time.Time{}
 			got := nextRecord(t, rec)
-			assert.Equal(t, PolicyUnreadable, got.Result)
+			assert.Equal(t, live.Unreadable, got.Result)
 			assert.Contains(t, got.Err, path+": the file system has not answered for more than 1m0s")
 
 			if stop == "Close" {

@@ -1,4 +1,4 @@
-package breaker
+package live
 
 import (
 	"context"
@@ -12,6 +12,8 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/govkit/breaker"
 )
 
 // DefaultFileInterval is how often a [FileSource] looks at its file
@@ -27,8 +29,8 @@ type FileConfig struct {
 	// in place of a [time.Ticker], as in the watcher of package ops: Watch
 	// calls it with Interval and makes one check per value received,
 	// calling stop when it returns. A test drives the source with the
-	// mock clock it gave the group ([WithClock]); with a *clock.Mock from
-	// github.com/benbjohnson/clock:
+	// mock clock it gave the group ([breaker.WithClock]); with a
+	// *clock.Mock from github.com/benbjohnson/clock:
 	//
 	//	Tick: func(d time.Duration) (<-chan time.Time, func()) {
 	//		t := mock.Ticker(d)
@@ -37,7 +39,7 @@ type FileConfig struct {
 	Tick func(interval time.Duration) (ticks <-chan time.Time, stop func())
 }
 
-// A FileSource is a [PolicySource] that follows one JSON file. It reads
+// A FileSource is a [Source] that follows one JSON file. It reads
 // the file at start and then at every interval, and delivers it when its
 // content has changed, with a version that is a hash of the content
 // ("sha256:" and 16 hex digits). It reads by path each time, following
@@ -72,7 +74,7 @@ type FileConfig struct {
 //
 // Polling keeps the core free of dependencies and its tests free of
 // sleeps; reading a small file once a second costs next to nothing. A
-// file larger than [MaxPolicyDocumentSize] is read (and hashed) only that
+// file larger than [breaker.MaxPolicyDocumentSize] is read (and hashed) only that
 // far, and refused by the group.
 //
 // A FileSource is safe for concurrent use; each Watch follows the file on
@@ -90,10 +92,10 @@ type FileSource struct {
 // need not exist yet.
 func NewFileSource(path string, cfg FileConfig) (*FileSource, error) {
 	if path == "" {
-		return nil, errors.New("breaker: empty policy file path")
+		return nil, errors.New("live: empty policy file path")
 	}
 	if cfg.Interval < 0 {
-		return nil, errors.New("breaker: FileConfig.Interval must not be negative")
+		return nil, errors.New("live: FileConfig.Interval must not be negative")
 	}
 	if abs, err := filepath.Abs(path); err == nil {
 		path = abs
@@ -111,7 +113,7 @@ func (s *FileSource) Origin() string { return "file:" + s.path }
 // Watch delivers the file's document at start (or that it is missing or
 // unreadable), then each change of it, until ctx is done. It returns as
 // soon as ctx is done, even with a look stuck in the file system.
-func (s *FileSource) Watch(ctx context.Context, deliver func(PolicyDocument)) error {
+func (s *FileSource) Watch(ctx context.Context, deliver func(Document)) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -119,7 +121,7 @@ func (s *FileSource) Watch(ctx context.Context, deliver func(PolicyDocument)) er
 	if s.tick != nil {
 		c, stop := s.tick(s.interval)
 		if c == nil || stop == nil {
-			return errors.New("breaker: FileConfig.Tick returned a nil channel or stop function")
+			return errors.New("live: FileConfig.Tick returned a nil channel or stop function")
 		}
 		defer stop()
 		ticks = c
@@ -176,7 +178,7 @@ func (s *FileSource) Watch(ctx context.Context, deliver func(PolicyDocument)) er
 			// Two ticks into a look, it has run for more than an
 			// interval, whenever it began.
 			if waited++; waited == 2 {
-				w.report(fmt.Errorf("breaker: reading %s: the file system has not answered for more than %v", s.path, s.interval))
+				w.report(fmt.Errorf("live: reading %s: the file system has not answered for more than %v", s.path, s.interval))
 			}
 		}
 	}
@@ -192,7 +194,7 @@ type fileLook struct {
 // fileWatch is the state of one Watch between looks.
 type fileWatch struct {
 	src     *FileSource
-	deliver func(PolicyDocument)
+	deliver func(Document)
 	first   bool
 	last    string // version last delivered; "" after gone or an error
 	missing int    // looks in a row that found no file
@@ -212,7 +214,7 @@ func (w *fileWatch) check(l fileLook) {
 		w.err, w.suspect = "", ""
 		if (first || w.missing >= 2) && !w.gone {
 			w.gone, w.last = true, ""
-			w.deliver(PolicyDocument{Origin: origin, Gone: true})
+			w.deliver(Document{Origin: origin, Gone: true})
 		}
 		return
 	case err != nil:
@@ -230,19 +232,20 @@ func (w *fileWatch) check(l fileLook) {
 		return
 	}
 	w.suspect, w.last = "", version
-	w.deliver(PolicyDocument{Origin: origin, Version: version, Data: data})
+	w.deliver(Document{Origin: origin, Version: version, Data: data})
 }
 
 // report delivers err, unless it is the error delivered last.
 func (w *fileWatch) report(err error) {
 	if err.Error() != w.err {
 		w.err, w.last = err.Error(), ""
-		w.deliver(PolicyDocument{Origin: w.src.Origin(), Err: err})
+		w.deliver(Document{Origin: w.src.Origin(), Err: err})
 	}
 }
 
-// readPolicyFile reads at most MaxPolicyDocumentSize+1 bytes of the file,
-// so that the group can tell it is too large, and hashes what it read.
+// readPolicyFile reads at most breaker.MaxPolicyDocumentSize+1 bytes of
+// the file, so that the group can tell it is too large, and hashes what
+// it read.
 // It refuses a path that is not a regular file once links are followed,
 // before it opens it (opening a named pipe waits for a writer; a device
 // may never end), and again after, in case the path was replaced between
@@ -266,7 +269,7 @@ func readPolicyFile(path string) ([]byte, string, error) {
 	if err := regular(path, fi); err != nil {
 		return nil, "", err
 	}
-	data, err := io.ReadAll(io.LimitReader(f, MaxPolicyDocumentSize+1))
+	data, err := io.ReadAll(io.LimitReader(f, breaker.MaxPolicyDocumentSize+1))
 	if err != nil {
 		return nil, "", err
 	}
@@ -295,5 +298,5 @@ func regular(path string, fi fs.FileInfo) error {
 	default:
 		what = "an irregular file (" + m.Type().String() + ")"
 	}
-	return fmt.Errorf("breaker: %s is %s, not a regular file", path, what)
+	return fmt.Errorf("live: %s is %s, not a regular file", path, what)
 }

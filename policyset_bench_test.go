@@ -52,10 +52,10 @@ func BenchmarkCandidate(b *testing.B) {
 	}
 }
 
-// reloadGroup returns a group of n breakers and two documents that differ
-// in one field of the default, so that every reload changes every
-// breaker's policy.
-func reloadGroup(b *testing.B, n int) (*Group, [2]PolicyDocument) {
+// reloadGroup returns a group of n breakers, held for a reload loop, and
+// two documents that differ in one field of the default, so that every
+// reload changes every breaker's policy.
+func reloadGroup(b *testing.B, n int) (*PolicyHold, [2][]byte) {
 	g, err := NewGroup(GroupConfig{}, WithLogger(discardLogger()))
 	if err != nil {
 		b.Fatal(err)
@@ -65,25 +65,39 @@ func reloadGroup(b *testing.B, n int) (*Group, [2]PolicyDocument) {
 			b.Fatal(err)
 		}
 	}
-	var docs [2]PolicyDocument
-	for i := range docs {
-		docs[i] = PolicyDocument{Origin: "bench", Version: strconv.Itoa(i), Data: []byte(fmt.Sprintf(
-			`{"default": {"min_requests": %d}, "overrides": {"payment.Charge": {"open_for": "45s", "max_open_for": "3m"}}}`, 20+i))}
+	hold, err := g.HoldPolicies("bench")
+	if err != nil {
+		b.Fatal(err)
 	}
-	return g, docs
+	var docs [2][]byte
+	for i := range docs {
+		docs[i] = []byte(fmt.Sprintf(
+			`{"default": {"min_requests": %d}, "overrides": {"payment.Charge": {"open_for": "45s", "max_open_for": "3m"}}}`, 20+i))
+	}
+	return hold, docs
+}
+
+// reload decodes a document and applies it through hold, as a followed
+// source does (package live adds its record).
+func reload(hold *PolicyHold, data []byte, version int) error {
+	gp, err := ParseGroupPolicy(data)
+	if err != nil {
+		return err
+	}
+	return hold.Apply(gp, "bench", strconv.Itoa(version))
 }
 
 // BenchmarkReload/10000_breakers is the time to decode, check and apply
 // a document that changes the policy of every breaker of a group of
-// 10,000, record included.
+// 10,000.
 func BenchmarkReload(b *testing.B) {
 	b.Run("10000_breakers", func(b *testing.B) {
-		g, docs := reloadGroup(b, 10000)
+		hold, docs := reloadGroup(b, 10000)
 		b.ReportAllocs()
 		b.ResetTimer()
 		for i := 0; i < b.N; i++ {
-			if rec := g.applyDocument(docs[i%2]); rec.Result != PolicyApplied {
-				b.Fatal(rec)
+			if err := reload(hold, docs[i%2], i); err != nil {
+				b.Fatal(err)
 			}
 		}
 	})
@@ -103,7 +117,8 @@ func BenchmarkDoDuringReloads(b *testing.B) {
 			name = "reloading/parallel"
 		}
 		b.Run(name, func(b *testing.B) {
-			g, docs := reloadGroup(b, 10000)
+			hold, docs := reloadGroup(b, 10000)
+			g := hold.g
 			stop := make(chan struct{})
 			var wg sync.WaitGroup
 			if reloading {
@@ -115,7 +130,7 @@ func BenchmarkDoDuringReloads(b *testing.B) {
 						case <-stop:
 							return
 						default:
-							g.applyDocument(docs[i%2])
+							_ = reload(hold, docs[i%2], i)
 						}
 					}
 				}()

@@ -1,6 +1,6 @@
 //go:build unix
 
-package breaker
+package live
 
 import "syscall"
 
