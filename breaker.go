@@ -49,6 +49,9 @@ type Breaker struct {
 	// through their accessors: openUntil in the Open state, probeDeadline
 	// in the HalfOpen state. One field serves both because only one is
 	// live at a time, and a second field would make every Breaker larger.
+	// A transition that gives it a new meaning stores the state word
+	// first and due after it, so a reader that loads the word, then due,
+	// then the word again unchanged, has read due in the word's meaning.
 	due       atomic.Int64
 	warmUntil atomic.Int64 // offset until which this breaker's target is cold
 	marks     atomic.Int64 // marksSeen, or when to look for WithInstanceStart next

@@ -125,9 +125,6 @@ func (b *Breaker) SetMode(m Mode) error {
 			}
 			b.setOutageStart(now)
 		}
-		// A forced open has no cooldown to wait out: it ends only when
-		// the mode is left.
-		b.setOpenUntil(math.MaxInt64)
 		b.openErr.Store(&OpenError{
 			Name:       b.name,
 			State:      Open,
@@ -139,6 +136,9 @@ func (b *Breaker) SetMode(m Mode) error {
 		})
 		b.countOpenLocked()
 		b.transitionLocked(now, Open, m, ReasonForcedOpen, snap, 0)
+		// A forced open has no cooldown to wait out: it ends only when
+		// the mode is left. After the state word: see due.
+		b.setOpenUntil(math.MaxInt64)
 	case m == ModeForcedClosed:
 		if w.state() != Closed {
 			b.closeLocked(now, m, ReasonForcedClosed)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -587,4 +588,47 @@ func TestHalfOpen_ACallThatSawTheBreakerOpenTakesAFreeSlot(t *testing.T) {
 	assert.Equal(t, roleProbe, tok.role)
 	h.b.finish(context.Background(), tok, nil, h.b.rules.Load())
 	assert.Equal(t, uint64(1), h.b.Counters().ProbesPassed)
+}
+
+// Scenario: three callers arrive together as a cooldown ends. The first
+// moves the breaker to half-open; the end of the cooldown and the probe
+// deadline share one field, which was written before the state word, so
+// a caller that had read the word while it still said open read the
+// deadline of "no probe yet" (never) as the end of the cooldown and was
+// refused with two probe slots free. The episode then never reached its
+// probe timeout, which needs every slot taken. Every caller of an episode
+// must be admitted.
+func TestHalfOpen_CallersArrivingAsTheCooldownEndsAreAllAdmitted(t *testing.T) {
+	episodes := 2000
+	if raceEnabled {
+		episodes = 400
+	}
+	h := newHarness(t, policy(func(p *Policy) { p.OpenFor = time.Second; p.MaxOpenFor = time.Second }))
+	h.trip()
+	refusedWithSlotsFree := 0
+	for range episodes {
+		h.add(time.Second)
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		var refused atomic.Int32
+		for range DefaultProbes {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				if errors.Is(h.call(errBoom), ErrOpen) {
+					refused.Add(1)
+				}
+			}()
+		}
+		close(start)
+		wg.Wait()
+		if refused.Load() > 0 {
+			refusedWithSlotsFree++
+		}
+		for h.b.State() == Closed {
+			h.call(errBoom)
+		}
+	}
+	assert.Zero(t, refusedWithSlotsFree, "episodes of %d in which a caller was refused with a probe slot free", episodes)
 }

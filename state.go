@@ -198,7 +198,6 @@ func (b *Breaker) openLocked(now int64, r *rules, reason, cause Reason, snap Sna
 	if until < now {
 		until = math.MaxInt64
 	}
-	b.setOpenUntil(until)
 	b.openErr.Store(&OpenError{
 		Name:       b.name,
 		State:      Open,
@@ -212,6 +211,7 @@ func (b *Breaker) openLocked(now int64, r *rules, reason, cause Reason, snap Sna
 	})
 	b.countOpenLocked()
 	b.transitionLocked(now, Open, b.state.Load().mode(), reason, snap, cd)
+	b.setOpenUntil(until) // after the state word: see due
 }
 
 // countOpenLocked counts a transition to Open that is about to be made.
@@ -251,7 +251,6 @@ func (b *Breaker) halfOpenLocked(now int64, m Mode, reason Reason) {
 		b.endProbesLocked()
 		h.inflight = h.inflight[:0]
 	}
-	b.setProbeDeadline(math.MaxInt64)
 	_, snap := b.trip()
 	if e := b.openErr.Load(); e != nil {
 		he := *e
@@ -261,6 +260,9 @@ func (b *Breaker) halfOpenLocked(now int64, m Mode, reason Reason) {
 		b.openErr.Store(&he)
 	}
 	b.transitionLocked(now, HalfOpen, m, reason, snap, 0)
+	// After the state word: a caller that read the word while it still
+	// said open must not read this as the end of the cooldown (see due).
+	b.setProbeDeadline(math.MaxInt64)
 }
 
 // closeLocked closes the breaker on an empty window. The window is stored
