@@ -49,6 +49,9 @@ type Breaker struct {
 	// through their accessors: openUntil in the Open state, probeDeadline
 	// in the HalfOpen state. One field serves both because only one is
 	// live at a time, and a second field would make every Breaker larger.
+	// A transition that gives it a new meaning stores the state word
+	// first and due after it, so a reader that loads the word, then due,
+	// then the word again unchanged, has read due in the word's meaning.
 	due       atomic.Int64
 	warmUntil atomic.Int64  // offset until which this breaker's target is cold
 	marks     atomic.Int64  // marksSeen, or when to look for WithInstanceStart next
@@ -91,13 +94,20 @@ type history struct {
 	// most: the reasons are a short fixed list.
 	transitions []TransitionCount
 	events      eventQueue
-	// inflight holds the admission offsets of the current half-open
-	// episode's probes that have no verdict yet, indexed by the slot
-	// number in their token; never marks an unused entry.
-	inflight []int64
+	// inflight holds the current half-open episode's probes that have no
+	// verdict yet, indexed by the slot number in their token; an entry
+	// admitted at never is unused.
+	inflight []inflightProbe
 	// sealed holds the outcomes of the windows sealed so far, by window
 	// kind (see endGenLocked): Counters adds the current window's.
 	sealed [nKinds]uint64
+}
+
+// inflightProbe is a probe in flight: its admission offset, for the probe
+// timeout, and its mark, which the end of its episode ends.
+type inflightProbe struct {
+	at   int64
+	mark *probeMark
 }
 
 // openUntil is, in the Open state, the offset at which probes may start.

@@ -50,6 +50,31 @@ func benchOpen(b *testing.B) *Breaker {
 	return br
 }
 
+// benchProbe returns the context of a probe in flight, made with ctx by
+// a half-open breaker of its own, and the done that ends it.
+func benchProbe(b *testing.B, ctx context.Context) (context.Context, func(error)) {
+	b.Helper()
+	p := DefaultPolicy()
+	p.OpenFor = time.Nanosecond
+	p.MaxOpenFor = time.Nanosecond
+	p.Jitter = 0
+	br, err := New("bench.Probe", p)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for i := 0; i < p.MinRequests; i++ {
+		_ = br.Do(context.Background(), benchFail)
+	}
+	for br.State() != HalfOpen {
+		runtime.Gosched()
+	}
+	call, done, err := br.Allow(ctx)
+	if err != nil || !IsProbe(call) {
+		b.Fatalf("no probe admitted: %v", err)
+	}
+	return call, done
+}
+
 // benchCtxKey is a context key of the kind other packages use.
 type benchCtxKey int
 
@@ -110,6 +135,38 @@ func BenchmarkDo(b *testing.B) {
 		var err error
 		for i := 0; i < b.N; i++ {
 			err = br.Do(deep, benchOK)
+		}
+		if err != nil {
+			b.Fatal(err)
+		}
+	})
+	// While some breaker of the process has a probe in flight, a closed
+	// call looks for a probe mark in its context (see unmarked): what the
+	// closed path costs then, with a context that has none, and with one
+	// that belongs to that probe and must be unmarked.
+	b.Run("closed/ctx5/probe-elsewhere/serial", func(b *testing.B) {
+		br := benchClosed(b)
+		_, done := benchProbe(b, context.Background())
+		defer done(nil)
+		b.ReportAllocs()
+		b.ResetTimer()
+		var err error
+		for i := 0; i < b.N; i++ {
+			err = br.Do(deep, benchOK)
+		}
+		if err != nil {
+			b.Fatal(err)
+		}
+	})
+	b.Run("closed/ctx5/inside-probe/serial", func(b *testing.B) {
+		br := benchClosed(b)
+		probe, done := benchProbe(b, deep)
+		defer done(nil)
+		b.ReportAllocs()
+		b.ResetTimer()
+		var err error
+		for i := 0; i < b.N; i++ {
+			err = br.Do(probe, benchOK)
 		}
 		if err != nil {
 			b.Fatal(err)
@@ -212,47 +269,56 @@ const benchMemoryBatch = 10_000
 // a large Group are. An op is New plus that call, so ns/op, B/op and
 // allocs/op are the cost of creating one; B/breaker is what stays live
 // after a GC, measured by HeapAlloc over batches of benchMemoryBatch.
+// timed_breaker is the same for a breaker that times its calls (a
+// slow-call rule), which carries a latency histogram, in batches of a
+// tenth as many.
 func BenchmarkMemory(b *testing.B) {
-	b.Run("idle_breaker", func(b *testing.B) {
-		ctx := context.Background()
-		p := DefaultPolicy()
-		batch := make([]*Breaker, 0, min(b.N, benchMemoryBatch))
-		var retained, counted int64
-		var before, after runtime.MemStats
-		b.ReportAllocs()
-		b.ResetTimer()
-		for done := 0; done < b.N; {
-			n := min(b.N-done, benchMemoryBatch)
-			b.StopTimer()
-			// Drop the previous batch: pointers left in the backing
-			// array would keep it alive through the GC below.
-			clear(batch)
-			batch = batch[:0]
-			runtime.GC()
-			runtime.ReadMemStats(&before)
-			b.StartTimer()
-			for i := 0; i < n; i++ {
-				br, err := New("orders.Create", p)
-				if err != nil {
-					b.Fatal(err)
-				}
-				if err := br.Do(ctx, benchOK); err != nil {
-					b.Fatal(err)
-				}
-				batch = append(batch, br)
+	timed := DefaultPolicy()
+	timed.SlowCall, timed.SlowRatio = time.Second, 1
+	b.Run("idle_breaker", func(b *testing.B) { benchRetained(b, DefaultPolicy(), benchMemoryBatch) })
+	b.Run("timed_breaker", func(b *testing.B) { benchRetained(b, timed, benchMemoryBatch/10) })
+}
+
+// benchRetained is BenchmarkMemory for breakers of policy p, at most
+// size of them alive at once.
+func benchRetained(b *testing.B, p Policy, size int) {
+	ctx := context.Background()
+	batch := make([]*Breaker, 0, min(b.N, size))
+	var retained, counted int64
+	var before, after runtime.MemStats
+	b.ReportAllocs()
+	b.ResetTimer()
+	for done := 0; done < b.N; {
+		n := min(b.N-done, size)
+		b.StopTimer()
+		// Drop the previous batch: pointers left in the backing
+		// array would keep it alive through the GC below.
+		clear(batch)
+		batch = batch[:0]
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		b.StartTimer()
+		for i := 0; i < n; i++ {
+			br, err := New("orders.Create", p)
+			if err != nil {
+				b.Fatal(err)
 			}
-			b.StopTimer()
-			runtime.GC()
-			runtime.ReadMemStats(&after)
-			runtime.KeepAlive(batch)
-			retained += int64(after.HeapAlloc) - int64(before.HeapAlloc)
-			counted += int64(n)
-			done += n
-			b.StartTimer()
+			if err := br.Do(ctx, benchOK); err != nil {
+				b.Fatal(err)
+			}
+			batch = append(batch, br)
 		}
 		b.StopTimer()
-		b.ReportMetric(float64(retained)/float64(counted), "B/breaker")
-	})
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		runtime.KeepAlive(batch)
+		retained += int64(after.HeapAlloc) - int64(before.HeapAlloc)
+		counted += int64(n)
+		done += n
+		b.StartTimer()
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(retained)/float64(counted), "B/breaker")
 }
 
 // benchNeverTrips returns a closed breaker whose window rules can never

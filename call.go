@@ -14,7 +14,8 @@ type token struct {
 	start int64 // offset at admission, if timed
 	role  uint8
 	timed bool
-	slot  uint8 // a probe's entry in history.inflight, or noSlot
+	slot  uint8      // a probe's entry in history.inflight, or noSlot
+	mark  *probeMark // a probe's mark, ended with its result; nil otherwise
 	// limit is the adaptive deadline the call was given, ns; 0 without
 	// Policy.AdaptiveTimeout (Policy.Timeout is in the rules).
 	limit int64
@@ -29,7 +30,8 @@ type token struct {
 //
 // The context fn receives is ctx, with a deadline of Policy.Timeout added
 // when that is set, and marked for [IsProbe] when the call is a half-open
-// probe. The outcome of fn's error is decided as the [Classifier]
+// probe; when it is not, IsProbe is false in it, even if ctx belongs to
+// another breaker's probe. The outcome of fn's error is decided as the [Classifier]
 // documentation says. If fn panics, the call counts as a failure and the
 // panic continues unchanged. A half-open probe that panics frees its slot
 // without a verdict, or, under Policy.StrictProbes, fails the episode and
@@ -52,19 +54,22 @@ func (b *Breaker) Do(ctx context.Context, fn func(context.Context) error) error 
 		// half-open one's, whose probe slots are all taken, at recovery,
 		// when every caller but the probes races for them. Each is one
 		// clock read, a load of the instant that ends the refusals
-		// (openUntil or probeDeadline, one field), one counter increment
-		// (a load and a compare-and-swap, see tally.inc), and the
-		// episode's shared error: no lock, nothing written but the
-		// counter. admitSlow decides the same way, for Allow.
-		// Everything else takes the general path.
-		if w.refusing(r.probes) && b.opt.tb.now() < b.due.Load() {
+		// (openUntil or probeDeadline, one field), a second load of the
+		// state word, which must be unchanged for that instant to mean
+		// what w says, one counter increment (a load and a
+		// compare-and-swap, see tally.inc), and the episode's shared
+		// error: no lock, nothing written but the counter. admitSlow
+		// decides the same way, for Allow. Everything else takes the
+		// general path.
+		if w.refusing(r.probes) && b.opt.tb.now() < b.due.Load() && b.state.Load() == w {
 			b.tally.inc(kRejected)
 			return b.refusal()
 		}
 		return b.do(ctx, fn, w, r)
 	}
 	// The closed path, kept apart so that its frame stays small: one
-	// deferred check, no derived context.
+	// deferred check, and no derived context unless ctx belongs to
+	// another breaker's live probe (see unmarked).
 	gen := w.gen()
 	// A flag rather than recover: the panic, or runtime.Goexit, keeps its
 	// original stack while the deferred call records the outcome.
@@ -74,7 +79,7 @@ func (b *Breaker) Do(ctx context.Context, fn func(context.Context) error) error 
 			b.abandon(ctx, token{gen: gen})
 		}
 	}()
-	err := fn(ctx)
+	err := fn(unmarked(ctx))
 	returned = true
 	if err == nil {
 		b.recordSuccess(ctx, gen)
@@ -144,8 +149,17 @@ func Call[T any](ctx context.Context, b *Breaker, fn func(context.Context) (T, e
 // (carrying the probe mark and the Policy.Timeout deadline, like Do's) and
 // a done function to report its result with; the call counts when done is
 // called, and done must be called exactly once (later calls do nothing).
-// If the breaker refuses, Allow returns an error matching [ErrOpen] and a
-// nil done; if ctx is already done, ctx.Err().
+// done cancels the context if the breaker gave it a deadline, and ends its
+// probe mark. If the breaker refuses, Allow returns an error matching
+// [ErrOpen] and a nil done; if ctx is already done, ctx.Err().
+//
+// A call can report before it ends, once it has proved what it can: a
+// stream, by its first message. Such a call must not go on with the
+// context Allow returned, which done cancels when it carries a deadline;
+// it can go on with one that has the returned context's values
+// (context.WithoutCancel) and the caller's own deadline and cancellation.
+// Its later errors are not reported: every admitted call has exactly one
+// outcome.
 //
 // A done that is never called is a call that never ended: in the half-open
 // state it holds its probe slot until the probe timeout reopens the
@@ -219,7 +233,9 @@ func newOnceFlag() *atomic.Bool {
 // prepare derives the context of an admitted call and starts its timer.
 func (b *Breaker) prepare(ctx context.Context, tok *token, r *rules) (context.Context, context.CancelFunc) {
 	if tok.role == roleProbe {
-		ctx = context.WithValue(ctx, probeKey{}, probeMark{tok.gen})
+		ctx = context.WithValue(ctx, probeKey{}, tok.mark)
+	} else {
+		ctx = unmarked(ctx)
 	}
 	if !r.timed {
 		return ctx, nil
@@ -246,6 +262,7 @@ func (b *Breaker) prepare(ctx context.Context, tok *token, r *rules) (context.Co
 // follows the rules in force now, so that a call admitted before SetPolicy
 // is never judged by a policy that has been replaced.
 func (b *Breaker) finish(caller context.Context, tok token, err error, r *rules) {
+	tok.mark.end()
 	now := b.opt.tb.now()
 	elapsed := int64(-1)
 	if tok.timed {
@@ -282,6 +299,7 @@ func (b *Breaker) finish(caller context.Context, tok token, err error, r *rules)
 // abandon settles a call whose function (or the classifier) panicked, or
 // called runtime.Goexit, under the rules in force now.
 func (b *Breaker) abandon(caller context.Context, tok token) {
+	tok.mark.end()
 	r := b.rules.Load()
 	switch tok.role {
 	case roleCounted:

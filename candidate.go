@@ -124,8 +124,8 @@ func (cc *candidateCall) run(call context.Context, fn func(context.Context) erro
 
 // admit has the candidate admit the call. A shadow breaker never refuses,
 // and needs no context of its own: the call is timed from here for its
-// slow-call rule and its Policy.Timeout, which it judges without
-// imposing.
+// slow-call rule, its Policy.Timeout and its adaptive deadline in force,
+// which it judges without imposing.
 func (cc *candidateCall) admit() {
 	s := cc.c.shadow
 	r := s.rules.Load()
@@ -133,8 +133,15 @@ func (cc *candidateCall) admit() {
 	if err != nil {
 		return
 	}
+	// A probe of the candidate runs on the context of the breaker in
+	// force: no context carries its mark, so it ends at once.
+	tok.mark.end()
+	tok.mark = nil
 	if r.timed {
 		tok.timed, tok.start = true, s.opt.tb.now()
+		if r.adaptive {
+			tok.limit = s.deadline(r)
+		}
 	}
 	cc.tok, cc.r, cc.ok = tok, r, true
 }
@@ -405,30 +412,4 @@ func (g *Group) reportCandidate(e CandidateEvent) {
 			}()
 		}
 	}
-}
-
-// candidateInfo counts the breakers running a candidate; nil if none
-// does.
-func (g *Group) candidateInfo() *CandidateInfo {
-	gr := g.rules.Load()
-	if gr.cand == nil {
-		return nil
-	}
-	n := 0
-	g.Range(func(_ string, b *Breaker) bool {
-		if b.cand.Load() != nil {
-			n++
-		}
-		return true
-	})
-	return &CandidateInfo{Version: gr.version, Breakers: n}
-}
-
-// CandidateInfo describes the candidate a group runs in shadow.
-type CandidateInfo struct {
-	// Version is the version of the document that carries it.
-	Version string `json:"version"`
-	// Breakers is how many of the group's breakers run a candidate
-	// policy that differs from their own.
-	Breakers int `json:"breakers"`
 }

@@ -67,9 +67,17 @@ type Classifier func(err error) Outcome
 // DefaultClassifier treats as Timeout an error that is
 // context.DeadlineExceeded, that has a Timeout() method returning true
 // (net.Error), or that is a refused, reset or aborted connection (nothing
-// answered); and every other error as Failure. An error whose methods
-// panic when asked (the classic typed nil: a nil *net.OpError returned as
-// an error) is a Failure.
+// answered); as Ignored any other error that matches [ErrOpen], the
+// refusal of another breaker that the function passed on; and every other
+// error as Failure. An error whose methods panic when asked (the classic
+// typed nil: a nil *net.OpError returned as an error) is a Failure.
+//
+// Another breaker's refusal is not an answer from the downstream: the
+// call never reached it, and the breaker that refused already judges it.
+// Counted as a failure, an inner breaker that opens would trip every
+// breaker around it, which would then refuse calls the inner one does not
+// guard and stay open after it closes. A classifier that wants such
+// refusals counted can say so before it falls through to this one.
 func DefaultClassifier(err error) (o Outcome) {
 	if err == nil {
 		return Success
@@ -85,10 +93,7 @@ func DefaultClassifier(err error) (o Outcome) {
 	}()
 	var s timeoutScan
 	if s.scan(err, false) {
-		if s.timeout {
-			return Timeout
-		}
-		return Failure
+		return s.outcome()
 	}
 	return classifyByErrors(err)
 }
@@ -109,6 +114,9 @@ func classifyByErrors(err error) Outcome {
 		errors.Is(err, syscall.ENETUNREACH) {
 		return Timeout
 	}
+	if errors.Is(err, ErrOpen) {
+		return Ignored
+	}
 	return Failure
 }
 
@@ -123,12 +131,14 @@ func classifyByErrors(err error) Outcome {
 // asks errors.Is and errors.As. syscall.Errno is the exception: its Is
 // method matches only the os package's ErrPermission, ErrExist,
 // ErrNotExist and errors.ErrUnsupported, none of which is asked about
-// here.
+// here. An *OpenError is the other: its Is method matches ErrOpen and
+// nothing else, which the walk notes; it wraps nothing.
 //
 // With marks set, the walk also looks for the first error made by Mark, as
 // markOf does, and goes on to the end of the tree until it finds one.
 type timeoutScan struct {
 	timeout bool // the answer: a timeout
+	refusal bool // an error matching ErrOpen was seen (Ignored, if not a timeout)
 	// sawTimeoutMethod is set at the first error with a Timeout method:
 	// errors.As stops at it, so only its answer counts.
 	sawTimeoutMethod bool
@@ -137,7 +147,7 @@ type timeoutScan struct {
 }
 
 // scan reports whether it settled the question for err's tree; s.timeout
-// (and s.marked, s.mark) is then the answer.
+// and s.refusal (and s.marked, s.mark) are then the answer.
 func (s *timeoutScan) scan(err error, marks bool) bool {
 	for err != nil {
 		if marks {
@@ -152,9 +162,15 @@ func (s *timeoutScan) scan(err error, marks bool) bool {
 				syscall.EHOSTUNREACH, syscall.ENETUNREACH:
 				s.timeout = true
 			}
+		} else if _, ok := err.(*OpenError); ok {
+			s.refusal = true
+			return true // a leaf: it wraps nothing
 		} else {
-			if err == context.DeadlineExceeded {
+			switch err {
+			case context.DeadlineExceeded:
 				s.timeout = true
+			case ErrOpen:
+				s.refusal = true
 			}
 			// One type switch rather than one assertion a method: Go
 			// caches a switch's answer for a type at the switch, so
@@ -207,6 +223,17 @@ type timeoutUnwrapper interface {
 type timeoutUnwrapperMulti interface {
 	Timeout() bool
 	Unwrap() []error
+}
+
+// outcome is DefaultClassifier's answer once scan has settled it.
+func (s *timeoutScan) outcome() Outcome {
+	switch {
+	case s.timeout:
+		return Timeout
+	case s.refusal:
+		return Ignored
+	}
+	return Failure
 }
 
 // timeoutMethod takes the answer of the first error with a Timeout
@@ -320,13 +347,10 @@ func scanMarkAndTimeout(err error) (o Outcome, settled bool) {
 	if !s.scan(err, true) {
 		return 0, false
 	}
-	switch {
-	case s.marked:
+	if s.marked {
 		return s.mark, true
-	case s.timeout:
-		return Timeout, true
 	}
-	return Failure, true
+	return s.outcome(), true
 }
 
 // markByAs is findMark by errors.As, for the trees findMark cannot settle.

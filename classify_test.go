@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/url"
 	"os"
 	"syscall"
 	"testing"
@@ -41,6 +42,10 @@ func TestClassifier_DefaultTable(t *testing.T) {
 		{connRefused(), Timeout},
 		{connReset(), Timeout},
 		{context.Canceled, Failure}, // only the caller's own cancel is ignored, by the breaker
+		{ErrOpen, Ignored},          // another breaker's refusal
+		{&OpenError{Name: "payments"}, Ignored},
+		{fmt.Errorf("charge: %w", &OpenError{Name: "payments"}), Ignored},
+		{errors.Join(&OpenError{}, context.DeadlineExceeded), Timeout}, // a timeout is an answer
 	}
 	for _, c := range cases {
 		assert.Equal(t, c.want, DefaultClassifier(c.err), "%v", c.err)
@@ -48,6 +53,19 @@ func TestClassifier_DefaultTable(t *testing.T) {
 	for o, s := range map[Outcome]string{Success: "success", Ignored: "ignored", Failure: "failure", Timeout: "timeout"} {
 		assert.Equal(t, s, o.String())
 	}
+}
+
+// A typed nil pointer returned as an error (var e *net.OpError; return e)
+// is a failure, for DefaultClassifier and through Do.
+// Regression (020431c): DefaultClassifier panicked in errors.As; Do counted nothing.
+func TestClassifier_ATypedNilErrorIsAFailureNotAPanic(t *testing.T) {
+	for _, err := range []error{(*net.OpError)(nil), (*url.Error)(nil), (*net.DNSError)(nil)} {
+		assert.Equal(t, Failure, DefaultClassifier(err), "%T", err)
+	}
+	h := newHarness(t, DefaultPolicy())
+	err := h.b.Do(context.Background(), func(context.Context) error { var e *net.OpError; return e })
+	assert.Error(t, err)
+	assert.Equal(t, uint64(1), h.b.Counters().Failures)
 }
 
 func TestMark_ReportsADecidedOutcomeWhateverTheClassifier(t *testing.T) {
@@ -119,6 +137,11 @@ func TestClassifier_AgreesWithErrorsIsAndAs(t *testing.T) {
 		{syscall.EPIPE, Failure},
 		{syscall.ETIMEDOUT, Timeout}, // Errno's own Timeout method
 		{fmt.Errorf("a: %w", fmt.Errorf("b: %w", errBoom)), Failure},
+		{fmt.Errorf("a: %w", &OpenError{}), Ignored},
+		{errors.Join(errBoom, &OpenError{}), Ignored},
+		{errors.Join(&OpenError{}, timeoutErr{}), Timeout},
+		{errors.Join(isDeadline{}, ErrOpen), Timeout},
+		{notTimeout{&OpenError{}}, Ignored},
 	}
 	for _, c := range cases {
 		assert.Equal(t, c.want, DefaultClassifier(c.err), "%v", c.err)
@@ -159,6 +182,7 @@ func TestFailurePath_AllocatesNothing(t *testing.T) {
 		"refused":  connRefused(),
 		"ignored":  Ignore(errBoom),
 		"marked":   Mark(errBoom, Timeout),
+		"refusal":  fmt.Errorf("charge: %w", &OpenError{Name: "payments"}),
 	} {
 		fn := func(context.Context) error { return e }
 		allocs := testing.AllocsPerRun(200, func() { _ = b.Do(ctx, fn) })
@@ -195,6 +219,12 @@ func TestClassifier_OneWalkAgreesWithMarkThenDefault(t *testing.T) {
 		errors.Join(Ignore(errBoom), typedNil),
 		errors.Join(typedNil, Ignore(errBoom)),
 		Mark(errBoom, Outcome(9)),
+		&OpenError{},
+		fmt.Errorf("x: %w", ErrOpen),
+		errors.Join(&OpenError{}, Mark(errBoom, Failure)),
+		errors.Join(Mark(errBoom, Failure), &OpenError{}),
+		errors.Join(&OpenError{}, context.DeadlineExceeded),
+		errors.Join(&OpenError{}, isDeadline{}),
 	} {
 		want, ok := markOf(err)
 		if !ok {

@@ -3,6 +3,7 @@ package breaker
 import (
 	"fmt"
 	"math"
+	"time"
 )
 
 // SetPolicy replaces the breaker's policy. An invalid p is refused with a
@@ -16,7 +17,10 @@ import (
 // flight: a result is judged by the policy in force when it is recorded,
 // whatever policy admitted its call (only the deadline of Policy.Timeout,
 // already given to the call, stays). A half-open breaker whose passed
-// probes reach a lowered Probes closes at once.
+// probes reach a lowered Probes closes at once. An open breaker's running
+// cooldown is cut when the new OpenFor or MaxOpenFor make it shorter (to
+// what the new policy gives, with the same jitter, from when it began;
+// if that has passed, the next call probes), and never lengthened.
 func (b *Breaker) SetPolicy(p Policy) error {
 	r, err := compileShared(p)
 	if err != nil {
@@ -33,6 +37,8 @@ func (b *Breaker) setRules(r *rules) {
 	b.mu.Lock()
 	if r.timed {
 		r = r.own(b.rules.Load(), now) // keeps the latency histogram
+	} else {
+		r = r.carried(b.rules.Load()) // keeps its totals
 	}
 	old := b.rules.Swap(r)
 	if old.width != r.width || old.buckets != r.buckets {
@@ -49,7 +55,9 @@ func (b *Breaker) setRules(r *rules) {
 		// one allows; trip on failures seen under the new rule only.
 		b.handRunLocked(b.state.Load().gen(), false)
 	}
-	if w := b.state.Load(); w.state() == HalfOpen {
+	if w := b.state.Load(); w.state() == Open {
+		b.shortenCooldownLocked(old, r)
+	} else if w.state() == HalfOpen {
 		if uint64(b.probesPassed()) >= r.probes {
 			// Probes was lowered below the passes this episode already has.
 			b.closeLocked(now, w.mode(), ReasonProbesPassed)
@@ -59,6 +67,34 @@ func (b *Breaker) setRules(r *rules) {
 	}
 	b.mu.Unlock()
 	b.flush()
+}
+
+// shortenCooldownLocked cuts the running cooldown to what r would have
+// drawn for it, with the same jitter factor, when that is shorter: a
+// policy that lowers OpenFor or MaxOpenFor during an outage takes effect
+// in the outage, while one that raises them waits for the next cooldown.
+// A forced open has no cooldown to cut. b.mu must be held.
+func (b *Breaker) shortenCooldownLocked(old, r *rules) {
+	e := b.openErr.Load()
+	if e == nil || e.Until.IsZero() || e.Cooldown <= 0 {
+		return
+	}
+	oldBase, newBase := b.baseCooldown(old), b.baseCooldown(r)
+	if newBase >= oldBase {
+		return
+	}
+	cd := int64(e.Cooldown)
+	until := b.openUntil()
+	start := until - cd
+	ncd := max(int64(float64(cd)*float64(newBase)/float64(oldBase)), 1)
+	if ncd >= cd {
+		return
+	}
+	b.setOpenUntil(start + ncd)
+	ne := *e
+	ne.Until = b.opt.tb.time(start + ncd)
+	ne.Cooldown = time.Duration(ncd)
+	b.openErr.Store(&ne)
 }
 
 // SetMode changes how the breaker applies its state machine; see [Mode].
@@ -80,8 +116,9 @@ func (b *Breaker) SetMode(m Mode) error {
 	switch {
 	case from == m:
 	case m == ModeForcedOpen:
-		snap := b.tripSnap()
+		cause, snap := b.trip()
 		if w.state() == Closed {
+			cause = ReasonForcedOpen
 			if b.closedAt() != never && now-b.closedAt() >= b.rules.Load().maxOpenFor {
 				// Stable for MaxOpenFor: the doubling starts over, whatever
 				// ends the closed spell (a trip does the same).
@@ -89,19 +126,20 @@ func (b *Breaker) SetMode(m Mode) error {
 			}
 			b.setOutageStart(now)
 		}
-		// A forced open has no cooldown to wait out: it ends only when
-		// the mode is left.
-		b.setOpenUntil(math.MaxInt64)
 		b.openErr.Store(&OpenError{
-			Name:     b.name,
-			State:    Open,
-			Reason:   ReasonForcedOpen,
-			Snapshot: snap,
-			Since:    b.opt.tb.time(b.outageStart()),
-			b:        b,
+			Name:       b.name,
+			State:      Open,
+			Reason:     ReasonForcedOpen,
+			TripReason: cause,
+			Snapshot:   snap,
+			Since:      b.opt.tb.time(b.outageStart()),
+			b:          b,
 		})
 		b.countOpenLocked()
 		b.transitionLocked(now, Open, m, ReasonForcedOpen, snap, 0)
+		// A forced open has no cooldown to wait out: it ends only when
+		// the mode is left. After the state word: see due.
+		b.setOpenUntil(math.MaxInt64)
 	case m == ModeForcedClosed:
 		if w.state() != Closed {
 			b.closeLocked(now, m, ReasonForcedClosed)

@@ -83,6 +83,50 @@ func TestManual_ResetClosesOnAnEmptyWindowAtLevelZero(t *testing.T) {
 	assert.Equal(t, ModeAuto, h.b.Mode(), "reset ends a forced mode")
 }
 
+// resetCtx calls fire from its Value method once armed: the one place user
+// code runs inside the recording of a closed-state result (it ran between
+// the generation check and the window load).
+type resetCtx struct {
+	context.Context
+	armed bool
+	fire  func()
+}
+
+func (c *resetCtx) Value(key any) any {
+	if c.armed {
+		c.armed = false
+		c.fire()
+	}
+	return c.Context.Value(key)
+}
+
+// A call admitted before Reset never counts in the new window, even one
+// that records its result while Reset runs: the test forces that
+// interleaving by running Reset from the context lookup that recording
+// makes when warmup marks are in use.
+// Regression (bc96faf): Reset stored the window before the generation.
+func TestManual_AResultAdmittedBeforeResetNeverLandsInTheNewWindow(t *testing.T) {
+	for _, err := range []error{nil, errBoom} {
+		h := newHarness(t, DefaultPolicy())
+		// A marked call of a long-started instance turns the breaker's
+		// per-call lookup on for every later call.
+		warm := WithInstanceStart(context.Background(), h.clk.Now().Add(-time.Hour))
+		require.NoError(t, h.b.Do(warm, func(context.Context) error { return nil }))
+		h.calls(5, errBoom)
+		ctx := &resetCtx{Context: context.Background()}
+		ctx.fire = func() {
+			h.b.Reset()
+			require.NoError(t, h.b.Do(context.Background(), func(context.Context) error { return nil }))
+		}
+		require.ErrorIs(t, h.b.Do(ctx, func(context.Context) error {
+			ctx.armed = true
+			return err
+		}), err)
+		require.False(t, ctx.armed, "reset ran")
+		assert.Equal(t, Snapshot{Counted: 1}, h.b.Snapshot(), "only the call made after the reset, err=%v", err)
+	}
+}
+
 func TestManual_UnknownModeIsAnErrorAndChangesNothing(t *testing.T) {
 	h := newHarness(t, DefaultPolicy())
 	assert.EqualError(t, h.b.SetMode(Mode(9)), "breaker: unknown mode 9")

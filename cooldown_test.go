@@ -104,3 +104,43 @@ func TestCooldown_ZeroJitterIsExact(t *testing.T) {
 	h.trip()
 	assert.Equal(t, 30*time.Second, h.eventLog()[0].Cooldown)
 }
+
+// A jitter source (WithRand) that panics counts as no jitter: the trip is
+// made with the exact cooldown, the lock is free, and the breaker recovers.
+// Regression (548e873): the panic left the lock held; the next call hung.
+func TestCooldown_APanickingJitterSourceLeavesTheBreakerUsable(t *testing.T) {
+	h := newHarness(t, DefaultPolicy(), WithRand(func() float64 { panic("rand bug") }))
+	h.calls(19, errBoom)
+	_ = h.call(errBoom)
+	require.True(t, h.b.mu.TryLock(), "the lock is free")
+	h.b.mu.Unlock()
+	h.requireState(Open)
+	assert.Equal(t, 30*time.Second, h.eventLog()[0].Cooldown, "no jitter")
+	h.at(30 * time.Second)
+	h.calls(3, nil)
+	h.requireState(Closed)
+}
+
+// A breaker stable for MaxOpenFor starts its doubling over, however it
+// opens next: one that reopened once (level 1), was forced closed for
+// MaxOpenFor and then forced open is at level 0, so a failed probe after
+// the release doubles OpenFor once.
+// Regression (a0a3fc5): the level stayed 1; the probe waited 4×OpenFor.
+func TestCooldown_AForcedOpenAfterAStableSpellStartsTheDoublingOver(t *testing.T) {
+	p := policy(func(p *Policy) { p.Jitter = 0; p.MinRequests = 1; p.StrictProbes = true })
+	h := newHarness(t, p)
+	h.trip()
+	h.add(p.OpenFor)
+	h.calls(1, errBoom) // the probe fails: level 1
+	ev := h.eventLog()
+	require.Equal(t, 2*p.OpenFor, ev[len(ev)-1].Cooldown)
+	require.NoError(t, h.b.SetMode(ModeForcedClosed))
+	h.add(p.MaxOpenFor)
+	require.NoError(t, h.b.SetMode(ModeForcedOpen))
+	ev = h.eventLog()
+	assert.Equal(t, 0, ev[len(ev)-1].Doublings, "stable for MaxOpenFor: doublings back to 0")
+	require.NoError(t, h.b.SetMode(ModeAuto)) // half-open
+	h.calls(1, errBoom)                       // the probe fails: level 1
+	ev = h.eventLog()
+	assert.Equal(t, 2*p.OpenFor, ev[len(ev)-1].Cooldown)
+}

@@ -28,9 +28,11 @@ type Counters struct {
 	// ShadowRejected is the number of calls a shadow breaker admitted but
 	// would have refused.
 	ShadowRejected uint64 `json:"shadow_rejected"`
-	// Fallbacks is the number of results served by [Fallback] or
-	// [FallbackOnFailure] instead of the downstream. They are not
-	// outcomes: a refusal is counted in Rejected, a failure in Failures.
+	// Fallbacks is the number of results served by [Fallback],
+	// [FallbackOnFailure], [Recover] or [RecoverOnFailure] instead of the
+	// downstream, for calls this breaker refused or counted as failed.
+	// They are not outcomes: a refusal is counted in Rejected, a failure
+	// in Failures.
 	Fallbacks uint64 `json:"fallbacks"`
 	// ProbesPassed and ProbesFailed count half-open verdicts.
 	ProbesPassed uint64 `json:"probes_passed"`
@@ -109,17 +111,24 @@ type Status struct {
 	// Policy.OpenFor).
 	OpenSince    *time.Time    `json:"open_since,omitempty"`
 	OpenDuration time.Duration `json:"open_duration_ns,omitempty"`
-	// Reason and Trip say why the breaker is not closed: the rule that
-	// tripped it and the window that tripped it, as a refusal's
-	// [OpenError] gives them ([ReasonForcedOpen] and the window at that
-	// moment for a forced open). Both are empty while closed.
-	Reason Reason   `json:"reason,omitempty"`
-	Trip   Snapshot `json:"trip"`
+	// TripReason and Trip say why the outage began: the rule that tripped
+	// the closed breaker and the window that tripped it, the same for the
+	// whole outage. Reason is why it is open or half-open now: the trip
+	// rule, or what reopened it since (probe_failed, probe_timeout,
+	// forced_open). A refusal's [OpenError] gives all three. All are
+	// empty while closed.
+	TripReason Reason   `json:"trip_reason,omitempty"`
+	Trip       Snapshot `json:"trip"`
+	Reason     Reason   `json:"reason,omitempty"`
 	// ProbeAt is when an open breaker's cooldown ends and it lets probes
 	// through, as a refusal's [OpenError.Until] says; empty in the other
 	// states and for a breaker forced open, which waits for its mode to
 	// change. A status page shows it as the next probe.
 	ProbeAt *time.Time `json:"probe_at,omitempty"`
+	// Cooldown is the length of the cooldown that ends at ProbeAt, as
+	// drawn with its jitter and doubled after failed probes; zero when
+	// ProbeAt is empty.
+	Cooldown time.Duration `json:"cooldown_ns,omitempty"`
 	// Window is the sliding window now, with its failure ratio.
 	Window     Snapshot `json:"window"`
 	ErrorRatio float64  `json:"error_ratio"`
@@ -154,13 +163,13 @@ func (b *Breaker) Status() Status {
 		s.Latency = &l
 	}
 	if e := b.openErr.Load(); e != nil && s.State != Closed {
-		s.Reason, s.Trip = e.Reason, e.Snapshot
+		s.Reason, s.TripReason, s.Trip = e.Reason, e.TripReason, e.Snapshot
 		// The error of a half-open episode has no Until; one read in a
 		// race with the end of the cooldown may still have it, and a
 		// probe time in the past says no more than none.
 		if s.State == Open && !e.Until.IsZero() {
 			u := e.Until
-			s.ProbeAt = &u
+			s.ProbeAt, s.Cooldown = &u, e.Cooldown
 		}
 	}
 	if t, ok := b.OpenSince(); ok {
@@ -201,6 +210,38 @@ func (b *Breaker) Transitions() []TransitionCount {
 		return nil
 	}
 	return append([]TransitionCount(nil), b.hist.transitions...)
+}
+
+// possibleTransitions is every transition the state machine makes, by
+// from, to and reason: the trips by each rule, the cooldown's end, the
+// probes' verdicts, and the operator's forced modes, releases and resets.
+var possibleTransitions = [...]TransitionCount{
+	{From: Closed, To: Open, Reason: ReasonErrorRatio},
+	{From: Closed, To: Open, Reason: ReasonErrorCount},
+	{From: Closed, To: Open, Reason: ReasonSlowRatio},
+	{From: Closed, To: Open, Reason: ReasonConsecutive},
+	{From: Closed, To: Open, Reason: ReasonForcedOpen},
+	{From: Open, To: HalfOpen, Reason: ReasonCooldown},
+	{From: Open, To: HalfOpen, Reason: ReasonReleased},
+	{From: Open, To: Closed, Reason: ReasonForcedClosed},
+	{From: Open, To: Closed, Reason: ReasonReset},
+	{From: HalfOpen, To: Open, Reason: ReasonProbeFailed},
+	{From: HalfOpen, To: Open, Reason: ReasonProbeTimeout},
+	{From: HalfOpen, To: Open, Reason: ReasonForcedOpen},
+	{From: HalfOpen, To: Closed, Reason: ReasonProbesPassed},
+	{From: HalfOpen, To: Closed, Reason: ReasonForcedClosed},
+	{From: HalfOpen, To: Closed, Reason: ReasonReset},
+}
+
+// PossibleTransitions returns every transition a breaker can make, by
+// from, to and reason, each with a Count of 0, in a fixed order:
+// [Breaker.Transitions] never reports one that is not here. An exporter
+// shows each at 0 from a breaker's creation, as Prometheus's practice for
+// labelled counters asks: a series that first appears at 1 shows no
+// increase, so a rate, an increase or a changes() over it would miss a
+// breaker's first trip. The result is a new slice the caller may keep.
+func PossibleTransitions() []TransitionCount {
+	return append([]TransitionCount(nil), possibleTransitions[:]...)
 }
 
 // countTransitionLocked counts a transition being made. It runs only on

@@ -28,13 +28,12 @@ func requireNotDone(t *testing.T, ctx context.Context) {
 	}
 }
 
-// TestRegression_MockClockCallDeadlineIsRealTime: on a mock clock (which
-// reads 1970 unless set) with Policy.Timeout 1s, the call's ctx.Deadline()
-// was the mock's now plus 1s. Real I/O compares a deadline with the real
-// clock (grpc-go fails such a call at once with DeadlineExceeded), so the
-// deadline must read in real time, while the context still expires only
-// when the mock passes the timeout.
-func TestRegression_MockClockCallDeadlineIsRealTime(t *testing.T) {
+// On a mock clock, a call's ctx.Deadline() reads in real time, for real
+// I/O compares a deadline with the real clock (grpc-go fails a call whose
+// deadline has passed at once, with DeadlineExceeded); the context still
+// expires only when the mock passes the timeout.
+// Regression (e2e5a13): it was the mock's now (1970 unless set) plus Timeout.
+func TestCallDeadline_OnAMockClockReadsInRealTime(t *testing.T) {
 	h := newHarness(t, policy(func(p *Policy) { p.Timeout = time.Second }))
 	before := time.Now()
 	ctx, done, err := h.b.Allow(context.Background())
@@ -121,15 +120,12 @@ type lateCancelCtx struct {
 func (c *lateCancelCtx) Done() <-chan struct{} { return c.done }
 func (c *lateCancelCtx) Err() error            { return c.err }
 
-// Scenario: a test on *clock.Mock advanced the clock past Policy.Timeout
-// inside the call and read ctx.Err(). The mock cancels the context from a
-// timer goroutine of its own and its Err reads the error without a lock;
-// when that goroutine ran late, the race detector reported the call's
-// ctx.Err() (it failed TestAdaptiveTimeout_HangEverythingDoesNotRaiseIt
-// once in CI, once in 30 runs here). The context a breaker hands out now
-// reads its parent's error only after Done is closed, which orders the
-// two, so a call polling ctx.Err() is race-free on such a clock.
-func TestRegression_ClockTimeoutErrIsReadAfterDone(t *testing.T) {
+// A call's context reads the error of its clock's timeout context only
+// after Done is closed, which orders the read after the write: a call that
+// polls ctx.Err() is race-free on a clock such as *clock.Mock, whose timer
+// goroutine sets the error that Err reads without a lock.
+// Regression (6cf047f): the race detector caught a call's ctx.Err() on the mock.
+func TestCallDeadline_TheClocksErrorIsReadAfterDone(t *testing.T) {
 	clk := &lateCancelClock{now: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
 	p := DefaultPolicy()
 	p.Timeout = 100 * time.Millisecond

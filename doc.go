@@ -45,8 +45,9 @@
 // timeout (context.DeadlineExceeded, a net.Error timeout, a refused or
 // reset connection, or a call longer than Policy.Timeout) is a failure of
 // its own kind, any other error a failure. The caller's own cancellation,
-// and errors wrapped with [Ignore], say nothing about the downstream and
-// are not counted. A [Classifier] can replace or extend the mapping. A
+// errors wrapped with [Ignore], and another breaker's refusal that the
+// function passes on (nested breakers) say nothing about the downstream
+// and are not counted. A [Classifier] can replace or extend the mapping. A
 // probe passes on any answer, even an error (the downstream answered), and
 // fails on a timeout, unless Policy.StrictProbes is set.
 //
@@ -63,7 +64,8 @@
 // A breaker that times its calls (Policy.Timeout, Policy.SlowCall or
 // Policy.AdaptiveTimeout) keeps a histogram of their latency over its
 // window; [Breaker.Latency] reads its quantiles. Calls that time out are
-// censored: counted apart, not in the quantiles. With
+// censored: counted apart, and in the quantiles only as lasting at least
+// what they ran. With
 // Policy.AdaptiveTimeout the deadline added to each call follows the
 // latency, recomputed every [AdaptiveInterval] as a quantile times a
 // factor, within bounds; [Breaker.Timeout] is the deadline in force, and
@@ -79,13 +81,15 @@
 // [Breaker.SetPolicy] changes its numbers, refusing an invalid policy as a
 // whole.
 //
-// # Live policies
+// # Policy documents
 //
-// [Group.Follow] makes a group follow a [PolicySource], such as a
-// [FileSource], while it runs: each version of the document is applied
-// whole or refused whole, and ends in one [PolicyChange] record, logged
-// and given to [Group.SubscribePolicy]; [Group.PolicyStatus] says which
-// version is in force. A document may carry a candidate
+// A group's policy document ([GroupPolicy]) is set by code
+// ([Group.SetPolicies], [Group.LoadPolicies]) or by one holder at a time
+// ([Group.HoldPolicies]), each version applied whole or refused whole;
+// [Group.PolicyLabel] says which version is in force, from where and
+// since when. Package github.com/govkit/breaker/live holds a group's
+// policies to follow a document in a file or a store while the service
+// runs, with a record of every version. A document may carry a candidate
 // ([GroupPolicy.Candidate]) that the breakers run in shadow on real
 // traffic, reporting where it decides differently to
 // [Group.SubscribeCandidate].

@@ -33,9 +33,16 @@ type OpenError struct {
 	Name string
 	// State is Open, or HalfOpen when the probes are already in flight.
 	State State
-	// Reason is why the breaker opened: the trip rule, or what reopened it.
+	// Reason is why the breaker is open now: the trip rule, or what
+	// reopened it (a failed probe, a probe timeout, a forced open).
 	Reason Reason
-	// Snapshot is the window at the moment the breaker tripped.
+	// TripReason is what began the outage: the rule that tripped the
+	// closed breaker, or ReasonForcedOpen if it was forced open from
+	// closed. It stays the same for the whole outage, through failed
+	// probes and reopens, until the breaker closes.
+	TripReason Reason
+	// Snapshot is the window at the moment the breaker tripped, and like
+	// TripReason stays for the whole outage.
 	Snapshot Snapshot
 	// Since is when the breaker opened.
 	Since time.Time
@@ -43,6 +50,9 @@ type OpenError struct {
 	// half-open state, where probes are in flight and the breaker may close
 	// at any moment, and for a breaker forced open.
 	Until time.Time
+	// Cooldown is the length of the cooldown that ends at Until, jitter
+	// included; zero when Until is.
+	Cooldown time.Duration
 
 	b *Breaker // the breaker that refused: its clock, and where Recover counts
 }
@@ -58,11 +68,20 @@ func (e *OpenError) RetryAfter() time.Duration {
 }
 
 func (e *OpenError) Error() string {
-	s := "breaker: " + e.Name + " is " + e.State.String() + " (" + string(e.Reason)
+	// The cause of the outage leads, with the window that tripped it; a
+	// later reason (a failed probe) follows it, never mixed with it.
+	cause := e.TripReason
+	if cause == "" {
+		cause = e.Reason
+	}
+	s := "breaker: " + e.Name + " is " + e.State.String() + " (" + string(cause)
 	if e.Snapshot.Counted > 0 {
 		s += ", " + strconv.FormatUint(e.Snapshot.Failures, 10) + "/" +
 			strconv.FormatUint(e.Snapshot.Counted, 10) + " failed, " +
 			strconv.FormatUint(e.Snapshot.Timeouts, 10) + " timeouts"
+	}
+	if e.Reason != cause {
+		s += "; then " + string(e.Reason)
 	}
 	if d := e.RetryAfter(); d > 0 {
 		s += ", retry in " + d.Round(time.Millisecond).String()

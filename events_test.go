@@ -72,6 +72,31 @@ func TestHooks_APanickingHookDoesNotSilenceLaterEvents(t *testing.T) {
 	assert.Equal(t, 2, calls, "the next transition is still delivered")
 }
 
+// A panicking hook hides no event from the others: the hooks after it and
+// the events queued behind it (a hook that causes a transition queues one)
+// are delivered, and the panic goes on to the caller.
+// Regression (585f218): the panic cut delivery short until a later transition.
+func TestHooks_APanickingHookHidesNoEventFromTheOthers(t *testing.T) {
+	var seen []Reason
+	var b *Breaker
+	h := newHarness(t, policy(func(p *Policy) { p.MinRequests = 1 }),
+		OnTransition(func(e Event) {
+			if e.Reason == ReasonErrorRatio {
+				b.Reset() // queues a second event
+			}
+			panic("hook bug")
+		}),
+		OnTransition(func(e Event) { seen = append(seen, e.Reason) }))
+	b = h.b
+	assert.PanicsWithValue(t, "hook bug", func() {
+		_ = h.b.Do(context.Background(), func(context.Context) error { return errBoom })
+	})
+	assert.Equal(t, []Reason{ReasonErrorRatio, ReasonReset}, seen,
+		"the second hook saw both events, the one queued by the first hook included")
+	assert.PanicsWithValue(t, "hook bug", func() { _ = h.b.SetMode(ModeForcedOpen) })
+	assert.Equal(t, []Reason{ReasonErrorRatio, ReasonReset, ReasonForcedOpen}, seen, "delivery was handed back")
+}
+
 // An event in JSON has snake_case keys and its cooldown as a duration
 // string, and decodes back to the same event.
 func TestEvent_JSONRoundTrip(t *testing.T) {

@@ -8,24 +8,32 @@ import (
 // Fallback calls fn through b. If b refuses the call, Fallback returns what
 // fallback returns instead; fallback receives the refusal, an error
 // matching [ErrOpen] (an *[OpenError] with the reason and RetryAfter).
-// Otherwise it returns fn's results unchanged.
+// Otherwise fn ran, and Fallback returns its results unchanged, whatever
+// they are: an error of fn's that matches ErrOpen, the refusal of another
+// breaker that fn called, included. That breaker's refusal is not b's;
+// give it to [Recover] to fall back on it, counted on the breaker that
+// refused.
 //
 // What to fall back to depends on the call: a read can serve a cached or
 // default value; a write that can wait can answer "try again later" with
 // the refusal's RetryAfter; a write that must not be lost should not use a
 // fallback at all and return the refusal. Fallbacks are counted in
-// Counters.Fallbacks, apart from the downstream's outcomes, so a breaker's
-// statistics never mistake a served fallback for a real answer (nor the
-// other way round). If ctx is done before the call, Fallback returns
-// ctx.Err() and does not fall back: the caller has gone.
+// Counters.Fallbacks of the breaker that refused (b, or, for a b that its
+// group has dropped, the key's current breaker, which made the call), apart
+// from the downstream's outcomes, so a breaker's statistics never mistake a
+// served fallback for a real answer (nor the other way round). If ctx is
+// done before the call, Fallback returns ctx.Err() and does not fall back:
+// the caller has gone.
 func Fallback[T any](ctx context.Context, b *Breaker, fn func(context.Context) (T, error), fallback func(context.Context, error) (T, error)) (T, error) {
 	return callWithFallback(ctx, b, fn, fallback, false)
 }
 
 // FallbackOnFailure is [Fallback] that also falls back when the call fails
-// or times out, passing fn's error to fallback. It does not fall back for
-// an ignored error ([Ignore], the caller's cancellation): those are the
-// caller's to handle.
+// or times out, by b's classifier, passing fn's error to fallback, and
+// counts that fallback on b. It does not fall back for an ignored error
+// ([Ignore], the caller's cancellation, and, by [DefaultClassifier],
+// another breaker's refusal that fn passed on): those are the caller's to
+// handle.
 func FallbackOnFailure[T any](ctx context.Context, b *Breaker, fn func(context.Context) (T, error), fallback func(context.Context, error) (T, error)) (T, error) {
 	return callWithFallback(ctx, b, fn, fallback, true)
 }
@@ -48,8 +56,8 @@ func Recover[T any](ctx context.Context, v T, err error, fallback func(context.C
 		return v, errors.New("breaker: nil fallback")
 	}
 	var oe *OpenError
-	if errors.As(err, &oe) && oe.b != nil {
-		oe.b.tally.inc(kFallbacks)
+	if errors.As(err, &oe) {
+		oe.b.countFallback()
 	}
 	return fallback(ctx, err)
 }
@@ -71,14 +79,14 @@ func Recover[T any](ctx context.Context, v T, err error, fallback func(context.C
 //	stock, err := inventory.GetStock(ctx, req) // conn uses breakergrpc
 //	stock, err = breaker.RecoverOnFailure(ctx, stock, err, cachedStock)
 func RecoverOnFailure[T any](ctx context.Context, v T, err error, fallback func(context.Context, error) (T, error)) (T, error) {
-	if err == nil {
+	if err == nil || ctx == nil || ctx.Err() != nil {
 		return v, err
 	}
 	if errors.Is(err, ErrOpen) {
 		return Recover(ctx, v, err, fallback)
 	}
 	var c outcomeCarrier
-	if ctx == nil || ctx.Err() != nil || !errors.As(err, &c) {
+	if !errors.As(err, &c) {
 		return v, err
 	}
 	b, o := c.BreakerOutcome()
@@ -88,7 +96,7 @@ func RecoverOnFailure[T any](ctx context.Context, v T, err error, fallback func(
 	if fallback == nil {
 		return v, errors.New("breaker: nil fallback")
 	}
-	b.tally.inc(kFallbacks)
+	b.countFallback()
 	return fallback(ctx, err)
 }
 
@@ -104,23 +112,58 @@ type outcomeCarrier interface {
 }
 
 func callWithFallback[T any](ctx context.Context, b *Breaker, fn func(context.Context) (T, error), fallback func(context.Context, error) (T, error), onFailure bool) (T, error) {
+	var v T
 	if fallback == nil {
-		var zero T
-		return zero, errors.New("breaker: nil fallback")
+		return v, errors.New("breaker: nil fallback")
 	}
-	v, err := Call(ctx, b, fn)
-	if err == nil || b == nil || ctx == nil || fn == nil {
+	if fn == nil {
+		return Call(ctx, b, fn)
+	}
+	// Whether fn ran tells b's refusal from an error of fn's that matches
+	// ErrOpen (an inner breaker's refusal): the OpenError alone cannot, as
+	// a dropped b hands its calls, and refusals, to its successor.
+	ran := false
+	err := b.Do(ctx, func(ctx context.Context) error {
+		ran = true
+		var err error
+		v, err = fn(ctx)
+		return err
+	})
+	if err == nil || b == nil || ctx == nil {
 		return v, err
 	}
-	use := errors.Is(err, ErrOpen)
-	if !use && onFailure && ctx.Err() == nil {
-		// Classify as the breaker did; a late nil result never gets here.
-		o := b.outcome(ctx, err, -1, b.rules.Load())
-		use = o == Failure || o == Timeout
+	if !ran {
+		var oe *OpenError
+		if !errors.As(err, &oe) {
+			return v, err // ctx was done before the call
+		}
+		oe.b.countFallback()
+		return fallback(ctx, err)
 	}
-	if !use {
+	if !onFailure || ctx.Err() != nil {
 		return v, err
+	}
+	// Classify as the breaker did; a late nil result never gets here.
+	if o := b.outcome(ctx, err, -1, b.rules.Load()); o != Failure && o != Timeout {
+		return v, err
+	}
+	b.countFallback()
+	return fallback(ctx, err)
+}
+
+// countFallback counts a served fallback on b, or, once its group has
+// dropped b, on the key's current breaker, which counts b's calls from
+// then on (see [GroupConfig.IdleAfter]); a dropped breaker is in no
+// snapshot, so a fallback counted there would be lost. A nil b counts
+// nothing.
+func (b *Breaker) countFallback() {
+	if b == nil {
+		return
+	}
+	if b.dropped() {
+		if nb := b.opt.group.load(b.name); nb != nil && !nb.dropped() {
+			b = nb
+		}
 	}
 	b.tally.inc(kFallbacks)
-	return fallback(ctx, err)
 }

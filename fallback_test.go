@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -181,4 +182,183 @@ func TestRecoverOnFailure_ServesRefusals(t *testing.T) {
 	assert.Equal(t, 2, v)
 	assert.Equal(t, uint64(1), b.Counters().Fallbacks)
 	assert.Equal(t, uint64(1), b.Counters().Rejected)
+}
+
+// RecoverOnFailure's doc: with ctx done it returns v and err unchanged,
+// the caller having gone. A refusal reached the fallback all the same,
+// and was counted, because refusals were handed to Recover before the
+// context was looked at.
+func TestRecoverOnFailure_LeavesARefusalAloneWhenTheCallerHasGone(t *testing.T) {
+	b, err := New("x", DefaultPolicy())
+	require.NoError(t, err)
+	require.NoError(t, b.SetMode(ModeForcedOpen))
+	refusal := b.Do(context.Background(), func(context.Context) error { return nil })
+	require.ErrorIs(t, refusal, ErrOpen)
+	gone, cancel := context.WithCancel(context.Background())
+	cancel()
+	v, err := RecoverOnFailure(gone, 1, refusal, func(context.Context, error) (int, error) { return 2, nil })
+	assert.Same(t, refusal, err)
+	assert.Equal(t, 1, v)
+	assert.Zero(t, b.Counters().Fallbacks)
+}
+
+// nested is an outer breaker whose calls go through an inner one, as a
+// handler guarded as a whole calls a dependency guarded on its own.
+type nested struct {
+	outer, inner *Breaker
+	fbCalls      int   // calls of the fallback
+	fbErr        error // the error the fallback was given
+}
+
+func newNested(t *testing.T, outerOpts ...Option) *nested {
+	t.Helper()
+	outer, err := New("checkout", DefaultPolicy(), outerOpts...)
+	require.NoError(t, err)
+	inner, err := New("payments", DefaultPolicy())
+	require.NoError(t, err)
+	return &nested{outer: outer, inner: inner}
+}
+
+// fn is the outer call: it goes through the inner breaker.
+func (n *nested) fn(ctx context.Context) (string, error) {
+	return Call(ctx, n.inner, func(context.Context) (string, error) { return "fresh", nil })
+}
+
+func (n *nested) fallback(_ context.Context, err error) (string, error) {
+	n.fbCalls++
+	n.fbErr = err
+	return "cached", nil
+}
+
+// counts is the part of Counters the nested tests compare.
+type counts struct {
+	Admitted, Failures, Ignored, Rejected, Fallbacks uint64
+}
+
+func countsOf(b *Breaker) counts {
+	c := b.Counters()
+	return counts{c.Admitted, c.Failures, c.Ignored, c.Rejected, c.Fallbacks}
+}
+
+// TestFallback_NestedBreakersFallBackOnTheirOwnRefusal: each fallback
+// helper falls back on the refusal of the breaker it is given, and counts
+// the fallback on the breaker that refused. An inner breaker's refusal,
+// returned by fn, is fn's error: Fallback returns it unchanged (it used to
+// serve the fallback and count it, and a failure, on the outer breaker),
+// the outer breaker's default classifier ignores it, and so
+// FallbackOnFailure does not fall back on it either; Recover does, on the
+// inner breaker.
+func TestFallback_NestedBreakersFallBackOnTheirOwnRefusal(t *testing.T) {
+	ctx := context.Background()
+	helpers := []struct {
+		name string
+		call func(n *nested) (string, error)
+	}{
+		{"Fallback", func(n *nested) (string, error) { return Fallback(ctx, n.outer, n.fn, n.fallback) }},
+		{"FallbackOnFailure", func(n *nested) (string, error) { return FallbackOnFailure(ctx, n.outer, n.fn, n.fallback) }},
+		{"Recover", func(n *nested) (string, error) {
+			v, err := Call(ctx, n.outer, n.fn)
+			return Recover(ctx, v, err, n.fallback)
+		}},
+		{"RecoverOnFailure", func(n *nested) (string, error) {
+			v, err := Call(ctx, n.outer, n.fn)
+			return RecoverOnFailure(ctx, v, err, n.fallback)
+		}},
+	}
+	for _, h := range helpers {
+		t.Run(h.name+"/inner refuses", func(t *testing.T) {
+			n := newNested(t)
+			require.NoError(t, n.inner.SetMode(ModeForcedOpen))
+			v, err := h.call(n)
+			refuser := func() *Breaker {
+				var oe *OpenError
+				if errors.As(n.fbErr, &oe) {
+					return oe.b
+				}
+				return nil
+			}
+			if strings.HasPrefix(h.name, "Recover") {
+				require.NoError(t, err)
+				assert.Equal(t, "cached", v)
+				assert.Equal(t, 1, n.fbCalls)
+				assert.Same(t, n.inner, refuser(), "the fallback gets the inner refusal")
+				assert.Equal(t, counts{Rejected: 1, Fallbacks: 1}, countsOf(n.inner))
+			} else {
+				var oe *OpenError
+				require.ErrorAs(t, err, &oe, "the inner refusal comes back unchanged")
+				assert.Same(t, n.inner, oe.b)
+				assert.Equal(t, "", v)
+				assert.Zero(t, n.fbCalls, "fallback called")
+				assert.Equal(t, counts{Rejected: 1}, countsOf(n.inner))
+			}
+			assert.Equal(t, counts{Admitted: 1, Ignored: 1}, countsOf(n.outer),
+				"the outer breaker admitted the call, and an inner refusal says nothing of its downstream")
+		})
+		t.Run(h.name+"/outer refuses", func(t *testing.T) {
+			n := newNested(t)
+			require.NoError(t, n.outer.SetMode(ModeForcedOpen))
+			v, err := h.call(n)
+			require.NoError(t, err)
+			assert.Equal(t, "cached", v)
+			assert.Equal(t, 1, n.fbCalls)
+			var oe *OpenError
+			require.ErrorAs(t, n.fbErr, &oe)
+			assert.Same(t, n.outer, oe.b)
+			assert.Equal(t, counts{Rejected: 1, Fallbacks: 1}, countsOf(n.outer))
+			assert.Equal(t, counts{}, countsOf(n.inner), "the inner breaker never saw the call")
+		})
+	}
+}
+
+// TestFallbackOnFailure_FallsBackOnAnInnerRefusalItsClassifierCounts: an
+// outer breaker whose classifier counts an inner refusal as a failure
+// falls back on it as on any failure, and counts the fallback on itself.
+func TestFallbackOnFailure_FallsBackOnAnInnerRefusalItsClassifierCounts(t *testing.T) {
+	n := newNested(t, WithClassifier(func(error) Outcome { return Failure }))
+	require.NoError(t, n.inner.SetMode(ModeForcedOpen))
+	v, err := FallbackOnFailure(context.Background(), n.outer, n.fn, n.fallback)
+	require.NoError(t, err)
+	assert.Equal(t, "cached", v)
+	assert.ErrorIs(t, n.fbErr, ErrOpen)
+	assert.Equal(t, counts{Admitted: 1, Failures: 1, Fallbacks: 1}, countsOf(n.outer))
+	assert.Equal(t, counts{Rejected: 1}, countsOf(n.inner))
+
+	v, err = Fallback(context.Background(), n.outer, n.fn, n.fallback)
+	assert.ErrorIs(t, err, ErrOpen, "Fallback falls back on its own breaker's refusal only")
+	assert.Equal(t, "", v)
+	assert.Equal(t, 1, n.fbCalls)
+	assert.Equal(t, counts{Admitted: 2, Failures: 2, Fallbacks: 1}, countsOf(n.outer))
+}
+
+// TestFallback_CountedOnTheKeysCurrentBreakerAfterADrop: a *Breaker kept
+// after its group dropped it makes its calls on the key's current breaker,
+// and the fallbacks served for them are counted there too. They used to be
+// counted on the dropped breaker, which no snapshot or metric shows.
+func TestFallback_CountedOnTheKeysCurrentBreakerAfterADrop(t *testing.T) {
+	ctx := context.Background()
+	g, err := NewGroup(GroupConfig{})
+	require.NoError(t, err)
+	kept, err := g.Get("inventory.GetStock")
+	require.NoError(t, err)
+	require.True(t, g.Remove("inventory.GetStock"))
+	cur, err := g.Get("inventory.GetStock")
+	require.NoError(t, err)
+	require.NotSame(t, kept, cur)
+	cached := func(context.Context, error) (int, error) { return -1, nil }
+
+	v, err := FallbackOnFailure(ctx, kept, func(context.Context) (int, error) { return 0, errBoom }, cached)
+	require.NoError(t, err)
+	assert.Equal(t, -1, v)
+	_, err = RecoverOnFailure(ctx, 0, &carried{err: errBoom, b: kept, o: Failure}, cached)
+	require.NoError(t, err)
+	require.NoError(t, cur.SetMode(ModeForcedOpen))
+	v, err = Fallback(ctx, kept, func(context.Context) (int, error) { return 1, nil }, cached)
+	require.NoError(t, err)
+	assert.Equal(t, -1, v)
+
+	c := cur.Counters()
+	assert.Equal(t, uint64(1), c.Failures)
+	assert.Equal(t, uint64(1), c.Rejected)
+	assert.Equal(t, uint64(3), c.Fallbacks)
+	assert.Zero(t, kept.Counters().Fallbacks)
 }

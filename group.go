@@ -3,7 +3,9 @@ package breaker
 import (
 	"context"
 	"errors"
+	"fmt"
 	"hash/maphash"
+	"math"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -32,17 +34,27 @@ type Group struct {
 	m     sync.Map // key → *Breaker
 	subs  atomic.Pointer[[]*subscriber]
 
-	mu        sync.Mutex // creation, eviction, policy changes
-	activity  map[*Breaker]activity
-	lastSweep int64
+	// max is GroupConfig.MaxBreakers, or DefaultMaxBreakers; n counts
+	// the breakers in m, changed under mu. overflow is the breaker the
+	// calls for further keys share (see GroupConfig.MaxBreakers).
+	max      int64
+	n        atomic.Int64
+	overflow *Breaker
+	full     fullReport
 
-	// pmu serialises policy changes and guards where the policy comes
-	// from. It is taken before mu, never after.
-	pmu      sync.Mutex
-	follower *Follower // the source followed, if any
-	pstate   policyState
-	psubs    atomic.Pointer[[]*policySubscriber]
-	csubs    atomic.Pointer[[]*candidateSubscriber]
+	mu       sync.Mutex // creation, eviction, policy changes
+	activity map[*Breaker]activity
+	// lastSweep is written under mu; the creation path reads it without
+	// the lock to decide whether a full group is due a sweep.
+	lastSweep atomic.Int64
+	evicted   [3]atomic.Uint64 // breakers dropped as idle, by State
+
+	// pmu serialises policy changes and guards their label and the hold
+	// on them. It is taken before mu, never after.
+	pmu   sync.Mutex
+	label policyLabel
+	hold  *PolicyHold // the holder of the policies, if any
+	csubs atomic.Pointer[[]*candidateSubscriber]
 }
 
 // GroupConfig configures a [Group].
@@ -50,31 +62,80 @@ type GroupConfig struct {
 	// Policies are the default policy and the per-key overrides. A zero
 	// Default means DefaultPolicy().
 	Policies GroupPolicy
-	// IdleAfter, when positive, drops a breaker that has seen no call for
-	// about this long, so that per-target keys whose set grows without
-	// bound do not grow the group for ever. A breaker that is open or
-	// half-open, or in a forced or shadow mode, is never dropped. Idle
-	// breakers are found when a new key is created (at most every
+	// IdleAfter, when positive, drops a breaker that no caller has asked
+	// for in about this long: no call admitted, refused or probed. It is
+	// dropped whatever its state, open and half-open included, so that
+	// the breakers of targets that died, and of keys built from request
+	// data, do not stay in the group, its snapshots and its metrics for
+	// ever. An open breaker that nobody calls protects nothing; the next
+	// call for its key makes a new, closed breaker, which trips again
+	// after MinRequests calls (or ConsecutiveFailures) if the target is
+	// still failing. Under ColdTargets that new breaker starts cold, like
+	// any new target: the group cannot tell a target that came back from
+	// a new one at the same address.
+	//
+	// A breaker in a mode other than ModeAuto is never dropped as idle: a
+	// mode is an operator's decision (a breaker forced open on purpose
+	// must not come back closed because nobody called it), and only code
+	// sets one. [Group.Remove] drops it.
+	//
+	// Idle breakers are found when a new key is created (at most every
 	// IdleAfter/2) and by [Group.EvictIdle], which the watcher of package
-	// ops calls every round.
+	// ops calls every round; the first sweep that sees a breaker notes
+	// its activity, so one is dropped between IdleAfter and IdleAfter
+	// plus the time between sweeps after its last call. Activity is read
+	// from the counters the breakers keep anyway: calls pay nothing for
+	// it. With a logger ([WithLogger]) each drop is a record saying the
+	// state the breaker was in ("breaker dropped"), and [Group.Status]
+	// counts them by that state.
 	//
 	// A call counts toward activity when it returns, so a breaker whose
 	// only calls are still running (a long call, a stream opened with
-	// [Breaker.Allow]) can be dropped. Nothing is lost when it is: the
-	// outcome of such a call, when it ends, goes into the window and the
-	// counters of the group's current breaker for the key (made anew if
-	// need be) as if that breaker had admitted it. A call made later
-	// through a *Breaker kept from before the drop goes there too, with
-	// Do, Call and Allow alike, so a key never has two live breakers. The
-	// same holds for [Group.Remove]. Other methods of a dropped breaker
-	// (State, Counters, SetMode, ...) act on it alone.
+	// [Breaker.Allow], a probe) can be dropped. Nothing is lost when it
+	// is: the outcome of a closed-state call, when it ends, goes into the
+	// window and the counters of the group's current breaker for the key
+	// (made anew if need be) as if that breaker had admitted it; a probe
+	// of a dropped breaker gives no verdict. A call made later through a
+	// *Breaker kept from before the drop goes to the current breaker too,
+	// with Do, Call and Allow alike, so a key never has two live
+	// breakers. The same holds for [Group.Remove]. Other methods of a
+	// dropped breaker (State, Counters, SetMode, ...) act on it alone.
 	IdleAfter time.Duration
 	// ColdTargets makes a new breaker for a per-target key (one that
 	// contains "@") start cold: its outcomes are left out of the window for
 	// Policy.Warmup, as if [Breaker.Rewarm] had been called when it was
 	// made. A target that appears in a group has usually just started.
 	ColdTargets bool
+	// MaxBreakers bounds the number of breakers the group holds; 0 means
+	// DefaultMaxBreakers, and a negative value is an error. Keys built
+	// from request data (a URL, a header) would otherwise make a breaker
+	// for every request, faster than IdleAfter drops them.
+	//
+	// Past it, nothing is refused: a call for a key that has no breaker
+	// runs through the group's overflow breaker, one breaker shared by
+	// all such keys, which applies the default policy's deadline and
+	// measures the calls but never trips (it is in ModeForcedClosed).
+	// [Group.Get] returns it, named "(overflow)", for such a key. The
+	// group counts these calls ([GroupStatus].OverflowCalls, exported by
+	// the metrics packages) and logs a Warn record, "breaker group full",
+	// at most once a minute on its clock, with the cap and the calls sent
+	// past it since the last record, to its logger, or to
+	// [slog.Default] if it has none. The breakers it holds work on, and
+	// a key gets a breaker of its own again once eviction (IdleAfter) or
+	// [Group.Remove] has made room.
+	MaxBreakers int
 }
+
+// DefaultMaxBreakers is the number of breakers a group holds when
+// GroupConfig.MaxBreakers is 0. It is far more than the methods and
+// targets of a service (50 methods of 200 instances each), and as many
+// as a metrics scrape serves in tens of milliseconds. A key used for a
+// single request never reaches Policy.MinRequests, so a breaker of its
+// own would never protect it: past the cap such keys lose nothing.
+const DefaultMaxBreakers = 10000
+
+// overflowName is the name of a group's overflow breaker.
+const overflowName = "(overflow)"
 
 // NewGroup returns an empty group. The options apply to every breaker the
 // group creates. It returns a *[PolicyError] if the policies are invalid.
@@ -86,8 +147,14 @@ func NewGroup(cfg GroupConfig, opts ...Option) (*Group, error) {
 	if cfg.IdleAfter < 0 {
 		return nil, errors.New("breaker: GroupConfig.IdleAfter must not be negative")
 	}
+	if cfg.MaxBreakers < 0 {
+		return nil, fmt.Errorf("breaker: GroupConfig.MaxBreakers must not be negative, got %d", cfg.MaxBreakers)
+	}
 	cfg.Policies = gr.doc
-	g := &Group{cfg: cfg, activity: map[*Breaker]activity{}}
+	g := &Group{cfg: cfg, activity: map[*Breaker]activity{}, max: int64(cfg.MaxBreakers)}
+	if g.max == 0 {
+		g.max = DefaultMaxBreakers
+	}
 	g.cache.seed = maphash.MakeSeed()
 	// Its own options, never the shared defaults: they point back at g,
 	// which delivers the events to the subscribers after the hooks.
@@ -95,15 +162,20 @@ func NewGroup(cfg GroupConfig, opts ...Option) (*Group, error) {
 	g.opt.group = g
 	g.rules.Store(gr)
 	g.subs.Store(&[]*subscriber{})
-	g.psubs.Store(&[]*policySubscriber{})
 	g.csubs.Store(&[]*candidateSubscriber{})
-	g.lastSweep = g.opt.tb.now()
-	g.pstate = policyState{origin: OriginCode, appliedAt: g.lastSweep}
+	now := g.opt.tb.now()
+	g.lastSweep.Store(now)
+	g.label = policyLabel{origin: OriginCode, appliedAt: now}
+	g.full.next.Store(math.MinInt64)
+	g.overflow = newOverflow(gr.def, g.opt)
 	return g, nil
 }
 
 // Get returns the breaker for key, creating it if the group has none. It
-// returns an error only for an empty key.
+// returns an error only for an empty key. When the group holds
+// GroupConfig.MaxBreakers breakers and none of them is key's, Get returns
+// the group's overflow breaker, whose Name is "(overflow)": use it for
+// the call at hand, and ask again for the next, as [Group.Do] does.
 func (g *Group) Get(key string) (*Breaker, error) {
 	if b := g.cache.find(key); b != nil {
 		return b, nil
@@ -256,19 +328,31 @@ func (c *keyCache) forget(b *Breaker) {
 	}
 }
 
-// create makes the breaker for key. The breaker's name, and every key the
-// group keeps, is a copy of key, never key itself: see keyCache.
+// create makes the breaker for key, or hands out the overflow breaker
+// when the group is full. The breaker's name, and every key the group
+// keeps, is a copy of key, never key itself: see keyCache.
 func (g *Group) create(key string) *Breaker {
+	now := g.opt.tb.now()
+	if g.n.Load() >= g.max && !g.sweepDue(now) {
+		// Full, and no sweep could make room: no lock, so that a flood
+		// of new keys does not queue on the group's mutex.
+		return g.overflowed(now)
+	}
 	g.mu.Lock()
-	defer g.mu.Unlock()
 	if v, ok := g.m.Load(key); ok {
+		g.mu.Unlock()
 		return v.(*Breaker)
 	}
-	name := strings.Clone(key)
-	now := g.opt.tb.now()
-	if g.cfg.IdleAfter > 0 && now-g.lastSweep >= int64(g.cfg.IdleAfter)/2 {
-		g.sweepLocked(now)
+	var dropped sweepReport
+	if g.sweepDue(now) {
+		dropped = g.sweepLocked(now)
 	}
+	if g.n.Load() >= g.max {
+		g.mu.Unlock()
+		g.logDrops(dropped)
+		return g.overflowed(now)
+	}
+	name := strings.Clone(key)
 	gr := g.rules.Load()
 	gr.markUsed(name)
 	r := gr.lookup(name)
@@ -278,8 +362,17 @@ func (g *Group) create(key string) *Breaker {
 	}
 	b.setCandidate(g, gr.candidateFor(name), gr.version)
 	g.m.Store(name, b)
+	g.n.Add(1)
 	g.cache.put(name, b)
+	g.mu.Unlock()
+	g.logDrops(dropped)
 	return b
+}
+
+// sweepDue reports whether idle breakers are due to be looked for at now:
+// eviction is on and the last sweep is IdleAfter/2 old.
+func (g *Group) sweepDue(now int64) bool {
+	return g.cfg.IdleAfter > 0 && now-g.lastSweep.Load() >= int64(g.cfg.IdleAfter)/2
 }
 
 // Do is Get(key) followed by Do on that breaker.
@@ -300,12 +393,9 @@ func (g *Group) Do(ctx context.Context, key string, fn func(context.Context) err
 // its breakers judge by, and the one a report on them should carry.
 func (g *Group) Now() time.Time { return g.opt.tb.time(g.opt.tb.now()) }
 
-// Len returns the number of breakers in the group.
-func (g *Group) Len() int {
-	n := 0
-	g.m.Range(func(any, any) bool { n++; return true })
-	return n
-}
+// Len returns the number of breakers in the group. The overflow breaker
+// (see GroupConfig.MaxBreakers) is not one of them.
+func (g *Group) Len() int { return int(g.n.Load()) }
 
 // Range calls f for each breaker in the group, in no particular order,
 // until f returns false. A breaker being dropped is skipped: it is marked
@@ -315,4 +405,46 @@ func (g *Group) Range(f func(key string, b *Breaker) bool) {
 		b := v.(*Breaker)
 		return b.dropped() || f(k.(string), b)
 	})
+}
+
+// GroupStatus is what a group says of itself, beside the status of each
+// of its breakers: how many it holds against its cap, the calls it sent
+// past the cap, and the breakers it dropped as idle.
+type GroupStatus struct {
+	// Breakers is the number of breakers the group holds ([Group.Len]);
+	// MaxBreakers the most it will hold (GroupConfig.MaxBreakers).
+	Breakers    int `json:"breakers"`
+	MaxBreakers int `json:"max_breakers"`
+	// OverflowCalls is the number of calls for keys that had no breaker
+	// while the group held MaxBreakers (Get or Do for such a key), which
+	// ran through the overflow breaker; Overflow is that breaker's
+	// counters, the outcomes of those calls.
+	OverflowCalls uint64   `json:"overflow_calls"`
+	Overflow      Counters `json:"overflow"`
+	// Evicted counts the breakers dropped as idle (GroupConfig.IdleAfter),
+	// by the state they were in when dropped.
+	Evicted Evictions `json:"evicted"`
+}
+
+// Evictions counts the breakers a group dropped as idle, by the state
+// they were in. The counts never go down.
+type Evictions struct {
+	Closed   uint64 `json:"closed"`
+	Open     uint64 `json:"open"`
+	HalfOpen uint64 `json:"half_open"`
+}
+
+// Status returns what the group says of itself. Its counts never go down.
+func (g *Group) Status() GroupStatus {
+	return GroupStatus{
+		Breakers:      g.Len(),
+		MaxBreakers:   int(g.max),
+		OverflowCalls: g.full.calls.Load(),
+		Overflow:      g.overflow.Counters(),
+		Evicted: Evictions{
+			Closed:   g.evicted[Closed].Load(),
+			Open:     g.evicted[Open].Load(),
+			HalfOpen: g.evicted[HalfOpen].Load(),
+		},
+	}
 }

@@ -3,7 +3,6 @@ package breaker
 import (
 	"encoding/json"
 	"errors"
-	"fmt"
 	"sort"
 	"strings"
 )
@@ -98,6 +97,13 @@ func (gp GroupPolicy) Promote() (GroupPolicy, error) {
 // overridePath is the path prefix of an override's fields. The key is
 // quoted, and cut if it is long: a key is input too.
 func overridePath(key string) string { return "overrides[" + quoteKey(key) + "]." }
+
+// MaxPolicyDocumentSize is the largest group policy document, in bytes,
+// that [ParseGroupPolicy] (and so [Group.LoadPolicies], and a source
+// followed with package github.com/govkit/breaker/live) accepts: 1 MiB,
+// far beyond any real policy, and small enough that a file or a key
+// filled by mistake cannot cost much to refuse.
+const MaxPolicyDocumentSize = 1 << 20
 
 // ParseGroupPolicy decodes and validates a group policy document. On error
 // (a *[PolicyError] listing every problem by path) it returns a zero
@@ -337,106 +343,6 @@ func (gr *groupRules) unused() []string {
 		}
 	}
 	return out
-}
-
-// Policies returns the group's policy document.
-func (g *Group) Policies() GroupPolicy { return g.rules.Load().doc }
-
-// SetPolicies replaces the group's policies and applies them to every
-// breaker it holds. An invalid document is refused with a *[PolicyError]
-// naming every bad field by path, and every breaker keeps its old policy.
-// See [Breaker.SetPolicy] for what a running breaker keeps.
-//
-// An override whose key no breaker of the group has used (see
-// [Group.UnusedOverrides]) is accepted, since its breaker may be made
-// later, but it is reported: if the group has a logger ([WithLogger]),
-// SetPolicies writes one Warn record for each such key, after the
-// document is applied and outside the group's lock:
-//
-//	level=WARN msg="breaker override unused" breaker.override=inventory.GetStok
-//
-// A typo in a key would otherwise go unnoticed, the breaker it meant
-// running on the default policy. Before any call has been made every
-// override is reported, so a service that loads its policies at start-up
-// should look again with UnusedOverrides once traffic has begun.
-//
-// While the group follows a [PolicySource] (see [Group.Follow]),
-// SetPolicies changes nothing and returns an error wrapping
-// [ErrFollowing]: the source owns the policy. Otherwise the policy in
-// force is the code's from then on ([PolicyStatus] shows [OriginCode]).
-func (g *Group) SetPolicies(gp GroupPolicy) error {
-	gr, err := compileGroup(gp)
-	if err != nil {
-		return err
-	}
-	g.pmu.Lock()
-	if f := g.follower; f != nil {
-		g.pmu.Unlock()
-		return fmt.Errorf("%w (%s): close its Follower to set policies by code", ErrFollowing, f.Origin())
-	}
-	old := g.rules.Load().doc
-	unused := g.setRules(gr)
-	g.pstate.origin, g.pstate.version = OriginCode, ""
-	g.pstate.appliedAt = g.opt.tb.now()
-	g.pstate.changes = diffPolicies(old, gr.doc)
-	g.pmu.Unlock()
-	logUnused(g.opt.logger, unused)
-	return nil
-}
-
-// setRules applies gr to the group and returns its unused override keys.
-func (g *Group) setRules(gr *groupRules) []string {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	// An override the previous document had, and a breaker used, stays
-	// used: its breaker may have been dropped as idle since, which makes
-	// the key no less real.
-	for k := range gr.over {
-		if g.rules.Load().used[k] {
-			gr.used[k] = true
-		}
-	}
-	g.rules.Store(gr)
-	g.m.Range(func(k, v any) bool {
-		key := k.(string)
-		gr.markUsed(key)
-		b := v.(*Breaker)
-		b.setRules(gr.lookup(key))
-		b.setCandidate(g, gr.candidateFor(key), gr.version)
-		return true
-	})
-	return gr.unused()
-}
-
-// UnusedOverrides returns, sorted, the keys of the overrides in the
-// group's policy document that no breaker of the group has used yet, or
-// nil if there are none. An override is used once the group has made a
-// breaker for its key; an override for a method ("payment.Charge") is
-// also used by a breaker for one of its targets
-// ("payment.Charge@10.0.0.7"). Use stays noted when the breaker is
-// dropped, and across [Group.SetPolicies] for an override the new
-// document keeps.
-//
-// A key listed here is often a typo ("inventory.GetStok" for
-// "inventory.GetStock"), whose breaker runs on the default policy; it may
-// also belong to a downstream not called yet. Call it once traffic has
-// begun, from a health check or after a reload; [Group.SetPolicies] and
-// [Group.LoadPolicies] log the same list when the group has a logger.
-func (g *Group) UnusedOverrides() []string {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return g.rules.Load().unused()
-}
-
-// LoadPolicies decodes a JSON group policy document (see [GroupPolicy]) and
-// applies it with [Group.SetPolicies], which reports its unused overrides.
-// On any error nothing is applied.
-func (g *Group) LoadPolicies(doc []byte) error {
-	gp, err := ParseGroupPolicy(doc)
-	if err != nil {
-		return err
-	}
-	return g.SetPolicies(gp)
 }
 
 func sortedKeys[V any](m map[string]V) []string {

@@ -66,7 +66,7 @@ func TestRace_Hammer(t *testing.T) {
 			for !stop.Load() {
 				draw := rng.IntN(100)
 				err := b.Do(context.Background(), func(ctx context.Context) error {
-					if m, ok := ctx.Value(probeKey{}).(probeMark); ok {
+					if m, ok := ctx.Value(probeKey{}).(*probeMark); ok && m != nil {
 						mu.Lock()
 						e := probesPerEpisode[m.gen]
 						if e == nil {

@@ -1,8 +1,11 @@
 package breaker
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"io"
+	"log/slog"
 	"sync"
 	"testing"
 	"time"
@@ -105,6 +108,15 @@ func (h *harness) transitions() []string {
 	return out
 }
 
+// lastReason is the reason of the last transition the harness saw.
+func (h *harness) lastReason() Reason {
+	ev := h.eventLog()
+	if len(ev) == 0 {
+		return ""
+	}
+	return ev[len(ev)-1].Reason
+}
+
 // policy returns DefaultPolicy changed by f.
 func policy(f func(p *Policy)) Policy {
 	p := DefaultPolicy()
@@ -174,5 +186,83 @@ func runSteps(t *testing.T, h *harness, steps []step) {
 		h.calls(s.ok, nil)
 		h.calls(s.fail, errBoom)
 		require.Equal(t, s.want, h.b.State(), "step %d (%s) at t0+%v", i, s.label, s.at)
+	}
+}
+
+func mustGet(t *testing.T, g *Group, key string) *Breaker {
+	t.Helper()
+	b, err := g.Get(key)
+	require.NoError(t, err)
+	return b
+}
+
+func discardLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+// lockedBuffer is a log sink written by one goroutine while the test
+// reads it.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// slogTo logs as text to w, without the time, so that records compare.
+func slogTo(w io.Writer) *slog.Logger {
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{ReplaceAttr: func(groups []string, a slog.Attr) slog.Attr {
+		if len(groups) == 0 && a.Key == slog.TimeKey {
+			return slog.Attr{}
+		}
+		return a
+	}}))
+}
+
+// docHarness is a group on a mock clock whose policy documents are
+// applied with a version, through a hold on its policies, as a followed
+// source applies them (package live).
+type docHarness struct {
+	t    *testing.T
+	g    *Group
+	clk  *clock.Mock
+	hold *PolicyHold
+}
+
+func newDocHarness(t *testing.T, cfg GroupConfig, opts ...Option) *docHarness {
+	t.Helper()
+	h := &docHarness{t: t, clk: clock.NewMock()}
+	h.clk.Set(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
+	g, err := NewGroup(cfg, append([]Option{WithClock(h.clk), WithRand(func() float64 { return 0.5 }),
+		WithLogger(discardLogger())}, opts...)...)
+	require.NoError(t, err)
+	h.g = g
+	h.hold, err = g.HoldPolicies("test:policies")
+	require.NoError(t, err)
+	t.Cleanup(h.hold.Release)
+	return h
+}
+
+// doc decodes data and applies it as version; it fails the test if the
+// document is refused.
+func (h *docHarness) doc(version, data string) {
+	h.t.Helper()
+	gp, err := ParseGroupPolicy([]byte(data))
+	require.NoError(h.t, err)
+	require.NoError(h.t, h.hold.Apply(gp, "test:policies", version))
+}
+
+func (h *docHarness) calls(key string, n int, err error) {
+	h.t.Helper()
+	for i := 0; i < n; i++ {
+		_ = h.g.Do(context.Background(), key, func(context.Context) error { return err })
 	}
 }

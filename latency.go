@@ -28,7 +28,7 @@ import (
 // slots, one per bucket of the window's width, each holding a snapshot of
 // the counters taken before its bucket's first call. The histogram of the
 // window is the counters minus the snapshot of the oldest bucket still in
-// it. A slot is 1.5 KiB, so the gap before a call is not written into the
+// it. A slot is 3 KiB, so the gap before a call is not written into the
 // slots of the empty buckets, as the window does with its 24-byte slots:
 // the reader instead walks from the oldest bucket to the first that has a
 // slot. Reading is rare (a recompute every AdaptiveInterval, a Status, a
@@ -41,16 +41,19 @@ import (
 //
 // Only a timed breaker has one (Policy.Timeout, SlowCall or
 // AdaptiveTimeout): an untimed breaker's closed path never reads the
-// clock twice and never reaches this file. The histogram, 3 KiB of
-// counters and 1.5 KiB a bucket, hangs off the breaker's own copy of its
+// clock twice and never reaches this file. The histogram, 6 KiB of
+// counters and 3 KiB a bucket, hangs off the breaker's own copy of its
 // rules (see rules.own), made when the breaker is created or given timed
 // rules.
 //
-// Calls cut by a deadline (outcome Timeout) are not in the bins: their
-// latency is unknown, only that it was longer than the deadline. They are
-// counted apart, as censored. So the adaptive timeout never feeds on
-// itself: when every call hangs, the window holds no completed calls and
-// the deadline stays where it was, instead of climbing to TimeoutMax.
+// Every bin has two counts: the calls measured there, and the calls
+// censored there, timeouts, which lasted at least the duration their bin
+// holds (the deadline that cut them, usually) and whose end is unknown.
+// Quantiles are product-limit (Kaplan-Meier) estimates over both (see
+// latQuantileBins), so the calls a deadline cuts still weigh on the
+// quantile the deadline is computed from: a steady latency keeps a steady
+// deadline, and when every call hangs the quantile is unknown and the
+// deadline stays where it was.
 
 const (
 	latUnitShift = 10                                     // a unit is 2^10 ns
@@ -59,6 +62,7 @@ const (
 	latTopBits   = 27                                     // durations below 2^27 units have a bin of their own
 	latMaxUnits  = 1<<latTopBits - 1                      // the last bin's top: 2^37 ns
 	latBins      = (latTopBits - latSubBits + 1) * latSub // 384: the last is bin 22·16+31 (latBin)
+	latCells     = 2 * latBins                            // a measured and a censored count a bin (latCell)
 	latLinear    = 2 * latSub                             // units below this have a bin each
 	latNever     = math.MinInt64                          // headEnd before the first call
 )
@@ -76,29 +80,55 @@ func latBin(ns int64) int {
 	return shift*latSub + int(u>>shift)
 }
 
+// latCell returns the cell that counts a call of ns nanoseconds (ns >= 0)
+// that ended with outcome o: 2·bin for a measured call, 2·bin+1 for a
+// censored one (a timeout).
+func latCell(ns int64, o Outcome) int {
+	c := 2 * latBin(ns)
+	if o == Timeout {
+		c++
+	}
+	return c
+}
+
+// latBinBounds returns the durations bin i holds, [lo, hi), in ns.
+func latBinBounds(i int) (lo, hi float64) {
+	l, width := uint64(i), uint64(1)
+	if i >= latLinear {
+		shift := i/latSub - 1
+		l, width = uint64(i-shift*latSub)<<shift, 1<<shift
+	}
+	return float64(l << latUnitShift), float64((l + width) << latUnitShift)
+}
+
 // latBinValue is the duration a quantile that falls in bin i reports:
 // the point p of [lo, hi) where (p-lo)/lo = (hi-p)/hi, the one whose
 // worst relative error over the bin is least.
 func latBinValue(i int) time.Duration {
-	lo, width := uint64(i), uint64(1)
-	if i >= latLinear {
-		shift := i/latSub - 1
-		lo, width = uint64(i-shift*latSub)<<shift, 1<<shift
-	}
-	l, h := float64(lo<<latUnitShift), float64((lo+width)<<latUnitShift)
-	if lo == 0 {
+	l, h := latBinBounds(i)
+	if l == 0 {
 		return time.Duration(h / 2)
 	}
 	return time.Duration(2 * l * h / (l + h))
 }
 
+// latBinTop is the top of bin i, above every duration it holds, and at
+// most 1/16 above any of them from 16 units up.
+func latBinTop(i int) time.Duration {
+	_, h := latBinBounds(i)
+	return time.Duration(h)
+}
+
+// latHist is a histogram of the window: cell 2i counts the calls measured
+// in bin i, cell 2i+1 those censored in it.
+type latHist [latCells]uint32
+
 // latSlot is one bucket of the histogram's ring: its index and the
 // counters at its start, modulo 2^32 (exact while a window holds fewer
 // than four billion calls, as the window's slots are).
 type latSlot struct {
-	epoch    atomic.Int64
-	censored atomic.Uint32
-	bins     [latBins]atomic.Uint32
+	epoch atomic.Int64
+	cells [latCells]atomic.Uint32
 }
 
 // latency is a timed breaker's histogram and adaptive timeout. All
@@ -116,8 +146,18 @@ type latency struct {
 	next    atomic.Int64
 	_       [64]byte
 
-	censored atomic.Uint64
-	bins     [latBins]atomic.Uint64
+	cells [latCells]atomic.Uint64
+	// base is what the breaker's earlier histograms counted: totals
+	// continues from it.
+	base latTotals
+}
+
+// latTotals are a histogram's counters since the breaker began timing
+// calls: calls measured, calls censored, and the sum of the measured
+// durations.
+type latTotals struct {
+	count, censored uint64
+	sum             time.Duration
 }
 
 func newLatency(now int64, r *rules, timeout int64) *latency {
@@ -134,16 +174,12 @@ func newLatency(now int64, r *rules, timeout int64) *latency {
 func (l *latency) bucket(now int64) int64 { return min(floorDiv(now, l.width), l.last) }
 
 // add records a call that ended at now after elapsed ns with outcome o
-// (not Ignored).
+// (not Ignored): measured, or censored at elapsed if o is Timeout.
 func (l *latency) add(now, elapsed int64, o Outcome) {
 	if now >= l.headEnd.Load() {
 		l.advance(now)
 	}
-	if o == Timeout {
-		l.censored.Add(1)
-		return
-	}
-	l.bins[latBin(elapsed)].Add(1)
+	l.cells[latCell(elapsed, o)].Add(1)
 }
 
 // advance makes the bucket holding now the newest and writes its slot.
@@ -153,25 +189,24 @@ func (l *latency) add(now, elapsed int64, o Outcome) {
 func (l *latency) advance(now int64) {
 	idx := l.bucket(now)
 	end := (idx + 1) * l.width
-	var snap [latBins]uint32
+	var snap latHist
 	for {
 		he := l.headEnd.Load()
 		if now < he || end <= he {
 			return
 		}
-		censored := uint32(l.censored.Load())
 		for i := range snap {
-			snap[i] = uint32(l.bins[i].Load())
+			snap[i] = uint32(l.cells[i].Load())
 		}
 		if l.headEnd.CompareAndSwap(he, end) {
-			l.slots[floorMod(idx, l.n)].write(idx, censored, &snap)
+			l.slots[floorMod(idx, l.n)].write(idx, &snap)
 			return
 		}
 	}
 }
 
 // write makes s the slot of bucket idx, unless a newer bucket owns it.
-func (s *latSlot) write(idx int64, censored uint32, snap *[latBins]uint32) {
+func (s *latSlot) write(idx int64, snap *latHist) {
 	for {
 		e := s.epoch.Load()
 		if e == slotBusy {
@@ -185,22 +220,21 @@ func (s *latSlot) write(idx int64, censored uint32, snap *[latBins]uint32) {
 			break
 		}
 	}
-	s.censored.Store(censored)
 	for i := range snap {
-		s.bins[i].Store(snap[i])
+		s.cells[i].Store(snap[i])
 	}
 	s.epoch.Store(idx)
 }
 
-// window fills h with the histogram of the window at now and returns its
-// count and the censored calls in it.
+// window fills h with the histogram of the window at now and returns the
+// calls measured and the calls censored in it.
 //
 // A bucket whose slot is still being written by the call that opened it
 // looks empty to the walk, which then starts from a later one: the calls
 // of that bucket are missing from this one reading. Only a writer
 // descheduled between publishing a bucket and writing its slot, while the
 // window moves past another bucket, can cause it.
-func (l *latency) window(now int64, h *[latBins]uint32) (count, censored uint64) {
+func (l *latency) window(now int64, h *latHist) (count, censored uint64) {
 	for {
 		he := l.headEnd.Load()
 		if he == latNever {
@@ -211,7 +245,6 @@ func (l *latency) window(now int64, h *[latBins]uint32) (count, censored uint64)
 		if oldest > head {
 			return 0, 0 // the newest call has left the window
 		}
-		var snapCensored uint32
 		found, moved := false, false
 		for i := oldest; i <= head && !found && !moved; i++ {
 			s := &l.slots[floorMod(i, l.n)]
@@ -223,9 +256,8 @@ func (l *latency) window(now int64, h *[latBins]uint32) (count, censored uint64)
 			case e > head:
 				moved = true
 			case e == i:
-				snapCensored = s.censored.Load()
 				for k := range h {
-					h[k] = s.bins[k].Load()
+					h[k] = s.cells[k].Load()
 				}
 				if s.epoch.Load() != e {
 					moved = true
@@ -241,52 +273,89 @@ func (l *latency) window(now int64, h *[latBins]uint32) (count, censored uint64)
 			continue
 		}
 		// Counters are read after the snapshot: never behind it.
-		censored = uint64(uint32(l.censored.Load()) - snapCensored)
-		for k := range h {
-			h[k] = uint32(l.bins[k].Load()) - h[k]
+		for k := 0; k < latCells; k += 2 {
+			h[k] = uint32(l.cells[k].Load()) - h[k]
+			h[k+1] = uint32(l.cells[k+1].Load()) - h[k+1]
 			count += uint64(h[k])
+			censored += uint64(h[k+1])
 		}
 		return count, censored
 	}
 }
 
-// totals returns the counters since the histogram was made: calls
-// measured, calls censored, and the sum of the measured calls' durations
-// estimated from their bins (within 3.1%).
-func (l *latency) totals() (count, censored uint64, sum time.Duration) {
-	censored = l.censored.Load()
-	var s float64
-	for i := range l.bins {
-		if c := l.bins[i].Load(); c > 0 {
-			count += c
+// totals returns the counters since the breaker began timing calls,
+// through every histogram it has had: calls measured, calls censored, and
+// the sum of the measured calls' durations estimated from their bins
+// (within 3.1%).
+func (l *latency) totals() latTotals {
+	t := l.base
+	s := float64(t.sum)
+	for i := 0; i < latBins; i++ {
+		t.censored += l.cells[2*i+1].Load()
+		if c := l.cells[2*i].Load(); c > 0 {
+			t.count += c
 			s += float64(c) * float64(latBinValue(i))
 		}
 	}
-	return count, censored, time.Duration(min(s, math.MaxInt64))
+	t.sum = time.Duration(min(s, math.MaxInt64))
+	return t
 }
 
-// latQuantiles sets out[j] to the qs[j] quantile of h, which holds count
-// calls; qs is ascending. The q quantile is the smallest bin whose
-// cumulative count reaches ceil(q·count), reported as latBinValue.
-func latQuantiles(h *[latBins]uint32, count uint64, qs []float64, out []time.Duration) {
-	if count == 0 {
-		clear(out)
-		return
-	}
-	var cum uint64
+// latQuantileBins sets bins[j] to the bin of the qs[j] quantile (qs
+// ascending) of the latency h estimates, or to -1 where it is unknown. n
+// is the number of calls in h, measured and censored.
+//
+// The estimate is the product-limit (Kaplan-Meier) one. A censored call
+// lasted at least the durations of its bin: it is among the calls still
+// running up to its bin, and from there its share of the distribution
+// passes to the calls still running after it, in equal parts. Within a
+// bin, the measured calls end before the censored ones. With nothing
+// censored below it, the q quantile is the bin of the ceil(q·n)-th
+// smallest call, as a sorted list gives it. It is unknown when the
+// calls measured, with the shares passed to them, never reach q: more
+// than 1-q of the distribution lies beyond the longest call measured,
+// as when every call is cut.
+func latQuantileBins(h *latHist, n uint64, qs []float64, bins []int) {
 	j := 0
-	for i := range h {
-		cum += uint64(h[i])
-		for j < len(qs) && cum >= latRank(qs[j], count) {
-			out[j] = latBinValue(i)
-			j++
-		}
-		if j == len(qs) {
-			return
+	if n > 0 {
+		running := n   // the calls not yet ended or censored
+		share := 1.0   // the share of one running call, in calls
+		reached := 0.0 // n × the distribution at the end of bin i
+		for i := 0; i < latBins && j < len(qs); i++ {
+			done, cut := uint64(h[2*i]), uint64(h[2*i+1])
+			if done > 0 {
+				reached += float64(done) * share
+				// The rank is an integer, and so is reached while
+				// nothing is censored: then this is reached >= rank.
+				// Otherwise the margin absorbs the products' rounding.
+				for j < len(qs) && reached >= float64(latRank(qs[j], n))*(1-1e-12) {
+					bins[j] = i
+					j++
+				}
+			}
+			running -= min(done, running)
+			if cut > 0 && running > cut {
+				share *= float64(running) / float64(running-cut)
+			}
+			running -= min(cut, running)
 		}
 	}
 	for ; j < len(qs); j++ {
-		out[j] = latBinValue(latBins - 1)
+		bins[j] = -1
+	}
+}
+
+// latQuantiles sets out[j] to the qs[j] quantile of h (at most 4, qs
+// ascending), which holds n calls, measured and censored: the value of its
+// bin (latBinValue), or 0 where it is unknown.
+func latQuantiles(h *latHist, n uint64, qs []float64, out []time.Duration) {
+	var bins [4]int
+	latQuantileBins(h, n, qs, bins[:len(qs)])
+	for j, i := range bins[:len(qs)] {
+		out[j] = 0
+		if i >= 0 {
+			out[j] = latBinValue(i)
+		}
 	}
 }
 
@@ -297,12 +366,13 @@ func latRank(q float64, count uint64) uint64 {
 	return max(r, 1)
 }
 
-// Latency is what a timed breaker knows of its calls' latency: the
-// quantiles over its window of the calls that returned, and the deadline
-// it gives calls. Durations are measured on the breaker's clock, from
-// admission to the result, and reported to within 3.1% (see the README's
-// "Latency and timeouts"). A breaker that does not time its calls (no
-// Policy.Timeout, SlowCall or AdaptiveTimeout) has none.
+// Latency is what a timed breaker knows of its calls' latency: its
+// quantiles over the window, estimated from the calls that returned and
+// from those cut short, and the deadline it gives calls. Durations are
+// measured on the breaker's clock, from admission to the result, and
+// reported to within 3.1% (see the README's "Latency and timeouts"). A
+// breaker that does not time its calls (no Policy.Timeout, SlowCall or
+// AdaptiveTimeout) has none.
 //
 // In JSON, durations are integer nanoseconds in keys ending in _ns, like
 // the other elapsed times of [Status].
@@ -312,11 +382,15 @@ type Latency struct {
 	// failures alike.
 	Samples uint64 `json:"samples"`
 	// Censored is the number of calls in the window that ended as
-	// timeouts. Their latency is unknown (only that it was longer than
-	// their deadline), so they are not in the quantiles.
+	// timeouts. Their latency is unknown, only that it was at least what
+	// they lasted (the deadline that cut them, usually), and the
+	// quantiles count them as that: censored.
 	Censored uint64 `json:"censored"`
-	// P50, P90, P99 and P999 are quantiles of the Samples; 0 when there
-	// are none.
+	// P50, P90, P99 and P999 are the quantiles of the latency over the
+	// window, estimated from the Samples and the Censored calls; 0 when
+	// unknown: when the window holds no call, or when more than 1-q of
+	// the latency lies beyond the longest call measured (as when every
+	// call is cut).
 	P50  time.Duration `json:"p50_ns"`
 	P90  time.Duration `json:"p90_ns"`
 	P99  time.Duration `json:"p99_ns"`
@@ -324,11 +398,12 @@ type Latency struct {
 	// Timeout is the deadline the breaker gives a call now:
 	// Policy.Timeout, or the adaptive timeout in force; 0 for none.
 	Timeout time.Duration `json:"timeout_ns"`
-	// SamplesTotal, CensoredTotal and SumTotal count since the histogram
-	// was made (when the breaker began timing calls, and again when Window
-	// or Buckets change), for exporters that want monotonic counts: calls
+	// SamplesTotal, CensoredTotal and SumTotal count since the breaker
+	// began timing calls, for exporters that want monotonic counts: calls
 	// measured, calls censored, and the sum of the measured latencies,
-	// estimated from the histogram's bins.
+	// estimated from the histogram's bins. They never go down: a new
+	// histogram (a change of Window or Buckets) and a spell without one
+	// (a policy that times nothing) continue them.
 	SamplesTotal  uint64        `json:"samples_total"`
 	CensoredTotal uint64        `json:"censored_total"`
 	SumTotal      time.Duration `json:"sum_total_ns"`
@@ -346,12 +421,13 @@ func (b *Breaker) Latency() (lat Latency, ok bool) {
 	}
 	lat.Timeout = time.Duration(b.deadline(r))
 	l := r.lat
-	var h [latBins]uint32
+	var h latHist
 	lat.Samples, lat.Censored = l.window(b.opt.tb.now(), &h)
 	var q [4]time.Duration
-	latQuantiles(&h, lat.Samples, latencyQuantiles, q[:])
+	latQuantiles(&h, lat.Samples+lat.Censored, latencyQuantiles, q[:])
 	lat.P50, lat.P90, lat.P99, lat.P999 = q[0], q[1], q[2], q[3]
-	lat.SamplesTotal, lat.CensoredTotal, lat.SumTotal = l.totals()
+	t := l.totals()
+	lat.SamplesTotal, lat.CensoredTotal, lat.SumTotal = t.count, t.censored, t.sum
 	return lat, true
 }
 
@@ -403,24 +479,31 @@ func (b *Breaker) measure(now, elapsed int64, o Outcome, r *rules) {
 }
 
 // retime recomputes the adaptive timeout, if it is due at now and no
-// other call is at it: clamp(quantile × factor + base, min, max) over the
-// window's completed calls, if it holds at least MinRequests of them
-// (and at least one). Otherwise the value in force stays. A change is an
-// event with Reason ReasonTimeoutAdapted, which WithLogger logs.
+// other call is at it: clamp(quantile × factor + base, min, max), where
+// the quantile is the window's, censored calls included, rounded up to
+// the top of its bin (latBinTop), so that at any factor of at least 1 the
+// deadline is above the quantile it follows. The value in force stays
+// when the window holds fewer than MinRequests measured calls (or none),
+// or when the quantile is unknown. A change is an event with Reason
+// ReasonTimeoutAdapted, which WithLogger logs.
 func (b *Breaker) retime(now int64, l *latency, r *rules) {
 	next := l.next.Load()
 	if now < next || !l.next.CompareAndSwap(next, addSat(now, int64(AdaptiveInterval))) {
 		return
 	}
-	var h [latBins]uint32
-	count, _ := l.window(now, &h)
+	var h latHist
+	count, censored := l.window(now, &h)
 	if count == 0 || count < r.minReq {
 		return
 	}
 	p := &r.p
-	var q [1]time.Duration
-	latQuantiles(&h, count, []float64{p.TimeoutQuantile}, q[:])
-	target := float64(q[0])*p.TimeoutFactor + float64(p.TimeoutBase)
+	var bin [1]int
+	latQuantileBins(&h, count+censored, []float64{p.TimeoutQuantile}, bin[:])
+	if bin[0] < 0 {
+		return // beyond the calls measured: it may be anything above them
+	}
+	q := latBinTop(bin[0])
+	target := float64(q)*p.TimeoutFactor + float64(p.TimeoutBase)
 	next64 := int64(min(target, float64(p.TimeoutMax)))
 	next64 = min(max(next64, int64(p.TimeoutMin)), int64(p.TimeoutMax))
 	// The change and its event are made under the lock, so that events
@@ -448,7 +531,7 @@ func (b *Breaker) retime(now int64, l *latency, r *rules) {
 			Old:      time.Duration(old),
 			New:      time.Duration(next64),
 			Quantile: p.TimeoutQuantile,
-			Latency:  q[0],
+			Latency:  q,
 			Samples:  count,
 		},
 	})
@@ -458,7 +541,9 @@ func (b *Breaker) retime(now int64, l *latency, r *rules) {
 
 // TimeoutChange is a change of the adaptive timeout: the deadline in
 // force went from Old to New, computed from the Quantile of the window's
-// Samples completed calls, which was Latency.
+// latency, which was Latency (rounded up to the top of its histogram bin,
+// at most 1/16 above the calls in it), estimated from Samples measured
+// calls and the censored ones.
 //
 // In JSON its durations are strings such as "250ms", like an event's
 // cooldown.

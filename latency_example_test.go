@@ -3,6 +3,8 @@ package breaker_test
 import (
 	"context"
 	"fmt"
+	"log/slog"
+	"os"
 	"time"
 
 	"github.com/benbjohnson/clock"
@@ -11,15 +13,25 @@ import (
 
 // A breaker whose deadline follows its calls' latency. Calls of 50 ms
 // arrive five times a second; at the first recompute, 30 s in, the
-// deadline moves from where it started to twice the window's P99.
+// deadline moves from where it started to twice the window's P99,
+// rounded up to the top of its histogram bin. The change is an event and
+// a log record.
 func ExampleBreaker_Latency() {
 	clk := clock.NewMock()
 	p := breaker.DefaultPolicy()
 	p.AdaptiveTimeout = true
 	p.Timeout = 500 * time.Millisecond // where it starts
 	p.TimeoutMin, p.TimeoutMax = 20*time.Millisecond, 2*time.Second
+	noTime := func(groups []string, a slog.Attr) slog.Attr {
+		if len(groups) == 0 && a.Key == slog.TimeKey {
+			return slog.Attr{}
+		}
+		return a
+	}
+	log := slog.New(slog.NewTextHandler(os.Stdout, &slog.HandlerOptions{ReplaceAttr: noTime}))
 	b, err := breaker.New("inventory.GetStock", p,
 		breaker.WithClock(clk),
+		breaker.WithLogger(log),
 		breaker.OnTransition(func(e breaker.Event) {
 			if e.Timeout != nil {
 				fmt.Printf("%s: %v -> %v (P%v = %v over %d calls)\n",
@@ -41,6 +53,7 @@ func ExampleBreaker_Latency() {
 	fmt.Println("p99:", lat.P99.Round(time.Millisecond), "deadline:", lat.Timeout.Round(time.Millisecond))
 	// Output:
 	// deadline: 500ms
-	// timeout_adapted: 500ms -> 98.521522ms (P99 = 49ms over 23 calls)
-	// p99: 49ms deadline: 99ms
+	// level=INFO msg="timeout changed" breaker.name=inventory.GetStock breaker.state=closed breaker.reason=timeout_adapted breaker.old=500ms breaker.new=100.663296ms breaker.quantile=0.99 breaker.latency=50.331648ms breaker.samples=23
+	// timeout_adapted: 500ms -> 100.663296ms (P99 = 50ms over 23 calls)
+	// p99: 49ms deadline: 101ms
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"log/slog"
 	"strings"
 	"testing"
@@ -116,12 +117,11 @@ func TestLogger_TextRecordsUseDottedKeys(t *testing.T) {
 		strings.TrimSpace(buf.String()))
 }
 
-// Scenario: a breaker reopens after a failed probe, so its cooldown has
-// doubled once. The transition record carried that count under the key
-// "level", and the JSON handler wrote {"level":"WARN",...,"level":1}: log
-// pipelines that keep the last of two equal keys lost the record's
-// severity. No record may repeat a key.
-func TestRegression_LogRecordsHaveNoDuplicateKeys(t *testing.T) {
+// No record repeats a key, which log pipelines that keep the last of two
+// equal keys would lose: here a breaker reopens after a failed probe, so
+// its transition record carries the cooldown's doublings beside its level.
+// Regression (0c9a3bc): the doublings went out as "level", hiding the severity.
+func TestLogger_RecordsHaveNoDuplicateKeys(t *testing.T) {
 	var buf bytes.Buffer
 	h := newHarness(t, DefaultPolicy(), WithLogger(slog.New(slog.NewJSONHandler(&buf, nil))))
 	h.trip()
@@ -146,4 +146,30 @@ func TestRegression_LogRecordsHaveNoDuplicateKeys(t *testing.T) {
 			require.NoError(t, dec.Decode(&v))
 		}
 	}
+}
+
+// probePanicHandler is a log handler that panics on a probe record.
+type probePanicHandler struct{ slog.Handler }
+
+func (h probePanicHandler) Handle(ctx context.Context, r slog.Record) error {
+	if isProbeRecord(r) {
+		panic("handler bug")
+	}
+	return nil
+}
+func (h probePanicHandler) Enabled(context.Context, slog.Level) bool { return true }
+
+// A log handler that panics strands no event: here it panics on the record
+// of each probe, the last of which closes the breaker; the panic goes on to
+// the caller, and the close event is delivered all the same.
+// Regression (c92ab56): the close event stayed queued until a later transition.
+func TestLogger_APanickingHandlerDoesNotStrandTheNextEvent(t *testing.T) {
+	h := newHarness(t, DefaultPolicy(), WithLogger(slog.New(probePanicHandler{slog.NewTextHandler(io.Discard, nil)})))
+	h.trip()
+	h.at(30 * time.Second)
+	for i := 0; i < 3; i++ {
+		assert.PanicsWithValue(t, "handler bug", func() { _ = h.call(nil) })
+	}
+	h.requireState(Closed)
+	assert.Equal(t, []string{"closed>open:err_ratio", "open>half_open:cooldown_elapsed", "half_open>closed:probes_passed"}, h.transitions())
 }

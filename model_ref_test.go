@@ -162,11 +162,11 @@ func (m *refModel) cooldown() int64 {
 	return max(d, 1)
 }
 
-func (m *refModel) tripSnap() Snapshot {
+func (m *refModel) tripCause() (Reason, Snapshot) {
 	if m.oe != nil {
-		return m.oe.Snapshot
+		return m.oe.TripReason, m.oe.Snapshot
 	}
-	return Snapshot{}
+	return "", Snapshot{}
 }
 
 func (m *refModel) transition(now int64, to State, mode Mode, reason Reason, snap Snapshot, cd int64) {
@@ -183,11 +183,11 @@ func (m *refModel) transition(now int64, to State, mode Mode, reason Reason, sna
 	}
 }
 
-func (m *refModel) open(now int64, reason Reason, snap Snapshot) {
+func (m *refModel) open(now int64, reason, cause Reason, snap Snapshot) {
 	cd := m.cooldown()
 	m.openUntil = now + cd
-	m.oe = &OpenError{Name: m.name, State: Open, Reason: reason, Snapshot: snap,
-		Since: m.at(m.since), Until: m.at(m.openUntil)}
+	m.oe = &OpenError{Name: m.name, State: Open, Reason: reason, TripReason: cause, Snapshot: snap,
+		Since: m.at(m.since), Until: m.at(m.openUntil), Cooldown: time.Duration(cd)}
 	m.c.Opens++
 	m.transition(now, Open, m.mode, reason, snap, cd)
 }
@@ -199,19 +199,20 @@ func (m *refModel) trip(now int64, reason Reason, snap Snapshot) {
 		m.level = 0
 	}
 	m.since = now
-	m.open(now, reason, snap)
+	m.open(now, reason, reason, snap)
 }
 
 func (m *refModel) reopen(now int64, reason Reason) {
 	m.level = min(m.level+1, maxRefLevel)
-	m.open(now, reason, m.tripSnap())
+	cause, snap := m.tripCause()
+	m.open(now, reason, cause, snap)
 }
 
 func (m *refModel) halfOpen(now int64, mode Mode, reason Reason) {
-	snap := m.tripSnap() // every event of an outage carries its trip's window
+	_, snap := m.tripCause() // every event of an outage carries its trip's window
 	if m.oe != nil {
 		e := *m.oe
-		e.State, e.Until = HalfOpen, time.Time{}
+		e.State, e.Until, e.Cooldown = HalfOpen, time.Time{}, 0
 		m.oe = &e
 	}
 	m.transition(now, HalfOpen, mode, reason, snap, 0)
@@ -542,7 +543,23 @@ func (m *refModel) verdict(now int64, c refCall, o Outcome) {
 func (m *refModel) SetPolicy(p Policy) {
 	now := m.read()
 	old := m.pol
+	oldBase := m.baseCooldown()
 	m.pol = p
+	if m.state == Open && m.oe != nil && m.oe.Cooldown > 0 {
+		// A lower OpenFor or MaxOpenFor cuts the running cooldown to
+		// what the new policy gives it, with the same jitter, from when
+		// it began; a higher one waits for the next cooldown.
+		if newBase := m.baseCooldown(); newBase < oldBase {
+			cd := int64(m.oe.Cooldown)
+			ncd := max(int64(float64(cd)*float64(newBase)/float64(oldBase)), 1)
+			if ncd < cd {
+				m.openUntil += ncd - cd
+				e := *m.oe
+				e.Until, e.Cooldown = m.at(m.openUntil), time.Duration(ncd)
+				m.oe = &e
+			}
+		}
+	}
 	if old.Window != p.Window || old.Buckets != p.Buckets {
 		m.win = nil
 		if m.state == Closed {
@@ -566,8 +583,9 @@ func (m *refModel) SetMode(mode Mode) {
 	switch {
 	case from == mode:
 	case mode == ModeForcedOpen:
-		snap := m.tripSnap()
+		cause, snap := m.tripCause()
 		if m.state == Closed {
+			cause = ReasonForcedOpen
 			// The level returns to 0 once the breaker has stayed closed
 			// for MaxOpenFor, whatever ends the closed spell.
 			if m.since != refNever && now-m.since >= int64(m.pol.MaxOpenFor) {
@@ -576,7 +594,7 @@ func (m *refModel) SetMode(mode Mode) {
 			m.since = now
 		}
 		m.openUntil = int64(^uint64(0) >> 1)
-		m.oe = &OpenError{Name: m.name, State: Open, Reason: ReasonForcedOpen, Snapshot: snap, Since: m.at(m.since)}
+		m.oe = &OpenError{Name: m.name, State: Open, Reason: ReasonForcedOpen, TripReason: cause, Snapshot: snap, Since: m.at(m.since)}
 		if m.state != Open {
 			m.c.Opens++
 		}

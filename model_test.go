@@ -26,6 +26,7 @@ import (
 	"log/slog"
 	"math"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -584,7 +585,8 @@ func modelBreakPolicy(t *rapid.T, p Policy) Policy {
 	case 14:
 		p.AdaptiveTimeout, p.TimeoutMax = true, 0 // no bound
 	case 15:
-		// A factor under 1 would ratchet the deadline down.
+		// Under factor 1 the deadline would cut more than 1-q of the calls
+		// and stop adapting.
 		p.AdaptiveTimeout, p.TimeoutMax = true, time.Second
 		p.TimeoutQuantile, p.TimeoutFactor = 0.99, 0.5
 	default:
@@ -601,7 +603,8 @@ func (r *modelRun) checkRefusal(t *rapid.T, err error, want *OpenError) {
 	if msg := oe.Error(); !strings.HasPrefix(msg, "breaker: "+want.Name+" is ") {
 		t.Fatalf("refusal message %q", msg)
 	}
-	if oe.Name != want.Name || oe.State != want.State || oe.Reason != want.Reason || oe.Snapshot != want.Snapshot ||
+	if oe.Name != want.Name || oe.State != want.State || oe.Reason != want.Reason || oe.TripReason != want.TripReason ||
+		oe.Snapshot != want.Snapshot || oe.Cooldown != want.Cooldown ||
 		!oe.Since.Equal(want.Since) || !oe.Until.Equal(want.Until) || oe.Until.IsZero() != want.Until.IsZero() {
 		t.Fatalf("refusal:\n got %s\nwant %s", modelFmtOpenErr(r.m, oe), modelFmtOpenErr(r.m, want))
 	}
@@ -615,7 +618,7 @@ func modelFmtOpenErr(m *refModel, e *OpenError) string {
 	if !e.Until.IsZero() {
 		until = e.Until.Sub(m.base).String()
 	}
-	return fmt.Sprintf("{%s %s %s snap=%+v since=%v until=%s}", e.Name, e.State, e.Reason, e.Snapshot, e.Since.Sub(m.base), until)
+	return fmt.Sprintf("{%s %s %s trip=%s snap=%+v since=%v until=%s cooldown=%v}", e.Name, e.State, e.Reason, e.TripReason, e.Snapshot, e.Since.Sub(m.base), until, e.Cooldown)
 }
 
 func modelFmtEvent(m *refModel, e Event) string {
@@ -658,6 +661,12 @@ func (r *modelRun) check(t *rapid.T) {
 	r.mu.Lock()
 	got := append([]Event(nil), r.events...)
 	r.mu.Unlock()
+	for _, e := range got {
+		if !slices.Contains(PossibleTransitions(), TransitionCount{From: e.From, To: e.To, Reason: e.Reason}) &&
+			e.Reason != ReasonTimeoutAdapted {
+			t.Fatalf("transition %s → %s (%s) is not in PossibleTransitions", e.From, e.To, e.Reason)
+		}
+	}
 	for i := 0; i < len(got) || i < len(m.events); i++ {
 		switch {
 		case i >= len(got):

@@ -66,3 +66,112 @@ func TestOpen_CooldownEndsAtItsExactNanosecond(t *testing.T) {
 	h.requireState(HalfOpen)
 	require.NoError(t, bl.finish(nil))
 }
+
+// behaviour.md §4 Open: the reason and window that began an outage stay
+// for the whole outage. A breaker that tripped on err_ratio and then
+// failed a probe still says err_ratio as its trip reason, with the
+// window that tripped it, while Reason says what reopened it; the
+// refusal's message leads with the cause.
+func TestOpen_TripReasonStaysForTheWholeOutage(t *testing.T) {
+	h := newHarness(t, policy(func(p *Policy) { p.StrictProbes = true }))
+	h.calls(10, nil)
+	h.calls(10, context.DeadlineExceeded) // 10/20: err_ratio
+	h.requireState(Open)
+	st := h.b.Status()
+	assert.Equal(t, ReasonErrorRatio, st.TripReason)
+	assert.Equal(t, ReasonErrorRatio, st.Reason)
+	assert.Equal(t, 30*time.Second, st.Cooldown)
+
+	h.at(30 * time.Second)
+	require.ErrorIs(t, h.call(errBoom), errBoom) // a failed probe reopens it
+	h.requireState(Open)
+	st = h.b.Status()
+	assert.Equal(t, ReasonErrorRatio, st.TripReason, "the cause of the outage")
+	assert.Equal(t, ReasonProbeFailed, st.Reason, "what reopened it")
+	assert.Equal(t, Snapshot{Counted: 20, Failures: 10, Timeouts: 10}, st.Trip)
+	assert.Equal(t, 60*time.Second, st.Cooldown, "the doubled cooldown that is running")
+
+	err := h.call(nil)
+	var oe *OpenError
+	require.ErrorAs(t, err, &oe)
+	assert.Equal(t, ReasonErrorRatio, oe.TripReason)
+	assert.Equal(t, ReasonProbeFailed, oe.Reason)
+	assert.Equal(t, "breaker: inventory.GetStock is open (err_ratio, 10/20 failed, 10 timeouts; then probe_failed, retry in 1m0s)", err.Error())
+
+	h.at(90 * time.Second) // half-open: the cause is still the trip's
+	h.requireState(HalfOpen)
+	st = h.b.Status()
+	assert.Equal(t, ReasonErrorRatio, st.TripReason)
+	assert.Zero(t, st.Cooldown)
+
+	for range 3 {
+		require.NoError(t, h.call(nil))
+	}
+	h.requireState(Closed)
+	st = h.b.Status()
+	assert.Empty(t, st.TripReason)
+	assert.Empty(t, st.Reason)
+}
+
+// behaviour.md §4 Manual control: forcing a closed breaker open makes
+// forced_open the cause; forcing an open one keeps the rule that tripped it.
+func TestOpen_ForcedOpenTripReason(t *testing.T) {
+	h := newHarness(t, DefaultPolicy())
+	require.NoError(t, h.b.SetMode(ModeForcedOpen))
+	assert.Equal(t, ReasonForcedOpen, h.b.Status().TripReason)
+
+	h = newHarness(t, DefaultPolicy())
+	h.trip()
+	require.NoError(t, h.b.SetMode(ModeForcedOpen))
+	st := h.b.Status()
+	assert.Equal(t, ReasonErrorRatio, st.TripReason)
+	assert.Equal(t, ReasonForcedOpen, st.Reason)
+	assert.Zero(t, st.Cooldown, "a forced open has no cooldown")
+}
+
+// behaviour.md §4 Cooldown: a policy pushed during an outage that lowers
+// OpenFor or MaxOpenFor cuts the running cooldown to what it gives, with
+// the same jitter, from when the cooldown began. A breaker that had doubled
+// to a 2m cooldown and got MaxOpenFor 20s probes 20s after it reopened,
+// not 2m after.
+func TestOpen_PolicyPushCutsTheRunningCooldown(t *testing.T) {
+	h := newHarness(t, policy(func(p *Policy) { p.StrictProbes = true }))
+	h.trip()
+	h.at(30 * time.Second)
+	require.ErrorIs(t, h.call(errBoom), errBoom) // reopened for 60s
+	h.at(90 * time.Second)
+	require.ErrorIs(t, h.call(errBoom), errBoom) // reopened for 120s
+	require.Equal(t, 2*time.Minute, h.b.Status().Cooldown)
+
+	h.at(95 * time.Second)
+	require.NoError(t, h.b.SetPolicy(policy(func(p *Policy) {
+		p.StrictProbes = true
+		p.OpenFor = 10 * time.Second
+		p.MaxOpenFor = 20 * time.Second
+	})))
+	st := h.b.Status()
+	assert.Equal(t, 20*time.Second, st.Cooldown)
+	require.NotNil(t, st.ProbeAt)
+	assert.Equal(t, h.t0.Add(110*time.Second), *st.ProbeAt)
+	h.at(110*time.Second - 1)
+	h.requireState(Open)
+	h.at(110 * time.Second)
+	h.requireState(HalfOpen)
+}
+
+// behaviour.md §4 Cooldown: a push never lengthens a running cooldown, and
+// one whose cut cooldown has already ended lets the next call probe.
+func TestOpen_PolicyPushNeverLengthensTheCooldown(t *testing.T) {
+	h := newHarness(t, DefaultPolicy())
+	h.trip()
+	require.NoError(t, h.b.SetPolicy(policy(func(p *Policy) { p.OpenFor = time.Minute; p.MaxOpenFor = 5 * time.Minute })))
+	assert.Equal(t, 30*time.Second, h.b.Status().Cooldown)
+	h.at(30 * time.Second)
+	h.requireState(HalfOpen)
+
+	h = newHarness(t, DefaultPolicy())
+	h.trip()
+	h.at(20 * time.Second)
+	require.NoError(t, h.b.SetPolicy(policy(func(p *Policy) { p.OpenFor = 5 * time.Second; p.MaxOpenFor = 10 * time.Second })))
+	h.requireState(HalfOpen)
+}

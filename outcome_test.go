@@ -87,11 +87,76 @@ func TestOutcome_ACustomClassifierExtendsTheDefault(t *testing.T) {
 	h.requireState(Open)
 }
 
+// behaviour.md §3 Outcomes: another breaker's refusal, passed on by the
+// function, is ignored. It used to count as a failure, so an inner
+// breaker that opened tripped the breaker around it, which then refused
+// calls the inner one did not guard, and half-open probes that met the
+// inner refusal passed as answers.
+func TestOutcome_AnInnerBreakersRefusalIsIgnored(t *testing.T) {
+	inner, err := New("payments", DefaultPolicy())
+	require.NoError(t, err)
+	require.NoError(t, inner.SetMode(ModeForcedOpen))
+	refused := func(ctx context.Context) error {
+		err := inner.Do(ctx, func(context.Context) error { return nil })
+		return fmt.Errorf("charge: %w", err)
+	}
+	h := newHarness(t, DefaultPolicy())
+	for i := 0; i < 40; i++ {
+		require.ErrorIs(t, h.b.Do(context.Background(), refused), ErrOpen)
+	}
+	h.requireState(Closed)
+	assert.Zero(t, h.b.Snapshot().Counted)
+	c := h.b.Counters()
+	assert.Equal(t, uint64(40), c.Ignored)
+	assert.Zero(t, c.Failures+c.Rejected)
+
+	// Half-open, a probe that meets the inner refusal proves nothing
+	// either way: its slot is freed and the breaker stays half-open.
+	h.trip()
+	h.add(DefaultPolicy().OpenFor * 2)
+	require.ErrorIs(t, h.b.Do(context.Background(), refused), ErrOpen)
+	h.requireState(HalfOpen)
+	assert.Zero(t, h.b.Counters().ProbesFailed+h.b.Counters().ProbesPassed)
+	h.calls(DefaultPolicy().Probes, nil)
+	h.requireState(Closed)
+}
+
 func TestOutcome_AClassifierReturningGarbageCountsAFailure(t *testing.T) {
 	h := newHarness(t, DefaultPolicy(), WithClassifier(func(error) Outcome { return Outcome(42) }))
 	h.calls(20, errBoom)
 	h.requireState(Open)
 	assert.Equal(t, "outcome(42)", Outcome(42).String())
+}
+
+var errOdd = errors.New("odd")
+
+// panickyClassifier panics on errOdd.
+func panickyClassifier(err error) Outcome {
+	if errors.Is(err, errOdd) {
+		panic("classifier bug")
+	}
+	return DefaultClassifier(err)
+}
+
+// A call whose classifier panics counts as a failure, as a call whose
+// function panics does, and the panic goes on: the twentieth failure trips
+// the breaker, through Do and through Allow's done, which also releases the
+// call's context.
+// Regression (c92ab56): the call was not counted at all.
+func TestOutcome_APanickingClassifierCountsAFailure(t *testing.T) {
+	h := newHarness(t, DefaultPolicy(), WithClassifier(panickyClassifier))
+	h.calls(19, errBoom)
+	assert.PanicsWithValue(t, "classifier bug", func() { _ = h.call(errOdd) })
+	h.requireState(Open)
+
+	// The two-step form too, and its deadline is released.
+	h2 := newHarness(t, policy(func(p *Policy) { p.Timeout = time.Second }), WithClassifier(panickyClassifier))
+	h2.calls(19, errBoom)
+	ctx, done, err := h2.b.Allow(context.Background())
+	require.NoError(t, err)
+	assert.PanicsWithValue(t, "classifier bug", func() { done(errOdd) })
+	h2.requireState(Open)
+	assert.ErrorIs(t, ctx.Err(), context.Canceled, "the call's context is released")
 }
 
 // behaviour.md §3 Outcomes: Policy.Timeout adds a deadline, and a late
@@ -152,9 +217,11 @@ func TestOutcome_NilArgumentsAreErrorsNotPanics(t *testing.T) {
 	assert.Equal(t, Counters{}, h.b.Counters())
 }
 
+// The caller's own cancellation is ignored when it carries a cause too:
 // net/http returns the cause of a context canceled with a cause, not
-// context.Canceled; that is still the caller's own cancellation.
-func TestRegression_ACancellationWithACauseIsIgnored(t *testing.T) {
+// context.Canceled.
+// Regression (13e139c): such calls counted as failures.
+func TestOutcome_ACancellationWithACauseIsIgnored(t *testing.T) {
 	h := newHarness(t, DefaultPolicy())
 	navigatedAway := errors.New("user navigated away")
 	for i := 0; i < 30; i++ {

@@ -116,14 +116,16 @@ type Policy struct {
 	// starts, within [TimeoutMin, TimeoutMax]. Default 0 (no deadline is
 	// added).
 	Timeout time.Duration `json:"timeout"`
-	// AdaptiveTimeout makes the per-call deadline follow the latency of
-	// the calls that completed: every [AdaptiveInterval] of the breaker's
-	// clock it becomes TimeoutQuantile of the window's latencies times
-	// TimeoutFactor plus TimeoutBase, kept within [TimeoutMin,
-	// TimeoutMax], if the window holds at least MinRequests completed
-	// calls (see the README's "Latency and timeouts"). Until then the
-	// deadline is Timeout, or TimeoutMax when Timeout is 0. Calls cut by
-	// a deadline do not feed it. The five fields below apply only when
+	// AdaptiveTimeout makes the per-call deadline follow the calls'
+	// latency: every [AdaptiveInterval] of the breaker's clock it becomes
+	// TimeoutQuantile of the window's latency times TimeoutFactor plus
+	// TimeoutBase, kept within [TimeoutMin, TimeoutMax], if the window
+	// holds at least MinRequests completed calls (see the README's
+	// "Latency and timeouts"). Until then the deadline is Timeout, or
+	// TimeoutMax when Timeout is 0. A call cut by a deadline counts as
+	// lasting at least what it ran; when more than 1-TimeoutQuantile of
+	// the calls are cut, the quantile is unknown and the deadline stays,
+	// so hung calls never raise it. The five fields below apply only when
 	// it is set; otherwise they need only be in range (0 is). Default
 	// false.
 	AdaptiveTimeout bool `json:"adaptive_timeout"`
@@ -132,8 +134,11 @@ type Policy struct {
 	// Default 0.99.
 	TimeoutQuantile float64 `json:"timeout_quantile"`
 	// TimeoutFactor multiplies that quantile. In [1, 10] when
-	// AdaptiveTimeout is set: calls cut by the deadline are not seen, so
-	// a deadline at the quantile itself would ratchet down. Default 2.
+	// AdaptiveTimeout is set: below 1 the deadline would cut more than
+	// 1-TimeoutQuantile of the calls, which leaves the quantile unknown,
+	// and it would never move again. At 1 nothing is measured above the
+	// deadline, so it follows the latency down but never up; a factor of
+	// 1.5 to 3 leaves it room to follow a rise. Default 2.
 	TimeoutFactor float64 `json:"timeout_factor"`
 	// TimeoutBase is added to the adaptive timeout, such as the network
 	// round trip the latencies do not show. Default 0.

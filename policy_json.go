@@ -141,8 +141,13 @@ func policyFieldNamed(name string) (policyField, bool) {
 func members(v *validator, data []byte, where, want string, path func(name string) string) map[string]json.RawMessage {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber() // a huge number is "not an object", not a float overflow
-	syntax := func(err error) map[string]json.RawMessage {
-		v.add(where, "want %s: %s", want, syntaxProblem(err, dec.InputOffset()))
+	// in names the member whose value was being read, if any.
+	syntax := func(err error, in string) map[string]json.RawMessage {
+		if err == io.EOF || err == io.ErrUnexpectedEOF {
+			v.add(where, "%s", endsEarly(data, in))
+		} else {
+			v.add(where, "want %s: %s", want, syntaxProblem(data, err))
+		}
 		return nil
 	}
 	tok, err := dec.Token()
@@ -151,7 +156,7 @@ func members(v *validator, data []byte, where, want string, path func(name strin
 		return nil
 	}
 	if err != nil {
-		return syntax(err)
+		return syntax(err, "")
 	}
 	if tok != json.Delim('{') {
 		v.add(where, "want %s, got %s", want, short(data))
@@ -162,15 +167,15 @@ func members(v *validator, data []byte, where, want string, path func(name strin
 	for dec.More() {
 		tok, err := dec.Token()
 		if err != nil {
-			return syntax(err)
+			return syntax(err, "")
 		}
 		name, ok := tok.(string)
 		if !ok { // Token only returns strings in a key's place; be sure
-			return syntax(fmt.Errorf("want a member name, got %v", tok))
+			return syntax(fmt.Errorf("want a member name, got %v", tok), "")
 		}
 		var raw json.RawMessage
 		if err := dec.Decode(&raw); err != nil {
-			return syntax(err)
+			return syntax(err, path(name))
 		}
 		if _, seen := m[name]; !seen {
 			m[name] = raw
@@ -185,7 +190,7 @@ func members(v *validator, data []byte, where, want string, path func(name strin
 		}
 	}
 	if _, err := dec.Token(); err != nil { // the closing brace
-		return syntax(err)
+		return syntax(err, "")
 	}
 	// JSON's whitespace only: bytes.TrimSpace would let \v or U+00A0
 	// through, which no JSON parser accepts.
@@ -201,16 +206,36 @@ func members(v *validator, data []byte, where, want string, path func(name strin
 	return m
 }
 
-// syntaxProblem describes a JSON syntax error without quoting the input.
-func syntaxProblem(err error, offset int64) string {
+// syntaxProblem describes a JSON syntax error in data without quoting
+// the input.
+func syntaxProblem(data []byte, err error) string {
 	var se *json.SyntaxError
-	switch {
-	case errors.As(err, &se):
-		return se.Error() + " at byte " + strconv.FormatInt(se.Offset, 10)
-	case err == io.EOF || err == io.ErrUnexpectedEOF:
-		return "unexpected end of the document at byte " + strconv.FormatInt(offset, 10)
+	if errors.As(err, &se) {
+		// Offset counts the bytes read, the bad one included.
+		return se.Error() + " at byte " + strconv.FormatInt(se.Offset, 10) + position(data, se.Offset-1)
 	}
 	return err.Error()
+}
+
+// endsEarly describes a document cut short: where its last byte is, and
+// in names the member whose value was being read, if any. It never says
+// what the document should hold, as a cut document may well hold it.
+func endsEarly(data []byte, in string) string {
+	end := int64(len(bytes.TrimRight(data, " \t\r\n")))
+	msg := "the document ends early at byte " + strconv.FormatInt(end, 10) + position(data, end)
+	if in != "" {
+		msg += ", in the value of " + in
+	}
+	return msg
+}
+
+// position writes where byte i of data is, as " (line L, column C)",
+// both counted from 1; i may be len(data), just after its last byte.
+func position(data []byte, i int64) string {
+	i = max(0, min(i, int64(len(data))))
+	line := 1 + bytes.Count(data[:i], []byte{'\n'})
+	col := i - int64(bytes.LastIndexByte(data[:i], '\n'))
+	return " (line " + strconv.Itoa(line) + ", column " + strconv.FormatInt(col, 10) + ")"
 }
 
 func decodeDuration(v *validator, field string, raw json.RawMessage, dst *time.Duration) {

@@ -1,6 +1,7 @@
 package breaker
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"math"
@@ -157,7 +158,7 @@ func TestPolicy_StrictDecodingNamesTheField(t *testing.T) {
 		{`{"error_ratio": "half"}`, "error_ratio", "number"},
 		{`{"strict_probes": "yes"}`, "strict_probes", "true or false"},
 		{`[1,2]`, "(document)", "JSON object"},
-		{`{"window": "5s"`, "(document)", "JSON object"},
+		{`{"window": "5s"`, "(document)", "the document ends early at byte 15"},
 		{`null`, "(document)", "JSON object"},
 	}
 	for _, c := range cases {
@@ -203,6 +204,264 @@ func TestPolicy_InvalidIsRefusedNotCorrected(t *testing.T) {
 	assert.Equal(t, before, h.b.Snapshot(), "the window must be untouched")
 }
 
+// problemsOf requires err to be a *PolicyError and returns its problems.
+func problemsOf(t *testing.T, err error, msgAndArgs ...any) []FieldError {
+	t.Helper()
+	var pe *PolicyError
+	require.ErrorAs(t, err, &pe, msgAndArgs...)
+	require.NotEmpty(t, pe.Problems, msgAndArgs...)
+	return pe.Problems
+}
+
+// hasProblem reports whether problems name field with a problem containing
+// text.
+func hasProblem(problems []FieldError, field, text string) bool {
+	for _, p := range problems {
+		if p.Field == field && strings.Contains(p.Problem, text) {
+			return true
+		}
+	}
+	return false
+}
+
+func parsePolicyErr(doc []byte) error { _, err := ParsePolicy(doc); return err }
+func parseGroupErr(doc []byte) error  { _, err := ParseGroupPolicy(doc); return err }
+
+// A document that names a key twice says two things, and is refused: every
+// duplicate (a policy field, spelled with an escape or not; an override
+// key; a field inside an override; the group document's "default") is
+// reported with its path, by ParsePolicy, json.Unmarshal, ParseGroupPolicy
+// and LoadPolicies alike, and nothing of the document is applied.
+// Regression (12e7bc0): the last of two equal keys won, silently.
+func TestPolicyDocument_DuplicateKeysAreRefusedWithTheirPath(t *testing.T) {
+	policyDocs := []struct{ doc, field string }{
+		{`{"max_open_for": "1m", "max_open_for": "3m"}`, "max_open_for"},
+		{`{"window": "5s", "probes": 2, "probes": 2}`, "probes"},
+		// The same name spelled with an escape is the same name.
+		{`{"window": "5s", "wind\u006fw": "10s"}`, "window"},
+	}
+	for _, c := range policyDocs {
+		_, err := ParsePolicy([]byte(c.doc))
+		problems := problemsOf(t, err, c.doc)
+		assert.True(t, hasProblem(problems, c.field, "duplicate key"), "%s: %v", c.doc, err)
+
+		p := DefaultPolicy()
+		err = json.Unmarshal([]byte(c.doc), &p)
+		problems = problemsOf(t, err, c.doc)
+		assert.True(t, hasProblem(problems, c.field, "duplicate key"), "%s: %v", c.doc, err)
+		assert.Equal(t, DefaultPolicy(), p, "%s: nothing applied", c.doc)
+	}
+
+	groupDocs := []struct{ doc, field string }{
+		{`{"default": {"error_ratio": 0.6}, "default": {"error_ratio": 0.7}}`, "default"},
+		{`{"overrides": {"payment.Charge": {"open_for": "45s"}, "payment.Charge": {"open_for": "50s"}}}`, `overrides["payment.Charge"]`},
+		{`{"overrides": {"a": {"open_for": "45s", "open_for": "50s"}}}`, `overrides["a"].open_for`},
+		{`{"default": {"probes": 2, "probes": 3}}`, "default.probes"},
+		{`{"overrides": {}, "overrides": {"a": {}}}`, "overrides"},
+	}
+	gh := newGroupHarness(t, GroupConfig{})
+	gh.calls("payment.Charge", 1, nil)
+	gh.calls("a", 1, nil)
+	for _, c := range groupDocs {
+		_, err := ParseGroupPolicy([]byte(c.doc))
+		problems := problemsOf(t, err, c.doc)
+		assert.True(t, hasProblem(problems, c.field, "duplicate key"), "%s: %v", c.doc, err)
+
+		err = gh.g.LoadPolicies([]byte(c.doc))
+		problems = problemsOf(t, err, c.doc)
+		assert.True(t, hasProblem(problems, c.field, "duplicate key"), "%s: %v", c.doc, err)
+		assert.Equal(t, GroupPolicy{Default: DefaultPolicy()}, gh.g.Policies(), c.doc)
+		for _, k := range []string{"payment.Charge", "a"} {
+			b, _ := gh.g.Get(k)
+			assert.Equal(t, DefaultPolicy(), b.Policy(), "%s: %s keeps its policy", c.doc, k)
+		}
+	}
+}
+
+// An error stays small whatever the input, for it ends up in a log line or
+// an HTTP answer: a 10 MB bad value, field name or override key is quoted
+// by a short prefix, with its length.
+// Regression (12e7bc0): a 10 MB bad duration gave a 10 MB message.
+func TestPolicyDocument_ErrorsQuoteOnlyAPrefixOfABadValue(t *testing.T) {
+	const n = 10 << 20
+	big := strings.Repeat("x", n)
+	docs := []struct {
+		name  string
+		parse func([]byte) error
+		doc   string
+	}{
+		{"duration", parsePolicyErr, `{"window": "` + big + `"}`},
+		{"integer", parsePolicyErr, `{"buckets": "` + big + `"}`},
+		{"number", parsePolicyErr, `{"error_ratio": ` + strings.Repeat("9", n) + `}`},
+		{"unknown field", parsePolicyErr, `{"` + big + `": 1}`},
+		{"not an object", parsePolicyErr, `"` + big + `"`},
+		{"trailing data", parsePolicyErr, `{} "` + big + `"`},
+		{"override key", parseGroupErr, `{"overrides": {"` + big + `": {"windw": "1s"}}}`},
+		{"group field", parseGroupErr, `{"` + big + `": {}}`},
+		{"override duration", parseGroupErr, `{"overrides": {"a": {"open_for": "` + big + `"}}}`},
+	}
+	for _, c := range docs {
+		err := c.parse([]byte(c.doc))
+		require.Error(t, err, c.name)
+		msg := err.Error()
+		assert.Less(t, len(msg), 512, "%s: a %d-byte message", c.name, len(msg))
+		for _, p := range problemsOf(t, err, c.name) {
+			assert.Less(t, len(p.Field), 128, "%s: field of %d bytes", c.name, len(p.Field))
+		}
+	}
+	_, err := ParsePolicy([]byte(`{"window": "` + big + `"}`))
+	msg := err.Error()
+	assert.True(t, strings.Contains(msg, `"xxxxxxxx`), "a prefix of the value is quoted: %.200s", msg)
+	assert.True(t, strings.Contains(msg, "(10485762 bytes)"), "with the value's length: %.200s", msg)
+}
+
+// A document that is not a JSON object ([1, 2], "x", 42, nothing) is
+// refused in the document's terms, "(document)" and "JSON object", with no
+// word of Go types; so is a member that should be an object.
+// Regression (12e7bc0): the operator was told of a map[string]json.RawMessage.
+func TestPolicyDocument_NonObjectsAreRefusedInTheDocumentsTerms(t *testing.T) {
+	for _, doc := range []string{`[1, 2]`, `"x"`, `42`, `true`, `null`, ``, `  `} {
+		for name, parse := range map[string]func([]byte) error{"policy": parsePolicyErr, "group": parseGroupErr} {
+			problems := problemsOf(t, parse([]byte(doc)), doc)
+			require.Len(t, problems, 1, "%s %q", name, doc)
+			assert.Equal(t, "(document)", problems[0].Field, "%s %q", name, doc)
+			assert.Contains(t, problems[0].Problem, "JSON object", "%s %q", name, doc)
+			assert.NotContains(t, problems[0].Problem, "Go value", "%s %q", name, doc)
+			assert.NotContains(t, problems[0].Problem, "json:", "%s %q", name, doc)
+		}
+	}
+	_, err := ParseGroupPolicy([]byte(`{"overrides": [1]}`))
+	problems := problemsOf(t, err)
+	assert.Equal(t, "overrides", problems[0].Field)
+	assert.NotContains(t, problems[0].Problem, "Go value")
+}
+
+// Documents that are malformed in other ways are refused with an error
+// that says where, and never panic. These held before the duplicate-key
+// decoder replaced encoding/json's map decoding; they are here to hold
+// after it.
+func TestPolicyDocument_MalformedInputIsAClearError(t *testing.T) {
+	deep := strings.Repeat("[", 200000) + strings.Repeat("]", 200000)
+	cases := []struct{ doc, field, problem string }{
+		{`{"window": "5s"} {"probes": 2}`, "(document)", "after"},
+		{`{"window": "5s"} x`, "(document)", "after"},
+		{`{"window": "5s"`, "(document)", "the document ends early at byte 15"},
+		{`{"window": "5s",}`, "(document)", "JSON object"},
+		{`{"window": ` + deep + `}`, "(document)", "depth"},
+		{deep, "(document)", "JSON object"},
+		{`{"windw": "5s"}`, "windw", "unknown field"},
+		{`{"Window": "5s"}`, "Window", "unknown field"},
+		{`{"error_ratio": "NaN"}`, "error_ratio", "number"},
+		{`{"jitter": "Inf"}`, "jitter", "number"},
+		{`{"jitter": "-Infinity"}`, "jitter", "number"},
+		{`{"error_ratio": 1e400}`, "error_ratio", "number"},
+		{`{"error_ratio": -1e400}`, "error_ratio", "number"},
+		{`{"buckets": 99999999999999999999999}`, "buckets", "integer"},
+		{`{"buckets": 4294967296}`, "buckets", "integer"},
+		{`{"min_requests": -9223372036854775809}`, "min_requests", "integer"},
+		{`{"buckets": 1e1}`, "buckets", "integer"},
+		{`{"window": "9999999999999h"}`, "window", "duration"},
+		{`{"window": "NaNs"}`, "window", "duration"},
+		{`{"window": {"a": 1, "a": 2}}`, "window", "duration"},
+		{`{"strict_probes": 1}`, "strict_probes", "true or false"},
+	}
+	for _, c := range cases {
+		_, err := ParsePolicy([]byte(c.doc))
+		problems := problemsOf(t, err, "%.80s", c.doc)
+		assert.True(t, hasProblem(problems, c.field, c.problem), "%.80s: %v", c.doc, err)
+		assert.Less(t, len(err.Error()), 512, "%.80s", c.doc)
+	}
+
+	groupCases := []struct{ doc, field, problem string }{
+		{`{"default": {}} {}`, "(document)", "after"},
+		{`{"overrides": {"a": {"windw": "1s"}}}`, `overrides["a"].windw`, "unknown field"},
+		{`{"default": {"windw": "1s"}}`, "default.windw", "unknown field"},
+		{`{"default": {"probes": 1}, "x": {"a": 1}}`, "x", "unknown field"},
+		{`{"overrides": {"a": null}}`, `overrides["a"]`, "JSON object"},
+		{`{"default": null}`, "default", "JSON object"},
+		{`{"default": ` + deep + `}`, "(document)", "depth"},
+	}
+	for _, c := range groupCases {
+		_, err := ParseGroupPolicy([]byte(c.doc))
+		problems := problemsOf(t, err, "%.80s", c.doc)
+		assert.True(t, hasProblem(problems, c.field, c.problem), "%.80s: %v", c.doc, err)
+		assert.Less(t, len(err.Error()), 512, "%.80s", c.doc)
+	}
+
+	// Called directly, UnmarshalJSON sees bytes encoding/json has not
+	// checked, trailing data included.
+	p := DefaultPolicy()
+	err := p.UnmarshalJSON([]byte(`{"probes": 2} {"probes": 5}`))
+	assert.True(t, hasProblem(problemsOf(t, err), "(document)", "after"), "%v", err)
+	assert.Equal(t, DefaultPolicy(), p)
+	var gp GroupPolicy
+	err = gp.UnmarshalJSON([]byte(`{} []`))
+	assert.True(t, hasProblem(problemsOf(t, err), "(document)", "after"), "%v", err)
+}
+
+// Only JSON's own whitespace (space, tab, newline, carriage return) may
+// follow a document; \v, \f and Unicode spaces are data after it.
+// Regression (562ff57, found by FuzzParseGroupPolicy): `{}\v` was accepted.
+func TestPolicyDocument_OnlyJSONWhitespaceMayFollowIt(t *testing.T) {
+	for _, tail := range []string{"\v", "\f", "\u00a0", "\u2028", " \x85"} {
+		_, err := ParsePolicy([]byte(`{}` + tail))
+		assert.True(t, hasProblem(problemsOf(t, err, "%q", tail), "(document)", "after"), "%q: %v", tail, err)
+		_, err = ParseGroupPolicy([]byte(`{}` + tail))
+		assert.True(t, hasProblem(problemsOf(t, err, "%q", tail), "(document)", "after"), "%q: %v", tail, err)
+	}
+	_, err := ParsePolicy([]byte("{} \t\r\n"))
+	assert.NoError(t, err)
+}
+
+// json.Unmarshal into a Policy refuses what ParsePolicy refuses, with the
+// same error, and applies nothing; so a Policy inside a configuration
+// struct is checked where its document is read.
+// Regression (12e7bc0): UnmarshalJSON did not validate: {"probes": 0} loaded.
+func TestPolicy_UnmarshalJSONValidatesLikeParsePolicy(t *testing.T) {
+	for _, doc := range []string{
+		`{"probes": 0}`,
+		`{"open_for": "10s", "max_open_for": "5s"}`,
+		`{"error_ratio": 0}`,
+		`{"window": "25h"}`,
+	} {
+		_, perr := ParsePolicy([]byte(doc))
+		require.Error(t, perr, doc)
+
+		p := DefaultPolicy()
+		err := json.Unmarshal([]byte(doc), &p)
+		require.Error(t, err, doc)
+		assert.Equal(t, perr.Error(), err.Error(), doc)
+		assert.Equal(t, DefaultPolicy(), p, "%s: nothing applied", doc)
+	}
+	var cfg struct {
+		Policy Policy `json:"policy"`
+	}
+	cfg.Policy = DefaultPolicy()
+	require.Error(t, json.Unmarshal([]byte(`{"policy": {"jitter": 1}}`), &cfg))
+	require.NoError(t, json.Unmarshal([]byte(`{"policy": {"jitter": 0}}`), &cfg))
+	assert.Zero(t, cfg.Policy.Jitter)
+}
+
+// A PolicyError's message lists a bounded number of problems and says how
+// many it left out, however many the document has; Problems keeps them all.
+// Regression (12e7bc0): 1000 unknown fields made a message listing all 1000.
+func TestPolicyError_MessageListsABoundedNumberOfProblems(t *testing.T) {
+	var sb strings.Builder
+	sb.WriteString("{")
+	for i := 0; i < 1000; i++ {
+		if i > 0 {
+			sb.WriteString(",")
+		}
+		sb.WriteString(`"f` + strings.Repeat("x", i%7) + itoa(uint64(i)) + `": 1`)
+	}
+	sb.WriteString("}")
+	_, err := ParsePolicy([]byte(sb.String()))
+	problems := problemsOf(t, err)
+	assert.Len(t, problems, 1000)
+	assert.Less(t, len(err.Error()), 2048)
+	assert.Contains(t, err.Error(), "more")
+}
+
 func TestPolicy_SetPolicyAppliesThresholdsAndKeepsTheWindow(t *testing.T) {
 	h := newHarness(t, DefaultPolicy())
 	h.calls(15, nil)
@@ -223,6 +482,40 @@ func TestPolicy_SetPolicyWithNewGeometryStartsAnEmptyWindow(t *testing.T) {
 	h.requireState(Closed)
 	h.calls(1, errBoom)
 	h.requireState(Open)
+}
+
+// A result is judged by the policy in force when it is recorded, not the
+// one it was admitted under: with 19 failures in the window and a call in
+// flight, SetPolicy raises MinRequests to 40; the call fails, and 20
+// counted calls are too few to trip.
+// Regression (632857a): the rules captured at admission tripped the breaker.
+func TestPolicy_AResultIsJudgedByThePolicyInForceWhenItIsRecorded(t *testing.T) {
+	h := newHarness(t, DefaultPolicy())
+	h.calls(19, errBoom)
+	inFlight := h.start(context.Background())
+	require.NoError(t, h.b.SetPolicy(policy(func(p *Policy) { p.MinRequests = 40 })))
+	require.ErrorIs(t, inFlight.finish(errBoom), errBoom)
+	h.requireState(Closed)
+	assert.Equal(t, uint64(20), h.b.Snapshot().Counted)
+	h.calls(19, errBoom)
+	h.requireState(Closed)
+	h.calls(1, errBoom)
+	h.requireState(Open)
+}
+
+// A change of Window starts a new generation on an empty window: a call
+// admitted before the change counts in the counters, not in the window.
+// Regression (bc96faf): the call counted in the new window.
+func TestPolicy_AResultAdmittedBeforeAWindowChangeNeverLandsInTheNewWindow(t *testing.T) {
+	h := newHarness(t, DefaultPolicy())
+	h.calls(5, errBoom)
+	inFlight := h.start(context.Background())
+	require.NoError(t, h.b.SetPolicy(policy(func(p *Policy) { p.Window = 10 * time.Second })))
+	require.ErrorIs(t, inFlight.finish(errBoom), errBoom)
+	assert.Equal(t, Snapshot{}, h.b.Snapshot())
+	assert.Equal(t, uint64(6), h.b.Counters().Failures, "it still counts in the metrics")
+	h.calls(1, nil)
+	assert.Equal(t, Snapshot{Counted: 1}, h.b.Snapshot())
 }
 
 func TestNew_RejectsAnEmptyName(t *testing.T) {

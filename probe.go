@@ -3,6 +3,7 @@ package breaker
 import (
 	"context"
 	"math"
+	"sync/atomic"
 )
 
 // Half-open admission and verdicts.
@@ -17,19 +18,73 @@ type probeKey struct{}
 
 // probeMark is the value a probe's context carries: the half-open episode
 // (generation) that admitted it, which the race tests use to check that no
-// episode admits more than Policy.Probes calls.
-type probeMark struct{ gen uint64 }
+// episode admits more than Policy.Probes calls, and whether the probe is
+// still in flight. A nil *probeMark hides an outer context's mark.
+type probeMark struct {
+	gen  uint64
+	live atomic.Bool
+}
 
-// IsProbe reports whether ctx belongs to a half-open probe: a call the
-// breaker admitted to test whether the downstream has recovered.
-// Integrations use it to tag the request (a header Breaker-Probe: 1, gRPC
-// metadata breaker_probe=1) so probes can be told apart in traces and logs.
+// liveProbes counts the marks that are live, in every breaker of the
+// process. While it is 0 no context can hold a live mark, so a closed call
+// learns that its caller's context needs no unmarking from one load of a
+// line that is written only when a probe starts or ends, instead of from
+// a walk of the context. A mark goes live after the count is raised and
+// dead before it is lowered, so a count of 0 is never read while a mark is
+// live.
+var liveProbes atomic.Int64
+
+// newProbeMark returns the live mark of a probe of episode gen.
+func newProbeMark(gen uint64) *probeMark {
+	liveProbes.Add(1)
+	m := &probeMark{gen: gen}
+	m.live.Store(true)
+	return m
+}
+
+// end ends the mark once its probe's result is in. It may be called more
+// than once, and on a nil mark (a call that was not a probe).
+func (m *probeMark) end() {
+	if m != nil && m.live.Swap(false) {
+		liveProbes.Add(-1)
+	}
+}
+
+// IsProbe reports whether ctx belongs to a half-open probe that is in
+// flight: a call the breaker admitted to test whether the downstream has
+// recovered, whose result is not in yet. Integrations use it to tag the
+// request (a header Breaker-Probe: 1, gRPC metadata breaker_probe=1) so
+// probes can be told apart in traces and logs.
+//
+// The mark describes one call of one breaker. It is false in the context
+// of every call a breaker admits otherwise than as its own probe, even one
+// made inside another breaker's probe, and false in a probe's own context
+// once its result is in (Do's function has returned, or Allow's done has
+// been called). It is false for a nil ctx.
 func IsProbe(ctx context.Context) bool {
-	if ctx == nil {
+	if ctx == nil || liveProbes.Load() == 0 {
 		return false
 	}
-	_, ok := ctx.Value(probeKey{}).(probeMark)
-	return ok
+	m, _ := ctx.Value(probeKey{}).(*probeMark)
+	return m != nil && m.live.Load()
+}
+
+// unmarked returns the context for a call that is not a probe of the
+// breaker admitting it: ctx itself, or, when ctx belongs to another
+// breaker's live probe, a child of it in which IsProbe is false. Only that
+// rare case walks the context and allocates.
+func unmarked(ctx context.Context) context.Context {
+	if liveProbes.Load() == 0 {
+		return ctx
+	}
+	return unmarkedSlow(ctx)
+}
+
+func unmarkedSlow(ctx context.Context) context.Context {
+	if !IsProbe(ctx) {
+		return ctx
+	}
+	return context.WithValue(ctx, probeKey{}, (*probeMark)(nil))
 }
 
 // Roles of an admitted call.
@@ -59,7 +114,8 @@ func (b *Breaker) admitSlow(w word, r *rules) (token, error) {
 		case HalfOpen:
 			if issued := w.issued(); issued < r.probes && issued < maxIssued {
 				if b.state.CompareAndSwap(w, w.claim()) {
-					return token{gen: w.gen(), role: roleProbe, slot: b.admitProbe(w.gen())}, nil
+					m := newProbeMark(w.gen())
+					return token{gen: w.gen(), role: roleProbe, slot: b.admitProbe(w.gen(), m), mark: m}, nil
 				}
 				w = b.state.Load()
 				continue
@@ -69,6 +125,13 @@ func (b *Breaker) admitSlow(w word, r *rules) (token, error) {
 				w = b.state.Load()
 				continue
 			}
+		}
+		// due (openUntil, probeDeadline) means what the state it was read
+		// in says: read with a word from before a transition, the end of
+		// a cooldown may be the probe deadline of the episode after it.
+		if nw := b.state.Load(); nw != w {
+			w = nw
+			continue
 		}
 		if w.mode() == ModeShadow {
 			b.tally.inc(kShadowRejected)
@@ -179,8 +242,9 @@ func (b *Breaker) releaseLocked(gen uint64) {
 const noSlot = 0xFF
 
 // admitProbe registers the admission of a probe that has just claimed a
-// slot of episode gen, and returns its entry in history.inflight.
-func (b *Breaker) admitProbe(gen uint64) uint8 {
+// slot of episode gen, with its mark, and returns its entry in
+// history.inflight.
+func (b *Breaker) admitProbe(gen uint64, m *probeMark) uint8 {
 	now := b.opt.tb.now()
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -190,14 +254,14 @@ func (b *Breaker) admitProbe(gen uint64) uint8 {
 	}
 	h := b.histLocked()
 	i := 0
-	for i < len(h.inflight) && h.inflight[i] != never {
+	for i < len(h.inflight) && h.inflight[i].at != never {
 		i++
 	}
 	if i == len(h.inflight) {
 		// At most maxIssued slots are ever issued, so i < noSlot.
-		h.inflight = append(h.inflight, never)
+		h.inflight = append(h.inflight, inflightProbe{at: never})
 	}
-	h.inflight[i] = now
+	h.inflight[i] = inflightProbe{at: now, mark: m}
 	b.refreshProbeDeadlineLocked()
 	return uint8(i)
 }
@@ -206,8 +270,22 @@ func (b *Breaker) admitProbe(gen uint64) uint8 {
 // verdict, or gave its slot back. b.mu must be held.
 func (b *Breaker) landedLocked(slot uint8) {
 	if h := b.hist; h != nil && int(slot) < len(h.inflight) {
-		h.inflight[slot] = never
+		h.inflight[slot] = inflightProbe{at: never}
 		b.refreshProbeDeadlineLocked()
+	}
+}
+
+// endProbesLocked ends the marks of the probes still in flight when their
+// episode ends: their results will be stale, and a probe whose result
+// never comes (an Allow whose done is never called) must not keep its
+// mark live, and every closed call's unmarked check slow, for ever. b.mu
+// must be held.
+func (b *Breaker) endProbesLocked() {
+	if h := b.hist; h != nil {
+		for i := range h.inflight {
+			h.inflight[i].mark.end()
+			h.inflight[i] = inflightProbe{at: never}
+		}
 	}
 }
 
@@ -218,9 +296,9 @@ func (b *Breaker) landedLocked(slot uint8) {
 func (b *Breaker) refreshProbeDeadlineLocked() {
 	oldest := int64(math.MaxInt64)
 	if h := b.hist; h != nil {
-		for _, t := range h.inflight {
-			if t != never {
-				oldest = min(oldest, t)
+		for _, p := range h.inflight {
+			if p.at != never {
+				oldest = min(oldest, p.at)
 			}
 		}
 	}

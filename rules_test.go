@@ -9,11 +9,9 @@ import (
 
 // behaviour.md §4 Closed: ConsecutiveFailures is its own sample
 // requirement. A method with thin traffic, where the window never reaches
-// MinRequests, must still be cut off after N failures in a row. Before the
-// fix the run was only looked at once the window held MinRequests calls, so
-// ConsecutiveFailures: 6 with the default MinRequests opened after the 20th
-// call instead of the 6th failure.
-func TestRegression_SixFailuresInARowTripUnderTheDefaultGate(t *testing.T) {
+// MinRequests, must still be cut off after N failures in a row.
+// Regression (e9822b5): ConsecutiveFailures 6 opened at the 20th call.
+func TestClosed_SixFailuresInARowTripUnderTheDefaultGate(t *testing.T) {
 	h := newHarness(t, policy(func(p *Policy) { p.ConsecutiveFailures = 6 }))
 	h.calls(3, nil)
 	h.calls(5, errBoom)
@@ -24,6 +22,21 @@ func TestRegression_SixFailuresInARowTripUnderTheDefaultGate(t *testing.T) {
 	require.Len(t, ev, 1)
 	assert.Equal(t, ReasonConsecutive, ev[0].Reason)
 	assert.Equal(t, Snapshot{Counted: 9, Failures: 6}, ev[0].Snapshot)
+}
+
+// A run of ConsecutiveFailures failures trips the breaker below
+// MinRequests: five failures in a row trip a breaker with
+// ConsecutiveFailures 5 though the window holds 8 calls.
+// Regression (e9822b5): the run waited for MinRequests calls in the window.
+func TestClosed_ConsecutiveFailuresTripBelowMinRequests(t *testing.T) {
+	h := newHarness(t, policy(func(p *Policy) { p.ConsecutiveFailures = 5 }))
+	h.calls(3, nil)
+	h.calls(4, errBoom)
+	h.requireState(Closed)
+	h.calls(1, errBoom)
+	h.requireState(Open)
+	assert.Equal(t, ReasonConsecutive, h.lastReason())
+	assert.Equal(t, Snapshot{Counted: 8, Failures: 5}, h.eventLog()[0].Snapshot)
 }
 
 // A success ends the run, however close it was to the threshold.

@@ -141,6 +141,9 @@ func (b *Breaker) transitionLocked(now int64, to State, m Mode, reason Reason, s
 	if from == to {
 		return
 	}
+	if from == HalfOpen {
+		b.endProbesLocked()
+	}
 	b.countTransitionLocked(from, to, reason)
 	b.queueLocked(Event{
 		Name:      b.name,
@@ -165,47 +168,52 @@ func (b *Breaker) tripLocked(now int64, r *rules, reason Reason, snap Snapshot) 
 		b.setDoublings(0)
 	}
 	b.setOutageStart(now)
-	b.openLocked(now, r, reason, snap)
+	b.openLocked(now, r, reason, reason, snap)
 }
 
 // reopenLocked sends a half-open breaker back to open with a longer
 // cooldown. b.mu must be held.
 func (b *Breaker) reopenLocked(now int64, r *rules, reason Reason) {
 	b.setDoublings(min(b.doublings()+1, maxLevel))
-	b.openLocked(now, r, reason, b.tripSnap())
+	cause, snap := b.trip()
+	b.openLocked(now, r, reason, cause, snap)
 }
 
 // maxLevel bounds the doublings; OpenFor·2^62 overflows nothing we
 // compute because baseCooldown checks before shifting.
 const maxLevel = 62
 
-// tripSnap is the window that began the current outage. It lives in the
-// outage's open error rather than in a field of its own.
-func (b *Breaker) tripSnap() Snapshot {
+// trip is the reason and the window that began the current outage. They
+// live in the outage's open error rather than in fields of their own.
+func (b *Breaker) trip() (Reason, Snapshot) {
 	if e := b.openErr.Load(); e != nil {
-		return e.Snapshot
+		return e.TripReason, e.Snapshot
 	}
-	return Snapshot{}
+	return "", Snapshot{}
 }
 
-func (b *Breaker) openLocked(now int64, r *rules, reason Reason, snap Snapshot) {
+// openLocked opens the breaker for a cooldown: reason is what opened it
+// now, cause and snap what began the outage. b.mu must be held.
+func (b *Breaker) openLocked(now int64, r *rules, reason, cause Reason, snap Snapshot) {
 	cd := b.cooldown(r)
 	until := now + cd
 	if until < now {
 		until = math.MaxInt64
 	}
-	b.setOpenUntil(until)
 	b.openErr.Store(&OpenError{
-		Name:     b.name,
-		State:    Open,
-		Reason:   reason,
-		Snapshot: snap,
-		Since:    b.opt.tb.time(b.outageStart()),
-		Until:    b.opt.tb.time(until),
-		b:        b,
+		Name:       b.name,
+		State:      Open,
+		Reason:     reason,
+		TripReason: cause,
+		Snapshot:   snap,
+		Since:      b.opt.tb.time(b.outageStart()),
+		Until:      b.opt.tb.time(until),
+		Cooldown:   time.Duration(cd),
+		b:          b,
 	})
 	b.countOpenLocked()
 	b.transitionLocked(now, Open, b.state.Load().mode(), reason, snap, cd)
+	b.setOpenUntil(until) // after the state word: see due
 }
 
 // countOpenLocked counts a transition to Open that is about to be made.
@@ -242,17 +250,21 @@ func (b *Breaker) cooldown(r *rules) int64 {
 func (b *Breaker) halfOpenLocked(now int64, m Mode, reason Reason) {
 	if h := b.hist; h != nil {
 		h.passed = 0
+		b.endProbesLocked()
 		h.inflight = h.inflight[:0]
 	}
-	b.setProbeDeadline(math.MaxInt64)
-	snap := b.tripSnap()
+	_, snap := b.trip()
 	if e := b.openErr.Load(); e != nil {
 		he := *e
 		he.State = HalfOpen
 		he.Until = time.Time{}
+		he.Cooldown = 0
 		b.openErr.Store(&he)
 	}
 	b.transitionLocked(now, HalfOpen, m, reason, snap, 0)
+	// After the state word: a caller that read the word while it still
+	// said open must not read this as the end of the cooldown (see due).
+	b.setProbeDeadline(math.MaxInt64)
 }
 
 // closeLocked closes the breaker on an empty window. The window is stored

@@ -39,6 +39,12 @@ type instanceStartKey struct{}
 // may count, before it has seen its first mark, a few successes of a cold
 // instance; a success in the window can only make a trip later, never
 // sooner.
+//
+// Every breaker that a call made with ctx, or with a context derived from
+// it, goes through sees the mark: the calls that Do's function makes with
+// the context it receives carry it too, and their breakers take them as
+// calls to a cold instance. Mark the context of the call to that instance
+// only, not one that the calls made inside it share.
 func WithInstanceStart(ctx context.Context, start time.Time) context.Context {
 	return context.WithValue(ctx, instanceStartKey{}, start)
 }

@@ -2,6 +2,11 @@ package breaker
 
 import (
 	"context"
+	"go/ast"
+	"go/parser"
+	gotoken "go/token"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -69,4 +74,81 @@ func TestWarmup_AColdProbeFailureIsExcusedButItsPassCounts(t *testing.T) {
 	h.requireState(HalfOpen)
 	h.calls(3, nil)
 	h.requireState(Closed)
+}
+
+// A breaker whose calls all carry an instance mark sees it on the first
+// call, so the successes of a cold instance are left out from the start.
+func TestWarmup_MarkedSuccessesAreExemptFromTheFirstCall(t *testing.T) {
+	h := newHarness(t, DefaultPolicy())
+	cold := WithInstanceStart(context.Background(), h.t0.Add(-time.Second))
+	for i := 0; i < 30; i++ {
+		require.NoError(t, h.b.Do(cold, func(context.Context) error { return nil }))
+	}
+	require.Zero(t, h.b.Snapshot().Counted)
+	require.Equal(t, uint64(30), h.b.Counters().Exempt)
+}
+
+// A breaker that has so far seen only unmarked calls still finds the mark
+// on every failure, and, once it has, on every success.
+func TestWarmup_MarkIsFoundOnFailuresAfterUnmarkedCalls(t *testing.T) {
+	h := newHarness(t, DefaultPolicy())
+	h.calls(5, nil) // unmarked: counted
+	cold := WithInstanceStart(context.Background(), h.t0.Add(-time.Second))
+	for i := 0; i < 40; i++ {
+		require.ErrorIs(t, h.b.Do(cold, func(context.Context) error { return errBoom }), errBoom)
+	}
+	h.requireState(Closed)
+	for i := 0; i < 10; i++ {
+		require.NoError(t, h.b.Do(cold, func(context.Context) error { return nil }))
+	}
+	require.Equal(t, Snapshot{Counted: 5}, h.b.Snapshot())
+	require.Equal(t, uint64(50), h.b.Counters().Exempt)
+}
+
+// A breaker that has seen no mark looks again after instanceSample.
+func TestWarmup_MarkedSuccessIsFoundBySampling(t *testing.T) {
+	h := newHarness(t, DefaultPolicy())
+	h.calls(1, nil) // unmarked, sampled: no mark
+	h.add(time.Duration(instanceSample))
+	cold := WithInstanceStart(context.Background(), h.t0.Add(-time.Second))
+	require.NoError(t, h.b.Do(cold, func(context.Context) error { return nil }))
+	require.Equal(t, uint64(1), h.b.Counters().Exempt)
+	require.Equal(t, Snapshot{Counted: 1}, h.b.Snapshot())
+}
+
+// Breakers share no state a caller can set: the package's own source
+// declares no package-level variable of a sync/atomic type but liveProbes,
+// which no caller sets. It counts the probes in flight, each of which ends
+// with its result or its half-open episode, and is 0 whenever no breaker of
+// the process is probing.
+// Regression (8338cca): WithInstanceStart set a flag every breaker's calls read.
+func TestBreakers_ShareNoProcessWideState(t *testing.T) {
+	fset := gotoken.NewFileSet()
+	files, err := filepath.Glob("*.go")
+	require.NoError(t, err)
+	for _, name := range files {
+		if strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, name, nil, 0)
+		require.NoError(t, err)
+		for _, d := range f.Decls {
+			g, ok := d.(*ast.GenDecl)
+			if !ok || g.Tok != gotoken.VAR {
+				continue
+			}
+			for _, s := range g.Specs {
+				v := s.(*ast.ValueSpec)
+				if v.Type == nil {
+					continue
+				}
+				if sel, ok := v.Type.(*ast.SelectorExpr); ok {
+					if x, ok := sel.X.(*ast.Ident); ok && x.Name == "atomic" && v.Names[0].Name != "liveProbes" {
+						t.Errorf("%s: package-level %s of type atomic.%s is state shared by every breaker",
+							fset.Position(v.Pos()), v.Names[0].Name, sel.Sel.Name)
+					}
+				}
+			}
+		}
+	}
 }

@@ -78,7 +78,7 @@ func TestWindow_BucketGoesStaleAtItsExactEnd(t *testing.T) {
 	assert.Equal(t, uint64(2), tw.sum(stale).Counted, "the new call plus the one at stale-1")
 }
 
-func TestRegression_WindowLosesNoWriteAfterAnIdleGap(t *testing.T) {
+func TestWindow_LosesNoWriteAfterAnIdleGap(t *testing.T) {
 	// The bug class of cep21/circuit#159: after an idle gap, a writer
 	// added to a bucket that the next writer then cleared. Here every
 	// write after the gap must be summed.

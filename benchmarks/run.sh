@@ -381,8 +381,8 @@ go test -c -o core.test .
 (cd benchmarks && go test -c -o ../peers.test .)
 go test -c -o http.test ./breakerhttp
 go test -c -o ops.test ./ops
-(cd grpc && go test -c -o ../grpc.test .)
-(cd prometheus && go test -c -o ../prom.test .)
+(cd breakergrpc && go test -c -o ../grpc.test .)
+(cd breakerprom && go test -c -o ../prom.test .)
 for round in \$(seq 1 $ROUNDS); do
   ./core.test -test.run='^\$' $benchflags >>core.txt
   (cd benchmarks && ../peers.test -test.run='^\$' $benchflags) >>peers.txt

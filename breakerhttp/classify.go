@@ -10,6 +10,7 @@ import (
 
 // DefaultClassify is the default classifier of a [Transport]:
 //
+//	err matching breaker.ErrOpen             Ignored
 //	err != nil (no response, a failed body)  Timeout
 //	resp == nil                              Timeout
 //	429 Too Many Requests                    Failure
@@ -28,10 +29,18 @@ import (
 // input, a missing resource, no permission) and say nothing of the
 // downstream's health, so they are not counted.
 //
+// An error matching breaker.ErrOpen is a refusal by a breaker in the base
+// RoundTripper, another Transport say: the request never reached the
+// downstream, and that breaker already judges it. Counted, an inner
+// breaker that opened would trip this one, which would then refuse
+// requests the inner one does not guard.
+//
 // The caller's own cancellation never reaches the classifier; see
 // [WithClassifier].
 func DefaultClassify(resp *http.Response, err error) breaker.Outcome {
 	switch {
+	case err != nil && errors.Is(err, breaker.ErrOpen):
+		return breaker.Ignored
 	case err != nil, resp == nil:
 		return breaker.Timeout
 	case resp.StatusCode == http.StatusTooManyRequests:

@@ -3,8 +3,9 @@ package breakerhttp
 import (
 	"context"
 	"errors"
-	"io"
 	"net/http"
+	"net/url"
+	"strings"
 
 	"github.com/govkit/breaker"
 )
@@ -13,10 +14,11 @@ import (
 // a value: it serves what fallback returns when the request's breaker
 // refused it, or when the exchange failed or timed out (a 5xx, a 429, no
 // response at all, a body that broke off while read was reading it, by the
-// Transport's classifier), and what read returns otherwise. A served fallback is counted in Counters.Fallbacks of the
-// breaker that guarded the request, as [breaker.FallbackOnFailure] counts
-// it, and the Transport's own outcome (the failure, the refusal) is counted
-// as it always is:
+// Transport's classifier), and what read returns otherwise. A served
+// fallback is counted in Counters.Fallbacks of the breaker that guarded
+// the request, as [breaker.FallbackOnFailure] counts it, and the
+// Transport's own outcome (the failure, the refusal) is counted as it
+// always is:
 //
 //	resp, err := client.Get(url) // client uses a breakerhttp Transport
 //	stock, err := breakerhttp.Fallback(ctx, resp, err, decodeStock, cachedStock)
@@ -29,13 +31,38 @@ import (
 //
 // Fallback does not fall back, and returns err or read's results, when the
 // outcome was ignored (a 4xx other than 429, the caller's cancellation) or
-// when ctx is done: the caller has gone. It cannot know the outcome of a
-// response that did not come through a Transport, and reads it.
+// when ctx is done: the caller has gone. Pass it the caller's context, not
+// a shorter one made for the request: past the request's own deadline, the
+// caller is still there to be served.
+//
+// Fallback knows a response by the *http.Response the Transport returned,
+// not by its Body, so an [http.Client] (with or without Client.Timeout, a
+// Jar, redirects) and RoundTrippers around the Transport that wrap the Body
+// (tracing, logging) are all fine; give it the response before reading its
+// body. It cannot know the outcome of a response that did not come through
+// a Transport, such as one that a RoundTripper around the Transport made
+// anew, and reads it.
+//
+// One error names no breaker. When Client.Timeout ends a request before
+// its response arrives, http.Client replaces the Transport's error with
+// its own, unless the Transport returned first: the two deadlines expire
+// together, and which is seen first is a race. Fallback serves the
+// fallback for that error as for any timeout (the Transport counted one),
+// but cannot count it in Counters.Fallbacks. To have every fallback
+// counted, give the request a deadline that the Transport sees first:
+// the breaker's Policy.Timeout, shorter than Client.Timeout, or a context
+// deadline on the request.
 func Fallback[T any](ctx context.Context, resp *http.Response, err error, read func(*http.Response) (T, error), fallback func(context.Context, error) (T, error)) (T, error) {
 	var zero T
 	if err != nil {
 		if resp != nil && resp.Body != nil {
 			resp.Body.Close() // http.Client has closed it already; a RoundTripper may not have
+		}
+		if ctx != nil && ctx.Err() == nil && cutByClientTimeout(err) {
+			if fallback == nil {
+				return zero, errors.New("breakerhttp: Fallback: nil read or fallback function")
+			}
+			return fallback(ctx, err) // a timeout, with no breaker to count it on
 		}
 		return breaker.RecoverOnFailure(ctx, zero, err, fallback)
 	}
@@ -48,24 +75,25 @@ func Fallback[T any](ctx context.Context, resp *http.Response, err error, read f
 		}
 		return zero, errors.New("breakerhttp: Fallback: nil read or fallback function")
 	}
-	var b *breaker.Breaker
-	o := breaker.Success
-	switch body := resp.Body.(type) {
-	case *body:
-		b, o = body.b, body.t.classify(resp, nil)
-	case *settledBody:
-		b, o = body.b, body.o
-	}
-	if b != nil && (o == breaker.Failure || o == breaker.Timeout) && ctx != nil && ctx.Err() == nil {
-		// Closing the body ends the call with the outcome just read.
-		resp.Body.Close()
-		return breaker.RecoverOnFailure(ctx, zero, &callError{err: errors.New(describe(resp, nil)), b: b, o: o}, fallback)
+	bd := bodyOf(resp)
+	if bd != nil && ctx != nil && ctx.Err() == nil {
+		var o breaker.Outcome
+		if ended := bd.outcome.Load(); ended != 0 {
+			o = breaker.Outcome(ended - 1)
+		} else {
+			o = bd.t.classify(resp, nil) // the call is open: judge the status
+		}
+		if o == breaker.Failure || o == breaker.Timeout {
+			// Closing the body ends an open call with the outcome just read.
+			resp.Body.Close()
+			return breaker.RecoverOnFailure(ctx, zero, &callError{err: errors.New(describe(resp, nil)), b: bd.b, o: o}, fallback)
+		}
 	}
 	v, err := read(resp)
 	if resp.Body != nil {
 		resp.Body.Close()
 	}
-	if bd, ok := resp.Body.(*body); ok && err != nil {
+	if bd != nil && err != nil {
 		// The body broke off under read (a reset, a deadline, a
 		// truncated answer): the call ended then with that outcome.
 		if o := breaker.Outcome(bd.outcome.Load() - 1); o == breaker.Failure || o == breaker.Timeout {
@@ -73,6 +101,32 @@ func Fallback[T any](ctx context.Context, resp *http.Response, err error, read f
 		}
 	}
 	return v, err
+}
+
+// bodyOf returns the Transport's body of resp, however wrapped, or nil for
+// a response that did not come through a Transport.
+func bodyOf(resp *http.Response) *body {
+	if bd, ok := resp.Body.(*body); ok && bd.resp == resp {
+		return bd
+	}
+	return recent.find(resp)
+}
+
+// cutByClientTimeout reports whether err is http.Client's own error for a
+// request that Client.Timeout ended before its response, which replaced
+// whatever the Transport returned: net/http's timeoutError holds only a
+// message, which ends "(Client.Timeout exceeded while awaiting headers)".
+// An error that still carries a breaker's outcome, or a refusal, is not:
+// the Transport's error came through.
+func cutByClientTimeout(err error) bool {
+	var c interface {
+		BreakerOutcome() (*breaker.Breaker, breaker.Outcome)
+	}
+	if errors.As(err, &c) || errors.Is(err, breaker.ErrOpen) {
+		return false
+	}
+	var ue *url.Error
+	return errors.As(err, &ue) && ue.Timeout() && strings.Contains(ue.Err.Error(), "Client.Timeout exceeded")
 }
 
 // callError is the error of a request that the Transport guarded: the
@@ -106,13 +160,3 @@ func (e *callError) Temporary() bool {
 	t, ok := e.err.(interface{ Temporary() bool })
 	return ok && t.Temporary()
 }
-
-// settledBody is the empty body of a response without one whose exchange
-// failed; it remembers the breaker and the outcome for [Fallback].
-type settledBody struct {
-	b *breaker.Breaker
-	o breaker.Outcome
-}
-
-func (*settledBody) Read([]byte) (int, error) { return 0, io.EOF }
-func (*settledBody) Close() error             { return nil }

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/govkit/breaker"
+	"github.com/govkit/breaker/internal/testutil"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -38,7 +39,7 @@ func (f *fixture) fallbackGet(ctx context.Context, url string, got *error) (stri
 }
 
 func TestFallback_ServesTheCacheOnA500(t *testing.T) {
-	f := newFixture(t, testPolicy())
+	f := newFixture(t, testutil.Policy())
 	d := newDownstream(t)
 	b := f.breaker(d)
 	var got error
@@ -55,7 +56,7 @@ func TestFallback_ServesTheCacheOnA500(t *testing.T) {
 }
 
 func TestFallback_ServesTheCacheOnAnEmpty503(t *testing.T) {
-	f := newFixture(t, testPolicy())
+	f := newFixture(t, testutil.Policy())
 	b, err := f.group.Get("empty")
 	require.NoError(t, err)
 	srv := newEmptyStatusServer(t, http.StatusServiceUnavailable)
@@ -72,8 +73,8 @@ func TestFallback_ServesTheCacheOnAnEmpty503(t *testing.T) {
 }
 
 func TestFallback_ServesTheCacheOnNoResponse(t *testing.T) {
-	f := newFixture(t, testPolicy())
-	addr := refusedAddr(t)
+	f := newFixture(t, testutil.Policy())
+	addr := testutil.RefusedAddr(t)
 	b, err := f.group.Get(addr)
 	require.NoError(t, err)
 	var got error
@@ -89,7 +90,7 @@ func TestFallback_ServesTheCacheOnNoResponse(t *testing.T) {
 }
 
 func TestFallback_ServesTheCacheOnARefusal(t *testing.T) {
-	f := newFixture(t, testPolicy())
+	f := newFixture(t, testutil.Policy())
 	d := newDownstream(t)
 	b := f.breaker(d)
 	require.NoError(t, b.SetMode(breaker.ModeForcedOpen))
@@ -105,7 +106,7 @@ func TestFallback_ServesTheCacheOnARefusal(t *testing.T) {
 }
 
 func TestFallback_NoneForAnIgnored404(t *testing.T) {
-	f := newFixture(t, testPolicy())
+	f := newFixture(t, testutil.Policy())
 	d := newDownstream(t)
 	b := f.breaker(d)
 	var got error
@@ -120,7 +121,7 @@ func TestFallback_NoneForAnIgnored404(t *testing.T) {
 }
 
 func TestFallback_NoneForTheCallersCancellation(t *testing.T) {
-	f := newFixture(t, testPolicy())
+	f := newFixture(t, testutil.Policy())
 	d := newDownstream(t)
 	b := f.breaker(d)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -140,7 +141,7 @@ func TestFallback_NoneForTheCallersCancellation(t *testing.T) {
 // A 500 that arrives after the caller has gone is not served from the
 // fallback: nobody is waiting for it.
 func TestFallback_NoneForAGoneCaller(t *testing.T) {
-	f := newFixture(t, testPolicy())
+	f := newFixture(t, testutil.Policy())
 	d := newDownstream(t)
 	b := f.breaker(d)
 	resp, err := f.client.Get(d.URL + "/status/500")
@@ -203,7 +204,7 @@ func newEmptyStatusServer(t *testing.T, code int) *httptest.Server {
 // A body that breaks off while read reads it ends the call as a timeout,
 // and the fallback is served for it.
 func TestFallback_ServesTheCacheOnABodyCutShort(t *testing.T) {
-	f := newFixture(t, testPolicy())
+	f := newFixture(t, testutil.Policy())
 	d := newDownstream(t)
 	b := f.breaker(d)
 	var got error

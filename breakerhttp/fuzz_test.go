@@ -7,10 +7,9 @@ import (
 	"io"
 	"net/http"
 	"testing"
-	"time"
 
-	"github.com/benbjohnson/clock"
 	"github.com/govkit/breaker"
+	"github.com/govkit/breaker/internal/testutil"
 )
 
 // Run one with, for example,
@@ -110,9 +109,8 @@ func FuzzTransportOutcome(f *testing.F) {
 	f.Add(200, []byte(nil), uint16(0), false, true)
 	f.Add(700, []byte("?"), uint16(0), false, false)
 	f.Fuzz(func(t *testing.T, code int, body []byte, cut uint16, broken, fail bool) {
-		clk := clock.NewMock()
-		clk.Set(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
-		g, err := breaker.NewGroup(breaker.GroupConfig{Policies: breaker.GroupPolicy{Default: testPolicy()}}, breaker.WithClock(clk))
+		clk := testutil.NewClock()
+		g, err := breaker.NewGroup(breaker.GroupConfig{Policies: breaker.GroupPolicy{Default: testutil.Policy()}}, breaker.WithClock(clk))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -150,8 +148,8 @@ func FuzzTransportOutcome(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		c := countsOf(b)
-		var wantCounts outcomes
+		c := testutil.OutcomesOf(b)
+		var wantCounts testutil.Outcomes
 		switch want {
 		case breaker.Success:
 			wantCounts.Successes = 1

@@ -18,6 +18,7 @@ import (
 
 	"github.com/benbjohnson/clock"
 	"github.com/govkit/breaker"
+	"github.com/govkit/breaker/internal/testutil"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 )
@@ -36,24 +37,12 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// testPolicy trips on 4 counted calls at 50% failures, stays open for
-// exactly 10s (no jitter), and probes twice.
-func testPolicy() breaker.Policy {
-	p := breaker.DefaultPolicy()
-	p.MinRequests = 4
-	p.ErrorRatio = 0.5
-	p.OpenFor = 10 * time.Second
-	p.MaxOpenFor = 40 * time.Second
-	p.Jitter = 0
-	p.Probes = 2
-	p.Warmup = 0
-	return p
-}
-
 // downstream is a real HTTP server on loopback whose behaviour is chosen by
 // the request path:
 //
 //	/status/N    answers status N with a short body
+//	/redirect/N  redirects (302) to /status/N
+//	/empty/N     answers status N with no body (Content-Length: 0)
 //	/hang        waits until the client goes away
 //	/reset       resets the connection (RST) without answering
 //	/truncate    promises 100 bytes of body, sends 3, closes
@@ -110,23 +99,18 @@ func (d *downstream) serve(w http.ResponseWriter, r *http.Request) {
 		if code != http.StatusNoContent && code != http.StatusNotModified {
 			fmt.Fprintf(w, "status %d\n", code)
 		}
+	case strings.HasPrefix(p, "/empty/"):
+		code, _ := strconv.Atoi(strings.TrimPrefix(p, "/empty/"))
+		w.Header().Set("Content-Length", "0")
+		w.WriteHeader(code)
+	case strings.HasPrefix(p, "/redirect/"):
+		http.Redirect(w, r, "/status/"+strings.TrimPrefix(p, "/redirect/"), http.StatusFound)
 	case p == "/hang":
 		<-r.Context().Done()
 	case p == "/reset":
-		conn, _, err := w.(http.Hijacker).Hijack()
-		if err != nil {
-			panic(err)
-		}
-		conn.(*net.TCPConn).SetLinger(0) // close with RST, not FIN
-		conn.Close()
+		resetConn(w, r)
 	case p == "/truncate":
-		conn, buf, err := w.(http.Hijacker).Hijack()
-		if err != nil {
-			panic(err)
-		}
-		buf.WriteString("HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nabc")
-		buf.Flush()
-		conn.Close()
+		truncated(w, r)
 	case p == "/stall":
 		w.Header().Set("Content-Length", "100")
 		w.WriteHeader(http.StatusOK)
@@ -157,17 +141,6 @@ func (d *downstream) probeHeaders() []string {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return append([]string(nil), d.probes...)
-}
-
-// refusedAddr returns a loopback address nothing listens on: a port that
-// was just bound and released.
-func refusedAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	addr := l.Addr().String()
-	require.NoError(t, l.Close())
-	return addr
 }
 
 // countingBase is a base RoundTripper that counts the requests it is given
@@ -242,9 +215,7 @@ type fixture struct {
 
 func newFixture(t *testing.T, p breaker.Policy, opts ...Option) *fixture {
 	t.Helper()
-	clk := clock.NewMock()
-	clk.Set(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
-	return newFixtureWith(t, p, clk, opts...)
+	return newFixtureWith(t, p, testutil.NewClock(), opts...)
 }
 
 // newFixtureWith builds a fixture on clk; a nil clk is the real clock.
@@ -297,14 +268,4 @@ func (f *fixture) getTimeout(d time.Duration, url string) (int, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
 	return f.get(ctx, url)
-}
-
-// outcomes is the part of Counters the classification tests compare.
-type outcomes struct {
-	Successes, Failures, Timeouts, Ignored, Rejected uint64
-}
-
-func countsOf(b *breaker.Breaker) outcomes {
-	c := b.Counters()
-	return outcomes{c.Successes, c.Failures, c.Timeouts, c.Ignored, c.Rejected}
 }

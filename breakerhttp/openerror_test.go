@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/govkit/breaker"
+	"github.com/govkit/breaker/internal/testutil"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -18,7 +19,7 @@ import (
 // Retry-After is the time until probes, in whole seconds rounded up, never
 // below 1; anything that is not a refusal writes nothing.
 func TestWriteOpenError(t *testing.T) {
-	f := newFixture(t, testPolicy())
+	f := newFixture(t, testutil.Policy())
 	b, err := f.group.Get("inventory.internal")
 	require.NoError(t, err)
 	for i := 0; i < 4; i++ {

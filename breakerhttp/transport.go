@@ -17,7 +17,39 @@
 // without touching the network; [WriteOpenError] turns it into a 503 with
 // Retry-After for servers that proxy. Half-open probes carry the header
 // Breaker-Probe: 1 so they can be told apart in the downstream's logs and
-// traces.
+// traces. [Fallback] turns a request's results into a value, serving a
+// fallback on a refusal or a failed exchange.
+//
+// # Client settings
+//
+// The Transport and Fallback need two things of what stands between them
+// and the caller: the *http.Response the Transport returned (its Body may
+// be wrapped), and errors that wrap the Transport's rather than replace
+// them. [http.Client] keeps both, whatever its settings, but for one case:
+//
+//   - Timeout: responses are fine (the client wraps their Body). A request
+//     that Client.Timeout ends before its response comes back as the
+//     client's own error, which names no breaker, unless the Transport's
+//     error gets there first (the two deadlines expire together): Fallback
+//     serves the fallback either way, but cannot count it in
+//     Counters.Fallbacks when it gets the client's error. Give the Transport the deadline first:
+//     Policy.Timeout shorter than Client.Timeout (it covers reading the
+//     body too), or a context deadline on the request, with the caller's
+//     own context given to Fallback.
+//   - CheckRedirect and redirects: every hop is a request of its own,
+//     guarded and counted (a 3xx is a success); Fallback judges the last
+//     response. An error from CheckRedirect is returned as it is: it is
+//     not the downstream's.
+//   - Jar: no effect.
+//
+// A RoundTripper around the Transport, such as a tracing one, is fine if
+// it returns the Transport's response and wraps its errors; Fallback reads
+// a response it makes anew. One inside the Transport (its base) is part of
+// the guarded call. A Transport around another one is an outer breaker
+// around an inner one: the outer ignores the inner one's refusals (they
+// are not its downstream's answer), Fallback counts the fallback for such a
+// refusal on the inner breaker, and for a failed exchange on the outer
+// one, the one the client uses.
 //
 // The package uses only the standard library.
 package breakerhttp
@@ -45,21 +77,25 @@ const ProbeHeader = "Breaker-Probe"
 //   - The breaker is the group's breaker for the request's key: the key
 //     set on its context with [WithRequestKey] if there is one, or else
 //     the key function's (see [WithKey]). A key of "" sends the request
-//     on unguarded.
+//     on unguarded, without the probe header (see below).
 //   - If the breaker refuses the request, RoundTrip closes the request's
 //     body and returns the refusal, an error matching [breaker.ErrOpen]
 //     from which errors.As extracts the *[breaker.OpenError]; the base is
 //     not called.
 //   - Otherwise the base gets a shallow copy of the request whose context
 //     carries the breaker's Policy.Timeout deadline, if any, and, for a
-//     half-open probe, the header Breaker-Probe: 1. On any other request
-//     that header is removed, whatever the casing of its key in the
-//     header map: it describes this hop, and a proxy that copies an
-//     inbound request's headers must not pass an upstream's probe off as
-//     its own. The caller's request is never modified.
+//     half-open probe of that breaker, the header Breaker-Probe: 1. On
+//     any other request, guarded or not, that header is removed, whatever
+//     the casing of its key in the header map: it describes this hop, and
+//     a proxy that copies an inbound request's headers must not pass an
+//     upstream's probe off as its own. A request sent inside another
+//     breaker's probe is not a probe of its own breaker. The caller's
+//     request is never modified.
 //   - The response is returned as the base returned it, whatever its
 //     status: a 503 is an answer for the caller to read. Only its Body is
-//     wrapped, so that the call ends when the body does (see below).
+//     wrapped, so that the call ends when the body does (see below), and
+//     the response is remembered until then, so that [Fallback] knows it
+//     whatever wraps the Body later.
 //
 // The outcome of a request is decided when the exchange ends: when the
 // base fails, or when a response without a body arrives, or else when its
@@ -151,7 +187,9 @@ func requestKey(ctx context.Context) (string, bool) {
 //   - (resp, err) when reading the body failed with err.
 //
 // It is not called when the caller cancelled the request's context: that
-// outcome is always [breaker.Ignored]. It must be safe for concurrent use.
+// outcome is always [breaker.Ignored]. [Fallback] calls it once more, with
+// (resp, nil), to judge a response before its body is read. It must be
+// safe for concurrent use.
 // A value outside the four outcomes counts as [breaker.Failure]. A nil f
 // keeps the default.
 func WithClassifier(f func(*http.Response, error) breaker.Outcome) Option {
@@ -199,6 +237,11 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		key = t.key(req)
 	}
 	if key == "" {
+		if hasProbeHeader(req.Header) {
+			out := req.WithContext(req.Context()) // never change the caller's request
+			out.Header = withoutProbeHeader(req.Header)
+			return t.baseRT().RoundTrip(out)
+		}
 		return t.baseRT().RoundTrip(req)
 	}
 	if t.group == nil {
@@ -269,7 +312,9 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			// An empty answer that failed: an empty body that remembers
 			// the breaker and the outcome, for Fallback. Only such answers
 			// pay for it.
-			resp.Body = &settledBody{b: b, o: o}
+			bd := settledBody(t, b, resp, o)
+			resp.Body = bd
+			recent.add(bd)
 		}
 		return resp, nil
 	}
@@ -281,7 +326,9 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		t.settle(caller, done, resp, nil)
 		return resp, nil
 	}
-	resp.Body = &body{rc: resp.Body, t: t, b: b, resp: resp, caller: caller, done: done}
+	bd := &body{rc: resp.Body, t: t, b: b, resp: resp, caller: caller, done: done}
+	resp.Body = bd
+	recent.add(bd)
 	return resp, nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 
 	"github.com/govkit/breaker"
@@ -81,4 +82,49 @@ func BenchmarkLoopback(b *testing.B) {
 			}
 		})
 	}
+}
+
+// BenchmarkRoundTripBody is RoundTrip in the closed state for a response
+// with a body, read to the end and closed, over a base that answers at
+// once: the cost of guarding an exchange whose call ends with its body.
+// The base's response and body are made anew for every request, as a real
+// base makes them.
+func BenchmarkRoundTripBody(b *testing.B) {
+	g, err := breaker.NewGroup(breaker.GroupConfig{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	tr := New(roundTripFunc(func(*http.Request) (*http.Response, error) {
+		return &http.Response{StatusCode: http.StatusOK, Body: io.NopCloser(strings.NewReader("ok"))}, nil
+	}), g)
+	get := func(req *http.Request) error {
+		resp, err := tr.RoundTrip(req)
+		if err != nil {
+			return err
+		}
+		_, err = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return err
+	}
+	b.Run("serial", func(b *testing.B) {
+		req, _ := http.NewRequest(http.MethodGet, "http://downstream.test/", nil)
+		b.ReportAllocs()
+		for i := 0; i < b.N; i++ {
+			if err := get(req); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("parallel", func(b *testing.B) {
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			req, _ := http.NewRequest(http.MethodGet, "http://downstream.test/", nil)
+			for pb.Next() {
+				if err := get(req); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	})
 }

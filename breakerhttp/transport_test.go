@@ -3,6 +3,7 @@ package breakerhttp
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -12,15 +13,16 @@ import (
 	"time"
 
 	"github.com/govkit/breaker"
+	"github.com/govkit/breaker/internal/testutil"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
 var (
-	success = outcomes{Successes: 1}
-	failure = outcomes{Failures: 1}
-	timeout = outcomes{Timeouts: 1}
-	ignored = outcomes{Ignored: 1}
+	success = testutil.Outcomes{Successes: 1}
+	failure = testutil.Outcomes{Failures: 1}
+	timeout = testutil.Outcomes{Timeouts: 1}
+	ignored = testutil.Outcomes{Ignored: 1}
 )
 
 // One request per row of the classification table, against a real server,
@@ -40,7 +42,7 @@ func TestTransport_ClassifiesEveryRow(t *testing.T) {
 		policyTimeout time.Duration
 		wantStatus    int
 		wantErr       bool
-		want          outcomes
+		want          testutil.Outcomes
 	}{
 		{name: "200", path: "/status/200", wantStatus: 200, want: success},
 		{name: "204 no body", path: "/status/204", wantStatus: 204, want: success},
@@ -65,7 +67,7 @@ func TestTransport_ClassifiesEveryRow(t *testing.T) {
 	}
 	for _, row := range rows {
 		t.Run(row.name, func(t *testing.T) {
-			p := testPolicy()
+			p := testutil.Policy()
 			var f *fixture
 			if row.policyTimeout > 0 {
 				p.Timeout = row.policyTimeout
@@ -77,7 +79,7 @@ func TestTransport_ClassifiesEveryRow(t *testing.T) {
 			host := d.Listener.Addr().String()
 			url := d.URL + row.path
 			if row.path == "" {
-				host = refusedAddr(t)
+				host = testutil.RefusedAddr(t)
 				url = "http://" + host + "/"
 			}
 
@@ -104,7 +106,7 @@ func TestTransport_ClassifiesEveryRow(t *testing.T) {
 			}
 			b, gerr := f.group.Get(host)
 			require.NoError(t, gerr)
-			assert.Equal(t, row.want, countsOf(b), "counters")
+			assert.Equal(t, row.want, testutil.OutcomesOf(b), "counters")
 			assert.Equal(t, breaker.Closed, b.State())
 			if row.path == "" {
 				assert.Zero(t, d.hits.Load(), "a refused port is not the test server")
@@ -148,6 +150,8 @@ func TestDefaultClassify(t *testing.T) {
 		{nil, errors.New("dial tcp: connection refused"), breaker.Timeout},
 		{nil, context.DeadlineExceeded, breaker.Timeout},
 		{resp(200), io.ErrUnexpectedEOF, breaker.Timeout},
+		{nil, &breaker.OpenError{Name: "inner"}, breaker.Ignored},
+		{nil, fmt.Errorf("inner: %w", breaker.ErrOpen), breaker.Ignored},
 	}
 	for _, row := range rows {
 		got := DefaultClassify(row.resp, row.err)
@@ -157,6 +161,41 @@ func TestDefaultClassify(t *testing.T) {
 		}
 		assert.Equal(t, row.want, got, "DefaultClassify(status %d, %v)", code, row.err)
 	}
+}
+
+// A Transport around another one: the inner one's refusals reach the
+// outer one as its base's errors. They used to count as timeouts there, so
+// an inner breaker that opened tripped the outer one, which then refused
+// requests the inner one does not guard. They are ignored now, and
+// Fallback counts the fallback served for one on the inner breaker, the
+// one that refused.
+func TestTransport_AnInnerTransportsRefusalIsIgnored(t *testing.T) {
+	f := newFixture(t, testutil.Policy())
+	d := newDownstream(t)
+	inner := f.breaker(d)
+	require.NoError(t, inner.SetMode(breaker.ModeForcedOpen))
+	outerGroup, err := breaker.NewGroup(breaker.GroupConfig{Policies: breaker.GroupPolicy{Default: testutil.Policy()}})
+	require.NoError(t, err)
+	outer, err := outerGroup.Get(d.Listener.Addr().String())
+	require.NoError(t, err)
+	client := &http.Client{Transport: New(f.tr, outerGroup)}
+
+	for i := 0; i < 10; i++ {
+		_, err := client.Get(d.URL + "/status/200")
+		require.ErrorIs(t, err, breaker.ErrOpen)
+	}
+	assert.Equal(t, breaker.Closed, outer.State())
+	assert.Equal(t, testutil.Outcomes{Ignored: 10}, testutil.OutcomesOf(outer))
+	assert.Equal(t, testutil.Outcomes{Rejected: 10}, testutil.OutcomesOf(inner))
+
+	resp, err := client.Get(d.URL + "/status/200")
+	var got error
+	v, err := Fallback(context.Background(), resp, err, readBody, fromCache(&got))
+	require.NoError(t, err)
+	assert.Equal(t, "cached", v)
+	assert.Equal(t, uint64(1), inner.Counters().Fallbacks)
+	assert.Zero(t, outer.Counters().Fallbacks)
+	assert.Zero(t, d.hits.Load())
 }
 
 // The outcome the Transport decides is the one the breaker counts, even
@@ -198,11 +237,11 @@ func TestTransport_EachFaultOpensThenRecovers(t *testing.T) {
 	}
 	for _, fault := range faults {
 		t.Run(fault.name, func(t *testing.T) {
-			f := newFixture(t, testPolicy())
+			f := newFixture(t, testutil.Policy())
 			var d *downstream
 			var base string
 			if fault.path == "" {
-				base = "http://" + refusedAddr(t)
+				base = "http://" + testutil.RefusedAddr(t)
 			} else {
 				d = newDownstream(t)
 				base = d.URL
@@ -264,7 +303,7 @@ func TestTransport_EachFaultOpensThenRecovers(t *testing.T) {
 // caller's request had the header (a proxy copying an upstream's request);
 // and the caller's request is never modified.
 func TestTransport_ProbeHeaderOnProbesOnly(t *testing.T) {
-	f := newFixture(t, testPolicy())
+	f := newFixture(t, testutil.Policy())
 	d := newDownstream(t)
 	b := f.breaker(d)
 
@@ -309,16 +348,65 @@ func TestTransport_ProbeHeaderOnProbesOnly(t *testing.T) {
 	assert.Equal(t, uint64(2), b.Counters().ProbesPassed)
 }
 
-// TestRegression_ProbeHeaderStrippedUnderAnyCase: a header map is an
-// ordinary map, so a caller (a proxy copying an inbound request, or code
-// that fills the map by hand) can hold the probe header under a key that is
-// not canonical, req.Header["breaker-probe"]. net/http sends such a key as
-// it is and the server canonicalizes it, so the request arrived as a probe
-// while the breaker was closed; and on a real probe it arrived with the
-// caller's value beside the Transport's "1". Every casing is stripped from
+// The probe header describes the request of the breaker that guards it. A
+// request that no breaker guards (a key of "", from the key function or
+// the context) used to go out with a caller's Breaker-Probe: 1, copied
+// from an upstream's request by a proxy, while guarded requests had it
+// stripped; it is stripped there too, under any casing, and the caller's
+// request is left as it was.
+func TestTransport_ProbeHeaderStrippedFromUnguardedRequests(t *testing.T) {
+	d := newDownstream(t)
+	f := newFixture(t, testutil.Policy(), WithKey(func(r *http.Request) string {
+		if r.URL.Path == "/status/204" {
+			return ""
+		}
+		return r.URL.Host
+	}))
+	send := func(ctx context.Context, path string, h http.Header) {
+		t.Helper()
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, d.URL+path, nil)
+		require.NoError(t, err)
+		for k, v := range h {
+			req.Header[k] = v
+		}
+		before := req.Header.Clone()
+		resp, err := f.client.Do(req)
+		require.NoError(t, err)
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		assert.Equal(t, before, req.Header, "the caller's request was modified")
+	}
+	send(context.Background(), "/status/204", http.Header{ProbeHeader: {"1"}})
+	send(context.Background(), "/status/204", http.Header{"breaker-probe": {"1"}})
+	send(WithRequestKey(context.Background(), ""), "/status/200", http.Header{ProbeHeader: {"1"}})
+	assert.Equal(t, []string{"", "", ""}, d.probeHeaders())
+	assert.Zero(t, f.group.Len(), "the requests were unguarded")
+}
+
+// A request guarded by a closed breaker, sent inside another breaker's
+// half-open probe (a breaker around a function that makes the request),
+// used to carry Breaker-Probe: 1 because its context carried the outer
+// probe's mark. It carries no header now.
+func TestTransport_NoProbeHeaderInsideAnotherBreakersProbe(t *testing.T) {
+	d := newDownstream(t)
+	f := newFixture(t, testutil.Policy())
+	require.NoError(t, testutil.InsideAProbe(t, f.clk, func(ctx context.Context) error {
+		_, err := f.get(ctx, d.URL+"/status/200")
+		return err
+	}))
+	assert.Equal(t, []string{""}, d.probeHeaders())
+	assert.Equal(t, testutil.Outcomes{Successes: 1}, testutil.OutcomesOf(f.breaker(d)))
+}
+
+// A caller's header map may hold the probe header under a key that is not
+// canonical, req.Header["breaker-probe"] (a proxy copying an inbound
+// request, or code that fills the map by hand); net/http sends such a key
+// as it is and the server canonicalizes it. Every casing is stripped from
 // ordinary requests, a probe carries exactly one canonical "1", and the
 // caller's header map is left as it was.
-func TestRegression_ProbeHeaderStrippedUnderAnyCase(t *testing.T) {
+// Regression (23342f2): the request arrived as a probe while the breaker
+// was closed, and a real probe carried the caller's value beside the "1".
+func TestTransport_ProbeHeaderStrippedUnderAnyCase(t *testing.T) {
 	var mu sync.Mutex
 	var seen [][]string // every Breaker-Probe value of each request, in order
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -330,7 +418,7 @@ func TestRegression_ProbeHeaderStrippedUnderAnyCase(t *testing.T) {
 		}
 	}))
 	defer srv.Close()
-	f := newFixture(t, testPolicy())
+	f := newFixture(t, testutil.Policy())
 	b, err := f.group.Get(srv.Listener.Addr().String())
 	require.NoError(t, err)
 
@@ -369,7 +457,7 @@ func TestRegression_ProbeHeaderStrippedUnderAnyCase(t *testing.T) {
 // A probe that times out fails the half-open episode: the breaker reopens
 // with a doubled cooldown, and refuses without touching the network again.
 func TestTransport_ProbeTimeoutReopens(t *testing.T) {
-	f := newFixture(t, testPolicy())
+	f := newFixture(t, testutil.Policy())
 	d := newDownstream(t)
 	b := f.breaker(d)
 	for i := 0; i < 4; i++ {
@@ -399,7 +487,7 @@ func TestTransport_ProbeTimeoutReopens(t *testing.T) {
 // A caller that gives up on a probe gives no verdict: the slot is freed
 // for the next call.
 func TestTransport_CancelledProbeFreesItsSlot(t *testing.T) {
-	f := newFixture(t, testPolicy())
+	f := newFixture(t, testutil.Policy())
 	d := newDownstream(t)
 	b := f.breaker(d)
 	for i := 0; i < 4; i++ {
@@ -432,7 +520,7 @@ func TestTransport_CancelledProbeFreesItsSlot(t *testing.T) {
 // still has its body closed, exactly once; the network is not touched for
 // the refused one.
 func TestTransport_ClosesRequestBodies(t *testing.T) {
-	f := newFixture(t, testPolicy())
+	f := newFixture(t, testutil.Policy())
 	d := newDownstream(t)
 	b := f.breaker(d)
 	require.NoError(t, b.SetMode(breaker.ModeForcedOpen))
@@ -454,7 +542,7 @@ func TestTransport_ClosesRequestBodies(t *testing.T) {
 	assert.Zero(t, f.base.calls.Load())
 	assert.Zero(t, d.hits.Load())
 
-	body, err = post("http://" + refusedAddr(t) + "/")
+	body, err = post("http://" + testutil.RefusedAddr(t) + "/")
 	require.Error(t, err)
 	assert.Equal(t, int32(1), body.closes.Load(), "failed request body closes")
 
@@ -477,7 +565,7 @@ func TestTransport_ClosesRequestBodies(t *testing.T) {
 // called; and a response that comes with an error is closed by the
 // Transport, since the caller never sees it.
 func TestTransport_ResponseBodiesNeverLeak(t *testing.T) {
-	f := newFixture(t, testPolicy())
+	f := newFixture(t, testutil.Policy())
 	d := newDownstream(t)
 	b := f.breaker(d)
 
@@ -492,7 +580,7 @@ func TestTransport_ResponseBodiesNeverLeak(t *testing.T) {
 		require.NoError(t, resp.Body.Close())
 	}
 	assert.Equal(t, []int32{1, 1, 1, 1}, f.base.closes())
-	assert.Equal(t, outcomes{Successes: 1, Ignored: 1, Failures: 2}, countsOf(b))
+	assert.Equal(t, testutil.Outcomes{Successes: 1, Ignored: 1, Failures: 2}, testutil.OutcomesOf(b))
 
 	// A base that breaks the contract and returns a response with an
 	// error.
@@ -500,7 +588,7 @@ func TestTransport_ResponseBodiesNeverLeak(t *testing.T) {
 	bad := roundTripFunc(func(*http.Request) (*http.Response, error) {
 		return &http.Response{StatusCode: 502, Body: leaky}, errors.New("proxy: upstream hung up")
 	})
-	g, err := breaker.NewGroup(breaker.GroupConfig{Policies: breaker.GroupPolicy{Default: testPolicy()}})
+	g, err := breaker.NewGroup(breaker.GroupConfig{Policies: breaker.GroupPolicy{Default: testutil.Policy()}})
 	require.NoError(t, err)
 	req, err := http.NewRequest(http.MethodGet, "http://downstream.test/", nil)
 	require.NoError(t, err)
@@ -518,7 +606,7 @@ func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { retu
 // alive while the caller reads: a body sent after RoundTrip has returned
 // is read in full, and counted once, when it ends.
 func TestTransport_BodyReadableAfterRoundTripWithTimeout(t *testing.T) {
-	p := testPolicy()
+	p := testutil.Policy()
 	p.Timeout = time.Minute // on the mock clock: never fires, but the deadline's cancel would
 	f := newFixture(t, p)
 	d := newDownstream(t)
@@ -531,16 +619,16 @@ func TestTransport_BodyReadableAfterRoundTripWithTimeout(t *testing.T) {
 	data, err := io.ReadAll(resp.Body)
 	require.NoError(t, err)
 	assert.Len(t, data, bigBody)
-	assert.Equal(t, outcomes{Successes: 1}, countsOf(b), "counted at the end of the body")
+	assert.Equal(t, testutil.Outcomes{Successes: 1}, testutil.OutcomesOf(b), "counted at the end of the body")
 	require.NoError(t, resp.Body.Close())
-	assert.Equal(t, outcomes{Successes: 1}, countsOf(b), "counted twice")
+	assert.Equal(t, testutil.Outcomes{Successes: 1}, testutil.OutcomesOf(b), "counted twice")
 }
 
 // The same on the real clock, with a deadline that would fire if it
 // outlived the call: the body of a fast response arrives after RoundTrip
 // returns and is read in full well inside Policy.Timeout.
 func TestTransport_BodyReadableAfterRoundTripWithRealTimeout(t *testing.T) {
-	p := testPolicy()
+	p := testutil.Policy()
 	p.Timeout = 5 * time.Second
 	f := newFixtureWith(t, p, nil)
 	d := newDownstream(t)
@@ -553,20 +641,20 @@ func TestTransport_BodyReadableAfterRoundTripWithRealTimeout(t *testing.T) {
 	require.NoError(t, err)
 	assert.Len(t, data, bigBody)
 	require.NoError(t, resp.Body.Close())
-	assert.Equal(t, outcomes{Successes: 1}, countsOf(b))
+	assert.Equal(t, testutil.Outcomes{Successes: 1}, testutil.OutcomesOf(b))
 }
 
 // A caller that stops reading early and closes ends the call with the
 // response's own outcome.
 func TestTransport_EarlyCloseCountsTheStatus(t *testing.T) {
-	f := newFixture(t, testPolicy())
+	f := newFixture(t, testutil.Policy())
 	d := newDownstream(t)
 	b := f.breaker(d)
 
 	resp, err := f.client.Get(d.URL + "/big")
 	require.NoError(t, err)
 	require.NoError(t, resp.Body.Close())
-	assert.Equal(t, outcomes{Successes: 1}, countsOf(b))
+	assert.Equal(t, testutil.Outcomes{Successes: 1}, testutil.OutcomesOf(b))
 }
 
 // Keys: the default is the host; WithKey can split a host into routes;
@@ -579,7 +667,7 @@ func TestTransport_Keys(t *testing.T) {
 		}
 		return ""
 	}
-	f := newFixture(t, testPolicy(), WithKey(route))
+	f := newFixture(t, testutil.Policy(), WithKey(route))
 	_, err := f.get(context.Background(), d.URL+"/status/200")
 	require.NoError(t, err)
 	_, err = f.get(context.Background(), d.URL+"/other")
@@ -593,11 +681,11 @@ func TestTransport_Keys(t *testing.T) {
 	assert.Equal(t, []string{d.Listener.Addr().String() + " GET /status/{code}"}, keys)
 	assert.Equal(t, int64(2), f.base.calls.Load())
 
-	f = newFixture(t, testPolicy())
+	f = newFixture(t, testutil.Policy())
 	_, err = f.get(context.Background(), d.URL+"/status/200")
 	require.NoError(t, err)
 	assert.Equal(t, 1, f.group.Len())
-	assert.Equal(t, outcomes{Successes: 1}, countsOf(f.breaker(d)))
+	assert.Equal(t, testutil.Outcomes{Successes: 1}, testutil.OutcomesOf(f.breaker(d)))
 }
 
 // Two requests to the same host whose contexts carry different keys go to
@@ -606,7 +694,7 @@ func TestTransport_Keys(t *testing.T) {
 // on unguarded even where the key function would guard it.
 func TestTransport_RequestKeyWinsOverTheKeyFunction(t *testing.T) {
 	d := newDownstreamAt(t, "127.0.0.1:0")
-	f := newFixture(t, testPolicy(), WithKey(func(r *http.Request) string { return "by-function" }))
+	f := newFixture(t, testutil.Policy(), WithKey(func(r *http.Request) string { return "by-function" }))
 	stock := WithRequestKey(context.Background(), "inventory.GetStock")
 	price := WithRequestKey(context.Background(), "inventory.GetPrice")
 
@@ -632,7 +720,7 @@ func TestTransport_RequestKeyWinsOverTheKeyFunction(t *testing.T) {
 	require.True(t, ok)
 	assert.Equal(t, breaker.Open, stockB.State())
 	assert.Equal(t, breaker.Closed, priceB.State())
-	assert.Equal(t, outcomes{Successes: 1}, countsOf(priceB))
+	assert.Equal(t, testutil.Outcomes{Successes: 1}, testutil.OutcomesOf(priceB))
 	_, ok = f.group.Lookup("by-function")
 	assert.False(t, ok, "the key function must not be asked when the context names a key")
 
@@ -640,7 +728,7 @@ func TestTransport_RequestKeyWinsOverTheKeyFunction(t *testing.T) {
 	inner := WithRequestKey(stock, "inventory.GetPrice")
 	_, err = f.get(inner, d.URL+"/status/200")
 	require.NoError(t, err)
-	assert.Equal(t, outcomes{Successes: 2}, countsOf(priceB))
+	assert.Equal(t, testutil.Outcomes{Successes: 2}, testutil.OutcomesOf(priceB))
 	hits := d.hits.Load()
 	_, err = f.get(WithRequestKey(stock, ""), d.URL+"/status/200")
 	require.NoError(t, err)
@@ -671,13 +759,13 @@ func TestTransport_WithClassifier(t *testing.T) {
 		}
 		return DefaultClassify(resp, err)
 	}
-	f := newFixture(t, testPolicy(), WithClassifier(strict))
+	f := newFixture(t, testutil.Policy(), WithClassifier(strict))
 	d := newDownstream(t)
 	b := f.breaker(d)
 
 	_, err := f.get(context.Background(), d.URL+"/status/404")
 	require.NoError(t, err)
-	assert.Equal(t, outcomes{Failures: 1}, countsOf(b))
+	assert.Equal(t, testutil.Outcomes{Failures: 1}, testutil.OutcomesOf(b))
 
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() {
@@ -687,28 +775,28 @@ func TestTransport_WithClassifier(t *testing.T) {
 	}()
 	_, err = f.get(ctx, d.URL+"/hang")
 	require.Error(t, err)
-	assert.Equal(t, outcomes{Failures: 1, Ignored: 1}, countsOf(b))
+	assert.Equal(t, testutil.Outcomes{Failures: 1, Ignored: 1}, testutil.OutcomesOf(b))
 }
 
 // A refused connection that a user classifier calls a Failure is counted
 // as one, not turned back into a Timeout by the group's default
 // classifier, which would find the syscall error inside.
 func TestTransport_ClassifierOutcomeIsFinal(t *testing.T) {
-	f := newFixture(t, testPolicy(), WithClassifier(func(*http.Response, error) breaker.Outcome {
+	f := newFixture(t, testutil.Policy(), WithClassifier(func(*http.Response, error) breaker.Outcome {
 		return breaker.Failure
 	}))
-	host := refusedAddr(t)
+	host := testutil.RefusedAddr(t)
 	_, err := f.get(context.Background(), "http://"+host+"/")
 	require.Error(t, err)
 	b, err := f.group.Get(host)
 	require.NoError(t, err)
-	assert.Equal(t, outcomes{Failures: 1}, countsOf(b))
+	assert.Equal(t, testutil.Outcomes{Failures: 1}, testutil.OutcomesOf(b))
 }
 
 // A base that returns neither a response nor an error, or panics, still
 // ends the call.
 func TestTransport_MisbehavingBase(t *testing.T) {
-	g, err := breaker.NewGroup(breaker.GroupConfig{Policies: breaker.GroupPolicy{Default: testPolicy()}})
+	g, err := breaker.NewGroup(breaker.GroupConfig{Policies: breaker.GroupPolicy{Default: testutil.Policy()}})
 	require.NoError(t, err)
 	req, err := http.NewRequest(http.MethodGet, "http://downstream.test/", nil)
 	require.NoError(t, err)
@@ -723,7 +811,7 @@ func TestTransport_MisbehavingBase(t *testing.T) {
 
 	b, err := g.Get("downstream.test")
 	require.NoError(t, err)
-	assert.Equal(t, outcomes{Timeouts: 1, Failures: 1}, countsOf(b))
+	assert.Equal(t, testutil.Outcomes{Timeouts: 1, Failures: 1}, testutil.OutcomesOf(b))
 
 	_, err = New(nothing, nil).RoundTrip(req)
 	require.Error(t, err)
@@ -732,7 +820,7 @@ func TestTransport_MisbehavingBase(t *testing.T) {
 // Many goroutines through one Transport, for the race detector: every
 // call is counted exactly once, as an outcome or a refusal.
 func TestTransport_Concurrent(t *testing.T) {
-	p := testPolicy()
+	p := testutil.Policy()
 	p.MinRequests = 1000 // stays closed: every call is counted
 	f := newFixture(t, p)
 	d := newDownstream(t)

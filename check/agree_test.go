@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/govkit/breaker"
+	"github.com/stretchr/testify/assert"
 )
 
 // The agreement tests hold the checker's models against a real breaker
@@ -186,6 +187,27 @@ func TestAgreement_NeverTripsAndTimeToTrip(t *testing.T) {
 	}
 }
 
+// A short window under a long timeout made the time-to-trip model step
+// through the whole timeout in sixteenths of a bucket: a 1 ms window and a
+// deadline of a day were 1.4 billion steps, 23 s for one key. Once every
+// bucket holds the same fault traffic the model skips to the bucket in
+// which the timeouts are cut, with the same answer.
+func TestTimeToTrip_LongTimeoutOnAShortWindowIsQuick(t *testing.T) {
+	p := breaker.DefaultPolicy()
+	p.Window, p.Buckets = time.Millisecond, 1
+	start := time.Now()
+	_, ok := TimeToTrip(p, Traffic{Rate: 1000, Deadline: 24 * time.Hour}, DefaultFault)
+	assert.False(t, ok, "a call a window never reaches min_requests")
+
+	// Only timeouts: nothing is counted until they are cut, an hour in;
+	// then 100 calls a window trip it within the next bucket.
+	got, ok := TimeToTrip(p, Traffic{Rate: 100_000, Deadline: time.Hour}, Fault{Timeouts: 1})
+	assert.True(t, ok)
+	assert.GreaterOrEqual(t, got, time.Hour)
+	assert.Less(t, got, time.Hour+time.Millisecond)
+	assert.Less(t, time.Since(start), time.Second)
+}
+
 // tolerance is how far the model's time to trip may be from the
 // breaker's. The model counts expected calls continuously, to a sixteenth
 // of a bucket; the breaker counts whole calls, so its window can be a
@@ -222,4 +244,118 @@ func tolerance(p breaker.Policy, tr Traffic, f Fault, want time.Duration) time.D
 		}
 	}
 	return bucketWidth(p)/8 + time.Duration(float64(time.Second)/tr.Rate) + spread
+}
+
+// stepByStepTimeToTrip is windowTimeToTrip without the skip: every step
+// of a sixteenth of a bucket to the horizon, the reference the skip must
+// agree with.
+func stepByStepTimeToTrip(p breaker.Policy, rate float64, b baseline, fe, ft, h float64, te time.Duration, hangSlow bool, slowHealthy float64) (time.Duration, bool) {
+	n := p.Buckets
+	width := bucketWidth(p).Seconds()
+	const sub = 16
+	dt := width / sub
+	type bucket struct{ counted, failures, slow float64 }
+	ring := make([]bucket, n)
+	// The n-1 buckets before the fault are full of healthy traffic.
+	for i := 1; i < n; i++ {
+		c := rate * width
+		ring[i] = bucket{c, c * b.fail, c * b.slow}
+	}
+	tes := te.Seconds()
+	horizon := tes + p.Window.Seconds() + 2*width
+	steps := int(math.Ceil(horizon/dt)) + 1
+	var win bucket // the sum of ring
+	for _, r := range ring {
+		win.counted += r.counted
+		win.failures += r.failures
+		win.slow += r.slow
+	}
+	cur := 0 // the ring slot of the head bucket
+	minReq := float64(p.MinRequests)
+	for k := 0; k < steps; k++ {
+		if k > 0 && k%sub == 0 {
+			// A new bucket begins: the oldest leaves the window.
+			cur = (cur + 1) % n
+			old := ring[cur]
+			win.counted -= old.counted
+			win.failures -= old.failures
+			win.slow -= old.slow
+			ring[cur] = bucket{}
+		}
+		t := float64(k) * dt
+		cut := 0.0
+		if ft > 0 && t >= tes {
+			cut = ft
+		}
+		add := bucket{
+			counted:  rate * dt * (fe + h + cut),
+			failures: rate * dt * (fe + h*b.fail + cut),
+			slow:     rate * dt * h * slowHealthy,
+		}
+		if hangSlow {
+			add.slow += rate * dt * cut
+		}
+		ring[cur].counted += add.counted
+		ring[cur].failures += add.failures
+		ring[cur].slow += add.slow
+		win.counted += add.counted
+		win.failures += add.failures
+		win.slow += add.slow
+		// 1e-9 absorbs the rounding of the sums; the breaker compares
+		// whole counts.
+		if win.counted+1e-9 < max(minReq, 1) {
+			continue
+		}
+		switch {
+		case p.ErrorRatio > 0 && win.failures/win.counted >= p.ErrorRatio-1e-12,
+			p.ErrorCount > 0 && win.failures+1e-9 >= float64(p.ErrorCount),
+			p.SlowCall > 0 && win.slow/win.counted >= p.SlowRatio-1e-12:
+			return seconds(t + dt), true
+		}
+	}
+	return 0, false
+}
+
+// The skip changes no answer: over a grid of windows, buckets,
+// min_requests, timeouts shorter and longer than the window, rates and
+// faults, windowTimeToTrip and the step-by-step model agree exactly.
+func TestTimeToTrip_SkipAgreesWithTheStepByStepModel(t *testing.T) {
+	n, skipped := 0, 0
+	for _, win := range []time.Duration{time.Millisecond, 10 * time.Millisecond, 100 * time.Millisecond, time.Second, 5 * time.Second} {
+		for _, buckets := range []int{1, 2, 10} {
+			p := breaker.DefaultPolicy()
+			p.Window, p.Buckets = win, buckets
+			if p.Validate() != nil {
+				continue
+			}
+			for _, mr := range []int{1, 5, 20, 200} {
+				p.MinRequests = mr
+				for _, to := range []time.Duration{0, 50 * time.Millisecond, 300 * time.Millisecond, 2 * time.Second, 20 * time.Second} {
+					p.Timeout = to
+					for _, rate := range []float64{3, 40, 1000} {
+						for _, f := range []Fault{{0.4, 0.2}, {0, 1}, {0.1, 0.1}, {0, 0.3}} {
+							tr := Traffic{Rate: rate, P50: 5 * time.Millisecond, P99: 30 * time.Millisecond, ErrorRatio: 0.01, Deadline: 30 * time.Second}
+							b, te := baselineOf(p, tr), effectiveTimeout(p, tr)
+							ft := f.Timeouts
+							if te <= 0 {
+								ft = 0
+							}
+							h := max(0, 1-f.Errors-ft)
+							want, wantOK := stepByStepTimeToTrip(p, rate, b, f.Errors, ft, h, te, false, 0)
+							got, ok := windowTimeToTrip(p, rate, b, f.Errors, ft, h, te, false, 0)
+							n++
+							if te > win+bucketWidth(p) {
+								skipped++
+							}
+							if got != want || ok != wantOK {
+								t.Errorf("window %v/%d, min_requests %d, timeout %v, rate %v, fault %v: %v %v, step by step %v %v", win, buckets, mr, to, rate, f, got, ok, want, wantOK)
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+	t.Logf("%d cases, %d of them with a timeout longer than the window and a bucket", n, skipped)
+	assert.Greater(t, skipped, n/2)
 }

@@ -95,7 +95,8 @@ type Options struct {
 	// is DefaultFault.
 	Fault Fault
 	// MaxFalseTripsPerDay is the expected number of false trips a day
-	// above which a key gets a warning; 0 is DefaultMaxFalseTripsPerDay.
+	// above which a key gets a warning: a positive finite number, or 0
+	// for DefaultMaxFalseTripsPerDay.
 	MaxFalseTripsPerDay float64
 }
 
@@ -107,10 +108,17 @@ func (o Options) orDefault() Options {
 	if o.Fault == (Fault{}) {
 		o.Fault = DefaultFault
 	}
-	if o.MaxFalseTripsPerDay <= 0 {
+	if o.MaxFalseTripsPerDay == 0 {
 		o.MaxFalseTripsPerDay = DefaultMaxFalseTripsPerDay
 	}
 	return o
+}
+
+func (o Options) validate() error {
+	if v := o.MaxFalseTripsPerDay; !(v > 0) || math.IsInf(v, 1) {
+		return fmt.Errorf("check: Options.MaxFalseTripsPerDay must be a positive number (0 for the default), got %v", v)
+	}
+	return o.Fault.validate()
 }
 
 // Report is the result of [Group].
@@ -164,7 +172,7 @@ func Group(gp breaker.GroupPolicy, w Workload, o Options) (*Report, error) {
 		gp.Default = breaker.DefaultPolicy()
 	}
 	o = o.orDefault()
-	if err := o.Fault.validate(); err != nil {
+	if err := o.validate(); err != nil {
 		return nil, err
 	}
 	r := &Report{Fault: o.Fault, MaxFalseTripsPerDay: o.MaxFalseTripsPerDay}

@@ -384,6 +384,20 @@ func windowTimeToTrip(p breaker.Policy, rate float64, b baseline, fe, ft, h floa
 	cur := 0 // the ring slot of the head bucket
 	minReq := float64(p.MinRequests)
 	for k := 0; k < steps; k++ {
+		if k == (n+1)*sub {
+			// Every bucket has held the same fault traffic since k = n·sub
+			// and did not trip in the bucket since: until the timeouts are
+			// cut, each next bucket is that one again. Skip to the bucket
+			// in which they are (a timeout of a day with a 1 ms window
+			// would be a billion steps), or stop if they never are.
+			if ft == 0 {
+				break
+			}
+			if skip := int(tes/dt)/sub - k/sub; skip > 0 {
+				k += skip * sub
+				cur = (cur + skip) % n
+			}
+		}
 		if k > 0 && k%sub == 0 {
 			// A new bucket begins: the oldest leaves the window.
 			cur = (cur + 1) % n

@@ -5,11 +5,13 @@ import (
 	"fmt"
 	"io"
 	"strings"
+
+	"github.com/govkit/breaker/ops"
 )
 
 // WriteText writes the report for people: per key, a line with its
 // traffic and policy, then its findings of severity min and above, and
-// a closing count.
+// a closing count. Keys are written by [ops.Printable].
 func (r *Report) WriteText(w io.Writer, min Severity) error {
 	bw := bufio.NewWriter(w)
 	fmt.Fprintf(bw, "checked %s against a fault of %s; false-trip threshold %s a day\n",
@@ -30,9 +32,12 @@ func (r *Report) WriteText(w io.Writer, min Severity) error {
 		head[k.Key] = k
 	}
 	for _, k := range order {
-		fmt.Fprintf(bw, "\n%s", k)
+		// Keys come from request data through a service's snapshot:
+		// ops.Printable shows one that holds a character that does not
+		// show as itself (a right-to-left override) as what it holds.
+		fmt.Fprintf(bw, "\n%s", ops.Printable(k))
 		if kr, ok := head[k]; ok {
-			fmt.Fprintf(bw, "  (%s; policy %s)", describe(kr.Traffic), kr.Source)
+			fmt.Fprintf(bw, "  (%s; policy %s)", describe(kr.Traffic), ops.Printable(kr.Source))
 		}
 		fmt.Fprintln(bw)
 		for _, f := range byKey[k] {

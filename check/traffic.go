@@ -42,14 +42,15 @@ type Traffic struct {
 	// RTT is the network round trip to the downstream.
 	RTT time.Duration `json:"rtt"`
 	// Targets is the number of targets the key's calls spread over, each
-	// with a breaker of its own ("method@10.0.0.7"); 0 or 1 means one
-	// breaker for the method.
+	// with a breaker of its own ("method@10.0.0.7"), at most MaxTargets;
+	// 0 or 1 means one breaker for the method.
 	Targets int `json:"targets"`
-	// Instances is the number of service instances that run the policy;
-	// 0 means not known, taken as many.
+	// Instances is the number of service instances that run the policy,
+	// at most MaxInstances; 0 means not known, taken as many.
 	Instances int `json:"instances"`
 	// Workers is the caller's concurrency for these calls (its worker
-	// pool), used by suggestions; 0 lets them size it.
+	// pool), at most MaxWorkers, used by suggestions; 0 lets them size
+	// it.
 	Workers int `json:"workers"`
 	// Fallback says the caller answers without this call when it fails
 	// or is refused, used by suggestions.
@@ -82,8 +83,13 @@ type Workload struct {
 
 // Limits of a traffic description; a value beyond them is refused.
 const (
-	MaxRate    = 10_000_000 // calls per second
-	MaxTargets = 100_000
+	MaxRate      = 10_000_000 // calls per second
+	MaxTargets   = 100_000
+	MaxInstances = 1_000_000
+	MaxWorkers   = 100_000 // as many as a tier of a replay has
+	// MaxKeys bounds the keys of a workload, which the checker judges
+	// one by one.
+	MaxKeys = 10_000
 )
 
 // TrafficError lists every problem of a traffic document or value, by path.
@@ -152,11 +158,11 @@ func (t Traffic) check(p *problems, prefix string) {
 	if t.Targets < 0 || t.Targets > MaxTargets {
 		p.add(prefix+"targets", "must be in [0, %d], got %d", MaxTargets, t.Targets)
 	}
-	if t.Instances < 0 {
-		p.add(prefix+"instances", "must not be negative, got %d", t.Instances)
+	if t.Instances < 0 || t.Instances > MaxInstances {
+		p.add(prefix+"instances", "must be in [0, %d], got %d", MaxInstances, t.Instances)
 	}
-	if t.Workers < 0 {
-		p.add(prefix+"workers", "must not be negative, got %d", t.Workers)
+	if t.Workers < 0 || t.Workers > MaxWorkers {
+		p.add(prefix+"workers", "must be in [0, %d], got %d", MaxWorkers, t.Workers)
 	}
 }
 
@@ -164,6 +170,10 @@ func (t Traffic) check(p *problems, prefix string) {
 func (w Workload) Validate() error {
 	var p problems
 	w.Defaults.check(&p, "defaults.")
+	if len(w.Keys) > MaxKeys {
+		p.add("keys", "at most %d keys, got %d", MaxKeys, len(w.Keys))
+		return p.err()
+	}
 	for _, k := range sortedKeys(w.Keys) {
 		if k == "" {
 			p.add("keys", "empty key")

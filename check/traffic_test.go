@@ -3,6 +3,7 @@ package check
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -114,7 +115,7 @@ func TestFromSnapshot_MeasuresRateAndErrors(t *testing.T) {
 func TestFromSnapshot_ReadsServedJSON(t *testing.T) {
 	g, err := breaker.NewGroup(breaker.GroupConfig{})
 	require.NoError(t, err)
-	data, err := json.Marshal(ops.Snapshot(g, ops.Thresholds{}))
+	data, err := json.Marshal(ops.Snapshot(g, ops.Thresholds{}, nil))
 	require.NoError(t, err)
 	var snap ops.GroupSnapshot
 	require.NoError(t, json.Unmarshal(data, &snap))
@@ -193,13 +194,13 @@ func TestGroup_FindingsHoldOnAnyInput(t *testing.T) {
 	})
 }
 
-// TestRegression_FalseTripsNeverExceedFailures: the false-trip model adds
+// TestFalseTripsPerDay_NeverExceedsTheFailures: the false-trip model adds
 // the rates of the trip rules, and on a key where nearly every call fails
 // (99% errors, error_ratio 1, slow_ratio 1 at 1 ms, consecutive_failures
 // 1, 0.5 calls/s) the sum said 51,060 trips a day: more than the 43,200
 // calls the key makes. A trip is decided on a failure or a slow call, so
 // there are never more trips than those.
-func TestRegression_FalseTripsNeverExceedFailures(t *testing.T) {
+func TestFalseTripsPerDay_NeverExceedsTheFailures(t *testing.T) {
 	p := breaker.DefaultPolicy()
 	p.Window, p.Buckets, p.MinRequests, p.ErrorRatio = time.Second, 1, 0, 1
 	p.ConsecutiveFailures = 1
@@ -209,13 +210,13 @@ func TestRegression_FalseTripsNeverExceedFailures(t *testing.T) {
 	assert.LessOrEqual(t, FalseTripsPerDay(p, tr), 86400*tr.Rate)
 }
 
-// TestRegression_KeysNotAnObject: a traffic document whose "keys" was not
+// TestParseWorkload_KeysThatAreNotAnObjectAreAnError: a traffic document whose "keys" was not
 // an object ({"keys": 5}), or was null (which a Workload without keys
 // encodes to), made ParseWorkload dereference a nil list and panic; the
 // fuzz target found the second. Now "keys": 5 is an error at its path,
 // and null means no keys, like a missing "keys" (and "defaults": null,
 // no defaults).
-func TestRegression_KeysNotAnObject(t *testing.T) {
+func TestParseWorkload_KeysThatAreNotAnObjectAreAnError(t *testing.T) {
 	_, err := ParseWorkload([]byte(`{"keys": 5}`))
 	assert.ErrorContains(t, err, "keys: must be a JSON object")
 	_, err = ParseWorkload([]byte(`{"defaults": [1], "keys": {}}`))
@@ -229,4 +230,111 @@ func TestRegression_KeysNotAnObject(t *testing.T) {
 	require.NoError(t, err)
 	_, err = ParseWorkload(data)
 	assert.NoError(t, err, "%s", data)
+}
+
+// Every number of a traffic document is refused, naming its path, when it
+// is negative, beyond its bound or too large for its type. A worker count
+// of 2^63-1 was accepted, and a -suggest replay sized the caller's pool
+// from it: the product overflowed and the pool fell to 8 workers.
+func TestParseWorkload_EveryNumberIsBounded(t *testing.T) {
+	const huge, over = "9223372036854775807", "1e400"
+	for _, c := range []struct {
+		field string
+		bad   []string
+	}{
+		{"rate", []string{"-1", "10000001", over, `"NaN"`, `"Inf"`}},
+		{"error_ratio", []string{"-0.1", "1", over, `"NaN"`}},
+		{"p50", []string{`"-1ms"`, `"25h"`, `"2562047h"`, `"NaNs"`}},
+		{"p99", []string{`"-1ms"`, `"25h"`, `"2562047h"`}},
+		{"deadline", []string{`"-1s"`, `"25h"`, `"2562047h"`}},
+		{"rtt", []string{`"-1ms"`, `"25h"`, `"2562047h"`}},
+		{"targets", []string{"-1", "100001", huge, over, "1.5"}},
+		{"instances", []string{"-1", "1000001", huge, over, "1.5"}},
+		{"workers", []string{"-1", "100001", huge, over, "1.5"}},
+	} {
+		for _, v := range c.bad {
+			t.Run(c.field+"="+v, func(t *testing.T) {
+				traffic := `"` + c.field + `": ` + v
+				switch c.field { // the other of the pair given, so that it is complete
+				case "p50":
+					traffic = `"p99": "2ms", ` + traffic
+				case "p99":
+					traffic = `"p50": "1ms", ` + traffic
+				}
+				for _, doc := range []string{
+					`{"keys": {"a": {` + traffic + `}}}`,
+					`{"defaults": {` + traffic + `}}`,
+				} {
+					_, err := ParseWorkload([]byte(doc))
+					require.Error(t, err, doc)
+					path := `keys["a"].` + c.field
+					if strings.HasPrefix(doc, `{"defaults"`) {
+						path = "defaults." + c.field
+					}
+					assert.Contains(t, err.Error(), path+": ", doc)
+				}
+			})
+		}
+	}
+}
+
+// A Traffic built in Go is held to the same bounds, NaN and infinities
+// included.
+func TestTraffic_ValidateRefusesBadNumbers(t *testing.T) {
+	const long = time.Duration(math.MaxInt64)
+	for _, c := range []struct {
+		field string
+		edit  func(t *Traffic)
+	}{
+		{"rate", func(t *Traffic) { t.Rate = math.NaN() }},
+		{"rate", func(t *Traffic) { t.Rate = math.Inf(1) }},
+		{"rate", func(t *Traffic) { t.Rate = math.Inf(-1) }},
+		{"error_ratio", func(t *Traffic) { t.ErrorRatio = math.NaN() }},
+		{"error_ratio", func(t *Traffic) { t.ErrorRatio = math.Inf(-1) }},
+		{"p50", func(t *Traffic) { t.P50 = math.MinInt64 }},
+		{"p99", func(t *Traffic) { t.P99 = long }},
+		{"deadline", func(t *Traffic) { t.Deadline = long }},
+		{"rtt", func(t *Traffic) { t.RTT = math.MinInt64 }},
+		{"targets", func(t *Traffic) { t.Targets = math.MaxInt }},
+		{"instances", func(t *Traffic) { t.Instances = math.MaxInt }},
+		{"instances", func(t *Traffic) { t.Instances = math.MinInt }},
+		{"workers", func(t *Traffic) { t.Workers = math.MaxInt }},
+	} {
+		tr := Traffic{Rate: 10, P50: time.Millisecond, P99: 5 * time.Millisecond}
+		require.NoError(t, tr.Validate())
+		c.edit(&tr)
+		err := tr.Validate()
+		require.Error(t, err, c.field)
+		assert.Contains(t, err.Error(), "invalid traffic: "+c.field+": ")
+	}
+}
+
+// A workload's keys are bounded: each is judged on its own, so a
+// description of keys without bound took time and memory without bound.
+func TestWorkload_KeysAreBounded(t *testing.T) {
+	w := Workload{Keys: make(map[string]Traffic, MaxKeys+1)}
+	for i := range MaxKeys {
+		w.Keys[fmt.Sprintf("k%d", i)] = Traffic{Rate: 1}
+	}
+	require.NoError(t, w.Validate())
+	w.Keys["one more"] = Traffic{Rate: 1}
+	assert.ErrorContains(t, w.Validate(), fmt.Sprintf("keys: at most %d keys, got %d", MaxKeys, MaxKeys+1))
+}
+
+// The checker's options are refused when they are not numbers it can
+// judge by: a MaxFalseTripsPerDay of NaN let every key pass, since no
+// count is above NaN.
+func TestGroup_RefusesBadOptions(t *testing.T) {
+	w := Workload{Keys: map[string]Traffic{"a": {Rate: 300, P50: 10 * time.Millisecond, P99: 50 * time.Millisecond, Deadline: time.Second}}}
+	for _, v := range []float64{math.NaN(), math.Inf(1), math.Inf(-1), -1} {
+		_, err := Group(breaker.GroupPolicy{}, w, Options{MaxFalseTripsPerDay: v})
+		assert.ErrorContains(t, err, "MaxFalseTripsPerDay", "%v", v)
+	}
+	for _, f := range []Fault{{Errors: math.NaN()}, {Timeouts: math.Inf(1)}, {Errors: -0.1, Timeouts: 0.5}} {
+		_, err := Group(breaker.GroupPolicy{}, w, Options{Fault: f})
+		assert.ErrorContains(t, err, "fault", "%+v", f)
+	}
+	rep, err := Group(breaker.GroupPolicy{}, w, Options{})
+	require.NoError(t, err)
+	assert.Equal(t, DefaultMaxFalseTripsPerDay, rep.MaxFalseTripsPerDay, "0 is the default")
 }

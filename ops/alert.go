@@ -117,11 +117,19 @@ type Alert struct {
 	// (elapsed time, not a cooldown: that is Policy.OpenFor).
 	Since        time.Time     `json:"since"`
 	OpenDuration time.Duration `json:"open_duration_ns"`
-	// Reason and Snapshot are the trip rule and the window that tripped
-	// the breaker.
-	Reason   breaker.Reason   `json:"reason"`
-	Snapshot breaker.Snapshot `json:"snapshot"`
-	Message  string           `json:"message"`
+	// TripReason and Snapshot are why the outage began: the rule that
+	// tripped the breaker and the window that tripped it, the same for
+	// the whole outage. Reason is what keeps it open now: the trip rule,
+	// or what reopened it since (probe_failed), as [breaker.Status] says.
+	TripReason breaker.Reason   `json:"trip_reason"`
+	Snapshot   breaker.Snapshot `json:"snapshot"`
+	Reason     breaker.Reason   `json:"reason"`
+	// Message leads with the cause: "P3: breaker inventory.GetStock has
+	// been open for 1m11s (opened on err_ratio: 9 of 18 calls failed, 9
+	// of them timeouts; now probe_failed); check the health of
+	// inventory.GetStock". The key in it is shown by [Printable], so that
+	// it reads as what it holds.
+	Message string `json:"message"`
 }
 
 // Alerts returns the group's breakers that have been open for at least
@@ -136,20 +144,37 @@ func Alerts(g *breaker.Group, th Thresholds) []Alert {
 }
 
 func alerts(g *breaker.Group, now time.Time, th Thresholds) []Alert {
-	var out []Alert
-	g.Range(func(_ string, b *breaker.Breaker) bool {
+	return scan(g, now, th, nil)
+}
+
+// scan grades the group's breakers at now, and calls out, if not nil,
+// with the key and start of each breaker's outage, in any mode, whether
+// it alerts or not.
+func scan(g *breaker.Group, now time.Time, th Thresholds, out func(key string, since time.Time)) []Alert {
+	var found []Alert
+	g.Range(func(key string, b *breaker.Breaker) bool {
 		// The cheap checks first: most breakers are closed, and Status
 		// reads the counters and the policy too.
-		if b.State() == breaker.Closed || b.Mode() != breaker.ModeAuto {
+		if b.State() == breaker.Closed {
 			return true
 		}
-		if a, ok := alertOf(b.Status(), now, th); ok {
-			out = append(out, a)
+		if b.Mode() != breaker.ModeAuto {
+			if since, ok := b.OpenSince(); ok && out != nil {
+				out(key, since)
+			}
+			return true
+		}
+		st := b.Status()
+		if st.OpenSince != nil && out != nil {
+			out(key, *st.OpenSince)
+		}
+		if a, ok := alertOf(st, now, th); ok {
+			found = append(found, a)
 		}
 		return true
 	})
-	sortAlerts(out)
-	return out
+	sortAlerts(found)
+	return found
 }
 
 // alertsOf grades statuses already read, as a snapshot has them.
@@ -186,28 +211,55 @@ func alertOf(st breaker.Status, now time.Time, th Thresholds) (Alert, bool) {
 		return Alert{}, false
 	}
 	a := Alert{Severity: sev, Name: st.Name, State: st.State, Since: since, OpenDuration: open,
-		Reason: st.Reason, Snapshot: st.Trip}
+		TripReason: st.TripReason, Snapshot: st.Trip, Reason: st.Reason}
+	if a.TripReason == "" {
+		a.TripReason = a.Reason
+	}
 	a.Method, a.Target, _ = strings.Cut(st.Name, "@")
 	a.Message = message(a)
 	return a, true
 }
 
+// message is an alert's text for a person, its key shown by [Printable].
 func message(a Alert) string {
 	var sb strings.Builder
-	fmt.Fprintf(&sb, "%s: breaker %s has been open for %s", a.Severity, a.Name, a.OpenDuration.Round(time.Second))
-	if a.Snapshot.Counted > 0 {
-		fmt.Fprintf(&sb, " (%s: %d of %d calls failed, %d of them timeouts)",
-			a.Reason, a.Snapshot.Failures, a.Snapshot.Counted, a.Snapshot.Timeouts)
-	} else if a.Reason != "" {
-		fmt.Fprintf(&sb, " (%s)", a.Reason)
+	writeMessage(a, func(t string) { sb.WriteString(t) }, func(k string) { sb.WriteString(Printable(k)) })
+	return sb.String()
+}
+
+// writeMessage writes an alert's message, handing its own words to text
+// and the key and its parts, which came with a request or a document, to
+// key.
+func writeMessage(a Alert, text, key func(string)) {
+	text(fmt.Sprintf("%s: breaker ", a.Severity))
+	key(a.Name)
+	text(fmt.Sprintf(" has been open for %s", a.OpenDuration.Round(time.Second)))
+	// Why it opened leads, with the window that tripped it; what
+	// reopened it since (a failed probe) follows, never in its place.
+	if a.TripReason != "" {
+		text(" (" + cause(a.TripReason, a.Snapshot))
+		if a.Reason != "" && a.Reason != a.TripReason {
+			text("; now " + string(a.Reason))
+		}
+		text(")")
 	}
 	// The breaker only stops the bleeding; someone has to heal the
 	// downstream, and the alert says which one.
-	sb.WriteString("; check the health of ")
-	sb.WriteString(a.Method)
+	text("; check the health of ")
+	key(a.Method)
 	if a.Target != "" {
-		sb.WriteString(" on ")
-		sb.WriteString(a.Target)
+		text(" on ")
+		key(a.Target)
 	}
-	return sb.String()
+}
+
+// cause says why an outage began, as the alerts and the status page
+// write it: "opened on err_ratio: 9 of 18 calls failed, 9 of them
+// timeouts", or "opened on forced_open" without a window.
+func cause(trip breaker.Reason, snap breaker.Snapshot) string {
+	if snap.Counted == 0 {
+		return "opened on " + string(trip)
+	}
+	return fmt.Sprintf("opened on %s: %d of %d calls failed, %d of them timeouts",
+		trip, snap.Failures, snap.Counted, snap.Timeouts)
 }

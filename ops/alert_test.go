@@ -17,7 +17,7 @@ func TestSnapshot_ServesAsJSON(t *testing.T) {
 	gh.calls("inventory.GetStock", 12, context.DeadlineExceeded)
 	gh.calls("inventory.GetStock", 8, errBoom)
 	gh.clk.Add(90 * time.Second) // past the cooldown, so half-open... and P3
-	s := Snapshot(gh.g, Thresholds{})
+	s := Snapshot(gh.g, Thresholds{}, nil)
 	require.Len(t, s.Breakers, 2)
 	inv := s.Breakers[0]
 	assert.Equal(t, "inventory.GetStock", inv.Name, "sorted by name")
@@ -82,13 +82,36 @@ func TestAlerts_SeverityGrowsWithTheOpenDuration(t *testing.T) {
 		assert.Equal(t, s.want, a.Severity, "at %v", s.at)
 		assert.Equal(t, "inventory.GetStock", a.Method)
 		assert.Equal(t, "10.0.0.7", a.Target)
+		assert.Equal(t, breaker.ReasonErrorRatio, a.TripReason)
 		assert.Equal(t, breaker.ReasonErrorRatio, a.Reason)
 		assert.Equal(t, breaker.Snapshot{Counted: 20, Failures: 12, Timeouts: 7}, a.Snapshot)
 		assert.Equal(t, s.at, a.OpenDuration)
 	}
 	a := Alerts(gh.g, Thresholds{})[0]
 	assert.Equal(t, "P1: breaker inventory.GetStock@10.0.0.7 has been open for 30m0s "+
-		"(err_ratio: 12 of 20 calls failed, 7 of them timeouts); check the health of inventory.GetStock on 10.0.0.7", a.Message)
+		"(opened on err_ratio: 12 of 20 calls failed, 7 of them timeouts); check the health of inventory.GetStock on 10.0.0.7", a.Message)
+}
+
+// An alert leads with why the breaker opened, the rule and the window
+// that tripped it, and says what reopened it since after: a probe that
+// timed out 30s into the outage used to make every later alert say the
+// breaker had opened on probe_failed, with the trip's window beside it.
+func TestAlerts_LeadWithTheTripNotTheLastProbe(t *testing.T) {
+	gh := newGroupHarness(t, breaker.GroupConfig{})
+	gh.calls("inventory.GetStock", 9, nil)
+	gh.calls("inventory.GetStock", 9, context.DeadlineExceeded)
+	gh.calls("inventory.GetStock", 2, errBoom) // 11 of 20: err_ratio
+	gh.clk.Add(30 * time.Second)
+	gh.calls("inventory.GetStock", 1, context.DeadlineExceeded) // the probe times out
+	gh.clk.Add(41 * time.Second)
+	alerts := Alerts(gh.g, Thresholds{})
+	require.Len(t, alerts, 1)
+	a := alerts[0]
+	assert.Equal(t, breaker.ReasonErrorRatio, a.TripReason)
+	assert.Equal(t, breaker.ReasonProbeFailed, a.Reason)
+	assert.Equal(t, breaker.Snapshot{Counted: 20, Failures: 11, Timeouts: 9}, a.Snapshot)
+	assert.Equal(t, "P3: breaker inventory.GetStock has been open for 1m11s (opened on err_ratio: 11 of 20 calls failed, "+
+		"9 of them timeouts; now probe_failed); check the health of inventory.GetStock", a.Message)
 }
 
 func TestAlerts_ForcedAndShadowBreakersAreNotAlerts(t *testing.T) {
@@ -102,15 +125,15 @@ func TestAlerts_ForcedAndShadowBreakersAreNotAlerts(t *testing.T) {
 	gh.clk.Add(time.Hour)
 	assert.Empty(t, Alerts(gh.g, th))
 	assert.Equal(t, SeverityP1, th.Severity(time.Hour), "custom thresholds")
-	assert.Empty(t, Snapshot(gh.g, th).Alerts)
+	assert.Empty(t, Snapshot(gh.g, th, nil).Alerts)
 }
 
-// Scenario: an operator forced a breaker open for a two-hour maintenance
-// and then released it. The release goes to half-open, and the alert
-// measured the outage from the start of the forced open: a P1 at once,
-// for a downstream nobody had seen fail. A forced open is not an outage;
-// after the release the outage counts from the release.
-func TestRegression_ReleasingAForcedOpenRaisesNoAlert(t *testing.T) {
+// A forced open is not an outage: a breaker forced open for a two-hour
+// maintenance raises no alert, neither while forced nor when released to
+// half-open; if its probes then fail, the outage counts from the release.
+// OpenTime still counts every minute the breaker was open.
+// Regression (5ac3dd3): the release raised a P1 at once, for a healthy downstream.
+func TestAlerts_ReleasingAForcedOpenRaisesNoAlert(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		trip bool // the breaker had tripped on its own before it was forced open

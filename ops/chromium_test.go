@@ -125,14 +125,53 @@ func TestStatusPage_RendersInChromium(t *testing.T) {
 	txt := text(dom)
 	for _, want := range []string{
 		"4 breakers 2 open 1 half-open",
-		"P3 record P3: breaker payment.Charge has been open for 1m35s (probe_failed: 10 of 20 calls failed, 10 of them timeouts); check the health of payment.Charge",
+		"P3 record P3: breaker payment.Charge has been open for 1m35s (opened on err_ratio: 10 of 20 calls failed, 10 of them timeouts; now probe_failed); check the health of payment.Charge",
 		"payment.Charge open for 1m35s , since 05:06:07",
-		"Next probe at 05:09:37 (in 1m55s); cooldown 30s, doubling to 2m0s.",
+		"opened on err_ratio: 10 of 20 calls failed, 10 of them timeouts; reopened on probe_failed",
+		"Next probe at 05:09:37 (in 1m55s), at the end of a cooldown of 2m0s ; the policy's cooldown is 30s, doubling to 2m0s.",
+		"This page's own grading of this process's breakers",
 		"inventory.GetStock @10.0.0.7 open for 15s , since 05:07:27",
-		"err_ratio: 12 of 20 calls failed, 4 timeouts",
+		"opened on err_ratio: 12 of 20 calls failed, 4 of them timeouts",
 		"Next probe at 05:07:57 (in 15s)",
 		"05:07:37 half-open → open probe_failed , cooldown 2m0s",
 	} {
 		assert.Contains(t, txt, want)
 	}
+}
+
+// A key that poses as another, and keys that differ only in bytes that
+// are not UTF-8, in a real browser: the DOM it builds holds the escapes,
+// set apart, and none of the characters themselves, so the poser's card
+// cannot read as the real breaker's name.
+func TestStatusPage_ShowsEscapedKeysInChromium(t *testing.T) {
+	bin := needChromium(t)
+	gh := newGroupHarness(t, breaker.GroupConfig{})
+	page := gh.statusPage(StatusConfig{})
+	gh.calls("inventory.GetStock@10.0.0.7", 5, nil)
+	gh.calls("inventory.GetStock@\u202e7.0.0.01", 20, errBoom)
+	gh.calls("orders.Create@\xff", 1, nil)
+	gh.calls("orders.Create@\xfe", 1, nil)
+	gh.clk.Add(time.Minute)
+	srv := httptest.NewServer(page)
+	defer srv.Close()
+
+	dir := *keepShots
+	if dir == "" {
+		dir = t.TempDir()
+	}
+	shot := filepath.Join(dir, "escaped.png")
+	headless(t, bin, srv.URL, 1280, 960, "--screenshot="+shot)
+	png, err := os.ReadFile(shot)
+	require.NoError(t, err, "no screenshot")
+	assert.Equal(t, []byte("\x89PNG\r\n\x1a\n"), png[:8], "not a PNG")
+
+	dom := string(headless(t, bin, srv.URL, 1280, 960, "--dump-dom"))
+	assert.NotContains(t, dom, "\u202e")
+	assert.NotContains(t, dom, "\ufffd", "a byte that is not UTF-8 reached the browser")
+	assert.Contains(t, dom, `<span class="target">@"<span class="esc">\u202e</span>7.0.0.01"</span>`)
+	assert.Contains(t, dom, `<span class="target">@"<span class="esc">\xff</span>"</span>`)
+	assert.Contains(t, dom, `<span class="target">@"<span class="esc">\xfe</span>"</span>`)
+	assert.Contains(t, dom, `<span class="target">@10.0.0.7</span>`)
+	txt := text(dom)
+	assert.Contains(t, txt, `P3: breaker "inventory.GetStock@ \u202e 7.0.0.01" has been open for 1m0s`)
 }

@@ -8,8 +8,8 @@
 // ticker, and because alerting is policy: the thresholds, the grading and
 // the message here are one team's choice, built on the core's exported
 // API only ([breaker.Group.Range], [breaker.Breaker.Status],
-// [breaker.Group.EvictIdle], [breaker.Group.Now]). An operator with other
-// needs can write their own in its place.
+// [breaker.Group.Status], [breaker.Group.EvictIdle], [breaker.Group.Now]).
+// An operator with other needs can write their own in its place.
 //
 // # Alerts
 //
@@ -22,7 +22,10 @@
 //
 // [Watch] starts the one goroutine: every interval it drops the group's
 // idle breakers and calls notify for each alert whose severity has risen.
-// [Watcher.Close] stops it, and goleak in the tests proves it.
+// Each outage has its own alert history: a breaker that closes and trips
+// again between two rounds is notified anew, from the first severity of
+// its new outage. [Watcher.Close] stops it, and goleak in the tests
+// proves it.
 //
 // # Status page
 //

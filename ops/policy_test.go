@@ -9,14 +9,15 @@ import (
 	"time"
 
 	"github.com/govkit/breaker"
+	"github.com/govkit/breaker/live"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
 // docSource delivers the documents the test sends it.
-type docSource chan breaker.PolicyDocument
+type docSource chan live.Document
 
-func (s docSource) Watch(ctx context.Context, deliver func(breaker.PolicyDocument)) error {
+func (s docSource) Watch(ctx context.Context, deliver func(live.Document)) error {
 	for {
 		select {
 		case <-ctx.Done():
@@ -33,22 +34,21 @@ func (s docSource) Watch(ctx context.Context, deliver func(breaker.PolicyDocumen
 func TestSnapshot_ShowsThePolicyInForce(t *testing.T) {
 	gh := newGroupHarness(t, breaker.GroupConfig{}, breaker.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
 	src := make(docSource)
-	done := make(chan breaker.PolicyChange)
-	defer gh.g.SubscribePolicy(func(c breaker.PolicyChange) { done <- c })()
-	f, err := gh.g.Follow(context.Background(), src)
+	done := make(chan live.Change)
+	f, err := live.Follow(context.Background(), gh.g, src, live.OnChange(func(c live.Change) { done <- c }))
 	require.NoError(t, err)
 	defer func() { require.NoError(t, f.Close()) }()
 
 	gh.clk.Add(time.Minute)
-	src <- breaker.PolicyDocument{Origin: "file:/etc/shop/breakers.json", Version: "sha256:5d41402abc4b2a76",
+	src <- live.Document{Origin: "file:/etc/shop/breakers.json", Version: "sha256:5d41402abc4b2a76",
 		Data: []byte(`{"overrides": {"payment.Charge": {"open_for": "45s", "max_open_for": "3m"}}}`)}
 	<-done
 	gh.clk.Add(time.Minute)
-	src <- breaker.PolicyDocument{Origin: "file:/etc/shop/breakers.json", Version: "sha256:7f83b1657ff1fc53",
+	src <- live.Document{Origin: "file:/etc/shop/breakers.json", Version: "sha256:7f83b1657ff1fc53",
 		Data: []byte(`{"overrides": {"payment.Charge": {"max_open_for": "10s"}}}`)}
 	<-done
 
-	data, err := json.Marshal(Snapshot(gh.g, Thresholds{}))
+	data, err := json.Marshal(Snapshot(gh.g, Thresholds{}, f))
 	require.NoError(t, err)
 	var doc struct {
 		Policy struct {
@@ -80,7 +80,7 @@ func TestSnapshot_ShowsThePolicyInForce(t *testing.T) {
 	assert.Equal(t, `overrides["payment.Charge"].open_for`, p.Changes[0].Path)
 	assert.Equal(t, "30s", p.Changes[0].From)
 	assert.Equal(t, "45s", p.Changes[0].To)
-	assert.Equal(t, map[string]int{"applied": 1, "rejected": 1, "gone": 0, "unreadable": 0}, p.Reloads)
+	assert.Equal(t, map[string]int{"applied": 1, "rejected": 1, "gone": 0, "unreadable": 0, "unchanged": 0}, p.Reloads)
 	assert.Equal(t, "rejected", p.Last.Result)
 	assert.Equal(t, "sha256:7f83b1657ff1fc53", p.Last.Version)
 	assert.Equal(t, "sha256:5d41402abc4b2a76", p.Last.InForce)
@@ -89,5 +89,40 @@ func TestSnapshot_ShowsThePolicyInForce(t *testing.T) {
 
 	var back GroupSnapshot
 	require.NoError(t, json.Unmarshal(data, &back), "decodes back")
-	assert.Equal(t, breaker.PolicyRejected, back.Policy.Last.Result)
+	assert.Equal(t, live.Rejected, back.Policy.Last.Result)
+	assert.Equal(t, "sha256:5d41402abc4b2a76", back.Policy.Version)
+
+	// Without the follower, the snapshot has the group's label alone.
+	bare := Snapshot(gh.g, Thresholds{}, nil).Policy
+	assert.Equal(t, "sha256:5d41402abc4b2a76", bare.Version)
+	assert.Equal(t, gh.t0.Add(time.Minute), bare.AppliedAt)
+	assert.Nil(t, bare.Changes)
+	assert.Nil(t, bare.Last)
+	assert.Equal(t, live.Reloads{}, bare.Reloads)
+}
+
+// A group running a candidate shows its version and how many breakers
+// run one that differs from their own policy; the JSON keeps the shape
+// it had.
+func TestSnapshot_ShowsTheCandidateAGroupRuns(t *testing.T) {
+	gh := newGroupHarness(t, breaker.GroupConfig{})
+	hold, err := gh.g.HoldPolicies("test")
+	require.NoError(t, err)
+	defer hold.Release()
+	gp, err := breaker.ParseGroupPolicy([]byte(`{"default": {"min_requests": 10},
+		"candidate": {"overrides": {"payment.Charge": {"error_ratio": 0.2}}}}`))
+	require.NoError(t, err)
+	require.NoError(t, hold.Apply(gp, "test", "v7"))
+	gh.calls("payment.Charge", 1, nil)
+	gh.calls("orders.Create", 1, nil)
+	ps := Snapshot(gh.g, Thresholds{}, nil).Policy
+	assert.Equal(t, &CandidateInfo{Version: "v7", Breakers: 1}, ps.Candidate)
+	data, err := json.Marshal(ps)
+	require.NoError(t, err)
+	assert.Contains(t, string(data), `"candidate":{"version":"v7","breakers":1}`)
+
+	gp, err = gp.Promote()
+	require.NoError(t, err)
+	require.NoError(t, hold.Apply(gp, "test", "v8"))
+	assert.Nil(t, Snapshot(gh.g, Thresholds{}, nil).Policy.Candidate)
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/govkit/breaker"
+	"github.com/govkit/breaker/live"
 )
 
 // GroupSnapshot is the state of a whole group at one time, ready to be
@@ -13,17 +14,82 @@ import (
 type GroupSnapshot struct {
 	Time time.Time `json:"time"`
 	// Policy says which policy document is in force, where it came from
-	// and when it was applied, and what became of the last document a
-	// followed source delivered (see [breaker.Group.Follow]).
-	Policy   breaker.PolicyStatus `json:"policy"`
-	Breakers []breaker.Status     `json:"breakers"`
-	Alerts   []Alert              `json:"alerts"`
+	// and when it was applied, and, with the group's follower, what
+	// became of the last document its source delivered.
+	Policy PolicySnapshot `json:"policy"`
+	// Group is what the group says of itself: how many breakers it holds
+	// against its cap, the calls it sent past the cap, and the breakers
+	// it dropped as idle (see [breaker.Group.Status]).
+	Group    breaker.GroupStatus `json:"group"`
+	Breakers []breaker.Status    `json:"breakers"`
+	Alerts   []Alert             `json:"alerts"`
 }
 
-// Snapshot returns the group's policy status, the status of every
-// breaker in the group, sorted by name, and the alerts of th (the zero value means [DefaultThresholds])
-// at the same time on the group's clock.
-func Snapshot(g *breaker.Group, th Thresholds) GroupSnapshot {
+// PolicySnapshot is the policy part of a [GroupSnapshot]: which document
+// is in force and where it came from, as the group labels it
+// ([breaker.Group.PolicyLabel]), its unused overrides and the candidate
+// it runs, and what the group's follower (package live), if Snapshot was
+// given one, has done.
+type PolicySnapshot struct {
+	// Origin, Version and AppliedAt identify the document in force.
+	breaker.PolicyLabel
+	// Changes is what applying the document in force changed, when the
+	// follower applied it (see [live.Status].Applied); nil for a policy
+	// set by code.
+	Changes []live.FieldChange `json:"changes"`
+	// UnusedOverrides are the override keys no breaker has used yet, as
+	// [breaker.Group.UnusedOverrides] lists them: a typo, or a
+	// downstream not called yet.
+	UnusedOverrides []string `json:"unused_overrides,omitempty"`
+	// Following, Reloads and Last are the follower's ([live.Status]):
+	// the source it follows, the documents delivered by result, and the
+	// last record, a rejected one included. Zero without a follower.
+	Following string       `json:"following,omitempty"`
+	Reloads   live.Reloads `json:"reloads"`
+	Last      *live.Change `json:"last,omitempty"`
+	// Candidate is the candidate the group's breakers run in shadow; nil
+	// without one (see [breaker.GroupPolicy.Candidate]).
+	Candidate *CandidateInfo `json:"candidate,omitempty"`
+}
+
+// CandidateInfo describes the candidate a group runs in shadow.
+type CandidateInfo struct {
+	// Version is the version of the document that carries it.
+	Version string `json:"version"`
+	// Breakers is how many of the group's breakers run a candidate
+	// policy that differs from their own.
+	Breakers int `json:"breakers"`
+}
+
+// policySnapshot reads the policy part of a snapshot; statuses are the
+// group's breakers', read at the same time, which tell how many run a
+// candidate.
+func policySnapshot(g *breaker.Group, f *live.Follower, statuses []breaker.Status) PolicySnapshot {
+	ps := PolicySnapshot{PolicyLabel: g.PolicyLabel(), UnusedOverrides: g.UnusedOverrides()}
+	if f != nil {
+		st := f.Status()
+		ps.Following, ps.Reloads, ps.Last = st.Following, st.Reloads, st.Last
+		if a := st.Applied; a != nil && a.Origin == ps.Origin && a.Version == ps.Version {
+			ps.Changes = a.Changes
+		}
+	}
+	if g.Policies().Candidate != nil {
+		ps.Candidate = &CandidateInfo{Version: ps.Version}
+		for i := range statuses {
+			if statuses[i].Candidate != nil {
+				ps.Candidate.Breakers++
+			}
+		}
+	}
+	return ps
+}
+
+// Snapshot returns the group's policy, its own status, the status of
+// every breaker in the group, sorted by name, and the alerts of th (the
+// zero value means [DefaultThresholds]) at the same time on the group's
+// clock. f, if not nil, is the follower the group's policy comes from
+// ([live.Follow]): its status goes into the snapshot's Policy.
+func Snapshot(g *breaker.Group, th Thresholds, f *live.Follower) GroupSnapshot {
 	// The breakers are sorted, not their statuses: a Status is some 400
 	// bytes, and moving them (growing the slice by appending, swapping in
 	// the sort) was most of the time of a snapshot of 10,000 breakers.
@@ -54,10 +120,11 @@ func Snapshot(g *breaker.Group, th Thresholds) GroupSnapshot {
 		bs[i].key, off = all[off:off+n], off+n
 	}
 	slices.SortFunc(bs, func(a, b keyed) int { return strings.Compare(a.key, b.key) })
-	s := GroupSnapshot{Time: g.Now(), Policy: g.PolicyStatus(), Breakers: make([]breaker.Status, len(bs))}
+	s := GroupSnapshot{Time: g.Now(), Group: g.Status(), Breakers: make([]breaker.Status, len(bs))}
 	for i, k := range bs {
 		s.Breakers[i] = k.b.Status()
 	}
+	s.Policy = policySnapshot(g, f, s.Breakers)
 	// The alerts are graded from the statuses just read, not from a second
 	// pass over the group: the snapshot's alerts then agree with its
 	// breakers, and the group's breakers are visited once.

@@ -33,7 +33,7 @@ func BenchmarkSnapshot(b *testing.B) {
 			runtime.GC()
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
-				if s := Snapshot(g, Thresholds{}); len(s.Breakers) != n {
+				if s := Snapshot(g, Thresholds{}, nil); len(s.Breakers) != n {
 					b.Fatalf("%d breakers, want %d", len(s.Breakers), n)
 				}
 			}

@@ -1,7 +1,10 @@
 package ops
 
 import (
+	"io"
+	"log/slog"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -41,7 +44,7 @@ func TestSnapshot_AlertsAndOrderAgreeWithAlerts(t *testing.T) {
 	gh.clk.Add(time.Minute)
 
 	th := Thresholds{}
-	snap := Snapshot(gh.g, th)
+	snap := Snapshot(gh.g, th, nil)
 	assert.Equal(t, Alerts(gh.g, th), snap.Alerts)
 	require.Len(t, snap.Alerts, 3)
 	var sevs []Severity
@@ -56,4 +59,46 @@ func TestSnapshot_AlertsAndOrderAgreeWithAlerts(t *testing.T) {
 	}
 	assert.True(t, slices.IsSorted(names), "sorted by name: %v", names)
 	assert.Len(t, names, gh.g.Len())
+}
+
+// Regression: idle eviction dropped only closed breakers, so the breakers
+// of pods that died (opened by their last calls, never called again) stayed
+// in the snapshot for ever, open or half-open, alerting at P1. With a
+// watcher running (it evicts every round), they leave the snapshot and its
+// alerts once nobody has asked for them in IdleAfter, and the group's
+// status counts them.
+func TestSnapshot_DeadTargetsLeaveAfterIdleAfter(t *testing.T) {
+	gh := newGroupHarness(t, breaker.GroupConfig{IdleAfter: 40 * time.Minute, ColdTargets: true},
+		breaker.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+	_, err := gh.watch(WatchConfig{Interval: time.Minute}, func(Alert) {})
+	require.NoError(t, err)
+	var pods []string
+	for i := range 10 {
+		pods = append(pods, "payment.Charge@10.0.9."+strconv.Itoa(i))
+		gh.calls(pods[i], 1, nil)
+	}
+	gh.clk.Add(time.Minute) // past their cold start
+	for _, p := range pods {
+		gh.calls(p, 20, errBoom) // the pod dies
+		require.Equal(t, breaker.Open, gh.state(p))
+	}
+	gh.ticks.round()
+	for range 31 {
+		gh.calls("inventory.GetStock", 1, nil)
+		gh.ticks.round()
+	}
+	snap := Snapshot(gh.g, Thresholds{}, nil)
+	require.Len(t, snap.Alerts, 10)
+	assert.Equal(t, SeverityP1, snap.Alerts[0].Severity, "dead for half an hour")
+
+	for range 15 {
+		gh.calls("inventory.GetStock", 1, nil)
+		gh.ticks.round()
+	}
+	snap = Snapshot(gh.g, Thresholds{}, nil)
+	require.Len(t, snap.Breakers, 1)
+	assert.Equal(t, "inventory.GetStock", snap.Breakers[0].Name)
+	assert.Empty(t, snap.Alerts)
+	assert.Equal(t, 1, snap.Group.Breakers)
+	assert.Equal(t, uint64(10), snap.Group.Evicted.Open+snap.Group.Evicted.HalfOpen)
 }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/govkit/breaker"
+	"github.com/govkit/breaker/live"
 )
 
 // Defaults of [StatusConfig].
@@ -37,6 +38,10 @@ type StatusConfig struct {
 	// Transitions is how many of the group's latest transitions the page
 	// keeps to show; zero means DefaultStatusTransitions.
 	Transitions int `json:"transitions"`
+	// Follower, if not nil, is the follower the group's policy comes
+	// from ([live.Follow]): the page says when the last document its
+	// source delivered was refused, and why.
+	Follower *live.Follower `json:"-"`
 }
 
 // A StatusPage is an [http.Handler] that shows a group's breakers as one
@@ -49,9 +54,11 @@ type StatusConfig struct {
 //
 // The page keeps the group's latest transitions, with their times, by
 // subscribing to the group ([breaker.Group.Subscribe]): create it when
-// the group is made, and it shows every transition since. The counts of
-// all transitions, by reason, come from the breakers themselves
-// ([breaker.Breaker.Transitions]). Close ends the subscription.
+// the group is made, and it shows every transition since. A card lists
+// those of its own breaker: one made again under a key whose breaker was
+// dropped starts with none. The counts of all transitions, by reason,
+// come from the breakers themselves ([breaker.Breaker.Transitions]).
+// Close ends the subscription.
 //
 // It serves GET and HEAD on any path it is mounted at. It shows what the
 // group holds: mount it where only operators reach it, as with /metrics.
@@ -63,8 +70,17 @@ type StatusPage struct {
 	unsubscribe func()
 
 	mu     sync.Mutex
-	recent []breaker.Event // ring of the latest cfg.Transitions
-	next   int             // where the next event goes once the ring is full
+	recent []seen // ring of the latest cfg.Transitions
+	next   int    // where the next event goes once the ring is full
+}
+
+// seen is a transition the page recorded, with its breaker: a key's
+// breaker may be dropped and made again, and a card lists the
+// transitions of its own breaker only. The ring holds at most
+// cfg.Transitions of them, so it keeps few dropped breakers alive.
+type seen struct {
+	b *breaker.Breaker
+	e breaker.Event
 }
 
 // NewStatusPage returns the status page of g. It returns an error if g is
@@ -103,22 +119,22 @@ func (p *StatusPage) Close() error {
 
 // see records one transition. It runs on the goroutine that made the
 // transition, so it does no more than append.
-func (p *StatusPage) see(_ *breaker.Breaker, e breaker.Event) {
+func (p *StatusPage) see(b *breaker.Breaker, e breaker.Event) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if len(p.recent) < p.cfg.Transitions {
-		p.recent = append(p.recent, e)
+		p.recent = append(p.recent, seen{b, e})
 		return
 	}
-	p.recent[p.next] = e
+	p.recent[p.next] = seen{b, e}
 	p.next = (p.next + 1) % len(p.recent)
 }
 
 // latest returns the recorded transitions, newest first.
-func (p *StatusPage) latest() []breaker.Event {
+func (p *StatusPage) latest() []seen {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	out := make([]breaker.Event, 0, len(p.recent))
+	out := make([]seen, 0, len(p.recent))
 	for i := range p.recent {
 		out = append(out, p.recent[(p.next+len(p.recent)-1-i)%len(p.recent)])
 	}
@@ -150,27 +166,32 @@ const cardTransitions = 5
 
 // view gathers what the page shows, at one instant of the group's clock.
 func (p *StatusPage) view() statusView {
-	snap := Snapshot(p.g, p.cfg.Thresholds)
+	snap := Snapshot(p.g, p.cfg.Thresholds, p.cfg.Follower)
 	now := snap.Time
 	v := statusView{
 		Title:   p.cfg.Title,
 		Now:     now,
 		Refresh: int((p.cfg.Refresh + time.Second - 1) / time.Second),
-		Policy:  policyInForce(p.g),
+		Policy:  policyInForce(p.g, snap.Policy),
 		Th:      p.cfg.Thresholds,
 	}
-	counts := map[string][]breaker.TransitionCount{}
+	type held struct {
+		b      *breaker.Breaker
+		counts []breaker.TransitionCount
+	}
+	current := map[string]held{}
 	p.g.Range(func(key string, b *breaker.Breaker) bool {
-		counts[key] = b.Transitions()
+		current[key] = held{b, b.Transitions()}
 		return true
 	})
 	latest := p.latest()
 	for _, st := range snap.Breakers {
 		c := cardOf(st, now)
-		c.Counts = counts[st.Name]
-		for _, e := range latest {
-			if e.Name == st.Name && len(c.Recent) < cardTransitions {
-				c.Recent = append(c.Recent, transitionOf(e, now))
+		h := current[st.Name]
+		c.Counts = h.counts
+		for _, s := range latest {
+			if s.b == h.b && len(c.Recent) < cardTransitions {
+				c.Recent = append(c.Recent, transitionOf(s.e, now))
 			}
 		}
 		switch st.State {
@@ -194,11 +215,11 @@ func (p *StatusPage) view() statusView {
 			v.Alerts = append(v.Alerts, g)
 		}
 	}
-	for _, e := range latest {
+	for _, s := range latest {
 		if len(v.Recent) == 20 {
 			break
 		}
-		v.Recent = append(v.Recent, transitionOf(e, now))
+		v.Recent = append(v.Recent, transitionOf(s.e, now))
 	}
 	return v
 }
@@ -279,24 +300,30 @@ type policyView struct {
 	Version   string
 	AppliedAt time.Time
 	// Rejected is the version of the last document refused since, if
-	// the last one delivered was refused: the page says it is not live.
+	// the last one delivered was refused: the page says it is not live,
+	// and why (Problems).
 	Rejected  string
+	Problems  []breaker.FieldError
 	Default   breaker.Policy
 	Overrides []string
+	// Unused are the override keys no breaker has used yet: a typo, or
+	// a downstream not called yet.
+	Unused []string
 }
 
 // policyInForce is what the page says of the policy in force: where it
-// comes from and its version, the group's default policy and the keys it
-// overrides.
-func policyInForce(g *breaker.Group) policyView {
+// comes from and its version (from ps, the snapshot's), the group's
+// default policy and the keys it overrides.
+func policyInForce(g *breaker.Group, ps PolicySnapshot) policyView {
 	gp := g.Policies()
-	ps := g.PolicyStatus()
-	v := policyView{Default: gp.Default, Origin: ps.Origin, Version: ps.Version, AppliedAt: ps.AppliedAt}
-	if ps.Last != nil && ps.Last.Result == breaker.PolicyRejected {
+	v := policyView{Default: gp.Default, Origin: ps.Origin, Version: ps.Version, AppliedAt: ps.AppliedAt,
+		Unused: ps.UnusedOverrides}
+	if ps.Last != nil && ps.Last.Result == live.Rejected {
 		v.Rejected = ps.Last.Version
 		if v.Rejected == "" {
 			v.Rejected = "(no version)"
 		}
+		v.Problems = ps.Last.Problems
 	}
 	if v.Default == (breaker.Policy{}) {
 		v.Default = breaker.DefaultPolicy()
@@ -316,6 +343,17 @@ var statusCSS string
 
 var statusTemplate = template.Must(template.New("status").Funcs(template.FuncMap{
 	"css": func() template.CSS { return template.CSS(statusCSS) },
+	// Text that came with a request or a document (keys, origins,
+	// versions) goes through printable in attributes and show in the
+	// page's text, so that it reads as what it holds (see Printable).
+	"printable": Printable,
+	"show":      printableHTML,
+	"message": func(a Alert) template.HTML {
+		var b strings.Builder
+		writeMessage(a, func(t string) { b.WriteString(template.HTMLEscapeString(t)) },
+			func(k string) { b.WriteString(string(printableHTML(k))) })
+		return template.HTML(b.String())
+	},
 	// dur writes a duration to the second, or to the millisecond under
 	// a second: 2m5s, 450ms.
 	"dur": func(d time.Duration) string {
@@ -331,6 +369,7 @@ var statusTemplate = template.Must(template.New("status").Funcs(template.FuncMap
 		return strconv.FormatFloat(min(max(pct, 0), 100), 'f', 1, 64) + "%"
 	},
 	"lower":    strings.ToLower,
+	"cause":    cause,
 	"mul100":   func(f float64) float64 { return 100 * f },
 	"isOpen":   func(s breaker.State) bool { return s == breaker.Open },
 	"isHalf":   func(s breaker.State) bool { return s == breaker.HalfOpen },

@@ -10,8 +10,10 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/govkit/breaker"
+	"github.com/govkit/breaker/live"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -74,11 +76,13 @@ func TestStatusPage_ShowsAnOpenBreakerWhyAndUntilWhen(t *testing.T) {
 		"2 breakers 1 open 0 half-open as of 05:06:09",
 		"Policy: set by code; default: trips at 50% errors over at least 20 calls in 5s, open 30s to 2m0s, 3 probes; overrides: pricing.GetPrice",
 		"inventory.GetStock @10.0.0.7 open for 2s , since 05:06:07",
-		"err_ratio: 12 of 20 calls failed, 7 timeouts",
-		"Next probe at 05:06:37 (in 28s); cooldown 30s, doubling to 2m0s.",
+		"opened on err_ratio: 12 of 20 calls failed, 7 of them timeouts",
+		"Next probe at 05:06:37 (in 28s), at the end of a cooldown of 30s ; the policy's cooldown is 30s, doubling to 2m0s.",
 		"Window (5s): 20 calls, error ratio 60% of 50%, 7 timeouts",
 		"05:06:07 closed → open err_ratio , cooldown 30s",
 		"Alerts None: no breaker has been open for 1m0s.",
+		"This page's own grading of this process's breakers, by how long each has been open (ops.Alerts): 1m0s P3, record; 10m0s P2, page; 30m0s P1, escalate. It is not the state of Prometheus's alerts",
+		"overrides: pricing.GetPrice; not used by any breaker yet: pricing.GetPrice",
 		"orders.Create closed Window (5s): 5 calls (judged from 20), error ratio 0% of 50%, 0 timeouts",
 		"5 ok · 0 failed · 0 timeouts · 0 ignored · 0 refused · 0 fallbacks",
 		"05:06:07 2s ago inventory.GetStock@10.0.0.7 closed → open err_ratio, cooldown 30s 12/20 failed, 7 timeouts",
@@ -96,7 +100,7 @@ func TestStatusPage_ShowsAnOpenBreakerWhyAndUntilWhen(t *testing.T) {
 		"inventory.GetStock @10.0.0.7 half-open for 1m30s , since 05:06:07",
 		"Probing: 3 calls go through; all must pass to close.",
 		"05:07:37 open → half-open cooldown_elapsed",
-		"P3 record P3: breaker inventory.GetStock@10.0.0.7 has been open for 1m30s (err_ratio: 12 of 20 calls failed, 7 of them timeouts); check the health of inventory.GetStock on 10.0.0.7",
+		"P3 record P3: breaker inventory.GetStock@10.0.0.7 has been open for 1m30s (opened on err_ratio: 12 of 20 calls failed, 7 of them timeouts); check the health of inventory.GetStock on 10.0.0.7",
 		"All transitions closed → open (err_ratio): 1 open → half-open (cooldown_elapsed): 1",
 	} {
 		assert.Contains(t, txt, want)
@@ -223,24 +227,144 @@ func TestStatusPage_RaceHammer(t *testing.T) {
 // when the last document pushed was refused, the old version staying.
 func TestStatusPage_ShowsThePolicyVersionInForceAndARejectedOne(t *testing.T) {
 	gh := newGroupHarness(t, breaker.GroupConfig{})
-	page := gh.statusPage(StatusConfig{})
 	src := make(docSource)
-	done := make(chan breaker.PolicyChange)
-	defer gh.g.SubscribePolicy(func(c breaker.PolicyChange) { done <- c })()
-	f, err := gh.g.Follow(context.Background(), src)
+	done := make(chan live.Change)
+	f, err := live.Follow(context.Background(), gh.g, src, live.OnChange(func(c live.Change) { done <- c }))
 	require.NoError(t, err)
 	defer func() { require.NoError(t, f.Close()) }()
+	page := gh.statusPage(StatusConfig{Follower: f})
 
-	src <- breaker.PolicyDocument{Origin: "file:/etc/shop/breakers.json", Version: "sha256:5d41402abc4b2a76",
+	src <- live.Document{Origin: "file:/etc/shop/breakers.json", Version: "sha256:5d41402abc4b2a76",
 		Data: []byte(`{"default": {"min_requests": 10}}`)}
-	require.Equal(t, breaker.PolicyApplied, (<-done).Result)
-	txt := text(render(t, gh.statusPage(StatusConfig{})))
+	require.Equal(t, live.Applied, (<-done).Result)
+	txt := text(render(t, gh.statusPage(StatusConfig{Follower: f})))
 	assert.Contains(t, txt, "Policy: version sha256:5d41402abc4b2a76 from file:/etc/shop/breakers.json, applied 05:06:07; default: trips at 50% errors over at least 10 calls")
 	assert.NotContains(t, txt, "rejected")
 
-	src <- breaker.PolicyDocument{Origin: "file:/etc/shop/breakers.json", Version: "sha256:7f83b1657ff1fc53",
+	src <- live.Document{Origin: "file:/etc/shop/breakers.json", Version: "sha256:7f83b1657ff1fc53",
 		Data: []byte(`{"default": {"min_requests": -1}}`)}
-	require.Equal(t, breaker.PolicyRejected, (<-done).Result)
+	require.Equal(t, live.Rejected, (<-done).Result)
 	txt = text(render(t, page))
-	assert.Contains(t, txt, "Policy: version sha256:5d41402abc4b2a76 from file:/etc/shop/breakers.json, applied 05:06:07; version sha256:7f83b1657ff1fc53 was rejected: not live;")
+	assert.Contains(t, txt, "Policy: version sha256:5d41402abc4b2a76 from file:/etc/shop/breakers.json, applied 05:06:07; "+
+		"version sha256:7f83b1657ff1fc53 was rejected: not live (default.min_requests: must not be negative, got -1);")
+	assert.NotContains(t, text(render(t, gh.statusPage(StatusConfig{}))), "rejected", "without the follower, the label alone")
+}
+
+// A breaker whose probe failed: the page says why the outage began (the
+// trip's rule and window) apart from what reopened it, and the cooldown
+// that is running (doubled to 1m), where it used to print the probe's
+// reason beside the trip's window and the policy's 30s as the cooldown.
+func TestStatusPage_ShowsTheRunningCooldownAndTheTripApartFromTheProbe(t *testing.T) {
+	gh := newGroupHarness(t, breaker.GroupConfig{})
+	page := gh.statusPage(StatusConfig{})
+	gh.calls("pricing.GetPrice", 10, nil)
+	gh.calls("pricing.GetPrice", 10, context.DeadlineExceeded) // err_ratio, 10 of 20
+	gh.clk.Add(30 * time.Second)
+	gh.calls("pricing.GetPrice", 1, context.DeadlineExceeded) // the probe times out: 1m
+	gh.clk.Add(10 * time.Second)
+	txt := text(render(t, page))
+	for _, want := range []string{
+		"opened on err_ratio: 10 of 20 calls failed, 10 of them timeouts; reopened on probe_failed . The breaker only stops the bleeding: check the health of pricing.GetPrice.",
+		"Next probe at 05:07:37 (in 50s), at the end of a cooldown of 1m0s ; the policy's cooldown is 30s, doubling to 2m0s.",
+	} {
+		assert.Contains(t, txt, want)
+	}
+	assert.NotContains(t, txt, "probe_failed: 10 of 20")
+}
+
+// Scenario: a key holding a right-to-left override (U+202E) was written
+// to the page as it is, and the browser showed the text after it
+// reversed: "inventory.GetStock@<U+202E>7.0.0.01" read as the healthy
+// inventory.GetStock@10.0.0.7. Keys that differ only in bytes that are
+// not UTF-8 read alike too, each byte shown as U+FFFD. Every key, and the
+// policy's origin, versions and overrides, is shown by Printable: quoted,
+// with what does not show as itself escaped and set apart.
+func TestStatusPage_TextThatDoesNotShowAsItselfIsEscaped(t *testing.T) {
+	const (
+		real   = "inventory.GetStock@10.0.0.7"
+		poser  = "inventory.GetStock@\u202e7.0.0.01"
+		badA   = "orders.Create@\xff"
+		badB   = "orders.Create@\xfe"
+		zwsp   = "pricing.Get\u200bPrice"
+		origin = "etcd:/shop/\u202ebreakers"
+	)
+	gh := newGroupHarness(t, breaker.GroupConfig{})
+	src := make(docSource)
+	done := make(chan live.Change)
+	f, err := live.Follow(context.Background(), gh.g, src, live.OnChange(func(c live.Change) { done <- c }))
+	require.NoError(t, err)
+	defer func() { require.NoError(t, f.Close()) }()
+	page := gh.statusPage(StatusConfig{Follower: f})
+	src <- live.Document{Origin: origin, Version: "v1\u2066",
+		Data: []byte(`{"overrides": {"pricing.Get\u200bPrice": {"open_for": "45s"}}}`)}
+	require.Equal(t, live.Applied, (<-done).Result)
+	src <- live.Document{Origin: origin, Version: "v2\x00", Data: []byte(`{"default": {"min_requests": -1}}`)}
+	require.Equal(t, live.Rejected, (<-done).Result)
+
+	gh.calls(real, 5, nil)
+	gh.calls(poser, 20, errBoom)
+	gh.calls(badA, 1, nil)
+	gh.calls(badB, 1, nil)
+	gh.calls(zwsp, 1, nil)
+	gh.clk.Add(time.Minute) // a P3 for the poser
+
+	html := render(t, page)
+	assert.True(t, utf8.ValidString(html), "the page is UTF-8")
+	for _, r := range []string{"\u202e", "\u2066", "\u200b", "\x00"} {
+		assert.NotContains(t, html, r, "%q written as it is", r)
+	}
+	esc := func(e string) string { return `<span class="esc">` + e + `</span>` }
+	for _, want := range []string{
+		`data-breaker="inventory.GetStock@10.0.0.7" data-state="closed"`,
+		`data-breaker="&#34;inventory.GetStock@\u202e7.0.0.01&#34;" data-state="half_open"`,
+		`data-breaker="&#34;orders.Create@\xff&#34;"`,
+		`data-breaker="&#34;orders.Create@\xfe&#34;"`,
+		`<span class="name">inventory.GetStock</span><span class="target">@&#34;` + esc(`\u202e`) + `7.0.0.01&#34;</span>`,
+		`<span class="target">@&#34;` + esc(`\xff`) + `&#34;</span>`,
+		`<span class="target">@&#34;` + esc(`\xfe`) + `&#34;</span>`,
+		`<span class="name">&#34;pricing.Get` + esc(`\u200b`) + `Price&#34;</span>`,
+		// The alert and the latest transitions.
+		`P3: breaker &#34;inventory.GetStock@` + esc(`\u202e`) + `7.0.0.01&#34; has been open for 1m0s`,
+		`check the health of inventory.GetStock on &#34;` + esc(`\u202e`) + `7.0.0.01&#34;</li>`,
+		`<td class="key">&#34;inventory.GetStock@` + esc(`\u202e`) + `7.0.0.01&#34;</td>`,
+		// The policy line.
+		`version <b>&#34;v1` + esc(`\u2066`) + `&#34;</b> from &#34;etcd:/shop/` + esc(`\u202e`) + `breakers&#34;`,
+		`version &#34;v2` + esc(`\x00`) + `&#34; was rejected`,
+		`overrides: &#34;pricing.Get` + esc(`\u200b`) + `Price&#34;`,
+	} {
+		assert.Contains(t, html, want)
+	}
+
+	// The alert's message, which notify gets, shows the key the same way.
+	alerts := Alerts(gh.g, Thresholds{})
+	require.Len(t, alerts, 1)
+	assert.Equal(t, poser, alerts[0].Name, "the alert keeps the key itself")
+	assert.Equal(t, `P3: breaker "inventory.GetStock@\u202e7.0.0.01" has been open for 1m0s (opened on err_ratio: 20 of 20 calls failed, 0 of them timeouts); check the health of inventory.GetStock on "\u202e7.0.0.01"`,
+		alerts[0].Message)
+}
+
+// Scenario: a pod's breaker tripped, the pod went away and its breaker
+// was dropped, and a new pod came up at the same address: the new
+// breaker's card, closed and with no transition of its own, listed the
+// old breaker's trip as its latest transition. A card lists the
+// transitions of its own breaker; the page's table still lists every
+// transition of the group.
+func TestStatusPage_ACardListsOnlyItsOwnBreakersTransitions(t *testing.T) {
+	const key = "inventory.GetStock@10.0.0.7"
+	gh := newGroupHarness(t, breaker.GroupConfig{})
+	page := gh.statusPage(StatusConfig{})
+	gh.calls(key, 20, errBoom)
+	require.True(t, gh.g.Remove(key))
+	gh.clk.Add(time.Minute)
+	gh.calls(key, 1, nil) // a new breaker for the key
+
+	html := render(t, page)
+	start := strings.Index(html, `data-breaker="`+key+`"`)
+	require.GreaterOrEqual(t, start, 0)
+	end := start + strings.Index(html[start:], "</article>")
+	card := text(html[start:end])
+	assert.Contains(t, card, "closed Window")
+	assert.NotContains(t, card, "closed → open", "the dropped breaker's trip on the new card")
+	assert.NotContains(t, card, "All transitions")
+	assert.Contains(t, text(html[end:]), "05:06:07 1m0s ago "+key+" closed → open err_ratio", "the table keeps the group's history")
 }

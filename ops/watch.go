@@ -60,21 +60,39 @@ type Watcher struct {
 
 // Watch starts a goroutine that, every cfg.Interval, drops the group's
 // idle breakers (see [breaker.Group.EvictIdle]) and calls notify for each
-// alert whose severity has risen since it was last notified: once at P3,
-// again at P2, again at P1, and again after the breaker has closed and
-// reopened. notify runs on the watcher's goroutine, and may call any
-// method of the group or of the watcher, [Watcher.Close] included. Watch
-// returns an error if g or notify is nil, the interval is not positive,
-// the thresholds are invalid, or cfg.Tick returns a nil channel or a nil
-// stop function.
+// alert whose severity has risen since it was last notified.
+//
+// Every outage (a breaker's spell out of Closed, from its trip, or from
+// the end of a forced open, to its close; [Alert.Since] is its start) is
+// notified on its own: at the severity a round first finds it at, then
+// at each higher one, once each. An outage that begins between two
+// rounds is a new one, even when its breaker was notified at P1 just
+// before, closed and tripped again, or was dropped from the group and
+// made again under its key, and even when the new outage has reached the
+// same severity. An outage keeps what was notified of it while it lasts,
+// through a spell in another mode too; the end of an outage is not
+// notified.
+//
+// notify runs on the watcher's goroutine, one call at a time, and may
+// call any method of the group or of the watcher, [Watcher.Close]
+// included. A notify that blocks holds up the rounds after it (a
+// time.Ticker drops the ticks missed meanwhile), and Close waits for it
+// to return.
+//
+// Watch returns an error if g or notify is nil, the interval is not
+// positive, the thresholds are invalid, or cfg.Tick returns a nil
+// channel or a nil stop function.
 //
 // Each watcher is on its own: two watchers of one group (with different
 // thresholds, say) each notify every rise they see.
 //
-// The watcher survives panics: one raised by a subscriber, a hook or a
-// classifier while it looks at the breakers, by notify, or by the tick
-// source's stop function, is recovered and logged to cfg.Logger, and the
-// watcher goes on at the next interval.
+// The watcher survives panics: one raised by notify is recovered and
+// logged to cfg.Logger, and the round notifies its other alerts; the
+// alert whose notify panicked is not notified again at its severity.
+// One raised by a subscriber, a hook or a classifier while the watcher
+// looks at the breakers, or by the tick source's stop function, is
+// recovered and logged too, and the watcher goes on at the next
+// interval.
 func Watch(g *breaker.Group, cfg WatchConfig, notify func(Alert)) (*Watcher, error) {
 	switch {
 	case g == nil:
@@ -129,7 +147,7 @@ func (w *Watcher) loop(ticks <-chan time.Time, stop func()) {
 	defer close(w.done)
 	defer w.stopTicks(stop)
 	w.gid.Store(goid())
-	notified := map[string]Severity{}
+	notified := map[outage]Severity{}
 	for {
 		select {
 		case <-w.stop:
@@ -159,39 +177,80 @@ func (w *Watcher) stopTicks(stop func()) {
 	stop()
 }
 
-// round is one round of the watcher. It reports false when the watcher
-// was stopped during the round (by notify calling Close, say).
-func (w *Watcher) round(notified map[string]Severity) (goOn bool) {
-	notifying := "" // the alert's breaker while notify runs
+// An outage is one spell of a breaker out of Closed, from the trip (or
+// the end of a forced open) to the close, named by its key and when it
+// began on the group's clock, to the nanosecond. The key alone is not
+// enough: a breaker may close and trip again, or be dropped and made
+// again under its key, between two rounds; its counters then start from
+// zero. The start tells outages apart: the group's time never goes back,
+// and an outage alerts only once it has lasted the P3 threshold, so a
+// later outage of the key began after the round that saw this one
+// alert, at a later instant.
+type outage struct {
+	key  string
+	sec  int64 // since.Unix(), defined for every time, unlike UnixNano
+	nsec int32
+}
+
+func outageOf(key string, since time.Time) outage {
+	return outage{key: key, sec: since.Unix(), nsec: int32(since.Nanosecond())}
+}
+
+// round is one round of the watcher: it notifies every outage that has
+// reached a severity above the one last notified for it, and forgets the
+// outages that have ended. It reports false when the watcher was stopped
+// during the round (by notify calling Close, say).
+func (w *Watcher) round(notified map[outage]Severity) (goOn bool) {
 	defer func() {
 		if v := recover(); v != nil {
-			w.reportPanic("ops: watcher recovered a panic", notifying, v)
+			// A subscriber, hook or classifier, set off as the round
+			// looked at the breakers. What notified holds stays true;
+			// the next round goes on from it.
+			w.reportPanic("ops: watcher recovered a panic", "", v)
 			goOn = true
 		}
 	}()
 	w.g.EvictIdle()
-	alerts := alerts(w.g, w.g.Now(), w.th)
-	current := make(map[string]bool, len(alerts))
-	for _, a := range alerts {
-		current[a.Name] = true
-		if a.Severity > notified[a.Name] {
-			select {
-			case <-w.stop:
-				return false
-			default:
-			}
-			notified[a.Name] = a.Severity
-			notifying = a.Name
-			w.notify(a)
-			notifying = ""
+	// An outage is remembered while it lasts, in any mode and at any
+	// severity, not only while it alerts: one that is shadowed for a
+	// while and comes back, still the same outage, is not notified again.
+	live := make(map[outage]bool, len(notified))
+	alerts := scan(w.g, w.g.Now(), w.th, func(key string, since time.Time) {
+		if o := outageOf(key, since); notified[o] != SeverityNone {
+			live[o] = true
 		}
+	})
+	for _, a := range alerts {
+		o := outageOf(a.Name, a.Since)
+		if a.Severity <= notified[o] {
+			continue
+		}
+		select {
+		case <-w.stop:
+			return false
+		default:
+		}
+		notified[o] = a.Severity // at most once, even if notify panics
+		live[o] = true
+		w.notifyOne(a)
 	}
-	for name := range notified {
-		if !current[name] {
-			delete(notified, name) // recovered: a new outage alerts anew
+	for o := range notified {
+		if !live[o] {
+			delete(notified, o) // closed, or gone from the group
 		}
 	}
 	return true
+}
+
+// notifyOne calls notify, and recovers and logs a panic from it, so that
+// the round's other alerts are notified all the same.
+func (w *Watcher) notifyOne(a Alert) {
+	defer func() {
+		if v := recover(); v != nil {
+			w.reportPanic("ops: watcher recovered a panic", a.Name, v)
+		}
+	}()
+	w.notify(a)
 }
 
 // reportPanic logs a panic recovered from user code. Run from the

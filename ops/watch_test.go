@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -243,10 +244,11 @@ func TestWatch_APanickingTickStopIsLogged(t *testing.T) {
 	assert.Contains(t, buf.String(), `msg="ops: WatchConfig.Tick's stop function panicked" panic="ticker bug"`)
 }
 
-// Scenario: a Watch notify that closed the watcher (an alert handler that
-// shuts the service down, say) deadlocked: Close waited for the watcher to
-// return, and the watcher was waiting for notify, which was inside Close.
-func TestRegression_CloseFromInsideNotifyReturns(t *testing.T) {
+// Close called from inside notify (an alert handler that shuts the service
+// down, say) returns and stops the watcher; a Close from outside notify
+// waits for the watcher as ever.
+// Regression (8142692): Close waited for the watcher, which waited for notify.
+func TestWatch_CloseFromInsideNotifyReturns(t *testing.T) {
 	gh := newGroupHarness(t, breaker.GroupConfig{})
 	gh.calls("inventory.GetStock", 20, errBoom)
 	gh.clk.Add(time.Minute) // a P3
@@ -271,9 +273,11 @@ func TestRegression_CloseFromInsideNotifyReturns(t *testing.T) {
 	// goleak in TestMain proves both watchers are gone.
 }
 
-// Scenario: a notify that panicked killed the process: it runs on the
-// watcher's goroutine, which the library started and nothing recovered.
-func TestRegression_APanickingNotifyIsLoggedAndTheWatcherGoesOn(t *testing.T) {
+// A notify that panics is recovered on the watcher's goroutine, which the
+// library started, and logged with the breaker's name; the watcher goes on
+// to its next round.
+// Regression (8142692): nothing recovered the panic, and the process died.
+func TestWatch_APanickingNotifyIsLoggedAndTheWatcherGoesOn(t *testing.T) {
 	var buf bytes.Buffer
 	var mu sync.Mutex
 	gh := newGroupHarness(t, breaker.GroupConfig{})
@@ -326,11 +330,10 @@ func TestWatch_NoLoggerReportsToTheDefault(t *testing.T) {
 	assert.Contains(t, buf.String(), `msg="ops: watcher recovered a panic"`)
 }
 
-// Scenario: two goroutines closed the watcher while it was inside
-// notify. The first took the watcher and waited for it; the second found
-// none and returned at once, while notify was still running, although
-// Close promises to return only once the watcher has.
-func TestRegression_EveryCloseWaitsForTheWatcher(t *testing.T) {
+// Every Close returns only once the watcher has, however many run at once:
+// here two goroutines close the watcher while it is inside notify.
+// Regression (399263c): the second Close returned at once, notify still running.
+func TestWatch_EveryCloseWaitsForTheWatcher(t *testing.T) {
 	gh := newGroupHarness(t, breaker.GroupConfig{})
 	gh.calls("inventory.GetStock", 20, errBoom)
 	gh.clk.Add(time.Minute)
@@ -368,11 +371,11 @@ func TestRegression_EveryCloseWaitsForTheWatcher(t *testing.T) {
 	assert.True(t, returned.Load())
 }
 
-// Scenario: a subscriber that panicked while the watcher looked at the
-// breakers (its look moves a breaker whose cooldown is over to
-// half-open, on the watcher's goroutine) took the event from every
-// subscriber after it, and nothing recovered the panic: the process died.
-func TestRegression_APanickingSubscriberOnTheWatchersGoroutineCrashesNothing(t *testing.T) {
+// A subscriber that panics on the watcher's goroutine (the watcher's look
+// moves a breaker whose cooldown is over to half-open) hides the event from
+// no later subscriber, and its panic is recovered and logged.
+// Regression (5a70e05): the panic cut delivery short and killed the process.
+func TestWatch_APanickingSubscriberOnItsGoroutineCrashesNothing(t *testing.T) {
 	var buf bytes.Buffer
 	var mu sync.Mutex
 	gh := newGroupHarness(t, breaker.GroupConfig{}, breaker.WithLogger(slog.New(slog.NewTextHandler(lockedWriter{&mu, &buf}, nil))))
@@ -404,7 +407,7 @@ func TestSnapshot_FromASubscriber(t *testing.T) {
 	gh := newGroupHarness(t, breaker.GroupConfig{})
 	var snaps []GroupSnapshot
 	gh.g.Subscribe(func(*breaker.Breaker, breaker.Event) {
-		snaps = append(snaps, Snapshot(gh.g, Thresholds{}))
+		snaps = append(snaps, Snapshot(gh.g, Thresholds{}, nil))
 		_ = Alerts(gh.g, Thresholds{})
 	})
 	gh.calls("inventory.GetStock", 20, errBoom)
@@ -442,7 +445,7 @@ func ExampleWatch() {
 	case <-time.After(10 * time.Second):
 		fmt.Println("no alert")
 	}
-	// Output: P3: breaker inventory.GetStock has been open for 1m0s (err_ratio: 20 of 20 calls failed, 0 of them timeouts); check the health of inventory.GetStock
+	// Output: P3: breaker inventory.GetStock has been open for 1m0s (opened on err_ratio: 20 of 20 calls failed, 0 of them timeouts); check the health of inventory.GetStock
 }
 
 // A WatchConfig encodes as JSON (a function field would make json.Marshal
@@ -454,4 +457,161 @@ func TestWatch_TickIsLeftOutOfJSON(t *testing.T) {
 	assert.NotContains(t, string(b), "Tick")
 	assert.NotContains(t, string(b), "Logger")
 	assert.Contains(t, string(b), `"interval":60000000000`)
+}
+
+// roundAt sets the clock to t0+at, hands the watcher a tick there and
+// returns what the round notified, once the round is over.
+func (gh *groupHarness) roundAt(at time.Duration, got <-chan Alert) []Severity {
+	gh.t.Helper()
+	gh.clk.Set(gh.t0.Add(at))
+	gh.ticks.hand()
+	gh.ticks.hand() // the round is over
+	var sev []Severity
+	for len(got) > 0 {
+		sev = append(sev, (<-got).Severity)
+	}
+	return sev
+}
+
+// Scenario: with an interval longer than the P3 threshold, a breaker
+// notified at P1 closed and tripped again between two rounds. The
+// watcher knew the key as notified at P1, saw it alerting again at the
+// next round, and notified nothing for the whole new outage, not even
+// when it reached P1 again.
+func TestWatch_AnOutageThatBeginsBetweenRoundsIsNotifiedFromItsFirstSeverity(t *testing.T) {
+	const key = "inventory.GetStock"
+	gh := newGroupHarness(t, breaker.GroupConfig{})
+	got := make(chan Alert, 16)
+	_, err := gh.watch(WatchConfig{Interval: time.Hour}, func(a Alert) { got <- a })
+	require.NoError(t, err)
+
+	gh.calls(key, 20, errBoom) // t0: the first outage
+	assert.Equal(t, []Severity{SeverityP1}, gh.roundAt(time.Hour, got), "t0+1h: open 1h")
+	gh.clk.Set(gh.t0.Add(65 * time.Minute))
+	gh.calls(key, 3, nil) // the probes pass
+	require.Equal(t, breaker.Closed, gh.state(key))
+	gh.clk.Set(gh.t0.Add(66 * time.Minute))
+	gh.calls(key, 20, errBoom) // the second outage
+	assert.Equal(t, []Severity{SeverityP1}, gh.roundAt(2*time.Hour, got), "t0+2h: the second outage, open 54m")
+	assert.Empty(t, gh.roundAt(3*time.Hour, got), "t0+3h: the second outage is notified once")
+}
+
+// Scenario: the same as above with a short interval and a notify that
+// blocked, a pager slow to answer: while it blocked on the P1, the
+// breaker closed and tripped again, and the new outage went unnotified.
+func TestWatch_AnOutageThatBeginsDuringASlowNotifyIsNotified(t *testing.T) {
+	const key = "inventory.GetStock"
+	gh := newGroupHarness(t, breaker.GroupConfig{})
+	got := make(chan Alert, 16)
+	in, release := make(chan Severity), make(chan struct{})
+	_, err := gh.watch(WatchConfig{Interval: time.Minute}, func(a Alert) {
+		if a.Severity == SeverityP1 {
+			in <- a.Severity
+			<-release
+		}
+		got <- a
+	})
+	require.NoError(t, err)
+
+	gh.calls(key, 20, errBoom)
+	gh.clk.Set(gh.t0.Add(30 * time.Minute))
+	gh.ticks.hand()
+	assert.Equal(t, SeverityP1, <-in, "t0+30m: P1, and notify blocks")
+	gh.clk.Set(gh.t0.Add(35 * time.Minute))
+	gh.calls(key, 3, nil)
+	require.Equal(t, breaker.Closed, gh.state(key))
+	gh.clk.Set(gh.t0.Add(36 * time.Minute))
+	gh.calls(key, 20, errBoom)
+	close(release)
+	assert.Equal(t, []Severity{SeverityP1, SeverityP3}, gh.roundAt(37*time.Minute, got),
+		"the P1 returns; the next round sees the second outage, open 1m")
+	assert.Equal(t, []Severity{SeverityP2}, gh.roundAt(46*time.Minute, got), "open 10m")
+}
+
+// Scenario: a breaker notified at P1 was dropped from the group (Remove,
+// or idle eviction) and its key made a new breaker that tripped before
+// the next round: the new breaker's outage went unnotified.
+func TestWatch_ABreakerMadeAgainUnderItsKeyIsANewOutage(t *testing.T) {
+	const key = "inventory.GetStock@10.0.0.7"
+	gh := newGroupHarness(t, breaker.GroupConfig{})
+	got := make(chan Alert, 16)
+	_, err := gh.watch(WatchConfig{Interval: time.Hour}, func(a Alert) { got <- a })
+	require.NoError(t, err)
+
+	gh.calls(key, 20, errBoom)
+	assert.Equal(t, []Severity{SeverityP1}, gh.roundAt(time.Hour, got))
+	require.True(t, gh.g.Remove(key))
+	gh.calls(key, 20, errBoom) // a new breaker, its counters from zero, trips at once
+	assert.Equal(t, []Severity{SeverityP1}, gh.roundAt(2*time.Hour, got), "the new breaker's outage")
+}
+
+// Scenario: an operator switched a breaker notified at P2 to shadow mode
+// for a while and back. Shadow breakers are not alerts, so the watcher
+// forgot the outage, and notified it again at P2 when the breaker came
+// back, though it was the same outage, already notified.
+func TestWatch_AnOutageIsNotifiedOnceThroughAShadowSpell(t *testing.T) {
+	const key = "inventory.GetStock"
+	gh := newGroupHarness(t, breaker.GroupConfig{})
+	got := make(chan Alert, 16)
+	_, err := gh.watch(WatchConfig{Interval: time.Minute}, func(a Alert) { got <- a })
+	require.NoError(t, err)
+	gh.calls(key, 20, errBoom)
+	b, err := gh.g.Get(key)
+	require.NoError(t, err)
+	runWatchRows(t, gh, got, []watchRow{
+		{name: "t1", at: time.Minute, want: []Severity{SeverityP3}},
+		{name: "t10", at: 10 * time.Minute, want: []Severity{SeverityP2}},
+		{name: "shadow", at: 11 * time.Minute, do: func() { require.NoError(t, b.SetMode(breaker.ModeShadow)) }},
+		{name: "auto", at: 13 * time.Minute, do: func() { require.NoError(t, b.SetMode(breaker.ModeAuto)) }},
+		{name: "t30", at: 30 * time.Minute, want: []Severity{SeverityP1}},
+	})
+}
+
+// The watcher grades by the group's clock, which never goes back: a
+// clock stepped back an hour neither notifies an outage again nor skips
+// a severity.
+func TestWatch_AClockSteppedBackNeitherRepeatsNorSkips(t *testing.T) {
+	const key = "inventory.GetStock"
+	gh := newGroupHarness(t, breaker.GroupConfig{})
+	got := make(chan Alert, 16)
+	_, err := gh.watch(WatchConfig{Interval: time.Minute}, func(a Alert) { got <- a })
+	require.NoError(t, err)
+	gh.calls(key, 20, errBoom)
+	assert.Equal(t, []Severity{SeverityP3}, gh.roundAt(time.Minute, got))
+	assert.Empty(t, gh.roundAt(-time.Hour, got), "stepped back: the group's time stands at 1m open")
+	assert.Empty(t, gh.roundAt(-time.Hour+8*time.Minute, got), "9m open")
+	assert.Equal(t, []Severity{SeverityP2}, gh.roundAt(-time.Hour+9*time.Minute, got), "10m open")
+}
+
+// Scenario: notify panicked on the first of two alerts of a round, and
+// the panic ended the round: the second alert waited for the next round,
+// an hour later with this interval.
+func TestWatch_APanickingNotifyLosesNoOtherAlertOfTheRound(t *testing.T) {
+	var buf bytes.Buffer
+	var mu sync.Mutex
+	gh := newGroupHarness(t, breaker.GroupConfig{})
+	got := make(chan Alert, 16)
+	_, err := gh.watch(WatchConfig{Interval: time.Hour, Logger: slog.New(slog.NewTextHandler(lockedWriter{&mu, &buf}, nil))}, func(a Alert) {
+		got <- a
+		if a.Name == "a.Panics" {
+			panic("alert sink bug")
+		}
+	})
+	require.NoError(t, err)
+	gh.calls("a.Panics", 20, errBoom)
+	gh.calls("b.Waits", 20, errBoom)
+	gh.clk.Set(gh.t0.Add(time.Hour))
+	gh.ticks.hand() // one round only: no second tick until both alerts are in
+	for _, want := range []string{"a.Panics", "b.Waits"} {
+		select {
+		case a := <-got:
+			assert.Equal(t, want, a.Name)
+		case <-time.After(watchWait):
+			t.Fatalf("%s not notified in the round", want)
+		}
+	}
+	assert.Empty(t, gh.roundAt(2*time.Hour, got), "and neither again")
+	mu.Lock()
+	defer mu.Unlock()
+	assert.Equal(t, 1, strings.Count(buf.String(), `msg="ops: watcher recovered a panic" breaker.name=a.Panics panic="alert sink bug"`), buf.String())
 }

@@ -22,10 +22,20 @@ type ScenarioError struct {
 	Problems []breaker.FieldError
 }
 
+// maxListed is how many problems the message of a ScenarioError lists,
+// and how many names a problem quotes: a document can have any number of
+// them, and a message that grows with the document has no place in a log
+// line.
+const maxListed = 20
+
 func (e *ScenarioError) Error() string {
 	var sb strings.Builder
 	sb.WriteString("replay: invalid scenario: ")
 	for i, p := range e.Problems {
+		if i == maxListed {
+			fmt.Fprintf(&sb, "; and %d more problems", len(e.Problems)-i)
+			break
+		}
 		if i > 0 {
 			sb.WriteString("; ")
 		}

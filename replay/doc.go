@@ -64,7 +64,10 @@
 // value of the wrong type is an error, and every error names the field by
 // its path ("tiers[1].calls[0].timeout") and says what is wrong. Durations
 // are strings in Go's syntax ("500ms", "1m30s"); fractions are numbers in
-// [0, 1].
+// [0, 1]. A name (the scenario's, a tier's, the candidate's label) that
+// holds a character that does not show as itself (a control, format or
+// invisible character, such as a right-to-left override) is an error:
+// reports and charts would show it as another name.
 //
 //	{
 //	  "name": "seeds000",               // shown in reports; default ""
@@ -119,9 +122,10 @@
 //	  "faults": [{                      // default none; one at a time per tier
 //	    "tier": "inventory",            // required: the faulty tier
 //	    "start": "1m",                  // when it begins, in [0, duration); default 0s
-//	    "duration": "20s",              // required: how long each occurrence lasts
+//	    "duration": "20s",              // required: how long each occurrence lasts; at most 1h
 //	    "every": "25s", "repeat": 9,    // recur: repeat occurrences, one every "every"
-//	                                    // (at least duration); default once
+//	                                    // (at least duration, at most 1h); default once;
+//	                                    // at most 10000 occurrences in all
 //	    "error_rate": 0.4,              // fraction of calls answered at once with an error
 //	    "slow_fraction": 0.2,           // fraction of calls delayed by slow_latency;
 //	    "slow_latency": "5s",           // error_rate + slow_fraction is at most 1
@@ -141,6 +145,14 @@
 //	  }
 //	}
 //
+// The work a scenario may ask for is bounded, so that a run takes minutes
+// at most: one entry request can make at most [MaxCallsPerRequest]
+// downstream calls (counted through the chain, every call made and every
+// retry tried: a chain that fans out at each tier asks for a power of its
+// depth), and a run simulates at most [MaxTierRequests] requests at all
+// tiers (the entry's rate × duration, times one plus those calls). A
+// scenario beyond a bound is refused with what it asks for and the bound.
+//
 // Policies are breaker policy documents, the JSON form of [breaker.Policy]
 // (snake_case fields, durations as strings), each laid over the policy it
 // refines, so a document names only what it changes. A policy's timeout,
@@ -150,7 +162,7 @@
 // # Replaying recorded traffic
 //
 // [ReplayTrace] answers "what would this policy have done last Tuesday?":
-// it reads a trace recorded with package github.com/govkit/breaker/trace
+// it reads a trace recorded with package github.com/govkit/breaker/calltrace
 // (one JSON line per call: when, key, duration, outcome, probe or
 // refused) and replays each key's calls through a breaker with the
 // candidate's policy, on the trace's own time. A recorded call the

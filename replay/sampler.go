@@ -38,5 +38,5 @@ func (sm sampler) draw(r *rand.Rand) int64 {
 	default:
 		d = r.ExpFloat64() * sm.mean
 	}
-	return int64(min(max(d, 1), float64(maxLatency)))
+	return int64(min(max(d, 1), float64(MaxLatency)))
 }

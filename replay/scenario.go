@@ -256,7 +256,17 @@ const (
 	MaxWorkers     = 100_000          // workers per tier
 	MaxQueue       = 10_000_000       // queue bound per tier
 	MaxFaultWindow = 10_000           // fault occurrences in all
-	maxLatency     = 10 * time.Minute // any single timeout, latency or service time
+	MaxLatency     = 10 * time.Minute // any single timeout, latency or service time
+
+	// MaxCallsPerRequest bounds the downstream calls one entry request
+	// can make through the chain, every call made and every retry tried:
+	// a chain that fans out at each tier asks for a number of calls that
+	// grows as a power of its depth.
+	MaxCallsPerRequest = 10_000
+	// MaxTierRequests bounds the requests one run simulates at all
+	// tiers: the entry's requests (rate × duration) times one plus the
+	// calls each can make.
+	MaxTierRequests = 100_000_000
 )
 
 // lognormalMaxRatio bounds P99/Mean: a lognormal with mean m has a 99th

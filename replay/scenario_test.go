@@ -3,6 +3,8 @@ package replay
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -127,6 +129,13 @@ func TestParseScenario_ErrorsNameTheField(t *testing.T) {
 		{name: "tiers not an array", edit: func(m doc) { m["tiers"] = doc{} }, field: "tiers", problem: "want a JSON array"},
 		{name: "tier without name", edit: func(m doc) { delete(at(m, "tiers", 1), "name") }, field: "tiers[1].name", problem: "required"},
 		{name: "tier name with arrow", edit: func(m doc) { at(m, "tiers", 1)["name"] = "a->b" }, field: "tiers[1].name", problem: `must not contain "->"`},
+		// Names are shown in the reports and charts: one holding a
+		// right-to-left override (U+202E) read reversed there, as another
+		// name, and a control character made the chart XML no browser
+		// reads.
+		{name: "tier name that does not show", edit: func(m doc) { at(m, "tiers", 1)["name"] = "ba\u202eck" }, field: "tiers[1].name", problem: `must show as it is (no control, format or invisible characters), got "ba\u202eck"`},
+		{name: "name that does not show", edit: func(m doc) { m["name"] = "overload\x01" }, field: "name", problem: `must show as it is`},
+		{name: "label that does not show", edit: func(m doc) { m["candidate"] = doc{"label": "tuned\u200b"} }, field: "candidate.label", problem: `must show as it is`},
 		{name: "duplicate tier", edit: func(m doc) { at(m, "tiers", 1)["name"] = "front" }, field: "tiers[1].name", problem: "already the name of tiers[0]"},
 		{name: "no workers", edit: func(m doc) { at(m, "tiers", 0)["workers"] = 0 }, field: "tiers[0].workers", problem: "must be in [1, 100000], got 0"},
 		{name: "workers fractional", edit: func(m doc) { at(m, "tiers", 0)["workers"] = 2.5 }, field: "tiers[0].workers", problem: "want an integer"},
@@ -347,4 +356,263 @@ func FuzzParseScenario(f *testing.F) {
 			t.Fatalf("valid scenario does not run: %v", err)
 		}
 	})
+}
+
+// layered is a chain of layers of width tiers each, every tier calling
+// every tier of the next layer, with requests arriving at the first tier.
+func layered(layers, width int, rate float64, d time.Duration) *Scenario {
+	s := &Scenario{
+		Name: "layered", Duration: d, Seed: 1,
+		Entry: Entry{Tier: "l0t0", Rate: rate, Timeout: time.Second},
+	}
+	for l := range layers {
+		for w := range width {
+			t := Tier{Name: fmt.Sprintf("l%dt%d", l, w), Workers: 100, Queue: Unbounded, Service: Service{Mean: time.Millisecond}}
+			if l+1 < layers {
+				for v := range width {
+					t.Calls = append(t.Calls, Call{To: fmt.Sprintf("l%dt%d", l+1, v), Probability: 1, Timeout: 100 * time.Millisecond})
+				}
+			}
+			s.Tiers = append(s.Tiers, t)
+		}
+	}
+	return s
+}
+
+// layeredDoc is layered's document.
+func layeredDoc(layers, width int, rate float64, d string) doc {
+	var tiers []any
+	for l := range layers {
+		for w := range width {
+			var calls []any
+			if l+1 < layers {
+				for v := range width {
+					calls = append(calls, doc{"to": fmt.Sprintf("l%dt%d", l+1, v), "timeout": "100ms"})
+				}
+			}
+			tiers = append(tiers, doc{"name": fmt.Sprintf("l%dt%d", l, w), "workers": 100, "service": doc{"mean": "1ms"}, "calls": calls})
+		}
+	}
+	return doc{"name": "layered", "duration": d, "entry": doc{"tier": "l0t0", "rate": rate, "timeout": "1s"}, "tiers": tiers}
+}
+
+// problemOf returns the problem err reports for field, failing the test
+// if there is none.
+func problemOf(t *testing.T, err error, field string) string {
+	t.Helper()
+	var se *ScenarioError
+	require.ErrorAs(t, err, &se)
+	for _, p := range se.Problems {
+		if p.Field == field {
+			return p.Problem
+		}
+	}
+	t.Fatalf("no problem for %s in %v", field, err)
+	return ""
+}
+
+// A scenario within every other limit asked for billions of calls: 15
+// layers of 4 tiers, each calling the 4 of the next, make 357,913,940
+// calls for each request, and 1 request a second for 10 s was still
+// running after minutes. It is refused at once, with what it asks for and
+// the bound.
+func TestScenario_FanOutBeyondTheCallBoundIsRefused(t *testing.T) {
+	data, err := json.Marshal(layeredDoc(15, 4, 1, "10s"))
+	require.NoError(t, err)
+	start := time.Now()
+	_, err = ParseScenario(data)
+	took := time.Since(start)
+	assert.Equal(t, "a request at l0t0 can make 357913940 downstream calls (every call made, every retry tried), more than the 10000 one request may make",
+		problemOf(t, err, "tiers[0].calls"))
+	assert.Less(t, took, time.Second, "refused at once")
+	_, err = Run(layered(15, 4, 1, 10*time.Second))
+	assert.ErrorContains(t, err, "357913940 downstream calls")
+
+	// Within the bound: 6 layers of 4 make 4+16+...+1024 = 1364 calls.
+	require.NoError(t, layered(6, 4, 1, 10*time.Second).Validate())
+}
+
+// Every try of a call counts, and so does every call of the tier it
+// reaches; a count too large for 64 bits is counted as at least 2^62.
+func TestScenario_CallsPerRequestCountRetriesAndFanOut(t *testing.T) {
+	s := pair(10, time.Second)
+	s.Tiers = append(s.Tiers, Tier{Name: "store", Workers: 10, Queue: Unbounded, Service: Service{Mean: time.Millisecond}})
+	s.Tiers[0].Calls[0].Retry = &Retry{Attempts: 3}
+	s.Tiers[0].Calls = append(s.Tiers[0].Calls, Call{To: "store", Probability: 0.1})
+	s.Tiers[1].Calls = []Call{{To: "store", Probability: 1}}
+	require.NoError(t, s.Validate())
+	index := map[string]int{"front": 0, "back": 1, "store": 2}
+	// front: 3 tries of back (each with its call to store), and store.
+	assert.Equal(t, []uint64{3*(1+1) + 1, 1, 0}, s.callsPerRequest(index))
+
+	deep := layered(MaxTiers, 1, 1, time.Second)
+	for i := range deep.Tiers[:MaxTiers-1] {
+		deep.Tiers[i].Calls[0].Retry = &Retry{Attempts: MaxAttempts}
+	}
+	assert.Contains(t, problemOf(t, deep.Validate(), "tiers[0].calls"), "can make at least 4611686018427387904 downstream calls")
+}
+
+// The requests a run simulates at all tiers are bounded too: 5,000
+// requests a second for an hour is within MaxRequests, but each of them
+// reaching 5 tiers is 108 million requests.
+func TestScenario_RequestsAtAllTiersAreBounded(t *testing.T) {
+	s := layered(2, 5, 5000, time.Hour)
+	s.Tiers = s.Tiers[1:] // one entry tier calling 5
+	s.Entry.Tier = "l0t1"
+	for i := range s.Tiers[0].Calls {
+		s.Tiers[0].Calls[i].To = fmt.Sprintf("l1t%d", i)
+	}
+	assert.Equal(t, "5000 requests per second for 1h0m0s, each making up to 5 downstream calls, is 108000000 requests at all tiers, more than the 100000000 a run may simulate",
+		problemOf(t, s.Validate(), "entry.rate"))
+	s.Entry.Rate = 4000
+	assert.NoError(t, s.Validate())
+}
+
+// The shipped scenarios are well within both bounds, and the bound holds
+// in a run: no run simulates more requests than the entry's arrivals
+// times one plus the calls each can make.
+func TestScenario_ShippedScenariosAreWithinTheWorkBounds(t *testing.T) {
+	for _, name := range ScenarioNames() {
+		s, err := LoadScenario(name)
+		require.NoError(t, err)
+		index := map[string]int{}
+		for i, tier := range s.Tiers {
+			index[tier.Name] = i
+		}
+		calls := s.callsPerRequest(index)[index[s.Entry.Tier]]
+		total := s.Entry.Rate * s.Duration.Seconds() * float64(1+calls)
+		t.Logf("%-12s %d calls per request, %.0f requests at all tiers", name, calls, total)
+		assert.LessOrEqual(t, calls, uint64(MaxCallsPerRequest/100), name)
+		assert.LessOrEqual(t, total, float64(MaxTierRequests/10), name)
+	}
+
+	s := pair(200, 20*time.Second)
+	s.Tiers[0].Calls[0].Retry = &Retry{Attempts: 3}
+	s.Faults = []Fault{{Tier: "back", Start: 5 * time.Second, Duration: 10 * time.Second, ErrorRate: 0.8}}
+	rep := run(t, s)
+	for _, r := range rep.Runs {
+		assert.LessOrEqual(t, r.Requests, int64(sum(r.Entry.Offered)*(1+3)), r.Label)
+	}
+	assert.Greater(t, rep.Run(NoBreaker).Requests, int64(sum(rep.Run(NoBreaker).Entry.Offered)*2), "the retries are taken")
+}
+
+// Every number of a scenario document is refused, naming its field, when
+// it is negative, beyond its bound, or too large for its type. A fault's
+// duration or period had no upper bound: one of 2562047h starting at 10s
+// ended, in int64 nanoseconds, before it began.
+func TestParseScenario_EveryNumberIsBounded(t *testing.T) {
+	huge := json.Number("9223372036854775807")
+	over := json.Number("1e400")
+	const hours = "2562047h" // the longest duration that parses
+	for _, c := range []struct {
+		field string
+		set   func(m doc, v any)
+		bad   []any
+	}{
+		{"duration", func(m doc, v any) { m["duration"] = v }, []any{"-1s", "0s", "61m", hours}},
+		{"seed", func(m doc, v any) { m["seed"] = v }, []any{-1, 1.5, json.Number("18446744073709551616"), over}},
+		{"entry.rate", func(m doc, v any) { at(m, "entry")["rate"] = v }, []any{-1, 0, 100001, over, "NaN"}},
+		{"entry.timeout", func(m doc, v any) { at(m, "entry")["timeout"] = v }, []any{"-1s", "0s", "11m", hours}},
+		{"tiers[0].workers", func(m doc, v any) { at(m, "tiers", 0)["workers"] = v }, []any{-1, 0, 100001, huge, over, 2.5}},
+		{"tiers[0].queue", func(m doc, v any) { at(m, "tiers", 0)["queue"] = v }, []any{-2, 10000001, huge, over}},
+		{"tiers[0].service.mean", func(m doc, v any) { at(m, "tiers", 0, "service")["mean"] = v }, []any{"-5ms", "0s", "11m", hours}},
+		{"tiers[1].service.p99", func(m doc, v any) { at(m, "tiers", 1, "service")["p99"] = v }, []any{"-1ms", "5ms", hours}},
+		{"tiers[0].calls[0].probability", func(m doc, v any) { at(m, "tiers", 0, "calls", 0)["probability"] = v }, []any{-0.5, 0, 1.5, over}},
+		{"tiers[0].calls[0].timeout", func(m doc, v any) { at(m, "tiers", 0, "calls", 0)["timeout"] = v }, []any{"-1s", "11m", hours}},
+		{"tiers[0].calls[0].retry.attempts", func(m doc, v any) { at(m, "tiers", 0, "calls", 0)["retry"] = doc{"attempts": v} }, []any{-1, 1, 11, huge, over}},
+		{"tiers[0].calls[0].retry.backoff", func(m doc, v any) { at(m, "tiers", 0, "calls", 0)["retry"] = doc{"attempts": 2, "backoff": v} }, []any{"-1s", "11m", hours}},
+		{"tiers[0].calls[0].retry.budget", func(m doc, v any) { at(m, "tiers", 0, "calls", 0)["retry"] = doc{"attempts": 2, "budget": v} }, []any{-0.1, 1.5, over}},
+		{"faults[0].start", func(m doc, v any) { at(m, "faults", 0)["start"] = v }, []any{"-1s", "30s", hours}},
+		{"faults[0].duration", func(m doc, v any) { at(m, "faults", 0)["duration"] = v }, []any{"-5s", "0s", "61m", hours}},
+		{"faults[0].every", func(m doc, v any) { f := at(m, "faults", 0); f["repeat"], f["every"] = 2, v }, []any{"-1s", "1s", "61m", hours}},
+		{"faults[0].repeat", func(m doc, v any) { f := at(m, "faults", 0); f["repeat"], f["every"] = v, "5s" }, []any{-1, 10001, huge, over}},
+		{"faults[0].error_rate", func(m doc, v any) { at(m, "faults", 0)["error_rate"] = v }, []any{-0.1, 1.5, over}},
+		{"faults[0].slow_fraction", func(m doc, v any) {
+			f := at(m, "faults", 0)
+			f["error_rate"], f["slow_fraction"], f["slow_latency"] = 0, v, "1s"
+		}, []any{-0.1, 1.5, over}},
+		{"faults[0].slow_latency", func(m doc, v any) { f := at(m, "faults", 0); f["slow_fraction"], f["slow_latency"] = 0.2, v }, []any{"-1s", "11m", hours}},
+		{"faults[0].added_latency", func(m doc, v any) { at(m, "faults", 0)["added_latency"] = v }, []any{"-1s", "11m", hours}},
+	} {
+		for _, v := range c.bad {
+			t.Run(fmt.Sprintf("%s=%v", c.field, v), func(t *testing.T) {
+				m := minimalDoc(t)
+				c.set(m, v)
+				data, err := json.Marshal(m)
+				require.NoError(t, err)
+				_, err = ParseScenario(data)
+				problemOf(t, err, c.field)
+			})
+		}
+	}
+}
+
+// A Scenario built in Go is held to the same bounds, NaN and infinities
+// included.
+func TestScenario_ValidateRefusesBadNumbersInGoValues(t *testing.T) {
+	nan, inf := math.NaN(), math.Inf(1)
+	const long = time.Duration(math.MaxInt64)
+	for _, c := range []struct {
+		field string
+		edit  func(s *Scenario)
+	}{
+		{"duration", func(s *Scenario) { s.Duration = long }},
+		{"duration", func(s *Scenario) { s.Duration = math.MinInt64 }},
+		{"entry.rate", func(s *Scenario) { s.Entry.Rate = nan }},
+		{"entry.rate", func(s *Scenario) { s.Entry.Rate = inf }},
+		{"entry.rate", func(s *Scenario) { s.Entry.Rate = -inf }},
+		{"entry.timeout", func(s *Scenario) { s.Entry.Timeout = long }},
+		{"tiers[0].workers", func(s *Scenario) { s.Tiers[0].Workers = math.MaxInt }},
+		{"tiers[0].queue", func(s *Scenario) { s.Tiers[0].Queue = math.MaxInt }},
+		{"tiers[0].queue", func(s *Scenario) { s.Tiers[0].Queue = math.MinInt }},
+		{"tiers[0].service.mean", func(s *Scenario) { s.Tiers[0].Service.Mean = long }},
+		{"tiers[0].calls[0].probability", func(s *Scenario) { s.Tiers[0].Calls[0].Probability = nan }},
+		{"tiers[0].calls[0].probability", func(s *Scenario) { s.Tiers[0].Calls[0].Probability = inf }},
+		{"tiers[0].calls[0].timeout", func(s *Scenario) { s.Tiers[0].Calls[0].Timeout = long }},
+		{"tiers[0].calls[0].retry.attempts", func(s *Scenario) { s.Tiers[0].Calls[0].Retry = &Retry{Attempts: math.MaxInt} }},
+		{"tiers[0].calls[0].retry.backoff", func(s *Scenario) { s.Tiers[0].Calls[0].Retry = &Retry{Attempts: 2, Backoff: long} }},
+		{"tiers[0].calls[0].retry.budget", func(s *Scenario) { s.Tiers[0].Calls[0].Retry = &Retry{Attempts: 2, Budget: nan} }},
+		{"tiers[0].calls[0].retry.budget", func(s *Scenario) { s.Tiers[0].Calls[0].Retry = &Retry{Attempts: 2, Budget: inf} }},
+		{"tiers[0].calls[0].policy.error_ratio", func(s *Scenario) { p := breaker.DefaultPolicy(); p.ErrorRatio = nan; s.Tiers[0].Calls[0].Policy = &p }},
+		{"policy.jitter", func(s *Scenario) { s.Policy.Jitter = inf }},
+		{"faults[0].start", func(s *Scenario) { s.Faults[0].Start = long }},
+		{"faults[0].start", func(s *Scenario) { s.Faults[0].Start = math.MinInt64 }},
+		{"faults[0].duration", func(s *Scenario) { s.Faults[0].Duration = long }},
+		{"faults[0].every", func(s *Scenario) { s.Faults[0].Repeat, s.Faults[0].Every = 10, long/2 }},
+		{"faults[0].repeat", func(s *Scenario) { s.Faults[0].Repeat, s.Faults[0].Every = math.MaxInt, time.Minute }},
+		{"faults[0].error_rate", func(s *Scenario) { s.Faults[0].ErrorRate = nan }},
+		{"faults[0].error_rate", func(s *Scenario) { s.Faults[0].ErrorRate = -inf }},
+		{"faults[0].slow_fraction", func(s *Scenario) { s.Faults[0].SlowFraction, s.Faults[0].SlowLatency = nan, time.Second }},
+		{"faults[0].slow_latency", func(s *Scenario) { s.Faults[0].SlowFraction, s.Faults[0].SlowLatency = 0.1, long }},
+		{"faults[0].added_latency", func(s *Scenario) { s.Faults[0].AddedLatency = long }},
+	} {
+		s := pair(10, 30*time.Second)
+		s.Faults = []Fault{{Tier: "back", Start: 10 * time.Second, Duration: 5 * time.Second, ErrorRate: 0.5}}
+		require.NoError(t, s.Validate())
+		c.edit(s)
+		problemOf(t, s.Validate(), c.field)
+	}
+}
+
+// The message of a ScenarioError lists a bounded number of problems: a
+// document of a thousand bad tiers made a message that grew with it, with
+// no place in a log line or a terminal, and so did the list of tier names
+// a problem quotes. Problems keeps them all.
+func TestScenarioError_MessageListsABoundedNumberOfProblems(t *testing.T) {
+	m := minimalDoc(t)
+	var tiers []any
+	for i := range 1000 {
+		tiers = append(tiers, doc{"name": fmt.Sprintf("t%d", i), "workers": 0, "service": doc{"mean": "1ms"}})
+	}
+	m["tiers"] = tiers
+	data, err := json.Marshal(m)
+	require.NoError(t, err)
+	_, err = ParseScenario(data)
+	var se *ScenarioError
+	require.ErrorAs(t, err, &se)
+	assert.Greater(t, len(se.Problems), 1000)
+	msg := err.Error()
+	assert.Less(t, len(msg), 4096)
+	assert.Equal(t, 20, strings.Count(msg, "; "), "20 problems, then the count of the rest")
+	assert.Contains(t, msg, fmt.Sprintf("; and %d more problems", len(se.Problems)-20))
 }

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/govkit/breaker"
-	"github.com/govkit/breaker/trace"
+	"github.com/govkit/breaker/calltrace"
 )
 
 // A TraceReport is what a candidate policy would have done with recorded
@@ -120,7 +120,7 @@ var recordedErrors = func() map[breaker.Outcome]error {
 }()
 
 // ReplayTrace reads a trace (the format of package
-// github.com/govkit/breaker/trace) and replays each key's calls, in the
+// github.com/govkit/breaker/calltrace) and replays each key's calls, in the
 // order they were made, through a breaker with the candidate's policy for
 // that key, on the trace's own time. The candidate is a group policy, as a
 // service runs: its override for the key, or for the key's method (the
@@ -136,7 +136,7 @@ func ReplayTrace(r io.Reader, candidate breaker.GroupPolicy) (*TraceReport, erro
 	if err := candidate.Validate(); err != nil {
 		return nil, err
 	}
-	dec := trace.NewDecoder(r)
+	dec := calltrace.NewDecoder(r)
 	var (
 		lists []callList
 		keys  []string
@@ -170,7 +170,7 @@ func ReplayTrace(r io.Reader, candidate breaker.GroupPolicy) (*TraceReport, erro
 		end = max(end, at+int64(rec.Duration))
 		n++
 		if rec.Duration > maxCallDuration {
-			return nil, &trace.LineError{Line: dec.Line(), Field: "d", Problem: fmt.Sprintf("a call of %v is longer than a replay takes (%v)", rec.Duration, maxCallDuration)}
+			return nil, &calltrace.LineError{Line: dec.Line(), Field: "d", Problem: fmt.Sprintf("a call of %v is longer than a replay takes (%v)", rec.Duration, maxCallDuration)}
 		}
 		c := traceCall{at: at, dur: uint32(rec.Duration.Microseconds()), outcome: rec.Outcome}
 		if rec.Probe {
@@ -257,17 +257,21 @@ func policyFor(gp breaker.GroupPolicy, key string) breaker.Policy {
 
 // callList collects one key's calls in chunks, so that reading a trace
 // of millions of calls copies each call once rather than every time a
-// slice outgrows its array.
+// slice outgrows its array. Chunks start small and grow with the list, up
+// to callChunk, so that a key called once takes little more than its call.
 type callList struct {
 	chunks [][]traceCall
 	n      int
 }
 
-const callChunk = 1 << 14
+const (
+	firstChunk = 16
+	callChunk  = 1 << 14
+)
 
 func (l *callList) add(c traceCall) {
-	if len(l.chunks) == 0 || len(l.chunks[len(l.chunks)-1]) == callChunk {
-		l.chunks = append(l.chunks, make([]traceCall, 0, callChunk))
+	if len(l.chunks) == 0 || len(l.chunks[len(l.chunks)-1]) == cap(l.chunks[len(l.chunks)-1]) {
+		l.chunks = append(l.chunks, make([]traceCall, 0, min(max(firstChunk, l.n), callChunk)))
 	}
 	last := &l.chunks[len(l.chunks)-1]
 	*last = append(*last, c)

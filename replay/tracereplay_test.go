@@ -5,19 +5,20 @@ import (
 	"encoding/xml"
 	"fmt"
 	"io"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/govkit/breaker"
-	"github.com/govkit/breaker/trace"
+	"github.com/govkit/breaker/calltrace"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
 var traceT0 = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 
-func traceOf(recs ...trace.Record) string {
+func traceOf(recs ...calltrace.Record) string {
 	var b strings.Builder
 	for _, r := range recs {
 		b.Write(r.AppendJSON(nil))
@@ -32,19 +33,19 @@ func tat(sec float64) time.Time { return traceT0.Add(time.Duration(sec * float64
 func TestReplayTrace_CounterfactualAccounting(t *testing.T) {
 	const k = "inventory.GetStock"
 	ms := time.Millisecond
-	var recs []trace.Record
+	var recs []calltrace.Record
 	for i := range 5 { // 0.0-0.4: five failures; the candidate opens after the fifth
-		recs = append(recs, trace.Record{Time: tat(0.1 * float64(i)), Key: k, Duration: 10 * ms, Outcome: breaker.Failure})
+		recs = append(recs, calltrace.Record{Time: tat(0.1 * float64(i)), Key: k, Duration: 10 * ms, Outcome: breaker.Failure})
 	}
 	recs = append(recs,
-		trace.Record{Time: tat(1), Key: k, Duration: 10 * ms, Outcome: breaker.Success}, // candidate open: success lost
-		trace.Record{Time: tat(2), Key: k, Duration: 10 * ms, Outcome: breaker.Success}, // success lost
-		trace.Record{Time: tat(3), Key: k, Duration: 10 * ms, Outcome: breaker.Timeout}, // failure avoided
-		trace.Record{Time: tat(4), Key: k, Refused: true},                               // refused by both
-		trace.Record{Time: tat(11), Key: k, Refused: true},                              // candidate half-open admits: unknown
-		trace.Record{Time: tat(12), Key: k, Duration: 10 * ms, Outcome: breaker.Success, Probe: true},
-		trace.Record{Time: tat(13), Key: k, Duration: 10 * ms, Outcome: breaker.Success},
-		trace.Record{Time: tat(13), Key: "pricing", Duration: 10 * ms, Outcome: breaker.Success},
+		calltrace.Record{Time: tat(1), Key: k, Duration: 10 * ms, Outcome: breaker.Success}, // candidate open: success lost
+		calltrace.Record{Time: tat(2), Key: k, Duration: 10 * ms, Outcome: breaker.Success}, // success lost
+		calltrace.Record{Time: tat(3), Key: k, Duration: 10 * ms, Outcome: breaker.Timeout}, // failure avoided
+		calltrace.Record{Time: tat(4), Key: k, Refused: true},                               // refused by both
+		calltrace.Record{Time: tat(11), Key: k, Refused: true},                              // candidate half-open admits: unknown
+		calltrace.Record{Time: tat(12), Key: k, Duration: 10 * ms, Outcome: breaker.Success, Probe: true},
+		calltrace.Record{Time: tat(13), Key: k, Duration: 10 * ms, Outcome: breaker.Success},
+		calltrace.Record{Time: tat(13), Key: "pricing", Duration: 10 * ms, Outcome: breaker.Success},
 	)
 	pol := breaker.DefaultPolicy()
 	pol.MinRequests, pol.OpenFor, pol.Jitter, pol.Probes = 5, 10*time.Second, 0, 1
@@ -94,13 +95,13 @@ func TestReplayTrace_CounterfactualAccounting(t *testing.T) {
 // Calls out of order (lines are written as calls end) replay as they
 // started, and the same trace gives the same report.
 func TestReplayTrace_OrderAndDeterminism(t *testing.T) {
-	var recs []trace.Record
+	var recs []calltrace.Record
 	for i := 0; i < 400; i++ {
 		o := breaker.Success
 		if i%3 != 0 {
 			o = breaker.Failure
 		}
-		recs = append(recs, trace.Record{Time: tat(float64(i) * 0.01), Key: "k", Duration: time.Duration(i%7) * time.Millisecond, Outcome: o})
+		recs = append(recs, calltrace.Record{Time: tat(float64(i) * 0.01), Key: "k", Duration: time.Duration(i%7) * time.Millisecond, Outcome: o})
 	}
 	fwd := traceOf(recs...)
 	for i, j := 0, len(recs)-1; i < j; i, j = i+1, j-1 {
@@ -116,9 +117,9 @@ func TestReplayTrace_OrderAndDeterminism(t *testing.T) {
 }
 
 func TestReplayTrace_BadTraceNamesLineAndField(t *testing.T) {
-	good := traceOf(trace.Record{Time: traceT0, Key: "k", Duration: time.Millisecond, Outcome: breaker.Success})
+	good := traceOf(calltrace.Record{Time: traceT0, Key: "k", Duration: time.Millisecond, Outcome: breaker.Success})
 	_, err := ReplayTrace(strings.NewReader(good+good+`{"t":1,"k":"k","d":"5ms","o":"success"}`+"\n"), breaker.GroupPolicy{})
-	var le *trace.LineError
+	var le *calltrace.LineError
 	require.ErrorAs(t, err, &le)
 	assert.Equal(t, 3, le.Line)
 	assert.Equal(t, "d", le.Field)
@@ -156,7 +157,7 @@ func (s *syntheticTrace) Read(p []byte) (int, error) {
 			s.n++
 			t := time.Duration(n) * time.Millisecond
 			key := n % 10
-			rec := trace.Record{Time: traceT0.Add(t), Key: syntheticKeys[key], Duration: time.Duration(5+n%17) * time.Millisecond, Outcome: breaker.Success}
+			rec := calltrace.Record{Time: traceT0.Add(t), Key: syntheticKeys[key], Duration: time.Duration(5+n%17) * time.Millisecond, Outcome: breaker.Success}
 			if key == 3 && t%(10*time.Minute) < 2*time.Minute && (n/10)%5 < 3 {
 				rec.Outcome = breaker.Timeout
 				rec.Duration = 600 * time.Millisecond
@@ -195,9 +196,9 @@ func BenchmarkReplayTrace(b *testing.B) {
 // override, its method's for a per-target key, or the default.
 func TestReplayTrace_PolicyPerKey(t *testing.T) {
 	tr := traceOf(
-		trace.Record{Time: traceT0, Key: "a", Duration: time.Millisecond, Outcome: breaker.Success},
-		trace.Record{Time: traceT0, Key: "b@10.0.0.7", Duration: time.Millisecond, Outcome: breaker.Success},
-		trace.Record{Time: traceT0, Key: "c", Duration: time.Millisecond, Outcome: breaker.Success},
+		calltrace.Record{Time: traceT0, Key: "a", Duration: time.Millisecond, Outcome: breaker.Success},
+		calltrace.Record{Time: traceT0, Key: "b@10.0.0.7", Duration: time.Millisecond, Outcome: breaker.Success},
+		calltrace.Record{Time: traceT0, Key: "c", Duration: time.Millisecond, Outcome: breaker.Success},
 	)
 	gp, err := breaker.ParseGroupPolicy([]byte(`{"default": {"min_requests": 7}, "overrides": {"b": {"min_requests": 5}, "c": {"probes": 1}}}`))
 	require.NoError(t, err)
@@ -233,27 +234,87 @@ func TestTraceReport_WriteSVG(t *testing.T) {
 	assert.NotContains(t, out, "Inf")
 }
 
+// Scenario: a trace's keys come from request data. One holding a
+// right-to-left override (U+202E) was written as it is to the text
+// report, which a terminal showed reversed, as another key, and to the
+// chart; one holding a control character made the chart XML that no
+// browser reads. Keys are written by ops.Printable in both.
+func TestTraceReport_KeysThatDoNotShowAsThemselvesAreEscaped(t *testing.T) {
+	const poser, ctl = "inventory.GetStock@\u202e7.0.0.01", "orders.Create\x01"
+	var recs []calltrace.Record
+	for i := range 30 {
+		for _, k := range []string{poser, ctl} {
+			recs = append(recs, calltrace.Record{Time: tat(0.1 * float64(i)), Key: k, Duration: time.Millisecond, Outcome: breaker.Failure})
+		}
+	}
+	rep, err := ReplayTrace(strings.NewReader(traceOf(recs...)), breaker.GroupPolicy{})
+	require.NoError(t, err)
+	require.Len(t, rep.Keys, 2)
+	assert.Equal(t, poser, rep.Keys[0].Key, "the report keeps the key itself")
+
+	var txt, svg bytes.Buffer
+	require.NoError(t, rep.WriteText(&txt))
+	require.NoError(t, rep.WriteSVG(&svg))
+	for name, out := range map[string]string{"text": txt.String(), "svg": svg.String()} {
+		assert.NotContains(t, out, "\u202e", name)
+		assert.NotContains(t, out, "\x01", name)
+	}
+	assert.Contains(t, txt.String(), "\n\"inventory.GetStock@\\u202e7.0.0.01\"\n")
+	assert.Contains(t, txt.String(), "\n\"orders.Create\\x01\"\n")
+	assert.Contains(t, svg.String(), `>&quot;inventory.GetStock@\u202e7.0.0.01&quot;</text>`)
+	assert.Contains(t, svg.String(), `>&quot;orders.Create\x01&quot;</text>`)
+	dec := xml.NewDecoder(&svg)
+	for {
+		_, err := dec.Token()
+		if err == io.EOF {
+			break
+		}
+		require.NoError(t, err, "the chart is XML")
+	}
+}
+
 func TestReplayTrace_Bounds(t *testing.T) {
 	day := traceOf(
-		trace.Record{Time: traceT0, Key: "k", Duration: time.Millisecond, Outcome: breaker.Success},
-		trace.Record{Time: traceT0.Add(25 * time.Hour), Key: "k", Duration: time.Millisecond, Outcome: breaker.Success},
+		calltrace.Record{Time: traceT0, Key: "k", Duration: time.Millisecond, Outcome: breaker.Success},
+		calltrace.Record{Time: traceT0.Add(25 * time.Hour), Key: "k", Duration: time.Millisecond, Outcome: breaker.Success},
 	)
 	_, err := ReplayTrace(strings.NewReader(day), breaker.GroupPolicy{})
 	assert.ErrorContains(t, err, "more than 24h0m0s")
 
 	_, err = ReplayTrace(strings.NewReader(`{"t":4503599627370497,"k":"k","d":1,"o":"success"}`), breaker.GroupPolicy{})
-	var le *trace.LineError
+	var le *calltrace.LineError
 	require.ErrorAs(t, err, &le)
 	assert.Equal(t, "t", le.Field)
+}
+
+// A trace's memory is its calls': each key read took a chunk of 16,384
+// calls (256 KiB) up front, so a trace of a few thousand keys called once
+// each (keys built from request data) took gigabytes.
+func TestReplayTrace_ManyKeysTakeMemoryForTheirCallsOnly(t *testing.T) {
+	const keys = 2000
+	var b strings.Builder
+	for i := range keys {
+		b.Write(calltrace.Record{Time: traceT0, Key: fmt.Sprintf("k%d", i), Duration: time.Millisecond, Outcome: breaker.Success}.AppendJSON(nil))
+		b.WriteByte('\n')
+	}
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	rep, err := ReplayTrace(strings.NewReader(b.String()), breaker.GroupPolicy{})
+	runtime.ReadMemStats(&after)
+	require.NoError(t, err)
+	assert.Len(t, rep.Keys, keys)
+	perKey := (after.TotalAlloc - before.TotalAlloc) / keys
+	t.Logf("%d bytes allocated per key", perKey)
+	assert.Less(t, perKey, uint64(32<<10), "bytes allocated per key of one call")
 }
 
 // FuzzReplayTrace checks that no trace makes the replay panic, and that
 // every recorded call lands in exactly one bucket of the accounting.
 func FuzzReplayTrace(f *testing.F) {
 	f.Add([]byte(traceOf(
-		trace.Record{Time: traceT0, Key: "k", Duration: time.Millisecond, Outcome: breaker.Failure},
-		trace.Record{Time: traceT0.Add(time.Second), Key: "k", Refused: true},
-		trace.Record{Time: traceT0.Add(2 * time.Second), Key: "k", Duration: time.Second, Outcome: breaker.Success, Probe: true},
+		calltrace.Record{Time: traceT0, Key: "k", Duration: time.Millisecond, Outcome: breaker.Failure},
+		calltrace.Record{Time: traceT0.Add(time.Second), Key: "k", Refused: true},
+		calltrace.Record{Time: traceT0.Add(2 * time.Second), Key: "k", Duration: time.Second, Outcome: breaker.Success, Probe: true},
 	)))
 	f.Add([]byte(`{"t":0,"k":"a","d":4294967295,"o":"timeout"}` + "\n" + `{"t":5,"k":"a@b","refused":true}`))
 	f.Fuzz(func(t *testing.T, data []byte) {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/govkit/breaker"
+	"github.com/govkit/breaker/ops"
 )
 
 // maxTracePanels bounds the keys WriteSVG draws: the ones with something
@@ -86,7 +87,7 @@ func (r *TraceReport) writeKeyPanel(p func(string, ...any), k *KeyReport, top in
 	y0 := float64(top + traceHeader + tracePanel)
 	y := func(v int) float64 { return y0 - float64(tracePanel)*float64(v)/float64(peak) }
 
-	p(`<text x="%d" y="%d" font-size="14" font-weight="bold">%s</text>`+"\n", plotLeft, top+18, esc(k.Key))
+	p(`<text x="%d" y="%d" font-size="14" font-weight="bold">%s</text>`+"\n", plotLeft, top+18, esc(ops.Printable(k.Key)))
 	p(`<text x="%d" y="%d" fill="#555">%s</text>`+"\n", plotLeft, top+36, esc(trunc("candidate: "+describePolicy(k.Policy), 140)))
 	summary := fmt.Sprintf("recorded %s calls, %s refused; the candidate refuses %s: failures avoided %s, successes lost %s; unknown %s",
 		thousands(int64(k.Calls)), thousands(int64(k.Refused)),

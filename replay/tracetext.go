@@ -7,18 +7,20 @@ import (
 	"time"
 
 	"github.com/govkit/breaker"
+	"github.com/govkit/breaker/ops"
 )
 
 // WriteText prints the report: per key, the counterfactual accounting,
 // when the recorded breaker refused calls and when the candidate opened
 // and closed, and a per-second chart in which quiet stretches (no
-// failure and no refusal on either side) fold into one line.
+// failure and no refusal on either side) fold into one line. Keys, which
+// came with requests, are written by [ops.Printable].
 func (r *TraceReport) WriteText(w io.Writer) error {
 	bw := bufio.NewWriter(w)
 	p := func(format string, args ...any) { fmt.Fprintf(bw, format, args...) }
 	p("trace     %s calls from %s, %s, %d keys\n", thousands(int64(r.Calls)), r.Start.Format(time.RFC3339), span(r.Length), len(r.Keys))
 	for _, k := range r.Keys {
-		p("\n%s\n", k.Key)
+		p("\n%s\n", ops.Printable(k.Key))
 		p("  policy     %s\n", describePolicy(k.Policy))
 		p("  recorded   %s calls, %s failed or timed out, %s refused, %d probes\n",
 			thousands(int64(k.Calls)), thousands(int64(k.Failed)), thousands(int64(k.Refused)), k.Probes)

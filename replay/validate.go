@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/govkit/breaker"
+	"github.com/govkit/breaker/ops"
 )
 
 // Validate reports every problem of s by the JSON path of its field, as a
@@ -26,6 +27,7 @@ func (s *Scenario) check(p *problems) {
 		p.add("duration", "must be at most %v, got %v", MaxDuration, s.Duration)
 	}
 	policyProblems(p, "policy", s.policy())
+	checkShows(p, "name", s.Name)
 
 	index := make(map[string]int, len(s.Tiers))
 	switch {
@@ -41,6 +43,7 @@ func (s *Scenario) check(p *problems) {
 			p.add(path+".name", "required")
 		case strings.Contains(t.Name, "->") || strings.ContainsAny(t.Name, " \t\n"):
 			p.add(path+".name", `must not contain "->" or spaces, got %q`, t.Name)
+		case !checkShows(p, path+".name", t.Name): // reported by checkShows
 		default:
 			if j, dup := index[t.Name]; dup {
 				p.add(path+".name", "%q is already the name of tiers[%d]", t.Name, j)
@@ -53,7 +56,9 @@ func (s *Scenario) check(p *problems) {
 	for i, t := range s.Tiers {
 		s.checkTier(p, fmt.Sprintf("tiers[%d]", i), t, index)
 	}
-	s.checkCycles(p, index)
+	if s.checkCycles(p, index) {
+		s.checkWork(p, index)
+	}
 	s.checkFaults(p, index)
 	s.checkCandidate(p)
 }
@@ -152,8 +157,9 @@ func (s *Scenario) checkTier(p *problems, path string, t Tier, index map[string]
 }
 
 // checkCycles refuses a chain in which a request could call itself: the
-// simulation would then never finish a request it started.
-func (s *Scenario) checkCycles(p *problems, index map[string]int) {
+// simulation would then never finish a request it started. It reports
+// whether the chain has no cycle.
+func (s *Scenario) checkCycles(p *problems, index map[string]int) bool {
 	const (
 		unseen = iota
 		active
@@ -192,6 +198,85 @@ func (s *Scenario) checkCycles(p *problems, index map[string]int) {
 			visit(i)
 		}
 	}
+	return !reported
+}
+
+// checkWork refuses a scenario that asks for more work than a run does in
+// minutes: more than MaxCallsPerRequest calls for one entry request, or
+// more than MaxTierRequests requests at all tiers. The chain has no cycle.
+func (s *Scenario) checkWork(p *problems, index map[string]int) {
+	entry, ok := index[s.Entry.Tier]
+	if !ok {
+		return
+	}
+	calls := s.callsPerRequest(index)[entry]
+	if calls > MaxCallsPerRequest {
+		p.add(fmt.Sprintf("tiers[%d].calls", entry), "a request at %s can make %s downstream calls (every call made, every retry tried), more than the %d one request may make",
+			s.Entry.Tier, countOrMore(calls), MaxCallsPerRequest)
+		return
+	}
+	rate, d := s.Entry.Rate, s.Duration
+	if !(rate > 0 && rate <= MaxRate) || d <= 0 || d > MaxDuration {
+		return // their own problems say it
+	}
+	if total := rate * d.Seconds() * float64(1+calls); total > MaxTierRequests {
+		p.add("entry.rate", "%v requests per second for %v, each making up to %d downstream calls, is %.0f requests at all tiers, more than the %d a run may simulate",
+			rate, d, calls, total, MaxTierRequests)
+	}
+}
+
+// callsPerRequest returns, for each tier, the most downstream calls one
+// request at it can make: each of its calls, as many times as it may be
+// tried, plus the calls of the tier called. The counts saturate at
+// maxCount, so that a chain whose count does not fit in 64 bits is
+// counted as asking for at least that many. The chain has no cycle.
+func (s *Scenario) callsPerRequest(index map[string]int) []uint64 {
+	counts := make([]uint64, len(s.Tiers))
+	done := make([]bool, len(s.Tiers))
+	var count func(i int) uint64
+	count = func(i int) uint64 {
+		if done[i] {
+			return counts[i]
+		}
+		var n uint64
+		for _, c := range s.Tiers[i].Calls {
+			k, ok := index[c.To]
+			if !ok || k == i {
+				continue // its own problem
+			}
+			tries := uint64(1)
+			if c.Retry != nil {
+				tries = uint64(min(max(c.Retry.Attempts, 1), MaxAttempts))
+			}
+			n = satAdd(n, satMul(tries, satAdd(1, count(k))))
+		}
+		counts[i], done[i] = n, true
+		return n
+	}
+	for i := range s.Tiers {
+		count(i)
+	}
+	return counts
+}
+
+// maxCount is where call counts saturate: far above every bound, and
+// small enough that the sum of two never overflows.
+const maxCount = 1 << 62
+
+func satAdd(a, b uint64) uint64 { return min(a+b, maxCount) }
+
+func satMul(a, b uint64) uint64 {
+	if a != 0 && b > maxCount/a {
+		return maxCount
+	}
+	return min(a*b, maxCount)
+}
+
+func countOrMore(n uint64) string {
+	if n >= maxCount {
+		return fmt.Sprintf("at least %d", uint64(maxCount))
+	}
+	return fmt.Sprint(n)
 }
 
 func (s *Scenario) checkFaults(p *problems, index map[string]int) {
@@ -211,14 +296,19 @@ func (s *Scenario) checkFaults(p *problems, index map[string]int) {
 		if f.Start < 0 || (s.Duration > 0 && f.Start >= s.Duration) {
 			p.add(path+".start", "must be in [0, duration (%v)), got %v", s.Duration, f.Start)
 		}
-		if f.Duration <= 0 {
+		switch {
+		case f.Duration <= 0:
 			p.add(path+".duration", "must be positive, got %v", f.Duration)
+		case f.Duration > MaxDuration:
+			p.add(path+".duration", "must be at most %v, got %v", MaxDuration, f.Duration)
 		}
 		switch {
 		case f.Repeat < 0 || f.Repeat > MaxFaultWindow:
 			p.add(path+".repeat", "must be in [0, %d], got %d", MaxFaultWindow, f.Repeat)
 		case f.Repeat > 1 && f.Every < f.Duration:
 			p.add(path+".every", "must be at least duration (%v) when repeat is %d, got %v", f.Duration, f.Repeat, f.Every)
+		case f.Repeat > 1 && f.Every > MaxDuration:
+			p.add(path+".every", "must be at most %v, got %v", MaxDuration, f.Every)
 		case f.Repeat <= 1 && f.Every != 0:
 			p.add(path+".every", "is set but repeat is %d; set repeat to make the fault recur", f.Repeat)
 		}
@@ -246,8 +336,9 @@ func (s *Scenario) checkFaults(p *problems, index map[string]int) {
 		default:
 			p.add(path+".outage", `must be "hang" or "refuse", got %q`, f.Outage)
 		}
-		if f.Duration <= 0 || f.Repeat < 0 || f.Repeat > MaxFaultWindow {
-			continue
+		if f.Start < 0 || f.Start > MaxDuration || f.Duration <= 0 || f.Duration > MaxDuration ||
+			f.Repeat < 0 || f.Repeat > MaxFaultWindow || f.Every < 0 || f.Every > MaxDuration {
+			continue // windows() would overflow; the problems are reported
 		}
 		for _, w := range f.windows() {
 			windows++
@@ -286,6 +377,7 @@ func (s *Scenario) checkCandidate(p *problems) {
 		return
 	}
 	policyProblems(p, "candidate.policy", c.Policy)
+	checkShows(p, "candidate.label", c.Label)
 	guarded := map[string]bool{}
 	for _, e := range s.calls() {
 		guarded[e.name] = !e.call.NoBreaker
@@ -323,7 +415,7 @@ func checkFraction(p *problems, field string, f float64) bool {
 	return true
 }
 
-// checkLatency reports a duration that is negative, beyond maxLatency, or
+// checkLatency reports a duration that is negative, beyond MaxLatency, or
 // zero when required. It returns whether d is usable.
 func checkLatency(p *problems, field string, d time.Duration, required bool) bool {
 	switch {
@@ -331,26 +423,50 @@ func checkLatency(p *problems, field string, d time.Duration, required bool) boo
 		p.add(field, "required: a positive duration")
 	case d < 0:
 		p.add(field, "must not be negative, got %v", d)
-	case d > maxLatency:
-		p.add(field, "must be at most %v, got %v", maxLatency, d)
+	case d > MaxLatency:
+		p.add(field, "must be at most %v, got %v", MaxLatency, d)
 	default:
 		return true
 	}
 	return false
 }
 
+// checkShows reports whether the name shows as it is, as the reports
+// and charts write it: a right-to-left override (U+202E) would make it
+// read reversed there, as another name, and a control character would
+// make the chart XML that no browser reads. An empty name is left to the
+// caller.
+func checkShows(p *problems, field, name string) bool {
+	if name == "" || ops.Printable(name) == name {
+		return true
+	}
+	p.add(field, "must show as it is (no control, format or invisible characters), got %s", ops.Printable(name))
+	return false
+}
+
+// tierNames lists the tiers for a message, each by ops.Printable: the
+// names may be the ones at fault.
 func (s *Scenario) tierNames() string {
 	names := make([]string, len(s.Tiers))
 	for i, t := range s.Tiers {
-		names[i] = t.Name
+		names[i] = ops.Printable(t.Name)
 	}
-	return strings.Join(names, ", ")
+	return listNames(names)
 }
 
 func (s *Scenario) callNames() string {
 	var names []string
 	for _, e := range s.calls() {
-		names = append(names, e.name)
+		names = append(names, ops.Printable(e.name))
 	}
-	return strings.Join(names, ", ")
+	return listNames(names)
+}
+
+// listNames joins the first maxListed names, and says how many there are
+// if there are more.
+func listNames(names []string) string {
+	if len(names) <= maxListed {
+		return strings.Join(names, ", ")
+	}
+	return fmt.Sprintf("%s, … (%d in all)", strings.Join(names[:maxListed], ", "), len(names))
 }

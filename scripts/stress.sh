@@ -29,7 +29,7 @@ step() {
 step go test -race -timeout 0 -count="$count" -run 'TestRace_' .
 step go test -race -timeout 0 -count=1 -run 'TestModel' . -rapid.checks="$checks"
 step go test -race -timeout 0 -count="$count" -run 'TestChaos' ./breakerhttp/
-step bash -c "cd grpc && go test -race -timeout 0 -count=$count -run 'TestChaos' ./..."
+step bash -c "cd breakergrpc && go test -race -timeout 0 -count=$count -run 'TestChaos' ./..."
 
 # Every fuzz target, one at a time (go test -fuzz takes one target per run).
 fuzz() {
@@ -42,6 +42,6 @@ fuzz() {
 }
 fuzz . .
 fuzz . ./breakerhttp/
-fuzz grpc .
+fuzz breakergrpc .
 if [ -f replay/go.mod ]; then fuzz replay .; else fuzz . ./replay/; fi
 echo "stress: all passed"

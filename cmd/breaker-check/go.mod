@@ -9,4 +9,7 @@ require (
 	go.uber.org/goleak v1.3.0
 )
 
-require go.yaml.in/yaml/v3 v3.0.5 // indirect
+require (
+	github.com/benbjohnson/clock v1.3.5 // indirect
+	go.yaml.in/yaml/v3 v3.0.5 // indirect
+)

@@ -32,6 +32,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"os"
 	"strings"
@@ -107,10 +108,27 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if *top < 1 {
 		return fail("-top must be at least 1, got %d", *top)
 	}
+	for _, f := range []struct {
+		name string
+		v    float64
+	}{{"-fault-errors", *faultErr}, {"-fault-timeouts", *faultTO}} {
+		if !(f.v >= 0 && f.v <= 1) {
+			return fail("%s must be a share of calls in [0, 1], got %v", f.name, f.v)
+		}
+	}
+	if *faultErr+*faultTO > 1 {
+		return fail("-fault-errors and -fault-timeouts must add up to at most 1, got %v + %v", *faultErr, *faultTO)
+	}
+	if !(*maxFalse > 0) || math.IsInf(*maxFalse, 1) {
+		return fail("-max-false-trips must be a positive number, got %v", *maxFalse)
+	}
+	if *faultFor <= 0 || *faultFor > maxFaultFor {
+		return fail("-fault-for must be in (0, %v], got %v", maxFaultFor, *faultFor)
+	}
 
 	var w check.Workload
 	if *trafficFile != "" {
-		data, err := os.ReadFile(*trafficFile)
+		data, err := readInput("-traffic", *trafficFile, maxInput)
 		if err != nil {
 			return fail("%v", err)
 		}
@@ -128,7 +146,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		gp = check.PoliciesFromSnapshot(snap)
 	}
 	if *policyFile != "" {
-		data, err := os.ReadFile(*policyFile)
+		data, err := readInput("-policy", *policyFile, breaker.MaxPolicyDocumentSize)
 		if err != nil {
 			return fail("%v", err)
 		}
@@ -140,9 +158,6 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if opt.Fault == (check.Fault{}) {
 		return fail("-fault-errors and -fault-timeouts are both 0: there is no fault to judge")
 	}
-	if *maxFalse <= 0 {
-		return fail("-max-false-trips must be positive, got %v", *maxFalse)
-	}
 	rep, err := check.Group(gp, w, opt)
 	if err != nil {
 		return fail("%v", err)
@@ -151,18 +166,18 @@ func run(args []string, stdout, stderr io.Writer) int {
 	var sugg []keySuggestions
 	if *suggest {
 		cfg := suggestConfig{fault: opt.Fault, faultFor: *faultFor, seed: *seed, maxFalse: *maxFalse, top: *top}
-		if err := cfg.validate(); err != nil {
-			return fail("%v", err)
-		}
 		want, err := pickKeys(rep, *keys)
 		if err != nil {
 			return fail("%v", err)
+		}
+		if len(want) > maxSuggestKeys {
+			return fail("-suggest replays each key for seconds, and %d keys are more than the %d it takes at a time: name some with -key", len(want), maxSuggestKeys)
 		}
 		start := time.Now()
 		for _, kr := range want {
 			s, err := suggestFor(kr, cfg)
 			if err != nil {
-				return fail("-suggest %s: %v", kr.Key, err)
+				return fail("-suggest %s: %v", ops.Printable(kr.Key), err)
 			}
 			sugg = append(sugg, s)
 		}
@@ -209,6 +224,28 @@ func run(args []string, stdout, stderr io.Writer) int {
 	return exitOK
 }
 
+// maxInput is the most the command reads of a traffic document or a
+// snapshot: far beyond a workload of check.MaxKeys keys, and a bound on
+// what a path to a device or a runaway file costs.
+const maxInput = 64 << 20
+
+// readInput reads the file given to flag, or refuses it past limit bytes.
+func readInput(flag, path string, limit int64) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", flag, err)
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", flag, err)
+	}
+	if int64(len(data)) > limit {
+		return nil, fmt.Errorf("%s %s: more than %d bytes, the most it reads", flag, path, limit)
+	}
+	return data, nil
+}
+
 // readSnapshot reads an ops.GroupSnapshot from a file or an http(s) URL.
 // Fields the checker does not know (a newer service's) are skipped.
 func readSnapshot(src string) (ops.GroupSnapshot, error) {
@@ -228,12 +265,15 @@ func readSnapshot(src string) (ops.GroupSnapshot, error) {
 		if resp.StatusCode != http.StatusOK {
 			return ops.GroupSnapshot{}, fmt.Errorf("-snapshot: %s answered %s", src, resp.Status)
 		}
-		if data, err = io.ReadAll(io.LimitReader(resp.Body, 64<<20)); err != nil {
+		if data, err = io.ReadAll(io.LimitReader(resp.Body, maxInput+1)); err != nil {
 			return ops.GroupSnapshot{}, fmt.Errorf("-snapshot: %v", err)
+		}
+		if len(data) > maxInput {
+			return ops.GroupSnapshot{}, fmt.Errorf("-snapshot: %s answered more than %d bytes, the most it reads", src, maxInput)
 		}
 	} else {
 		var err error
-		if data, err = os.ReadFile(src); err != nil {
+		if data, err = readInput("-snapshot", src, maxInput); err != nil {
 			return ops.GroupSnapshot{}, err
 		}
 	}

@@ -1,10 +1,10 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"flag"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -15,6 +15,7 @@ import (
 
 	"github.com/govkit/breaker"
 	"github.com/govkit/breaker/check"
+	"github.com/govkit/breaker/internal/testutil"
 	"github.com/govkit/breaker/ops"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -27,30 +28,16 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
 
+// runCmd runs the command with args and returns its exit code and output.
 func runCmd(t *testing.T, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
-	var out, errOut bytes.Buffer
-	code = run(args, &out, &errOut)
-	return code, out.String(), errOut.String()
+	return testutil.RunCommand(t, run, args...)
 }
 
-func writeFile(t *testing.T, name, content string) string {
-	t.Helper()
-	path := filepath.Join(t.TempDir(), name)
-	require.NoError(t, os.WriteFile(path, []byte(content), 0o644))
-	return path
-}
-
+// golden compares got with testdata/name, or rewrites it under -update.
 func golden(t *testing.T, name, got string) {
 	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		require.NoError(t, os.WriteFile(path, []byte(got), 0o644))
-		return
-	}
-	want, err := os.ReadFile(path)
-	require.NoError(t, err, "go test -update writes it")
-	assert.Equal(t, string(want), got, "differs from %s (go test -update rewrites it after review)", path)
+	testutil.Golden(t, filepath.Join("testdata", name), got, *update)
 }
 
 // TestServicePolicy is the README's example: the example service's policy
@@ -64,10 +51,10 @@ func TestServicePolicy(t *testing.T) {
 }
 
 func TestExitCodes(t *testing.T) {
-	quiet := writeFile(t, "quiet.json", `{"keys": {"reports.Export": {"rate": 1, "deadline": "1s"}}}`)
-	busy := writeFile(t, "busy.json", `{"keys": {"orders.Create": {"rate": 300, "p50": "10ms", "p99": "50ms", "deadline": "1s", "instances": 3}}}`)
-	noJitter := writeFile(t, "nojitter.json", `{"default": {"jitter": 0}}`)
-	def := writeFile(t, "default.json", `{"default": {}}`)
+	quiet := testutil.WriteFile(t, "quiet.json", `{"keys": {"reports.Export": {"rate": 1, "deadline": "1s"}}}`)
+	busy := testutil.WriteFile(t, "busy.json", `{"keys": {"orders.Create": {"rate": 300, "p50": "10ms", "p99": "50ms", "deadline": "1s", "instances": 3}}}`)
+	noJitter := testutil.WriteFile(t, "nojitter.json", `{"default": {"jitter": 0}}`)
+	def := testutil.WriteFile(t, "default.json", `{"default": {}}`)
 
 	code, stdout, _ := runCmd(t, "-policy", def, "-traffic", quiet)
 	assert.Equal(t, exitFindings, code, "a key that can never trip is an error")
@@ -89,8 +76,8 @@ func TestExitCodes(t *testing.T) {
 }
 
 func TestBadInput(t *testing.T) {
-	def := writeFile(t, "default.json", `{"default": {}}`)
-	traffic := writeFile(t, "traffic.json", `{"keys": {"a": {"rate": 1}}}`)
+	def := testutil.WriteFile(t, "default.json", `{"default": {}}`)
+	traffic := testutil.WriteFile(t, "traffic.json", `{"keys": {"a": {"rate": 1}}}`)
 	for _, c := range []struct {
 		name string
 		args []string
@@ -98,15 +85,15 @@ func TestBadInput(t *testing.T) {
 	}{
 		{"no traffic", []string{"-policy", def}, "give -traffic, -snapshot or both"},
 		{"no policy", []string{"-traffic", traffic}, "give -policy, or -snapshot"},
-		{"bad policy", []string{"-policy", writeFile(t, "p.json", `{"default": {"window": "-1s"}}`), "-traffic", traffic}, "default.window: must be positive"},
-		{"bad traffic", []string{"-policy", def, "-traffic", writeFile(t, "t.json", `{"keys": {"a": {"p99": "soon"}}}`)}, `keys["a"].p99: must be a duration string`},
+		{"bad policy", []string{"-policy", testutil.WriteFile(t, "p.json", `{"default": {"window": "-1s"}}`), "-traffic", traffic}, "default.window: must be positive"},
+		{"bad traffic", []string{"-policy", def, "-traffic", testutil.WriteFile(t, "t.json", `{"keys": {"a": {"p99": "soon"}}}`)}, `keys["a"].p99: must be a duration string`},
 		{"missing file", []string{"-policy", "nope.json", "-traffic", traffic}, "nope.json"},
 		{"bad severity", []string{"-policy", def, "-traffic", traffic, "-fail-on", "loud"}, "-fail-on: want info, warning or error"},
 		{"bad fault", []string{"-policy", def, "-traffic", traffic, "-fault-errors", "0.9"}, "add up to at most 1"},
 		{"no fault", []string{"-policy", def, "-traffic", traffic, "-fault-errors", "0", "-fault-timeouts", "0"}, "no fault to judge"},
 		{"argument", []string{"-policy", def, "-traffic", traffic, "extra"}, `unexpected argument "extra"`},
 		{"unknown key", []string{"-policy", def, "-traffic", traffic, "-suggest", "-key", "b"}, `-key: "b" has no traffic described`},
-		{"bad snapshot", []string{"-snapshot", writeFile(t, "s.json", `[1]`)}, "not a /breakers snapshot"},
+		{"bad snapshot", []string{"-snapshot", testutil.WriteFile(t, "s.json", `[1]`)}, "not a /breakers snapshot"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			code, _, stderr := runCmd(t, c.args...)
@@ -154,11 +141,11 @@ func TestSnapshotURL(t *testing.T) {
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /breakers", func(w http.ResponseWriter, _ *http.Request) {
-		_ = json.NewEncoder(w).Encode(ops.Snapshot(g, ops.Thresholds{}))
+		_ = json.NewEncoder(w).Encode(ops.Snapshot(g, ops.Thresholds{}, nil))
 	})
 	srv := httptest.NewServer(mux)
 	defer srv.Close()
-	latency := writeFile(t, "latency.json", `{"defaults": {"p50": "5ms", "p99": "20ms", "deadline": "1s"}}`)
+	latency := testutil.WriteFile(t, "latency.json", `{"defaults": {"p50": "5ms", "p99": "20ms", "deadline": "1s"}}`)
 
 	code, stdout, stderr := runCmd(t, "-snapshot", srv.URL+"/breakers", "-traffic", latency)
 	assert.Equal(t, exitFindings, code, stderr)
@@ -168,6 +155,40 @@ func TestSnapshotURL(t *testing.T) {
 	code, _, stderr = runCmd(t, "-snapshot", srv.URL+"/missing", "-traffic", latency)
 	assert.Equal(t, exitUsage, code)
 	assert.Contains(t, stderr, "answered 404")
+}
+
+// Scenario: a key of a service's snapshot, taken from request data,
+// held a right-to-left override (U+202E), and the report and the
+// suggestions wrote it as it is, so that the terminal showed it reversed,
+// as the name of another breaker. Keys are written by ops.Printable, on
+// standard output and in the messages on standard error.
+func TestSnapshotKeysThatDoNotShowAsThemselvesAreEscaped(t *testing.T) {
+	const poser = "ledger.Post@\u202e7.0.0.01"
+	g, err := breaker.NewGroup(breaker.GroupConfig{})
+	require.NoError(t, err)
+	for i := 0; i < 2; i++ {
+		require.NoError(t, g.Do(context.Background(), poser, func(context.Context) error { return nil }))
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /breakers", func(w http.ResponseWriter, _ *http.Request) {
+		_ = json.NewEncoder(w).Encode(ops.Snapshot(g, ops.Thresholds{}, nil))
+	})
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	latency := testutil.WriteFile(t, "latency.json", `{"defaults": {"p50": "5ms", "p99": "20ms", "deadline": "1s"}}`)
+
+	code, stdout, stderr := runCmd(t, "-snapshot", srv.URL+"/breakers", "-traffic", latency, "-suggest", "-top", "1")
+	require.Equal(t, exitFindings, code, stderr)
+	assert.NotContains(t, stdout, "\u202e")
+	assert.Contains(t, stdout, "\n\"ledger.Post@\\u202e7.0.0.01\"  (")
+	assert.Contains(t, stdout, "; policy default)")
+	assert.Contains(t, stdout, "\nsuggestions for \"ledger.Post@\\u202e7.0.0.01\": ")
+
+	_, err = g.Get("idle\u200b") // no calls: no traffic to replay
+	require.NoError(t, err)
+	code, _, stderr = runCmd(t, "-snapshot", srv.URL+"/breakers", "-traffic", latency, "-suggest")
+	require.Equal(t, exitUsage, code)
+	assert.Contains(t, stderr, `breaker-check: -suggest "idle\u200b": the key has no traffic`)
 }
 
 // TestSuggest_DeterministicAndQuick: -suggest gives the same answer for
@@ -180,7 +201,7 @@ func TestSuggest_DeterministicAndQuick(t *testing.T) {
 	took := time.Since(start)
 	require.Equal(t, exitOK, code, stderr)
 	t.Logf("suggestions in %v", took)
-	if !raceEnabled {
+	if !testutil.RaceEnabled {
 		assert.Less(t, took, 10*time.Second)
 	}
 	_, second, _ := runCmd(t, args...)
@@ -255,4 +276,109 @@ func TestREADMEShowsRealOutput(t *testing.T) {
 	want, err := os.ReadFile(filepath.Join("testdata", "service.golden"))
 	require.NoError(t, err)
 	assert.Contains(t, string(readme), "```\n"+string(want)+"```\n", "README.md's \"Checking a policy\" output differs from testdata/service.golden")
+}
+
+// Every numeric flag refuses NaN, infinities, negative numbers and
+// numbers beyond its type or its range with exit 2 and a message that
+// names it, before any work is done.
+func TestNumericFlags_BadValuesAreRefused(t *testing.T) {
+	def := testutil.WriteFile(t, "default.json", `{"default": {}}`)
+	traffic := testutil.WriteFile(t, "traffic.json", `{"keys": {"a": {"rate": 300, "p50": "10ms", "p99": "50ms", "deadline": "1s"}}}`)
+	for flag, bad := range map[string][]string{
+		"-fault-errors":    {"NaN", "Inf", "-Inf", "-0.1", "1.5", "1e400", "x"},
+		"-fault-timeouts":  {"NaN", "Inf", "-Inf", "-0.1", "1.5", "1e400", "x"},
+		"-max-false-trips": {"NaN", "Inf", "+Inf", "-Inf", "-1", "0", "1e400", "x"},
+		"-top":             {"-1", "0", "99999999999999999999", "1.5", "x"},
+		"-seed":            {"-1", "18446744073709551616", "1.5", "x"},
+		"-fault-for":       {"-1s", "0s", "11m", "2562048h", "NaN", "x"},
+	} {
+		for _, v := range bad {
+			t.Run(flag+"="+v, func(t *testing.T) {
+				code, stdout, stderr := runCmd(t, "-policy", def, "-traffic", traffic, flag+"="+v)
+				assert.Equal(t, exitUsage, code)
+				assert.Empty(t, stdout, "nothing is checked")
+				assert.Contains(t, testutil.FirstLine(stderr), flag)
+			})
+		}
+	}
+}
+
+// -max-false-trips NaN was accepted, and no expected count is above NaN:
+// a policy expected to trip falsely 768 times a day passed -fail-on
+// warning.
+func TestMaxFalseTripsNaNIsRefused(t *testing.T) {
+	pol := testutil.WriteFile(t, "p.json", `{"default": {"error_ratio": 0.05}}`)
+	traffic := testutil.WriteFile(t, "t.json", `{"keys": {"orders.Create": {"rate": 300, "p50": "10ms", "p99": "50ms", "error_ratio": 0.035, "deadline": "1s", "instances": 3}}}`)
+	code, stdout, _ := runCmd(t, "-policy", pol, "-traffic", traffic, "-fail-on", "warning")
+	assert.Equal(t, exitFindings, code)
+	assert.Contains(t, stdout, "warning  false_trips")
+	code, _, stderr := runCmd(t, "-policy", pol, "-traffic", traffic, "-fail-on", "warning", "-max-false-trips", "NaN")
+	assert.Equal(t, exitUsage, code)
+	assert.Equal(t, "breaker-check: -max-false-trips must be a positive number, got NaN", testutil.FirstLine(stderr))
+}
+
+// A worker count too large for the replay's arithmetic was accepted and
+// overflowed to a pool of 8; it is refused with its path.
+func TestSuggest_HugeWorkerCountIsRefused(t *testing.T) {
+	def := testutil.WriteFile(t, "default.json", `{"default": {}}`)
+	traffic := testutil.WriteFile(t, "t.json", `{"keys": {"a": {"rate": 40, "p50": "4ms", "p99": "25ms", "workers": 9223372036854775807}}}`)
+	code, _, stderr := runCmd(t, "-policy", def, "-traffic", traffic, "-suggest")
+	assert.Equal(t, exitUsage, code)
+	assert.Contains(t, stderr, `keys["a"].workers: must be in [0, 100000], got 9223372036854775807`)
+}
+
+// A key whose traffic or policy a replay cannot hold gets a message in
+// the key's own terms, not in those of the scenario built for it.
+func TestSuggest_UnreplayableKeyIsNamedInItsOwnTerms(t *testing.T) {
+	def := testutil.WriteFile(t, "default.json", `{"default": {}}`)
+	slow := testutil.WriteFile(t, "slow.json", `{"keys": {"batch.Run": {"rate": 3, "p50": "20m", "p99": "40m", "deadline": "1h"}}}`)
+	code, _, stderr := runCmd(t, "-policy", def, "-traffic", slow, "-suggest")
+	assert.Equal(t, exitUsage, code)
+	assert.Equal(t, "breaker-check: -suggest batch.Run: the key's deadline (1h0m0s) is longer than a replayed call may take (10m0s)", testutil.FirstLine(stderr))
+
+	long := testutil.WriteFile(t, "long.json", `{"default": {"window": "1h", "buckets": 10}}`)
+	code, _, stderr = runCmd(t, "-policy", long, "-traffic", "testdata/service-traffic.json", "-suggest", "-key", "inventory.GetStock")
+	assert.Equal(t, exitUsage, code)
+	assert.Contains(t, testutil.FirstLine(stderr), "the policy's window (1h0m0s) and cooldowns need a replay of 2h")
+}
+
+// -suggest replays each key for seconds: past maxSuggestKeys it asks for
+// -key rather than run for hours.
+func TestSuggest_KeysAreBounded(t *testing.T) {
+	var b strings.Builder
+	b.WriteString(`{"defaults": {"rate": 5}, "keys": {`)
+	for i := range maxSuggestKeys + 1 {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, `"k%d": {}`, i)
+	}
+	b.WriteString("}}")
+	traffic := testutil.WriteFile(t, "many.json", b.String())
+	def := testutil.WriteFile(t, "default.json", `{"default": {}}`)
+	code, _, stderr := runCmd(t, "-policy", def, "-traffic", traffic, "-suggest")
+	assert.Equal(t, exitUsage, code)
+	assert.Contains(t, testutil.FirstLine(stderr), "101 keys are more than the 100 it takes at a time: name some with -key")
+}
+
+// A file given to the command is read only so far: a path to a device
+// that never ends (or a runaway file) is refused, not read into memory.
+func TestInputFiles_AreReadOnlySoFar(t *testing.T) {
+	if _, err := os.Stat("/dev/zero"); err != nil {
+		t.Skip("no /dev/zero")
+	}
+	def := testutil.WriteFile(t, "default.json", `{"default": {}}`)
+	traffic := testutil.WriteFile(t, "traffic.json", `{"keys": {"a": {"rate": 1}}}`)
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-policy", "/dev/zero", "-traffic", traffic}, "-policy /dev/zero: more than 1048576 bytes"},
+		{[]string{"-policy", def, "-traffic", "/dev/zero"}, "-traffic /dev/zero: more than 67108864 bytes"},
+		{[]string{"-snapshot", "/dev/zero"}, "-snapshot /dev/zero: more than 67108864 bytes"},
+	} {
+		code, _, stderr := runCmd(t, c.args...)
+		assert.Equal(t, exitUsage, code)
+		assert.Contains(t, testutil.FirstLine(stderr), c.want)
+	}
 }

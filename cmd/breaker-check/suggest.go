@@ -11,6 +11,7 @@ import (
 
 	"github.com/govkit/breaker"
 	"github.com/govkit/breaker/check"
+	"github.com/govkit/breaker/ops"
 	"github.com/govkit/breaker/replay"
 )
 
@@ -45,15 +46,13 @@ type suggestConfig struct {
 	top      int
 }
 
-func (c suggestConfig) validate() error {
-	if c.faultFor <= 0 || c.faultFor > 10*time.Minute {
-		return fmt.Errorf("-fault-for must be in (0, 10m], got %v", c.faultFor)
-	}
-	return nil
-}
-
 // Limits that keep a suggestion within a few seconds of wall time.
 const (
+	// maxFaultFor bounds -fault-for, the fault each candidate is
+	// replayed through.
+	maxFaultFor = 10 * time.Minute
+	// maxSuggestKeys bounds the keys one -suggest replays.
+	maxSuggestKeys = 100
 	// maxSimRate is the highest rate a replay runs at. A busier key is
 	// replayed at this rate with the caller's workers, MinRequests and
 	// ErrorCount scaled down alike (the last two to no fewer than
@@ -119,10 +118,26 @@ func suggestFor(kr check.KeyReport, cfg suggestConfig) (keySuggestions, error) {
 	if t.Rate <= 0 {
 		return out, fmt.Errorf("the key has no traffic (rate 0) to replay")
 	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"deadline", t.Deadline}, {"p50", t.P50}, {"p99", t.P99}} {
+		if d.v > replay.MaxLatency {
+			return out, fmt.Errorf("the key's %s (%v) is longer than a replayed call may take (%v)", d.name, d.v, replay.MaxLatency)
+		}
+	}
+	if n := replayLength(cur, cfg); n > replay.MaxDuration {
+		return out, fmt.Errorf("the policy's window (%v) and cooldowns need a replay of %v, longer than the %v a replay covers", cur.Window, n, replay.MaxDuration)
+	}
 	out.SimRate = math.Min(t.Rate, maxSimRate)
 	tie := ties{lost: math.Max(1, 0.01*t.Rate*cfg.faultFor.Seconds()), falseTrips: 0.01 * cfg.maxFalse}
 	out.Tie = tie.lost
-	cands := grid(cur, t)
+	var cands []breaker.Policy
+	for _, p := range grid(cur, t) {
+		if replayLength(p, cfg) <= replay.MaxDuration {
+			cands = append(cands, p)
+		}
+	}
 	var results []candidate
 	try := func(p breaker.Policy) (candidate, error) {
 		c, err := replayOne(p, t, cfg)
@@ -143,7 +158,7 @@ func suggestFor(kr check.KeyReport, cfg suggestConfig) (keySuggestions, error) {
 	out.Current = results[0]
 	// One more candidate: every single change that beat the current
 	// policy, together.
-	if combo, ok := combine(cur, results, tie); ok && !seen(cands, combo) {
+	if combo, ok := combine(cur, results, tie); ok && !seen(cands, combo) && replayLength(combo, cfg) <= replay.MaxDuration {
 		if _, err := try(combo); err != nil {
 			return out, err
 		}
@@ -344,16 +359,17 @@ func scenario(p breaker.Policy, t check.Traffic, cfg suggestConfig) (*replay.Sce
 		deadline = time.Second
 	}
 	svc := service(t)
-	workers := t.Workers
+	workers := float64(t.Workers)
 	if workers <= 0 {
 		// Four times the calls in flight on a healthy day, and at least
 		// eight: a pool sized for the traffic with room for a spike.
-		workers = int(math.Ceil(4 * t.Rate * (svc.Mean + time.Millisecond).Seconds()))
+		workers = math.Ceil(4 * t.Rate * (svc.Mean + time.Millisecond).Seconds())
 	}
-	workers = max(8, int(math.Ceil(float64(workers)*scale)))
+	// Clamped as a float: a pool too large for an int is the largest a
+	// replay has, not an overflow.
+	pool := int(min(max(8, math.Ceil(workers*scale)), replay.MaxWorkers))
 
-	lead := max(2*p.Window, 10*time.Second).Round(time.Second)
-	tail := min(p.MaxOpenFor+p.OpenFor+10*time.Second, maxTail).Round(time.Second)
+	lead, tail := phases(p)
 	dur := lead + cfg.faultFor + tail
 	down := "downstream"
 	var faults []replay.Fault
@@ -373,7 +389,7 @@ func scenario(p breaker.Policy, t check.Traffic, cfg suggestConfig) (*replay.Sce
 		Seed:     cfg.seed,
 		Entry:    replay.Entry{Tier: "caller", Rate: rate, Arrivals: replay.Poisson, Timeout: deadline},
 		Tiers: []replay.Tier{{
-			Name: "caller", Workers: workers, Queue: replay.Unbounded,
+			Name: "caller", Workers: pool, Queue: replay.Unbounded,
 			Service: replay.Service{Dist: replay.Constant, Mean: time.Millisecond},
 			Calls:   []replay.Call{{To: down, Probability: 1, Timeout: deadline, Fallback: t.Fallback, Policy: &sp}},
 		}, {
@@ -385,8 +401,25 @@ func scenario(p breaker.Policy, t check.Traffic, cfg suggestConfig) (*replay.Sce
 	return s, scale, lead
 }
 
+// phases are the replay's stretches before the fault (two windows, so
+// that the breaker judges a full one of healthy calls) and after it (the
+// cooldowns, for the breaker to recover), for policy p.
+func phases(p breaker.Policy) (lead, tail time.Duration) {
+	lead = max(2*p.Window, 10*time.Second).Round(time.Second)
+	tail = min(p.MaxOpenFor+p.OpenFor+10*time.Second, maxTail).Round(time.Second)
+	return lead, tail
+}
+
+// replayLength is how long a replay of policy p through the fault runs.
+func replayLength(p breaker.Policy, cfg suggestConfig) time.Duration {
+	lead, tail := phases(p)
+	return lead + cfg.faultFor + tail
+}
+
 // service is the downstream's latency: a lognormal with the traffic's
-// median and 99th percentile, or 10 ms when it has none.
+// median and 99th percentile, or 10 ms when it has none. A mean beyond
+// what a replay takes (a 99th percentile tens of thousands of times the
+// median) is the longest it takes.
 func service(t check.Traffic) replay.Service {
 	if t.P50 <= 0 || t.P99 <= t.P50 {
 		mean := t.P50
@@ -398,7 +431,7 @@ func service(t check.Traffic) replay.Service {
 	sigma := math.Log(float64(t.P99)/float64(t.P50)) / 2.3263478740408408
 	mean := time.Duration(float64(t.P50) * math.Exp(sigma*sigma/2))
 	if mean >= t.P99 || float64(t.P99) > 14.9*float64(mean) {
-		return replay.Service{Dist: replay.Exponential, Mean: mean}
+		return replay.Service{Dist: replay.Exponential, Mean: min(mean, replay.MaxLatency)}
 	}
 	return replay.Service{Dist: replay.Lognormal, Mean: mean, P99: t.P99}
 }
@@ -406,7 +439,7 @@ func service(t check.Traffic) replay.Service {
 func (s keySuggestions) writeText(w io.Writer) error {
 	bw := bufio.NewWriter(w)
 	fmt.Fprintf(bw, "\nsuggestions for %s: %d candidates replayed through %s at %s calls/s",
-		s.Key, s.Tried, s.Fault, fmtNum(s.SimRate))
+		ops.Printable(s.Key), s.Tried, s.Fault, fmtNum(s.SimRate))
 	if s.SimRate < s.Rate {
 		fmt.Fprintf(bw, " (the key's %s scaled down, with min_requests and workers)", fmtNum(s.Rate))
 	}

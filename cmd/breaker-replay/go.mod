@@ -10,5 +10,6 @@ require (
 )
 
 require (
+	github.com/benbjohnson/clock v1.3.5 // indirect
 	go.yaml.in/yaml/v3 v3.0.5 // indirect
 )

@@ -15,7 +15,7 @@
 //	go run ./cmd/breaker-replay -scenario flapping
 //	go run ./cmd/breaker-replay -scenario my-chain.json -policy candidate.json -svg out.svg
 //
-// Or replay traffic recorded with package github.com/govkit/breaker/trace
+// Or replay traffic recorded with package github.com/govkit/breaker/calltrace
 // through a candidate policy:
 //
 //	go run ./cmd/breaker-replay -trace calls.jsonl -policy candidate.json
@@ -64,7 +64,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		full     = fs.Bool("full", false, "print every second, without folding steady stretches")
 		list     = fs.Bool("list", false, "list the shipped scenarios and exit")
 		show     = fs.Bool("show", false, "print the scenario's JSON and exit")
-		tracef   = fs.String("trace", "", "replay a recorded trace `file` (JSON lines, package github.com/govkit/breaker/trace) through the -policy candidate (a policy or a group policy document) instead of simulating")
+		tracef   = fs.String("trace", "", "replay a recorded trace `file` (JSON lines, package github.com/govkit/breaker/calltrace) through the -policy candidate (a policy or a group policy document) instead of simulating")
 	)
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "usage: breaker-replay [flags]\n\n")
@@ -155,11 +155,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 // name with a path separator or a .json suffix is a file.
 func readScenario(arg string) ([]byte, error) {
 	if strings.HasSuffix(arg, ".json") || strings.ContainsRune(arg, filepath.Separator) || strings.ContainsRune(arg, '/') {
-		data, err := os.ReadFile(arg)
-		if err != nil {
-			return nil, fmt.Errorf("-scenario: %w", err)
-		}
-		return data, nil
+		return readInput("-scenario", arg, maxScenario)
 	}
 	data, err := replay.ScenarioJSON(arg)
 	if err != nil {
@@ -168,12 +164,34 @@ func readScenario(arg string) ([]byte, error) {
 	return data, nil
 }
 
+// maxScenario is the most the command reads of a scenario file: far
+// beyond a chain of replay.MaxTiers tiers with a policy on every call, and
+// a bound on what a path to a device or a runaway file costs.
+const maxScenario = 16 << 20
+
+// readInput reads the file given to flag, or refuses it past limit bytes.
+func readInput(flag, path string, limit int64) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", flag, err)
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", flag, err)
+	}
+	if int64(len(data)) > limit {
+		return nil, fmt.Errorf("%s %s: more than %d bytes, the most it reads", flag, path, limit)
+	}
+	return data, nil
+}
+
 // candidate reads a policy document and lays it over the scenario's
 // policy, as a scenario's own candidate is.
 func candidate(s *replay.Scenario, path, on string) (*replay.Candidate, error) {
-	data, err := os.ReadFile(path)
+	data, err := readInput("-policy", path, breaker.MaxPolicyDocumentSize)
 	if err != nil {
-		return nil, fmt.Errorf("-policy: %w", err)
+		return nil, err
 	}
 	p := s.Policy
 	if err := p.UnmarshalJSON(data); err != nil {
@@ -225,9 +243,9 @@ func runTrace(path, policy, svg string, stdout, stderr io.Writer) int {
 	}
 	var gp breaker.GroupPolicy
 	if policy != "" {
-		data, err := os.ReadFile(policy)
+		data, err := readInput("-policy", policy, breaker.MaxPolicyDocumentSize)
 		if err != nil {
-			return fail(exitUsage, "-policy: %v", err)
+			return fail(exitUsage, "%v", err)
 		}
 		if gp, err = parseCandidate(data); err != nil {
 			return fail(exitUsage, "-policy %s: %v", policy, err)

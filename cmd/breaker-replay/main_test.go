@@ -8,7 +8,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/govkit/breaker/internal/testutil"
 	"github.com/govkit/breaker/replay"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -22,16 +24,7 @@ func TestMain(m *testing.M) {
 // runCmd runs the command with args and returns its exit code and output.
 func runCmd(t *testing.T, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
-	var out, errOut bytes.Buffer
-	code = run(args, &out, &errOut)
-	return code, out.String(), errOut.String()
-}
-
-func writeFile(t *testing.T, name, content string) string {
-	t.Helper()
-	path := filepath.Join(t.TempDir(), name)
-	require.NoError(t, os.WriteFile(path, []byte(content), 0o644))
-	return path
+	return testutil.RunCommand(t, run, args...)
 }
 
 // TestNoFlags is the README's command: the replay of the incident behind
@@ -83,14 +76,14 @@ func TestOutputIsDeterministic(t *testing.T) {
 func TestScenarioFile(t *testing.T) {
 	data, err := replay.ScenarioJSON("low-traffic")
 	require.NoError(t, err)
-	path := writeFile(t, "mine.json", strings.Replace(string(data), `"rate": 3,`, `"rate": 2,`, 1))
+	path := testutil.WriteFile(t, "mine.json", strings.Replace(string(data), `"rate": 3,`, `"rate": 2,`, 1))
 	code, stdout, stderr := runCmd(t, "-scenario", path, "-svg", "")
 	require.Equal(t, exitOK, code, stderr)
 	assert.Contains(t, stdout, "2 req/s (uniform) at reconcile")
 }
 
 func TestCandidatePolicy(t *testing.T) {
-	path := writeFile(t, "eager.json", `{"min_requests": 5, "open_for": "10s"}`)
+	path := testutil.WriteFile(t, "eager.json", `{"min_requests": 5, "open_for": "10s"}`)
 	code, stdout, stderr := runCmd(t, "-scenario", "low-traffic", "-policy", path, "-on", "reconcile->ledger", "-svg", "")
 	require.Equal(t, exitOK, code, stderr)
 	assert.Contains(t, stdout, "eager: default policy with min_requests=5 open_for=10s on reconcile->ledger")
@@ -100,7 +93,7 @@ func TestCandidatePolicy(t *testing.T) {
 // TestBadInput: every kind of bad input ends in an exit code of 2 and a
 // message that names what is wrong; none panics.
 func TestBadInput(t *testing.T) {
-	good := writeFile(t, "good.json", `{"min_requests": 5}`)
+	good := testutil.WriteFile(t, "good.json", `{"min_requests": 5}`)
 	tests := []struct {
 		name string
 		args func(t *testing.T) []string
@@ -110,26 +103,27 @@ func TestBadInput(t *testing.T) {
 			`no shipped scenario "seeds-000" (have cold-start, drift, flapping, low-traffic, seeds000, slow-only)`},
 		{"missing file", func(*testing.T) []string { return []string{"-scenario", "nope.json"} }, "nope.json: no such file"},
 		{"bad field", func(t *testing.T) []string {
-			return []string{"-scenario", writeFile(t, "s.json", strings.Replace(mustJSON(t, "seeds000"), `"workers": 200`, `"workers": 0`, 1))}
+			return []string{"-scenario", testutil.WriteFile(t, "s.json", strings.Replace(mustJSON(t, "seeds000"), `"workers": 200`, `"workers": 0`, 1))}
 		}, "tiers[0].workers: must be in [1, 100000], got 0"},
 		{"unknown field", func(t *testing.T) []string {
-			return []string{"-scenario", writeFile(t, "s.json", strings.Replace(mustJSON(t, "seeds000"), `"seed": 1`, `"sead": 1`, 1))}
+			return []string{"-scenario", testutil.WriteFile(t, "s.json", strings.Replace(mustJSON(t, "seeds000"), `"seed": 1`, `"sead": 1`, 1))}
 		}, "sead: unknown field"},
 		{"malformed", func(t *testing.T) []string {
-			return []string{"-scenario", writeFile(t, "s.json", "{\n  \"name\": \"x\",\n  \"duration\": 5m\n}")}
+			return []string{"-scenario", testutil.WriteFile(t, "s.json", "{\n  \"name\": \"x\",\n  \"duration\": 5m\n}")}
 		}, "malformed JSON at line 3, column 16"},
-		{"binary", func(t *testing.T) []string { return []string{"-scenario", writeFile(t, "s.json", "\x00\xff\xfe")} },
-			"(document): want a JSON object"},
-		{"empty", func(t *testing.T) []string { return []string{"-scenario", writeFile(t, "s.json", "")} },
+		{"binary", func(t *testing.T) []string {
+			return []string{"-scenario", testutil.WriteFile(t, "s.json", "\x00\xff\xfe")}
+		}, "(document): want a JSON object"},
+		{"empty", func(t *testing.T) []string { return []string{"-scenario", testutil.WriteFile(t, "s.json", "")} },
 			"(document): want a JSON object, got nothing"},
 		{"huge rate", func(t *testing.T) []string {
-			return []string{"-scenario", writeFile(t, "s.json", strings.Replace(mustJSON(t, "seeds000"), `"rate": 1200`, `"rate": 1e300`, 1))}
+			return []string{"-scenario", testutil.WriteFile(t, "s.json", strings.Replace(mustJSON(t, "seeds000"), `"rate": 1200`, `"rate": 1e300`, 1))}
 		}, "entry.rate: must be at most 100000"},
 		{"bad policy", func(t *testing.T) []string {
-			return []string{"-scenario", "low-traffic", "-policy", writeFile(t, "p.json", `{"window": "5s", "buckets": 7}`)}
+			return []string{"-scenario", "low-traffic", "-policy", testutil.WriteFile(t, "p.json", `{"window": "5s", "buckets": 7}`)}
 		}, "buckets: must divide window"},
 		{"policy unknown field", func(t *testing.T) []string {
-			return []string{"-scenario", "low-traffic", "-policy", writeFile(t, "p.json", `{"windw": "5s"}`)}
+			return []string{"-scenario", "low-traffic", "-policy", testutil.WriteFile(t, "p.json", `{"windw": "5s"}`)}
 		}, "windw: unknown field"},
 		{"policy on unknown call", func(*testing.T) []string {
 			return []string{"-scenario", "low-traffic", "-policy", good, "-on", "reconcile->ledgr"}
@@ -215,4 +209,61 @@ func TestRun_Trace(t *testing.T) {
 	errb.Reset()
 	assert.Equal(t, exitUsage, run([]string{"-trace", bad}, &out, &errb))
 	assert.Contains(t, errb.String(), `line 42: field "o"`)
+}
+
+// The numeric flag refuses what is not a seed with exit 2 and a message
+// that names it.
+func TestNumericFlags_BadValuesAreRefused(t *testing.T) {
+	for _, v := range []string{"-1", "18446744073709551616", "1.5", "NaN", "Inf", "x"} {
+		code, stdout, stderr := runCmd(t, "-scenario", "low-traffic", "-svg", "", "-seed="+v)
+		assert.Equal(t, exitUsage, code, v)
+		assert.Empty(t, stdout)
+		assert.Contains(t, testutil.FirstLine(stderr), "-seed", v)
+	}
+}
+
+// A scenario that asks for hours of work (15 layers of 4 tiers, each
+// calling the 4 of the next) is refused at once, with what it asks for and
+// the bound.
+func TestScenario_BeyondTheWorkBoundIsRefused(t *testing.T) {
+	var tiers []string
+	for l := range 15 {
+		for w := range 4 {
+			var calls []string
+			if l < 14 {
+				for v := range 4 {
+					calls = append(calls, fmt.Sprintf(`{"to": "l%dt%d", "timeout": "100ms"}`, l+1, v))
+				}
+			}
+			tiers = append(tiers, fmt.Sprintf(`{"name": "l%dt%d", "workers": 100, "service": {"mean": "1ms"}, "calls": [%s]}`, l, w, strings.Join(calls, ", ")))
+		}
+	}
+	s := testutil.WriteFile(t, "layered.json", `{"duration": "10s", "entry": {"tier": "l0t0", "rate": 1, "timeout": "1s"}, "tiers": [`+strings.Join(tiers, ",\n")+`]}`)
+	start := time.Now()
+	code, stdout, stderr := runCmd(t, "-scenario", s, "-svg", "")
+	assert.Less(t, time.Since(start), 5*time.Second)
+	assert.Equal(t, exitUsage, code)
+	assert.Empty(t, stdout)
+	assert.Contains(t, stderr, "tiers[0].calls: a request at l0t0 can make 357913940 downstream calls (every call made, every retry tried), more than the 10000 one request may make")
+}
+
+// A file given to the command is read only so far: a path to a device
+// that never ends is refused, not read into memory.
+func TestInputFiles_AreReadOnlySoFar(t *testing.T) {
+	if _, err := os.Stat("/dev/zero"); err != nil {
+		t.Skip("no /dev/zero")
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-scenario", "/dev/zero"}, "-scenario /dev/zero: more than 16777216 bytes"},
+		{[]string{"-scenario", "low-traffic", "-policy", "/dev/zero"}, "-policy /dev/zero: more than 1048576 bytes"},
+		{[]string{"-trace", "/dev/zero"}, "longer than 65536 bytes"},
+		{[]string{"-trace", testutil.WriteFile(t, "t.jsonl", "\n"), "-policy", "/dev/zero"}, "-policy /dev/zero: more than 1048576 bytes"},
+	} {
+		code, _, stderr := runCmd(t, append(c.args, "-svg", "")...)
+		assert.Equal(t, exitUsage, code, c.args)
+		assert.Contains(t, stderr, c.want, c.args)
+	}
 }

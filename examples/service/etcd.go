@@ -7,15 +7,15 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
-	"github.com/govkit/breaker"
-	breakeretcd "github.com/govkit/breaker/etcd"
+	"github.com/govkit/breaker/breakeretcd"
+	"github.com/govkit/breaker/live"
 )
 
 func init() { newEtcdSource = etcdSource }
 
 // etcdSource follows key on the etcd cluster at endpoints. The client it
 // makes is closed when the source's Watch returns.
-func etcdSource(endpoints []string, key string) (breaker.PolicySource, error) {
+func etcdSource(endpoints []string, key string) (live.Source, error) {
 	cli, err := clientv3.New(clientv3.Config{
 		Endpoints:   endpoints,
 		DialTimeout: 5 * time.Second,
@@ -38,7 +38,7 @@ type ownedClient struct {
 	cli *clientv3.Client
 }
 
-func (s ownedClient) Watch(ctx context.Context, deliver func(breaker.PolicyDocument)) error {
+func (s ownedClient) Watch(ctx context.Context, deliver func(live.Document)) error {
 	defer s.cli.Close()
 	return s.Source.Watch(ctx, deliver)
 }

@@ -14,7 +14,7 @@ import (
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
 
-	"github.com/govkit/breaker"
+	"github.com/govkit/breaker/live"
 )
 
 // startEtcd starts an etcd server in this process, on loopback ports, with
@@ -70,28 +70,25 @@ func TestService_FollowsAnEtcdKeyWhileItRuns(t *testing.T) {
 	fs := flag.NewFlagSet("service", flag.ContinueOnError)
 	flags.register(fs)
 	require.NoError(t, fs.Parse([]string{"-etcd", endpoint, "-etcd-key", key}))
-	records := make(chan breaker.PolicyChange, 4)
-	in := startWith(t, func(in *instance, svc *service) {
-		t.Cleanup(svc.group.SubscribePolicy(func(c breaker.PolicyChange) { records <- c }))
+	records := make(chan live.Change, 4)
+	in := startFollowing(t, func(*instance) live.Source {
 		src, err := flags.source(nil)
 		require.NoError(t, err)
-		f, err := svc.group.Follow(context.Background(), src)
-		require.NoError(t, err)
-		t.Cleanup(func() { assert.NoError(t, f.Close()) })
-	})
-	next := func() breaker.PolicyChange {
+		return src
+	}, func(c live.Change) { records <- c })
+	next := func() live.Change {
 		t.Helper()
 		select {
 		case c := <-records:
 			return c
 		case <-time.After(20 * time.Second):
 			t.Fatal("no policy record")
-			return breaker.PolicyChange{}
+			return live.Change{}
 		}
 	}
 
 	v1 := next()
-	require.Equal(t, breaker.PolicyApplied, v1.Result)
+	require.Equal(t, live.Applied, v1.Result)
 	in.product() // makes both breakers
 	p := in.policy()
 	assert.Equal(t, "etcd:"+key, p.Policy.Origin)
@@ -100,7 +97,7 @@ func TestService_FollowsAnEtcdKeyWhileItRuns(t *testing.T) {
 	_, err = cli.Put(ctx, key, policyV2)
 	require.NoError(t, err)
 	v2 := next()
-	require.Equal(t, breaker.PolicyApplied, v2.Result)
+	require.Equal(t, live.Applied, v2.Result)
 	p = in.policy()
 	assert.Equal(t, v2.Version, p.Policy.Version, "the new revision is live")
 	require.Len(t, p.Policy.Changes, 1)
@@ -109,7 +106,7 @@ func TestService_FollowsAnEtcdKeyWhileItRuns(t *testing.T) {
 
 	_, err = cli.Put(ctx, key, policyBad)
 	require.NoError(t, err)
-	require.Equal(t, breaker.PolicyRejected, next().Result)
+	require.Equal(t, live.Rejected, next().Result)
 	p = in.policy()
 	assert.Equal(t, v2.Version, p.Policy.Version, "the refused revision is not live")
 	assert.Equal(t, "rejected", p.Policy.Last.Result)

@@ -5,8 +5,8 @@ go 1.26.0
 require (
 	github.com/benbjohnson/clock v1.3.5
 	github.com/govkit/breaker v0.1.0
-	github.com/govkit/breaker/etcd v0.1.0
-	github.com/govkit/breaker/prometheus v0.1.0
+	github.com/govkit/breaker/breakeretcd v0.1.0
+	github.com/govkit/breaker/breakerprom v0.1.0
 	github.com/prometheus/client_golang v1.25.0
 	github.com/stretchr/testify v1.12.1
 	go.etcd.io/etcd/client/v3 v3.7.3

@@ -29,8 +29,8 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/govkit/breaker"
-	"github.com/govkit/breaker/trace"
+	"github.com/govkit/breaker/calltrace"
+	"github.com/govkit/breaker/live"
 )
 
 func main() {
@@ -55,20 +55,21 @@ func main() {
 // serve runs the service on addr until SIGINT or SIGTERM, recording its
 // calls to tracePath if it is not empty, its breakers following src if it
 // is not nil.
-func serve(addr, tracePath string, src breaker.PolicySource, log *slog.Logger) (err error) {
+func serve(addr, tracePath string, src live.Source, log *slog.Logger) (err error) {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	svc, err := newService(log)
+	svc, err := newService(log, src)
 	if err != nil {
 		return err
 	}
+	defer func() { err = errors.Join(err, svc.close()) }()
 	if tracePath != "" {
 		f, err := os.Create(tracePath)
 		if err != nil {
 			return err
 		}
-		rec, err := trace.NewRecorder(f, trace.Options{})
+		rec, err := calltrace.NewRecorder(f, calltrace.Options{})
 		if err != nil {
 			f.Close()
 			return err
@@ -81,13 +82,6 @@ func serve(addr, tracePath string, src breaker.PolicySource, log *slog.Logger) (
 			log.Info("trace written", "file", tracePath, "calls", rec.Written(), "dropped", rec.Dropped())
 			err = errors.Join(err, rerr, ferr)
 		}()
-	}
-	if src != nil {
-		f, err := svc.group.Follow(ctx, src)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
 	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {

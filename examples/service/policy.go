@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/govkit/breaker"
+	"github.com/govkit/breaker/live"
 )
 
 // policyFlags choose where the service's breaker policies come from once
@@ -22,7 +22,7 @@ type policyFlags struct {
 func (p *policyFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&p.file, "policy", "",
 		"follow this JSON policy file: read at start and every -policy-interval; a bad version is refused and logged")
-	fs.DurationVar(&p.interval, "policy-interval", breaker.DefaultFileInterval,
+	fs.DurationVar(&p.interval, "policy-interval", live.DefaultFileInterval,
 		"how often to look at the -policy file")
 	fs.StringVar(&p.etcd, "etcd", "",
 		"comma-separated etcd endpoints: follow the policy document at -etcd-key instead of a file")
@@ -31,14 +31,14 @@ func (p *policyFlags) register(fs *flag.FlagSet) {
 }
 
 // newEtcdSource makes the source of the -etcd flag: a source of package
-// breakeretcd (github.com/govkit/breaker/etcd) following key. It is nil in
+// breakeretcd (github.com/govkit/breaker/breakeretcd) following key. It is nil in
 // a build without etcd support, and -etcd is then an error.
-var newEtcdSource func(endpoints []string, key string) (breaker.PolicySource, error)
+var newEtcdSource func(endpoints []string, key string) (live.Source, error)
 
 // source returns the source the flags name, or nil for none. tick, when
 // not nil, drives a file source in place of a ticker (the tests pass the
 // mock clock's).
-func (p policyFlags) source(tick func(time.Duration) (<-chan time.Time, func())) (breaker.PolicySource, error) {
+func (p policyFlags) source(tick func(time.Duration) (<-chan time.Time, func())) (live.Source, error) {
 	switch {
 	case p.file != "" && p.etcd != "":
 		return nil, errors.New("give -policy or -etcd, not both: the breakers follow one source")
@@ -51,7 +51,7 @@ func (p policyFlags) source(tick func(time.Duration) (<-chan time.Time, func()))
 		}
 		return newEtcdSource(strings.Split(p.etcd, ","), p.etcdKey)
 	case p.file != "":
-		return breaker.NewFileSource(p.file, breaker.FileConfig{Interval: p.interval, Tick: tick})
+		return live.NewFileSource(p.file, live.FileConfig{Interval: p.interval, Tick: tick})
 	}
 	return nil, nil
 }

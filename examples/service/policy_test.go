@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"flag"
 	"net/http"
@@ -10,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/govkit/breaker"
+	"github.com/govkit/breaker/live"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -83,36 +82,33 @@ func replace(t *testing.T, path, content string) {
 func TestService_FollowsThePolicyFileWhileItRuns(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "breakers.json")
 	require.NoError(t, os.WriteFile(path, []byte(policyV1), 0o644))
-	records := make(chan breaker.PolicyChange, 4)
-	in := startWith(t, func(in *instance, svc *service) {
-		t.Cleanup(svc.group.SubscribePolicy(func(c breaker.PolicyChange) { records <- c }))
+	records := make(chan live.Change, 4)
+	in := startFollowing(t, func(in *instance) live.Source {
 		src, err := policyFlags{file: path}.source(func(d time.Duration) (<-chan time.Time, func()) {
 			tk := in.clk.Ticker(d)
 			return tk.C, tk.Stop
 		})
 		require.NoError(t, err)
-		f, err := svc.group.Follow(context.Background(), src)
-		require.NoError(t, err)
-		t.Cleanup(func() { assert.NoError(t, f.Close()) })
-	})
+		return src
+	}, func(c live.Change) { records <- c })
 	// next moves the mock clock a check interval at a time until the
 	// source has delivered a document.
-	next := func() breaker.PolicyChange {
+	next := func() live.Change {
 		t.Helper()
 		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); {
 			select {
 			case c := <-records:
 				return c
 			case <-time.After(20 * time.Millisecond):
-				in.clk.Add(breaker.DefaultFileInterval)
+				in.clk.Add(live.DefaultFileInterval)
 			}
 		}
 		t.Fatal("no policy record")
-		return breaker.PolicyChange{}
+		return live.Change{}
 	}
 
 	v1 := next()
-	require.Equal(t, breaker.PolicyApplied, v1.Result)
+	require.Equal(t, live.Applied, v1.Result)
 	in.product() // makes both breakers
 	p := in.policy()
 	assert.Equal(t, "file:"+path, p.Policy.Origin)
@@ -121,7 +117,7 @@ func TestService_FollowsThePolicyFileWhileItRuns(t *testing.T) {
 
 	replace(t, path, policyV2)
 	v2 := next()
-	require.Equal(t, breaker.PolicyApplied, v2.Result)
+	require.Equal(t, live.Applied, v2.Result)
 	p = in.policy()
 	assert.Equal(t, v2.Version, p.Policy.Version, "the new version is live")
 	assert.NotEqual(t, v1.Version, v2.Version)
@@ -136,7 +132,7 @@ func TestService_FollowsThePolicyFileWhileItRuns(t *testing.T) {
 
 	replace(t, path, policyBad)
 	bad := next()
-	require.Equal(t, breaker.PolicyRejected, bad.Result)
+	require.Equal(t, live.Rejected, bad.Result)
 	p = in.policy()
 	assert.Equal(t, v2.Version, p.Policy.Version, "the last good version stays")
 	assert.Equal(t, "rejected", p.Policy.Last.Result)
@@ -147,7 +143,7 @@ func TestService_FollowsThePolicyFileWhileItRuns(t *testing.T) {
 }
 
 func TestService_PolicyFlags(t *testing.T) {
-	parse := func(args ...string) (breaker.PolicySource, error) {
+	parse := func(args ...string) (live.Source, error) {
 		var pf policyFlags
 		fs := flag.NewFlagSet("service", flag.ContinueOnError)
 		pf.register(fs)
@@ -160,8 +156,8 @@ func TestService_PolicyFlags(t *testing.T) {
 
 	src, err = parse("-policy", "/etc/shop/breakers.json")
 	require.NoError(t, err)
-	require.IsType(t, &breaker.FileSource{}, src)
-	assert.Equal(t, "file:/etc/shop/breakers.json", src.(*breaker.FileSource).Origin())
+	require.IsType(t, &live.FileSource{}, src)
+	assert.Equal(t, "file:/etc/shop/breakers.json", src.(*live.FileSource).Origin())
 
 	_, err = parse("-policy", "/etc/shop/breakers.json", "-etcd", "127.0.0.1:2379")
 	assert.ErrorContains(t, err, "not both")

@@ -11,14 +11,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
-	"github.com/govkit/breaker/ops"
-	breakerprom "github.com/govkit/breaker/prometheus"
-	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
@@ -36,22 +35,23 @@ type promServer struct {
 	client *http.Client
 }
 
-// startPrometheus runs prometheus with the rules, scraping target every
-// second and evaluating the rules every second, and stops it when the
-// test ends.
-func startPrometheus(t *testing.T, bin, target string, rules []byte) *promServer {
+// startPrometheusEvery runs prometheus with the rules, scraping target
+// and evaluating the rules every interval, and stops it when the test
+// ends.
+func startPrometheusEvery(t *testing.T, bin, target string, rules []byte, every time.Duration) *promServer {
 	t.Helper()
 	dir := t.TempDir()
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "rules.yml"), rules, 0o644))
 	config := fmt.Sprintf(`global:
-  scrape_interval: 1s
-  evaluation_interval: 1s
+  scrape_interval: %[1]dms
+  scrape_timeout: %[1]dms
+  evaluation_interval: %[1]dms
 rule_files: [rules.yml]
 scrape_configs:
   - job_name: service
     static_configs:
-      - targets: [%q]
-`, target)
+      - targets: [%[2]q]
+`, every.Milliseconds(), target)
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "prometheus.yml"), []byte(config), 0o644))
 
 	addr := freePort(t)
@@ -176,88 +176,14 @@ func (p *promServer) alerts() []alert {
 	return data.Alerts
 }
 
-// The whole operator's path with a real Prometheus: it scrapes the
-// service's /metrics, inventory breaks, and the breaker's state series
-// and the P3 alert of the shipped rules (thresholds scaled down from
-// minutes to seconds) appear through Prometheus's HTTP API, with the
-// labels an on-call engineer needs. Every query of the dashboard runs
-// against the same server.
-func TestService_PrometheusSeesTheOutageAndRaisesP3(t *testing.T) {
-	bin := needTool(t, "prometheus", "prometheus")
-	// The service on the real clock: Prometheus stamps samples with
-	// its own time, and the open duration must grow with it.
-	in := launch(&instance{t: t, logs: &syncBuffer{}}, nil)
-	rules, err := breakerprom.AlertRules(breakerprom.AlertConfig{
-		Thresholds: ops.Thresholds{P3: 2 * time.Second, P2: 10 * time.Minute, P1: 30 * time.Minute},
-	})
-	require.NoError(t, err)
-	p := startPrometheus(t, bin, strings.TrimPrefix(in.base, "http://"), rules)
-
-	// Healthy traffic, scraped: the breaker is there and closed.
-	for i := 0; i < 3; i++ {
-		in.product()
-	}
-	p.eventually("closed inventory breaker", func() (bool, string) {
-		v := p.query(`breaker_state{job="service", name="inventory.GetStock", state="closed"} == 1`)
-		return len(v) == 1, fmt.Sprint(v)
-	})
-
-	// Inventory breaks: ten failures trip its breaker (min_requests 10).
-	in.fault("inventory=error")
-	for i := 0; i < 10; i++ {
-		code, body := in.get("/product?sku=42")
-		require.Equal(t, http.StatusBadGateway, code, body)
-	}
-	code, _ := in.get("/product?sku=42")
-	require.Equal(t, http.StatusServiceUnavailable, code, "the breaker is open")
-
-	p.eventually("open inventory breaker", func() (bool, string) {
-		v := p.query(`breaker_state{job="service", name="inventory.GetStock", state="open"} == 1`)
-		return len(v) == 1, fmt.Sprint(v)
-	})
-	var p3 alert
-	p.eventually("firing P3 alert", func() (bool, string) {
-		all := p.alerts()
-		for _, a := range all {
-			if a.Labels["alertname"] == "BreakerOpen" && a.Labels["severity"] == "P3" && a.State == "firing" {
-				p3 = a
-				return true, ""
-			}
-		}
-		return false, fmt.Sprint(all)
-	})
-	assert.Equal(t, "inventory.GetStock", p3.Labels["name"])
-	assert.Equal(t, "inventory.GetStock", p3.Labels["method"])
-	assert.Equal(t, "err_ratio", p3.Labels["reason"])
-	assert.Equal(t, "service", p3.Labels["job"])
-	assert.NotContains(t, p3.Labels, "target", "a per-method key has no target")
-	assert.Contains(t, p3.Annotations["description"], "check the health of inventory.GetStock.")
-	for _, a := range p.alerts() {
-		assert.NotEqual(t, "pricing.GetPrice", a.Labels["name"], "pricing is healthy: %v", a)
-		assert.NotContains(t, []string{"P2", "P1"}, a.Labels["severity"], "seconds open: %v", a)
-	}
-
-	// Every query of the dashboard runs, and those behind the panels on
-	// an outage have data.
-	for _, q := range dashboardQueries(t) {
-		v := p.query(q.expr)
-		switch q.title {
-		case "State per breaker", "Current outage length", "Window error ratio against the threshold", "Open breakers":
-			assert.NotEmpty(t, v, "%s: %s", q.title, q.expr)
-		}
-		if q.title == "Open breakers" && len(v) == 1 {
-			assert.Equal(t, "1", v[0].Value[1], q.expr)
-		}
-	}
-}
-
-// dashboardQuery is one panel query of the shipped dashboard, with
-// Grafana's variables put in.
+// dashboardQuery is one query of the shipped dashboard, a panel's or an
+// annotation's ("annotation Breaker trips"), with Grafana's variables put
+// in for a Prometheus that scrapes twice a second.
 type dashboardQuery struct{ title, expr string }
 
 func dashboardQueries(t *testing.T) []dashboardQuery {
 	t.Helper()
-	data, err := os.ReadFile("../../prometheus/dashboards/breaker.json")
+	data, err := os.ReadFile("../../breakerprom/dashboards/breaker.json")
 	require.NoError(t, err)
 	var dash struct {
 		Panels []struct {
@@ -266,9 +192,15 @@ func dashboardQueries(t *testing.T) []dashboardQuery {
 				Expr string `json:"expr"`
 			} `json:"targets"`
 		} `json:"panels"`
+		Annotations struct {
+			List []struct {
+				Name string `json:"name"`
+				Expr string `json:"expr"`
+			} `json:"list"`
+		} `json:"annotations"`
 	}
 	require.NoError(t, json.NewDecoder(bytes.NewReader(data)).Decode(&dash))
-	vars := strings.NewReplacer("$__rate_interval", "5s", "$__interval", "5s", "$__range", "1m",
+	vars := strings.NewReplacer("$__rate_interval", "2s", "$__interval", "500ms", "$__range", "1m",
 		"$job", "service", "$name", ".*")
 	var qs []dashboardQuery
 	for _, p := range dash.Panels {
@@ -276,6 +208,48 @@ func dashboardQueries(t *testing.T) []dashboardQuery {
 			qs = append(qs, dashboardQuery{p.Title, vars.Replace(tg.Expr)})
 		}
 	}
+	for _, a := range dash.Annotations.List {
+		if a.Expr != "" {
+			qs = append(qs, dashboardQuery{"annotation " + a.Name, vars.Replace(a.Expr)})
+		}
+	}
 	require.NotEmpty(t, qs)
 	return qs
+}
+
+// episodes runs q over [start, end], a point every half second, and
+// returns the start of each run of points above 0 for the breaker named:
+// one per annotation Grafana would draw.
+func (p *promServer) episodes(q, name string, start, end time.Time) []time.Time {
+	p.t.Helper()
+	var data struct {
+		Result []struct {
+			Metric map[string]string `json:"metric"`
+			Values [][2]any          `json:"values"`
+		} `json:"result"`
+	}
+	p.api("/api/v1/query_range", url.Values{"query": {q},
+		"start": {strconv.FormatFloat(float64(start.UnixMilli())/1e3, 'f', 3, 64)},
+		"end":   {strconv.FormatFloat(float64(end.UnixMilli())/1e3, 'f', 3, 64)},
+		"step":  {"0.5"}}, &data)
+	var out []time.Time
+	for _, s := range data.Result {
+		if s.Metric["name"] != name {
+			continue
+		}
+		var last time.Time
+		for _, v := range s.Values {
+			f, _ := v[0].(float64)
+			at := time.UnixMilli(int64(f * 1e3))
+			if val, _ := v[1].(string); val == "0" {
+				continue
+			}
+			if last.IsZero() || at.Sub(last) > time.Second {
+				out = append(out, at)
+			}
+			last = at
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Before(out[j]) })
+	return out
 }

@@ -12,9 +12,10 @@ import (
 	"time"
 
 	"github.com/govkit/breaker"
+	"github.com/govkit/breaker/breakerprom"
+	"github.com/govkit/breaker/calltrace"
+	"github.com/govkit/breaker/live"
 	"github.com/govkit/breaker/ops"
-	breakerprom "github.com/govkit/breaker/prometheus"
-	"github.com/govkit/breaker/trace"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
@@ -39,7 +40,10 @@ const policies = `{
 // service is the example's HTTP service: a product endpoint that calls two
 // downstreams through a breaker group, and the endpoints to watch it.
 type service struct {
-	group     *breaker.Group
+	group *breaker.Group
+	// follower applies the policy source the service was given, if any;
+	// the metrics, /breakers and /status report its reloads.
+	follower  *live.Follower
 	registry  *prometheus.Registry
 	status    *ops.StatusPage
 	inventory *inventoryClient
@@ -47,12 +51,13 @@ type service struct {
 	log       *slog.Logger
 	// rec records every call through the breakers when the service runs
 	// with -trace; nil records nothing and costs nothing.
-	rec *trace.Recorder
+	rec *calltrace.Recorder
 }
 
-// newService builds the service. opts go to the breaker group after the
-// logger; the test passes a mock clock there.
-func newService(log *slog.Logger, opts ...breaker.Option) (*service, error) {
+// newService builds the service, its breakers following src if it is not
+// nil, until close. opts go to the breaker group after the logger; the
+// test passes a mock clock there.
+func newService(log *slog.Logger, src live.Source, opts ...breaker.Option) (*service, error) {
 	gp, err := breaker.ParseGroupPolicy([]byte(policies))
 	if err != nil {
 		return nil, err
@@ -69,19 +74,39 @@ func newService(log *slog.Logger, opts ...breaker.Option) (*service, error) {
 		pricing:   &pricingClient{downstream{name: "pricing"}},
 		log:       log,
 	}
+	// The follower first, so that the metrics and the status page report
+	// its reloads from the start. It runs until close.
+	if src != nil {
+		if s.follower, err = live.Follow(context.Background(), g, src); err != nil {
+			return nil, err
+		}
+	}
 	// A registry of the service's own rather than the global default, so
 	// that a test can build several services in one process. A real
 	// service registers its other collectors (collectors.NewGoCollector(),
 	// its request metrics) on the same registry.
-	if err := s.registry.Register(breakerprom.NewCollector(g)); err != nil {
-		return nil, err
+	if err := s.registry.Register(breakerprom.NewCollector(g, breakerprom.WithFollower(s.follower))); err != nil {
+		return nil, errors.Join(err, s.close())
 	}
 	// The status page subscribes to the group from the start, so that it
 	// lists every transition with its time. It lives as long as the group.
-	if s.status, err = ops.NewStatusPage(g, ops.StatusConfig{Title: "service: breakers"}); err != nil {
-		return nil, err
+	if s.status, err = ops.NewStatusPage(g, ops.StatusConfig{Title: "service: breakers", Follower: s.follower}); err != nil {
+		return nil, errors.Join(err, s.close())
 	}
 	return s, nil
+}
+
+// close stops the follower, if any, and the status page's subscription,
+// and returns the error the source stopped with, if it gave up.
+func (s *service) close() error {
+	var err error
+	if s.follower != nil {
+		err = s.follower.Close()
+	}
+	if s.status != nil {
+		err = errors.Join(err, s.status.Close())
+	}
+	return err
 }
 
 // routes returns the service's HTTP handler.
@@ -127,7 +152,7 @@ func (s *service) product(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx := r.Context()
 
-	getStock, stockDone := trace.Track(s.rec, keyStock, func(ctx context.Context) (int, error) {
+	getStock, stockDone := calltrace.Track(s.rec, keyStock, func(ctx context.Context) (int, error) {
 		n, err := s.inventory.GetStock(ctx, sku)
 		if errors.Is(err, errUnknownSKU) {
 			// The caller asked for something that does not exist; that
@@ -144,7 +169,7 @@ func (s *service) product(w http.ResponseWriter, r *http.Request) {
 	}
 
 	source := "pricing"
-	getPrice, priceDone := trace.Track(s.rec, keyPrice, func(ctx context.Context) (int64, error) { return s.pricing.GetPrice(ctx, sku) })
+	getPrice, priceDone := calltrace.Track(s.rec, keyPrice, func(ctx context.Context) (int64, error) { return s.pricing.GetPrice(ctx, sku) })
 	price, err := breaker.FallbackOnFailure(ctx, s.breaker(keyPrice), getPrice,
 		func(context.Context, error) (int64, error) {
 			source = "catalogue"
@@ -181,7 +206,7 @@ func (s *service) fail(w http.ResponseWriter, err error) {
 // breaker's state (and why it is open), window, counters and policy, and
 // the current alerts at the default thresholds.
 func (s *service) breakers(w http.ResponseWriter, _ *http.Request) {
-	writeJSON(w, ops.Snapshot(s.group, ops.Thresholds{}))
+	writeJSON(w, ops.Snapshot(s.group, ops.Thresholds{}, s.follower))
 }
 
 // faults answers GET /faults with what each fake downstream does.

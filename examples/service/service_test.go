@@ -14,6 +14,7 @@ import (
 
 	"github.com/benbjohnson/clock"
 	"github.com/govkit/breaker"
+	"github.com/govkit/breaker/live"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
@@ -54,27 +55,63 @@ type instance struct {
 	client *http.Client
 }
 
-func start(t *testing.T) *instance { t.Helper(); return startWith(t, nil) }
+func start(t *testing.T) *instance { t.Helper(); return startFollowing(t, nil, nil) }
 
-// startWith starts the service after setup has seen it, if setup is not
-// nil.
-func startWith(t *testing.T, setup func(*instance, *service)) *instance {
+// startFollowing starts the service, its breakers following the source
+// that source makes for in if source is not nil, with observe subscribed
+// to the follower's records from the first.
+func startFollowing(t *testing.T, source func(*instance) live.Source, observe func(live.Change)) *instance {
 	t.Helper()
 	in := &instance{t: t, clk: clock.NewMock(), logs: &syncBuffer{}}
 	in.clk.Set(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
-	return launch(in, setup, breaker.WithClock(in.clk), breaker.WithRand(func() float64 { return 0.5 }))
+	var src live.Source
+	var open chan struct{}
+	if source != nil {
+		open = make(chan struct{})
+		src = held{source(in), open}
+	}
+	launch(in, src, observe, breaker.WithClock(in.clk), breaker.WithRand(func() float64 { return 0.5 }))
+	if open != nil {
+		close(open)
+	}
+	return in
 }
 
-// launch serves the service, its group built with opts, for in's test,
-// after setup (if not nil) has seen it.
-func launch(in *instance, setup func(*instance, *service), opts ...breaker.Option) *instance {
+// held is a source whose watch begins once open is closed, so that a
+// test can subscribe to the follower before the first document.
+type held struct {
+	live.Source
+	open chan struct{}
+}
+
+func (h held) Origin() string {
+	if o, ok := h.Source.(interface{ Origin() string }); ok {
+		return o.Origin()
+	}
+	return ""
+}
+
+func (h held) Watch(ctx context.Context, deliver func(live.Document)) error {
+	select {
+	case <-h.open:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return h.Source.Watch(ctx, deliver)
+}
+
+// launch serves the service, its group built with opts and following src
+// if it is not nil, for in's test, with observe (if not nil) subscribed to
+// the follower's records.
+func launch(in *instance, src live.Source, observe func(live.Change), opts ...breaker.Option) *instance {
 	t := in.t
 	t.Helper()
 	log := slog.New(slog.NewTextHandler(in.logs, nil))
-	svc, err := newService(log, opts...)
+	svc, err := newService(log, src, opts...)
 	require.NoError(t, err)
-	if setup != nil {
-		setup(in, svc)
+	t.Cleanup(func() { assert.NoError(t, svc.close()) })
+	if observe != nil && svc.follower != nil {
+		t.Cleanup(svc.follower.Subscribe(observe))
 	}
 	// Port 0: the kernel picks a free port, so tests never collide. The
 	// listener accepts from here on, so no wait for the server is needed.
@@ -206,10 +243,16 @@ func TestService_PricingOutageOpensItsBreakerAndFallsBack(t *testing.T) {
 		`breaker_rejected_total{name="pricing.GetPrice"} 3`,
 		`breaker_fallbacks_total{name="pricing.GetPrice"} 8`,
 		`breaker_window_error_ratio{name="pricing.GetPrice"} 0.5`,
+		// Why it opened, for the whole outage; inventory has not
+		// tripped, its trip series are there at 0.
+		`breaker_trip_reason{name="pricing.GetPrice",reason="err_ratio"} 1`,
+		`breaker_trip_window_calls{name="pricing.GetPrice"} 10`,
+		`breaker_trip_window_failures{name="pricing.GetPrice"} 5`,
+		`breaker_transitions_total{from="closed",name="inventory.GetStock",reason="err_ratio",to="open"} 0`,
 	} {
 		assert.Contains(t, m, line+"\n")
 	}
-	assert.NotContains(t, m, `breaker_transitions_total{from="closed",name="inventory.GetStock"`)
+	assert.NotContains(t, m, `breaker_trip_reason{name="inventory.GetStock"`)
 
 	assert.Contains(t, in.logs.String(),
 		`level=WARN msg="breaker opened" breaker.name=pricing.GetPrice breaker.state=open breaker.from=closed breaker.reason=err_ratio breaker.ratio=0.5 breaker.counted=10 breaker.failures=5 breaker.timeouts=0 breaker.cooldown=15s`+"\n")

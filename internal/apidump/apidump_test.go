@@ -78,9 +78,9 @@ func TestCollectFindsLibraryPackages(t *testing.T) {
 	for _, want := range []string{
 		"github.com/govkit/breaker",
 		"github.com/govkit/breaker/breakerhttp",
-		"github.com/govkit/breaker/grpc",
-		"github.com/govkit/breaker/otel",
-		"github.com/govkit/breaker/prometheus",
+		"github.com/govkit/breaker/breakergrpc",
+		"github.com/govkit/breaker/breakerotel",
+		"github.com/govkit/breaker/breakerprom",
 		"github.com/govkit/breaker/replay",
 	} {
 		if !slices.Contains(got, want) {

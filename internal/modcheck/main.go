@@ -6,7 +6,7 @@
 // Run it from the repository root:
 //
 //	go run ./internal/modcheck            # every module
-//	go run ./internal/modcheck grpc otel  # only these directories
+//	go run ./internal/modcheck breakergrpc breakerotel  # only these directories
 //
 // It reads go.work, and checks that:
 //   - no module's go.mod has a replace directive (development goes through
@@ -203,7 +203,7 @@ func run() error {
 }
 
 // selected reports whether the command line names the module's directory,
-// or names none: `go run ./internal/modcheck grpc` builds grpc/ alone.
+// or names none: `go run ./internal/modcheck breakergrpc` builds breakergrpc/ alone.
 func selected(dir string) bool {
 	if len(os.Args) < 2 {
 		return true

@@ -1,0 +1,113 @@
+package breakergrpc_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"time"
+
+	"github.com/benbjohnson/clock"
+	"github.com/govkit/breaker"
+	"github.com/govkit/breaker/breakergrpc"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
+)
+
+// broken is a health service whose every check fails inside the server.
+type broken struct {
+	healthpb.UnimplementedHealthServer
+}
+
+func (broken) Check(context.Context, *healthpb.HealthCheckRequest) (*healthpb.HealthCheckResponse, error) {
+	return nil, status.Error(codes.Internal, "database on fire")
+}
+
+// A client whose downstream fails every call: after MinRequests failures
+// the method's breaker opens, and the next call fails at once with
+// Unavailable, without reaching the server.
+func Example() {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		panic(err)
+	}
+	srv := grpc.NewServer()
+	healthpb.RegisterHealthServer(srv, broken{})
+	go srv.Serve(l)
+	defer srv.Stop()
+
+	p := breaker.DefaultPolicy()
+	p.MinRequests = 3
+	g, err := breaker.NewGroup(breaker.GroupConfig{Policies: breaker.GroupPolicy{Default: p}})
+	if err != nil {
+		panic(err)
+	}
+	conn, err := grpc.NewClient(l.Addr().String(),
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithUnaryInterceptor(breakergrpc.UnaryClientInterceptor(g)),
+		grpc.WithStreamInterceptor(breakergrpc.StreamClientInterceptor(g)),
+	)
+	if err != nil {
+		panic(err)
+	}
+	defer conn.Close()
+	health := healthpb.NewHealthClient(conn)
+
+	for i := 0; i < 4; i++ {
+		_, err := health.Check(context.Background(), &healthpb.HealthCheckRequest{})
+		fmt.Println(status.Code(err), errors.Is(err, breaker.ErrOpen))
+	}
+	// Output:
+	// Internal false
+	// Internal false
+	// Internal false
+	// Unavailable true
+}
+
+// serving is a health service that answers every check.
+type serving struct {
+	healthpb.UnimplementedHealthServer
+}
+
+func (serving) Check(context.Context, *healthpb.HealthCheckRequest) (*healthpb.HealthCheckResponse, error) {
+	return &healthpb.HealthCheckResponse{Status: healthpb.HealthCheckResponse_SERVING}, nil
+}
+
+// Testing a service through the interceptor on a mock clock, with
+// Policy.Timeout set: the call's deadline reads in real time, so grpc-go
+// sends it and the call succeeds, while the breaker's own time stays the
+// mock's (here, 1970).
+func Example_mockClock() {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		panic(err)
+	}
+	srv := grpc.NewServer()
+	healthpb.RegisterHealthServer(srv, serving{})
+	go srv.Serve(l)
+	defer srv.Stop()
+
+	clk := clock.NewMock()
+	p := breaker.DefaultPolicy()
+	p.Timeout = time.Second
+	g, err := breaker.NewGroup(breaker.GroupConfig{Policies: breaker.GroupPolicy{Default: p}}, breaker.WithClock(clk))
+	if err != nil {
+		panic(err)
+	}
+	conn, err := grpc.NewClient(l.Addr().String(),
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithUnaryInterceptor(breakergrpc.UnaryClientInterceptor(g)),
+	)
+	if err != nil {
+		panic(err)
+	}
+	defer conn.Close()
+
+	resp, err := healthpb.NewHealthClient(conn).Check(context.Background(), &healthpb.HealthCheckRequest{})
+	fmt.Println(resp.GetStatus(), status.Code(err))
+	// Output:
+	// SERVING OK
+}

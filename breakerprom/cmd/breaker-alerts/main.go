@@ -1,0 +1,72 @@
+// Command breaker-alerts writes the Prometheus alerting rules for the
+// metrics of github.com/govkit/breaker/breakerprom, as
+// breakerprom.AlertRules does, with its parameters as flags. Without
+// flags it writes the rules the module ships in rules/breaker-alerts.yml.
+//
+//	go run github.com/govkit/breaker/breakerprom/cmd/breaker-alerts \
+//	    -p3 10s -p2 1m -p1 5m -status-url 'http://{{ $labels.instance }}/status' \
+//	    -o breaker-alerts.yml
+//
+// Thresholds scaled down to seconds make a drill that fires in a minute.
+// A bad flag is an error that names it, and nothing is written.
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/govkit/breaker/breakerprom"
+	"github.com/govkit/breaker/ops"
+)
+
+func main() {
+	if err := run(os.Args[1:], os.Stdout, os.Stderr); err != nil {
+		if !errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintln(os.Stderr, "breaker-alerts:", err)
+		}
+		os.Exit(2)
+	}
+}
+
+// run parses args, and writes the rules to stdout or to the file of -o.
+func run(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("breaker-alerts", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	th := ops.DefaultThresholds()
+	var cfg breakerprom.AlertConfig
+	var out string
+	fs.StringVar(&cfg.Namespace, "namespace", breakerprom.DefaultNamespace, "the collector's namespace (breakerprom.WithNamespace)")
+	fs.DurationVar(&th.P3, "p3", th.P3, "open `duration` that raises BreakerOpen at P3 (record)")
+	fs.DurationVar(&th.P2, "p2", th.P2, "open `duration` that raises BreakerOpen at P2 (page)")
+	fs.DurationVar(&th.P1, "p1", th.P1, "open `duration` that raises BreakerOpen at P1 (escalate)")
+	fs.IntVar(&cfg.FlapOpens, "flap-opens", breakerprom.DefaultFlapOpens, "trips within -flap-window that raise BreakerFlapping")
+	fs.DurationVar(&cfg.FlapWindow, "flap-window", breakerprom.DefaultFlapWindow, "the `window` of -flap-opens")
+	fs.IntVar(&cfg.ProbeFailures, "probe-failures", breakerprom.DefaultProbeFailures, "failed probes within -probe-window that raise BreakerProbesFailing")
+	fs.DurationVar(&cfg.ProbeWindow, "probe-window", breakerprom.DefaultProbeWindow, "the `window` of -probe-failures")
+	fs.StringVar(&cfg.StatusURL, "status-url", "", "link to the status page in every alert: a Prometheus `template` such as 'http://{{ $labels.instance }}/status'")
+	fs.StringVar(&cfg.DashboardURL, "dashboard-url", "", "link to the dashboard in every alert: a Prometheus `template`")
+	fs.StringVar(&out, "o", "", "write to this `file` instead of the standard output")
+	fs.Usage = func() {
+		fmt.Fprintln(fs.Output(), "usage: breaker-alerts [flags]\n\nWrites Prometheus alerting rules for the breakers' metrics. Flags:")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected argument %q: every parameter is a flag", fs.Arg(0))
+	}
+	cfg.Thresholds = th
+	rules, err := breakerprom.AlertRules(cfg)
+	if err != nil {
+		return err
+	}
+	if out == "" {
+		_, err = stdout.Write(rules)
+		return err
+	}
+	return os.WriteFile(out, rules, 0o644)
+}

@@ -1,0 +1,54 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// Without flags the command writes the shipped file, which go generate
+// makes with it.
+func TestRun_WritesTheShippedRulesByDefault(t *testing.T) {
+	var out bytes.Buffer
+	require.NoError(t, run(nil, &out, &bytes.Buffer{}))
+	shipped, err := os.ReadFile("../../rules/breaker-alerts.yml")
+	require.NoError(t, err)
+	assert.Equal(t, string(shipped), out.String())
+}
+
+// A drill: thresholds in seconds and links, without writing Go.
+func TestRun_FlagsReachTheRules(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "drill.yml")
+	require.NoError(t, run([]string{"-p3", "10s", "-p2", "1m", "-p1", "5m", "-namespace", "shop_breaker",
+		"-probe-failures", "2", "-probe-window", "90s", "-flap-opens", "3", "-flap-window", "10m",
+		"-status-url", "http://{{ $labels.instance }}/status", "-dashboard-url", "https://grafana.example.com/d/govkit-breaker",
+		"-o", path}, &bytes.Buffer{}, &bytes.Buffer{}))
+	rules, err := os.ReadFile(path)
+	require.NoError(t, err)
+	for _, s := range []string{
+		"(shop_breaker_open_duration_seconds >= 10)", "(shop_breaker_open_duration_seconds >= 60)", "(shop_breaker_open_duration_seconds >= 300)",
+		`increase(shop_breaker_probes_total{result="failed"}[90s]) >= 2`, `to="open"}[10m]))`, ">= 3,",
+		`status_url: "http://{{ $labels.instance }}/status"`, `dashboard_url: "https://grafana.example.com/d/govkit-breaker"`,
+	} {
+		assert.Contains(t, string(rules), s)
+	}
+	assert.NotContains(t, string(rules), "do not edit", "not the shipped file")
+}
+
+// A bad flag names what is wrong, and nothing is written.
+func TestRun_BadFlagsAreErrors(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "rules.yml")
+	err := run([]string{"-p3", "1h", "-p2", "1m", "-o", path}, &bytes.Buffer{}, &bytes.Buffer{})
+	assert.ErrorContains(t, err, "Thresholds")
+	assert.NoFileExists(t, path)
+	err = run([]string{"-probe-window", "1µs"}, &bytes.Buffer{}, &bytes.Buffer{})
+	assert.ErrorContains(t, err, "ProbeWindow 1µs")
+	err = run([]string{"-p3"}, &bytes.Buffer{}, &bytes.Buffer{})
+	assert.ErrorContains(t, err, "flag needs an argument: -p3")
+	err = run([]string{"rules.yml"}, &bytes.Buffer{}, &bytes.Buffer{})
+	assert.ErrorContains(t, err, `unexpected argument "rules.yml"`)
+}

@@ -1,0 +1,209 @@
+package breakerprom
+
+import (
+	"bytes"
+	_ "embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+	"text/template"
+	"time"
+	"unicode"
+
+	"github.com/govkit/breaker/ops"
+)
+
+//go:generate go run ./cmd/breaker-alerts -o rules/breaker-alerts.yml
+
+// Defaults of [AlertConfig] beyond the thresholds, which are
+// [ops.DefaultThresholds].
+const (
+	// DefaultFlapOpens trips in DefaultFlapWindow make a breaker flapping:
+	// it keeps closing on a downstream that is not well, and its cooldown
+	// doubling cannot hold it open.
+	DefaultFlapOpens  = 5
+	DefaultFlapWindow = time.Hour
+	// DefaultProbeFailures failed probes in DefaultProbeWindow mean the
+	// downstream fails every time it is tried: with the default cooldowns
+	// (30s doubling to 2m) three failures take about three and a half
+	// minutes.
+	DefaultProbeFailures = 3
+	DefaultProbeWindow   = 30 * time.Minute
+)
+
+// AlertConfig parameterises [AlertRules]. The zero value gives the rules
+// the module ships in rules/breaker-alerts.yml.
+type AlertConfig struct {
+	// Namespace is the collector's namespace ([WithNamespace]); empty
+	// means DefaultNamespace.
+	Namespace string
+	// Thresholds are the open durations of the P3, P2 and P1 alerts; the
+	// zero value means ops.DefaultThresholds, the grading of ops.Alerts.
+	Thresholds ops.Thresholds
+	// FlapOpens trips from closed within FlapWindow raise BreakerFlapping.
+	// Each zero field means its default: DefaultFlapOpens,
+	// DefaultFlapWindow.
+	FlapOpens  int
+	FlapWindow time.Duration
+	// ProbeFailures failed probes within ProbeWindow raise
+	// BreakerProbesFailing. Each zero field means its default:
+	// DefaultProbeFailures, DefaultProbeWindow.
+	ProbeFailures int
+	ProbeWindow   time.Duration
+	// Windows and thresholds must be whole milliseconds, the finest unit
+	// of a Prometheus duration.
+
+	// StatusURL and DashboardURL, when set, are links every alert
+	// carries: in its annotations status_url and dashboard_url, and at
+	// the end of its description. Each is a Prometheus template, so it
+	// may use the alert's labels: http://{{ $labels.instance }}/status
+	// for the status page each instance serves (see ops.StatusPage), or
+	// https://grafana.example.com/d/govkit-breaker?var-job={{ $labels.job }}&var-name={{ $labels.name }}.
+	// Empty: no link. Neither may hold a line break.
+	StatusURL    string
+	DashboardURL string
+}
+
+var metricName = regexp.MustCompile(`^[a-zA-Z_:][a-zA-Z0-9_:]*$`)
+
+// orDefault fills the zero fields and checks the result.
+func (c AlertConfig) orDefault() (AlertConfig, error) {
+	if c.Namespace == "" {
+		c.Namespace = DefaultNamespace
+	}
+	if c.Thresholds == (ops.Thresholds{}) {
+		c.Thresholds = ops.DefaultThresholds()
+	}
+	if c.FlapOpens == 0 {
+		c.FlapOpens = DefaultFlapOpens
+	}
+	if c.FlapWindow == 0 {
+		c.FlapWindow = DefaultFlapWindow
+	}
+	if c.ProbeFailures == 0 {
+		c.ProbeFailures = DefaultProbeFailures
+	}
+	if c.ProbeWindow == 0 {
+		c.ProbeWindow = DefaultProbeWindow
+	}
+	var errs []error
+	if !metricName.MatchString(c.Namespace) {
+		errs = append(errs, fmt.Errorf("breakerprom: AlertConfig.Namespace %q is not a metric name prefix", c.Namespace))
+	}
+	if err := c.Thresholds.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("breakerprom: AlertConfig.Thresholds: %w", err))
+	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{
+		{"Thresholds.P3", c.Thresholds.P3}, {"Thresholds.P2", c.Thresholds.P2}, {"Thresholds.P1", c.Thresholds.P1},
+		{"FlapWindow", c.FlapWindow}, {"ProbeWindow", c.ProbeWindow},
+	} {
+		if d.v%time.Millisecond != 0 || d.v < 0 {
+			errs = append(errs, fmt.Errorf("breakerprom: AlertConfig.%s %v is not a positive whole number of milliseconds", d.name, d.v))
+		}
+	}
+	if c.FlapOpens < 0 {
+		errs = append(errs, fmt.Errorf("breakerprom: AlertConfig.FlapOpens %d is negative", c.FlapOpens))
+	}
+	if c.ProbeFailures < 0 {
+		errs = append(errs, fmt.Errorf("breakerprom: AlertConfig.ProbeFailures %d is negative", c.ProbeFailures))
+	}
+	for _, u := range []struct{ name, v string }{{"StatusURL", c.StatusURL}, {"DashboardURL", c.DashboardURL}} {
+		if strings.ContainsFunc(u.v, unicode.IsControl) {
+			errs = append(errs, fmt.Errorf("breakerprom: AlertConfig.%s %q holds a control character, such as a line break", u.name, u.v))
+		}
+	}
+	return c, errors.Join(errs...)
+}
+
+//go:embed rules.yml.tmpl
+var rulesText string
+
+// The template's actions are [[ ]]: {{ }} belongs to Prometheus, whose
+// own templates fill the alerts' annotations.
+var rulesTemplate = template.Must(template.New("rules").Delims("[[", "]]").Funcs(template.FuncMap{
+	"seconds": func(d time.Duration) string { return strconv.FormatFloat(d.Seconds(), 'f', -1, 64) },
+	"span":    promDuration,
+	"window":  func(d time.Duration) string { return "[" + promDuration(d) + "]" },
+	// yaml quotes a string for YAML: a JSON string is a YAML one.
+	"yaml": func(s string) (string, error) {
+		b, err := json.Marshal(s)
+		return string(b), err
+	},
+}).Parse(rulesText))
+
+// AlertRules returns a Prometheus rules file (YAML) with the alerts on the
+// collector's metrics:
+//
+//   - BreakerOpen, severity P3, P2 and P1: a breaker has been open, or
+//     half-open without recovering, for the threshold of that severity.
+//     The grades overlap (a breaker open for half an hour raises all
+//     three, so each routes on its own); an Alertmanager inhibit rule
+//     with equal: [name] keeps only the highest. Breakers forced open or
+//     in shadow mode raise none, as with ops.Alerts.
+//   - BreakerProbesFailing: ProbeFailures half-open probes failed in
+//     ProbeWindow, while the breaker is still not closed.
+//   - BreakerFlapping: the breaker tripped from closed FlapOpens times in
+//     FlapWindow. It resolves once fewer trips remain in the window: a
+//     pattern that ends when the breaker stays closed, up to FlapWindow
+//     after its last trip.
+//   - BreakerPolicyRejected: the last policy document a followed source
+//     delivered was refused; it resolves when a valid one is delivered.
+//
+// The breaker alerts carry the labels name, method and target (the key's
+// parts before and after "@"), and lead their text with why the breaker
+// opened: the label trip_reason, the rule that tripped it for the whole
+// outage, and the window that tripped it ("opened on err_ratio: 9 of 18
+// calls failed, 9 of them timeouts"), read from the trip_* families.
+// BreakerOpen also carries reason, what keeps it open now (probe_failed
+// after a failed probe). BreakerPolicyRejected carries the refused
+// version, its origin, and in_force, the version that stays. An error
+// names each bad field of cfg.
+func AlertRules(cfg AlertConfig) ([]byte, error) {
+	cfg, err := cfg.orDefault()
+	if err != nil {
+		return nil, err
+	}
+	def, _ := AlertConfig{}.orDefault()
+	th := cfg.Thresholds
+	data := struct {
+		AlertConfig
+		Default    bool // the shipped file's config
+		Severities []severity
+	}{cfg, cfg == def, []severity{
+		{"P3", "record", th.P3},
+		{"P2", "page", th.P2},
+		{"P1", "escalate", th.P1},
+	}}
+	var b bytes.Buffer
+	if err := rulesTemplate.Execute(&b, data); err != nil {
+		return nil, fmt.Errorf("breakerprom: alert rules: %w", err)
+	}
+	return b.Bytes(), nil
+}
+
+// severity is one grade of BreakerOpen: its name, what it asks of the
+// person it reaches, and the open duration that raises it.
+type severity struct {
+	Name, Action string
+	After        time.Duration
+}
+
+// promDuration writes d the way Prometheus reads a duration: in the
+// largest unit that divides it (1h, 30m, 90s, 1500ms).
+func promDuration(d time.Duration) string {
+	for _, u := range []struct {
+		d    time.Duration
+		name string
+	}{{time.Hour, "h"}, {time.Minute, "m"}, {time.Second, "s"}} {
+		if d%u.d == 0 {
+			return strconv.FormatInt(int64(d/u.d), 10) + u.name
+		}
+	}
+	return strconv.FormatInt(d.Milliseconds(), 10) + "ms"
+}

@@ -1,0 +1,145 @@
+package calltrace
+
+import (
+	"fmt"
+	"strconv"
+	"time"
+	"unicode/utf8"
+
+	"github.com/govkit/breaker"
+)
+
+// Record is one call as a trace holds it.
+type Record struct {
+	// Time is when the call was made; a trace keeps microseconds, from
+	// the Unix epoch to MaxTime.
+	Time time.Time
+	// Key is the breaker's key in its group, or its name; not empty.
+	Key string
+	// Duration is how long the call took; zero for a refused call. A
+	// trace keeps microseconds, from 0 to 2^62 ns (146 years).
+	Duration time.Duration
+	// Outcome is what the breaker counted; meaningless for a refused call.
+	// A value outside the four outcomes is a Failure, as the breaker
+	// counts it.
+	Outcome breaker.Outcome
+	// Probe is true for a half-open probe.
+	Probe bool
+	// Refused is true if the breaker refused the call.
+	Refused bool
+}
+
+// AppendJSON appends r's line, without the newline, to dst. The line is
+// one a [Decoder] reads whatever r holds, but for an empty Key or a line
+// longer than MaxLine: a Time before the Unix epoch or after MaxTime is
+// written as the nearer of the two, a Duration below 0 or above the
+// format's bound likewise, and an Outcome outside the four as "failure".
+func (r Record) AppendJSON(dst []byte) []byte {
+	dst = append(dst, `{"t":`...)
+	dst = strconv.AppendInt(dst, unixMicro(r.Time), 10)
+	dst = append(dst, `,"k":`...)
+	dst = appendString(dst, r.Key)
+	if r.Refused {
+		return append(dst, `,"refused":true}`...)
+	}
+	dst = append(dst, `,"d":`...)
+	dst = strconv.AppendInt(dst, min(max(r.Duration, 0), maxDuration).Microseconds(), 10)
+	dst = append(dst, `,"o":"`...)
+	o := r.Outcome
+	if o > breaker.Timeout {
+		o = breaker.Failure
+	}
+	dst = append(dst, o.String()...)
+	dst = append(dst, '"')
+	if r.Probe {
+		dst = append(dst, `,"probe":true`...)
+	}
+	return append(dst, '}')
+}
+
+// unixMicro is t in Unix microseconds, within [0, MaxTime]. The bounds are
+// compared as instants: UnixMicro itself overflows for a time beyond
+// ±292,000 years.
+func unixMicro(t time.Time) int64 {
+	switch {
+	case t.Before(epoch):
+		return 0
+	case t.After(latest):
+		return MaxTime
+	}
+	return t.UnixMicro()
+}
+
+var (
+	epoch  = time.Unix(0, 0)
+	latest = time.UnixMicro(MaxTime)
+)
+
+// appendString appends s as a JSON string. strconv.Quote is not one: it
+// writes Go escapes (\a, \x00, \U0001F600) that JSON readers refuse. Bytes
+// that are not UTF-8 become U+FFFD, as encoding/json writes them.
+func appendString(dst []byte, s string) []byte {
+	const hex = "0123456789abcdef"
+	dst = append(dst, '"')
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			switch {
+			case c == '"' || c == '\\':
+				dst = append(dst, '\\', c)
+			case c == '\n':
+				dst = append(dst, '\\', 'n')
+			case c == '\t':
+				dst = append(dst, '\\', 't')
+			case c < 0x20 || c == 0x7f:
+				dst = append(dst, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
+			default:
+				dst = append(dst, c)
+			}
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			dst = append(dst, `\ufffd`...)
+		} else {
+			dst = append(dst, s[i:i+size]...)
+		}
+		i += size
+	}
+	return append(dst, '"')
+}
+
+// A LineError is a line of a trace that cannot be read: its number
+// (from 1), the field at fault ("" for the line as a whole) and what is
+// wrong.
+type LineError struct {
+	Line    int
+	Field   string
+	Problem string
+}
+
+func (e *LineError) Error() string {
+	if e.Field == "" {
+		return fmt.Sprintf("trace: line %d: %s", e.Line, e.Problem)
+	}
+	return fmt.Sprintf("trace: line %d: field %q: %s", e.Line, e.Field, e.Problem)
+}
+
+// MaxLine is the longest line a Decoder reads, and a Recorder writes,
+// without the line's end.
+const MaxLine = 64 << 10
+
+func parseOutcome(s []byte) (breaker.Outcome, bool) {
+	switch string(s) {
+	case "success":
+		return breaker.Success, true
+	case "failure":
+		return breaker.Failure, true
+	case "timeout":
+		return breaker.Timeout, true
+	case "ignored":
+		return breaker.Ignored, true
+	}
+	return 0, false
+}

@@ -1,0 +1,327 @@
+package calltrace
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/govkit/breaker"
+)
+
+// Options configure a [Recorder]. The zero value records every call
+// through a buffer of DefaultBuffer records.
+type Options struct {
+	// Sample is the fraction of calls recorded, in (0, 1]; 0 means 1,
+	// every call. A sampled recorder keeps evenly spaced calls (every
+	// tenth for 0.1), not random ones.
+	Sample float64
+	// Buffer is how many records may wait for the writer, at most
+	// MaxBuffer; 0 means DefaultBuffer. When it is full, records are
+	// dropped and counted.
+	Buffer int
+	// Classifier turns a call's error into the outcome recorded; nil
+	// means breaker.DefaultClassifier. Give it the classifier of the
+	// group the recorder watches, so that the trace says what the
+	// breaker counted.
+	Classifier breaker.Classifier
+	// Clock times the calls; nil means the wall clock.
+	Clock breaker.Clock
+}
+
+// DefaultBuffer is the number of records a Recorder buffers by default:
+// about a second of a busy service's calls. MaxBuffer bounds
+// Options.Buffer: a buffer is made whole when the recorder starts, 56
+// bytes a record (64 MiB at most), and a longer one only delays the drops
+// of a writer that cannot keep up.
+const (
+	DefaultBuffer = 4096
+	MaxBuffer     = 1 << 20
+)
+
+// A Recorder writes [Record]s to a trace on a goroutine of its own. Record
+// and Do never block on the writer: a record that finds the buffer full is
+// dropped and counted in Dropped. Close flushes the buffer and stops the
+// goroutine; records made after Close are dropped.
+//
+// A nil *Recorder is valid and records nothing: Do then calls the group
+// directly.
+//
+// A Recorder is safe for concurrent use by multiple goroutines.
+type Recorder struct {
+	ch       chan Record
+	stop     chan struct{}
+	finished chan struct{}
+	w        *bufio.Writer
+	classify breaker.Classifier
+	clock    breaker.Clock
+	every    float64 // 1/Sample
+
+	seen    atomic.Uint64
+	dropped atomic.Uint64
+	written atomic.Uint64
+	closed  atomic.Bool
+
+	closeOnce sync.Once
+	err       error // the first write error, set by the writer goroutine
+}
+
+// NewRecorder starts a Recorder writing to w.
+func NewRecorder(w io.Writer, opt Options) (*Recorder, error) {
+	if w == nil {
+		return nil, errors.New("trace: nil writer")
+	}
+	if math.IsNaN(opt.Sample) || opt.Sample < 0 || opt.Sample > 1 {
+		return nil, fmt.Errorf("trace: Options.Sample must be in (0, 1], got %v", opt.Sample)
+	}
+	if opt.Buffer < 0 {
+		return nil, fmt.Errorf("trace: Options.Buffer must not be negative, got %d", opt.Buffer)
+	}
+	if opt.Buffer > MaxBuffer {
+		return nil, fmt.Errorf("trace: Options.Buffer must be at most %d, got %d", MaxBuffer, opt.Buffer)
+	}
+	if opt.Sample == 0 {
+		opt.Sample = 1
+	}
+	if opt.Buffer == 0 {
+		opt.Buffer = DefaultBuffer
+	}
+	if opt.Classifier == nil {
+		opt.Classifier = breaker.DefaultClassifier
+	}
+	r := &Recorder{
+		ch:       make(chan Record, opt.Buffer),
+		stop:     make(chan struct{}),
+		finished: make(chan struct{}),
+		w:        bufio.NewWriterSize(w, 32<<10),
+		classify: opt.Classifier,
+		clock:    opt.Clock,
+		every:    1 / opt.Sample,
+	}
+	go r.write()
+	return r, nil
+}
+
+// write is the recorder's goroutine. It flushes whenever the buffer runs
+// dry, so that a quiet service's trace is not held back in memory.
+func (r *Recorder) write() {
+	defer close(r.finished)
+	var line []byte
+	put := func(rec Record) {
+		if r.err != nil {
+			r.dropped.Add(1)
+			return
+		}
+		line = append(rec.AppendJSON(line[:0]), '\n')
+		if rec.Key == "" || len(line) > MaxLine+1 {
+			r.dropped.Add(1) // the decoder would refuse the whole trace for it
+			return
+		}
+		if _, err := r.w.Write(line); err != nil {
+			r.err = err
+			r.dropped.Add(1)
+			return
+		}
+		r.written.Add(1)
+	}
+	flush := func() {
+		if r.err == nil {
+			r.err = r.w.Flush()
+		}
+	}
+	for {
+		select {
+		case rec := <-r.ch:
+			put(rec)
+			if len(r.ch) == 0 {
+				flush()
+			}
+		case <-r.stop:
+			for {
+				select {
+				case rec := <-r.ch:
+					put(rec)
+				default:
+					flush()
+					return
+				}
+			}
+		}
+	}
+}
+
+// Record queues rec for writing, or drops and counts it if the buffer is
+// full or the recorder closed. It never blocks. Sampling does not apply:
+// Record writes what it is given, as [Record.AppendJSON] writes it.
+func (r *Recorder) Record(rec Record) {
+	if r == nil {
+		return
+	}
+	if r.closed.Load() {
+		r.dropped.Add(1)
+		return
+	}
+	select {
+	case r.ch <- rec:
+	default:
+		r.dropped.Add(1)
+	}
+}
+
+// sampled reports whether the next call is one to record: the n-th call
+// is when floor(n/every) moves on.
+func (r *Recorder) sampled() bool {
+	if r.every == 1 {
+		return true
+	}
+	n := r.seen.Add(1)
+	return math.Floor(float64(n)/r.every) != math.Floor(float64(n-1)/r.every)
+}
+
+func (r *Recorder) now() time.Time {
+	if r.clock != nil {
+		return r.clock.Now()
+	}
+	return time.Now()
+}
+
+// Do calls fn through g's breaker for key, exactly as g.Do(ctx, key, fn)
+// does, and records the call: when it was made, how long fn took, the
+// outcome, and whether it was a probe or refused. A call that never reached
+// the breaker (ctx already done, a bad key) is not recorded. With a nil
+// Recorder, Do is g.Do.
+func (r *Recorder) Do(ctx context.Context, g *breaker.Group, key string, fn func(context.Context) error) error {
+	if r == nil || !r.sampled() {
+		return g.Do(ctx, key, fn)
+	}
+	c := r.begin(key)
+	err := g.Do(ctx, key, func(ctx context.Context) error {
+		c.start(ctx)
+		err := fn(ctx)
+		c.end(err)
+		return err
+	})
+	if !c.ran && !errors.Is(err, breaker.ErrOpen) {
+		return err
+	}
+	r.Record(c.rec)
+	return err
+}
+
+// Track records a call made some other way than [Recorder.Do]: through a
+// [breaker.Breaker], [breaker.Call] or [breaker.FallbackOnFailure]. It
+// returns fn wrapped to time it and keep its outcome, to pass to the
+// breaker in fn's place, and done, to call with the guarded call's error
+// once it has returned:
+//
+//	fn, done := calltrace.Track(rec, "inventory.GetStock", getStock)
+//	stock, err := breaker.Call(ctx, b, fn)
+//	done(err)
+//
+// The outcome recorded is fn's own error, classified; a call in which fn
+// never ran is recorded as refused, unless err is the context's error (the
+// caller had gone before the call). With a nil Recorder, or a call left out
+// by sampling, Track returns fn itself and a done that does nothing.
+func Track[T any](r *Recorder, key string, fn func(context.Context) (T, error)) (func(context.Context) (T, error), func(error)) {
+	if r == nil || !r.sampled() {
+		return fn, noop
+	}
+	c := r.begin(key)
+	wrapped := func(ctx context.Context) (T, error) {
+		c.start(ctx)
+		v, err := fn(ctx)
+		c.end(err)
+		return v, err
+	}
+	done := func(err error) {
+		if !c.ran && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
+			return
+		}
+		r.Record(c.rec)
+	}
+	return wrapped, done
+}
+
+func noop(error) {}
+
+// call is one call being recorded.
+type call struct {
+	r     *Recorder
+	rec   Record
+	began time.Time
+	ran   bool
+}
+
+func (r *Recorder) begin(key string) *call {
+	return &call{r: r, rec: Record{Time: r.now(), Key: key, Refused: true}}
+}
+
+func (c *call) start(ctx context.Context) {
+	c.ran = true
+	c.rec.Refused = false
+	c.rec.Probe = breaker.IsProbe(ctx)
+	c.began = c.r.now()
+}
+
+// end times the call and keeps its outcome. A clock that stepped back
+// while the call ran, or jumped more than 2^62 ns (146 years) ahead, makes
+// it last 0, as the breaker's own timeline takes such a step as a pause of
+// no length.
+func (c *call) end(err error) {
+	c.rec.Duration = c.r.now().Sub(c.began)
+	if c.rec.Duration < 0 || c.rec.Duration > maxDuration {
+		c.rec.Duration = 0
+	}
+	c.rec.Outcome = breaker.Success
+	if err != nil {
+		c.rec.Outcome = c.r.classify(err)
+	}
+}
+
+// Dropped returns the number of records dropped: the buffer was full, the
+// recorder closed, writing had failed, or the record could not be written
+// as a line a Decoder reads (an empty key, a line over MaxLine).
+func (r *Recorder) Dropped() uint64 {
+	if r == nil {
+		return 0
+	}
+	return r.dropped.Load()
+}
+
+// Written returns the number of records written.
+func (r *Recorder) Written() uint64 {
+	if r == nil {
+		return 0
+	}
+	return r.written.Load()
+}
+
+// Close writes out what is buffered, stops the recorder's goroutine and
+// returns the first error writing met. It does not close the writer. It
+// returns once the goroutine has stopped; later calls return the same
+// error.
+func (r *Recorder) Close() error {
+	if r == nil {
+		return nil
+	}
+	r.closeOnce.Do(func() {
+		r.closed.Store(true)
+		close(r.stop)
+	})
+	<-r.finished
+	// A Record that raced with Close may have queued after the writer
+	// left: count it as dropped rather than lose it silently.
+	for {
+		select {
+		case <-r.ch:
+			r.dropped.Add(1)
+		default:
+			return r.err
+		}
+	}
+}

@@ -1,0 +1,154 @@
+package live
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strconv"
+	"unicode/utf8"
+
+	"github.com/govkit/breaker"
+)
+
+// samePolicies reports whether two documents give every key the same
+// policy and the same candidate, with the same override keys.
+func samePolicies(a, b breaker.GroupPolicy) bool {
+	if a.Default != b.Default || len(a.Overrides) != len(b.Overrides) {
+		return false
+	}
+	for k, p := range a.Overrides {
+		if q, ok := b.Overrides[k]; !ok || p != q {
+			return false
+		}
+	}
+	if a.Candidate == nil || b.Candidate == nil {
+		return a.Candidate == nil && b.Candidate == nil
+	}
+	return samePolicies(*a.Candidate, *b.Candidate)
+}
+
+// diffPolicies lists the fields that differ between two documents, key by
+// key: the default, then each override key of either, sorted, then the
+// same for their candidates.
+func diffPolicies(old, new breaker.GroupPolicy) []FieldChange {
+	var out []FieldChange
+	diffDoc(&out, "", old, new, false, false)
+	oc, nc := old.Candidate, new.Candidate
+	if oc != nil || nc != nil {
+		var o, n breaker.GroupPolicy
+		if oc != nil {
+			o = *oc
+		}
+		if nc != nil {
+			n = *nc
+		}
+		diffDoc(&out, "candidate.", o, n, oc == nil, nc == nil)
+	}
+	return out
+}
+
+func diffDoc(out *[]FieldChange, prefix string, old, new breaker.GroupPolicy, oldNone, newNone bool) {
+	keys := map[string]bool{}
+	for k := range old.Overrides {
+		keys[k] = true
+	}
+	for k := range new.Overrides {
+		keys[k] = true
+	}
+	sorted := make([]string, 0, len(keys))
+	for k := range keys {
+		sorted = append(sorted, k)
+	}
+	sort.Strings(sorted)
+	diffPolicy(out, "default", prefix+"default.", old.Default, new.Default, oldNone, newNone)
+	for _, k := range sorted {
+		o, ok := old.Overrides[k]
+		if !ok {
+			o = old.Default
+		}
+		n, ok := new.Overrides[k]
+		if !ok {
+			n = new.Default
+		}
+		diffPolicy(out, k, prefix+"overrides["+quoteKey(k)+"].", o, n, oldNone, newNone)
+	}
+}
+
+func diffPolicy(out *[]FieldChange, key, prefix string, old, new breaker.Policy, oldNone, newNone bool) {
+	if old == new && oldNone == newNone {
+		return
+	}
+	from, to := fieldTexts(old), fieldTexts(new)
+	for i := range from {
+		f, t := from[i].text, to[i].text
+		if oldNone {
+			f = ""
+		}
+		if newNone {
+			t = ""
+		}
+		if f != t {
+			*out = append(*out, FieldChange{Key: key, Path: prefix + from[i].name, Field: from[i].name, From: f, To: t})
+		}
+	}
+}
+
+// fieldText is one field of a policy, written as a document writes it.
+type fieldText struct{ name, text string }
+
+// fieldTexts lists the fields of p in their order, each value as
+// [breaker.Policy.MarshalJSON] writes it, without the quotes of a
+// duration: "30s", 0.5, 20, true.
+func fieldTexts(p breaker.Policy) []fieldText {
+	data, err := p.MarshalJSON()
+	if err != nil {
+		return nil // only a NaN or an infinity, which no valid policy has
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	if _, err := dec.Token(); err != nil { // {
+		return nil
+	}
+	var out []fieldText
+	for dec.More() {
+		k, err := dec.Token()
+		if err != nil {
+			return out
+		}
+		v, err := dec.Token()
+		if err != nil {
+			return out
+		}
+		name, _ := k.(string)
+		var text string
+		switch v := v.(type) {
+		case string:
+			text = v
+		case json.Number:
+			text = v.String()
+		default:
+			text = fmt.Sprint(v)
+		}
+		out = append(out, fieldText{name, text})
+	}
+	return out
+}
+
+// maxQuote is how many bytes of a key a path quotes, as in the problems
+// of [breaker.ParseGroupPolicy], so that a change and a problem at one
+// key share its path.
+const maxQuote = 64
+
+// quoteKey quotes a key of a document for a path: as a Go string
+// literal, cut to maxQuote bytes with its length if it is longer.
+func quoteKey(key string) string {
+	if len(key) <= maxQuote {
+		return strconv.Quote(key)
+	}
+	n := maxQuote
+	for n > 0 && !utf8.RuneStart(key[n]) {
+		n--
+	}
+	return strconv.Quote(key[:n]) + "…(" + strconv.Itoa(len(key)) + " bytes)"
+}

@@ -1,0 +1,59 @@
+package breaker
+
+import (
+	"context"
+	"log/slog"
+	"sync/atomic"
+	"time"
+)
+
+// The cap on a group's breakers (GroupConfig.MaxBreakers).
+//
+// Past the cap a call for a new key is neither refused nor given a
+// breaker: it runs through the overflow breaker, one per group, forced
+// closed, so that it measures and applies the default policy's deadline
+// but never refuses. The count of such calls and the rate-limited
+// warning are kept here; the decision is in Group.create, which checks
+// the count without the group's lock unless a sweep could make room.
+
+// fullWarnInterval is the least time between two "breaker group full"
+// records of one group, on its clock.
+const fullWarnInterval = time.Minute
+
+// fullReport is what a group knows of the calls it sent past its cap.
+type fullReport struct {
+	calls  atomic.Uint64 // calls sent to the overflow breaker
+	next   atomic.Int64  // when the next record may be written
+	logged atomic.Uint64 // calls as of the last record
+}
+
+// newOverflow makes a group's overflow breaker: the default rules r, the
+// group's clock and classifier, and no hooks, logger or group, since it
+// never makes a transition and is no breaker of the group's.
+func newOverflow(r *rules, opt *options) *Breaker {
+	o := *opt
+	o.hooks, o.logger, o.group = nil, nil, nil
+	b := newBreaker(overflowName, r, &o)
+	_ = b.SetMode(ModeForcedClosed) // a valid mode: never fails
+	return b
+}
+
+// overflowed counts a call sent past the cap at now, writes the warning
+// if it is due, and returns the overflow breaker.
+func (g *Group) overflowed(now int64) *Breaker {
+	f := &g.full
+	n := f.calls.Add(1)
+	if next := f.next.Load(); now >= next && f.next.CompareAndSwap(next, addSat(now, int64(fullWarnInterval))) {
+		since := n - f.logged.Swap(n)
+		l := g.opt.logger
+		if l == nil {
+			l = slog.Default()
+		}
+		l.LogAttrs(context.Background(), slog.LevelWarn, "breaker group full",
+			slog.Attr{Key: logGroup, Value: slog.GroupValue(
+				slog.Int64("max_breakers", g.max),
+				slog.Uint64("overflow_calls", since),
+				slog.Uint64("overflow_calls_total", n))})
+	}
+	return g.overflow
+}
