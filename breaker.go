@@ -42,7 +42,7 @@ type Breaker struct {
 	rules atomic.Pointer[rules]
 	win   atomic.Pointer[window]
 	opt   *options
-	tally tally
+	tally tally // rejected, fallbacks, ignored, shadow-rejected
 
 	// due is the offset at which the next timed transition falls due. It
 	// has two meanings, one per state, and is read and written only
@@ -53,9 +53,9 @@ type Breaker struct {
 	// first and due after it, so a reader that loads the word, then due,
 	// then the word again unchanged, has read due in the word's meaning.
 	due       atomic.Int64
-	warmUntil atomic.Int64 // offset until which this breaker's target is cold
-	marks     atomic.Int64 // marksSeen, or when to look for WithInstanceStart next
-	consec    atomic.Uint64
+	warmUntil atomic.Int64  // offset until which this breaker's target is cold
+	marks     atomic.Int64  // marksSeen, or when to look for WithInstanceStart next
+	consec    atomic.Uint64 // the run of consecutive failures; see failRun
 	openErr   atomic.Pointer[OpenError]
 	other     [nOther]atomic.Uint64
 	cand      atomic.Pointer[candidate] // nil unless the group's document has a candidate for it
@@ -98,6 +98,9 @@ type history struct {
 	// verdict yet, indexed by the slot number in their token; an entry
 	// admitted at never is unused.
 	inflight []inflightProbe
+	// sealed holds the outcomes of the windows sealed so far, by window
+	// kind (see endGenLocked): Counters adds the current window's.
+	sealed [nKinds]uint64
 }
 
 // inflightProbe is a probe in flight: its admission offset, for the probe
@@ -176,14 +179,13 @@ func (b *Breaker) histLocked() *history {
 }
 
 // Counters of outcomes that are not recorded in the window (probes, stale
-// results, warmup-exempt calls, shadow admissions). Ignored calls are
-// counted in the tally (kIgnored).
+// results, warmup-exempt calls). Ignored calls and shadow admissions are
+// counted in the breaker's tally (kIgnored, kShadowRejected).
 const (
 	oSuccess = iota
 	oFailure
 	oTimeout
 	oExempt
-	oShadowRejected
 	nOther
 )
 
@@ -240,7 +242,7 @@ func (b *Breaker) Mode() Mode { return b.state.Load().mode() }
 // half-open, nothing is added to the window, so it shows the calls that
 // tripped it until they age out.
 func (b *Breaker) Snapshot() Snapshot {
-	return b.win.Load().sum(b.opt.tb.now(), &b.tally)
+	return b.win.Load().sum(b.opt.tb.now())
 }
 
 // Policy returns the policy the breaker applies.

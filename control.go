@@ -9,8 +9,9 @@ import (
 // SetPolicy replaces the breaker's policy. An invalid p is refused with a
 // *[PolicyError] and the breaker keeps its old policy; nothing of p is
 // applied. The state is kept. The window is kept too, unless Window or
-// Buckets change, in which case it starts empty: counts from buckets of
-// another width cannot be compared.
+// Buckets change, in which case it starts empty (counts from buckets of
+// another width cannot be compared), and no result of a call admitted
+// before counts in it.
 //
 // The new policy applies at once to the results of calls already in
 // flight: a result is judged by the policy in force when it is recorded,
@@ -47,12 +48,12 @@ func (b *Breaker) setRules(r *rules) {
 			// The bump comes before the store (see recordSuccess).
 			b.bumpGenLocked()
 		}
-		b.win.Store(newWindow(r.width, r.buckets))
+		b.win.Store(b.nextWindow(r))
 	}
 	if old.consec != r.consec {
 		// The run counted under the old rule may be longer than the new
 		// one allows; trip on failures seen under the new rule only.
-		b.consec.Store(0)
+		b.handRunLocked(b.state.Load().gen(), false)
 	}
 	if w := b.state.Load(); w.state() == Open {
 		b.shortenCooldownLocked(old, r)
@@ -169,8 +170,9 @@ func (b *Breaker) setModeLocked(m Mode) {
 
 // Reset returns the breaker to Closed with an empty window and the cooldown
 // back at Policy.OpenFor, as if it had just been created. A forced mode
-// ends; ModeShadow stays. Calls in flight when Reset is called are not
-// counted.
+// ends; ModeShadow stays. The results of calls in flight when Reset is
+// called never count in the new window, nor in its run of consecutive
+// failures, however late they arrive; [Breaker.Counters] counts them.
 func (b *Breaker) Reset() {
 	now := b.opt.tb.now()
 	b.mu.Lock()

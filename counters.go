@@ -50,25 +50,19 @@ type Counters struct {
 func (b *Breaker) Counters() Counters {
 	now := b.opt.tb.now()
 	// Every field is a sum of monotonic counters, each read once, so every
-	// field is monotonic from one call to the next. Slow is read before
-	// the outcomes, so Slow <= Admitted.
-	tot := b.tally.outcomes()
-	o := func(i int) uint64 { return b.other[i].Load() }
-	c := Counters{
-		Successes:      tot[kSuccess] + o(oSuccess),
-		Failures:       tot[kFailure] + o(oFailure),
-		Timeouts:       tot[kTimeout] + o(oTimeout),
-		Ignored:        b.tally.load(kIgnored),
-		Slow:           tot[kSlow],
-		Exempt:         o(oExempt),
-		Rejected:       b.tally.load(kRejected),
-		ShadowRejected: o(oShadowRejected),
-		Fallbacks:      b.tally.load(kFallbacks),
-	}
-	c.Admitted = c.Successes + c.Failures + c.Timeouts + c.Ignored
-	b.mu.Lock()
+	// field is monotonic from one call to the next. The window's outcomes
+	// are those of the windows sealed so far and of the current one, read
+	// under the lock that seals, so that a window's outcomes are in one of
+	// the two, never both or neither. Slow is read before the outcomes, so
+	// Slow <= Admitted.
+	var c Counters
 	var open int64
+	b.mu.Lock()
+	tot := b.win.Load().tally.outcomes()
 	if h := b.hist; h != nil {
+		for k := range tot {
+			tot[k] += h.sealed[k]
+		}
 		c.ProbesPassed = uint64(h.probesOK)
 		c.ProbesFailed = uint64(h.probesBad)
 		c.Opens = uint64(h.opens)
@@ -78,6 +72,17 @@ func (b *Breaker) Counters() Counters {
 		open += max(0, now-b.outageStart())
 	}
 	b.mu.Unlock()
+	o := func(i int) uint64 { return b.other[i].Load() }
+	c.Successes = tot[kSuccess] + o(oSuccess)
+	c.Failures = tot[kFailure] + o(oFailure)
+	c.Timeouts = tot[kTimeout] + o(oTimeout)
+	c.Ignored = b.tally.load(kIgnored)
+	c.Slow = tot[kSlow]
+	c.Exempt = o(oExempt)
+	c.Rejected = b.tally.load(kRejected)
+	c.ShadowRejected = b.tally.load(kShadowRejected)
+	c.Fallbacks = b.tally.load(kFallbacks)
+	c.Admitted = c.Successes + c.Failures + c.Timeouts + c.Ignored
 	c.OpenTime = time.Duration(open)
 	return c
 }

@@ -41,11 +41,12 @@ func (g *Group) forgetLocked(key string, b *Breaker) {
 // go of (removed, or evicted as idle). A dropped breaker is never handed
 // out again: a call made on it, through a *Breaker kept from before, goes
 // to the group's current breaker for the key (made if need be), and so
-// does the result of a call admitted just before the drop. Dropping bumps
-// the generation like a transition, so such a result misses the closed
-// path's generation check and reaches record, which diverts it. The
-// closed path pays nothing: it already compares the generation, and the
-// admission test masks the bit together with the state.
+// does the result of a call admitted just before the drop. Dropping ends
+// the generation like a transition (endGenLocked), so such a result misses
+// the closed path's generation check, or finds the window sealed, and
+// reaches record, which diverts it. The closed path pays nothing: it
+// already compares the generation, and the admission test masks the bit
+// together with the state.
 const droppedBit = 1 << 4
 
 func (b *Breaker) dropped() bool { return b.state.Load().dropped() }
@@ -65,6 +66,7 @@ func (b *Breaker) drop(idle bool) (State, bool) {
 		if w.dropped() || idle && w.mode() != ModeAuto {
 			return w.state(), false
 		}
+		b.endGenLocked(w.gen(), false)
 		if b.state.CompareAndSwap(w, w.drop()) {
 			b.endProbesLocked()
 			return w.state(), true

@@ -10,9 +10,9 @@ import (
 // Gates: when a failure may skip the trip check.
 //
 // After a failure, the breaker checks its trip rules against the window.
-// The check reads every stripe of the tally (tally.go), so on a breaker
-// that cores are failing on at full rate it reads lines the other cores
-// are writing, and each failure moves cache lines between them: at
+// The check reads every stripe of the window's tally (tally.go), so on a
+// breaker that cores are failing on at full rate it reads lines the other
+// cores are writing, and each failure moves cache lines between them: at
 // -cpu=2, a failing call cost several times a successful one. Most of
 // those checks cannot trip: a window that holds 1,000 calls, 100 of them
 // failures, needs hundreds more failures before its error ratio can reach
@@ -133,7 +133,7 @@ func (b *Breaker) gatedCheck(s *stripes, st *stripe, now int64, r *rules, win *w
 	}
 	g.seq.Store(q + 1)
 	var fs [maxStripes]uint64
-	snap, he := win.read(now, &b.tally, &fs)
+	snap, he := win.read(now, &fs)
 	if reason := b.tripReason(r, snap); reason != "" {
 		// No gates until a check that does not trip sets them: every
 		// failure checks.

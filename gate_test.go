@@ -102,7 +102,7 @@ func TestGates_ConcurrentFailuresTripOnTheLastWindow(t *testing.T) {
 		clk := clock.NewMock()
 		b, err := New("gates", p, WithClock(clk))
 		require.NoError(t, err)
-		b.tally.spread()
+		b.win.Load().tally.spread()
 		ctx := context.Background()
 		run := func(n int, err error) {
 			var wg sync.WaitGroup
@@ -141,7 +141,7 @@ func TestGates_ConcurrentFailuresTripOnTheLastWindow(t *testing.T) {
 // breaker that checks after every failure.
 func TestGates_SerialTripIsExact(t *testing.T) {
 	h := newHarness(t, DefaultPolicy()) // ErrorRatio 0.5, MinRequests 20
-	h.b.tally.spread()
+	h.b.win.Load().tally.spread()
 	h.calls(100, nil)
 	for i := 0; i < 99; i++ {
 		require.Error(t, h.call(errBoom))
@@ -156,7 +156,7 @@ func TestGates_SerialTripIsExact(t *testing.T) {
 // next failure checks, though its stripe is far below its gate.
 func TestGates_WindowMoveMakesTheNextFailureCheck(t *testing.T) {
 	h := newHarness(t, DefaultPolicy()) // ErrorRatio 0.5, MinRequests 20
-	h.b.tally.spread()
+	h.b.win.Load().tally.spread()
 	h.calls(1000, nil) // the first bucket
 	h.add(DefaultWindow - DefaultWindow/DefaultBuckets)
 	h.calls(25, errBoom) // the first bucket is still in the window: 25 of 1,025
@@ -170,7 +170,7 @@ func TestGates_WindowMoveMakesTheNextFailureCheck(t *testing.T) {
 // policy does not let a failure skip the check under a stricter one.
 func TestGates_SetPolicyMakesTheNextFailureCheck(t *testing.T) {
 	h := newHarness(t, DefaultPolicy())
-	h.b.tally.spread()
+	h.b.win.Load().tally.spread()
 	h.calls(100, nil)
 	h.calls(20, errBoom) // 20 of 120 under ErrorRatio 0.5: gates far away
 	h.requireState(Closed)
@@ -215,7 +215,7 @@ func TestGates_FailureThatCompletesTheSampleChecksTheSlowRule(t *testing.T) {
 		p.SlowCall = 100 * time.Millisecond
 		p.SlowRatio = 0.2
 	}))
-	h.b.tally.spread()
+	h.b.win.Load().tally.spread()
 	require.NoError(t, h.call(nil))
 	require.NoError(t, h.b.Do(context.Background(), func(context.Context) error {
 		h.add(time.Second) // slow
@@ -250,7 +250,7 @@ func TestGates_AfterChurnConcurrentFailuresTripOnTheLastWindow(t *testing.T) {
 		clk := clock.NewMock()
 		b, err := New("gates", p1, WithClock(clk))
 		require.NoError(t, err)
-		b.tally.spread()
+		b.win.Load().tally.spread()
 		ctx := context.Background()
 		var wg sync.WaitGroup
 		for w := 0; w < workers; w++ {

@@ -47,3 +47,93 @@ func TestGenerations_AProbeFromAnEarlierHalfOpenEpisodeIsIgnored(t *testing.T) {
 	h.calls(1, nil)
 	h.requireState(Closed)
 }
+
+// checkedResult is the result of a call admitted now that has passed the
+// generation check and not yet been added: land adds it, as a goroutine
+// descheduled between the check and the add would, after whatever the
+// test has done to the breaker in between.
+type checkedResult struct {
+	b   *Breaker
+	win *window
+	w   word
+}
+
+func passedCheck(b *Breaker) checkedResult {
+	return checkedResult{b: b, win: b.win.Load(), w: b.state.Load()}
+}
+
+func (c checkedResult) land(o Outcome) {
+	b := c.b
+	b.land(context.Background(), b.opt.tb.now(), c.w.gen(), c.win, c.w, false, o, false, b.rules.Load())
+}
+
+// behaviour.md §4 Generations. Scenario: a call's result passes the
+// generation check; a transition that starts a new window runs, and a
+// call of the new generation opens the new window's first bucket; then the
+// result is added. The window's totals were shared by the old window and
+// the new one, so the result counted in the new window: a timeout from
+// before a Reset was counted after it.
+func TestGenerations_AResultCheckedBeforeATransitionNeverLandsInTheNewWindow(t *testing.T) {
+	for _, c := range []struct {
+		name       string
+		transition func(h *harness)
+	}{
+		{"reset", func(h *harness) { h.b.Reset() }},
+		{"set_policy_new_window", func(h *harness) {
+			require.NoError(t, h.b.SetPolicy(policy(func(p *Policy) { p.Window = 10 * time.Second })))
+		}},
+		{"forced_closed_after_a_trip", func(h *harness) {
+			h.trip()
+			require.NoError(t, h.b.SetMode(ModeForcedClosed))
+		}},
+		{"close_after_probes", func(h *harness) {
+			h.trip()
+			h.at(30 * time.Second)
+			h.calls(3, nil)
+			h.requireState(Closed)
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			h := newHarness(t, DefaultPolicy())
+			late := passedCheck(h.b)
+			before := h.b.Counters()
+			c.transition(h)
+			h.calls(1, nil) // the new window's first bucket
+			late.land(Timeout)
+			assert.Equal(t, Snapshot{Counted: 1}, h.b.Snapshot(), "the new window holds the new call only")
+			after := h.b.Counters()
+			assert.Equal(t, before.Timeouts+1, after.Timeouts, "the late result still counts in the counters")
+		})
+	}
+}
+
+// A window that tripped the breaker shows, while open, the calls that
+// tripped it: a result checked before the trip and added after it does not
+// change it.
+func TestGenerations_AResultCheckedBeforeATripLeavesTheOpenWindowAsItTripped(t *testing.T) {
+	h := newHarness(t, DefaultPolicy())
+	h.calls(DefaultMinRequests-1, errBoom)
+	late := passedCheck(h.b)
+	h.calls(1, errBoom)
+	h.requireState(Open)
+	late.land(Success)
+	var oe *OpenError
+	require.ErrorAs(t, h.call(nil), &oe)
+	assert.Equal(t, oe.Snapshot, h.b.Snapshot())
+	assert.Equal(t, Snapshot{Counted: DefaultMinRequests, Failures: DefaultMinRequests}, h.b.Snapshot())
+	assert.Equal(t, uint64(1), h.b.Counters().Successes)
+}
+
+// A failure checked before a Reset and added after it does not lengthen
+// the new run of consecutive failures.
+func TestGenerations_AFailureCheckedBeforeResetIsNotInTheNewRun(t *testing.T) {
+	h := newHarness(t, policy(func(p *Policy) { p.ErrorRatio = 0; p.ConsecutiveFailures = 3 }))
+	late := passedCheck(h.b)
+	h.b.Reset()
+	h.calls(1, errBoom)
+	late.land(Failure)
+	h.calls(1, errBoom)
+	h.requireState(Closed)
+	h.calls(1, errBoom)
+	h.requireState(Open)
+}

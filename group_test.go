@@ -550,6 +550,16 @@ func TestGroup_EvictionLosesNoOutcomeOfACallInFlight(t *testing.T) {
 				require.ErrorIs(t, b.Do(context.Background(), func(context.Context) error { return err }), err)
 			}
 		}},
+		// A result that passed the generation check before the drop and
+		// is added after it (see passedCheck): it went to the dropped
+		// breaker's window.
+		{"checked_before_the_drop", func(t *testing.T, b *Breaker) func(error) {
+			late := passedCheck(b)
+			return func(err error) {
+				require.ErrorIs(t, err, errBoom)
+				late.land(Failure)
+			}
+		}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

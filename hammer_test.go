@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -173,4 +174,132 @@ func TestRace_ClosedCountsAreExact(t *testing.T) {
 	wg.Wait()
 	require.Equal(t, Closed, b.State())
 	assert.Equal(t, Snapshot{Counted: workers * each, Failures: workers * each / 10}, b.Snapshot())
+}
+
+// TestRace_ResultsFromBeforeARestartStayOutOfTheNewWindow restarts the
+// window over and over (Reset, or SetPolicy with another Window) while
+// calls of the round before are returning, and checks, after each restart,
+// that the window holds no result of a call admitted before it. The
+// calls run in the background: each is admitted in one round and returns,
+// failing or timing out, when the next restart begins, so that its result
+// races with the restart; one that cannot tell whether it was admitted
+// before or after a restart is ignored. The driver then makes the round's
+// calls, which all succeed: a failure in the window is a result of an
+// earlier generation. At the end, the counters hold every result exactly
+// once.
+func TestRace_ResultsFromBeforeARestartStayOutOfTheNewWindow(t *testing.T) {
+	const workers, perRound = 16, 8
+	rounds := 5000
+	if testing.Short() {
+		rounds = 500
+	}
+	// More threads than cores, so that the system's scheduler interrupts
+	// them at any instruction, between a check and an add among them.
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(4 * runtime.NumCPU()))
+	clk := clock.NewMock()
+	p := policy(func(p *Policy) { p.MinRequests = 1 << 30 }) // never trips
+	other := p
+	other.Window = 2 * p.Window
+	b, err := New("restarts", p, WithClock(clk))
+	require.NoError(t, err)
+
+	type roundInfo struct {
+		k        uint64
+		admitted atomic.Int64  // calls that know they are of this round
+		ended    chan struct{} // closed when the next restart begins
+		left     chan struct{} // a token from each of those whose function returned
+		next     chan struct{} // closed when the next round begins
+	}
+	newRound := func(k uint64) *roundInfo {
+		return &roundInfo{k: k, ended: make(chan struct{}), left: make(chan struct{}, workers), next: make(chan struct{})}
+	}
+	var cur atomic.Pointer[roundInfo]
+	cur.Store(newRound(0))
+	var started atomic.Uint64 // the round whose restart has begun
+	var made struct{ ok, fail, timeout, ignored atomic.Uint64 }
+	errUnsure := Ignore(errors.New("admitted around a restart"))
+	count := func(err error) {
+		switch {
+		case err == nil:
+			made.ok.Add(1)
+		case errors.Is(err, context.DeadlineExceeded):
+			made.timeout.Add(1)
+		case errors.Is(err, errBoom):
+			made.fail.Add(1)
+		default:
+			made.ignored.Add(1)
+		}
+	}
+	var stop atomic.Bool
+	var wg sync.WaitGroup
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			for !stop.Load() {
+				r := cur.Load()
+				unsure := false
+				count(b.Do(context.Background(), func(context.Context) error {
+					if started.Load() != r.k {
+						unsure = true
+						return errUnsure // admitted before or after a restart
+					}
+					r.admitted.Add(1)
+					<-r.ended
+					defer func() { r.left <- struct{}{} }()
+					if w%2 == 0 {
+						return context.DeadlineExceeded
+					}
+					return errBoom
+				}))
+				if unsure {
+					<-r.next
+				}
+			}
+		}(w)
+	}
+	finish := func() {
+		stop.Store(true)
+		r := cur.Load()
+		close(r.ended)
+		close(r.next)
+		wg.Wait()
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for k := uint64(1); k <= uint64(rounds); k++ {
+		// A new bucket: the first late result moves the old window on
+		// before its add, a stretch of work between its check and its add.
+		clk.Add(time.Second)
+		started.Store(k)
+		last := cur.Load()
+		close(last.ended)
+		// Restart while the last round's results are being recorded:
+		// after the functions of a random share of its calls returned.
+		for n := rng.Int64N(last.admitted.Load() + 1); n > 0; n-- {
+			<-last.left
+		}
+		if k%3 == 0 {
+			require.NoError(t, b.SetPolicy(other))
+			other, p = p, other
+		} else {
+			b.Reset()
+		}
+		cur.Store(newRound(k))
+		close(last.next)
+		for i := 0; i < perRound; i++ {
+			count(b.Do(context.Background(), func(context.Context) error { return nil }))
+			if s := b.Snapshot(); s.Failures != 0 {
+				finish()
+				t.Fatalf("round %d: the window holds %+v, failures of calls admitted before the restart", k, s)
+			}
+		}
+	}
+	finish()
+	c := b.Counters()
+	assert.Equal(t, made.ok.Load(), c.Successes, "successes")
+	assert.Equal(t, made.fail.Load(), c.Failures, "failures")
+	assert.Equal(t, made.timeout.Load(), c.Timeouts, "timeouts")
+	assert.Equal(t, made.ignored.Load(), c.Ignored, "ignored")
+	assert.NotZero(t, made.fail.Load()+made.timeout.Load(), "no call outlived its round: the test proves nothing")
+	t.Logf("%d rounds, counters %+v", rounds, c)
 }

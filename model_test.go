@@ -203,7 +203,7 @@ func runModel(t *rapid.T, clk modelClock) {
 		// As a breaker that calls from several cores have collided on:
 		// its counters are striped, and failures pass the trip check's
 		// gates (gate.go). The sequence must come out the same.
-		b.tally.spread()
+		b.win.Load().tally.spread() // later windows spread too (nextWindow)
 	}
 	if cold {
 		// A new instance's breaker starts cold: Rewarm before the clock

@@ -134,7 +134,7 @@ func (b *Breaker) admitSlow(w word, r *rules) (token, error) {
 			continue
 		}
 		if w.mode() == ModeShadow {
-			b.other[oShadowRejected].Add(1)
+			b.tally.inc(kShadowRejected)
 			return token{gen: w.gen(), role: roleShadow}, nil
 		}
 		b.tally.inc(kRejected)

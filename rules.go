@@ -12,7 +12,7 @@ type rules struct {
 	minReq     uint64
 	errCount   uint64
 	slowCall   int64
-	consec     uint64
+	consec     uint64 // at most maxRun
 	timeout    int64
 	openFor    int64
 	maxOpenFor int64
@@ -79,7 +79,7 @@ func compile(p Policy) (*rules, error) {
 		minReq:     uint64(p.MinRequests),
 		errCount:   uint64(p.ErrorCount),
 		slowCall:   int64(p.SlowCall),
-		consec:     uint64(p.ConsecutiveFailures),
+		consec:     min(uint64(p.ConsecutiveFailures), maxRun), // the run is counted to maxRun
 		timeout:    staticTimeout(p),
 		openFor:    int64(p.OpenFor),
 		maxOpenFor: int64(p.MaxOpenFor),

@@ -125,9 +125,11 @@ func (m *Mode) UnmarshalText(b []byte) error {
 const never = math.MinInt64
 
 // transitionLocked moves the breaker to state to (with mode m) and queues
-// the event. It bumps the generation, so every call admitted before it
-// reports into the void. b.mu must be held.
+// the event. It ends the generation (see endGenLocked), so every call
+// admitted before it reports into the void, and starts the run of
+// consecutive failures anew. b.mu must be held.
 func (b *Breaker) transitionLocked(now int64, to State, m Mode, reason Reason, snap Snapshot, cooldown int64) {
+	b.endGenLocked(b.state.Load().gen(), false)
 	var from State
 	for {
 		w := b.state.Load()
@@ -276,20 +278,56 @@ func (b *Breaker) closeLocked(now int64, m Mode, reason Reason) {
 	b.setClosedAt(now)
 	b.openErr.Store(nil)
 	b.transitionLocked(now, Closed, m, reason, Snapshot{}, 0)
-	r := b.rules.Load()
-	b.consec.Store(0)
-	b.win.Store(newWindow(r.width, r.buckets))
+	b.win.Store(b.nextWindow(b.rules.Load()))
+}
+
+// nextWindow is a new, empty window for r to replace the current one. If
+// the current one's tally has spread over stripes, goroutines have
+// collided on it, and will on the new one: it starts spread, so that the
+// first calls after a close or a Reset do not collide to find that out.
+func (b *Breaker) nextWindow(r *rules) *window {
+	w := newWindow(r.width, r.buckets)
+	if s := b.win.Load().tally.stripes.Load(); s != nil && s != sealedStripes {
+		w.tally.spread()
+	}
+	return w
 }
 
 // bumpGenLocked starts a new generation without a transition, so that the
-// results of calls in flight are not recorded. b.mu must be held.
+// results of calls in flight are not recorded. The run of consecutive
+// failures goes on. b.mu must be held.
 func (b *Breaker) bumpGenLocked() {
+	b.endGenLocked(b.state.Load().gen(), true)
 	for {
 		w := b.state.Load()
 		if b.state.CompareAndSwap(w, w.bump()) {
 			return
 		}
 	}
+}
+
+// endGenLocked is the first step of every change of generation, made
+// before the state word leaves gen: it seals the window, so that nothing
+// is added to it any more, and hands the run of consecutive failures to
+// the next generation, its length kept if keepRun, else 0, so that no
+// failure of gen adds to it any more (see failRun). Once the window is
+// sealed its totals are final, and they move to the history, from which
+// Counters reads them. b.mu must be held.
+//
+// Every window a result could have been checked against is sealed this
+// way before the generation it was checked in ends, which is what keeps
+// every result out of the windows of later generations: see
+// recordSuccess.
+func (b *Breaker) endGenLocked(gen uint64, keepRun bool) {
+	var got [nKinds]uint64
+	b.win.Load().tally.seal(&got)
+	if got != [nKinds]uint64{} {
+		h := b.histLocked()
+		for k := range got {
+			h.sealed[k] += got[k]
+		}
+	}
+	b.handRunLocked(gen+1, keepRun)
 }
 
 // toHalfOpen moves an open breaker whose cooldown has ended to half-open.
@@ -328,18 +366,23 @@ func (b *Breaker) probeTimeout(now int64, seen word) {
 //
 // st is the stripe a failure was added to, for its gate, or nil.
 func (b *Breaker) evaluate(now int64, gen uint64, r *rules, win *window, st *stripe) {
-	if s := b.tally.stripes.Load(); s != nil {
+	switch s := win.tally.stripes.Load(); {
+	case s == nil:
+		if b.tripReason(r, win.sum(now)) == "" {
+			return
+		}
+	case s == sealedStripes:
+		return // win's generation is over (no gate is set in these)
+	default:
 		if b.gatedCheck(s, st, now, r, win) == "" {
 			return
 		}
-	} else if b.tripReason(r, win.sum(now, &b.tally)) == "" {
-		return
 	}
 	b.mu.Lock()
 	w := b.state.Load()
 	if w.gen() == gen && w.state() == Closed && w.mode() != ModeForcedClosed {
 		r = b.rules.Load()
-		snap := b.win.Load().sum(now, &b.tally)
+		snap := b.win.Load().sum(now)
 		if reason := b.tripReason(r, snap); reason != "" {
 			b.tripLocked(now, r, reason, snap)
 		}
@@ -363,7 +406,7 @@ func (b *Breaker) tripReason(r *rules, snap Snapshot) Reason {
 			return ReasonSlowRatio
 		}
 	}
-	if r.consec > 0 && b.consec.Load() >= r.consec {
+	if r.consec > 0 && b.runLength() >= r.consec {
 		return ReasonConsecutive
 	}
 	return ""

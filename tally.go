@@ -6,12 +6,14 @@ import (
 	"unsafe"
 )
 
-// The tally: a breaker's monotonic totals, which the window (window.go)
-// snapshots and the metrics (counters.go) read.
+// The tally: monotonic totals, spread over stripes when goroutines collide
+// on them. A breaker holds two kinds of tally: each of its windows has one
+// of its own (window.go), for the outcomes recorded in that window, and the
+// breaker has one for what it counts whatever the window (Breaker.tally).
 
-// Counter kinds held by a tally. A closed-state call adds one to exactly
-// one outcome kind, so that a reader sees each outcome whole or not at
-// all: counted calls and failures are sums of the outcome kinds, never
+// Kinds of a window's tally. A closed-state call adds one to exactly one
+// outcome kind, so that a reader sees each outcome whole or not at all:
+// counted calls and failures are sums of the outcome kinds, never
 // counters of their own. (When a failure added to counted, failures and
 // timeouts in turn, a reader between the adds saw more failures than
 // calls, and Successes, derived by subtraction, went down.) A slow call
@@ -20,18 +22,25 @@ import (
 //
 // Rejected alternative: six outcome kinds, one per outcome with and
 // without slowness, which would make a slow call one add too. It costs two
-// more counters in every breaker, 16 bytes that take an idle breaker past
+// more counters in every window, 16 bytes that take an idle breaker past
 // 512, for an exactness the window cannot use: see window.sum.
 const (
-	kSuccess   = iota // closed-state successes
-	kFailure          // closed-state failures other than timeouts
-	kTimeout          // closed-state timeouts
-	kSlow             // closed-state calls slower than Policy.SlowCall
-	kRejected         // calls refused without calling fn
-	kFallbacks        // results served by a fallback instead of the downstream
-	kIgnored          // admitted calls whose outcome was Ignored
-	nKinds
+	kSuccess = iota // closed-state successes
+	kFailure        // closed-state failures other than timeouts
+	kTimeout        // closed-state timeouts
+	kSlow           // closed-state calls slower than Policy.SlowCall
 )
+
+// Kinds of a breaker's own tally.
+const (
+	kRejected       = iota // calls refused without calling fn
+	kFallbacks             // results served by a fallback instead of the downstream
+	kIgnored               // admitted calls whose outcome was Ignored
+	kShadowRejected        // calls a shadow breaker admitted but would have refused
+)
+
+// nKinds is the number of kinds of either tally.
+const nKinds = 4
 
 // outcomeKind is the kind a closed-state outcome o (not Ignored) adds to.
 func outcomeKind(o Outcome) int {
@@ -73,29 +82,54 @@ type tally struct {
 	stripes atomic.Pointer[stripes]
 }
 
-// inc adds one to kind k. It uses a compare-and-swap, which costs the same
-// as an add when nobody else is writing and, when it fails, is the signal
-// that two goroutines are colliding on one line.
-func (t *tally) inc(k int) { t.incAt(k) }
+// inc adds one to kind k of a tally that is never sealed (a breaker's
+// own). It uses a compare-and-swap, which costs the same as an add when
+// nobody else is writing and, when it fails, is the signal that two
+// goroutines are colliding on one line.
+func (t *tally) inc(k int) { t.add(k) }
 
-// incAt is inc that returns the stripe the add went to, for the trip
-// check's gate (a failure's), or nil if it went to the base set.
-func (t *tally) incAt(k int) *stripe {
+// add adds one to kind k, unless the tally is sealed, and reports whether
+// it did, with the stripe it added to (nil for the base set), which a
+// failure's trip check gates on. A sealed tally never changes again (see
+// seal).
+func (t *tally) add(k int) (*stripe, bool) {
 	s := t.stripes.Load()
 	if s == nil {
 		c := &t.base[k]
-		if v := c.Load(); c.CompareAndSwap(v, v+1) {
-			return nil
+		v := c.Load()
+		if v&sealBit != 0 {
+			return nil, false
+		}
+		if c.CompareAndSwap(v, v+1) {
+			return nil, true
 		}
 		s = t.spread()
 	}
-	st := s.local()
-	c := &st.c[k]
-	if v := c.Load(); !c.CompareAndSwap(v, v+1) {
+	for {
+		st := s.local()
+		c := &st.c[k]
+		v := c.Load()
+		if v&sealBit != 0 {
+			return nil, false
+		}
+		if c.CompareAndSwap(v, v+1) {
+			return st, true
+		}
 		s.rehash()
-		c.Add(1)
 	}
-	return st
+}
+
+// addBase is add's common case, small enough to inline, for the closed
+// path: it adds to the base counter of a tally that has not spread, if
+// that counter is not sealed and the compare-and-swap succeeds. Otherwise
+// it adds nothing and reports false, and add takes over.
+func (t *tally) addBase(k int) bool {
+	if t.stripes.Load() != nil {
+		return false
+	}
+	c := &t.base[k]
+	v := c.Load()
+	return v&sealBit == 0 && c.CompareAndSwap(v, v+1)
 }
 
 func (t *tally) spread() *stripes {
@@ -158,10 +192,15 @@ func (t *tally) load(k int) uint64 {
 	return v
 }
 
-// outcomes returns the totals of the outcome kinds and of kSlow, indexed
-// by kind. kSlow is read first: a slow call's outcome is added before its
-// slowness, so every slow call in the reading has its outcome in it too.
-func (t *tally) outcomes() (out [kSlow + 1]uint64) {
+// outcomes returns the totals of a window's tally, indexed by kind, or
+// zeros once it is sealed: seal hands its totals over. kSlow is read
+// first: a slow call's outcome is added before its slowness, so every slow
+// call in the reading has its outcome in it too. It must not run
+// concurrently with seal.
+func (t *tally) outcomes() (out [nKinds]uint64) {
+	if t.base[kSuccess].Load()&sealBit != 0 {
+		return out
+	}
 	out[kSlow] = t.load(kSlow)
 	for k := range kSlow {
 		out[k] = t.base[k].Load()
@@ -176,6 +215,48 @@ func (t *tally) outcomes() (out [kSlow + 1]uint64) {
 	}
 	return out
 }
+
+// sealBit, once set in a counter of a window's tally, stops every add to
+// it (see seal). Counts never come near it; the window's snapshots, taken
+// modulo 2^32 (see slot), never see it.
+const sealBit = 1 << 63
+
+// seal stops t: every add to it from now on fails and changes nothing, so
+// that what t holds is fixed for good. Each counter is sealed by one
+// atomic OR, which returns its count at that instant, and seal adds those
+// counts, by kind, to into: every add to t either precedes the OR of its
+// counter, and is in into, or fails. A tally that has not spread gets the
+// sealed stripes first, so that an add that finds its base counter
+// contended and spreads it adds to a sealed stripe, never to fresh ones.
+// Sealing a sealed tally adds nothing. Seals of one tally must not run
+// concurrently (the breaker seals under b.mu).
+func (t *tally) seal(into *[nKinds]uint64) {
+	if t.base[kSuccess].Load()&sealBit != 0 {
+		return // sealed already: base[kSuccess] is sealed last
+	}
+	t.stripes.CompareAndSwap(nil, sealedStripes)
+	if s := t.stripes.Load(); s != sealedStripes {
+		for i := range s.cells {
+			for k := range s.cells[i].c {
+				into[k] += s.cells[i].c[k].Or(sealBit)
+			}
+		}
+	}
+	for k := nKinds - 1; k >= 0; k-- {
+		into[k] += t.base[k].Or(sealBit)
+	}
+}
+
+// sealedStripes are the stripes of every sealed tally that had not spread:
+// one stripe whose counters are all sealed. Nothing is ever added to it,
+// and no gate is ever set in it (see Breaker.evaluate).
+var sealedStripes = func() *stripes {
+	s := &stripes{shift: 64, cells: make([]stripe, 1)} // h>>64 is 0: every goroutine's stripe
+	for k := range s.cells[0].c {
+		s.cells[0].c[k].Store(sealBit)
+	}
+	return s
+}()
 
 // windowTotals returns the totals the window snapshots. Counted,
 // failures and timeouts are sums of one read of each outcome kind, so

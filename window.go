@@ -8,14 +8,17 @@ import (
 
 // The window is built on cumulative counters rather than per-bucket ones.
 //
-// A breaker keeps one set of monotonic totals (the tally, tally.go).
+// A window keeps one set of monotonic totals (its tally, tally.go).
 // Recording a call is one atomic add to a total; it is never reset, so no
 // write can be lost to a bucket being cleared under it, after an idle gap
-// or otherwise. Each of the window's slots holds the bucket index it
-// stands for (its epoch) and a snapshot of the totals taken just before
-// the bucket's first call. The window's sum at time t is then the totals
-// minus the snapshot of the oldest bucket still inside [t-Window, t]:
-// every call recorded since that bucket began, and nothing older.
+// or otherwise. A new window (after a Reset, a close, or a SetPolicy that
+// changes its geometry) has totals of its own, so that nothing added to an
+// older window can show in it (see Breaker.endGenLocked). Each of the
+// window's slots holds the bucket index it stands for (its epoch) and a
+// snapshot of the totals taken just before the bucket's first call. The
+// window's sum at time t is then the totals minus the snapshot of the
+// oldest bucket still inside [t-Window, t]: every call recorded since that
+// bucket began, and nothing older.
 //
 // Every bucket of the window has a slot, empty ones included: the call
 // that opens a bucket after a gap also writes the buckets of the gap, with
@@ -40,8 +43,8 @@ import (
 //
 // The file reads in that order: what a window holds (totals, Snapshot),
 // the slots, recording (touch, advance), and reading (sum). A new
-// quantity of the window is a kind in the tally (tally.go), a field of
-// totals read by tally.windowTotals, a field of slot written by
+// quantity of the window is a window kind in the tally (tally.go), a
+// field of totals read by tally.windowTotals, a field of slot written by
 // slot.write and read by slot.read, and a field of Snapshot set by sum.
 
 // totals is one reading of the tally's totals, of the quantities the
@@ -145,22 +148,21 @@ func (s *slot) read() (int64, snap32) {
 	}
 }
 
-// window is the bucketed sliding window over a tally's totals. All methods
-// are safe for concurrent use; recording never blocks. It is 48 bytes, a
-// size class of the allocator: a field more costs every breaker 16.
+// window is the bucketed sliding window over its tally's totals. All
+// methods are safe for concurrent use; recording never blocks. It is 80
+// bytes, a size class of the allocator: a field more costs every breaker
+// 16.
 type window struct {
 	width int64 // bucket width, ns; the bucket count is len(slots)
-	// last is the highest bucket index: later times count in it, so that
-	// a bucket's end, (index+1)·width, never overflows.
-	last int64
 	// headEnd is the end of the newest bucket (math.MinInt64 before the
 	// first call): the one value the recording path loads.
 	headEnd atomic.Int64
 	slots   []slot
+	tally   tally // the outcomes recorded in this window
 }
 
 func newWindow(width, n int64) *window {
-	w := &window{width: width, last: math.MaxInt64/width - 1, slots: make([]slot, n)}
+	w := &window{width: width, slots: make([]slot, n)}
 	w.headEnd.Store(math.MinInt64)
 	for i := range w.slots {
 		w.slots[i].epoch.Store(slotEmpty)
@@ -168,8 +170,16 @@ func newWindow(width, n int64) *window {
 	return w
 }
 
-// bucket is the index of the bucket holding now.
-func (w *window) bucket(now int64) int64 { return min(floorDiv(now, w.width), w.last) }
+// bucket is the index of the bucket holding now. The last bucket whose
+// end, (index+1)·width, is representable takes every later time, so that
+// the end never overflows.
+func (w *window) bucket(now int64) int64 {
+	i := floorDiv(now, w.width)
+	if i > 0 && i*w.width > math.MaxInt64-w.width {
+		i--
+	}
+	return i
+}
 
 // touch makes sure the bucket holding now has a snapshot before the caller
 // adds to the totals. The common case, a call inside the newest bucket, is
@@ -178,15 +188,15 @@ func (w *window) bucket(now int64) int64 { return min(floorDiv(now, w.width), w.
 // in the newest bucket: history is never rewritten. The breaker's own time
 // never goes backwards (see Clock), so a clock that stepped back does not
 // reach here.
-func (w *window) touch(now int64, t *tally) {
+func (w *window) touch(now int64) {
 	if now >= w.headEnd.Load() {
-		w.advance(now, t)
+		w.advance(now)
 	}
 }
 
 // advance makes the bucket holding now the newest one, and writes its slot
 // and those of the empty buckets since the previous newest.
-func (w *window) advance(now int64, t *tally) {
+func (w *window) advance(now int64) {
 	idx := w.bucket(now)
 	end := (idx + 1) * w.width
 	for {
@@ -197,7 +207,7 @@ func (w *window) advance(now int64, t *tally) {
 		// The snapshot is read before the new bucket is published, so
 		// every add made by a writer that sees the new bucket comes after
 		// it and is inside the bucket.
-		snap := t.windowTotals(nil)
+		snap := w.tally.windowTotals(nil)
 		if w.headEnd.CompareAndSwap(he, end) {
 			// The buckets between the previous head and this one had no
 			// call, so they start where this one does. Before the first
@@ -218,8 +228,8 @@ func (w *window) advance(now int64, t *tally) {
 // sum returns what the window holds at now: the calls recorded since the
 // start of the oldest bucket that is still inside the window. It reads one
 // slot and the totals.
-func (w *window) sum(now int64, t *tally) Snapshot {
-	s, _ := w.read(now, t, nil)
+func (w *window) sum(now int64) Snapshot {
+	s, _ := w.read(now, nil)
 	return s
 }
 
@@ -229,7 +239,7 @@ func (w *window) sum(now int64, t *tally) Snapshot {
 // While headEnd stays at that value, a reader at any time before it sums
 // from the same slot, so the window changes only by what is added to the
 // totals: the gates (gate.go) rely on it.
-func (w *window) read(now int64, t *tally, fs *[maxStripes]uint64) (Snapshot, int64) {
+func (w *window) read(now int64, fs *[maxStripes]uint64) (Snapshot, int64) {
 	for {
 		he := w.headEnd.Load()
 		if he == math.MinInt64 {
@@ -255,7 +265,7 @@ func (w *window) read(now int64, t *tally, fs *[maxStripes]uint64) (Snapshot, in
 			continue
 		}
 		// Totals are read after the snapshot, so they are never behind it.
-		tot := t.windowTotals(fs)
+		tot := w.tally.windowTotals(fs)
 		out := Snapshot{
 			Counted:  uint64(uint32(tot.counted) - snap.counted),
 			Failures: uint64(uint32(tot.failures) - snap.failures),

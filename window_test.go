@@ -2,7 +2,9 @@ package breaker
 
 import (
 	"encoding/binary"
+	"fmt"
 	"math"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -21,7 +23,8 @@ type testWindow struct {
 }
 
 func newTestWindow(width, n int64) *testWindow {
-	return &testWindow{w: newWindow(width, n), t: &tally{}}
+	w := newWindow(width, n)
+	return &testWindow{w: w, t: &w.tally}
 }
 
 // outcome kinds for tests.
@@ -33,7 +36,7 @@ const (
 )
 
 func (tw *testWindow) record(now int64, kind int) {
-	tw.w.touch(now, tw.t)
+	tw.w.touch(now)
 	if kind == recSlow {
 		tw.t.inc(kSuccess)
 		tw.t.inc(kSlow)
@@ -42,7 +45,7 @@ func (tw *testWindow) record(now int64, kind int) {
 	tw.t.inc(kind)
 }
 
-func (tw *testWindow) sum(now int64) Snapshot { return tw.w.sum(now, tw.t) }
+func (tw *testWindow) sum(now int64) Snapshot { return tw.w.sum(now) }
 
 func TestWindow_SumCoversTheLastWindow(t *testing.T) {
 	tw := newTestWindow(500*ms, 10) // 5 s
@@ -161,6 +164,51 @@ func TestTally_SpreadingKeepsEveryCount(t *testing.T) {
 	wg.Wait()
 	assert.Equal(t, uint64(8010), tl.load(kSuccess))
 	assert.Equal(t, totals{counted: 16010, failures: 8000, slow: 8000}, tl.windowTotals(nil))
+}
+
+// A sealed tally takes no more adds, and its seal hands over every add
+// that it took, exactly once: adds racing the seal either land before it
+// and are in its totals, or fail. It holds whether the tally had spread
+// before the seal, or is spread by an add that collides during it.
+func TestTally_SealTakesEveryAddOnceAndNoMore(t *testing.T) {
+	for _, spread := range []bool{false, true} {
+		t.Run(fmt.Sprintf("spread=%v", spread), func(t *testing.T) {
+			var tl tally
+			if spread {
+				tl.spread()
+			}
+			var added [nKinds]atomic.Uint64
+			var wg sync.WaitGroup
+			start := make(chan struct{})
+			for g := 0; g < 8; g++ {
+				wg.Add(1)
+				go func(g int) {
+					defer wg.Done()
+					<-start
+					for i := 0; i < 2000; i++ {
+						k := (g + i) % nKinds
+						if _, ok := tl.add(k); ok {
+							added[k].Add(1)
+						}
+					}
+				}(g)
+			}
+			close(start)
+			runtime.Gosched()
+			var got [nKinds]uint64
+			tl.seal(&got)
+			after := got
+			tl.seal(&after) // a second seal hands over nothing
+			wg.Wait()
+			for k := range got {
+				assert.Equal(t, added[k].Load(), got[k], "kind %d", k)
+			}
+			assert.Equal(t, got, after)
+			_, ok := tl.add(kSuccess)
+			assert.False(t, ok, "an add after the seal")
+			assert.Equal(t, [nKinds]uint64{}, tl.outcomes(), "a sealed tally reads as handed over")
+		})
+	}
 }
 
 // naiveWindow is the model the fuzz target checks the window against: a
