@@ -246,3 +246,33 @@ func TestTransport_RecordsEveryConcurrentRequestOnce(t *testing.T) {
 	assert.Equal(t, testutil.Outcomes{Failures: workers * each}, outcomesOf(got))
 	assert.Equal(t, testutil.OutcomesOf(f.breaker(d)), outcomesOf(got))
 }
+
+// Recording adds one allocation to a request, the record in flight, to
+// the two the Transport adds (see
+// TestTransport_AddsAtMostTwoAllocationsPerRequest); queueing it for the
+// writer allocates nothing.
+func TestTransport_RecordingAddsOneAllocationPerRequest(t *testing.T) {
+	rec, err := calltrace.NewRecorder(io.Discard, calltrace.Options{})
+	require.NoError(t, err)
+	defer rec.Close()
+	g, err := breaker.NewGroup(breaker.GroupConfig{})
+	require.NoError(t, err)
+	resp := &http.Response{StatusCode: http.StatusOK}
+	tr := New(roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		resp.Body = nopBody{}
+		return resp, nil
+	}), g, WithRecorder(rec))
+	req, err := http.NewRequest(http.MethodGet, "http://downstream.test/", nil)
+	require.NoError(t, err)
+	allocs := testing.AllocsPerRun(200, func() {
+		got, err := tr.RoundTrip(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = got.Body.Read(nil)
+		got.Body.Close()
+	})
+	assert.LessOrEqual(t, allocs, 3.0, "allocations the Transport adds to a recorded request")
+	require.NoError(t, rec.Close())
+	assert.NotZero(t, rec.Written())
+}
