@@ -77,9 +77,9 @@ func code(err error) codes.Code {
 	return status.FromContextError(err).Code()
 }
 
-// settle classifies an ended call, reports it to the breaker and returns
-// the outcome.
-func (c *config) settle(caller context.Context, done func(error), err error) breaker.Outcome {
+// settle classifies an ended call, reports it to the breaker, records it
+// (if tr records) and returns the outcome.
+func (c *config) settle(caller context.Context, done func(error), tr *tracked, err error) breaker.Outcome {
 	var o breaker.Outcome
 	switch {
 	case err == nil:
@@ -93,6 +93,7 @@ func (c *config) settle(caller context.Context, done func(error), err error) bre
 		o = c.classify(err)
 	}
 	report(done, o, err)
+	tr.ended(o)
 	return o
 }
 

@@ -26,6 +26,29 @@
 // The breaker's deadline bounds the wait for that message, not the stream.
 // See [StreamClientInterceptor].
 //
+// # Recording traffic
+//
+// [WithRecorder] records every guarded call to a [calltrace.Recorder], for
+// breaker-replay to replay a candidate policy against: the breaker's key,
+// the outcome and duration, whether the call was a half-open probe, and
+// the calls the breaker refused, which never reached the network. Give it
+// to both interceptors:
+//
+//	rec, err := calltrace.NewRecorder(file, calltrace.Options{})
+//	conn, err := grpc.NewClient(target,
+//		grpc.WithUnaryInterceptor(breakergrpc.UnaryClientInterceptor(g, breakergrpc.WithRecorder(rec))),
+//		grpc.WithStreamInterceptor(breakergrpc.StreamClientInterceptor(g, breakergrpc.WithRecorder(rec))),
+//		...)
+//
+// A call is recorded when its outcome is decided, and the recorder writes
+// from a buffer on a goroutine of its own, so a service flushes its trace
+// on shutdown in this order: stop making calls ([grpc.Server.GracefulStop]
+// and [net/http.Server.Shutdown] return once the handlers that make them
+// have returned; cancel the contexts of streams that outlive them), then
+// call [calltrace.Recorder.Close], which writes out what is buffered, then
+// close the file. A call decided after Close is dropped and counted
+// ([calltrace.Recorder.Dropped]).
+//
 // This package is its own module, so that the core breaker module keeps
 // to the standard library.
 package breakergrpc
@@ -38,6 +61,7 @@ import (
 	"sync/atomic"
 
 	"github.com/govkit/breaker"
+	"github.com/govkit/breaker/calltrace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
@@ -55,6 +79,7 @@ type config struct {
 	group    *breaker.Group
 	key      func(ctx context.Context, method string, cc *grpc.ClientConn) string
 	classify func(error) breaker.Outcome
+	rec      *calltrace.Recorder // nil: records nothing
 }
 
 // WithTarget keys breakers by method and target, "method@target" (the
@@ -138,19 +163,19 @@ func UnaryClientInterceptor(g *breaker.Group, opts ...Option) grpc.UnaryClientIn
 		if key == "" {
 			return invoker(tag(ctx, false), method, req, reply, cc, callOpts...)
 		}
-		call, b, done, err := c.admit(ctx, key)
+		call, b, done, tr, err := c.admit(ctx, key)
 		if err != nil {
 			return err
 		}
 		returned := false
 		defer func() {
 			if !returned {
-				abandon(call, done)
+				abandon(call, done, tr)
 			}
 		}()
 		err = invoker(call, method, req, reply, cc, callOpts...)
 		returned = true
-		o := c.settle(ctx, done, err)
+		o := c.settle(ctx, done, tr, err)
 		if err != nil {
 			return outcomeError(err, b, o)
 		}
@@ -205,11 +230,11 @@ func StreamClientInterceptor(g *breaker.Group, opts ...Option) grpc.StreamClient
 		if key == "" {
 			return streamer(tag(ctx, false), desc, cc, method, callOpts...)
 		}
-		call, b, done, err := c.admit(ctx, key)
+		call, b, done, tr, err := c.admit(ctx, key)
 		if err != nil {
 			return nil, err
 		}
-		s := &stream{c: c, b: b, caller: ctx, done: done}
+		s := &stream{c: c, b: b, caller: ctx, done: done, tr: tr}
 		life := call
 		if desc.ServerStreams && call.Done() != ctx.Done() {
 			// The breaker gave the call a deadline of its own, which
@@ -220,14 +245,14 @@ func StreamClientInterceptor(g *breaker.Group, opts ...Option) grpc.StreamClient
 		defer func() {
 			if !returned {
 				s.release()
-				abandon(call, done)
+				abandon(call, done, tr)
 			}
 		}()
 		cs, err := streamer(life, desc, cc, method, callOpts...)
 		returned = true
 		if err != nil {
 			s.release()
-			return nil, outcomeError(err, b, c.settle(ctx, done, err))
+			return nil, outcomeError(err, b, c.settle(ctx, done, tr, err))
 		}
 		s.ClientStream = cs
 		// A context.AfterFunc rather than a goroutine: nothing runs until
@@ -237,25 +262,30 @@ func StreamClientInterceptor(g *breaker.Group, opts ...Option) grpc.StreamClient
 	}
 }
 
-// admit asks the key's breaker for the call. A refusal comes back as a
-// gRPC status error, as every error of a gRPC call does.
-func (c *config) admit(ctx context.Context, key string) (context.Context, *breaker.Breaker, func(error), error) {
+// admit asks the key's breaker for the call, and starts its record if the
+// interceptor records. A refusal comes back as a gRPC status error, as
+// every error of a gRPC call does, and is recorded.
+func (c *config) admit(ctx context.Context, key string) (context.Context, *breaker.Breaker, func(error), *tracked, error) {
 	if c.group == nil {
-		return nil, nil, nil, status.Error(codes.Internal, "breakergrpc: nil *breaker.Group")
+		return nil, nil, nil, nil, status.Error(codes.Internal, "breakergrpc: nil *breaker.Group")
 	}
 	b, err := c.group.Get(key)
 	if err != nil {
-		return nil, nil, nil, status.Error(codes.Internal, err.Error())
+		return nil, nil, nil, nil, status.Error(codes.Internal, err.Error())
 	}
+	tr := c.track(key)
 	call, done, err := b.Allow(ctx)
 	if err != nil {
 		if errors.Is(err, breaker.ErrOpen) {
-			return nil, nil, nil, newOpenError(err)
+			tr.refused()
+			return nil, nil, nil, nil, newOpenError(err)
 		}
 		// The caller's context was already done, as gRPC would report it.
-		return nil, nil, nil, status.FromContextError(err).Err()
+		return nil, nil, nil, nil, status.FromContextError(err).Err()
 	}
-	return tag(call, breaker.IsProbe(call)), b, done, nil
+	probe := breaker.IsProbe(call)
+	tr.admitted(probe)
+	return tag(call, probe), b, done, tr, nil
 }
 
 // tag sets the probe metadata on the context of a breaker's probe and
@@ -283,12 +313,14 @@ var errPanicked = errors.New("breakergrpc: call panicked")
 // abandon ends a call whose invoker or streamer panicked, as Breaker.Do
 // does: a failure, but a probe only frees its slot, since it proved
 // nothing either way.
-func abandon(call context.Context, done func(error)) {
+func abandon(call context.Context, done func(error), tr *tracked) {
 	if breaker.IsProbe(call) {
 		done(breaker.Ignore(errPanicked))
+		tr.ended(breaker.Ignored)
 		return
 	}
 	done(errPanicked)
+	tr.ended(breaker.Failure)
 }
 
 // stream is a client stream whose outcome ends the breaker's call.
@@ -298,6 +330,7 @@ type stream struct {
 	b      *breaker.Breaker
 	caller context.Context
 	done   func(error)
+	tr     *tracked // nil unless the interceptor records
 	stop   func() bool
 	// ended is set once the outcome is being reported; mu is held while
 	// it is, so that a method that ends the stream returns after the
@@ -425,7 +458,7 @@ func (s *stream) finish(err error) {
 		return
 	}
 	s.ended.Store(true)
-	s.outcome = s.c.settle(s.caller, s.done, err)
+	s.outcome = s.c.settle(s.caller, s.done, s.tr, err)
 }
 
 // carry wraps an error of the stream, which has ended, with the breaker and

@@ -2,10 +2,12 @@ package breakergrpc
 
 import (
 	"context"
+	"io"
 	"net"
 	"testing"
 
 	"github.com/govkit/breaker"
+	"github.com/govkit/breaker/calltrace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/health"
@@ -15,7 +17,8 @@ import (
 // BenchmarkUnaryLoopback is a whole unary call on a loopback connection
 // (health.Check against grpc-go's own health server), without an
 // interceptor and through UnaryClientInterceptor: the difference per call
-// is the cost the interceptor adds on a real round trip.
+// is the cost the interceptor adds on a real round trip, and "recorded"
+// what recording every call (WithRecorder) adds to that.
 func BenchmarkUnaryLoopback(b *testing.B) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -36,12 +39,19 @@ func BenchmarkUnaryLoopback(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	rec, err := calltrace.NewRecorder(io.Discard, calltrace.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer rec.Close()
 	for _, c := range []struct {
 		name string
 		opts []grpc.DialOption
 	}{
 		{"bare", nil},
 		{"guarded", []grpc.DialOption{grpc.WithUnaryInterceptor(UnaryClientInterceptor(g))}},
+		// Every call recorded, to a recorder that writes to io.Discard.
+		{"recorded", []grpc.DialOption{grpc.WithUnaryInterceptor(UnaryClientInterceptor(g, WithRecorder(rec)))}},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			opts := append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, c.opts...)

@@ -34,6 +34,7 @@ type body struct {
 	resp   *http.Response
 	caller context.Context
 	done   func(error)
+	tr     *tracked // nil unless the Transport records
 	closed atomic.Bool
 	ended  atomic.Bool
 	// outcome is the call's outcome once it has ended, plus one (0: not
@@ -82,7 +83,7 @@ func (b *body) end(err error) bool {
 	if b.ended.Swap(true) {
 		return false
 	}
-	b.outcome.Store(int32(b.t.settle(b.caller, b.done, b.resp, err)) + 1)
+	b.outcome.Store(int32(b.t.settle(b.caller, b.done, b.tr, b.resp, err)) + 1)
 	recent.remove(b)
 	return true
 }

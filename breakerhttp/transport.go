@@ -51,6 +51,26 @@
 // refusal on the inner breaker, and for a failed exchange on the outer
 // one, the one the client uses.
 //
+// # Recording traffic
+//
+// [WithRecorder] records every guarded request to a [calltrace.Recorder],
+// for breaker-replay to replay a candidate policy against: the breaker's
+// key, the outcome and duration, whether the request was a half-open
+// probe, and the requests the breaker refused, which never reached the
+// base:
+//
+//	rec, err := calltrace.NewRecorder(file, calltrace.Options{})
+//	client := &http.Client{Transport: breakerhttp.New(nil, g, breakerhttp.WithRecorder(rec))}
+//
+// A request is recorded when its exchange ends, and the recorder writes
+// from a buffer on a goroutine of its own, so a service flushes its trace
+// on shutdown in this order: stop making requests (for a server,
+// [http.Server.Shutdown] returns once the handlers that make them have
+// returned), then call [calltrace.Recorder.Close], which writes out what
+// is buffered, then close the file. A request that ends after Close is
+// dropped and counted ([calltrace.Recorder.Dropped]); one whose body is
+// never read to the end nor closed never ends.
+//
 // The package uses only the standard library.
 package breakerhttp
 
@@ -63,6 +83,7 @@ import (
 	"strings"
 
 	"github.com/govkit/breaker"
+	"github.com/govkit/breaker/calltrace"
 )
 
 // ProbeHeader is the request header that marks a half-open probe. Its value
@@ -119,6 +140,7 @@ type Transport struct {
 	group    *breaker.Group
 	key      func(*http.Request) string
 	classify func(*http.Response, error) breaker.Outcome
+	rec      *calltrace.Recorder // nil: records nothing
 }
 
 // Option configures a [Transport].
@@ -254,10 +276,14 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, err
 	}
 	caller := req.Context()
+	tr := t.track(key)
 	ctx, done, err := b.Allow(caller)
 	if err != nil {
 		// Refused, or the caller had already gone. The network is not
 		// touched, but a RoundTripper must close the body on every path.
+		if errors.Is(err, breaker.ErrOpen) {
+			tr.refused()
+		}
 		closeRequestBody(req)
 		return nil, err
 	}
@@ -270,6 +296,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		out = req.WithContext(ctx)
 	}
 	probe := breaker.IsProbe(ctx)
+	tr.admitted(probe)
 	if probe || hasProbeHeader(req.Header) {
 		if out == req {
 			out = req.WithContext(ctx) // never change the caller's request
@@ -287,8 +314,10 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			// frees its slot, since it proved nothing either way.
 			if probe {
 				done(breaker.Ignore(errPanicked))
+				tr.ended(breaker.Ignored)
 			} else {
 				done(errPanicked)
+				tr.ended(breaker.Failure)
 			}
 		}
 	}()
@@ -301,14 +330,14 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			// the error and could never close this body.
 			resp.Body.Close()
 		}
-		return nil, outcomeError(t.settle(caller, done, nil, err), b, err)
+		return nil, outcomeError(t.settle(caller, done, tr, nil, err), b, err)
 	}
 	if resp == nil {
 		err := fmt.Errorf("breakerhttp: %T.RoundTrip returned neither a response nor an error", t.baseRT())
-		return nil, outcomeError(t.settle(caller, done, nil, err), b, err)
+		return nil, outcomeError(t.settle(caller, done, tr, nil, err), b, err)
 	}
 	if resp.Body == nil || resp.Body == http.NoBody {
-		if o := t.settle(caller, done, resp, nil); o == breaker.Failure || o == breaker.Timeout {
+		if o := t.settle(caller, done, tr, resp, nil); o == breaker.Failure || o == breaker.Timeout {
 			// An empty answer that failed: an empty body that remembers
 			// the breaker and the outcome, for Fallback. Only such answers
 			// pay for it.
@@ -323,10 +352,10 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		// may live for hours. The call it guarded is over, and net/http has
 		// handed the connection to the caller, so ending the call (and
 		// its deadline) here leaves the connection alone.
-		t.settle(caller, done, resp, nil)
+		t.settle(caller, done, tr, resp, nil)
 		return resp, nil
 	}
-	bd := &body{rc: resp.Body, t: t, b: b, resp: resp, caller: caller, done: done}
+	bd := &body{rc: resp.Body, t: t, b: b, resp: resp, caller: caller, done: done, tr: tr}
 	resp.Body = bd
 	recent.add(bd)
 	return resp, nil
@@ -385,9 +414,9 @@ func isProbeKey(k string) bool {
 	return len(k) == len(ProbeHeader) && strings.EqualFold(k, ProbeHeader)
 }
 
-// settle classifies an ended exchange, reports it to the breaker and
-// returns the outcome.
-func (t *Transport) settle(caller context.Context, done func(error), resp *http.Response, err error) breaker.Outcome {
+// settle classifies an ended exchange, reports it to the breaker, records
+// it (if tr records) and returns the outcome.
+func (t *Transport) settle(caller context.Context, done func(error), tr *tracked, resp *http.Response, err error) breaker.Outcome {
 	var o breaker.Outcome
 	switch {
 	case err != nil && errors.Is(caller.Err(), context.Canceled):
@@ -400,6 +429,7 @@ func (t *Transport) settle(caller context.Context, done func(error), resp *http.
 		o = t.classify(resp, err)
 	}
 	report(done, o, resp, err)
+	tr.ended(o)
 	return o
 }
 

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/govkit/breaker"
+	"github.com/govkit/breaker/calltrace"
 )
 
 // RoundTrip in the closed state over a base that answers at once, with a
@@ -126,5 +127,25 @@ func BenchmarkRoundTripBody(b *testing.B) {
 				}
 			}
 		})
+	})
+	// The same, serial, with every request recorded (WithRecorder) to a
+	// recorder that writes to io.Discard: what recording adds.
+	b.Run("recorded", func(b *testing.B) {
+		rec, err := calltrace.NewRecorder(io.Discard, calltrace.Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer rec.Close()
+		recorded := New(tr.base, g, WithRecorder(rec))
+		req, _ := http.NewRequest(http.MethodGet, "http://downstream.test/", nil)
+		b.ReportAllocs()
+		for i := 0; i < b.N; i++ {
+			resp, err := recorded.RoundTrip(req)
+			if err != nil {
+				b.Fatal(err)
+			}
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}
 	})
 }
