@@ -40,9 +40,9 @@ func golden(t *testing.T, name, got string) {
 	testutil.Golden(t, filepath.Join("testdata", name), got, *update)
 }
 
-// TestServicePolicy is the README's example: the example service's policy
-// document (testdata/service-policy.json is a copy of the one in
-// examples/service) against a description of its traffic.
+// TestServicePolicy is the example of docs/check-command.md: the example
+// service's policy document (testdata/service-policy.json is a copy of
+// the one in examples/service) against a description of its traffic.
 func TestServicePolicy(t *testing.T) {
 	code, stdout, stderr := runCmd(t, "-policy", "testdata/service-policy.json", "-traffic", "testdata/service-traffic.json")
 	require.Equal(t, exitOK, code, stderr)
@@ -268,14 +268,22 @@ func TestGrid_AroundCurrent(t *testing.T) {
 	assert.Contains(t, changes, "window 5s → 2.5s")
 }
 
-// TestREADMEShowsRealOutput: the README's example output is the
-// command's, as the golden file holds it.
-func TestREADMEShowsRealOutput(t *testing.T) {
-	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
-	require.NoError(t, err)
+// TestDocsShowRealOutput: the example output of the command's page in
+// docs/ is the command's, as the golden file holds it.
+func TestDocsShowRealOutput(t *testing.T) {
 	want, err := os.ReadFile(filepath.Join("testdata", "service.golden"))
 	require.NoError(t, err)
-	assert.Contains(t, string(readme), "```\n"+string(want)+"```\n", "README.md's \"Checking a policy\" output differs from testdata/service.golden")
+	pages, err := filepath.Glob(filepath.Join("..", "..", "docs", "*.md"))
+	require.NoError(t, err)
+	var shown []string
+	for _, p := range append(pages, filepath.Join("..", "..", "README.md")) {
+		doc, err := os.ReadFile(p)
+		require.NoError(t, err)
+		if strings.Contains(string(doc), "```\n"+string(want)+"```\n") {
+			shown = append(shown, p)
+		}
+	}
+	assert.NotEmpty(t, shown, "no page of docs/ shows the output of testdata/service.golden (the example of the breaker-check command)")
 }
 
 // Every numeric flag refuses NaN, infinities, negative numbers and

@@ -20,6 +20,10 @@
 //     cache first, then from GOPROXY), and that doing so leaves its go.mod
 //     as it is (no missing requirement, no go line below a dependency's).
 //
+// Its tests check what the README and docs/ tell a consumer: that every
+// relative link and every go command of the pages resolves, and that the
+// README's recipe for using a checkout before the first tag builds.
+//
 // See RELEASING.md for how the versions are tagged.
 package main
 
