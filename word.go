@@ -2,26 +2,6 @@ package breaker
 
 import "sync/atomic"
 
-// The state machine, and what the modes do to it:
-//
-//	                 a trip rule holds
-//	    +------------------------------------+
-//	    |                                    v
-//	  Closed                               Open <------------+
-//	    ^                                    |                |
-//	    | every probe passed                 | cooldown over  | a probe failed,
-//	    |                                    v                | or probe timeout
-//	    +------------------------------ HalfOpen -------------+
-//
-//	ModeAuto          the machine above; refusals return ErrOpen
-//	ModeShadow        the same machine, but a refused call is admitted
-//	                  and counted off the window (Counters.ShadowRejected)
-//	ModeForcedOpen    entered from any state: Open, no cooldown ends it;
-//	                  leaving it for ModeAuto or ModeShadow goes to
-//	                  HalfOpen (released)
-//	ModeForcedClosed  entered from any state: Closed, no rule trips it
-//	Reset             from any state to Closed; a forced mode ends
-//
 // word is the state word: everything the hot path needs, in one atomic
 // load.
 //
