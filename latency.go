@@ -145,11 +145,11 @@ func (b *Breaker) measure(now, elapsed int64, o Outcome, r *rules) {
 // retime recomputes the adaptive timeout, if it is due at now and no
 // other call is at it: clamp(quantile × factor + base, min, max), where
 // the quantile is the window's, censored calls included, rounded up to
-// the top of its bin (latency.BinTop), so that at any factor of at least 1 the
-// deadline is above the quantile it follows. The value in force stays
-// when the window holds fewer than MinRequests measured calls (or none),
-// or when the quantile is unknown. A change is an event with Reason
-// ReasonTimeoutAdapted, which WithLogger logs.
+// the top of its bin (latency.BinTop), so that at any factor of at least
+// 1 the deadline is above the quantile it follows. The value in force
+// stays when the window holds fewer than MinRequests measured calls (or
+// none), or when the quantile is unknown. A change is an event with
+// Reason ReasonTimeoutAdapted, which WithLogger logs.
 func (b *Breaker) retime(now int64, l *timing, r *rules) {
 	next := l.next.Load()
 	if now < next || !l.next.CompareAndSwap(next, addSat(now, int64(AdaptiveInterval))) {
