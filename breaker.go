@@ -58,7 +58,10 @@ type Breaker struct {
 	consec    atomic.Uint64 // the run of consecutive failures; see failRun
 	openErr   atomic.Pointer[OpenError]
 	other     [nOther]atomic.Uint64
-	cand      atomic.Pointer[candidate] // nil unless the group's document has a candidate for it
+	// cand is the candidate hook: nil unless the group's document has a
+	// candidate policy for this breaker. Do and Allow load it once and,
+	// when it is set, hand it the call (see candidate).
+	cand atomic.Pointer[candidate]
 
 	name string
 

@@ -43,8 +43,8 @@ func (b *Breaker) Do(ctx context.Context, fn func(context.Context) error) error 
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if c := b.candidate(ctx); c != nil {
-		return b.doCandidate(ctx, fn, c)
+	if c := b.cand.Load(); c != nil {
+		return c.do(ctx, fn)
 	}
 	r := b.rules.Load()
 	w := b.state.Load()
@@ -161,9 +161,14 @@ func (b *Breaker) Allow(ctx context.Context) (context.Context, func(error), erro
 	if err := ctx.Err(); err != nil {
 		return nil, nil, err
 	}
-	if c := b.candidate(ctx); c != nil {
-		return b.allowCandidate(ctx, c)
+	if c := b.cand.Load(); c != nil {
+		return c.allow(ctx)
 	}
+	return b.allow(ctx)
+}
+
+// allow is Allow past its checks and the candidate hook.
+func (b *Breaker) allow(ctx context.Context) (context.Context, func(error), error) {
 	r := b.rules.Load()
 	w := b.state.Load()
 	if w.dropped() {
