@@ -49,10 +49,10 @@ func (b *Breaker) Do(ctx context.Context, fn func(context.Context) error) error 
 	r := b.rules.Load()
 	w := b.state.Load()
 	if !w.plain() || r.timed {
-		// A refusal in ModeAuto needs no lock: due holds the end of the
-		// refusals only while the state word is the w it was read with,
-		// so the word is loaded again after due (see Breaker.due).
-		if w.refusing(r.probes) && b.opt.tb.now() < b.due.Load() && b.state.Load() == w {
+		// A refusal in ModeAuto needs no lock: transitionDue holds the
+		// end of the refusals only while the state word is the w it was
+		// read with, so the word is loaded again after it.
+		if w.refusing(r.probes) && b.opt.tb.now() < b.transitionDue.Load() && b.state.Load() == w {
 			b.tally.inc(kRejected)
 			return b.refusal()
 		}
@@ -84,7 +84,7 @@ func (b *Breaker) do(ctx context.Context, fn func(context.Context) error, w word
 	if w.dropped() {
 		return b.successor().Do(ctx, fn)
 	}
-	tok, err := b.admitSlow(w, r)
+	tok, err := b.admitNotClosed(w, r)
 	if err != nil {
 		return err
 	}
@@ -174,7 +174,7 @@ func (b *Breaker) allow(ctx context.Context) (context.Context, func(error), erro
 	if w.dropped() {
 		return b.successor().Allow(ctx)
 	}
-	tok, err := b.admitSlow(w, r)
+	tok, err := b.admitNotClosed(w, r)
 	if err != nil {
 		return nil, nil, err
 	}

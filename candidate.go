@@ -134,7 +134,7 @@ func (cc *candidateCall) run(call context.Context, fn func(context.Context) erro
 func (cc *candidateCall) admit() {
 	s := cc.c.shadow
 	r := s.rules.Load()
-	tok, err := s.admitSlow(s.state.Load(), r)
+	tok, err := s.admitNotClosed(s.state.Load(), r)
 	if err != nil {
 		return
 	}

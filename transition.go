@@ -44,14 +44,14 @@ func (b *Breaker) transitionLocked(now int64, to State, m Mode, reason Reason, s
 
 // tripLocked opens a closed breaker. b.mu must be held.
 func (b *Breaker) tripLocked(now int64, r *rules, reason Reason, snap Snapshot) {
-	if b.closedAt() != never && now-b.closedAt() < r.maxOpenFor {
+	if b.outageEdge != never && now-b.outageEdge < r.maxOpenFor {
 		// Reopened before the breaker had been stable for MaxOpenFor:
 		// the downstream is flapping, so back off further.
 		b.setDoublings(min(b.doublings()+1, maxLevel))
 	} else {
 		b.setDoublings(0)
 	}
-	b.setOutageStart(now)
+	b.outageEdge = now
 	b.openLocked(now, r, reason, reason, snap)
 }
 
@@ -90,14 +90,14 @@ func (b *Breaker) openLocked(now int64, r *rules, reason, cause Reason, snap Sna
 		Reason:     reason,
 		TripReason: cause,
 		Snapshot:   snap,
-		Since:      b.opt.tb.time(b.outageStart()),
+		Since:      b.opt.tb.time(b.outageEdge),
 		Until:      b.opt.tb.time(until),
 		Cooldown:   time.Duration(cd),
 		b:          b,
 	})
 	b.countOpenLocked()
 	b.transitionLocked(now, Open, b.state.Load().mode(), reason, snap, cd)
-	b.setOpenUntil(until) // after the state word: see due
+	b.transitionDue.Store(until) // after the state word: see transitionDue
 }
 
 // countOpenLocked counts a transition to Open that is about to be made.
@@ -147,8 +147,8 @@ func (b *Breaker) halfOpenLocked(now int64, m Mode, reason Reason) {
 	}
 	b.transitionLocked(now, HalfOpen, m, reason, snap, 0)
 	// After the state word: a caller that read the word while it still
-	// said open must not read this as the end of the cooldown (see due).
-	b.setProbeDeadline(math.MaxInt64)
+	// said open must not read this as the end of the cooldown (see transitionDue).
+	b.transitionDue.Store(math.MaxInt64)
 }
 
 // closeLocked closes the breaker on an empty window. The window is stored
@@ -156,10 +156,10 @@ func (b *Breaker) halfOpenLocked(now int64, m Mode, reason Reason) {
 // transition: see recordSuccess for why that order keeps every result of
 // an earlier generation out of the new window.
 func (b *Breaker) closeLocked(now int64, m Mode, reason Reason) {
-	if b.state.Load().state() != Closed && b.outageStart() != never {
-		b.histLocked().openTotal += max(0, now-b.outageStart())
+	if b.state.Load().state() != Closed && b.outageEdge != never {
+		b.histLocked().openTotal += max(0, now-b.outageEdge)
 	}
-	b.setClosedAt(now)
+	b.outageEdge = now
 	b.openErr.Store(nil)
 	b.transitionLocked(now, Closed, m, reason, Snapshot{}, 0)
 	b.win.Store(b.nextWindow(b.rules.Load()))
@@ -218,7 +218,7 @@ func (b *Breaker) endGenLocked(gen uint64, keepRun bool) {
 func (b *Breaker) toHalfOpen(now int64, seen word) {
 	b.mu.Lock()
 	w := b.state.Load()
-	if w == seen && w.state() == Open && w.mode() != ModeForcedOpen && now >= b.openUntil() {
+	if w == seen && w.state() == Open && w.mode() != ModeForcedOpen && now >= b.transitionDue.Load() {
 		b.halfOpenLocked(now, w.mode(), ReasonCooldown)
 	}
 	b.mu.Unlock()
@@ -234,7 +234,7 @@ func (b *Breaker) probeTimeout(now int64, seen word) {
 	w := b.state.Load()
 	r := b.rules.Load()
 	if w.gen() == seen.gen() && w.state() == HalfOpen &&
-		w.issued() >= r.probes && now >= b.probeDeadline() {
+		w.issued() >= r.probes && now >= b.transitionDue.Load() {
 		b.reopenLocked(now, r, ReasonProbeTimeout)
 	}
 	b.mu.Unlock()
