@@ -86,8 +86,8 @@ type history struct {
 	probesBad uint32
 	// level is the cooldown's doublings and passed the probes passed in
 	// this half-open episode; both are 0 before the first transition.
-	// They live here rather than in Breaker, where their padding took an
-	// idle breaker into the next size class.
+	// They live here, not in Breaker, so that a breaker that never trips
+	// does not carry them.
 	level  uint8
 	passed uint8
 	// transitions counts the transitions made, one entry per (from, to,

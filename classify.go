@@ -121,9 +121,8 @@ func classifyByErrors(err error) Outcome {
 }
 
 // timeoutScan settles DefaultClassifier's question in one walk of the
-// error's tree, and without allocating: the errors.As of classifyByErrors
-// takes the address of its target, which escapes, and every failed call
-// paid 16 bytes for it. The walk visits the errors in the order errors.Is
+// error's tree, and without allocating (see docs/internals.md,
+// "Classifying without allocating"). The walk visits the errors in the order errors.Is
 // and errors.As do (depth first, an error before what it wraps). Its
 // answer is the same as theirs while no error in the tree has an Is or an
 // As method of its own, since those can claim to match anything; the walk

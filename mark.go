@@ -47,7 +47,7 @@ func markOf(err error) (o Outcome, ok bool) {
 }
 
 // findMark looks for a marked error in err's tree the way errors.As does,
-// without its escaping target (24 bytes on every failed call). It gives up
+// without its escaping target. It gives up
 // (settled false) at an error with an As method of its own, which could
 // claim to be a marked error.
 func findMark(err error) (o Outcome, ok, settled bool) {

@@ -42,7 +42,7 @@ type rules struct {
 
 // compiled interns the rules of the policies breakers are created with:
 // breakers with equal policies (most of a service's, which use the
-// defaults) share one immutable *rules instead of 200 bytes each. At most
+// defaults) share one immutable *rules. At most
 // maxCompiled policies are kept, so a program that makes up policies
 // without end cannot grow it without end.
 var compiled struct {
