@@ -44,21 +44,23 @@ type Breaker struct {
 	opt   *options
 	tally tally // rejected, fallbacks, ignored, shadow-rejected
 
-	// due is the offset at which the next timed transition falls due. It
-	// has two meanings, one per state, and is read and written only
-	// through their accessors: openUntil in the Open state, probeDeadline
-	// in the HalfOpen state. One field serves both because only one is
-	// live at a time, and a second field would make every Breaker larger.
-	// A transition that gives it a new meaning stores the state word
-	// first and due after it, so a reader that loads the word, then due,
-	// then the word again unchanged, has read due in the word's meaning.
-	due       atomic.Int64
-	warmUntil atomic.Int64  // offset until which this breaker's target is cold
-	marks     atomic.Int64  // marksSeen, or when to look for WithInstanceStart next
-	consec    atomic.Uint64 // the run of consecutive failures; see failRun
-	openErr   atomic.Pointer[OpenError]
-	other     [nOther]atomic.Uint64
-	cand      atomic.Pointer[candidate] // nil unless the group's document has a candidate for it
+	// transitionDue is the offset at which the next timed transition
+	// falls due: in Open, the end of the cooldown; in HalfOpen, the probe
+	// timeout of the oldest probe in flight (MaxInt64 while none is). A
+	// transition stores the state word first and transitionDue after it,
+	// so a reader that loads the word, then transitionDue, then the word
+	// again unchanged, has read transitionDue in the word's meaning.
+	// Written under mu; the refusals read it without the lock.
+	transitionDue atomic.Int64
+	warmUntil     atomic.Int64  // offset until which this breaker's target is cold
+	marks         atomic.Int64  // marksSeen, or when to look for WithInstanceStart next
+	consec        atomic.Uint64 // the run of consecutive failures; see failRun
+	openErr       atomic.Pointer[OpenError]
+	other         [nOther]atomic.Uint64
+	// cand is the candidate hook: nil unless the group's document has a
+	// candidate policy for this breaker. Do and Allow load it once and,
+	// when it is set, hand it the call (see candidate).
+	cand atomic.Pointer[candidate]
 
 	name string
 
@@ -66,12 +68,11 @@ type Breaker struct {
 	// taken on the closed path. The fields are packed: a group may hold
 	// many thousands of breakers.
 	mu sync.Mutex
-	// spellStart is the start of the current spell, closed or not. It
-	// has two meanings, one per side, and is read and written only
-	// through their accessors: closedAt while the state is Closed,
-	// outageStart otherwise. One field serves both because only one is
-	// live at a time, and a second field would make every Breaker larger.
-	spellStart int64
+	// outageEdge is, while the state is not Closed, the start of the
+	// current outage (the trip, or the end of a forced open); while
+	// Closed, the end of the last outage, for the stability check (never
+	// if none, or since Reset).
+	outageEdge int64
 	// hist is allocated at the first transition: a breaker that never
 	// trips, the usual case in a large group, does not carry it.
 	hist *history
@@ -85,8 +86,8 @@ type history struct {
 	probesBad uint32
 	// level is the cooldown's doublings and passed the probes passed in
 	// this half-open episode; both are 0 before the first transition.
-	// They live here rather than in Breaker, where their padding took an
-	// idle breaker into the next size class.
+	// They live here, not in Breaker, so that a breaker that never trips
+	// does not carry them.
 	level  uint8
 	passed uint8
 	// transitions counts the transitions made, one entry per (from, to,
@@ -109,41 +110,6 @@ type inflightProbe struct {
 	at   int64
 	mark *probeMark
 }
-
-// openUntil is, in the Open state, the offset at which probes may start.
-// One atomic load: the refusal path of Do reads it at full rate.
-func (b *Breaker) openUntil() int64 { return b.due.Load() }
-
-// setOpenUntil sets openUntil, on entering the Open state. b.mu must be
-// held.
-func (b *Breaker) setOpenUntil(t int64) { b.due.Store(t) }
-
-// probeDeadline is, in the HalfOpen state, the offset at which the oldest
-// probe still in flight will have been in flight for one cooldown
-// (MaxInt64 while none is). The refusals of a half-open breaker read it
-// without the lock; the probe timeout itself is decided under it (see
-// probeTimeout).
-func (b *Breaker) probeDeadline() int64 { return b.due.Load() }
-
-// setProbeDeadline sets probeDeadline, in the HalfOpen state. b.mu must be
-// held.
-func (b *Breaker) setProbeDeadline(t int64) { b.due.Store(t) }
-
-// closedAt is, while the state is Closed, the last close after an outage
-// (never if none, or since Reset), for the stability check. b.mu must be
-// held.
-func (b *Breaker) closedAt() int64 { return b.spellStart }
-
-// setClosedAt sets closedAt, on closing or resetting. b.mu must be held.
-func (b *Breaker) setClosedAt(t int64) { b.spellStart = t }
-
-// outageStart is, while the state is not Closed, the start of the current
-// outage: the trip, or the end of a forced open. b.mu must be held.
-func (b *Breaker) outageStart() int64 { return b.spellStart }
-
-// setOutageStart sets outageStart, on tripping or when a forced open ends.
-// b.mu must be held.
-func (b *Breaker) setOutageStart(t int64) { b.spellStart = t }
 
 // doublings is the cooldown's doublings (history.level). b.mu must be
 // held.
@@ -204,7 +170,7 @@ func New(name string, p Policy, opts ...Option) (*Breaker, error) {
 }
 
 func newBreaker(name string, r *rules, o *options) *Breaker {
-	b := &Breaker{name: name, opt: o, spellStart: never} // closedAt: never
+	b := &Breaker{name: name, opt: o, outageEdge: never}
 	if r.timed {
 		r = r.own(nil, o.tb.now()) // with the breaker's latency histogram
 	}
@@ -224,11 +190,11 @@ func (b *Breaker) State() State {
 	w := b.state.Load()
 	switch w.state() {
 	case Open:
-		if w.mode() != ModeForcedOpen && now >= b.openUntil() {
+		if w.mode() != ModeForcedOpen && now >= b.transitionDue.Load() {
 			b.toHalfOpen(now, w)
 		}
 	case HalfOpen:
-		if w.issued() >= b.rules.Load().probes && now >= b.probeDeadline() {
+		if w.issued() >= b.rules.Load().probes && now >= b.transitionDue.Load() {
 			b.probeTimeout(now, w)
 		}
 	}

@@ -43,36 +43,25 @@ func (b *Breaker) Do(ctx context.Context, fn func(context.Context) error) error 
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if c := b.candidate(ctx); c != nil {
-		return b.doCandidate(ctx, fn, c)
+	if c := b.cand.Load(); c != nil {
+		return c.do(ctx, fn)
 	}
 	r := b.rules.Load()
 	w := b.state.Load()
 	if !w.plain() || r.timed {
-		// The refusals of a breaker in ModeAuto are the other paths that
-		// run at full rate: an open breaker's during an outage, and a
-		// half-open one's, whose probe slots are all taken, at recovery,
-		// when every caller but the probes races for them. Each is one
-		// clock read, a load of the instant that ends the refusals
-		// (openUntil or probeDeadline, one field), a second load of the
-		// state word, which must be unchanged for that instant to mean
-		// what w says, one counter increment (a load and a
-		// compare-and-swap, see tally.inc), and the episode's shared
-		// error: no lock, nothing written but the counter. admitSlow
-		// decides the same way, for Allow. Everything else takes the
-		// general path.
-		if w.refusing(r.probes) && b.opt.tb.now() < b.due.Load() && b.state.Load() == w {
+		// A refusal in ModeAuto needs no lock: transitionDue holds the
+		// end of the refusals only while the state word is the w it was
+		// read with, so the word is loaded again after it.
+		if w.refusing(r.probes) && b.opt.tb.now() < b.transitionDue.Load() && b.state.Load() == w {
 			b.tally.inc(kRejected)
 			return b.refusal()
 		}
 		return b.do(ctx, fn, w, r)
 	}
-	// The closed path, kept apart so that its frame stays small: one
-	// deferred check, and no derived context unless ctx belongs to
-	// another breaker's live probe (see unmarked).
+	// The closed path: no derived context unless ctx belongs to another
+	// breaker's live probe (see unmarked). A panic or runtime.Goexit in fn
+	// is settled by the deferred call and goes on with its own stack.
 	gen := w.gen()
-	// A flag rather than recover: the panic, or runtime.Goexit, keeps its
-	// original stack while the deferred call records the outcome.
 	returned := false
 	defer func() {
 		if !returned {
@@ -95,7 +84,7 @@ func (b *Breaker) do(ctx context.Context, fn func(context.Context) error, w word
 	if w.dropped() {
 		return b.successor().Do(ctx, fn)
 	}
-	tok, err := b.admitSlow(w, r)
+	tok, err := b.admitNotClosed(w, r)
 	if err != nil {
 		return err
 	}
@@ -172,24 +161,26 @@ func (b *Breaker) Allow(ctx context.Context) (context.Context, func(error), erro
 	if err := ctx.Err(); err != nil {
 		return nil, nil, err
 	}
-	if c := b.candidate(ctx); c != nil {
-		return b.allowCandidate(ctx, c)
+	if c := b.cand.Load(); c != nil {
+		return c.allow(ctx)
 	}
+	return b.allow(ctx)
+}
+
+// allow is Allow past its checks and the candidate hook.
+func (b *Breaker) allow(ctx context.Context) (context.Context, func(error), error) {
 	r := b.rules.Load()
 	w := b.state.Load()
 	if w.dropped() {
 		return b.successor().Allow(ctx)
 	}
-	tok, err := b.admitSlow(w, r)
+	tok, err := b.admitNotClosed(w, r)
 	if err != nil {
 		return nil, nil, err
 	}
 	call, cancel := b.prepare(ctx, &tok, r)
 	// One allocation: the closure, which holds everything done needs by
-	// value. Its once-flag cannot be in it (a closure's mutable captures
-	// are allocated apart), so it comes from a block of flags shared by
-	// many permits (see onceFlag). The permit struct and its method
-	// value this replaces were two.
+	// value. Its once-flag comes from a shared block (see onceFlags).
 	t, used := tok, newOnceFlag()
 	done := func(err error) {
 		if !used.CompareAndSwap(false, true) {
@@ -214,8 +205,8 @@ type onceFlags struct {
 	flags [onceFlagsPerBlock]atomic.Bool
 }
 
-// onceFlagsPerBlock trades the allocation per permit (1/64 of one) for
-// what a long-lived permit keeps alive: its block, 260 bytes.
+// onceFlagsPerBlock is the number of flags in a block: a permit costs
+// 1/64 of a block's allocation, and a long-lived one keeps its block alive.
 const onceFlagsPerBlock = 64
 
 var onceFlagPool = sync.Pool{New: func() any { return new(onceFlags) }}

@@ -84,13 +84,13 @@ func (b *Breaker) shortenCooldownLocked(old, r *rules) {
 		return
 	}
 	cd := int64(e.Cooldown)
-	until := b.openUntil()
+	until := b.transitionDue.Load()
 	start := until - cd
 	ncd := max(int64(float64(cd)*float64(newBase)/float64(oldBase)), 1)
 	if ncd >= cd {
 		return
 	}
-	b.setOpenUntil(start + ncd)
+	b.transitionDue.Store(start + ncd)
 	ne := *e
 	ne.Until = b.opt.tb.time(start + ncd)
 	ne.Cooldown = time.Duration(ncd)
@@ -119,12 +119,12 @@ func (b *Breaker) SetMode(m Mode) error {
 		cause, snap := b.trip()
 		if w.state() == Closed {
 			cause = ReasonForcedOpen
-			if b.closedAt() != never && now-b.closedAt() >= b.rules.Load().maxOpenFor {
+			if b.outageEdge != never && now-b.outageEdge >= b.rules.Load().maxOpenFor {
 				// Stable for MaxOpenFor: the doubling starts over, whatever
 				// ends the closed spell (a trip does the same).
 				b.setDoublings(0)
 			}
-			b.setOutageStart(now)
+			b.outageEdge = now
 		}
 		b.openErr.Store(&OpenError{
 			Name:       b.name,
@@ -132,14 +132,14 @@ func (b *Breaker) SetMode(m Mode) error {
 			Reason:     ReasonForcedOpen,
 			TripReason: cause,
 			Snapshot:   snap,
-			Since:      b.opt.tb.time(b.outageStart()),
+			Since:      b.opt.tb.time(b.outageEdge),
 			b:          b,
 		})
 		b.countOpenLocked()
 		b.transitionLocked(now, Open, m, ReasonForcedOpen, snap, 0)
 		// A forced open has no cooldown to wait out: it ends only when
-		// the mode is left. After the state word: see due.
-		b.setOpenUntil(math.MaxInt64)
+		// the mode is left. After the state word: see transitionDue.
+		b.transitionDue.Store(math.MaxInt64)
 	case m == ModeForcedClosed:
 		if w.state() != Closed {
 			b.closeLocked(now, m, ReasonForcedClosed)
@@ -182,7 +182,7 @@ func (b *Breaker) Reset() {
 	}
 	b.setDoublings(0)
 	b.closeLocked(now, m, ReasonReset)
-	b.setClosedAt(never) // as stable as a new breaker
+	b.outageEdge = never // as stable as a new breaker
 	b.mu.Unlock()
 	b.flush()
 }
@@ -196,10 +196,10 @@ func (b *Breaker) Reset() {
 // included, stays in Counters.OpenTime. The open error, which the
 // half-open episode's refusals copy, says the same. b.mu must be held.
 func (b *Breaker) endForcedOpenLocked(now int64) {
-	if b.outageStart() != never {
-		b.histLocked().openTotal += max(0, now-b.outageStart())
+	if b.outageEdge != never {
+		b.histLocked().openTotal += max(0, now-b.outageEdge)
 	}
-	b.setOutageStart(now)
+	b.outageEdge = now
 	if e := b.openErr.Load(); e != nil {
 		ne := *e
 		ne.Since = b.opt.tb.time(now)

@@ -68,8 +68,8 @@ func (b *Breaker) Counters() Counters {
 		c.Opens = uint64(h.opens)
 		open = h.openTotal
 	}
-	if b.state.Load().state() != Closed && b.outageStart() != never {
-		open += max(0, now-b.outageStart())
+	if b.state.Load().state() != Closed && b.outageEdge != never {
+		open += max(0, now-b.outageEdge)
 	}
 	b.mu.Unlock()
 	o := func(i int) uint64 { return b.other[i].Load() }
@@ -94,10 +94,10 @@ func (b *Breaker) Counters() Counters {
 func (b *Breaker) OpenSince() (t time.Time, ok bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.state.Load().state() == Closed || b.outageStart() == never {
+	if b.state.Load().state() == Closed || b.outageEdge == never {
 		return time.Time{}, false
 	}
-	return b.opt.tb.time(b.outageStart()), true
+	return b.opt.tb.time(b.outageEdge), true
 }
 
 // Status is what a dashboard or a health endpoint shows of one breaker.

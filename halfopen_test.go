@@ -417,7 +417,7 @@ func TestRace_ProbeSlotsAndAdmissionTimesStayConsistent(t *testing.T) {
 				require.Equal(t, int64(never), p.at, "round %d: nothing in flight", round)
 				require.Nil(t, p.mark, "round %d: no mark kept", round)
 			}
-			require.Equal(t, int64(math.MaxInt64), b.probeDeadline(), "round %d: no probe timeout pending", round)
+			require.Equal(t, int64(math.MaxInt64), b.transitionDue.Load(), "round %d: no probe timeout pending", round)
 		}
 		b.mu.Unlock()
 	}
@@ -583,7 +583,7 @@ func TestHalfOpen_ACallThatSawTheBreakerOpenTakesAFreeSlot(t *testing.T) {
 	h.add(DefaultOpenFor)
 	stale := h.b.state.Load() // open, its cooldown over
 	h.b.toHalfOpen(h.b.opt.tb.now(), stale)
-	tok, err := h.b.admitSlow(stale, h.b.rules.Load())
+	tok, err := h.b.admitNotClosed(stale, h.b.rules.Load())
 	require.NoError(t, err)
 	assert.Equal(t, roleProbe, tok.role)
 	h.b.finish(context.Background(), tok, nil, h.b.rules.Load())

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"math"
 	"math/rand/v2"
-	"sort"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -15,6 +14,7 @@ import (
 	"time"
 
 	"github.com/benbjohnson/clock"
+	"github.com/govkit/breaker/internal/latency"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -26,148 +26,7 @@ const latRelErr = 1.0 / 33
 
 // latTop is the latency an adaptive deadline is computed from when the
 // quantile falls in the bin of d: the top of that bin.
-func latTop(d time.Duration) time.Duration { return latBinTop(latBin(int64(d))) }
-
-// TestLatencyBin_ErrorAndOrder: bins are ordered like the durations they
-// hold, they tile the range without gaps, and the value a bin reports is
-// within latRelErr of every duration in it from 32 units up (the issue
-// asks for 5%).
-func TestLatencyBin_ErrorAndOrder(t *testing.T) {
-	prev := 0
-	for u := uint64(0); u <= latMaxUnits; u += 1 + u/97 {
-		ns := int64(u << latUnitShift)
-		i := latBin(ns)
-		require.GreaterOrEqual(t, i, prev, "bin of %v", time.Duration(ns))
-		require.LessOrEqual(t, i-prev, 1, "bins skipped at %v", time.Duration(ns))
-		prev = i
-		if u >= latLinear {
-			got := float64(latBinValue(i))
-			assert.InEpsilon(t, float64(ns), got, latRelErr+1e-9, "bin %d for %v", i, time.Duration(ns))
-		}
-	}
-	assert.Equal(t, latBins-1, prev, "the last duration in range is in the last bin")
-	assert.Equal(t, latBins-1, latBin(int64(time.Hour)), "longer calls count in the last bin")
-	assert.Equal(t, 0, latBin(0))
-	assert.Less(t, latBinValue(0), time.Microsecond)
-}
-
-// TestLatencyQuantiles_AgainstExact: the histogram's quantiles of a
-// lognormal sample are within latRelErr of the exact quantiles (the
-// ceil(q·n)-th smallest value), for every quantile Status reports.
-func TestLatencyQuantiles_AgainstExact(t *testing.T) {
-	rng := rand.New(rand.NewPCG(1, 2))
-	r, err := compile(policy(func(p *Policy) { p.SlowCall, p.SlowRatio = time.Second, 1 }))
-	require.NoError(t, err)
-	for _, median := range []time.Duration{200 * time.Microsecond, 15 * time.Millisecond, 2 * time.Second} {
-		l := newLatency(0, r, 0)
-		var xs []int64
-		for range 20000 {
-			d := int64(float64(median) * math.Exp(0.8*rng.NormFloat64()))
-			d = max(d, 40*time.Microsecond.Nanoseconds())
-			xs = append(xs, d)
-			l.add(0, d, Success)
-		}
-		sort.Slice(xs, func(i, j int) bool { return xs[i] < xs[j] })
-		var h latHist
-		n, censored := l.window(0, &h)
-		require.Equal(t, uint64(len(xs)), n)
-		require.Zero(t, censored)
-		got := make([]time.Duration, len(latencyQuantiles))
-		latQuantiles(&h, n, latencyQuantiles, got)
-		for j, q := range latencyQuantiles {
-			want := xs[latRank(q, n)-1]
-			assert.InEpsilon(t, float64(want), float64(got[j]), latRelErr+1e-9, "median %v, q %v", median, q)
-		}
-	}
-}
-
-// TestLatencyQuantiles_ProductLimit: with calls censored, the quantiles
-// are the product-limit (Kaplan-Meier) estimates over the bins, the
-// measured calls of a bin ending before its censored ones; a quantile
-// the measured calls never reach is unknown.
-func TestLatencyQuantiles_ProductLimit(t *testing.T) {
-	type call struct {
-		d   time.Duration
-		cut bool
-	}
-	hist := func(calls []call) (*latHist, uint64) {
-		var h latHist
-		for _, c := range calls {
-			o := Success
-			if c.cut {
-				o = Timeout
-			}
-			h[latCell(int64(c.d), o)]++
-		}
-		return &h, uint64(len(calls))
-	}
-	quantiles := func(calls []call, qs ...float64) []int {
-		h, n := hist(calls)
-		bins := make([]int, len(qs))
-		latQuantileBins(h, n, qs, bins)
-		return bins
-	}
-	ms := time.Millisecond
-	// 4 calls of 10 ms, 3 cut at 20 ms, 2 of 30 ms, 1 of 40 ms. Survival:
-	// 0.6 after 10 ms; the 3 cut leave 3 running; 0.6 × 1/3 = 0.2 after
-	// 30 ms; 0 after 40 ms. Leaving the cut calls out would put the
-	// median at 10 ms.
-	var calls []call
-	for _, c := range []struct {
-		n   int
-		d   time.Duration
-		cut bool
-	}{{4, 10 * ms, false}, {3, 20 * ms, true}, {2, 30 * ms, false}, {1, 40 * ms, false}} {
-		for range c.n {
-			calls = append(calls, call{c.d, c.cut})
-		}
-	}
-	b10, b30, b40 := latBin(int64(10*ms)), latBin(int64(30*ms)), latBin(int64(40*ms))
-	assert.Equal(t, []int{b10, b30, b30, b40}, quantiles(calls, 0.4, 0.5, 0.8, 0.81))
-
-	// Half measured at 10 ms, half cut at 20 ms: the median is known, any
-	// quantile above it is not. Every call cut: nothing is known.
-	calls = calls[:0]
-	for i := range 10 {
-		calls = append(calls, call{10 * ms << (i % 2), i%2 == 1})
-	}
-	assert.Equal(t, []int{b10, -1, -1}, quantiles(calls, 0.5, 0.51, 0.99))
-	assert.Equal(t, []int{-1}, quantiles([]call{{20 * ms, true}, {30 * ms, true}}, 0.5))
-	assert.Equal(t, []int{-1}, quantiles(nil, 0.5))
-
-	// Measured and censored in one bin: the measured end first.
-	same := []call{{10 * ms, false}, {10 * ms, true}, {10 * ms, true}, {40 * ms, false}}
-	assert.Equal(t, []int{b10, b40}, quantiles(same, 0.25, 0.26))
-
-	// Random calls, some censored, against the product form of the
-	// estimate: S after bin i = S before × (1 - measured_i / running_i).
-	rng := rand.New(rand.NewPCG(5, 6))
-	for trial := range 300 {
-		calls = calls[:0]
-		for range 1 + rng.IntN(300) {
-			d := time.Duration(float64(5*ms) * math.Exp(0.7*rng.NormFloat64()))
-			calls = append(calls, call{d, rng.IntN(4) == 0})
-		}
-		h, n := hist(calls)
-		qs := []float64{0.1, 0.5, 0.9, 0.99}
-		want := []int{-1, -1, -1, -1}
-		surv, running, j := 1.0, float64(n), 0
-		for i := 0; i < latBins && j < len(qs); i++ {
-			done, cut := float64(h[2*i]), float64(h[2*i+1])
-			if done > 0 {
-				surv *= 1 - done/running
-			}
-			for j < len(qs) && done > 0 && 1-surv >= float64(latRank(qs[j], n))/float64(n)-1e-9 {
-				want[j] = i
-				j++
-			}
-			running -= done + cut
-		}
-		got := make([]int, len(qs))
-		latQuantileBins(h, n, qs, got)
-		require.Equal(t, want, got, "trial %d: %d calls", trial, n)
-	}
-}
+func latTop(d time.Duration) time.Duration { return latency.BinTop(latency.Bin(int64(d))) }
 
 // latHarness is a harness whose calls take a set time on the mock clock.
 type latHarness struct{ *harness }
@@ -277,65 +136,6 @@ func TestLatency_TimeoutsAreCensored(t *testing.T) {
 	st := h.b.Status()
 	require.NotNil(t, st.Latency)
 	assert.Equal(t, lat, *st.Latency)
-}
-
-// TestLatency_ConcurrentRecordingAndReading: recording from many
-// goroutines while others read, across bucket boundaries, loses no call
-// and never shows a window with more calls than were made.
-func TestLatency_ConcurrentRecordingAndReading(t *testing.T) {
-	r, err := compile(policy(func(p *Policy) { p.Window, p.Buckets = 100*time.Millisecond, 100 }))
-	require.NoError(t, err)
-	l := newLatency(0, r, 0)
-	const writers, each = 4, 5000
-	var made sync.WaitGroup
-	var wg sync.WaitGroup
-	stop := make(chan struct{})
-	var clk struct {
-		sync.Mutex
-		t int64
-	}
-	tick := func() int64 {
-		clk.Lock()
-		defer clk.Unlock()
-		clk.t += int64(time.Microsecond) * 7
-		return clk.t
-	}
-	for w := range writers {
-		made.Add(1)
-		go func() {
-			defer made.Done()
-			for i := range each {
-				o := Success
-				if (i+w)%5 == 0 {
-					o = Timeout
-				}
-				l.add(tick(), int64(i%200)*int64(time.Millisecond), o)
-			}
-		}()
-	}
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		var h latHist
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			n, c := l.window(tick(), &h)
-			if n+c > writers*each {
-				t.Errorf("window holds %d+%d calls, more than the %d made", n, c, writers*each)
-				return
-			}
-		}
-	}()
-	made.Wait()
-	close(stop)
-	wg.Wait()
-	tot := l.totals()
-	assert.Equal(t, uint64(writers*each), tot.count+tot.censored)
-	assert.Equal(t, uint64(writers*each/5), tot.censored)
 }
 
 // adaptivePolicy is the policy of the adaptive timeout tests: deadline in

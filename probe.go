@@ -94,10 +94,12 @@ const (
 	roleShadow               // admitted by a shadow breaker that would have refused it
 )
 
-// admitSlow handles every admission that is not a plain closed breaker:
-// open (refuse, or move to half-open when the cooldown is over), half-open
-// (claim a probe slot or refuse), forced and shadow modes.
-func (b *Breaker) admitSlow(w word, r *rules) (token, error) {
+// admitNotClosed admits or refuses a call on a breaker whose word w is
+// not plain closed: open (refuse, or move to half-open when the cooldown
+// is over), half-open (claim a probe slot or refuse), forced and shadow
+// modes. A closed w, which reaches it through Allow or a timed call, is
+// admitted as counted.
+func (b *Breaker) admitNotClosed(w word, r *rules) (token, error) {
 	for {
 		switch w.state() {
 		case Closed:
@@ -105,7 +107,7 @@ func (b *Breaker) admitSlow(w word, r *rules) (token, error) {
 		case Open:
 			if w.mode() != ModeForcedOpen {
 				now := b.opt.tb.now()
-				if now >= b.openUntil() {
+				if now >= b.transitionDue.Load() {
 					b.toHalfOpen(now, w)
 					w = b.state.Load()
 					continue
@@ -120,15 +122,15 @@ func (b *Breaker) admitSlow(w word, r *rules) (token, error) {
 				w = b.state.Load()
 				continue
 			}
-			if now := b.opt.tb.now(); now >= b.probeDeadline() {
+			if now := b.opt.tb.now(); now >= b.transitionDue.Load() {
 				b.probeTimeout(now, w)
 				w = b.state.Load()
 				continue
 			}
 		}
-		// due (openUntil, probeDeadline) means what the state it was read
-		// in says: read with a word from before a transition, the end of
-		// a cooldown may be the probe deadline of the episode after it.
+		// transitionDue means what the state it was read in says: read
+		// with a word from before a transition, the end of a cooldown may
+		// be the probe deadline of the episode after it.
 		if nw := b.state.Load(); nw != w {
 			w = nw
 			continue
@@ -235,7 +237,7 @@ func (b *Breaker) releaseLocked(gen uint64) {
 // flight for a cooldown before it is registered, because its function is
 // called only after. Only the winners take the lock, at most Policy.Probes
 // of them per episode plus the ones that give their slot back; the
-// refusals, which run at full rate, read probeDeadline and take no lock
+// refusals, which run at full rate, read transitionDue and take no lock
 // unless it has passed.
 
 // noSlot is the slot of a probe whose episode ended before it registered.
@@ -289,7 +291,7 @@ func (b *Breaker) endProbesLocked() {
 	}
 }
 
-// refreshProbeDeadlineLocked sets probeDeadline to the instant at which
+// refreshProbeDeadlineLocked sets transitionDue to the instant at which
 // the oldest registered probe will have been in flight for one cooldown:
 // the unjittered base cooldown of the current level, which is at most
 // MaxOpenFor. b.mu must be held.
@@ -309,5 +311,5 @@ func (b *Breaker) refreshProbeDeadlineLocked() {
 			deadline = math.MaxInt64
 		}
 	}
-	b.setProbeDeadline(deadline)
+	b.transitionDue.Store(deadline)
 }

@@ -1,6 +1,10 @@
 package breaker
 
-import "sync"
+import (
+	"sync"
+
+	"github.com/govkit/breaker/internal/latency"
+)
 
 // rules is a validated policy compiled to the integer nanoseconds and
 // counts the hot path compares against. It is immutable once built and
@@ -21,7 +25,7 @@ type rules struct {
 	// timed is true when a call's start time is needed: a deadline, a
 	// slow-call threshold or an adaptive timeout. Otherwise the closed
 	// path reads the clock once. A timed breaker keeps a latency
-	// histogram (latency.go).
+	// histogram (see timing).
 	timed bool
 	// adaptive is Policy.AdaptiveTimeout: the deadline is the breaker's
 	// own, not timeout.
@@ -29,16 +33,16 @@ type rules struct {
 	// lat is the latency histogram of the breaker that applies these
 	// rules, set on its own copy of timed rules (see own); nil in the
 	// shared rules.
-	lat *latency
+	lat *timing
 	// carry is what the breaker's earlier histograms counted, on its own
 	// copy of untimed rules that follow timed ones, so that a histogram
 	// made later continues their totals.
-	carry latTotals
+	carry latency.Totals
 }
 
 // compiled interns the rules of the policies breakers are created with:
 // breakers with equal policies (most of a service's, which use the
-// defaults) share one immutable *rules instead of 200 bytes each. At most
+// defaults) share one immutable *rules. At most
 // maxCompiled policies are kept, so a program that makes up policies
 // without end cannot grow it without end.
 var compiled struct {
@@ -105,32 +109,28 @@ func staticTimeout(p Policy) int64 {
 // nil), or a new one when prev has none or has one for another window,
 // which keeps prev's adaptive timeout.
 //
-// The histogram hangs off the rules, which every call loads anyway, rather
-// than off the Breaker, so that an untimed breaker, which keeps sharing
-// interned rules, carries not a byte more: a pointer in the Breaker would
-// take every one of them from the 224-byte size class to the 240-byte one.
-// A timed breaker pays for its own copy of the rules (288 bytes) beside
-// the histogram (about 39 KiB).
+// The histogram hangs off the rules, which every call loads anyway, so that
+// an untimed breaker, which keeps sharing interned rules, carries nothing
+// for it (see docs/internals.md, "The latency histogram").
 func (r *rules) own(prev *rules, now int64) *rules {
 	c := *r
-	var old *latency
+	var old *timing
 	if prev != nil {
 		old = prev.lat
 	}
-	if old != nil && old.width == r.width && old.n == r.buckets {
+	if old != nil && old.Fits(r.width, r.buckets) {
 		c.lat = old
 		return &c
 	}
 	var cur int64
-	var base latTotals
+	var base latency.Totals
 	if old != nil {
 		cur = old.timeout.Load()
-		base = old.totals()
+		base = old.Totals()
 	} else if prev != nil {
 		base = prev.carry
 	}
-	c.lat = newLatency(now, r, cur)
-	c.lat.base = base
+	c.lat = newTiming(now, r, cur, base)
 	return &c
 }
 
@@ -143,9 +143,9 @@ func (r *rules) carried(prev *rules) *rules {
 	}
 	t := prev.carry
 	if prev.lat != nil {
-		t = prev.lat.totals()
+		t = prev.lat.Totals()
 	}
-	if t == (latTotals{}) {
+	if t == (latency.Totals{}) {
 		return r
 	}
 	c := *r

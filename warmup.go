@@ -49,14 +49,6 @@ func WithInstanceStart(ctx context.Context, start time.Time) context.Context {
 	return context.WithValue(ctx, instanceStartKey{}, start)
 }
 
-// Rejected alternative: looking up the mark on every call while Warmup is
-// above 0, as it is by default. Context.Value walks the caller's context,
-// and a server's request context is several values deep: five values cost
-// about as much again as the context check Do makes before calling fn.
-// The flag this replaces was one per process, set by the first
-// WithInstanceStart anywhere, so that one caller's marks made every
-// breaker's calls slower.
-
 // marksSeen in Breaker.marks means the breaker has seen a marked call and
 // looks on every call. Otherwise marks is the offset from which the next
 // plain success is looked at; 0, a new breaker's, samples its first call.
@@ -67,8 +59,7 @@ const marksSeen = math.MinInt64
 const instanceSample = int64(100 * time.Millisecond)
 
 // coldFast is cold for the closed-state success path: the context is
-// looked at only if the breaker has seen marks or a sample is due. One
-// more load of the breaker, which the warmup check has in cache already.
+// looked at only if the breaker has seen marks or a sample is due.
 func (b *Breaker) coldFast(ctx context.Context, now int64, r *rules) bool {
 	if r.warmup == 0 {
 		return false

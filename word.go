@@ -2,26 +2,6 @@ package breaker
 
 import "sync/atomic"
 
-// The state machine, and what the modes do to it:
-//
-//	                 a trip rule holds
-//	    +------------------------------------+
-//	    |                                    v
-//	  Closed                               Open <------------+
-//	    ^                                    |                |
-//	    | every probe passed                 | cooldown over  | a probe failed,
-//	    |                                    v                | or probe timeout
-//	    +------------------------------ HalfOpen -------------+
-//
-//	ModeAuto          the machine above; refusals return ErrOpen
-//	ModeShadow        the same machine, but a refused call is admitted
-//	                  and counted off the window (Counters.ShadowRejected)
-//	ModeForcedOpen    entered from any state: Open, no cooldown ends it;
-//	                  leaving it for ModeAuto or ModeShadow goes to
-//	                  HalfOpen (released)
-//	ModeForcedClosed  entered from any state: Closed, no rule trips it
-//	Reset             from any state to Closed; a forced mode ends
-//
 // word is the state word: everything the hot path needs, in one atomic
 // load.
 //
@@ -50,10 +30,10 @@ import "sync/atomic"
 // Admission reads the word once; a half-open probe claims its slot with a
 // compare-and-swap on it. Everything else about a transition is written
 // under b.mu before the new word is published with a CAS, so a goroutine
-// that sees the new generation also sees openUntil or probeDeadline and the open error
-// of that generation (atomic operations are sequentially consistent in
-// Go). The one exception is a new window, stored after the bump;
-// recordSuccess says why.
+// that sees the new generation also sees the open error of that
+// generation (atomic operations are sequentially consistent in Go). Two
+// are stored after the word: transitionDue (see Breaker.transitionDue)
+// and a new window (recordSuccess says why).
 type word uint64
 
 const (
@@ -81,11 +61,11 @@ func (w word) dropped() bool  { return w&droppedBit != 0 }
 // closed, whatever the mode, and not dropped. One mask and compare.
 func (w word) plain() bool { return w&(stateMask|droppedBit) == 0 }
 
-// refusing reports whether a call on w is refused until the breaker's due
-// instant (openUntil, probeDeadline) without further ado: w is a breaker
-// in ModeAuto that has not been dropped, and open, or half-open with no
-// probe slot left of probes (see admitSlow). These are the refusals Do
-// makes without the general path.
+// refusing reports whether a call on w is refused until the breaker's
+// transitionDue without further ado: w is a breaker in ModeAuto that has
+// not been dropped, and open, or half-open with no probe slot left of
+// probes (see admitNotClosed). These are the refusals Do makes without
+// the general path.
 func (w word) refusing(probes uint64) bool {
 	switch w & (stateMask | modeMask | droppedBit) {
 	case word(Open):

@@ -1,0 +1,266 @@
+package breaker
+
+import (
+	"fmt"
+	"math"
+	"time"
+)
+
+// defaultPolicy is made from policyFields once. A default of the wrong
+// type, or a field of a type the encoder and decoder do not handle, is a
+// mistake in the list; it panics here, when the package is initialised,
+// so that no program or test runs with it.
+var defaultPolicy = func() Policy {
+	var p Policy
+	for _, f := range policyFields {
+		switch dst := f.at(&p).(type) {
+		case *time.Duration:
+			*dst = defaultOf[time.Duration](f)
+		case *int:
+			*dst = defaultOf[int](f)
+		case *float64:
+			*dst = defaultOf[float64](f)
+		case *bool:
+			*dst = defaultOf[bool](f)
+		default:
+			panic(fmt.Sprintf("breaker: policy field %s is of type %T, which policyField does not handle", f.name, dst))
+		}
+	}
+	return p
+}()
+
+func defaultOf[T any](f policyField) T {
+	d, ok := f.def.(T)
+	if !ok {
+		panic(fmt.Sprintf("breaker: the default of policy field %s is of type %T, want %T", f.name, f.def, d))
+	}
+	return d
+}
+
+// policyField describes one field of [Policy]. policyFields, the list of
+// them, is what the encoder, the decoder, the validator and DefaultPolicy
+// iterate over, so that a new field is written in two places (the struct,
+// where it is documented, and the list) instead of six; a test checks by
+// reflection that the two agree.
+type policyField struct {
+	// name is the field's JSON name, which problems use too.
+	name string
+	// at returns a pointer to the field in p: a *time.Duration, *int,
+	// *float64 or *bool, which decides how the field is encoded and
+	// decoded (a duration as a string such as "5s").
+	at func(p *Policy) any
+	// def is the field's default, of the field's type.
+	def any
+	// check says what is wrong with the field's value in p, or returns "".
+	// It may read other fields (max_open_for must be at least open_for),
+	// but it reports only on its own. nil means every value is valid.
+	check func(p *Policy) string
+}
+
+// policyFields lists the fields of Policy in the struct's order, which is
+// the order of the encoded form and of the problems Validate reports.
+var policyFields = []policyField{{
+	name: "window", def: DefaultWindow,
+	at:    func(p *Policy) any { return &p.Window },
+	check: func(p *Policy) string { return positiveDuration(p.Window) },
+}, {
+	name: "buckets", def: DefaultBuckets,
+	at: func(p *Policy) any { return &p.Buckets },
+	check: func(p *Policy) string {
+		switch {
+		case p.Buckets < 1 || p.Buckets > MaxBuckets:
+			return fmt.Sprintf("must be in [1, %d], got %d", MaxBuckets, p.Buckets)
+		case p.Window > 0 && p.Window%(time.Duration(p.Buckets)*time.Millisecond) != 0:
+			return fmt.Sprintf("must divide window (%v) into whole milliseconds, got %d", p.Window, p.Buckets)
+		}
+		return ""
+	},
+}, {
+	name: "min_requests", def: DefaultMinRequests,
+	at:    func(p *Policy) any { return &p.MinRequests },
+	check: func(p *Policy) string { return notNegative(p.MinRequests, "") },
+}, {
+	name: "error_ratio", def: DefaultErrorRatio,
+	at: func(p *Policy) any { return &p.ErrorRatio },
+	check: func(p *Policy) string {
+		switch {
+		case p.ErrorRatio != 0 || math.IsNaN(p.ErrorRatio):
+			return ratio(p.ErrorRatio)
+		case p.ErrorCount <= 0 && p.SlowCall <= 0 && p.ConsecutiveFailures <= 0:
+			return "is 0 (off) and no other trip rule is set; set error_ratio in (0, 1], or error_count, slow_call or consecutive_failures"
+		}
+		return ""
+	},
+}, {
+	name: "error_count", def: 0,
+	at:    func(p *Policy) any { return &p.ErrorCount },
+	check: func(p *Policy) string { return notNegative(p.ErrorCount, "turns the rule off") },
+}, {
+	name: "slow_call", def: time.Duration(0),
+	at:    func(p *Policy) any { return &p.SlowCall },
+	check: func(p *Policy) string { return optionalDuration(p.SlowCall, "turns the rule off") },
+}, {
+	name: "slow_ratio", def: 0.0,
+	at: func(p *Policy) any { return &p.SlowRatio },
+	check: func(p *Policy) string {
+		switch {
+		case p.SlowCall < 0 || p.SlowCall > MaxDuration:
+			return "" // slow_call's own problem says it all
+		case p.SlowCall > 0:
+			return ratio(p.SlowRatio)
+		case p.SlowRatio != 0:
+			return fmt.Sprintf("is set to %v but slow_call is 0; set slow_call to use the slow-call rule", p.SlowRatio)
+		}
+		return ""
+	},
+}, {
+	name: "consecutive_failures", def: 0,
+	at:    func(p *Policy) any { return &p.ConsecutiveFailures },
+	check: func(p *Policy) string { return notNegative(p.ConsecutiveFailures, "turns the rule off") },
+}, {
+	name: "timeout", def: time.Duration(0),
+	at: func(p *Policy) any { return &p.Timeout },
+	check: func(p *Policy) string {
+		if problem := optionalDuration(p.Timeout, "adds no deadline"); problem != "" || !p.AdaptiveTimeout {
+			return problem
+		}
+		if p.Timeout > 0 && p.TimeoutMax > 0 && (p.Timeout < p.TimeoutMin || p.Timeout > p.TimeoutMax) {
+			return fmt.Sprintf("is where the adaptive timeout starts and must be in [timeout_min, timeout_max] ([%v, %v]), got %v", p.TimeoutMin, p.TimeoutMax, p.Timeout)
+		}
+		return ""
+	},
+}, {
+	name: "adaptive_timeout", def: false,
+	at: func(p *Policy) any { return &p.AdaptiveTimeout },
+}, {
+	name: "timeout_quantile", def: DefaultTimeoutQuantile,
+	at: func(p *Policy) any { return &p.TimeoutQuantile },
+	check: func(p *Policy) string {
+		q := p.TimeoutQuantile
+		if (q == 0 && !p.AdaptiveTimeout) || (q > 0 && q < 1) {
+			return "" // 0: a Policy built field by field, without the timeout
+		}
+		return fmt.Sprintf("must be in (0, 1), got %v", q)
+	},
+}, {
+	name: "timeout_factor", def: DefaultTimeoutFactor,
+	at: func(p *Policy) any { return &p.TimeoutFactor },
+	check: func(p *Policy) string {
+		f := p.TimeoutFactor
+		if (f == 0 && !p.AdaptiveTimeout) || (f >= 1 && f <= MaxTimeoutFactor) {
+			return ""
+		}
+		return fmt.Sprintf("must be in [1, %d], got %v", MaxTimeoutFactor, f)
+	},
+}, {
+	name: "timeout_base", def: time.Duration(0),
+	at:    func(p *Policy) any { return &p.TimeoutBase },
+	check: func(p *Policy) string { return optionalDuration(p.TimeoutBase, "adds nothing") },
+}, {
+	name: "timeout_min", def: time.Duration(0),
+	at: func(p *Policy) any { return &p.TimeoutMin },
+	check: func(p *Policy) string {
+		if problem := optionalDuration(p.TimeoutMin, "sets no floor"); problem != "" {
+			return problem
+		}
+		if p.AdaptiveTimeout && p.TimeoutMax > 0 && p.TimeoutMin > p.TimeoutMax {
+			return fmt.Sprintf("must be at most timeout_max (%v), got %v", p.TimeoutMax, p.TimeoutMin)
+		}
+		return ""
+	},
+}, {
+	name: "timeout_max", def: time.Duration(0),
+	at: func(p *Policy) any { return &p.TimeoutMax },
+	check: func(p *Policy) string {
+		if p.AdaptiveTimeout && p.TimeoutMax == 0 {
+			return "must be positive when adaptive_timeout is on, got 0s"
+		}
+		return optionalDuration(p.TimeoutMax, "is allowed only with adaptive_timeout off")
+	},
+}, {
+	name: "open_for", def: DefaultOpenFor,
+	at:    func(p *Policy) any { return &p.OpenFor },
+	check: func(p *Policy) string { return positiveDuration(p.OpenFor) },
+}, {
+	name: "max_open_for", def: DefaultMaxOpenFor,
+	at: func(p *Policy) any { return &p.MaxOpenFor },
+	check: func(p *Policy) string {
+		switch {
+		case p.MaxOpenFor < p.OpenFor || p.MaxOpenFor <= 0:
+			return fmt.Sprintf("must be at least open_for (%v), got %v", p.OpenFor, p.MaxOpenFor)
+		case p.MaxOpenFor > MaxDuration:
+			return atMostMaxDuration(p.MaxOpenFor)
+		}
+		return ""
+	},
+}, {
+	name: "jitter", def: DefaultJitter,
+	at: func(p *Policy) any { return &p.Jitter },
+	check: func(p *Policy) string {
+		if math.IsNaN(p.Jitter) || p.Jitter < 0 || p.Jitter >= 1 {
+			return fmt.Sprintf("must be in [0, 1), got %v", p.Jitter)
+		}
+		return ""
+	},
+}, {
+	name: "probes", def: DefaultProbes,
+	at: func(p *Policy) any { return &p.Probes },
+	check: func(p *Policy) string {
+		if p.Probes < 1 || p.Probes > MaxProbes {
+			return fmt.Sprintf("must be in [1, %d], got %d", MaxProbes, p.Probes)
+		}
+		return ""
+	},
+}, {
+	name: "warmup", def: DefaultWarmup,
+	at:    func(p *Policy) any { return &p.Warmup },
+	check: func(p *Policy) string { return optionalDuration(p.Warmup, "turns warmup off") },
+}, {
+	name: "strict_probes", def: false,
+	at: func(p *Policy) any { return &p.StrictProbes },
+}}
+
+// positiveDuration is the problem of a duration that must be in
+// (0, MaxDuration].
+func positiveDuration(d time.Duration) string {
+	if d <= 0 {
+		return fmt.Sprintf("must be positive, got %v", d)
+	}
+	return atMostMaxDuration(d)
+}
+
+// optionalDuration is the problem of a duration that must be in
+// [0, MaxDuration], where zero says what 0 does.
+func optionalDuration(d time.Duration, zero string) string {
+	if d < 0 {
+		return fmt.Sprintf("must not be negative (0 %s), got %v", zero, d)
+	}
+	return atMostMaxDuration(d)
+}
+
+func atMostMaxDuration(d time.Duration) string {
+	if d > MaxDuration {
+		return fmt.Sprintf("must be at most %v, got %v", MaxDuration, d)
+	}
+	return ""
+}
+
+// notNegative is the problem of a count that must not be negative, where
+// zero, if not empty, says what 0 does.
+func notNegative(n int, zero string) string {
+	switch {
+	case n >= 0:
+		return ""
+	case zero == "":
+		return fmt.Sprintf("must not be negative, got %d", n)
+	}
+	return fmt.Sprintf("must not be negative (0 %s), got %d", zero, n)
+}
+
+// ratio is the problem of a ratio that must be in (0, 1].
+func ratio(r float64) string {
+	if math.IsNaN(r) || r <= 0 || r > 1 {
+		return fmt.Sprintf("must be in (0, 1], got %v", r)
+	}
+	return ""
+}

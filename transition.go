@@ -1,0 +1,297 @@
+package breaker
+
+import (
+	"math"
+	"time"
+)
+
+// never is the offset of "no such instant yet".
+const never = math.MinInt64
+
+// transitionLocked moves the breaker to state to (with mode m) and queues
+// the event. It ends the generation (see endGenLocked), so every call
+// admitted before it reports into the void, and starts the run of
+// consecutive failures anew. b.mu must be held.
+func (b *Breaker) transitionLocked(now int64, to State, m Mode, reason Reason, snap Snapshot, cooldown int64) {
+	b.endGenLocked(b.state.Load().gen(), false)
+	var from State
+	for {
+		w := b.state.Load()
+		from = w.state()
+		if b.state.CompareAndSwap(w, w.next(to, m)) {
+			break
+		}
+	}
+	if from == to {
+		return
+	}
+	if from == HalfOpen {
+		b.endProbesLocked()
+	}
+	b.countTransitionLocked(from, to, reason)
+	b.queueLocked(Event{
+		Name:      b.name,
+		From:      from,
+		To:        to,
+		Reason:    reason,
+		Time:      b.opt.tb.time(now),
+		Snapshot:  snap,
+		Cooldown:  time.Duration(cooldown),
+		Doublings: int(b.doublings()),
+		Mode:      m,
+	})
+}
+
+// tripLocked opens a closed breaker. b.mu must be held.
+func (b *Breaker) tripLocked(now int64, r *rules, reason Reason, snap Snapshot) {
+	if b.outageEdge != never && now-b.outageEdge < r.maxOpenFor {
+		// Reopened before the breaker had been stable for MaxOpenFor:
+		// the downstream is flapping, so back off further.
+		b.setDoublings(min(b.doublings()+1, maxLevel))
+	} else {
+		b.setDoublings(0)
+	}
+	b.outageEdge = now
+	b.openLocked(now, r, reason, reason, snap)
+}
+
+// reopenLocked sends a half-open breaker back to open with a longer
+// cooldown. b.mu must be held.
+func (b *Breaker) reopenLocked(now int64, r *rules, reason Reason) {
+	b.setDoublings(min(b.doublings()+1, maxLevel))
+	cause, snap := b.trip()
+	b.openLocked(now, r, reason, cause, snap)
+}
+
+// maxLevel bounds the doublings; OpenFor·2^62 overflows nothing we
+// compute because baseCooldown checks before shifting.
+const maxLevel = 62
+
+// trip is the reason and the window that began the current outage. They
+// live in the outage's open error rather than in fields of their own.
+func (b *Breaker) trip() (Reason, Snapshot) {
+	if e := b.openErr.Load(); e != nil {
+		return e.TripReason, e.Snapshot
+	}
+	return "", Snapshot{}
+}
+
+// openLocked opens the breaker for a cooldown: reason is what opened it
+// now, cause and snap what began the outage. b.mu must be held.
+func (b *Breaker) openLocked(now int64, r *rules, reason, cause Reason, snap Snapshot) {
+	cd := b.cooldown(r)
+	until := now + cd
+	if until < now {
+		until = math.MaxInt64
+	}
+	b.openErr.Store(&OpenError{
+		Name:       b.name,
+		State:      Open,
+		Reason:     reason,
+		TripReason: cause,
+		Snapshot:   snap,
+		Since:      b.opt.tb.time(b.outageEdge),
+		Until:      b.opt.tb.time(until),
+		Cooldown:   time.Duration(cd),
+		b:          b,
+	})
+	b.countOpenLocked()
+	b.transitionLocked(now, Open, b.state.Load().mode(), reason, snap, cd)
+	b.transitionDue.Store(until) // after the state word: see transitionDue
+}
+
+// countOpenLocked counts a transition to Open that is about to be made.
+// Counters.Opens counts transitions, so forcing open a breaker that is
+// already open adds nothing. b.mu must be held.
+func (b *Breaker) countOpenLocked() {
+	if b.state.Load().state() != Open {
+		b.histLocked().opens++
+	}
+}
+
+// baseCooldown is min(OpenFor·2^level, MaxOpenFor).
+func (b *Breaker) baseCooldown(r *rules) int64 {
+	if l := b.doublings(); l < maxLevel && r.openFor <= r.maxOpenFor>>l {
+		return min(r.openFor<<l, r.maxOpenFor)
+	}
+	return r.maxOpenFor
+}
+
+// cooldown is the base cooldown scaled by a jitter factor drawn uniformly
+// from [1-Jitter, 1+Jitter].
+func (b *Breaker) cooldown(r *rules) int64 {
+	d := b.baseCooldown(r)
+	if j := r.p.Jitter; j > 0 {
+		u := b.opt.random()
+		d = int64(float64(d) * (1 - j + 2*j*u))
+	}
+	return max(d, 1)
+}
+
+// halfOpenLocked lets probes through: the cooldown is over, or a forced
+// open ended. No probe is in flight yet, so there is no probe timeout
+// until one is admitted (see admitProbe).
+func (b *Breaker) halfOpenLocked(now int64, m Mode, reason Reason) {
+	if h := b.hist; h != nil {
+		h.passed = 0
+		b.endProbesLocked()
+		h.inflight = h.inflight[:0]
+	}
+	_, snap := b.trip()
+	if e := b.openErr.Load(); e != nil {
+		he := *e
+		he.State = HalfOpen
+		he.Until = time.Time{}
+		he.Cooldown = 0
+		b.openErr.Store(&he)
+	}
+	b.transitionLocked(now, HalfOpen, m, reason, snap, 0)
+	// After the state word: a caller that read the word while it still
+	// said open must not read this as the end of the cooldown (see transitionDue).
+	b.transitionDue.Store(math.MaxInt64)
+}
+
+// closeLocked closes the breaker on an empty window. The window is stored
+// after the generation is bumped, not before like the rest of the
+// transition: see recordSuccess for why that order keeps every result of
+// an earlier generation out of the new window.
+func (b *Breaker) closeLocked(now int64, m Mode, reason Reason) {
+	if b.state.Load().state() != Closed && b.outageEdge != never {
+		b.histLocked().openTotal += max(0, now-b.outageEdge)
+	}
+	b.outageEdge = now
+	b.openErr.Store(nil)
+	b.transitionLocked(now, Closed, m, reason, Snapshot{}, 0)
+	b.win.Store(b.nextWindow(b.rules.Load()))
+}
+
+// nextWindow is a new, empty window for r to replace the current one. If
+// the current one's tally has spread over stripes, goroutines have
+// collided on it, and will on the new one: it starts spread, so that the
+// first calls after a close or a Reset do not collide to find that out.
+func (b *Breaker) nextWindow(r *rules) *window {
+	w := newWindow(r.width, r.buckets)
+	if s := b.win.Load().tally.stripes.Load(); s != nil && s != sealedStripes {
+		w.tally.spread()
+	}
+	return w
+}
+
+// bumpGenLocked starts a new generation without a transition, so that the
+// results of calls in flight are not recorded. The run of consecutive
+// failures goes on. b.mu must be held.
+func (b *Breaker) bumpGenLocked() {
+	b.endGenLocked(b.state.Load().gen(), true)
+	for {
+		w := b.state.Load()
+		if b.state.CompareAndSwap(w, w.bump()) {
+			return
+		}
+	}
+}
+
+// endGenLocked is the first step of every change of generation, made
+// before the state word leaves gen: it seals the window, so that nothing
+// is added to it any more, and hands the run of consecutive failures to
+// the next generation, its length kept if keepRun, else 0, so that no
+// failure of gen adds to it any more (see failRun). Once the window is
+// sealed its totals are final, and they move to the history, from which
+// Counters reads them. b.mu must be held.
+//
+// Every window a result could have been checked against is sealed this
+// way before the generation it was checked in ends, which is what keeps
+// every result out of the windows of later generations: see
+// recordSuccess.
+func (b *Breaker) endGenLocked(gen uint64, keepRun bool) {
+	var got [nKinds]uint64
+	b.win.Load().tally.seal(&got)
+	if got != [nKinds]uint64{} {
+		h := b.histLocked()
+		for k := range got {
+			h.sealed[k] += got[k]
+		}
+	}
+	b.handRunLocked(gen+1, keepRun)
+}
+
+// toHalfOpen moves an open breaker whose cooldown has ended to half-open.
+func (b *Breaker) toHalfOpen(now int64, seen word) {
+	b.mu.Lock()
+	w := b.state.Load()
+	if w == seen && w.state() == Open && w.mode() != ModeForcedOpen && now >= b.transitionDue.Load() {
+		b.halfOpenLocked(now, w.mode(), ReasonCooldown)
+	}
+	b.mu.Unlock()
+	b.flush()
+}
+
+// probeTimeout reopens a half-open breaker whose every probe slot is taken
+// and whose oldest probe in flight has been so for one cooldown without a
+// verdict: a probe whose function ignores its context must not wedge the
+// breaker. Time spent with a free slot never counts (see admitProbe).
+func (b *Breaker) probeTimeout(now int64, seen word) {
+	b.mu.Lock()
+	w := b.state.Load()
+	r := b.rules.Load()
+	if w.gen() == seen.gen() && w.state() == HalfOpen &&
+		w.issued() >= r.probes && now >= b.transitionDue.Load() {
+		b.reopenLocked(now, r, ReasonProbeTimeout)
+	}
+	b.mu.Unlock()
+	b.flush()
+}
+
+// evaluate checks the trip rules after a failure or a slow call recorded
+// in generation gen into win, and trips the breaker if one holds. The check
+// without the lock only filters; the trip is decided again under the lock,
+// on the window and the rules in force then: win may be a window that a
+// transition has just replaced (see recordSuccess), and r rules that
+// SetPolicy has just replaced, and a breaker must trip on neither.
+//
+// st is the stripe a failure was added to, for its gate, or nil.
+func (b *Breaker) evaluate(now int64, gen uint64, r *rules, win *window, st *stripe) {
+	switch s := win.tally.stripes.Load(); {
+	case s == nil:
+		if b.tripReason(r, win.sum(now)) == "" {
+			return
+		}
+	case s == sealedStripes:
+		return // win's generation is over (no gate is set in these)
+	default:
+		if b.gatedCheck(s, st, now, r, win) == "" {
+			return
+		}
+	}
+	b.mu.Lock()
+	w := b.state.Load()
+	if w.gen() == gen && w.state() == Closed && w.mode() != ModeForcedClosed {
+		r = b.rules.Load()
+		snap := b.win.Load().sum(now)
+		if reason := b.tripReason(r, snap); reason != "" {
+			b.tripLocked(now, r, reason, snap)
+		}
+	}
+	b.mu.Unlock()
+	b.flush()
+}
+
+// tripReason names the trip rule of r that snap meets, or is "". The
+// window rules wait for MinRequests counted calls; the run of consecutive
+// failures is its own sample size, since it is the rule for methods whose
+// traffic is too thin to fill the window.
+func (b *Breaker) tripReason(r *rules, snap Snapshot) Reason {
+	if snap.Counted >= r.minReq && snap.Counted > 0 {
+		switch {
+		case r.p.ErrorRatio > 0 && float64(snap.Failures)/float64(snap.Counted) >= r.p.ErrorRatio:
+			return ReasonErrorRatio
+		case r.errCount > 0 && snap.Failures >= r.errCount:
+			return ReasonErrorCount
+		case r.slowCall > 0 && float64(snap.Slow)/float64(snap.Counted) >= r.p.SlowRatio:
+			return ReasonSlowRatio
+		}
+	}
+	if r.consec > 0 && b.runLength() >= r.consec {
+		return ReasonConsecutive
+	}
+	return ""
+}
