@@ -55,7 +55,7 @@
 //
 // A target that has just started often fails while its caches fill. Its
 // outcomes can be left out of the window for Policy.Warmup: per breaker
-// with [Breaker.Rewarm] (right after [New] for a new instance), for a
+// with [Breaker.MarkCold] (right after [New] for a new instance), for a
 // group's new per-target breakers with [GroupConfig.ColdTargets], per call
 // with [WithInstanceStart].
 //

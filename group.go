@@ -103,7 +103,7 @@ type GroupConfig struct {
 	IdleAfter time.Duration
 	// ColdTargets makes a new breaker for a per-target key (one that
 	// contains "@") start cold: its outcomes are left out of the window for
-	// Policy.Warmup, as if [Breaker.Rewarm] had been called when it was
+	// Policy.Warmup, as if [Breaker.MarkCold] had been called when it was
 	// made. A target that appears in a group has usually just started.
 	ColdTargets bool
 	// MaxBreakers bounds the number of breakers the group holds; 0 means

@@ -635,7 +635,7 @@ func (m *refModel) Reset() {
 	m.since = refNever
 }
 
-func (m *refModel) Rewarm() {
+func (m *refModel) MarkCold() {
 	now := m.read()
 	if m.pol.Warmup > 0 {
 		m.warmUntil = now + int64(m.pol.Warmup)

@@ -206,9 +206,9 @@ func runModel(t *rapid.T, clk modelClock) {
 		b.win.Load().tally.spread() // later windows spread too (nextWindow)
 	}
 	if cold {
-		// A new instance's breaker starts cold: Rewarm before the clock
+		// A new instance's breaker starts cold: MarkCold before the clock
 		// moves, so the target is cold from the breaker's creation.
-		b.Rewarm()
+		b.MarkCold()
 	}
 	r.b = b
 	r.m = newRefModel("orders.Create", base, p, u, cold)
@@ -230,9 +230,9 @@ func runModel(t *rapid.T, clk modelClock) {
 			r.b.Reset()
 			r.m.Reset()
 		},
-		"Rewarm": func(t *rapid.T) {
-			r.b.Rewarm()
-			r.m.Rewarm()
+		"MarkCold": func(t *rapid.T) {
+			r.b.MarkCold()
+			r.m.MarkCold()
 		},
 		"": r.check,
 	})

@@ -165,7 +165,7 @@ type Policy struct {
 	// Default 3.
 	Probes int `json:"probes"`
 	// Warmup is how long the outcomes of calls to a cold target are left
-	// out of the window (see [Breaker.Rewarm] and [WithInstanceStart]).
+	// out of the window (see [Breaker.MarkCold] and [WithInstanceStart]).
 	// Default 1m.
 	Warmup time.Duration `json:"warmup"`
 	// StrictProbes makes a probe that ends in a failure (an error that is
