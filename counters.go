@@ -29,7 +29,7 @@ type Counters struct {
 	// would have refused.
 	ShadowRejected uint64 `json:"shadow_rejected"`
 	// Fallbacks is the number of results served by [Fallback],
-	// [FallbackOnFailure], [Recover] or [RecoverOnFailure] instead of the
+	// [FallbackOnFailure], [FallbackResult] or [FallbackResultOnFailure] instead of the
 	// downstream, for calls this breaker refused or counted as failed.
 	// They are not outcomes: a refusal is counted in Rejected, a failure
 	// in Failures.

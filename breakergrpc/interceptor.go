@@ -123,11 +123,11 @@ func methodKey(_ context.Context, method string, _ *grpc.ClientConn) string { re
 // The call's error is returned with its message, its status (status.Code
 // and status.FromError see it as they would the call's own error) and its
 // chain for errors.Is and errors.As; it also carries the breaker and the
-// outcome it counted, so that [breaker.RecoverOnFailure] can serve a
+// outcome it counted, so that [breaker.FallbackResultOnFailure] can serve a
 // fallback on a failure or a timeout and count it on that breaker:
 //
 //	resp, err := client.GetStock(ctx, req)
-//	resp, err = breaker.RecoverOnFailure(ctx, resp, err, cachedStock)
+//	resp, err = breaker.FallbackResultOnFailure(ctx, resp, err, cachedStock)
 //
 // The interceptor reports each outcome it decides with [breaker.Mark], so
 // the group's own classifier, if it has one, does not second-guess it.
@@ -191,7 +191,7 @@ func UnaryClientInterceptor(g *breaker.Group, opts ...Option) grpc.UnaryClientIn
 //
 // The errors of the stream's methods (io.EOF apart, which stays io.EOF)
 // carry the breaker and the stream's outcome as a unary call's error does,
-// for [breaker.RecoverOnFailure]; an error after the first message carries
+// for [breaker.FallbackResultOnFailure]; an error after the first message carries
 // the success that message made.
 //
 // A stream that the caller abandons before its outcome (neither reading
@@ -429,7 +429,7 @@ func (s *stream) finish(err error) {
 }
 
 // carry wraps an error of the stream, which has ended, with the breaker and
-// the stream's outcome, for breaker.RecoverOnFailure.
+// the stream's outcome, for breaker.FallbackResultOnFailure.
 func (s *stream) carry(err error) error {
 	s.mu.Lock()
 	o := s.outcome

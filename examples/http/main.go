@@ -223,10 +223,10 @@ func (s *service) call(ctx context.Context, client *http.Client) {
 		return
 	case errors.Is(err, breaker.ErrOpen):
 		s.rejected.Add(1)
-		// The Transport has already guarded the call; Recover serves the
+		// The Transport has already guarded the call; FallbackResult serves the
 		// fallback for its refusal and counts it on the breaker that
 		// refused (Counters.Fallbacks).
-		if _, err := breaker.Recover(ctx, body, err, s.cached); err == nil {
+		if _, err := breaker.FallbackResult(ctx, body, err, s.cached); err == nil {
 			s.fallback.Add(1)
 		}
 		return

@@ -54,7 +54,7 @@ func TestRunShowsOpenProbeClose(t *testing.T) {
 		t.Error("inventory's summary is missing")
 	}
 	if m := regexp.MustCompile(`inventory: final state closed; \d+ calls answered, (\d+) refused \((\d+) of them`).FindStringSubmatch(text); m == nil || m[2] == "0" {
-		t.Error("no fallback was counted on the breaker (breaker.Recover)")
+		t.Error("no fallback was counted on the breaker (breaker.FallbackResult)")
 	}
 	if !regexp.MustCompile(`pricing: final state closed; \d+ calls answered, 0 refused \(0 of them served by the fallback\), 0 opens`).MatchString(text) {
 		t.Error("pricing, which stayed healthy, was refused or opened")
