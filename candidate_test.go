@@ -156,7 +156,7 @@ func TestCandidate_ReportsATripThePolicyInForceDoesNotMake(t *testing.T) {
 	assert.Nil(t, mustGet(t, h.g, "orders.Create").Status().Candidate)
 
 	assert.Contains(t, logs.String(), `level=INFO msg="breaker candidate differs" breaker.name=payment.Charge breaker.candidate=true `+
-		`breaker.version=v7 breaker.moved=candidate breaker.candidate_state=open breaker.active_state=closed breaker.reason=err_ratio `+
+		`breaker.version=v7 breaker.moved=candidate breaker.candidate_state=open breaker.active_state=closed breaker.reason=error_ratio `+
 		`breaker.ratio=0.2 breaker.counted=10 breaker.failures=2 breaker.timeouts=0 breaker.would_refuse=0 breaker.would_admit=0`)
 
 	// Half-open after its cooldown, then closed by its probes while the

@@ -219,7 +219,7 @@ var possibleTransitions = [...]TransitionCount{
 	{From: Closed, To: Open, Reason: ReasonErrorRatio},
 	{From: Closed, To: Open, Reason: ReasonErrorCount},
 	{From: Closed, To: Open, Reason: ReasonSlowRatio},
-	{From: Closed, To: Open, Reason: ReasonConsecutive},
+	{From: Closed, To: Open, Reason: ReasonConsecutiveFailures},
 	{From: Closed, To: Open, Reason: ReasonForcedOpen},
 	{From: Open, To: HalfOpen, Reason: ReasonCooldown},
 	{From: Open, To: HalfOpen, Reason: ReasonReleased},

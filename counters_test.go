@@ -234,7 +234,7 @@ func TestStatus_SaysWhyTheBreakerIsNotClosed(t *testing.T) {
 	require.NoError(t, err)
 	var doc []map[string]any
 	require.NoError(t, json.Unmarshal(data, &doc))
-	assert.Equal(t, "err_ratio", doc[0]["reason"])
+	assert.Equal(t, "error_ratio", doc[0]["reason"])
 	assert.Equal(t, float64(12), doc[0]["trip"].(map[string]any)["failures"])
 	var back []Status
 	require.NoError(t, json.Unmarshal(data, &back), "a status decodes back")

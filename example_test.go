@@ -67,7 +67,7 @@ func Example_testingWithAMockClock() {
 	}
 	fmt.Println(b.State())
 	// Output:
-	// closed -> open (err_ratio)
+	// closed -> open (error_ratio)
 	// refused; retry in 30s
 	// open -> half_open (cooldown_elapsed)
 	// half_open -> closed (probes_passed)

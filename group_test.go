@@ -768,7 +768,7 @@ func TestLogger_OneRecordPerTransitionAndProbesApart(t *testing.T) {
 	gh.calls("orders.Create", 3, nil)
 	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
 	require.Len(t, lines, 6, buf.String())
-	assert.Equal(t, `level=WARN msg="breaker opened" breaker.name=orders.Create breaker.state=open breaker.from=closed breaker.reason=err_ratio breaker.ratio=0.5 breaker.counted=44 breaker.failures=22 breaker.timeouts=13 breaker.cooldown=30s`, lines[0])
+	assert.Equal(t, `level=WARN msg="breaker opened" breaker.name=orders.Create breaker.state=open breaker.from=closed breaker.reason=error_ratio breaker.ratio=0.5 breaker.counted=44 breaker.failures=22 breaker.timeouts=13 breaker.cooldown=30s`, lines[0])
 	assert.Equal(t, `level=INFO msg="breaker half-open" breaker.name=orders.Create breaker.state=half_open breaker.from=open breaker.reason=cooldown_elapsed breaker.ratio=0.5 breaker.counted=44 breaker.failures=22 breaker.timeouts=13`, lines[1])
 	assert.Equal(t, `level=INFO msg="probe passed" breaker.name=orders.Create breaker.probe=true breaker.outcome=success breaker.verdict=pass`, lines[2])
 	assert.Equal(t, lines[2], lines[3])

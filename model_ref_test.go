@@ -505,11 +505,11 @@ func (m *refModel) evaluate(now int64) {
 		case p.SlowCall > 0 && float64(snap.Slow)/float64(snap.Counted) >= p.SlowRatio:
 			reason = ReasonSlowRatio
 		case p.ConsecutiveFailures > 0 && m.consec >= p.ConsecutiveFailures:
-			reason = ReasonConsecutive
+			reason = ReasonConsecutiveFailures
 		}
 	} else if p.ConsecutiveFailures > 0 && m.consec >= p.ConsecutiveFailures {
 		// ConsecutiveFailures is its own sample requirement.
-		reason = ReasonConsecutive
+		reason = ReasonConsecutiveFailures
 	}
 	if reason != "" {
 		m.trip(now, reason, snap)

@@ -143,8 +143,8 @@ func TestHandler_WritesATransitionThatIsNotAPossibleOne(t *testing.T) {
 	require.NoError(t, err)
 	got := handlerText(t, h)
 	require.Equal(t, registryText(t, NewCollector(f.Group)), got)
-	assert.Contains(t, got, `breaker_transitions_total{from="closed",name="pricing.GetPrice",reason="err_ratio",to="open"} 1`)
-	assert.Contains(t, got, `breaker_transitions_total{from="closed",name="pricing.GetPrice",reason="err_count",to="open"} 0`)
+	assert.Contains(t, got, `breaker_transitions_total{from="closed",name="pricing.GetPrice",reason="error_ratio",to="open"} 1`)
+	assert.Contains(t, got, `breaker_transitions_total{from="closed",name="pricing.GetPrice",reason="error_count",to="open"} 0`)
 }
 
 // others is a registry of an application's own metrics.

@@ -25,7 +25,7 @@ func TestRunShowsOpenProbeClose(t *testing.T) {
 	text := out.String()
 	t.Log("\n" + text)
 
-	lastOpen := strings.LastIndex(text, "inventory  closed -> open (err_ratio")
+	lastOpen := strings.LastIndex(text, "inventory  closed -> open (error_ratio")
 	if i := strings.LastIndex(text, "inventory  half_open -> open"); i > lastOpen {
 		lastOpen = i
 	}
