@@ -274,15 +274,18 @@ func TestGroupPolicy_EmptyOverridesRoundTrip(t *testing.T) {
 	assert.Equal(t, gp, back)
 }
 
+// GroupConfig.ColdTargets: a per-target key, made by TargetKey, starts
+// cold; a per-method key does not.
 func TestGroup_ColdTargetsStartCold(t *testing.T) {
 	gh := newGroupHarness(t, GroupConfig{ColdTargets: true})
-	gh.calls("inventory.GetStock@10.0.0.7", 40, errBoom) // a new instance, cold caches
+	instance := TargetKey("inventory.GetStock", "10.0.0.7")
+	gh.calls(instance, 40, errBoom) // a new instance, cold caches
 	gh.calls("inventory.GetStock", 20, errBoom)
-	assert.Equal(t, Closed, gh.state("inventory.GetStock@10.0.0.7"), "per-target key starts cold")
+	assert.Equal(t, Closed, gh.state(instance), "per-target key starts cold")
 	assert.Equal(t, Open, gh.state("inventory.GetStock"), "per-method key does not")
 	gh.clk.Add(time.Minute)
-	gh.calls("inventory.GetStock@10.0.0.7", 20, errBoom)
-	assert.Equal(t, Open, gh.state("inventory.GetStock@10.0.0.7"))
+	gh.calls(instance, 20, errBoom)
+	assert.Equal(t, Open, gh.state(instance))
 }
 
 // GroupConfig.IdleAfter: a breaker nobody has asked for in IdleAfter is

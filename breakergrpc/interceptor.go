@@ -57,8 +57,8 @@ type config struct {
 	classify func(error) breaker.Outcome
 }
 
-// WithTarget keys breakers by method and target, "method@target" (the
-// target as given to grpc.NewClient), so that each downstream instance or
+// WithTarget keys breakers by method and target, [breaker.TargetKey] of
+// the method and the target as given to grpc.NewClient ("method@target"), so that each downstream instance or
 // cluster is judged on its own. A group override for the method also
 // applies to these keys, and GroupConfig.ColdTargets makes them start
 // cold; see [breaker.Group].
@@ -67,7 +67,7 @@ func WithTarget() Option {
 		if cc == nil {
 			return method
 		}
-		return method + "@" + cc.Target()
+		return breaker.TargetKey(method, cc.Target())
 	})
 }
 

@@ -180,9 +180,10 @@ func Group(gp breaker.GroupPolicy, w Workload, o Options) (*Report, error) {
 	for _, k := range sortedKeys(w.Keys) {
 		t := w.Keys[k]
 		key, lookupKey := k, k
-		perTarget := strings.Contains(k, "@")
+		method, _ := breaker.SplitKey(k)
+		perTarget := method != k
 		if t.Targets > 1 {
-			key, lookupKey = k+"@*", k+"@"
+			key, lookupKey = breaker.TargetKey(k, "*"), breaker.TargetKey(k, "")
 			t.Rate /= float64(t.Targets)
 			perTarget = true
 		}
@@ -236,7 +237,7 @@ func policyFor(gp breaker.GroupPolicy, key string) (breaker.Policy, string) {
 	if p, ok := gp.Overrides[key]; ok {
 		return p, key
 	}
-	if m, _, ok := strings.Cut(key, "@"); ok {
+	if m, _ := breaker.SplitKey(key); m != key {
 		if p, ok := gp.Overrides[m]; ok {
 			return p, m
 		}

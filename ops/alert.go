@@ -215,7 +215,7 @@ func alertOf(st breaker.Status, now time.Time, th Thresholds) (Alert, bool) {
 	if a.TripReason == "" {
 		a.TripReason = a.Reason
 	}
-	a.Method, a.Target, _ = strings.Cut(st.Name, "@")
+	a.Method, a.Target = breaker.SplitKey(st.Name)
 	a.Message = message(a)
 	return a, true
 }
