@@ -301,7 +301,7 @@ func TestStatus_AllocatesOnlyWhatItPointsTo(t *testing.T) {
 	assert.Zero(t, testing.AllocsPerRun(100, func() { _ = plain.Status() }), "untimed, no candidate")
 
 	// A timed breaker pays for the latency it reports, and no more.
-	timed, err := New("status.Timed", policy(func(p *Policy) { p.Timeout = time.Second }))
+	timed, err := New("status.Timed", policy(func(p *Policy) { p.CallTimeout = time.Second }))
 	require.NoError(t, err)
 	s := timed.Status()
 	require.NotNil(t, s.Latency)

@@ -43,7 +43,7 @@
 //
 // Each admitted call ends as one [Outcome]. A nil error is a success, a
 // timeout (context.DeadlineExceeded, a net.Error timeout, a refused or
-// reset connection, or a call longer than Policy.Timeout) is a failure of
+// reset connection, or a call longer than Policy.CallTimeout) is a failure of
 // its own kind, any other error a failure. The caller's own cancellation,
 // errors wrapped with [Ignore], and another breaker's refusal that the
 // function passes on (nested breakers) say nothing about the downstream
@@ -61,7 +61,7 @@
 //
 // # Latency and timeouts
 //
-// A breaker that times its calls (Policy.Timeout, Policy.SlowCall or
+// A breaker that times its calls (Policy.CallTimeout, Policy.SlowCall or
 // Policy.AdaptiveTimeout) keeps a histogram of their latency over its
 // window; [Breaker.Latency] reads its quantiles. Calls that time out are
 // censored: counted apart, and in the quantiles only as lasting at least

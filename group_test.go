@@ -536,7 +536,7 @@ func TestGroup_EvictionLosesNoOutcomeOfACallInFlight(t *testing.T) {
 			}
 		}},
 		{"do_with_timeout", func(t *testing.T, b *Breaker) func(error) {
-			require.NoError(t, b.SetPolicy(policy(func(p *Policy) { p.Timeout = time.Hour })))
+			require.NoError(t, b.SetPolicy(policy(func(p *Policy) { p.CallTimeout = time.Hour })))
 			release, wait := startCall(t, b.Do)
 			return func(err error) {
 				release <- err

@@ -450,9 +450,9 @@ func TestIsProbe_FalseForAnotherBreakersCallsInsideAProbe(t *testing.T) {
 		}
 		return h.b
 	}
-	timed := policy(func(p *Policy) { p.Timeout = time.Second })
+	timed := policy(func(p *Policy) { p.CallTimeout = time.Second })
 	slow := policy(func(p *Policy) { p.SlowCall, p.SlowRatio = time.Second, 0.5 })
-	adaptive := policy(func(p *Policy) { p.AdaptiveTimeout, p.TimeoutMax = true, time.Second })
+	adaptive := policy(func(p *Policy) { p.AdaptiveTimeout.Enabled, p.AdaptiveTimeout.Max = true, time.Second })
 	inners := []struct {
 		name string
 		b    *Breaker

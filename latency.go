@@ -39,7 +39,7 @@ import (
 // window, rather than riding on the window's: the call path loads one
 // more word, and neither structure needs to know of the other.
 //
-// Only a timed breaker has one (Policy.Timeout, SlowCall or
+// Only a timed breaker has one (Policy.CallTimeout, SlowCall or
 // AdaptiveTimeout): an untimed breaker's closed path never reads the
 // clock twice and never reaches this file. The histogram, 6 KiB of
 // counters and 3 KiB a bucket, hangs off the breaker's own copy of its
@@ -371,7 +371,7 @@ func latRank(q float64, count uint64) uint64 {
 // from those cut short, and the deadline it gives calls. Durations are
 // measured on the breaker's clock, from admission to the result, and
 // reported to within 3.1% (see the README's "Latency and timeouts"). A
-// breaker that does not time its calls (no Policy.Timeout, SlowCall or
+// breaker that does not time its calls (no Policy.CallTimeout, SlowCall or
 // AdaptiveTimeout) has none.
 //
 // In JSON, durations are integer nanoseconds in keys ending in _ns, like
@@ -396,7 +396,7 @@ type Latency struct {
 	P99  time.Duration `json:"p99_ns"`
 	P999 time.Duration `json:"p999_ns"`
 	// Timeout is the deadline the breaker gives a call now:
-	// Policy.Timeout, or the adaptive timeout in force; 0 for none.
+	// Policy.CallTimeout, or the adaptive timeout in force; 0 for none.
 	Timeout time.Duration `json:"timeout_ns"`
 	// SamplesTotal, CensoredTotal and SumTotal count since the breaker
 	// began timing calls, for exporters that want monotonic counts: calls
@@ -432,7 +432,7 @@ func (b *Breaker) Latency() (lat Latency, ok bool) {
 }
 
 // Timeout returns the deadline the breaker adds to a call's context now:
-// Policy.Timeout, or under Policy.AdaptiveTimeout the value in force; 0
+// Policy.CallTimeout, or under Policy.AdaptiveTimeout the value in force; 0
 // when it adds none. A caller's own earlier deadline still wins.
 func (b *Breaker) Timeout() time.Duration { return time.Duration(b.deadline(b.rules.Load())) }
 
@@ -455,12 +455,12 @@ func (b *Breaker) deadline(r *rules) int64 {
 func adaptiveDeadline(r *rules, cur int64) int64 {
 	p := &r.p
 	if cur <= 0 {
-		cur = int64(p.Timeout)
+		cur = int64(p.CallTimeout)
 		if cur <= 0 {
-			cur = int64(p.TimeoutMax)
+			cur = int64(p.AdaptiveTimeout.Max)
 		}
 	}
-	return min(max(cur, int64(p.TimeoutMin)), int64(p.TimeoutMax))
+	return min(max(cur, int64(p.AdaptiveTimeout.Min)), int64(p.AdaptiveTimeout.Max))
 }
 
 // measure records a closed-state call that ended at now after elapsed ns
@@ -498,14 +498,14 @@ func (b *Breaker) retime(now int64, l *latency, r *rules) {
 	}
 	p := &r.p
 	var bin [1]int
-	latQuantileBins(&h, count+censored, []float64{p.TimeoutQuantile}, bin[:])
+	latQuantileBins(&h, count+censored, []float64{p.AdaptiveTimeout.Quantile}, bin[:])
 	if bin[0] < 0 {
 		return // beyond the calls measured: it may be anything above them
 	}
 	q := latBinTop(bin[0])
-	target := float64(q)*p.TimeoutFactor + float64(p.TimeoutBase)
-	next64 := int64(min(target, float64(p.TimeoutMax)))
-	next64 = min(max(next64, int64(p.TimeoutMin)), int64(p.TimeoutMax))
+	target := float64(q)*p.AdaptiveTimeout.Factor + float64(p.AdaptiveTimeout.Base)
+	next64 := int64(min(target, float64(p.AdaptiveTimeout.Max)))
+	next64 = min(max(next64, int64(p.AdaptiveTimeout.Min)), int64(p.AdaptiveTimeout.Max))
 	// The change and its event are made under the lock, so that events
 	// come in the order of the changes even if a recompute that is
 	// descheduled here is overtaken by the next one.
@@ -530,7 +530,7 @@ func (b *Breaker) retime(now int64, l *latency, r *rules) {
 		Timeout: &TimeoutChange{
 			Old:      time.Duration(old),
 			New:      time.Duration(next64),
-			Quantile: p.TimeoutQuantile,
+			Quantile: p.AdaptiveTimeout.Quantile,
 			Latency:  q,
 			Samples:  count,
 		},
@@ -550,7 +550,7 @@ func (b *Breaker) retime(now int64, l *latency, r *rules) {
 type TimeoutChange struct {
 	Old      time.Duration
 	New      time.Duration
-	Quantile float64 // Policy.TimeoutQuantile
+	Quantile float64 // Policy.AdaptiveTimeout.Quantile
 	Latency  time.Duration
 	Samples  uint64
 }

@@ -477,7 +477,7 @@ func TestPeer_PollyOnBreakRepeatedByLateFailures(t *testing.T) {
 // https://github.com/afex/hystrix-go/issues/81
 func TestPeer_HystrixGoTimeoutLeavesRunFuncRunning(t *testing.T) {
 	ignore := goleak.IgnoreCurrent()
-	h := newHarness(t, policy(func(p *Policy) { p.Timeout = time.Second }))
+	h := newHarness(t, policy(func(p *Policy) { p.CallTimeout = time.Second }))
 	in := make(chan struct{})
 	release := make(chan struct{})
 	done := make(chan error, 1)
@@ -491,7 +491,7 @@ func TestPeer_HystrixGoTimeoutLeavesRunFuncRunning(t *testing.T) {
 		})
 	}()
 	waitFor(t, in, "call admitted")
-	h.add(2 * time.Second) // past Policy.Timeout
+	h.add(2 * time.Second) // past Policy.CallTimeout
 	select {
 	case <-done:
 		t.Fatal("Do returned while its function was still running")
@@ -499,7 +499,7 @@ func TestPeer_HystrixGoTimeoutLeavesRunFuncRunning(t *testing.T) {
 	}
 	close(release)
 	require.NoError(t, waitFor(t, done, "Do returning after fn"), "Do returns fn's error unchanged")
-	assert.True(t, deadlineFired.Load(), "the call's context carried the Policy.Timeout deadline")
+	assert.True(t, deadlineFired.Load(), "the call's context carried the Policy.CallTimeout deadline")
 	assert.Equal(t, uint64(1), h.b.Counters().Timeouts, "a late success is a timeout")
 	assert.Equal(t, Snapshot{Counted: 1, Failures: 1, Timeouts: 1}, h.b.Snapshot())
 	goleak.VerifyNone(t, ignore)

@@ -35,12 +35,12 @@ const (
 	DefaultProbes = 3
 	// DefaultWarmup is how long a cold target's outcomes are not counted.
 	DefaultWarmup = 60 * time.Second
-	// DefaultTimeoutQuantile and DefaultTimeoutFactor set the adaptive
+	// DefaultAdaptiveQuantile and DefaultAdaptiveFactor set the adaptive
 	// timeout at twice the 99th percentile of the latencies, within the
 	// 1.5 to 3 times P99 that keeps a timeout from cutting healthy calls
 	// while still ending hung ones.
-	DefaultTimeoutQuantile = 0.99
-	DefaultTimeoutFactor   = 2.0
+	DefaultAdaptiveQuantile = 0.99
+	DefaultAdaptiveFactor   = 2.0
 	// AdaptiveInterval is how often, on the breaker's clock, the adaptive
 	// timeout is recomputed: often enough to follow a drift within a
 	// minute, seldom enough that one bad window does not swing it.
@@ -61,9 +61,9 @@ const (
 	// to be handled by people, and the bound keeps every sum of times far
 	// from overflowing.
 	MaxDuration = 24 * time.Hour
-	// MaxTimeoutFactor bounds Policy.TimeoutFactor: a deadline ten times
-	// a high quantile no longer ends anything.
-	MaxTimeoutFactor = 10
+	// MaxAdaptiveFactor bounds AdaptiveTimeout.Factor: a deadline ten
+	// times a high quantile no longer ends anything.
+	MaxAdaptiveFactor = 10
 )
 
 // Policy is the set of numbers that decides when a breaker opens and how it
@@ -110,46 +110,16 @@ type Policy struct {
 	// rule for methods with too little traffic to fill the window.
 	// Default 0 (off).
 	ConsecutiveFailures int `json:"consecutive_failures"`
-	// Timeout, when positive, is a deadline added to each call's context;
-	// a call that takes longer is a timeout even if it returned nil.
-	// Under AdaptiveTimeout it is only where the adaptive deadline
-	// starts, within [TimeoutMin, TimeoutMax]. Default 0 (no deadline is
-	// added).
-	Timeout time.Duration `json:"timeout"`
+	// CallTimeout, when positive, is a deadline added to each call's
+	// context; a call that takes longer is a timeout even if it returned
+	// nil. Under AdaptiveTimeout it is only where the adaptive deadline
+	// starts, within [AdaptiveTimeout.Min, AdaptiveTimeout.Max]. It is not
+	// how long the breaker stays open (that is OpenFor). Default 0 (no
+	// deadline is added).
+	CallTimeout time.Duration `json:"call_timeout"`
 	// AdaptiveTimeout makes the per-call deadline follow the calls'
-	// latency: every [AdaptiveInterval] of the breaker's clock it becomes
-	// TimeoutQuantile of the window's latency times TimeoutFactor plus
-	// TimeoutBase, kept within [TimeoutMin, TimeoutMax], if the window
-	// holds at least MinRequests completed calls (see the README's
-	// "Latency and timeouts"). Until then the deadline is Timeout, or
-	// TimeoutMax when Timeout is 0. A call cut by a deadline counts as
-	// lasting at least what it ran; when more than 1-TimeoutQuantile of
-	// the calls are cut, the quantile is unknown and the deadline stays,
-	// so hung calls never raise it. The five fields below apply only when
-	// it is set; otherwise they need only be in range (0 is). Default
-	// false.
-	AdaptiveTimeout bool `json:"adaptive_timeout"`
-	// TimeoutQuantile is the quantile of the window's latencies the
-	// adaptive timeout follows. In (0, 1) when AdaptiveTimeout is set.
-	// Default 0.99.
-	TimeoutQuantile float64 `json:"timeout_quantile"`
-	// TimeoutFactor multiplies that quantile. In [1, 10] when
-	// AdaptiveTimeout is set: below 1 the deadline would cut more than
-	// 1-TimeoutQuantile of the calls, which leaves the quantile unknown,
-	// and it would never move again. At 1 nothing is measured above the
-	// deadline, so it follows the latency down but never up; a factor of
-	// 1.5 to 3 leaves it room to follow a rise. Default 2.
-	TimeoutFactor float64 `json:"timeout_factor"`
-	// TimeoutBase is added to the adaptive timeout, such as the network
-	// round trip the latencies do not show. Default 0.
-	TimeoutBase time.Duration `json:"timeout_base"`
-	// TimeoutMin is the least the adaptive timeout may be (2 × the
-	// network round trip is a good floor). Default 0.
-	TimeoutMin time.Duration `json:"timeout_min"`
-	// TimeoutMax is the most the adaptive timeout may be, and its value
-	// until it has adapted when Timeout is 0. Required, at least
-	// TimeoutMin, when AdaptiveTimeout is set. Default 0.
-	TimeoutMax time.Duration `json:"timeout_max"`
+	// latency when it is Enabled. Default off.
+	AdaptiveTimeout AdaptiveTimeout `json:"adaptive_timeout"`
 	// OpenFor is the first cooldown: how long the breaker stays open before
 	// it lets probes through. Default 30s.
 	OpenFor time.Duration `json:"open_for"`
@@ -176,6 +146,41 @@ type Policy struct {
 	// (it says nothing of the downstream's answers); with StrictProbes it
 	// fails the episode, like any other failure.
 	StrictProbes bool `json:"strict_probes"`
+}
+
+// AdaptiveTimeout is the adaptive per-call deadline of a [Policy]: every
+// [AdaptiveInterval] of the breaker's clock it becomes Quantile of the
+// window's latency times Factor plus Base, kept within [Min, Max], if the
+// window holds at least MinRequests completed calls (see the README's
+// "Latency and timeouts"). Until then the deadline is Policy.CallTimeout,
+// or Max when CallTimeout is 0. A call cut by a deadline counts as lasting
+// at least what it ran; when more than 1-Quantile of the calls are cut,
+// the quantile is unknown and the deadline stays, so hung calls never
+// raise it. The fields apply only when Enabled is set; otherwise they need
+// only be in range (0 is). It is a plain, comparable value, as Policy is.
+type AdaptiveTimeout struct {
+	// Enabled turns the adaptive timeout on. Default false.
+	Enabled bool `json:"enabled"`
+	// Quantile is the quantile of the window's latencies the adaptive
+	// timeout follows. In (0, 1) when Enabled. Default 0.99.
+	Quantile float64 `json:"quantile"`
+	// Factor multiplies that quantile. In [1, 10] when Enabled: below 1
+	// the deadline would cut more than 1-Quantile of the calls, which
+	// leaves the quantile unknown, and it would never move again. At 1
+	// nothing is measured above the deadline, so it follows the latency
+	// down but never up; a factor of 1.5 to 3 leaves it room to follow a
+	// rise. Default 2.
+	Factor float64 `json:"factor"`
+	// Base is added to the adaptive timeout, such as the network round
+	// trip the latencies do not show. Default 0.
+	Base time.Duration `json:"base"`
+	// Min is the least the adaptive timeout may be (2 × the network round
+	// trip is a good floor). Default 0.
+	Min time.Duration `json:"min"`
+	// Max is the most the adaptive timeout may be, and its value until it
+	// has adapted when Policy.CallTimeout is 0. Required, at least Min,
+	// when Enabled. Default 0.
+	Max time.Duration `json:"max"`
 }
 
 // DefaultPolicy returns the policy with every field at its default.
@@ -218,7 +223,9 @@ func defaultOf[T any](f policyField) T {
 // where it is documented, and the list) instead of six; a test checks by
 // reflection that the two agree.
 type policyField struct {
-	// name is the field's JSON name, which problems use too.
+	// name is the field's JSON name, which problems use too; a field of
+	// a nested object (AdaptiveTimeout) is named by its path,
+	// "adaptive_timeout.max".
 	name string
 	// at returns a pointer to the field in p: a *time.Duration, *int,
 	// *float64 or *bool, which decides how the field is encoded and
@@ -293,64 +300,67 @@ var policyFields = []policyField{{
 	at:    func(p *Policy) any { return &p.ConsecutiveFailures },
 	check: func(p *Policy) string { return notNegative(p.ConsecutiveFailures, "turns the rule off") },
 }, {
-	name: "timeout", def: time.Duration(0),
-	at: func(p *Policy) any { return &p.Timeout },
+	name: "call_timeout", def: time.Duration(0),
+	at: func(p *Policy) any { return &p.CallTimeout },
 	check: func(p *Policy) string {
-		if problem := optionalDuration(p.Timeout, "adds no deadline"); problem != "" || !p.AdaptiveTimeout {
+		a := &p.AdaptiveTimeout
+		if problem := optionalDuration(p.CallTimeout, "adds no deadline"); problem != "" || !a.Enabled {
 			return problem
 		}
-		if p.Timeout > 0 && p.TimeoutMax > 0 && (p.Timeout < p.TimeoutMin || p.Timeout > p.TimeoutMax) {
-			return fmt.Sprintf("is where the adaptive timeout starts and must be in [timeout_min, timeout_max] ([%v, %v]), got %v", p.TimeoutMin, p.TimeoutMax, p.Timeout)
+		if p.CallTimeout > 0 && a.Max > 0 && (p.CallTimeout < a.Min || p.CallTimeout > a.Max) {
+			return fmt.Sprintf("is where the adaptive timeout starts and must be in [adaptive_timeout.min, adaptive_timeout.max] ([%v, %v]), got %v", a.Min, a.Max, p.CallTimeout)
 		}
 		return ""
 	},
 }, {
-	name: "adaptive_timeout", def: false,
-	at: func(p *Policy) any { return &p.AdaptiveTimeout },
+	name: "adaptive_timeout.enabled", def: false,
+	at: func(p *Policy) any { return &p.AdaptiveTimeout.Enabled },
 }, {
-	name: "timeout_quantile", def: DefaultTimeoutQuantile,
-	at: func(p *Policy) any { return &p.TimeoutQuantile },
+	name: "adaptive_timeout.quantile", def: DefaultAdaptiveQuantile,
+	at: func(p *Policy) any { return &p.AdaptiveTimeout.Quantile },
 	check: func(p *Policy) string {
-		q := p.TimeoutQuantile
-		if (q == 0 && !p.AdaptiveTimeout) || (q > 0 && q < 1) {
+		q := p.AdaptiveTimeout.Quantile
+		if (q == 0 && !p.AdaptiveTimeout.Enabled) || (q > 0 && q < 1) {
 			return "" // 0: a Policy built field by field, without the timeout
 		}
 		return fmt.Sprintf("must be in (0, 1), got %v", q)
 	},
 }, {
-	name: "timeout_factor", def: DefaultTimeoutFactor,
-	at: func(p *Policy) any { return &p.TimeoutFactor },
+	name: "adaptive_timeout.factor", def: DefaultAdaptiveFactor,
+	at: func(p *Policy) any { return &p.AdaptiveTimeout.Factor },
 	check: func(p *Policy) string {
-		f := p.TimeoutFactor
-		if (f == 0 && !p.AdaptiveTimeout) || (f >= 1 && f <= MaxTimeoutFactor) {
+		f := p.AdaptiveTimeout.Factor
+		if (f == 0 && !p.AdaptiveTimeout.Enabled) || (f >= 1 && f <= MaxAdaptiveFactor) {
 			return ""
 		}
-		return fmt.Sprintf("must be in [1, %d], got %v", MaxTimeoutFactor, f)
+		return fmt.Sprintf("must be in [1, %d], got %v", MaxAdaptiveFactor, f)
 	},
 }, {
-	name: "timeout_base", def: time.Duration(0),
-	at:    func(p *Policy) any { return &p.TimeoutBase },
-	check: func(p *Policy) string { return optionalDuration(p.TimeoutBase, "adds nothing") },
+	name: "adaptive_timeout.base", def: time.Duration(0),
+	at:    func(p *Policy) any { return &p.AdaptiveTimeout.Base },
+	check: func(p *Policy) string { return optionalDuration(p.AdaptiveTimeout.Base, "adds nothing") },
 }, {
-	name: "timeout_min", def: time.Duration(0),
-	at: func(p *Policy) any { return &p.TimeoutMin },
+	name: "adaptive_timeout.min", def: time.Duration(0),
+	at: func(p *Policy) any { return &p.AdaptiveTimeout.Min },
 	check: func(p *Policy) string {
-		if problem := optionalDuration(p.TimeoutMin, "sets no floor"); problem != "" {
+		a := &p.AdaptiveTimeout
+		if problem := optionalDuration(a.Min, "sets no floor"); problem != "" {
 			return problem
 		}
-		if p.AdaptiveTimeout && p.TimeoutMax > 0 && p.TimeoutMin > p.TimeoutMax {
-			return fmt.Sprintf("must be at most timeout_max (%v), got %v", p.TimeoutMax, p.TimeoutMin)
+		if a.Enabled && a.Max > 0 && a.Min > a.Max {
+			return fmt.Sprintf("must be at most adaptive_timeout.max (%v), got %v", a.Max, a.Min)
 		}
 		return ""
 	},
 }, {
-	name: "timeout_max", def: time.Duration(0),
-	at: func(p *Policy) any { return &p.TimeoutMax },
+	name: "adaptive_timeout.max", def: time.Duration(0),
+	at: func(p *Policy) any { return &p.AdaptiveTimeout.Max },
 	check: func(p *Policy) string {
-		if p.AdaptiveTimeout && p.TimeoutMax == 0 {
-			return "must be positive when adaptive_timeout is on, got 0s"
+		a := &p.AdaptiveTimeout
+		if a.Enabled && a.Max == 0 {
+			return "must be positive when adaptive_timeout.enabled is true, got 0s"
 		}
-		return optionalDuration(p.TimeoutMax, "is allowed only with adaptive_timeout off")
+		return optionalDuration(a.Max, "is allowed only with adaptive_timeout.enabled false")
 	},
 }, {
 	name: "open_for", def: DefaultOpenFor,

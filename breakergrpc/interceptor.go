@@ -114,7 +114,7 @@ func methodKey(_ context.Context, method string, _ *grpc.ClientConn) string { re
 // A refused call returns codes.Unavailable without touching the network;
 // the error also matches [breaker.ErrOpen], and errors.As extracts the
 // *[breaker.OpenError]. An admitted call is made with the context the
-// breaker gives (with its Policy.Timeout deadline, if any), plus the
+// breaker gives (with its Policy.CallTimeout deadline, if any), plus the
 // outgoing metadata breaker_probe: 1 when it is a half-open probe of that
 // breaker; that key is removed from every other call, including calls
 // made inside another breaker's probe and calls that no breaker guards (a
@@ -179,7 +179,7 @@ func UnaryClientInterceptor(g *breaker.Group, opts ...Option) grpc.UnaryClientIn
 // flight, for as long as it lives. Headers alone prove nothing: a proxy
 // in front of the server can send them.
 //
-// The time that Policy.Timeout, Policy.SlowCall and the adaptive timeout
+// The time that Policy.CallTimeout, Policy.SlowCall and the adaptive timeout
 // judge is the time to that outcome. On a stream whose server sends many
 // messages (a server-streaming or bidirectional method) the breaker's
 // deadline bounds only the wait for the first message: a stream that has

@@ -50,7 +50,7 @@ import (
 // fallback for that error as for any timeout (the Transport counted one),
 // but cannot count it in Counters.Fallbacks. To have every fallback
 // counted, give the request a deadline that the Transport sees first:
-// the breaker's Policy.Timeout, shorter than Client.Timeout, or a context
+// the breaker's Policy.CallTimeout, shorter than Client.Timeout, or a context
 // deadline on the request.
 func Fallback[T any](ctx context.Context, resp *http.Response, err error, read func(*http.Response) (T, error), fallback func(context.Context, error) (T, error)) (T, error) {
 	var zero T

@@ -768,7 +768,7 @@ breaker_candidate_would_refuse_total{name="payment.Charge"} 2
 func TestCollector_LatencyAndTimeoutOfTimedBreakersOnly(t *testing.T) {
 	clk := clock.NewMock()
 	timed := breaker.DefaultPolicy()
-	timed.Timeout = 100 * time.Millisecond
+	timed.CallTimeout = 100 * time.Millisecond
 	g, err := breaker.NewGroup(breaker.GroupConfig{Policies: breaker.GroupPolicy{
 		Default:   breaker.DefaultPolicy(),
 		Overrides: map[string]breaker.Policy{inventory: timed},

@@ -33,7 +33,7 @@ func richFixture(t *testing.T, opts ...Option) *fixture {
 	f := newFixture(t, opts...)
 	gp := testutil.CandidatePolicies(payment, awkwardNames[0])
 	timed := testutil.MetricsPolicy()
-	timed.Timeout = time.Second
+	timed.CallTimeout = time.Second
 	gp.Overrides = map[string]breaker.Policy{inventory: timed, awkwardNames[1]: timed}
 	require.NoError(t, f.Group.SetPolicies(gp))
 

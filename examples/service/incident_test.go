@@ -39,11 +39,11 @@ var transcript = flag.String("incident.transcript", "", "write the incident's tr
 const (
 	incidentPolicy = `{
   "default":   {"window": "2s", "min_requests": 10, "open_for": "1s", "max_open_for": "4s"},
-  "overrides": {"pricing.GetPrice": {"timeout": "100ms"}}
+  "overrides": {"pricing.GetPrice": {"call_timeout": "100ms"}}
 }`
 	incidentBad = `{
   "default":   {"window": "2s", "min_requests": 10, "open_for": "1s", "max_open_for": "4s"},
-  "overrides": {"pricing.GetPrice": {"timeout": "100ms", "open_for": "10s"}}
+  "overrides": {"pricing.GetPrice": {"call_timeout": "100ms", "open_for": "10s"}}
 }`
 )
 
