@@ -2,8 +2,10 @@ package breaker
 
 import "time"
 
-// Counters are a breaker's monotonic counts since it was created. They
-// never go down; take differences for rates.
+// Counters are a breaker's monotonic totals since it was created, for
+// metrics: they never go down; take differences for rates. What the
+// window holds now is a [Snapshot]; everything a breaker shows is its
+// [Status], which holds both.
 type Counters struct {
 	// Admitted is the number of admitted calls (their function was
 	// called) that have returned: the sum of Successes, Failures,
@@ -100,7 +102,9 @@ func (b *Breaker) OpenSince() (t time.Time, ok bool) {
 	return b.opt.tb.time(b.outageStart()), true
 }
 
-// Status is what a dashboard or a health endpoint shows of one breaker.
+// Status is everything one breaker shows, for a dashboard or a health
+// endpoint: its state and policy, its [Counters] (totals since it was
+// made) and its [Snapshot] (what the window holds now), among the rest.
 type Status struct {
 	Name  string `json:"name"`
 	State State  `json:"state"`
