@@ -17,7 +17,7 @@ type token struct {
 	slot  uint8      // a probe's entry in history.inflight, or noSlot
 	mark  *probeMark // a probe's mark, ended with its result; nil otherwise
 	// limit is the adaptive deadline the call was given, ns; 0 without
-	// Policy.AdaptiveTimeout (Policy.Timeout is in the rules).
+	// Policy.AdaptiveTimeout (Policy.CallTimeout is in the rules).
 	limit int64
 }
 
@@ -28,7 +28,7 @@ type token struct {
 // ctx or fn gets an error naming it, and nothing is counted. Do returns
 // after fn returns.
 //
-// The context fn receives is ctx, with a deadline of Policy.Timeout added
+// The context fn receives is ctx, with a deadline of Policy.CallTimeout added
 // when that is set, and marked for [IsProbe] when the call is a half-open
 // probe; when it is not, IsProbe is false in it, even if ctx belongs to
 // another breaker's probe. The outcome of fn's error is decided as the [Classifier]
@@ -135,7 +135,7 @@ func Call[T any](ctx context.Context, b *Breaker, fn func(context.Context) (T, e
 // Allow is the two-step form of Do, for calls that cannot be wrapped in a
 // function, such as a stream that outlives the function that opens it. If
 // the breaker admits the call, Allow returns the context to make it with
-// (carrying the probe mark and the Policy.Timeout deadline, like Do's) and
+// (carrying the probe mark and the Policy.CallTimeout deadline, like Do's) and
 // a done function to report its result with; the call counts when done is
 // called, and done must be called exactly once (later calls do nothing).
 // done cancels the context if the breaker gave it a deadline, and ends its

@@ -49,7 +49,7 @@ func TestAllow_TwoStepHasTheSameSemanticsAsDo(t *testing.T) {
 }
 
 func TestAllow_TimeoutDeadlineAndLateResult(t *testing.T) {
-	h := newHarness(t, policy(func(p *Policy) { p.Timeout = time.Second; p.MinRequests = 1; p.ErrorRatio = 1 }))
+	h := newHarness(t, policy(func(p *Policy) { p.CallTimeout = time.Second; p.MinRequests = 1; p.ErrorRatio = 1 }))
 	before := time.Now()
 	ctx, done, err := h.b.Allow(context.Background())
 	after := time.Now()

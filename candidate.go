@@ -129,7 +129,7 @@ func (cc *candidateCall) run(call context.Context, fn func(context.Context) erro
 
 // admit has the candidate admit the call. A shadow breaker never refuses,
 // and needs no context of its own: the call is timed from here for its
-// slow-call rule, its Policy.Timeout and its adaptive deadline in force,
+// slow-call rule, its Policy.CallTimeout and its adaptive deadline in force,
 // which it judges without imposing.
 func (cc *candidateCall) admit() {
 	s := cc.c.shadow

@@ -148,7 +148,7 @@ type candidateSubscriber struct {
 // at Info (a candidate is an experiment, not an incident), with its
 // attributes under breaker and breaker.candidate=true:
 //
-//	level=INFO msg="breaker candidate differs" breaker.name=payment.Charge breaker.candidate=true breaker.version=v7 breaker.moved=candidate breaker.candidate_state=open breaker.active_state=closed breaker.reason=err_ratio breaker.ratio=0.3 breaker.counted=20 breaker.failures=6 breaker.timeouts=0 breaker.would_refuse=0 breaker.would_admit=0
+//	level=INFO msg="breaker candidate differs" breaker.name=payment.Charge breaker.candidate=true breaker.version=v7 breaker.moved=candidate breaker.candidate_state=open breaker.active_state=closed breaker.reason=error_ratio breaker.ratio=0.3 breaker.counted=20 breaker.failures=6 breaker.timeouts=0 breaker.would_refuse=0 breaker.would_admit=0
 func (g *Group) SubscribeCandidate(f func(CandidateEvent)) (unsubscribe func()) {
 	if f == nil {
 		return func() {}

@@ -20,7 +20,7 @@ func TestGroupPolicy_ACandidateIsReadAsAChangeToTheDocument(t *testing.T) {
 		"overrides": {"payment.Charge": {"open_for": "45s", "max_open_for": "3m"}, "orders.Create": {"probes": 5}},
 		"candidate": {
 			"default":   {"error_ratio": 0.4},
-			"overrides": {"payment.Charge": {"error_ratio": 0.3}, "inventory.GetStock": {"timeout": "1s"}}
+			"overrides": {"payment.Charge": {"error_ratio": 0.3}, "inventory.GetStock": {"call_timeout": "1s"}}
 		}}`))
 	require.NoError(t, err)
 	require.NotNil(t, gp.Candidate)
@@ -37,7 +37,7 @@ func TestGroupPolicy_ACandidateIsReadAsAChangeToTheDocument(t *testing.T) {
 			p.OpenFor, p.MaxOpenFor, p.ErrorRatio = 45*time.Second, 3*time.Minute, 0.3
 		}),
 		"orders.Create":      want(func(p *Policy) { p.Probes, p.ErrorRatio = 5, 0.4 }),
-		"inventory.GetStock": want(func(p *Policy) { p.Timeout, p.ErrorRatio = time.Second, 0.4 }),
+		"inventory.GetStock": want(func(p *Policy) { p.CallTimeout, p.ErrorRatio = time.Second, 0.4 }),
 	}, c.Overrides)
 	assert.Nil(t, c.Candidate)
 
@@ -156,7 +156,7 @@ func TestCandidate_ReportsATripThePolicyInForceDoesNotMake(t *testing.T) {
 	assert.Nil(t, mustGet(t, h.g, "orders.Create").Status().Candidate)
 
 	assert.Contains(t, logs.String(), `level=INFO msg="breaker candidate differs" breaker.name=payment.Charge breaker.candidate=true `+
-		`breaker.version=v7 breaker.moved=candidate breaker.candidate_state=open breaker.active_state=closed breaker.reason=err_ratio `+
+		`breaker.version=v7 breaker.moved=candidate breaker.candidate_state=open breaker.active_state=closed breaker.reason=error_ratio `+
 		`breaker.ratio=0.2 breaker.counted=10 breaker.failures=2 breaker.timeouts=0 breaker.would_refuse=0 breaker.would_admit=0`)
 
 	// Half-open after its cooldown, then closed by its probes while the
@@ -323,8 +323,8 @@ func TestCandidate_ANestedCallRunsItsOwnCandidate(t *testing.T) {
 // slowness and its own timeout without imposing them.
 func TestCandidate_JudgesATimedCallByItsOwnRules(t *testing.T) {
 	h := newDocHarness(t, GroupConfig{})
-	h.doc("v1", `{"default": {"min_requests": 10, "timeout": "1s"},
-		"candidate": {"default": {"timeout": "150ms", "slow_call": "100ms", "slow_ratio": 0.5}}}`)
+	h.doc("v1", `{"default": {"min_requests": 10, "call_timeout": "1s"},
+		"candidate": {"default": {"call_timeout": "150ms", "slow_call": "100ms", "slow_ratio": 0.5}}}`)
 	for i := 0; i < 2; i++ {
 		require.NoError(t, h.g.Do(context.Background(), "payment.Charge", func(ctx context.Context) error {
 			_, ok := ctx.Deadline()
@@ -355,8 +355,8 @@ func TestCandidate_JudgesATimedCallByItsOwnRules(t *testing.T) {
 // never showed the timeouts it would make.
 func TestCandidate_JudgesACallByItsOwnAdaptiveDeadline(t *testing.T) {
 	h := newDocHarness(t, GroupConfig{})
-	h.doc("v1", `{"default": {"min_requests": 10, "timeout": "1s"},
-		"candidate": {"default": {"timeout": "150ms", "adaptive_timeout": true, "timeout_min": "10ms", "timeout_max": "1s"}}}`)
+	h.doc("v1", `{"default": {"min_requests": 10, "call_timeout": "1s"},
+		"candidate": {"default": {"call_timeout": "150ms", "adaptive_timeout": {"enabled": true, "min": "10ms", "max": "1s"}}}}`)
 	for _, d := range []time.Duration{100 * time.Millisecond, 200 * time.Millisecond} {
 		require.NoError(t, h.g.Do(context.Background(), "payment.Charge", func(ctx context.Context) error {
 			h.clk.Add(d)
@@ -385,7 +385,7 @@ func TestCandidate_RaceHammer(t *testing.T) {
 	docs := []string{
 		`{"default": {"min_requests": 5}}`,
 		`{"default": {"min_requests": 5}, "candidate": {"default": {"error_ratio": 0.2}}}`,
-		`{"default": {"min_requests": 5, "timeout": "1s"}, "candidate": {"default": {"slow_call": "1ms", "slow_ratio": 0.5}}}`,
+		`{"default": {"min_requests": 5, "call_timeout": "1s"}, "candidate": {"default": {"slow_call": "1ms", "slow_ratio": 0.5}}}`,
 	}
 	const workers, calls = 4, 300
 	var wg sync.WaitGroup

@@ -46,7 +46,7 @@ func (o Outcome) String() string {
 // called only for errors the breaker has not already settled: a nil error
 // with an in-time call is a Success, the caller's own cancellation is
 // Ignored, an error wrapped by [Mark] (or [Ignore]) has its mark, and a
-// call slower than Policy.Timeout is a Timeout, before any classifier runs. To extend the
+// call slower than Policy.CallTimeout is a Timeout, before any classifier runs. To extend the
 // default rather than replace it, fall through to [DefaultClassifier]:
 //
 //	func(err error) breaker.Outcome {
@@ -247,7 +247,7 @@ func (s *timeoutScan) timeoutMethod(te interface{ Timeout() bool }) {
 }
 
 // outcome settles the outcome of a finished call. elapsed is negative when
-// the call's start time was not taken (no Timeout and no SlowCall).
+// the call's start time was not taken (no CallTimeout and no SlowCall).
 func (b *Breaker) outcome(caller context.Context, err error, elapsed int64, r *rules) Outcome {
 	if err != nil && callerCanceled(caller, err) {
 		return Ignored // the caller gave up; says nothing of the downstream

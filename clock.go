@@ -13,7 +13,7 @@ import (
 //
 // *clock.Mock from github.com/benbjohnson/clock satisfies Clock directly, as
 // does any type with a Now method. A Clock that also has a WithTimeout
-// method, as *clock.Mock does, times Policy.Timeout: the call's context
+// method, as *clock.Mock does, times Policy.CallTimeout: the call's context
 // expires when that clock's timer fires, but its Deadline reads in real
 // time, since real I/O (grpc-go, net/http) compares it with the real clock.
 //

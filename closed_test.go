@@ -77,7 +77,7 @@ func TestClosed_ConsecutiveFailuresRule(t *testing.T) {
 	h.requireState(Closed)
 	h.calls(1, errBoom)
 	h.requireState(Open)
-	assert.Equal(t, ReasonConsecutive, h.eventLog()[0].Reason)
+	assert.Equal(t, ReasonConsecutiveFailures, h.eventLog()[0].Reason)
 }
 
 func TestClosed_SlowCallRule(t *testing.T) {

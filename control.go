@@ -15,7 +15,7 @@ import (
 //
 // The new policy applies at once to the results of calls already in
 // flight: a result is judged by the policy in force when it is recorded,
-// whatever policy admitted its call (only the deadline of Policy.Timeout,
+// whatever policy admitted its call (only the deadline of Policy.CallTimeout,
 // already given to the call, stays). A half-open breaker whose passed
 // probes reach a lowered Probes closes at once. An open breaker's running
 // cooldown is cut when the new OpenFor or MaxOpenFor make it shorter (to

@@ -2,8 +2,10 @@ package breaker
 
 import "time"
 
-// Counters are a breaker's monotonic counts since it was created. They
-// never go down; take differences for rates.
+// Counters are a breaker's monotonic totals since it was created, for
+// metrics: they never go down; take differences for rates. What the
+// window holds now is a [Snapshot]; everything a breaker shows is its
+// [Status], which holds both.
 type Counters struct {
 	// Admitted is the number of admitted calls (their function was
 	// called) that have returned: the sum of Successes, Failures,
@@ -29,7 +31,7 @@ type Counters struct {
 	// would have refused.
 	ShadowRejected uint64 `json:"shadow_rejected"`
 	// Fallbacks is the number of results served by [Fallback],
-	// [FallbackOnFailure], [Recover] or [RecoverOnFailure] instead of the
+	// [FallbackOnFailure], [FallbackResult] or [FallbackResultOnFailure] instead of the
 	// downstream, for calls this breaker refused or counted as failed.
 	// They are not outcomes: a refusal is counted in Rejected, a failure
 	// in Failures.
@@ -100,7 +102,9 @@ func (b *Breaker) OpenSince() (t time.Time, ok bool) {
 	return b.opt.tb.time(b.outageEdge), true
 }
 
-// Status is what a dashboard or a health endpoint shows of one breaker.
+// Status is everything one breaker shows, for a dashboard or a health
+// endpoint: its state and policy, its [Counters] (totals since it was
+// made) and its [Snapshot] (what the window holds now), among the rest.
 type Status struct {
 	Name  string `json:"name"`
 	State State  `json:"state"`
@@ -219,7 +223,7 @@ var possibleTransitions = [...]TransitionCount{
 	{From: Closed, To: Open, Reason: ReasonErrorRatio},
 	{From: Closed, To: Open, Reason: ReasonErrorCount},
 	{From: Closed, To: Open, Reason: ReasonSlowRatio},
-	{From: Closed, To: Open, Reason: ReasonConsecutive},
+	{From: Closed, To: Open, Reason: ReasonConsecutiveFailures},
 	{From: Closed, To: Open, Reason: ReasonForcedOpen},
 	{From: Open, To: HalfOpen, Reason: ReasonCooldown},
 	{From: Open, To: HalfOpen, Reason: ReasonReleased},

@@ -234,7 +234,7 @@ func TestStatus_SaysWhyTheBreakerIsNotClosed(t *testing.T) {
 	require.NoError(t, err)
 	var doc []map[string]any
 	require.NoError(t, json.Unmarshal(data, &doc))
-	assert.Equal(t, "err_ratio", doc[0]["reason"])
+	assert.Equal(t, "error_ratio", doc[0]["reason"])
 	assert.Equal(t, float64(12), doc[0]["trip"].(map[string]any)["failures"])
 	var back []Status
 	require.NoError(t, json.Unmarshal(data, &back), "a status decodes back")
@@ -301,7 +301,7 @@ func TestStatus_AllocatesOnlyWhatItPointsTo(t *testing.T) {
 	assert.Zero(t, testing.AllocsPerRun(100, func() { _ = plain.Status() }), "untimed, no candidate")
 
 	// A timed breaker pays for the latency it reports, and no more.
-	timed, err := New("status.Timed", policy(func(p *Policy) { p.Timeout = time.Second }))
+	timed, err := New("status.Timed", policy(func(p *Policy) { p.CallTimeout = time.Second }))
 	require.NoError(t, err)
 	s := timed.Status()
 	require.NotNil(t, s.Latency)

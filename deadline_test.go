@@ -34,7 +34,7 @@ func requireNotDone(t *testing.T, ctx context.Context) {
 // expires only when the mock passes the timeout.
 // Regression (e2e5a13): it was the mock's now (1970 unless set) plus Timeout.
 func TestCallDeadline_OnAMockClockReadsInRealTime(t *testing.T) {
-	h := newHarness(t, policy(func(p *Policy) { p.Timeout = time.Second }))
+	h := newHarness(t, policy(func(p *Policy) { p.CallTimeout = time.Second }))
 	before := time.Now()
 	ctx, done, err := h.b.Allow(context.Background())
 	after := time.Now()
@@ -54,7 +54,7 @@ func TestCallDeadline_OnAMockClockReadsInRealTime(t *testing.T) {
 // The expiry follows the mock however it was set: a mock set far ahead of
 // the real clock still times the call on its own timer.
 func TestCallDeadline_MockAheadOfTheRealClock(t *testing.T) {
-	h := newHarness(t, policy(func(p *Policy) { p.Timeout = time.Second }))
+	h := newHarness(t, policy(func(p *Policy) { p.CallTimeout = time.Second }))
 	h.clk.Set(time.Date(2100, 1, 1, 0, 0, 0, 0, time.UTC))
 	// The caller's real deadline is later than the call's.
 	caller, cancel := context.WithTimeout(context.Background(), time.Hour)
@@ -73,7 +73,7 @@ func TestCallDeadline_MockAheadOfTheRealClock(t *testing.T) {
 // The caller's deadline, when sooner, is the one the call reports, and the
 // caller's cancellation still ends the call, on any clock.
 func TestCallDeadline_CallerDeadlineAndCancellation(t *testing.T) {
-	h := newHarness(t, policy(func(p *Policy) { p.Timeout = time.Minute }))
+	h := newHarness(t, policy(func(p *Policy) { p.CallTimeout = time.Minute }))
 	caller, cancel := context.WithDeadline(context.Background(), time.Now().Add(10*time.Second))
 	want, _ := caller.Deadline()
 	ctx, done, err := h.b.Allow(caller)
@@ -128,7 +128,7 @@ func (c *lateCancelCtx) Err() error            { return c.err }
 func TestCallDeadline_TheClocksErrorIsReadAfterDone(t *testing.T) {
 	clk := &lateCancelClock{now: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
 	p := DefaultPolicy()
-	p.Timeout = 100 * time.Millisecond
+	p.CallTimeout = 100 * time.Millisecond
 	b, err := New("inventory.GetStock", p, WithClock(clk))
 	require.NoError(t, err)
 	err = b.Do(context.Background(), func(ctx context.Context) error {

@@ -43,7 +43,7 @@
 //
 // Each admitted call ends as one [Outcome]. A nil error is a success, a
 // timeout (context.DeadlineExceeded, a net.Error timeout, a refused or
-// reset connection, or a call longer than Policy.Timeout) is a failure of
+// reset connection, or a call longer than Policy.CallTimeout) is a failure of
 // its own kind, any other error a failure. The caller's own cancellation,
 // errors wrapped with [Ignore], and another breaker's refusal that the
 // function passes on (nested breakers) say nothing about the downstream
@@ -55,13 +55,13 @@
 //
 // A target that has just started often fails while its caches fill. Its
 // outcomes can be left out of the window for Policy.Warmup: per breaker
-// with [Breaker.Rewarm] (right after [New] for a new instance), for a
+// with [Breaker.MarkCold] (right after [New] for a new instance), for a
 // group's new per-target breakers with [GroupConfig.ColdTargets], per call
 // with [WithInstanceStart].
 //
 // # Latency and timeouts
 //
-// A breaker that times its calls (Policy.Timeout, Policy.SlowCall or
+// A breaker that times its calls (Policy.CallTimeout, Policy.SlowCall or
 // Policy.AdaptiveTimeout) keeps a histogram of their latency over its
 // window; [Breaker.Latency] reads its quantiles. Calls that time out are
 // censored: counted apart, and in the quantiles only as lasting at least

@@ -54,7 +54,7 @@ type OpenError struct {
 	// included; zero when Until is.
 	Cooldown time.Duration
 
-	b *Breaker // the breaker that refused: its clock, and where Recover counts
+	b *Breaker // the breaker that refused: its clock, and where FallbackResult counts
 }
 
 // RetryAfter is how long from now until the breaker admits probes: zero if

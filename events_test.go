@@ -29,7 +29,7 @@ func TestHooks_MayCallBackIntoTheBreaker(t *testing.T) {
 	b = h.b
 	h.trip0()
 	assert.Equal(t, []string{"open/open", "closed/closed"}, seen)
-	assert.Equal(t, []string{"closed>open:err_ratio", "open>closed:reset"}, h.transitions())
+	assert.Equal(t, []string{"closed>open:error_ratio", "open>closed:reset"}, h.transitions())
 }
 
 // trip0 trips without asserting the state afterwards (a hook may have

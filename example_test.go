@@ -67,7 +67,7 @@ func Example_testingWithAMockClock() {
 	}
 	fmt.Println(b.State())
 	// Output:
-	// closed -> open (err_ratio)
+	// closed -> open (error_ratio)
 	// refused; retry in 30s
 	// open -> half_open (cooldown_elapsed)
 	// half_open -> closed (probes_passed)
@@ -134,14 +134,14 @@ func ExampleFallback() {
 }
 
 // A call guarded by an integration (here the HTTP transport, whose
-// downstream does not answer) gives its results to RecoverOnFailure, which
+// downstream does not answer) gives its results to FallbackResultOnFailure, which
 // serves the fallback and counts it on the breaker that guarded the call.
-func ExampleRecoverOnFailure() {
+func ExampleFallbackResultOnFailure() {
 	g, _ := breaker.NewGroup(breaker.GroupConfig{})
 	client := &http.Client{Transport: breakerhttp.New(unreachable{}, g)}
 
 	resp, err := client.Get("http://inventory.internal/stock/42")
-	resp, err = breaker.RecoverOnFailure(context.Background(), resp, err,
+	resp, err = breaker.FallbackResultOnFailure(context.Background(), resp, err,
 		func(ctx context.Context, err error) (*http.Response, error) {
 			return nil, fmt.Errorf("inventory is down, try later: %w", err)
 		})
@@ -200,12 +200,12 @@ func ExampleFallbackOnFailure() {
 	// 6 <nil> 1 1
 }
 
-// Recover falls back only on a refusal: the call's own error goes through.
-func ExampleRecover() {
+// FallbackResult falls back only on a refusal: the call's own error goes through.
+func ExampleFallbackResult() {
 	b, _ := breaker.New("reviews.Post", breaker.DefaultPolicy())
 	_ = b.SetMode(breaker.ModeForcedOpen) // reviews is down for maintenance
 	err := b.Do(context.Background(), func(context.Context) error { return nil })
-	_, err = breaker.Recover(context.Background(), struct{}{}, err,
+	_, err = breaker.FallbackResult(context.Background(), struct{}{}, err,
 		func(ctx context.Context, err error) (struct{}, error) {
 			var oe *breaker.OpenError
 			errors.As(err, &oe)

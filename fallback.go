@@ -11,7 +11,7 @@ import (
 // Otherwise fn ran, and Fallback returns its results unchanged, whatever
 // they are: an error of fn's that matches ErrOpen, the refusal of another
 // breaker that fn called, included. That breaker's refusal is not b's;
-// give it to [Recover] to fall back on it, counted on the breaker that
+// give it to [FallbackResult] to fall back on it, counted on the breaker that
 // refused.
 //
 // What to fall back to depends on the call: a read can serve a cached or
@@ -38,7 +38,7 @@ func FallbackOnFailure[T any](ctx context.Context, b *Breaker, fn func(context.C
 	return callWithFallback(ctx, b, fn, fallback, true)
 }
 
-// Recover is the fallback for a call guarded somewhere else, such as by
+// FallbackResult is the fallback for a call guarded somewhere else, such as by
 // the HTTP transport of package breakerhttp or the gRPC interceptors: given
 // that call's results, it returns what fallback returns when err is a
 // refusal (it matches [ErrOpen]), and counts the fallback in
@@ -47,8 +47,8 @@ func FallbackOnFailure[T any](ctx context.Context, b *Breaker, fn func(context.C
 // it through a breaker twice.
 //
 //	resp, err := client.Get(url) // client uses breakerhttp
-//	resp, err = breaker.Recover(ctx, resp, err, cachedResponse)
-func Recover[T any](ctx context.Context, v T, err error, fallback func(context.Context, error) (T, error)) (T, error) {
+//	resp, err = breaker.FallbackResult(ctx, resp, err, cachedResponse)
+func FallbackResult[T any](ctx context.Context, v T, err error, fallback func(context.Context, error) (T, error)) (T, error) {
 	if err == nil || !errors.Is(err, ErrOpen) {
 		return v, err
 	}
@@ -62,7 +62,7 @@ func Recover[T any](ctx context.Context, v T, err error, fallback func(context.C
 	return fallback(ctx, err)
 }
 
-// RecoverOnFailure is [Recover] that also falls back when the guarded call
+// FallbackResultOnFailure is [FallbackResult] that also falls back when the guarded call
 // failed or timed out, as [FallbackOnFailure] does for a call made through
 // [Call]. It knows the call's outcome from err: the HTTP transport of
 // package breakerhttp and the gRPC interceptors return errors that carry
@@ -77,13 +77,13 @@ func Recover[T any](ctx context.Context, v T, err error, fallback func(context.C
 // not an error; see breakerhttp.Fallback for it.
 //
 //	stock, err := inventory.GetStock(ctx, req) // conn uses breakergrpc
-//	stock, err = breaker.RecoverOnFailure(ctx, stock, err, cachedStock)
-func RecoverOnFailure[T any](ctx context.Context, v T, err error, fallback func(context.Context, error) (T, error)) (T, error) {
+//	stock, err = breaker.FallbackResultOnFailure(ctx, stock, err, cachedStock)
+func FallbackResultOnFailure[T any](ctx context.Context, v T, err error, fallback func(context.Context, error) (T, error)) (T, error) {
 	if err == nil || ctx == nil || ctx.Err() != nil {
 		return v, err
 	}
 	if errors.Is(err, ErrOpen) {
-		return Recover(ctx, v, err, fallback)
+		return FallbackResult(ctx, v, err, fallback)
 	}
 	var c outcomeCarrier
 	if !errors.As(err, &c) {

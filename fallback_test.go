@@ -78,13 +78,13 @@ func TestFallback_NoFallbackWhenTheCallerHasGone(t *testing.T) {
 	assert.Zero(t, h.b.Counters().Fallbacks)
 }
 
-func TestRecover_FallsBackForARefusalMadeElsewhereAndCountsIt(t *testing.T) {
+func TestFallbackResult_FallsBackForARefusalMadeElsewhereAndCountsIt(t *testing.T) {
 	h := newHarness(t, DefaultPolicy())
 	require.NoError(t, h.b.SetMode(ModeForcedOpen))
 	// A refusal that reached us through other code, wrapped on the way.
 	refusal := h.b.Do(context.Background(), func(context.Context) error { return nil })
 	wrapped := fmt.Errorf("GET /stock/42: %w", refusal)
-	v, err := Recover(context.Background(), "", wrapped, func(_ context.Context, err error) (string, error) {
+	v, err := FallbackResult(context.Background(), "", wrapped, func(_ context.Context, err error) (string, error) {
 		assert.ErrorIs(t, err, ErrOpen)
 		return "cached", nil
 	})
@@ -92,13 +92,13 @@ func TestRecover_FallsBackForARefusalMadeElsewhereAndCountsIt(t *testing.T) {
 	assert.NoError(t, err)
 	assert.Equal(t, uint64(1), h.b.Counters().Fallbacks)
 
-	v, err = Recover(context.Background(), "fresh", errBoom, func(context.Context, error) (string, error) { return "cached", nil })
+	v, err = FallbackResult(context.Background(), "fresh", errBoom, func(context.Context, error) (string, error) { return "cached", nil })
 	assert.Equal(t, "fresh", v, "not a refusal: unchanged")
 	assert.ErrorIs(t, err, errBoom)
-	v, err = Recover(context.Background(), "fresh", nil, func(context.Context, error) (string, error) { return "cached", nil })
+	v, err = FallbackResult(context.Background(), "fresh", nil, func(context.Context, error) (string, error) { return "cached", nil })
 	assert.Equal(t, "fresh", v)
 	assert.NoError(t, err)
-	_, err = Recover[string](context.Background(), "", refusal, nil)
+	_, err = FallbackResult[string](context.Background(), "", refusal, nil)
 	assert.EqualError(t, err, "breaker: nil fallback")
 	assert.Equal(t, uint64(1), h.b.Counters().Fallbacks)
 }
@@ -115,7 +115,7 @@ func (e *carried) Error() string                       { return e.err.Error() }
 func (e *carried) Unwrap() error                       { return e.err }
 func (e *carried) BreakerOutcome() (*Breaker, Outcome) { return e.b, e.o }
 
-func TestRecoverOnFailure_ServesFailuresAndTimeoutsOnTheirBreaker(t *testing.T) {
+func TestFallbackResultOnFailure_ServesFailuresAndTimeoutsOnTheirBreaker(t *testing.T) {
 	ctx := context.Background()
 	for _, row := range []struct {
 		o    Outcome
@@ -125,7 +125,7 @@ func TestRecoverOnFailure_ServesFailuresAndTimeoutsOnTheirBreaker(t *testing.T) 
 		require.NoError(t, err)
 		var got error
 		callErr := fmt.Errorf("wrapped: %w", &carried{err: errBoom, b: b, o: row.o})
-		v, err := RecoverOnFailure(ctx, 1, callErr, func(_ context.Context, err error) (int, error) {
+		v, err := FallbackResultOnFailure(ctx, 1, callErr, func(_ context.Context, err error) (int, error) {
 			got = err
 			return 2, nil
 		})
@@ -143,52 +143,52 @@ func TestRecoverOnFailure_ServesFailuresAndTimeoutsOnTheirBreaker(t *testing.T) 
 	}
 }
 
-func TestRecoverOnFailure_LeavesOtherResultsAlone(t *testing.T) {
+func TestFallbackResultOnFailure_LeavesOtherResultsAlone(t *testing.T) {
 	b, err := New("x", DefaultPolicy())
 	require.NoError(t, err)
 	called := false
 	fb := func(context.Context, error) (int, error) { called = true; return 2, nil }
 
-	v, err := RecoverOnFailure(context.Background(), 1, nil, fb)
+	v, err := FallbackResultOnFailure(context.Background(), 1, nil, fb)
 	assert.Equal(t, 1, v)
 	assert.NoError(t, err)
 
-	v, err = RecoverOnFailure(context.Background(), 1, errBoom, fb)
+	v, err = FallbackResultOnFailure(context.Background(), 1, errBoom, fb)
 	assert.Equal(t, 1, v)
 	assert.Same(t, errBoom, err, "an error that carries no breaker")
 
 	gone, cancel := context.WithCancel(context.Background())
 	cancel()
 	failed := &carried{err: errBoom, b: b, o: Failure}
-	v, err = RecoverOnFailure(gone, 1, failed, fb)
+	v, err = FallbackResultOnFailure(gone, 1, failed, fb)
 	assert.Equal(t, 1, v)
 	assert.Same(t, failed, err, "the caller has gone")
 
 	assert.False(t, called)
 	assert.Zero(t, b.Counters().Fallbacks)
 
-	_, err = RecoverOnFailure[int](context.Background(), 1, failed, nil)
+	_, err = FallbackResultOnFailure[int](context.Background(), 1, failed, nil)
 	assert.ErrorContains(t, err, "nil fallback")
 }
 
-func TestRecoverOnFailure_ServesRefusals(t *testing.T) {
+func TestFallbackResultOnFailure_ServesRefusals(t *testing.T) {
 	b, err := New("x", DefaultPolicy())
 	require.NoError(t, err)
 	require.NoError(t, b.SetMode(ModeForcedOpen))
 	refusal := b.Do(context.Background(), func(context.Context) error { return nil })
 	require.ErrorIs(t, refusal, ErrOpen)
-	v, err := RecoverOnFailure(context.Background(), 1, refusal, func(context.Context, error) (int, error) { return 2, nil })
+	v, err := FallbackResultOnFailure(context.Background(), 1, refusal, func(context.Context, error) (int, error) { return 2, nil })
 	assert.NoError(t, err)
 	assert.Equal(t, 2, v)
 	assert.Equal(t, uint64(1), b.Counters().Fallbacks)
 	assert.Equal(t, uint64(1), b.Counters().Rejected)
 }
 
-// RecoverOnFailure's doc: with ctx done it returns v and err unchanged,
+// FallbackResultOnFailure's doc: with ctx done it returns v and err unchanged,
 // the caller having gone. A refusal reached the fallback all the same,
-// and was counted, because refusals were handed to Recover before the
+// and was counted, because refusals were handed to FallbackResult before the
 // context was looked at.
-func TestRecoverOnFailure_LeavesARefusalAloneWhenTheCallerHasGone(t *testing.T) {
+func TestFallbackResultOnFailure_LeavesARefusalAloneWhenTheCallerHasGone(t *testing.T) {
 	b, err := New("x", DefaultPolicy())
 	require.NoError(t, err)
 	require.NoError(t, b.SetMode(ModeForcedOpen))
@@ -196,7 +196,7 @@ func TestRecoverOnFailure_LeavesARefusalAloneWhenTheCallerHasGone(t *testing.T) 
 	require.ErrorIs(t, refusal, ErrOpen)
 	gone, cancel := context.WithCancel(context.Background())
 	cancel()
-	v, err := RecoverOnFailure(gone, 1, refusal, func(context.Context, error) (int, error) { return 2, nil })
+	v, err := FallbackResultOnFailure(gone, 1, refusal, func(context.Context, error) (int, error) { return 2, nil })
 	assert.Same(t, refusal, err)
 	assert.Equal(t, 1, v)
 	assert.Zero(t, b.Counters().Fallbacks)
@@ -246,7 +246,7 @@ func countsOf(b *Breaker) counts {
 // returned by fn, is fn's error: Fallback returns it unchanged (it used to
 // serve the fallback and count it, and a failure, on the outer breaker),
 // the outer breaker's default classifier ignores it, and so
-// FallbackOnFailure does not fall back on it either; Recover does, on the
+// FallbackOnFailure does not fall back on it either; FallbackResult does, on the
 // inner breaker.
 func TestFallback_NestedBreakersFallBackOnTheirOwnRefusal(t *testing.T) {
 	ctx := context.Background()
@@ -256,13 +256,13 @@ func TestFallback_NestedBreakersFallBackOnTheirOwnRefusal(t *testing.T) {
 	}{
 		{"Fallback", func(n *nested) (string, error) { return Fallback(ctx, n.outer, n.fn, n.fallback) }},
 		{"FallbackOnFailure", func(n *nested) (string, error) { return FallbackOnFailure(ctx, n.outer, n.fn, n.fallback) }},
-		{"Recover", func(n *nested) (string, error) {
+		{"FallbackResult", func(n *nested) (string, error) {
 			v, err := Call(ctx, n.outer, n.fn)
-			return Recover(ctx, v, err, n.fallback)
+			return FallbackResult(ctx, v, err, n.fallback)
 		}},
-		{"RecoverOnFailure", func(n *nested) (string, error) {
+		{"FallbackResultOnFailure", func(n *nested) (string, error) {
 			v, err := Call(ctx, n.outer, n.fn)
-			return RecoverOnFailure(ctx, v, err, n.fallback)
+			return FallbackResultOnFailure(ctx, v, err, n.fallback)
 		}},
 	}
 	for _, h := range helpers {
@@ -277,7 +277,7 @@ func TestFallback_NestedBreakersFallBackOnTheirOwnRefusal(t *testing.T) {
 				}
 				return nil
 			}
-			if strings.HasPrefix(h.name, "Recover") {
+			if strings.HasPrefix(h.name, "FallbackResult") {
 				require.NoError(t, err)
 				assert.Equal(t, "cached", v)
 				assert.Equal(t, 1, n.fbCalls)
@@ -349,7 +349,7 @@ func TestFallback_CountedOnTheKeysCurrentBreakerAfterADrop(t *testing.T) {
 	v, err := FallbackOnFailure(ctx, kept, func(context.Context) (int, error) { return 0, errBoom }, cached)
 	require.NoError(t, err)
 	assert.Equal(t, -1, v)
-	_, err = RecoverOnFailure(ctx, 0, &carried{err: errBoom, b: kept, o: Failure}, cached)
+	_, err = FallbackResultOnFailure(ctx, 0, &carried{err: errBoom, b: kept, o: Failure}, cached)
 	require.NoError(t, err)
 	require.NoError(t, cur.SetMode(ModeForcedOpen))
 	v, err = Fallback(ctx, kept, func(context.Context) (int, error) { return 1, nil }, cached)

@@ -28,10 +28,10 @@ import (
 // and the shapes of every bug the decoder has had.
 var policySeeds = []string{
 	`{}`,
-	`{"window": "5s", "buckets": 10, "min_requests": 20, "error_ratio": 0.5, "error_count": 0, "slow_call": "0s", "slow_ratio": 0, "consecutive_failures": 0, "timeout": "0s", "open_for": "30s", "max_open_for": "2m0s", "jitter": 0.2, "probes": 3, "warmup": "1m0s", "strict_probes": false}`,
+	`{"window": "5s", "buckets": 10, "min_requests": 20, "error_ratio": 0.5, "error_count": 0, "slow_call": "0s", "slow_ratio": 0, "consecutive_failures": 0, "call_timeout": "0s", "open_for": "30s", "max_open_for": "2m0s", "jitter": 0.2, "probes": 3, "warmup": "1m0s", "strict_probes": false}`,
 	`{"error_ratio": 0.6, "open_for": "45s"}`,
-	`{"slow_call": "1.5s", "slow_ratio": 0.6, "timeout": "800ms", "consecutive_failures": 7, "error_count": 40, "strict_probes": true}`,
-	`{"jitter": 0, "warmup": "0s", "timeout": "0s"}`,
+	`{"slow_call": "1.5s", "slow_ratio": 0.6, "call_timeout": "800ms", "consecutive_failures": 7, "error_count": 40, "strict_probes": true}`,
+	`{"jitter": 0, "warmup": "0s", "call_timeout": "0s"}`,
 	`{"window": "24h", "buckets": 1000, "open_for": "24h", "max_open_for": "24h"}`,
 	`{"window": "1ms", "buckets": 1}`,
 	`{"error_ratio": 0, "consecutive_failures": 5}`,

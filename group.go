@@ -100,10 +100,12 @@ type GroupConfig struct {
 	// breakers. The same holds for [Group.Remove]. Other methods of a
 	// dropped breaker (State, Counters, SetMode, ...) act on it alone.
 	IdleAfter time.Duration
-	// ColdTargets makes a new breaker for a per-target key (one that
-	// contains "@") start cold: its outcomes are left out of the window for
-	// Policy.Warmup, as if [Breaker.Rewarm] had been called when it was
-	// made. A target that appears in a group has usually just started.
+	// ColdTargets makes a new breaker for a per-target key, one made by
+	// [TargetKey] ("method@target"), start cold: its outcomes are left out
+	// of the window for Policy.Warmup, as if [Breaker.MarkCold] had been
+	// called when it was made. A target that appears in a group has
+	// usually just started. [SplitKey] reads the method and the target
+	// back from a key.
 	ColdTargets bool
 	// MaxBreakers bounds the number of breakers the group holds; 0 means
 	// DefaultMaxBreakers, and a negative value is an error. Keys built
@@ -255,7 +257,7 @@ func (g *Group) create(key string) *Breaker {
 	gr.markUsed(name)
 	r := gr.lookup(name)
 	b := newBreaker(name, r, g.opt)
-	if g.cfg.ColdTargets && strings.Contains(name, "@") && r.warmup > 0 {
+	if g.cfg.ColdTargets && isTargetKey(name) && r.warmup > 0 {
 		b.warmUntil.Store(now + r.warmup)
 	}
 	b.setCandidate(g, gr.candidateFor(name), gr.version)

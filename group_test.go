@@ -274,15 +274,18 @@ func TestGroupPolicy_EmptyOverridesRoundTrip(t *testing.T) {
 	assert.Equal(t, gp, back)
 }
 
+// GroupConfig.ColdTargets: a per-target key, made by TargetKey, starts
+// cold; a per-method key does not.
 func TestGroup_ColdTargetsStartCold(t *testing.T) {
 	gh := newGroupHarness(t, GroupConfig{ColdTargets: true})
-	gh.calls("inventory.GetStock@10.0.0.7", 40, errBoom) // a new instance, cold caches
+	instance := TargetKey("inventory.GetStock", "10.0.0.7")
+	gh.calls(instance, 40, errBoom) // a new instance, cold caches
 	gh.calls("inventory.GetStock", 20, errBoom)
-	assert.Equal(t, Closed, gh.state("inventory.GetStock@10.0.0.7"), "per-target key starts cold")
+	assert.Equal(t, Closed, gh.state(instance), "per-target key starts cold")
 	assert.Equal(t, Open, gh.state("inventory.GetStock"), "per-method key does not")
 	gh.clk.Add(time.Minute)
-	gh.calls("inventory.GetStock@10.0.0.7", 20, errBoom)
-	assert.Equal(t, Open, gh.state("inventory.GetStock@10.0.0.7"))
+	gh.calls(instance, 20, errBoom)
+	assert.Equal(t, Open, gh.state(instance))
 }
 
 // GroupConfig.IdleAfter: a breaker nobody has asked for in IdleAfter is
@@ -533,7 +536,7 @@ func TestGroup_EvictionLosesNoOutcomeOfACallInFlight(t *testing.T) {
 			}
 		}},
 		{"do_with_timeout", func(t *testing.T, b *Breaker) func(error) {
-			require.NoError(t, b.SetPolicy(policy(func(p *Policy) { p.Timeout = time.Hour })))
+			require.NoError(t, b.SetPolicy(policy(func(p *Policy) { p.CallTimeout = time.Hour })))
 			release, wait := startCall(t, b.Do)
 			return func(err error) {
 				release <- err
@@ -768,7 +771,7 @@ func TestLogger_OneRecordPerTransitionAndProbesApart(t *testing.T) {
 	gh.calls("orders.Create", 3, nil)
 	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
 	require.Len(t, lines, 6, buf.String())
-	assert.Equal(t, `level=WARN msg="breaker opened" breaker.name=orders.Create breaker.state=open breaker.from=closed breaker.reason=err_ratio breaker.ratio=0.5 breaker.counted=44 breaker.failures=22 breaker.timeouts=13 breaker.cooldown=30s`, lines[0])
+	assert.Equal(t, `level=WARN msg="breaker opened" breaker.name=orders.Create breaker.state=open breaker.from=closed breaker.reason=error_ratio breaker.ratio=0.5 breaker.counted=44 breaker.failures=22 breaker.timeouts=13 breaker.cooldown=30s`, lines[0])
 	assert.Equal(t, `level=INFO msg="breaker half-open" breaker.name=orders.Create breaker.state=half_open breaker.from=open breaker.reason=cooldown_elapsed breaker.ratio=0.5 breaker.counted=44 breaker.failures=22 breaker.timeouts=13`, lines[1])
 	assert.Equal(t, `level=INFO msg="probe passed" breaker.name=orders.Create breaker.probe=true breaker.outcome=success breaker.verdict=pass`, lines[2])
 	assert.Equal(t, lines[2], lines[3])

@@ -297,7 +297,7 @@ func (gr *groupRules) lookup(key string) *rules {
 	if r, ok := gr.over[key]; ok {
 		return r
 	}
-	if m, _, ok := strings.Cut(key, "@"); ok {
+	if m, _ := SplitKey(key); m != key {
 		if r, ok := gr.over[m]; ok {
 			return r
 		}
@@ -326,7 +326,7 @@ func (gr *groupRules) markUsed(key string) {
 	if _, ok := gr.over[key]; ok {
 		gr.used[key] = true
 	}
-	if m, _, ok := strings.Cut(key, "@"); ok {
+	if m, _ := SplitKey(key); m != key {
 		if _, ok := gr.over[m]; ok {
 			gr.used[m] = true
 		}

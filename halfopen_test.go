@@ -54,7 +54,7 @@ func TestHalfOpen_AllProbesPassClosesOnAnEmptyWindow(t *testing.T) {
 	h.calls(19, errBoom)
 	h.requireState(Closed) // the old failures would have tripped it
 	assert.Equal(t, []string{
-		"closed>open:err_ratio", "open>half_open:cooldown_elapsed", "half_open>closed:probes_passed",
+		"closed>open:error_ratio", "open>half_open:cooldown_elapsed", "half_open>closed:probes_passed",
 	}, h.transitions())
 	c := h.b.Counters()
 	assert.Equal(t, uint64(3), c.ProbesPassed)
@@ -226,7 +226,7 @@ func TestHalfOpen_LowTrafficClosesHoweverSlowlyProbesArrive(t *testing.T) {
 	require.NoError(t, p2.finish(nil))
 	require.NoError(t, p3.finish(nil))
 	h.requireState(Closed)
-	assert.Equal(t, []string{"closed>open:err_ratio", "open>half_open:cooldown_elapsed", "half_open>closed:probes_passed"}, h.transitions())
+	assert.Equal(t, []string{"closed>open:error_ratio", "open>half_open:cooldown_elapsed", "half_open>closed:probes_passed"}, h.transitions())
 }
 
 // A read that moves the breaker half-open starts no probe timeout: with a
@@ -450,9 +450,9 @@ func TestIsProbe_FalseForAnotherBreakersCallsInsideAProbe(t *testing.T) {
 		}
 		return h.b
 	}
-	timed := policy(func(p *Policy) { p.Timeout = time.Second })
+	timed := policy(func(p *Policy) { p.CallTimeout = time.Second })
 	slow := policy(func(p *Policy) { p.SlowCall, p.SlowRatio = time.Second, 0.5 })
-	adaptive := policy(func(p *Policy) { p.AdaptiveTimeout, p.TimeoutMax = true, time.Second })
+	adaptive := policy(func(p *Policy) { p.AdaptiveTimeout.Enabled, p.AdaptiveTimeout.Max = true, time.Second })
 	inners := []struct {
 		name string
 		b    *Breaker

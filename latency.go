@@ -11,7 +11,7 @@ import (
 )
 
 // timing is a timed breaker's latency histogram and the adaptive timeout
-// computed from it. Only a timed breaker has one (Policy.Timeout, SlowCall
+// computed from it. Only a timed breaker has one (Policy.CallTimeout, SlowCall
 // or AdaptiveTimeout); it hangs off the breaker's own copy of its rules
 // (see rules.own). Safe for concurrent use; recording never blocks.
 type timing struct {
@@ -35,7 +35,7 @@ func newTiming(now int64, r *rules, timeout int64, base latency.Totals) *timing 
 // from those cut short, and the deadline it gives calls. Durations are
 // measured on the breaker's clock, from admission to the result, and
 // reported to within 3.1% (see the README's "Latency and timeouts"). A
-// breaker that does not time its calls (no Policy.Timeout, SlowCall or
+// breaker that does not time its calls (no Policy.CallTimeout, SlowCall or
 // AdaptiveTimeout) has none.
 //
 // In JSON, durations are integer nanoseconds in keys ending in _ns, like
@@ -60,7 +60,7 @@ type Latency struct {
 	P99  time.Duration `json:"p99_ns"`
 	P999 time.Duration `json:"p999_ns"`
 	// Timeout is the deadline the breaker gives a call now:
-	// Policy.Timeout, or the adaptive timeout in force; 0 for none.
+	// Policy.CallTimeout, or the adaptive timeout in force; 0 for none.
 	Timeout time.Duration `json:"timeout_ns"`
 	// SamplesTotal, CensoredTotal and SumTotal count since the breaker
 	// began timing calls, for exporters that want monotonic counts: calls
@@ -96,7 +96,7 @@ func (b *Breaker) Latency() (lat Latency, ok bool) {
 }
 
 // Timeout returns the deadline the breaker adds to a call's context now:
-// Policy.Timeout, or under Policy.AdaptiveTimeout the value in force; 0
+// Policy.CallTimeout, or under Policy.AdaptiveTimeout the value in force; 0
 // when it adds none. A caller's own earlier deadline still wins.
 func (b *Breaker) Timeout() time.Duration { return time.Duration(b.deadline(b.rules.Load())) }
 
@@ -119,12 +119,12 @@ func (b *Breaker) deadline(r *rules) int64 {
 func adaptiveDeadline(r *rules, cur int64) int64 {
 	p := &r.p
 	if cur <= 0 {
-		cur = int64(p.Timeout)
+		cur = int64(p.CallTimeout)
 		if cur <= 0 {
-			cur = int64(p.TimeoutMax)
+			cur = int64(p.AdaptiveTimeout.Max)
 		}
 	}
-	return min(max(cur, int64(p.TimeoutMin)), int64(p.TimeoutMax))
+	return min(max(cur, int64(p.AdaptiveTimeout.Min)), int64(p.AdaptiveTimeout.Max))
 }
 
 // measure records a closed-state call that ended at now after elapsed ns
@@ -162,14 +162,14 @@ func (b *Breaker) retime(now int64, l *timing, r *rules) {
 	}
 	p := &r.p
 	var bin [1]int
-	latency.QuantileBins(&h, count+censored, []float64{p.TimeoutQuantile}, bin[:])
+	latency.QuantileBins(&h, count+censored, []float64{p.AdaptiveTimeout.Quantile}, bin[:])
 	if bin[0] < 0 {
 		return // beyond the calls measured: it may be anything above them
 	}
 	q := latency.BinTop(bin[0])
-	target := float64(q)*p.TimeoutFactor + float64(p.TimeoutBase)
-	next64 := int64(min(target, float64(p.TimeoutMax)))
-	next64 = min(max(next64, int64(p.TimeoutMin)), int64(p.TimeoutMax))
+	target := float64(q)*p.AdaptiveTimeout.Factor + float64(p.AdaptiveTimeout.Base)
+	next64 := int64(min(target, float64(p.AdaptiveTimeout.Max)))
+	next64 = min(max(next64, int64(p.AdaptiveTimeout.Min)), int64(p.AdaptiveTimeout.Max))
 	// The change and its event are made under the lock, so that events
 	// come in the order of the changes even if a recompute that is
 	// descheduled here is overtaken by the next one.
@@ -194,7 +194,7 @@ func (b *Breaker) retime(now int64, l *timing, r *rules) {
 		Timeout: &TimeoutChange{
 			Old:      time.Duration(old),
 			New:      time.Duration(next64),
-			Quantile: p.TimeoutQuantile,
+			Quantile: p.AdaptiveTimeout.Quantile,
 			Latency:  q,
 			Samples:  count,
 		},
@@ -214,7 +214,7 @@ func (b *Breaker) retime(now int64, l *timing, r *rules) {
 type TimeoutChange struct {
 	Old      time.Duration
 	New      time.Duration
-	Quantile float64 // Policy.TimeoutQuantile
+	Quantile float64 // Policy.AdaptiveTimeout.Quantile
 	Latency  time.Duration
 	Samples  uint64
 }

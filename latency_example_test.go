@@ -19,9 +19,9 @@ import (
 func ExampleBreaker_Latency() {
 	clk := clock.NewMock()
 	p := breaker.DefaultPolicy()
-	p.AdaptiveTimeout = true
-	p.Timeout = 500 * time.Millisecond // where it starts
-	p.TimeoutMin, p.TimeoutMax = 20*time.Millisecond, 2*time.Second
+	p.AdaptiveTimeout.Enabled = true
+	p.CallTimeout = 500 * time.Millisecond // where it starts
+	p.AdaptiveTimeout.Min, p.AdaptiveTimeout.Max = 20*time.Millisecond, 2*time.Second
 	noTime := func(groups []string, a slog.Attr) slog.Attr {
 		if len(groups) == 0 && a.Key == slog.TimeKey {
 			return slog.Attr{}

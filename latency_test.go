@@ -116,7 +116,7 @@ func TestLatency_RollsWithTheWindow(t *testing.T) {
 // lasted at least as long as it did; failures that answered are measured
 // like successes. A quantile beyond the longest call measured is unknown.
 func TestLatency_TimeoutsAreCensored(t *testing.T) {
-	h := newLatHarness(t, policy(func(p *Policy) { p.Timeout = 100 * time.Millisecond; p.MinRequests = 1000 }))
+	h := newLatHarness(t, policy(func(p *Policy) { p.CallTimeout = 100 * time.Millisecond; p.MinRequests = 1000 }))
 	ctx := context.Background()
 	require.NoError(t, h.take(ctx, 10*time.Millisecond, nil))
 	require.ErrorIs(t, h.take(ctx, 30*time.Millisecond, errBoom), errBoom)
@@ -142,9 +142,9 @@ func TestLatency_TimeoutsAreCensored(t *testing.T) {
 // [20ms, 2s], starting at 2s, recomputed from at least 20 calls.
 func adaptivePolicy(f func(p *Policy)) Policy {
 	return policy(func(p *Policy) {
-		p.AdaptiveTimeout = true
-		p.TimeoutMin = 20 * time.Millisecond
-		p.TimeoutMax = 2 * time.Second
+		p.AdaptiveTimeout.Enabled = true
+		p.AdaptiveTimeout.Min = 20 * time.Millisecond
+		p.AdaptiveTimeout.Max = 2 * time.Second
 		p.MinRequests = 20
 		if f != nil {
 			f(p)
@@ -153,11 +153,12 @@ func adaptivePolicy(f func(p *Policy)) Policy {
 }
 
 // TestAdaptiveTimeout_StartsAtTimeoutOrMax: until it has adapted, the
-// deadline is Policy.Timeout, or TimeoutMax when Timeout is 0.
+// deadline is Policy.CallTimeout, or AdaptiveTimeout.Max when CallTimeout
+// is 0.
 func TestAdaptiveTimeout_StartsAtTimeoutOrMax(t *testing.T) {
 	h := newLatHarness(t, adaptivePolicy(nil))
 	assert.Equal(t, 2*time.Second, h.b.Timeout())
-	h2 := newLatHarness(t, adaptivePolicy(func(p *Policy) { p.Timeout = 300 * time.Millisecond }))
+	h2 := newLatHarness(t, adaptivePolicy(func(p *Policy) { p.CallTimeout = 300 * time.Millisecond }))
 	assert.Equal(t, 300*time.Millisecond, h2.b.Timeout())
 	h2.drive(10*time.Second, 100*time.Millisecond, 10*time.Millisecond, nil)
 	assert.Equal(t, 300*time.Millisecond, h2.latency().Timeout, "not recomputed before AdaptiveInterval")
@@ -185,7 +186,7 @@ func TestAdaptiveTimeout_RecomputedEveryInterval(t *testing.T) {
 // latency moves, up or down, the deadline follows at the next recompute:
 // clamp(P99 × factor + base, min, max).
 func TestAdaptiveTimeout_FollowsALatencyShiftWithinOneRecompute(t *testing.T) {
-	h := newLatHarness(t, adaptivePolicy(func(p *Policy) { p.TimeoutBase = 5 * time.Millisecond }))
+	h := newLatHarness(t, adaptivePolicy(func(p *Policy) { p.AdaptiveTimeout.Base = 5 * time.Millisecond }))
 	h.drive(31*time.Second, 200*time.Millisecond, 50*time.Millisecond, nil)
 	first := h.b.Timeout()
 	assert.Equal(t, 2*latTop(50*time.Millisecond)+5*time.Millisecond, first)
@@ -200,8 +201,8 @@ func TestAdaptiveTimeout_FollowsALatencyShiftWithinOneRecompute(t *testing.T) {
 }
 
 // TestAdaptiveTimeout_StaysWithinMinAndMax: a latency whose deadline
-// would fall below TimeoutMin gets TimeoutMin, one whose deadline would
-// pass TimeoutMax gets TimeoutMax.
+// would fall below AdaptiveTimeout.Min gets AdaptiveTimeout.Min, one whose deadline would
+// pass AdaptiveTimeout.Max gets AdaptiveTimeout.Max.
 func TestAdaptiveTimeout_StaysWithinMinAndMax(t *testing.T) {
 	h := newLatHarness(t, adaptivePolicy(nil))
 	h.drive(31*time.Second, 200*time.Millisecond, time.Millisecond, nil)
@@ -218,7 +219,7 @@ func TestAdaptiveTimeout_StaysWithinMinAndMax(t *testing.T) {
 // TestAdaptiveTimeout_HangEverythingDoesNotRaiseIt: when every call hangs
 // until its deadline, the timed-out calls are censored and the window
 // holds no completed call, so the deadline stays where it was instead of
-// climbing towards TimeoutMax. (The breaker is forced closed so that it
+// climbing towards AdaptiveTimeout.Max. (The breaker is forced closed so that it
 // keeps calling through recomputes; in ModeAuto it trips.)
 func TestAdaptiveTimeout_HangEverythingDoesNotRaiseIt(t *testing.T) {
 	h := newLatHarness(t, adaptivePolicy(nil))
@@ -315,9 +316,9 @@ func TestAdaptiveTimeout_ChangeIsAnEventAndALogRecord(t *testing.T) {
 
 // TestAdaptiveTimeout_LateCallIsATimeout: a call that returns nil after
 // the adaptive deadline it was given is a timeout, as under a fixed
-// Policy.Timeout, and censored.
+// Policy.CallTimeout, and censored.
 func TestAdaptiveTimeout_LateCallIsATimeout(t *testing.T) {
-	h := newLatHarness(t, adaptivePolicy(func(p *Policy) { p.Timeout = 100 * time.Millisecond }))
+	h := newLatHarness(t, adaptivePolicy(func(p *Policy) { p.CallTimeout = 100 * time.Millisecond }))
 	require.NoError(t, h.b.Do(context.Background(), func(context.Context) error {
 		h.clk.Add(150 * time.Millisecond)
 		return nil
@@ -341,7 +342,7 @@ func TestAdaptiveTimeout_KeptAcrossAWindowChange(t *testing.T) {
 	h.drive(32*time.Second, 200*time.Millisecond, 50*time.Millisecond, nil)
 	assert.Equal(t, adapted, h.b.Timeout())
 	assert.Equal(t, uint64(5), h.latency().Samples, "a new histogram")
-	require.NoError(t, h.b.SetPolicy(adaptivePolicy(func(p *Policy) { p.Window = 10 * time.Second; p.TimeoutMin = 150 * time.Millisecond })))
+	require.NoError(t, h.b.SetPolicy(adaptivePolicy(func(p *Policy) { p.Window = 10 * time.Second; p.AdaptiveTimeout.Min = 150 * time.Millisecond })))
 	assert.Equal(t, 150*time.Millisecond, h.b.Timeout(), "clamped to the new bounds")
 	require.NoError(t, h.b.SetPolicy(DefaultPolicy()))
 	assert.Nil(t, h.b.rules.Load().lat)
@@ -356,14 +357,14 @@ func TestAdaptiveTimeout_PolicyValidation(t *testing.T) {
 		field   string
 		problem string
 	}{
-		{func(p *Policy) { p.TimeoutMax = 0 }, "timeout_max", "must be positive when adaptive_timeout is on"},
-		{func(p *Policy) { p.TimeoutQuantile = 1 }, "timeout_quantile", "must be in (0, 1), got 1"},
-		{func(p *Policy) { p.TimeoutQuantile = 0 }, "timeout_quantile", "must be in (0, 1), got 0"},
-		{func(p *Policy) { p.TimeoutFactor = 0.5 }, "timeout_factor", "must be in [1, 10], got 0.5"},
-		{func(p *Policy) { p.TimeoutFactor = math.Inf(1) }, "timeout_factor", "must be in [1, 10], got +Inf"},
-		{func(p *Policy) { p.TimeoutMin = 3 * time.Second }, "timeout_min", "must be at most timeout_max (2s), got 3s"},
-		{func(p *Policy) { p.TimeoutBase = -time.Millisecond }, "timeout_base", "must not be negative"},
-		{func(p *Policy) { p.Timeout = 5 * time.Second }, "timeout", "must be in [timeout_min, timeout_max] ([20ms, 2s]), got 5s"},
+		{func(p *Policy) { p.AdaptiveTimeout.Max = 0 }, "adaptive_timeout.max", "must be positive when adaptive_timeout.enabled is true"},
+		{func(p *Policy) { p.AdaptiveTimeout.Quantile = 1 }, "adaptive_timeout.quantile", "must be in (0, 1), got 1"},
+		{func(p *Policy) { p.AdaptiveTimeout.Quantile = 0 }, "adaptive_timeout.quantile", "must be in (0, 1), got 0"},
+		{func(p *Policy) { p.AdaptiveTimeout.Factor = 0.5 }, "adaptive_timeout.factor", "must be in [1, 10], got 0.5"},
+		{func(p *Policy) { p.AdaptiveTimeout.Factor = math.Inf(1) }, "adaptive_timeout.factor", "must be in [1, 10], got +Inf"},
+		{func(p *Policy) { p.AdaptiveTimeout.Min = 3 * time.Second }, "adaptive_timeout.min", "must be at most adaptive_timeout.max (2s), got 3s"},
+		{func(p *Policy) { p.AdaptiveTimeout.Base = -time.Millisecond }, "adaptive_timeout.base", "must not be negative"},
+		{func(p *Policy) { p.CallTimeout = 5 * time.Second }, "call_timeout", "must be in [adaptive_timeout.min, adaptive_timeout.max] ([20ms, 2s]), got 5s"},
 	} {
 		err := adaptivePolicy(c.f).Validate()
 		var pe *PolicyError
@@ -375,17 +376,17 @@ func TestAdaptiveTimeout_PolicyValidation(t *testing.T) {
 	// A Policy built field by field, without the adaptive timeout, is
 	// valid with the adaptive fields at 0.
 	p := DefaultPolicy()
-	p.TimeoutQuantile, p.TimeoutFactor = 0, 0
+	p.AdaptiveTimeout.Quantile, p.AdaptiveTimeout.Factor = 0, 0
 	assert.NoError(t, p.Validate())
 
-	_, err := ParsePolicy([]byte(`{"adaptive_timeout": true, "timeout_max": "1s", "timeout_factor": "2"}`))
-	assert.ErrorContains(t, err, "timeout_factor")
-	got, err := ParsePolicy([]byte(`{"adaptive_timeout": true, "timeout_max": "1s", "timeout_min": "10ms", "timeout_base": "2ms", "timeout_quantile": 0.95, "timeout_factor": 3}`))
+	_, err := ParsePolicy([]byte(`{"adaptive_timeout": {"enabled": true, "max": "1s", "factor": "2"}}`))
+	assert.ErrorContains(t, err, "adaptive_timeout.factor: want a number")
+	got, err := ParsePolicy([]byte(`{"adaptive_timeout": {"enabled": true, "max": "1s", "min": "10ms", "base": "2ms", "quantile": 0.95, "factor": 3}}`))
 	require.NoError(t, err)
 	assert.Equal(t, adaptivePolicy(func(p *Policy) {
 		p.MinRequests = DefaultMinRequests
-		p.TimeoutMax, p.TimeoutMin, p.TimeoutBase = time.Second, 10*time.Millisecond, 2*time.Millisecond
-		p.TimeoutQuantile, p.TimeoutFactor = 0.95, 3
+		p.AdaptiveTimeout.Max, p.AdaptiveTimeout.Min, p.AdaptiveTimeout.Base = time.Second, 10*time.Millisecond, 2*time.Millisecond
+		p.AdaptiveTimeout.Quantile, p.AdaptiveTimeout.Factor = 0.95, 3
 	}), got)
 }
 
@@ -416,7 +417,7 @@ func TestTimeoutChange_JSON(t *testing.T) {
 // serves, carries its latency with durations in _ns keys; an untimed
 // breaker's has no latency key.
 func TestLatency_InStatusJSON(t *testing.T) {
-	h := newLatHarness(t, policy(func(p *Policy) { p.Timeout = 300 * time.Millisecond }))
+	h := newLatHarness(t, policy(func(p *Policy) { p.CallTimeout = 300 * time.Millisecond }))
 	h.drive(time.Second, 100*time.Millisecond, 20*time.Millisecond, nil)
 	data, err := json.Marshal(h.b.Status())
 	require.NoError(t, err)
@@ -485,8 +486,8 @@ func TestRace_AdaptiveTimeoutHammer(t *testing.T) {
 					}
 					return nil
 				})
-				if d := b.Timeout(); d < p.TimeoutMin || d > p.TimeoutMax {
-					t.Errorf("deadline %v outside [%v, %v]", d, p.TimeoutMin, p.TimeoutMax)
+				if d := b.Timeout(); d < p.AdaptiveTimeout.Min || d > p.AdaptiveTimeout.Max {
+					t.Errorf("deadline %v outside [%v, %v]", d, p.AdaptiveTimeout.Min, p.AdaptiveTimeout.Max)
 					return
 				}
 			}
@@ -504,7 +505,7 @@ func TestRace_AdaptiveTimeoutHammer(t *testing.T) {
 			_ = b.Status()
 			if i%50 == 0 {
 				q := p
-				q.TimeoutFactor = 1.5 + float64(i%100)/100
+				q.AdaptiveTimeout.Factor = 1.5 + float64(i%100)/100
 				_ = b.SetPolicy(q)
 			}
 		}
@@ -645,8 +646,8 @@ func TestAdaptiveTimeout_SteadyLatencyKeepsASteadyDeadline(t *testing.T) {
 	const median, sigma = 2500 * time.Microsecond, 0.6
 	adaptive := func(q, f float64) Policy {
 		return adaptivePolicy(func(p *Policy) {
-			p.TimeoutQuantile, p.TimeoutFactor = q, f
-			p.TimeoutMin, p.TimeoutMax = 100*time.Microsecond, time.Second
+			p.AdaptiveTimeout.Quantile, p.AdaptiveTimeout.Factor = q, f
+			p.AdaptiveTimeout.Min, p.AdaptiveTimeout.Max = 100*time.Microsecond, time.Second
 		})
 	}
 	type steady struct{ q, f float64 }
@@ -716,8 +717,8 @@ func TestAdaptiveTimeout_SteadyLatencyKeepsASteadyDeadline(t *testing.T) {
 func TestAdaptiveTimeout_CutCallsHoldTheDeadlineUp(t *testing.T) {
 	const median, sigma = 2500 * time.Microsecond, 0.6
 	h := newLatHarness(t, adaptivePolicy(func(p *Policy) {
-		p.TimeoutQuantile, p.TimeoutFactor = 0.9, 1
-		p.TimeoutMin, p.TimeoutMax = 100*time.Microsecond, time.Second
+		p.AdaptiveTimeout.Quantile, p.AdaptiveTimeout.Factor = 0.9, 1
+		p.AdaptiveTimeout.Min, p.AdaptiveTimeout.Max = 100*time.Microsecond, time.Second
 	}))
 	require.NoError(t, h.b.SetMode(ModeForcedClosed))
 	rng := rand.New(rand.NewPCG(3, 20))
@@ -793,8 +794,8 @@ func TestAdaptiveTimeout_FollowsAShiftingLatency(t *testing.T) {
 	}
 	for _, f := range simCases(1, 1.5, 2, 3.0) {
 		s := newLatSim(t, adaptivePolicy(func(p *Policy) {
-			p.TimeoutQuantile, p.TimeoutFactor = q, f
-			p.TimeoutMin, p.TimeoutMax = 100*time.Microsecond, time.Second
+			p.AdaptiveTimeout.Quantile, p.AdaptiveTimeout.Factor = q, f
+			p.AdaptiveTimeout.Min, p.AdaptiveTimeout.Max = 100*time.Microsecond, time.Second
 		}), 2)
 		var prev time.Duration
 		var lo, hi, mostCut float64 = math.Inf(1), 0, 0
@@ -838,7 +839,7 @@ func TestAdaptiveTimeout_FollowsAShiftingLatency(t *testing.T) {
 // (a fifth, here, beside healthy ones of a steady latency), more than
 // 1-q of the calls are cut, the quantile is unknown, and the deadline
 // stays where it was for the hour the hang lasts, at every factor:
-// neither raised towards TimeoutMax by the hung calls nor lowered to the
+// neither raised towards AdaptiveTimeout.Max by the hung calls nor lowered to the
 // quantile of the healthy ones. The 0.99 quantile, 1,000 calls a
 // window; under the race detector, factor 1 only.
 func TestAdaptiveTimeout_PartialHangHoldsIt(t *testing.T) {
@@ -851,8 +852,8 @@ func TestAdaptiveTimeout_PartialHangHoldsIt(t *testing.T) {
 	}
 	for _, f := range simCases(1, 1.5, 2, 3.0) {
 		s := newLatSim(t, adaptivePolicy(func(p *Policy) {
-			p.TimeoutQuantile, p.TimeoutFactor = q, f
-			p.TimeoutMin, p.TimeoutMax = 100*time.Microsecond, time.Second
+			p.AdaptiveTimeout.Quantile, p.AdaptiveTimeout.Factor = q, f
+			p.AdaptiveTimeout.Min, p.AdaptiveTimeout.Max = 100*time.Microsecond, time.Second
 		}), 3)
 		for range 20 {
 			s.interval(n, lognormal(median, sigma))
@@ -885,8 +886,8 @@ func TestAdaptiveTimeout_CallerDeadlinesAreCensored(t *testing.T) {
 	}
 	for _, f := range simCases(1, 2.0) {
 		s := newLatSim(t, adaptivePolicy(func(p *Policy) {
-			p.TimeoutQuantile, p.TimeoutFactor = q, f
-			p.TimeoutMin, p.TimeoutMax = 100*time.Microsecond, time.Second
+			p.AdaptiveTimeout.Quantile, p.AdaptiveTimeout.Factor = q, f
+			p.AdaptiveTimeout.Min, p.AdaptiveTimeout.Max = 100*time.Microsecond, time.Second
 		}), 4)
 		want := time.Duration(f * float64(lognormalQuantile(median, sigma, q)))
 		lo, hi := math.Inf(1), 0.0
@@ -913,7 +914,7 @@ func TestAdaptiveTimeout_CallerDeadlinesAreCensored(t *testing.T) {
 // OpenTelemetry saw breaker.latency.censored fall; a spell on a policy
 // that times nothing lost them too.
 func TestLatency_TotalsContinueThroughANewHistogram(t *testing.T) {
-	timed := policy(func(p *Policy) { p.Timeout = 100 * time.Millisecond })
+	timed := policy(func(p *Policy) { p.CallTimeout = 100 * time.Millisecond })
 	h := newHarness(t, timed)
 	h.calls(5, nil)
 	h.calls(3, context.DeadlineExceeded)

@@ -23,7 +23,7 @@ const logGroup = "breaker"
 // logger's own attributes (unless one of them is itself named breaker).
 // With slog's text handler a trip reads:
 //
-//	level=WARN msg="breaker opened" breaker.name=orders.Create breaker.state=open breaker.from=closed breaker.reason=err_ratio breaker.ratio=0.61 breaker.counted=44 breaker.failures=27 breaker.timeouts=12 breaker.cooldown=30s
+//	level=WARN msg="breaker opened" breaker.name=orders.Create breaker.state=open breaker.from=closed breaker.reason=error_ratio breaker.ratio=0.61 breaker.counted=44 breaker.failures=27 breaker.timeouts=12 breaker.cooldown=30s
 //
 // and a probe:
 //

@@ -84,7 +84,7 @@ func TestLogger_JSONRecordsKeepTheBreakerInOneGroup(t *testing.T) {
 	}
 	n := func(s string) json.Number { return json.Number(s) }
 	assert.Equal(t, map[string]any{"level": "WARN", "msg": "breaker opened", "breaker": group(
-		"name", "inventory.GetStock", "state", "open", "from", "closed", "reason", "err_ratio",
+		"name", "inventory.GetStock", "state", "open", "from", "closed", "reason", "error_ratio",
 		"ratio", n("0.75"), "counted", n("20"), "failures", n("15"), "timeouts", n("10"),
 		"cooldown", "30s")}, recs[0])
 	assert.Equal(t, map[string]any{"level": "INFO", "msg": "breaker half-open", "breaker": group(
@@ -113,7 +113,7 @@ func TestLogger_TextRecordsUseDottedKeys(t *testing.T) {
 	h := newHarness(t, DefaultPolicy(), WithLogger(l))
 	require.NoError(t, h.b.SetMode(ModeShadow))
 	h.calls(20, errBoom)
-	assert.Equal(t, `level=INFO msg="breaker opened" breaker.name=inventory.GetStock breaker.state=open breaker.from=closed breaker.reason=err_ratio breaker.ratio=1 breaker.counted=20 breaker.failures=20 breaker.timeouts=0 breaker.cooldown=30s breaker.mode=shadow`,
+	assert.Equal(t, `level=INFO msg="breaker opened" breaker.name=inventory.GetStock breaker.state=open breaker.from=closed breaker.reason=error_ratio breaker.ratio=1 breaker.counted=20 breaker.failures=20 breaker.timeouts=0 breaker.cooldown=30s breaker.mode=shadow`,
 		strings.TrimSpace(buf.String()))
 }
 
@@ -171,5 +171,5 @@ func TestLogger_APanickingHandlerDoesNotStrandTheNextEvent(t *testing.T) {
 		assert.PanicsWithValue(t, "handler bug", func() { _ = h.call(nil) })
 	}
 	h.requireState(Closed)
-	assert.Equal(t, []string{"closed>open:err_ratio", "open>half_open:cooldown_elapsed", "half_open>closed:probes_passed"}, h.transitions())
+	assert.Equal(t, []string{"closed>open:error_ratio", "open>half_open:cooldown_elapsed", "half_open>closed:probes_passed"}, h.transitions())
 }

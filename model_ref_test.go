@@ -373,7 +373,7 @@ func classifyRef(c refCall, kind modelKind, elapsed int64, slowCall time.Duratio
 	if kind == mkCanceled {
 		return Ignored, slow
 	}
-	if elapsed >= 0 && c.pol.Timeout > 0 && elapsed > int64(c.pol.Timeout) {
+	if elapsed >= 0 && c.pol.CallTimeout > 0 && elapsed > int64(c.pol.CallTimeout) {
 		return Timeout, slow
 	}
 	switch kind {
@@ -393,7 +393,7 @@ func classifyRef(c refCall, kind modelKind, elapsed int64, slowCall time.Duratio
 // success admitted closed with no deadline and no slow-call rule takes the
 // breaker's fast path, which looks for instance marks only now and then.
 func (m *refModel) finishDo(c refCall, kind modelKind) {
-	if c.role != refCounted || c.pol.Timeout > 0 || c.pol.SlowCall > 0 || kind.err() != nil {
+	if c.role != refCounted || c.pol.CallTimeout > 0 || c.pol.SlowCall > 0 || kind.err() != nil {
 		m.finish(c, kind)
 		return
 	}
@@ -413,7 +413,7 @@ func (m *refModel) finishDo(c refCall, kind modelKind) {
 func (m *refModel) finish(c refCall, kind modelKind) {
 	now := m.read()
 	elapsed := int64(-1)
-	if c.pol.Timeout > 0 || c.pol.SlowCall > 0 {
+	if c.pol.CallTimeout > 0 || c.pol.SlowCall > 0 {
 		elapsed = now - c.start
 	}
 	o, slow := classifyRef(c, kind, elapsed, m.pol.SlowCall)
@@ -505,11 +505,11 @@ func (m *refModel) evaluate(now int64) {
 		case p.SlowCall > 0 && float64(snap.Slow)/float64(snap.Counted) >= p.SlowRatio:
 			reason = ReasonSlowRatio
 		case p.ConsecutiveFailures > 0 && m.consec >= p.ConsecutiveFailures:
-			reason = ReasonConsecutive
+			reason = ReasonConsecutiveFailures
 		}
 	} else if p.ConsecutiveFailures > 0 && m.consec >= p.ConsecutiveFailures {
 		// ConsecutiveFailures is its own sample requirement.
-		reason = ReasonConsecutive
+		reason = ReasonConsecutiveFailures
 	}
 	if reason != "" {
 		m.trip(now, reason, snap)
@@ -635,7 +635,7 @@ func (m *refModel) Reset() {
 	m.since = refNever
 }
 
-func (m *refModel) Rewarm() {
+func (m *refModel) MarkCold() {
 	now := m.read()
 	if m.pol.Warmup > 0 {
 		m.warmUntil = now + int64(m.pol.Warmup)

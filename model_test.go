@@ -52,7 +52,7 @@ type modelClock interface {
 // modelStepClock is the clock of the bulk of the sequences. *clock.Mock runs a
 // share of them too (TestModel/mock), but its Set sleeps a millisecond to
 // let timer goroutines run, which would cap the test at about a thousand
-// clock steps a second. WithTimeout keeps Policy.Timeout deadlines off the
+// clock steps a second. WithTimeout keeps Policy.CallTimeout deadlines off the
 // real clock; the breaker decides timeouts from its own clock readings.
 type modelStepClock struct {
 	mu sync.Mutex
@@ -145,7 +145,7 @@ func TestModel(t *testing.T) {
 	})
 	t.Run("mock", func(t *testing.T) {
 		// One sequence in mockShare, on *clock.Mock: its timers carry the
-		// Policy.Timeout deadlines here.
+		// Policy.CallTimeout deadlines here.
 		checks := flag.Lookup("rapid.checks")
 		all := checks.Value.String()
 		defer checks.Value.Set(all)
@@ -206,9 +206,9 @@ func runModel(t *rapid.T, clk modelClock) {
 		b.win.Load().tally.spread() // later windows spread too (nextWindow)
 	}
 	if cold {
-		// A new instance's breaker starts cold: Rewarm before the clock
+		// A new instance's breaker starts cold: MarkCold before the clock
 		// moves, so the target is cold from the breaker's creation.
-		b.Rewarm()
+		b.MarkCold()
 	}
 	r.b = b
 	r.m = newRefModel("orders.Create", base, p, u, cold)
@@ -230,9 +230,9 @@ func runModel(t *rapid.T, clk modelClock) {
 			r.b.Reset()
 			r.m.Reset()
 		},
-		"Rewarm": func(t *rapid.T) {
-			r.b.Rewarm()
-			r.m.Rewarm()
+		"MarkCold": func(t *rapid.T) {
+			r.b.MarkCold()
+			r.m.MarkCold()
 		},
 		"": r.check,
 	})
@@ -278,7 +278,7 @@ func (r *modelRun) callCtx(inst *time.Time) (context.Context, context.CancelFunc
 func (r *modelRun) drawRunTime(t *rapid.T) time.Duration {
 	p := r.m.pol
 	opts := []time.Duration{0, time.Millisecond}
-	for _, d := range []time.Duration{p.Timeout, p.SlowCall} {
+	for _, d := range []time.Duration{p.CallTimeout, p.SlowCall} {
 		if d > 0 {
 			opts = append(opts, d-1, d, d+1)
 		}
@@ -444,7 +444,7 @@ func (r *modelRun) step(t *rapid.T) {
 		targets = append(targets, d)
 	}
 	for _, pc := range r.pending {
-		for _, d := range []time.Duration{pc.rc.pol.Timeout, pc.rc.pol.SlowCall} {
+		for _, d := range []time.Duration{pc.rc.pol.CallTimeout, pc.rc.pol.SlowCall} {
 			if d > 0 {
 				targets = append(targets, pc.rc.start+int64(d))
 			}
@@ -537,7 +537,7 @@ func modelDrawPolicy(t *rapid.T, label string) Policy {
 		p.ConsecutiveFailures = rapid.IntRange(0, 5).Draw(t, label+".consecutive")
 		p.ErrorCount = rapid.IntRange(0, 6).Draw(t, label+".error_count")
 		p.StrictProbes = rapid.Bool().Draw(t, label+".strict")
-		p.Timeout = rapid.SampledFrom([]time.Duration{0, 200 * time.Millisecond, time.Second}).Draw(t, label+".timeout")
+		p.CallTimeout = rapid.SampledFrom([]time.Duration{0, 200 * time.Millisecond, time.Second}).Draw(t, label+".timeout")
 		p.SlowCall = rapid.SampledFrom([]time.Duration{0, 100 * time.Millisecond, 500 * time.Millisecond}).Draw(t, label+".slow_call")
 		if p.SlowCall > 0 {
 			p.SlowRatio = rapid.SampledFrom([]float64{0.5, 0.2, 1}).Draw(t, label+".slow_ratio")
@@ -583,12 +583,12 @@ func modelBreakPolicy(t *rapid.T, p Policy) Policy {
 	case 13:
 		p.SlowCall, p.SlowRatio = 0, 0.5
 	case 14:
-		p.AdaptiveTimeout, p.TimeoutMax = true, 0 // no bound
+		p.AdaptiveTimeout.Enabled, p.AdaptiveTimeout.Max = true, 0 // no bound
 	case 15:
 		// Under factor 1 the deadline would cut more than 1-q of the calls
 		// and stop adapting.
-		p.AdaptiveTimeout, p.TimeoutMax = true, time.Second
-		p.TimeoutQuantile, p.TimeoutFactor = 0.99, 0.5
+		p.AdaptiveTimeout.Enabled, p.AdaptiveTimeout.Max = true, time.Second
+		p.AdaptiveTimeout.Quantile, p.AdaptiveTimeout.Factor = 0.99, 0.5
 	default:
 		p.ErrorRatio, p.ErrorCount, p.ConsecutiveFailures, p.SlowCall, p.SlowRatio = 0, 0, 0, 0, 0
 	}

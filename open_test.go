@@ -34,7 +34,7 @@ func TestOpen_RefusesWithAnOpenError(t *testing.T) {
 	assert.Equal(t, 20*time.Second, oe.RetryAfter())
 	assert.Equal(t, h.t0, oe.Since)
 	assert.Equal(t, h.t0.Add(30*time.Second), oe.Until)
-	assert.Equal(t, "breaker: inventory.GetStock is open (err_ratio, 12/24 failed, 8 timeouts, retry in 20s)", err.Error())
+	assert.Equal(t, "breaker: inventory.GetStock is open (error_ratio, 12/24 failed, 8 timeouts, retry in 20s)", err.Error())
 }
 
 // behaviour.md §4 Open: refusals are counted apart, never in the
@@ -68,14 +68,14 @@ func TestOpen_CooldownEndsAtItsExactNanosecond(t *testing.T) {
 }
 
 // behaviour.md §4 Open: the reason and window that began an outage stay
-// for the whole outage. A breaker that tripped on err_ratio and then
-// failed a probe still says err_ratio as its trip reason, with the
+// for the whole outage. A breaker that tripped on error_ratio and then
+// failed a probe still says error_ratio as its trip reason, with the
 // window that tripped it, while Reason says what reopened it; the
 // refusal's message leads with the cause.
 func TestOpen_TripReasonStaysForTheWholeOutage(t *testing.T) {
 	h := newHarness(t, policy(func(p *Policy) { p.StrictProbes = true }))
 	h.calls(10, nil)
-	h.calls(10, context.DeadlineExceeded) // 10/20: err_ratio
+	h.calls(10, context.DeadlineExceeded) // 10/20: error_ratio
 	h.requireState(Open)
 	st := h.b.Status()
 	assert.Equal(t, ReasonErrorRatio, st.TripReason)
@@ -96,7 +96,7 @@ func TestOpen_TripReasonStaysForTheWholeOutage(t *testing.T) {
 	require.ErrorAs(t, err, &oe)
 	assert.Equal(t, ReasonErrorRatio, oe.TripReason)
 	assert.Equal(t, ReasonProbeFailed, oe.Reason)
-	assert.Equal(t, "breaker: inventory.GetStock is open (err_ratio, 10/20 failed, 10 timeouts; then probe_failed, retry in 1m0s)", err.Error())
+	assert.Equal(t, "breaker: inventory.GetStock is open (error_ratio, 10/20 failed, 10 timeouts; then probe_failed, retry in 1m0s)", err.Error())
 
 	h.at(90 * time.Second) // half-open: the cause is still the trip's
 	h.requireState(HalfOpen)

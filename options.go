@@ -22,7 +22,7 @@ type options struct {
 // *clock.Mock from github.com/benbjohnson/clock plugs in directly. If c also
 // has a method WithTimeout(context.Context, time.Duration)
 // (context.Context, context.CancelFunc), as *clock.Mock does, the deadlines
-// of Policy.Timeout are made through it, so they follow the same clock.
+// of Policy.CallTimeout are made through it, so they follow the same clock.
 // A nil c means the real clock.
 func WithClock(c Clock) Option { return func(o *options) { o.tb = newTimebase(c) } }
 

@@ -150,7 +150,7 @@ func TestOutcome_APanickingClassifierCountsAFailure(t *testing.T) {
 	h.requireState(Open)
 
 	// The two-step form too, and its deadline is released.
-	h2 := newHarness(t, policy(func(p *Policy) { p.Timeout = time.Second }), WithClassifier(panickyClassifier))
+	h2 := newHarness(t, policy(func(p *Policy) { p.CallTimeout = time.Second }), WithClassifier(panickyClassifier))
 	h2.calls(19, errBoom)
 	ctx, done, err := h2.b.Allow(context.Background())
 	require.NoError(t, err)
@@ -159,11 +159,11 @@ func TestOutcome_APanickingClassifierCountsAFailure(t *testing.T) {
 	assert.ErrorIs(t, ctx.Err(), context.Canceled, "the call's context is released")
 }
 
-// behaviour.md §3 Outcomes: Policy.Timeout adds a deadline, and a late
+// behaviour.md §3 Outcomes: Policy.CallTimeout adds a deadline, and a late
 // success is a timeout.
 func TestOutcome_PolicyTimeoutIsADeadlineAndALateSuccessIsATimeout(t *testing.T) {
 	// A minute-long window holds the twenty slow calls below.
-	h := newHarness(t, policy(func(p *Policy) { p.Timeout = 800 * time.Millisecond; p.Window = time.Minute }))
+	h := newHarness(t, policy(func(p *Policy) { p.CallTimeout = 800 * time.Millisecond; p.Window = time.Minute }))
 	// The deadline expires on the mock clock, through its WithTimeout, but
 	// reads in real time (see deadline.go).
 	before := time.Now()
@@ -190,7 +190,7 @@ func TestOutcome_PolicyTimeoutIsADeadlineAndALateSuccessIsATimeout(t *testing.T)
 }
 
 func TestOutcome_ACallExactlyAtTheTimeoutIsInTime(t *testing.T) {
-	h := newHarness(t, policy(func(p *Policy) { p.Timeout = time.Second; p.MinRequests = 1 }))
+	h := newHarness(t, policy(func(p *Policy) { p.CallTimeout = time.Second; p.MinRequests = 1 }))
 	require.NoError(t, h.b.Do(context.Background(), func(context.Context) error {
 		h.add(time.Second - 1)
 		return nil

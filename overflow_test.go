@@ -60,8 +60,8 @@ func TestGroup_PastMaxBreakersCallsRunThroughTheOverflowBreaker(t *testing.T) {
 	assert.Equal(t, Open, gh.state("a"))
 
 	// The overflow breaker applies the default policy, as it changes.
-	require.NoError(t, gh.g.SetPolicies(GroupPolicy{Default: policy(func(p *Policy) { p.Timeout = time.Second })}))
-	assert.Equal(t, time.Second, b.Policy().Timeout)
+	require.NoError(t, gh.g.SetPolicies(GroupPolicy{Default: policy(func(p *Policy) { p.CallTimeout = time.Second })}))
+	assert.Equal(t, time.Second, b.Policy().CallTimeout)
 
 	// Room made, a key gets a breaker of its own.
 	require.True(t, gh.g.Remove("b"))

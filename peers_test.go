@@ -438,7 +438,7 @@ func TestPeer_PollyOverhangingCallResolvesHalfOpen(t *testing.T) {
 	}
 	require.True(t, h.probeCall(nil))
 	h.requireState(Closed)
-	assert.Equal(t, []string{"closed>open:err_ratio", "open>half_open:cooldown_elapsed", "half_open>closed:probes_passed"}, h.transitions())
+	assert.Equal(t, []string{"closed>open:error_ratio", "open>half_open:cooldown_elapsed", "half_open>closed:probes_passed"}, h.transitions())
 }
 
 // Failures of slow calls that returned after Polly's breaker had opened
@@ -457,7 +457,7 @@ func TestPeer_PollyOnBreakRepeatedByLateFailures(t *testing.T) {
 			require.ErrorIs(t, bl.finish(errBoom), errBoom)
 		}
 		h.requireState(Open)
-		assert.Equal(t, []string{"closed>open:err_ratio"}, h.transitions())
+		assert.Equal(t, []string{"closed>open:error_ratio"}, h.transitions())
 		c := h.b.Counters()
 		assert.Equal(t, uint64(1), c.Opens)
 		assert.Equal(t, uint64(DefaultMinRequests+5), c.Failures, "late failures still count in the metrics")
@@ -466,7 +466,7 @@ func TestPeer_PollyOnBreakRepeatedByLateFailures(t *testing.T) {
 		h := newHarness(t, DefaultPolicy())
 		h.trip()
 		require.NoError(t, h.b.SetMode(ModeForcedOpen))
-		assert.Equal(t, []string{"closed>open:err_ratio"}, h.transitions(), "no second break event")
+		assert.Equal(t, []string{"closed>open:error_ratio"}, h.transitions(), "no second break event")
 		assert.Equal(t, uint64(1), h.b.Counters().Opens, "an open breaker forced open has not opened again")
 	})
 }
@@ -477,7 +477,7 @@ func TestPeer_PollyOnBreakRepeatedByLateFailures(t *testing.T) {
 // https://github.com/afex/hystrix-go/issues/81
 func TestPeer_HystrixGoTimeoutLeavesRunFuncRunning(t *testing.T) {
 	ignore := goleak.IgnoreCurrent()
-	h := newHarness(t, policy(func(p *Policy) { p.Timeout = time.Second }))
+	h := newHarness(t, policy(func(p *Policy) { p.CallTimeout = time.Second }))
 	in := make(chan struct{})
 	release := make(chan struct{})
 	done := make(chan error, 1)
@@ -491,7 +491,7 @@ func TestPeer_HystrixGoTimeoutLeavesRunFuncRunning(t *testing.T) {
 		})
 	}()
 	waitFor(t, in, "call admitted")
-	h.add(2 * time.Second) // past Policy.Timeout
+	h.add(2 * time.Second) // past Policy.CallTimeout
 	select {
 	case <-done:
 		t.Fatal("Do returned while its function was still running")
@@ -499,7 +499,7 @@ func TestPeer_HystrixGoTimeoutLeavesRunFuncRunning(t *testing.T) {
 	}
 	close(release)
 	require.NoError(t, waitFor(t, done, "Do returning after fn"), "Do returns fn's error unchanged")
-	assert.True(t, deadlineFired.Load(), "the call's context carried the Policy.Timeout deadline")
+	assert.True(t, deadlineFired.Load(), "the call's context carried the Policy.CallTimeout deadline")
 	assert.Equal(t, uint64(1), h.b.Counters().Timeouts, "a late success is a timeout")
 	assert.Equal(t, Snapshot{Counted: 1, Failures: 1, Timeouts: 1}, h.b.Snapshot())
 	goleak.VerifyNone(t, ignore)
@@ -670,7 +670,7 @@ func TestPeer_Resilience4jTwoRulesExceededPublishTwice(t *testing.T) {
 			require.ErrorIs(t, slowFail(), errBoom)
 		}
 		h.requireState(Open)
-		assert.Equal(t, []string{"closed>open:err_ratio"}, h.transitions(), "one trip, one event, first rule named")
+		assert.Equal(t, []string{"closed>open:error_ratio"}, h.transitions(), "one trip, one event, first rule named")
 		assert.Equal(t, uint64(1), h.b.Counters().Opens)
 	})
 	t.Run("concurrent failures", func(t *testing.T) {
@@ -691,7 +691,7 @@ func TestPeer_Resilience4jTwoRulesExceededPublishTwice(t *testing.T) {
 			}
 			close(start)
 			waitFor(t, chanOf(&wg), "concurrent failures")
-			require.Equal(t, []string{"closed>open:err_ratio"}, h.transitions(), "round %d", round)
+			require.Equal(t, []string{"closed>open:error_ratio"}, h.transitions(), "round %d", round)
 			require.Equal(t, uint64(1), h.b.Counters().Opens, "round %d", round)
 		}
 	})
@@ -992,5 +992,5 @@ func TestPeer_PollyConsecutiveCountNotResetBySuccess(t *testing.T) {
 	h.requireState(Closed)
 	h.calls(5, errBoom)
 	h.requireState(Open)
-	assert.Equal(t, ReasonConsecutive, h.eventLog()[0].Reason)
+	assert.Equal(t, ReasonConsecutiveFailures, h.eventLog()[0].Reason)
 }

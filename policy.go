@@ -31,12 +31,12 @@ const (
 	DefaultProbes = 3
 	// DefaultWarmup is how long a cold target's outcomes are not counted.
 	DefaultWarmup = 60 * time.Second
-	// DefaultTimeoutQuantile and DefaultTimeoutFactor set the adaptive
+	// DefaultAdaptiveQuantile and DefaultAdaptiveFactor set the adaptive
 	// timeout at twice the 99th percentile of the latencies, within the
 	// 1.5 to 3 times P99 that keeps a timeout from cutting healthy calls
 	// while still ending hung ones.
-	DefaultTimeoutQuantile = 0.99
-	DefaultTimeoutFactor   = 2.0
+	DefaultAdaptiveQuantile = 0.99
+	DefaultAdaptiveFactor   = 2.0
 	// AdaptiveInterval is how often, on the breaker's clock, the adaptive
 	// timeout is recomputed: often enough to follow a drift within a
 	// minute, seldom enough that one bad window does not swing it.
@@ -57,9 +57,9 @@ const (
 	// to be handled by people, and the bound keeps every sum of times far
 	// from overflowing.
 	MaxDuration = 24 * time.Hour
-	// MaxTimeoutFactor bounds Policy.TimeoutFactor: a deadline ten times
-	// a high quantile no longer ends anything.
-	MaxTimeoutFactor = 10
+	// MaxAdaptiveFactor bounds AdaptiveTimeout.Factor: a deadline ten
+	// times a high quantile no longer ends anything.
+	MaxAdaptiveFactor = 10
 )
 
 // Policy is the set of numbers that decides when a breaker opens and how it
@@ -106,46 +106,16 @@ type Policy struct {
 	// rule for methods with too little traffic to fill the window.
 	// Default 0 (off).
 	ConsecutiveFailures int `json:"consecutive_failures"`
-	// Timeout, when positive, is a deadline added to each call's context;
-	// a call that takes longer is a timeout even if it returned nil.
-	// Under AdaptiveTimeout it is only where the adaptive deadline
-	// starts, within [TimeoutMin, TimeoutMax]. Default 0 (no deadline is
-	// added).
-	Timeout time.Duration `json:"timeout"`
+	// CallTimeout, when positive, is a deadline added to each call's
+	// context; a call that takes longer is a timeout even if it returned
+	// nil. Under AdaptiveTimeout it is only where the adaptive deadline
+	// starts, within [AdaptiveTimeout.Min, AdaptiveTimeout.Max]. It is not
+	// how long the breaker stays open (that is OpenFor). Default 0 (no
+	// deadline is added).
+	CallTimeout time.Duration `json:"call_timeout"`
 	// AdaptiveTimeout makes the per-call deadline follow the calls'
-	// latency: every [AdaptiveInterval] of the breaker's clock it becomes
-	// TimeoutQuantile of the window's latency times TimeoutFactor plus
-	// TimeoutBase, kept within [TimeoutMin, TimeoutMax], if the window
-	// holds at least MinRequests completed calls (see the README's
-	// "Latency and timeouts"). Until then the deadline is Timeout, or
-	// TimeoutMax when Timeout is 0. A call cut by a deadline counts as
-	// lasting at least what it ran; when more than 1-TimeoutQuantile of
-	// the calls are cut, the quantile is unknown and the deadline stays,
-	// so hung calls never raise it. The five fields below apply only when
-	// it is set; otherwise they need only be in range (0 is). Default
-	// false.
-	AdaptiveTimeout bool `json:"adaptive_timeout"`
-	// TimeoutQuantile is the quantile of the window's latencies the
-	// adaptive timeout follows. In (0, 1) when AdaptiveTimeout is set.
-	// Default 0.99.
-	TimeoutQuantile float64 `json:"timeout_quantile"`
-	// TimeoutFactor multiplies that quantile. In [1, 10] when
-	// AdaptiveTimeout is set: below 1 the deadline would cut more than
-	// 1-TimeoutQuantile of the calls, which leaves the quantile unknown,
-	// and it would never move again. At 1 nothing is measured above the
-	// deadline, so it follows the latency down but never up; a factor of
-	// 1.5 to 3 leaves it room to follow a rise. Default 2.
-	TimeoutFactor float64 `json:"timeout_factor"`
-	// TimeoutBase is added to the adaptive timeout, such as the network
-	// round trip the latencies do not show. Default 0.
-	TimeoutBase time.Duration `json:"timeout_base"`
-	// TimeoutMin is the least the adaptive timeout may be (2 × the
-	// network round trip is a good floor). Default 0.
-	TimeoutMin time.Duration `json:"timeout_min"`
-	// TimeoutMax is the most the adaptive timeout may be, and its value
-	// until it has adapted when Timeout is 0. Required, at least
-	// TimeoutMin, when AdaptiveTimeout is set. Default 0.
-	TimeoutMax time.Duration `json:"timeout_max"`
+	// latency when it is Enabled. Default off.
+	AdaptiveTimeout AdaptiveTimeout `json:"adaptive_timeout"`
 	// OpenFor is the first cooldown: how long the breaker stays open before
 	// it lets probes through. Default 30s.
 	OpenFor time.Duration `json:"open_for"`
@@ -161,7 +131,7 @@ type Policy struct {
 	// Default 3.
 	Probes int `json:"probes"`
 	// Warmup is how long the outcomes of calls to a cold target are left
-	// out of the window (see [Breaker.Rewarm] and [WithInstanceStart]).
+	// out of the window (see [Breaker.MarkCold] and [WithInstanceStart]).
 	// Default 1m.
 	Warmup time.Duration `json:"warmup"`
 	// StrictProbes makes a probe that ends in a failure (an error that is
@@ -172,6 +142,41 @@ type Policy struct {
 	// (it says nothing of the downstream's answers); with StrictProbes it
 	// fails the episode, like any other failure.
 	StrictProbes bool `json:"strict_probes"`
+}
+
+// AdaptiveTimeout is the adaptive per-call deadline of a [Policy]: every
+// [AdaptiveInterval] of the breaker's clock it becomes Quantile of the
+// window's latency times Factor plus Base, kept within [Min, Max], if the
+// window holds at least MinRequests completed calls (see the README's
+// "Latency and timeouts"). Until then the deadline is Policy.CallTimeout,
+// or Max when CallTimeout is 0. A call cut by a deadline counts as lasting
+// at least what it ran; when more than 1-Quantile of the calls are cut,
+// the quantile is unknown and the deadline stays, so hung calls never
+// raise it. The fields apply only when Enabled is set; otherwise they need
+// only be in range (0 is). It is a plain, comparable value, as Policy is.
+type AdaptiveTimeout struct {
+	// Enabled turns the adaptive timeout on. Default false.
+	Enabled bool `json:"enabled"`
+	// Quantile is the quantile of the window's latencies the adaptive
+	// timeout follows. In (0, 1) when Enabled. Default 0.99.
+	Quantile float64 `json:"quantile"`
+	// Factor multiplies that quantile. In [1, 10] when Enabled: below 1
+	// the deadline would cut more than 1-Quantile of the calls, which
+	// leaves the quantile unknown, and it would never move again. At 1
+	// nothing is measured above the deadline, so it follows the latency
+	// down but never up; a factor of 1.5 to 3 leaves it room to follow a
+	// rise. Default 2.
+	Factor float64 `json:"factor"`
+	// Base is added to the adaptive timeout, such as the network round
+	// trip the latencies do not show. Default 0.
+	Base time.Duration `json:"base"`
+	// Min is the least the adaptive timeout may be (2 × the network round
+	// trip is a good floor). Default 0.
+	Min time.Duration `json:"min"`
+	// Max is the most the adaptive timeout may be, and its value until it
+	// has adapted when Policy.CallTimeout is 0. Required, at least Min,
+	// when Enabled. Default 0.
+	Max time.Duration `json:"max"`
 }
 
 // DefaultPolicy returns the policy with every field at its default.

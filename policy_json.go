@@ -15,15 +15,34 @@ import (
 
 // MarshalJSON writes every field, in the order of the struct, durations
 // as strings such as "5s", so that the document says exactly what the
-// breaker does.
+// breaker does. AdaptiveTimeout is a nested object.
 func (p Policy) MarshalJSON() ([]byte, error) {
-	b := append(make([]byte, 0, 320), '{')
+	b := append(make([]byte, 0, 360), '{')
+	group := "" // the nested object being written, if any
 	for i, f := range policyFields {
-		if i > 0 {
-			b = append(b, ',')
+		g, name, nested := strings.Cut(f.name, ".")
+		if !nested {
+			g, name = "", f.name
 		}
+		switch {
+		case g == group && i > 0:
+			b = append(b, ',')
+		case g != group: // leaving a nested object, entering one, or both
+			if group != "" {
+				b = append(b, '}')
+			}
+			if i > 0 {
+				b = append(b, ',')
+			}
+			if g != "" { // the plain words of policyFields need no escaping
+				b = append(b, '"')
+				b = append(b, g...)
+				b = append(b, '"', ':', '{')
+			}
+		}
+		group = g
 		b = append(b, '"')
-		b = append(b, f.name...) // a plain word: nothing to escape
+		b = append(b, name...)
 		b = append(b, '"', ':')
 		v := f.at(&p)
 		if d, ok := v.(*time.Duration); ok {
@@ -36,6 +55,9 @@ func (p Policy) MarshalJSON() ([]byte, error) {
 			return nil, err
 		}
 		b = append(b, enc...)
+	}
+	if group != "" {
+		b = append(b, '}')
 	}
 	return append(b, '}'), nil
 }
@@ -97,21 +119,66 @@ func (p *Policy) decode(v *validator, data []byte, prefix string) {
 	for _, name := range sortedKeys(fields) { // report problems in a stable order
 		raw := fields[name]
 		field := prefix + fieldName(name)
-		f, ok := policyFieldNamed(name)
-		if !ok {
-			v.add(field, "unknown field")
+		if name == "adaptive_timeout" {
+			p.decodeNested(v, raw, name, field)
 			continue
 		}
-		switch dst := f.at(p).(type) { // defaultPolicy has made sure there is no other
-		case *time.Duration:
-			decodeDuration(v, field, raw, dst)
-		case *int:
-			decodeInt(v, field, raw, dst)
-		case *float64:
-			decodeFloat(v, field, raw, dst)
-		case *bool:
-			decodeBool(v, field, raw, dst)
+		f, ok := policyFieldNamed(name)
+		if !ok {
+			if to, ok := renamedPolicyFields[name]; ok {
+				v.add(field, "was renamed %s", to)
+			} else {
+				v.add(field, "unknown field")
+			}
+			continue
 		}
+		p.decodeField(v, f, field, raw)
+	}
+}
+
+// renamedPolicyFields maps the names policy documents used before the
+// first release to the names that replaced them, so that an old document
+// is refused with the new name rather than "unknown field".
+var renamedPolicyFields = map[string]string{
+	"timeout":          "call_timeout",
+	"timeout_quantile": "adaptive_timeout.quantile",
+	"timeout_factor":   "adaptive_timeout.factor",
+	"timeout_base":     "adaptive_timeout.base",
+	"timeout_min":      "adaptive_timeout.min",
+	"timeout_max":      "adaptive_timeout.max",
+}
+
+// decodeNested overlays the members of the nested object group (at path
+// field) onto p's fields named group.member.
+func (p *Policy) decodeNested(v *validator, raw json.RawMessage, group, field string) {
+	if t := string(bytes.TrimSpace(raw)); t == "true" || t == "false" {
+		v.add(field, `want a JSON object such as {"enabled": %s, "max": "2s"}, got %s (the flag is adaptive_timeout.enabled)`, t, t)
+		return
+	}
+	members := members(v, raw, field, "a JSON object of "+group+" fields",
+		func(name string) string { return field + "." + fieldName(name) })
+	for _, name := range sortedKeys(members) {
+		sub := field + "." + fieldName(name)
+		f, ok := policyFieldNamed(group + "." + name)
+		if !ok {
+			v.add(sub, "unknown field")
+			continue
+		}
+		p.decodeField(v, f, sub, members[name])
+	}
+}
+
+// decodeField decodes raw, the value of f at path field, onto p.
+func (p *Policy) decodeField(v *validator, f policyField, field string, raw json.RawMessage) {
+	switch dst := f.at(p).(type) { // defaultPolicy has made sure there is no other
+	case *time.Duration:
+		decodeDuration(v, field, raw, dst)
+	case *int:
+		decodeInt(v, field, raw, dst)
+	case *float64:
+		decodeFloat(v, field, raw, dst)
+	case *bool:
+		decodeBool(v, field, raw, dst)
 	}
 }
 

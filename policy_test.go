@@ -1,11 +1,13 @@
 package breaker
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"math"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -20,7 +22,7 @@ func TestPolicy_DefaultsAreTheSpecNumbers(t *testing.T) {
 	assert.Equal(t, 10, p.Buckets)
 	assert.Equal(t, 20, p.MinRequests)
 	assert.Equal(t, 0.5, p.ErrorRatio)
-	assert.Equal(t, time.Duration(0), p.Timeout)
+	assert.Equal(t, time.Duration(0), p.CallTimeout)
 	assert.Equal(t, 30*time.Second, p.OpenFor)
 	assert.Equal(t, 120*time.Second, p.MaxOpenFor)
 	assert.Equal(t, 0.2, p.Jitter)
@@ -37,7 +39,7 @@ func TestPolicy_JSONRoundTripsWithDurationStrings(t *testing.T) {
 	p := policy(func(p *Policy) {
 		p.SlowCall = 1500 * time.Millisecond
 		p.SlowRatio = 0.6
-		p.Timeout = 800 * time.Millisecond
+		p.CallTimeout = 800 * time.Millisecond
 		p.ConsecutiveFailures = 7
 		p.ErrorCount = 40
 		p.StrictProbes = true
@@ -58,11 +60,11 @@ func TestPolicy_JSONRoundTripsWithDurationStrings(t *testing.T) {
 }
 
 func TestPolicy_ZeroIsExpressibleForJitterWarmupAndTimeout(t *testing.T) {
-	p, err := ParsePolicy([]byte(`{"jitter": 0, "warmup": "0s", "timeout": "0s"}`))
+	p, err := ParsePolicy([]byte(`{"jitter": 0, "warmup": "0s", "call_timeout": "0s"}`))
 	require.NoError(t, err)
 	assert.Zero(t, p.Jitter)
 	assert.Zero(t, p.Warmup)
-	assert.Zero(t, p.Timeout)
+	assert.Zero(t, p.CallTimeout)
 	_, err = New("x", p)
 	assert.NoError(t, err)
 }
@@ -97,7 +99,7 @@ func TestPolicy_ValidateNamesEveryBadField(t *testing.T) {
 		{"slow_ratio", func(p *Policy) { p.SlowCall = time.Second; p.SlowRatio = math.NaN() }},
 		{"slow_ratio", func(p *Policy) { p.SlowRatio = 0.5 }}, // without slow_call
 		{"consecutive_failures", func(p *Policy) { p.ConsecutiveFailures = -1 }},
-		{"timeout", func(p *Policy) { p.Timeout = -time.Second }},
+		{"call_timeout", func(p *Policy) { p.CallTimeout = -time.Second }},
 		{"open_for", func(p *Policy) { p.OpenFor = 0 }},
 		{"max_open_for", func(p *Policy) { p.MaxOpenFor = 10 * time.Second }},
 		{"jitter", func(p *Policy) { p.Jitter = 1 }},
@@ -107,7 +109,7 @@ func TestPolicy_ValidateNamesEveryBadField(t *testing.T) {
 		{"probes", func(p *Policy) { p.Probes = MaxProbes + 1 }},
 		{"warmup", func(p *Policy) { p.Warmup = -time.Second }},
 		{"warmup", func(p *Policy) { p.Warmup = 25 * time.Hour }},
-		{"timeout", func(p *Policy) { p.Timeout = 25 * time.Hour }},
+		{"call_timeout", func(p *Policy) { p.CallTimeout = 25 * time.Hour }},
 		{"slow_call", func(p *Policy) { p.SlowCall = 25 * time.Hour; p.SlowRatio = 0.5 }},
 		{"max_open_for", func(p *Policy) { p.MaxOpenFor = 1000 * time.Hour }},
 	}
@@ -168,6 +170,50 @@ func TestPolicy_StrictDecodingNamesTheField(t *testing.T) {
 		assert.Equal(t, c.field, pe.Problems[0].Field, c.doc)
 		assert.Contains(t, pe.Problems[0].Problem, c.problem, c.doc)
 	}
+}
+
+// A document that names a field as it was named before the first release
+// (timeout, the adaptive timeout's flat fields) is refused with the
+// field's new name, in a group's override too, rather than as an unknown
+// field; so is the adaptive timeout's old bool.
+func TestPolicy_ARenamedFieldIsRefusedWithItsNewName(t *testing.T) {
+	for _, c := range []struct{ doc, field, problem string }{
+		{`{"timeout": "1s"}`, "timeout", "was renamed call_timeout"},
+		{`{"timeout_quantile": 0.95}`, "timeout_quantile", "was renamed adaptive_timeout.quantile"},
+		{`{"timeout_factor": 3}`, "timeout_factor", "was renamed adaptive_timeout.factor"},
+		{`{"timeout_base": "1ms"}`, "timeout_base", "was renamed adaptive_timeout.base"},
+		{`{"timeout_min": "1ms"}`, "timeout_min", "was renamed adaptive_timeout.min"},
+		{`{"timeout_max": "1s"}`, "timeout_max", "was renamed adaptive_timeout.max"},
+		{`{"adaptive_timeout": true}`, "adaptive_timeout", `want a JSON object such as {"enabled": true, "max": "2s"}, got true (the flag is adaptive_timeout.enabled)`},
+		{`{"adaptive_timeout": {"enabled": true, "max": "1s", "timeout_min": "1ms"}}`, "adaptive_timeout.timeout_min", "unknown field"},
+		{`{"adaptive_timeout": 1}`, "adaptive_timeout", "want a JSON object of adaptive_timeout fields, got 1"},
+	} {
+		_, err := ParsePolicy([]byte(c.doc))
+		var pe *PolicyError
+		require.ErrorAs(t, err, &pe, c.doc)
+		require.Len(t, pe.Problems, 1, "%v", pe)
+		assert.Equal(t, c.field, pe.Problems[0].Field, c.doc)
+		assert.Equal(t, c.problem, pe.Problems[0].Problem, c.doc)
+
+		_, err = ParseGroupPolicy([]byte(`{"overrides": {"a": ` + c.doc + `}}`))
+		require.ErrorAs(t, err, &pe, c.doc)
+		assert.Equal(t, `overrides["a"].`+c.field, pe.Problems[0].Field, c.doc)
+	}
+	_, err := ParsePolicy([]byte(`{"timeout": "1s"}`))
+	assert.EqualError(t, err, "breaker: invalid policy: timeout: was renamed call_timeout")
+}
+
+// The adaptive timeout is one nested object in a document; the fields it
+// leaves out keep their values, as a policy's do.
+func TestPolicy_AdaptiveTimeoutIsANestedObject(t *testing.T) {
+	p, err := ParsePolicy([]byte(`{"call_timeout": "100ms", "adaptive_timeout": {"enabled": true, "min": "20ms", "max": "800ms"}}`))
+	require.NoError(t, err)
+	assert.Equal(t, AdaptiveTimeout{Enabled: true, Quantile: DefaultAdaptiveQuantile, Factor: DefaultAdaptiveFactor,
+		Min: 20 * time.Millisecond, Max: 800 * time.Millisecond}, p.AdaptiveTimeout)
+	assert.Equal(t, 100*time.Millisecond, p.CallTimeout)
+	data, err := json.Marshal(p)
+	require.NoError(t, err)
+	assert.Contains(t, string(data), `"call_timeout":"100ms","adaptive_timeout":{"enabled":true,"quantile":0.99,"factor":2,"base":"0s","min":"20ms","max":"800ms"},"open_for":"30s"`)
 }
 
 func TestPolicy_DecodeErrorLeavesTheValueUnchanged(t *testing.T) {
@@ -531,7 +577,9 @@ func TestNew_RejectsAnEmptyName(t *testing.T) {
 // and never validated. For every field of the struct, found by
 // reflection: the table holds it at the struct's position (which is the
 // order of the encoded form) under its JSON tag, its accessor points at
-// it and its default has its type; a non-default valid value survives
+// it and its default has its type (a field of a nested struct, such as
+// AdaptiveTimeout, counts as a field of its own, named by its path
+// "adaptive_timeout.max"); a non-default valid value survives
 // encoding and decoding; and a bad value, in a Policy or in a document,
 // is a problem named for that field alone.
 func TestPolicy_EveryFieldIsInTheFieldTable(t *testing.T) {
@@ -542,20 +590,18 @@ func TestPolicy_EveryFieldIsInTheFieldTable(t *testing.T) {
 		p.SlowCall = time.Second
 		p.SlowRatio = 0.5
 		p.ConsecutiveFailures = 5
-		p.Timeout = 2 * time.Second
-		p.AdaptiveTimeout = true
-		p.TimeoutBase = 10 * time.Millisecond
-		p.TimeoutMin = 100 * time.Millisecond
-		p.TimeoutMax = 5 * time.Second
+		p.CallTimeout = 2 * time.Second
+		p.AdaptiveTimeout.Enabled = true
+		p.AdaptiveTimeout.Base = 10 * time.Millisecond
+		p.AdaptiveTimeout.Min = 100 * time.Millisecond
+		p.AdaptiveTimeout.Max = 5 * time.Second
 	})
 	require.NoError(t, base.Validate())
 
-	rt := reflect.TypeOf(Policy{})
+	leaves := policyLeaves(t)
 	var names []string
-	for i := range rt.NumField() {
-		sf := rt.Field(i)
-		name, _, _ := strings.Cut(sf.Tag.Get("json"), ",")
-		require.NotEmpty(t, name, "Policy.%s has no JSON tag", sf.Name)
+	for i, leaf := range leaves {
+		sf, name := leaf.sf, leaf.name
 		names = append(names, name)
 		t.Run(name, func(t *testing.T) {
 			require.Less(t, i, len(policyFields), "Policy.%s is not in policyFields", sf.Name)
@@ -565,14 +611,14 @@ func TestPolicy_EveryFieldIsInTheFieldTable(t *testing.T) {
 			var p Policy
 			at := reflect.ValueOf(f.at(&p))
 			require.Equal(t, reflect.PointerTo(sf.Type), at.Type(), "accessor of %s", name)
-			require.Equal(t, reflect.ValueOf(&p).Elem().Field(i).Addr().Pointer(), at.Pointer(),
+			require.Equal(t, reflect.ValueOf(&p).Elem().FieldByIndex(leaf.index).Addr().Pointer(), at.Pointer(),
 				"the accessor of %s points at another field", name)
 			require.Equal(t, sf.Type, reflect.TypeOf(f.def), "type of the default of %s", name)
-			assert.Equal(t, f.def, reflect.ValueOf(DefaultPolicy()).Field(i).Interface(), "DefaultPolicy().%s", sf.Name)
+			assert.Equal(t, f.def, reflect.ValueOf(DefaultPolicy()).FieldByIndex(leaf.index).Interface(), "DefaultPolicy().%s", sf.Name)
 
 			// Round trip of a non-default valid value.
 			q := base
-			field := reflect.ValueOf(&q).Elem().Field(i)
+			field := reflect.ValueOf(&q).Elem().FieldByIndex(leaf.index)
 			old := field.Interface()
 			set := false
 			for _, v := range otherValues(t, old) {
@@ -594,16 +640,14 @@ func TestPolicy_EveryFieldIsInTheFieldTable(t *testing.T) {
 			var fromZero Policy
 			require.NoError(t, json.Unmarshal(data, &fromZero), "%s", data)
 			assert.Equal(t, q, fromZero, "%s", data)
-			var members map[string]json.RawMessage
-			require.NoError(t, json.Unmarshal(data, &members))
 			onBase := base
-			require.NoError(t, json.Unmarshal([]byte(`{"`+name+`": `+string(members[name])+`}`), &onBase))
+			require.NoError(t, json.Unmarshal([]byte(policyDoc(name, string(memberAt(t, data, name)))), &onBase))
 			assert.Equal(t, q, onBase, "decoding %s alone", name)
 
 			// A bad value in a Policy. Every bool is valid; a bool field's
 			// bad values are only in documents, below.
 			q = base
-			field = reflect.ValueOf(&q).Elem().Field(i)
+			field = reflect.ValueOf(&q).Elem().FieldByIndex(leaf.index)
 			switch field.Interface().(type) {
 			case time.Duration:
 				field.Set(reflect.ValueOf(-time.Nanosecond))
@@ -624,31 +668,20 @@ func TestPolicy_EveryFieldIsInTheFieldTable(t *testing.T) {
 			assert.Equal(t, name, pe.Problems[0].Field, "%v", pe)
 		})
 	}
-	assert.Equal(t, rt.NumField(), len(policyFields), "policyFields does not list the fields of Policy one for one")
+	assert.Equal(t, len(leaves), len(policyFields), "policyFields does not list the fields of Policy one for one")
 
 	// The encoded form has exactly the table's fields, in its order.
 	data, err := json.Marshal(base)
 	require.NoError(t, err)
-	dec := json.NewDecoder(strings.NewReader(string(data)))
-	var keys []string
-	_, err = dec.Token()
-	require.NoError(t, err)
-	for dec.More() {
-		tok, err := dec.Token()
-		require.NoError(t, err)
-		keys = append(keys, tok.(string))
-		var skip json.RawMessage
-		require.NoError(t, dec.Decode(&skip))
-	}
-	assert.Equal(t, names, keys, "%s", data)
+	assert.Equal(t, names, encodedKeys(t, data, ""), "%s", data)
 
 	// A bad value in a document, alone or nested in a group's override, is
 	// a problem of that field alone; so is a field named twice.
 	for _, name := range names {
 		for _, c := range []struct{ doc, problem string }{
-			{`{"` + name + `": null}`, "want "},
-			{`{"` + name + `": {}}`, "want "},
-			{`{"` + name + `": null, "` + name + `": null}`, "duplicate key"},
+			{policyDoc(name, "null"), "want "},
+			{policyDoc(name, "{}"), "want "},
+			{policyDoc(name, "null", "null"), "duplicate key"},
 		} {
 			_, err := ParsePolicy([]byte(c.doc))
 			var pe *PolicyError
@@ -663,6 +696,86 @@ func TestPolicy_EveryFieldIsInTheFieldTable(t *testing.T) {
 			assert.Equal(t, `overrides["a"].`+name, pe.Problems[0].Field, c.doc)
 		}
 	}
+}
+
+// policyLeaf is a field of Policy as policyFields lists it: a field of a
+// nested struct is a field of its own, named by its JSON path.
+type policyLeaf struct {
+	sf    reflect.StructField
+	index []int
+	name  string
+}
+
+// policyLeaves lists the fields of Policy, those of its nested structs in
+// their place, by reflection.
+func policyLeaves(t *testing.T) []policyLeaf {
+	var leaves []policyLeaf
+	var walk func(rt reflect.Type, index []int, prefix string)
+	walk = func(rt reflect.Type, index []int, prefix string) {
+		for i := range rt.NumField() {
+			sf := rt.Field(i)
+			name, _, _ := strings.Cut(sf.Tag.Get("json"), ",")
+			require.NotEmpty(t, name, "%s.%s has no JSON tag", rt.Name(), sf.Name)
+			idx := append(slices.Clone(index), i)
+			if sf.Type.Kind() == reflect.Struct {
+				walk(sf.Type, idx, prefix+name+".")
+				continue
+			}
+			leaves = append(leaves, policyLeaf{sf: sf, index: idx, name: prefix + name})
+		}
+	}
+	walk(reflect.TypeOf(Policy{}), nil, "")
+	return leaves
+}
+
+// policyDoc is a policy document that gives the field at path (such as
+// "window" or "adaptive_timeout.max") each of values in turn.
+func policyDoc(path string, values ...string) string {
+	outer, inner, nested := strings.Cut(path, ".")
+	if !nested {
+		inner = outer
+	}
+	var members []string
+	for _, v := range values {
+		members = append(members, `"`+inner+`": `+v)
+	}
+	doc := "{" + strings.Join(members, ", ") + "}"
+	if nested {
+		doc = `{"` + outer + `": ` + doc + "}"
+	}
+	return doc
+}
+
+// memberAt returns the value at path in the JSON object data.
+func memberAt(t *testing.T, data []byte, path string) json.RawMessage {
+	var members map[string]json.RawMessage
+	require.NoError(t, json.Unmarshal(data, &members))
+	outer, inner, nested := strings.Cut(path, ".")
+	if !nested {
+		return members[outer]
+	}
+	return memberAt(t, members[outer], inner)
+}
+
+// encodedKeys lists the member names of the JSON object data in order,
+// those of a nested object by their path.
+func encodedKeys(t *testing.T, data []byte, prefix string) []string {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	_, err := dec.Token()
+	require.NoError(t, err)
+	var keys []string
+	for dec.More() {
+		tok, err := dec.Token()
+		require.NoError(t, err)
+		var raw json.RawMessage
+		require.NoError(t, dec.Decode(&raw))
+		if len(raw) > 0 && raw[0] == '{' {
+			keys = append(keys, encodedKeys(t, raw, prefix+tok.(string)+".")...)
+			continue
+		}
+		keys = append(keys, prefix+tok.(string))
+	}
+	return keys
 }
 
 // otherValues returns values of v's type other than v, to try in turn as

@@ -43,7 +43,9 @@ func defaultOf[T any](f policyField) T {
 // where it is documented, and the list) instead of six; a test checks by
 // reflection that the two agree.
 type policyField struct {
-	// name is the field's JSON name, which problems use too.
+	// name is the field's JSON name, which problems use too; a field of
+	// a nested object (AdaptiveTimeout) is named by its path,
+	// "adaptive_timeout.max".
 	name string
 	// at returns a pointer to the field in p: a *time.Duration, *int,
 	// *float64 or *bool, which decides how the field is encoded and
@@ -118,64 +120,67 @@ var policyFields = []policyField{{
 	at:    func(p *Policy) any { return &p.ConsecutiveFailures },
 	check: func(p *Policy) string { return notNegative(p.ConsecutiveFailures, "turns the rule off") },
 }, {
-	name: "timeout", def: time.Duration(0),
-	at: func(p *Policy) any { return &p.Timeout },
+	name: "call_timeout", def: time.Duration(0),
+	at: func(p *Policy) any { return &p.CallTimeout },
 	check: func(p *Policy) string {
-		if problem := optionalDuration(p.Timeout, "adds no deadline"); problem != "" || !p.AdaptiveTimeout {
+		a := &p.AdaptiveTimeout
+		if problem := optionalDuration(p.CallTimeout, "adds no deadline"); problem != "" || !a.Enabled {
 			return problem
 		}
-		if p.Timeout > 0 && p.TimeoutMax > 0 && (p.Timeout < p.TimeoutMin || p.Timeout > p.TimeoutMax) {
-			return fmt.Sprintf("is where the adaptive timeout starts and must be in [timeout_min, timeout_max] ([%v, %v]), got %v", p.TimeoutMin, p.TimeoutMax, p.Timeout)
+		if p.CallTimeout > 0 && a.Max > 0 && (p.CallTimeout < a.Min || p.CallTimeout > a.Max) {
+			return fmt.Sprintf("is where the adaptive timeout starts and must be in [adaptive_timeout.min, adaptive_timeout.max] ([%v, %v]), got %v", a.Min, a.Max, p.CallTimeout)
 		}
 		return ""
 	},
 }, {
-	name: "adaptive_timeout", def: false,
-	at: func(p *Policy) any { return &p.AdaptiveTimeout },
+	name: "adaptive_timeout.enabled", def: false,
+	at: func(p *Policy) any { return &p.AdaptiveTimeout.Enabled },
 }, {
-	name: "timeout_quantile", def: DefaultTimeoutQuantile,
-	at: func(p *Policy) any { return &p.TimeoutQuantile },
+	name: "adaptive_timeout.quantile", def: DefaultAdaptiveQuantile,
+	at: func(p *Policy) any { return &p.AdaptiveTimeout.Quantile },
 	check: func(p *Policy) string {
-		q := p.TimeoutQuantile
-		if (q == 0 && !p.AdaptiveTimeout) || (q > 0 && q < 1) {
+		q := p.AdaptiveTimeout.Quantile
+		if (q == 0 && !p.AdaptiveTimeout.Enabled) || (q > 0 && q < 1) {
 			return "" // 0: a Policy built field by field, without the timeout
 		}
 		return fmt.Sprintf("must be in (0, 1), got %v", q)
 	},
 }, {
-	name: "timeout_factor", def: DefaultTimeoutFactor,
-	at: func(p *Policy) any { return &p.TimeoutFactor },
+	name: "adaptive_timeout.factor", def: DefaultAdaptiveFactor,
+	at: func(p *Policy) any { return &p.AdaptiveTimeout.Factor },
 	check: func(p *Policy) string {
-		f := p.TimeoutFactor
-		if (f == 0 && !p.AdaptiveTimeout) || (f >= 1 && f <= MaxTimeoutFactor) {
+		f := p.AdaptiveTimeout.Factor
+		if (f == 0 && !p.AdaptiveTimeout.Enabled) || (f >= 1 && f <= MaxAdaptiveFactor) {
 			return ""
 		}
-		return fmt.Sprintf("must be in [1, %d], got %v", MaxTimeoutFactor, f)
+		return fmt.Sprintf("must be in [1, %d], got %v", MaxAdaptiveFactor, f)
 	},
 }, {
-	name: "timeout_base", def: time.Duration(0),
-	at:    func(p *Policy) any { return &p.TimeoutBase },
-	check: func(p *Policy) string { return optionalDuration(p.TimeoutBase, "adds nothing") },
+	name: "adaptive_timeout.base", def: time.Duration(0),
+	at:    func(p *Policy) any { return &p.AdaptiveTimeout.Base },
+	check: func(p *Policy) string { return optionalDuration(p.AdaptiveTimeout.Base, "adds nothing") },
 }, {
-	name: "timeout_min", def: time.Duration(0),
-	at: func(p *Policy) any { return &p.TimeoutMin },
+	name: "adaptive_timeout.min", def: time.Duration(0),
+	at: func(p *Policy) any { return &p.AdaptiveTimeout.Min },
 	check: func(p *Policy) string {
-		if problem := optionalDuration(p.TimeoutMin, "sets no floor"); problem != "" {
+		a := &p.AdaptiveTimeout
+		if problem := optionalDuration(a.Min, "sets no floor"); problem != "" {
 			return problem
 		}
-		if p.AdaptiveTimeout && p.TimeoutMax > 0 && p.TimeoutMin > p.TimeoutMax {
-			return fmt.Sprintf("must be at most timeout_max (%v), got %v", p.TimeoutMax, p.TimeoutMin)
+		if a.Enabled && a.Max > 0 && a.Min > a.Max {
+			return fmt.Sprintf("must be at most adaptive_timeout.max (%v), got %v", a.Max, a.Min)
 		}
 		return ""
 	},
 }, {
-	name: "timeout_max", def: time.Duration(0),
-	at: func(p *Policy) any { return &p.TimeoutMax },
+	name: "adaptive_timeout.max", def: time.Duration(0),
+	at: func(p *Policy) any { return &p.AdaptiveTimeout.Max },
 	check: func(p *Policy) string {
-		if p.AdaptiveTimeout && p.TimeoutMax == 0 {
-			return "must be positive when adaptive_timeout is on, got 0s"
+		a := &p.AdaptiveTimeout
+		if a.Enabled && a.Max == 0 {
+			return "must be positive when adaptive_timeout.enabled is true, got 0s"
 		}
-		return optionalDuration(p.TimeoutMax, "is allowed only with adaptive_timeout off")
+		return optionalDuration(a.Max, "is allowed only with adaptive_timeout.enabled false")
 	},
 }, {
 	name: "open_for", def: DefaultOpenFor,

@@ -89,19 +89,19 @@ func compile(p Policy) (*rules, error) {
 		maxOpenFor: int64(p.MaxOpenFor),
 		warmup:     int64(p.Warmup),
 		probes:     uint64(p.Probes),
-		timed:      p.Timeout > 0 || p.SlowCall > 0 || p.AdaptiveTimeout,
-		adaptive:   p.AdaptiveTimeout,
+		timed:      p.CallTimeout > 0 || p.SlowCall > 0 || p.AdaptiveTimeout.Enabled,
+		adaptive:   p.AdaptiveTimeout.Enabled,
 	}, nil
 }
 
 // staticTimeout is the deadline of every call under p, or 0. Under an
-// adaptive timeout there is none: Policy.Timeout is only where the
+// adaptive timeout there is none: Policy.CallTimeout is only where the
 // breaker's own deadline starts (see Breaker.adaptiveDeadline).
 func staticTimeout(p Policy) int64 {
-	if p.AdaptiveTimeout {
+	if p.AdaptiveTimeout.Enabled {
 		return 0
 	}
-	return int64(p.Timeout)
+	return int64(p.CallTimeout)
 }
 
 // own returns a copy of the timed rules r for one breaker, carrying that

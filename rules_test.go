@@ -20,7 +20,7 @@ func TestClosed_SixFailuresInARowTripUnderTheDefaultGate(t *testing.T) {
 	h.requireState(Open)
 	ev := h.eventLog()
 	require.Len(t, ev, 1)
-	assert.Equal(t, ReasonConsecutive, ev[0].Reason)
+	assert.Equal(t, ReasonConsecutiveFailures, ev[0].Reason)
 	assert.Equal(t, Snapshot{Counted: 9, Failures: 6}, ev[0].Snapshot)
 }
 
@@ -35,7 +35,7 @@ func TestClosed_ConsecutiveFailuresTripBelowMinRequests(t *testing.T) {
 	h.requireState(Closed)
 	h.calls(1, errBoom)
 	h.requireState(Open)
-	assert.Equal(t, ReasonConsecutive, h.lastReason())
+	assert.Equal(t, ReasonConsecutiveFailures, h.lastReason())
 	assert.Equal(t, Snapshot{Counted: 8, Failures: 5}, h.eventLog()[0].Snapshot)
 }
 
@@ -66,7 +66,7 @@ func TestPolicy_ErrorRatioZeroTurnsTheRatioRuleOff(t *testing.T) {
 	h.requireState(Closed) // 83% failures, never 6 in a row
 	h.calls(6, errBoom)
 	h.requireState(Open)
-	assert.Equal(t, ReasonConsecutive, h.eventLog()[0].Reason)
+	assert.Equal(t, ReasonConsecutiveFailures, h.eventLog()[0].Reason)
 }
 
 // ErrorCount keeps the MinRequests gate: a count of failures means

@@ -69,18 +69,18 @@ func (s *State) UnmarshalText(b []byte) error {
 type Reason string
 
 const (
-	ReasonErrorRatio   Reason = "err_ratio"            // Policy.ErrorRatio reached
-	ReasonErrorCount   Reason = "err_count"            // Policy.ErrorCount reached
-	ReasonSlowRatio    Reason = "slow_ratio"           // Policy.SlowRatio reached
-	ReasonConsecutive  Reason = "consecutive_failures" // Policy.ConsecutiveFailures reached
-	ReasonCooldown     Reason = "cooldown_elapsed"     // open → half-open
-	ReasonProbesPassed Reason = "probes_passed"        // half-open → closed
-	ReasonProbeFailed  Reason = "probe_failed"         // half-open → open
-	ReasonProbeTimeout Reason = "probe_timeout"        // every slot taken, a probe in flight for a cooldown → open
-	ReasonForcedOpen   Reason = "forced_open"          // SetMode(ModeForcedOpen)
-	ReasonForcedClosed Reason = "forced_closed"        // SetMode(ModeForcedClosed)
-	ReasonReleased     Reason = "released"             // a forced mode ended
-	ReasonReset        Reason = "reset"                // Reset
+	ReasonErrorRatio          Reason = "error_ratio"          // Policy.ErrorRatio reached
+	ReasonErrorCount          Reason = "error_count"          // Policy.ErrorCount reached
+	ReasonSlowRatio           Reason = "slow_ratio"           // Policy.SlowRatio reached
+	ReasonConsecutiveFailures Reason = "consecutive_failures" // Policy.ConsecutiveFailures reached
+	ReasonCooldown            Reason = "cooldown_elapsed"     // open → half-open
+	ReasonProbesPassed        Reason = "probes_passed"        // half-open → closed
+	ReasonProbeFailed         Reason = "probe_failed"         // half-open → open
+	ReasonProbeTimeout        Reason = "probe_timeout"        // every slot taken, a probe in flight for a cooldown → open
+	ReasonForcedOpen          Reason = "forced_open"          // SetMode(ModeForcedOpen)
+	ReasonForcedClosed        Reason = "forced_closed"        // SetMode(ModeForcedClosed)
+	ReasonReleased            Reason = "released"             // a forced mode ended
+	ReasonReset               Reason = "reset"                // Reset
 	// ReasonTimeoutAdapted is the reason of an event that is not a
 	// transition (From equals To): the adaptive timeout changed, and
 	// Event.Timeout says from what to what (Policy.AdaptiveTimeout).

@@ -144,7 +144,7 @@ func TestSteps_ClosedGatesAtMinRequestsThenTripsAtTheRatio(t *testing.T) {
 		{at: t1, call: callFail, n: 9, state: Closed,
 			snap: &Snapshot{Counted: 19, Failures: 19, Timeouts: 10}},
 		{at: t1, call: callFail, n: 1, state: Open,
-			moves: []string{"closed>open:err_ratio"},
+			moves: []string{"closed>open:error_ratio"},
 			snap:  &Snapshot{Counted: 20, Failures: 20, Timeouts: 10}},
 		{at: t1, call: callOK, n: 3, err: ErrOpen, retry: 30 * time.Second, state: Open,
 			snap:  &Snapshot{Counted: 20, Failures: 20, Timeouts: 10},
@@ -162,7 +162,7 @@ func TestSteps_ClosedTripsWithTheRatioExactlyAtErrorRatio(t *testing.T) {
 		{at: t0, call: callFail, n: 10, state: Closed, // 10/21 < 0.5
 			snap: &Snapshot{Counted: 21, Failures: 10}},
 		{at: t0, call: callFail, n: 1, state: Open, // 11/22 = 0.5
-			moves: []string{"closed>open:err_ratio"},
+			moves: []string{"closed>open:error_ratio"},
 			snap:  &Snapshot{Counted: 22, Failures: 11}},
 	})
 }
@@ -179,7 +179,7 @@ func TestSteps_OpenRefusesUntilTheCooldownEndsThenHalfOpen(t *testing.T) {
 	t3 := t0.after("t3", cooldown)
 	h := newHarness(t, DefaultPolicy())
 	runCallRows(t, h, []callRow{
-		{at: t0, call: callFail, n: 20, state: Open, moves: []string{"closed>open:err_ratio"}},
+		{at: t0, call: callFail, n: 20, state: Open, moves: []string{"closed>open:error_ratio"}},
 		{at: t0, call: callOK, n: 2, err: ErrOpen, retry: cooldown, state: Open,
 			snap: &Snapshot{Counted: 20, Failures: 20}},
 		{at: t1, call: callTimeout, n: 2, err: ErrOpen, retry: cooldown - 10*time.Second, state: Open,
@@ -199,7 +199,7 @@ func TestSteps_PassingProbesCloseTheBreaker(t *testing.T) {
 	t0 := instant{"t0", 0}
 	t1 := t0.after("t1", DefaultOpenFor)
 	runCallRows(t, newHarness(t, DefaultPolicy()), []callRow{
-		{at: t0, call: callFail, n: 20, state: Open, moves: []string{"closed>open:err_ratio"}},
+		{at: t0, call: callFail, n: 20, state: Open, moves: []string{"closed>open:error_ratio"}},
 		{at: t1, call: callOK, n: 1, probe: true, state: HalfOpen,
 			moves: []string{"open>half_open:cooldown_elapsed"}},
 		{at: t1, call: callIgnored, n: 2, probe: true, state: HalfOpen},
@@ -226,7 +226,7 @@ func TestSteps_AFailedProbeReopensWithADoubledCooldown(t *testing.T) {
 	t4 := t3.after("t4", 2*time.Minute)    // the cooldown doubled again: 2m, MaxOpenFor
 	t5 := t4.after("t5", 2*time.Minute)    // and stays at MaxOpenFor
 	runCallRows(t, newHarness(t, DefaultPolicy()), []callRow{
-		{at: t0, call: callFail, n: 20, state: Open, moves: []string{"closed>open:err_ratio"}},
+		{at: t0, call: callFail, n: 20, state: Open, moves: []string{"closed>open:error_ratio"}},
 		{at: t1, call: callTimeout, n: 1, probe: true, state: Open,
 			moves: []string{"open>half_open:cooldown_elapsed", "half_open>open:probe_failed"}},
 		{at: t1, call: callOK, n: 1, err: ErrOpen, retry: 60 * time.Second, state: Open},
@@ -254,7 +254,7 @@ func TestSteps_TheCooldownDecaysAfterMaxOpenForClosed(t *testing.T) {
 	flapping := t2.after("t3", DefaultMaxOpenFor-1)
 	stable := t2.after("t3", DefaultMaxOpenFor)
 	closeAfterAFailedProbe := []callRow{
-		{at: t0, call: callFail, n: 20, state: Open, moves: []string{"closed>open:err_ratio"}},
+		{at: t0, call: callFail, n: 20, state: Open, moves: []string{"closed>open:error_ratio"}},
 		{at: t1, call: callTimeout, n: 1, probe: true, state: Open,
 			moves: []string{"open>half_open:cooldown_elapsed", "half_open>open:probe_failed"}},
 		{at: t1, call: callOK, n: 1, err: ErrOpen, retry: 60 * time.Second, state: Open},
@@ -263,13 +263,13 @@ func TestSteps_TheCooldownDecaysAfterMaxOpenForClosed(t *testing.T) {
 	}
 	t.Run("flapping", func(t *testing.T) {
 		runCallRows(t, newHarness(t, DefaultPolicy()), append(slices.Clone(closeAfterAFailedProbe),
-			callRow{at: flapping, call: callFail, n: 20, state: Open, moves: []string{"closed>open:err_ratio"}},
+			callRow{at: flapping, call: callFail, n: 20, state: Open, moves: []string{"closed>open:error_ratio"}},
 			callRow{at: flapping, call: callOK, n: 1, err: ErrOpen, retry: 2 * time.Minute, state: Open},
 		))
 	})
 	t.Run("stable", func(t *testing.T) {
 		runCallRows(t, newHarness(t, DefaultPolicy()), append(slices.Clone(closeAfterAFailedProbe),
-			callRow{at: stable, call: callFail, n: 20, state: Open, moves: []string{"closed>open:err_ratio"}},
+			callRow{at: stable, call: callFail, n: 20, state: Open, moves: []string{"closed>open:error_ratio"}},
 			callRow{at: stable, call: callOK, n: 1, err: ErrOpen, retry: 30 * time.Second, state: Open},
 		))
 	})
@@ -287,7 +287,7 @@ func TestSteps_TripRefuseProbeClose(t *testing.T) {
 		{at: t0, call: callFail, n: 9, state: Closed,
 			snap: &Snapshot{Counted: 19, Failures: 9}},
 		{at: t0, call: callFail, n: 1, state: Open,
-			moves: []string{"closed>open:err_ratio"},
+			moves: []string{"closed>open:error_ratio"},
 			snap:  &Snapshot{Counted: 20, Failures: 10}},
 		{at: t0, call: callOK, n: 1, err: ErrOpen, retry: DefaultOpenFor, state: Open},
 		{at: t1, call: callNone, state: Open},

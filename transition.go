@@ -291,7 +291,7 @@ func (b *Breaker) tripReason(r *rules, snap Snapshot) Reason {
 		}
 	}
 	if r.consec > 0 && b.runLength() >= r.consec {
-		return ReasonConsecutive
+		return ReasonConsecutiveFailures
 	}
 	return ""
 }

@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// Rewarm declares the breaker's target cold from now: for Policy.Warmup the
+// MarkCold declares the breaker's target cold from now: for Policy.Warmup the
 // outcomes of calls are left out of the window (they still count in
 // Counters, as Exempt). Call it when the target behind a per-instance
 // breaker restarts; a cold cache can fail most calls for a minute, and that
@@ -16,7 +16,7 @@ import (
 // instance start cold. A group's per-target breakers start cold with
 // [GroupConfig.ColdTargets]; per-method breakers, whose calls spread over
 // instances, mark each call with [WithInstanceStart] instead.
-func (b *Breaker) Rewarm() {
+func (b *Breaker) MarkCold() {
 	if r := b.rules.Load(); r.warmup > 0 {
 		b.warmUntil.Store(b.opt.tb.now() + r.warmup)
 	}

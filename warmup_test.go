@@ -14,10 +14,10 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// behaviour.md §4 Warmup, breaker level: Rewarm, also right after New.
-func TestWarmup_RewarmExemptsTheTargetForWarmup(t *testing.T) {
+// behaviour.md §4 Warmup, breaker level: MarkCold, also right after New.
+func TestWarmup_MarkColdExemptsTheTargetForWarmup(t *testing.T) {
 	h := newHarness(t, DefaultPolicy())
-	h.b.Rewarm()
+	h.b.MarkCold()
 	h.calls(100, errBoom) // a cold cache: 100% errors
 	h.requireState(Closed)
 	assert.Zero(t, h.b.Snapshot().Counted)
@@ -31,9 +31,9 @@ func TestWarmup_RewarmExemptsTheTargetForWarmup(t *testing.T) {
 	h.requireState(Open)
 }
 
-func TestWarmup_RewarmRightAfterNewStartsANewBreakerCold(t *testing.T) {
+func TestWarmup_MarkColdRightAfterNewStartsANewBreakerCold(t *testing.T) {
 	h := newHarness(t, DefaultPolicy())
-	h.b.Rewarm()
+	h.b.MarkCold()
 	h.calls(30, errBoom)
 	h.requireState(Closed)
 	h.at(time.Minute)
@@ -43,7 +43,7 @@ func TestWarmup_RewarmRightAfterNewStartsANewBreakerCold(t *testing.T) {
 
 func TestWarmup_ZeroTurnsItOff(t *testing.T) {
 	h := newHarness(t, policy(func(p *Policy) { p.Warmup = 0 }))
-	h.b.Rewarm()
+	h.b.MarkCold()
 	h.calls(20, errBoom)
 	h.requireState(Open)
 }
@@ -69,7 +69,7 @@ func TestWarmup_AColdProbeFailureIsExcusedButItsPassCounts(t *testing.T) {
 	h := newHarness(t, DefaultPolicy())
 	h.trip()
 	h.at(30 * time.Second)
-	h.b.Rewarm()
+	h.b.MarkCold()
 	require.ErrorIs(t, h.call(context.DeadlineExceeded), context.DeadlineExceeded)
 	h.requireState(HalfOpen)
 	h.calls(3, nil)

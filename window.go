@@ -57,7 +57,9 @@ type totals struct {
 	slow     uint64 // calls slower than Policy.SlowCall
 }
 
-// Snapshot is the content of a breaker's window at one instant.
+// Snapshot is what a breaker's window holds at one instant: the evidence
+// the trip rules judge, and so the evidence of a trip. Totals since the
+// breaker was made are its [Counters]; both are in its [Status].
 type Snapshot struct {
 	// Counted is the number of calls in the window that count: successes,
 	// failures and timeouts, not ignored or rejected calls.

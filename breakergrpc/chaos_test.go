@@ -316,7 +316,7 @@ func (c *chaos) connected() {
 }
 
 // call makes one Check (with a 5 s deadline of its own, which
-// Policy.Timeout cuts shorter) and notes the result.
+// Policy.CallTimeout cuts shorter) and notes the result.
 func (c *chaos) call() testutil.Verdict { return c.callWithin(5 * time.Second) }
 
 // callWithin is call with a deadline of d.
@@ -327,7 +327,7 @@ func (c *chaos) callWithin(d time.Duration) testutil.Verdict {
 	return c.Note(verdictOf(err), err)
 }
 
-// Delay injection: the server answers in 1.5 times Policy.Timeout. Callers
+// Delay injection: the server answers in 1.5 times Policy.CallTimeout. Callers
 // keep calling (as many at once as MinRequests) until they are refused.
 // The breaker opens within one window of the fault, on the error-ratio
 // rule, and every failure in the window that tripped it is a timeout
@@ -339,7 +339,7 @@ func TestChaos_DelayOpensWithinTheWindow(t *testing.T) {
 	c := newChaos(t, s, s.Addr(), p)
 	b := c.breaker()
 	c.connected()
-	s.set(delayed(p.Timeout * 3 / 2))
+	s.set(delayed(p.CallTimeout * 3 / 2))
 
 	start := time.Now()
 	c.CallersUntilRefused(p.MinRequests, 5*time.Second)
@@ -531,7 +531,7 @@ type env struct {
 // Boundary: a server that serves one call at a time meets three probes at
 // once. The one it serves passes; the others fail the half-open episode,
 // which reopens the breaker with a doubled cooldown, when they hang until
-// Policy.Timeout (DeadlineExceeded) or are turned away with Unavailable
+// Policy.CallTimeout (DeadlineExceeded) or are turned away with Unavailable
 // (both timeouts). Turned away with ResourceExhausted (a failure) they
 // reopen it only with strict probes; by default a failure is an answer
 // and the probe passes (the documented default of Policy.StrictProbes).
@@ -559,7 +559,7 @@ func TestChaos_ProbesBeyondCapacityReopen(t *testing.T) {
 			s.set(failWith(codes.Internal))
 			c.TripAfter(testutil.Failed)
 
-			s.set(limited(int64(p.Probes), p.Timeout/2, row.over))
+			s.set(limited(int64(p.Probes), p.CallTimeout/2, row.over))
 			c.CheckProbesBeyondCapacity(b, row.want, row.extra)
 
 			c.conn.Close()
@@ -569,7 +569,7 @@ func TestChaos_ProbesBeyondCapacityReopen(t *testing.T) {
 	}
 }
 
-// Probes that hang, with no Policy.Timeout to cut them: the breaker must
+// Probes that hang, with no Policy.CallTimeout to cut them: the breaker must
 // not wedge half-open. Once every probe slot is taken and no verdict has
 // come for one cooldown, it reopens (probe_timeout) and refuses calls
 // while the probes still hang. When the server dies and the probes end,
@@ -577,7 +577,7 @@ func TestChaos_ProbesBeyondCapacityReopen(t *testing.T) {
 func TestChaos_HungProbesReopenAfterACooldown(t *testing.T) {
 	check := testutil.NoLeaks(t)
 	p := testutil.ChaosPolicy()
-	p.Timeout = 0
+	p.CallTimeout = 0
 	s := newChaosServer(t)
 	c := newChaos(t, s, s.Addr(), p)
 	b := c.breaker()

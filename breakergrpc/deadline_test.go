@@ -15,7 +15,7 @@ import (
 )
 
 // On a group on a mock clock, at 1970 (clock.NewMock) or far ahead, a
-// call with Policy.Timeout reaches the server and succeeds: the deadline
+// call with Policy.CallTimeout reaches the server and succeeds: the deadline
 // it carries is in real time, which grpc-go compares with the real clock,
 // while its expiry still follows the mock.
 // Regression (e2e5a13): the deadline was the mock's now plus 1s, an
@@ -23,7 +23,7 @@ import (
 func TestUnary_MockClockCallCarriesARealTimeDeadline(t *testing.T) {
 	srv := newServer(t)
 	p := testutil.Policy()
-	p.Timeout = time.Second
+	p.CallTimeout = time.Second
 	for _, start := range []struct {
 		name string
 		at   time.Time
@@ -43,12 +43,12 @@ func TestUnary_MockClockCallCarriesARealTimeDeadline(t *testing.T) {
 	}
 }
 
-// A call that hangs ends as a timeout when the mock passes Policy.Timeout,
+// A call that hangs ends as a timeout when the mock passes Policy.CallTimeout,
 // and not before: its expiry follows the breaker's clock.
 func TestUnary_MockClockTimeoutEndsAHangingCall(t *testing.T) {
 	srv := newServer(t)
 	p := testutil.Policy()
-	p.Timeout = time.Second
+	p.CallTimeout = time.Second
 	c := newClientWith(t, srv.addr, p, clock.NewMock())
 	for len(srv.arrived) > 0 {
 		<-srv.arrived
@@ -69,7 +69,7 @@ func TestUnary_MockClockTimeoutEndsAHangingCall(t *testing.T) {
 	c.clk.Add(999 * time.Millisecond)
 	select {
 	case err := <-errc:
-		t.Fatalf("call ended before the mock reached Policy.Timeout: %v", err)
+		t.Fatalf("call ended before the mock reached Policy.CallTimeout: %v", err)
 	default:
 	}
 	c.clk.Add(2 * time.Millisecond)

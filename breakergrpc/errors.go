@@ -57,7 +57,7 @@ func (e *openError) Unwrap() error { return e.refusal }
 // callError is the error of a call the interceptors guarded: the call's
 // error, unchanged in its message and for errors.Is and errors.As, plus the
 // breaker that guarded the call and the outcome it counted, which
-// breaker.RecoverOnFailure reads.
+// breaker.FallbackResultOnFailure reads.
 type callError struct {
 	err error
 	b   *breaker.Breaker
@@ -85,7 +85,7 @@ func outcomeError(err error, b *breaker.Breaker, o breaker.Outcome) error {
 func (e *callError) Error() string { return e.err.Error() }
 func (e *callError) Unwrap() error { return e.err }
 
-// BreakerOutcome is read by breaker.RecoverOnFailure.
+// BreakerOutcome is read by breaker.FallbackResultOnFailure.
 func (e *callError) BreakerOutcome() (*breaker.Breaker, breaker.Outcome) { return e.b, e.o }
 
 // GRPCStatus is the call's own status.

@@ -81,7 +81,7 @@ func (serving) Check(context.Context, *healthpb.HealthCheckRequest) (*healthpb.H
 }
 
 // Testing a service through the interceptor on a mock clock, with
-// Policy.Timeout set: the call's deadline reads in real time, so grpc-go
+// Policy.CallTimeout set: the call's deadline reads in real time, so grpc-go
 // sends it and the call succeeds, while the breaker's own time stays the
 // mock's (here, 1970).
 func Example_mockClock() {
@@ -96,7 +96,7 @@ func Example_mockClock() {
 
 	clk := clock.NewMock()
 	p := breaker.DefaultPolicy()
-	p.Timeout = time.Second
+	p.CallTimeout = time.Second
 	g, err := breaker.NewGroup(breaker.GroupConfig{Policies: breaker.GroupPolicy{Default: p}}, breaker.WithClock(clk))
 	if err != nil {
 		panic(err)

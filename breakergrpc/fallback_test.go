@@ -21,19 +21,19 @@ import (
 var cached = &healthpb.HealthCheckResponse{Status: healthpb.HealthCheckResponse_NOT_SERVING}
 
 // checkOrCache calls Check for service and serves cached through
-// breaker.RecoverOnFailure; it returns the error the fallback got, if it
+// breaker.FallbackResultOnFailure; it returns the error the fallback got, if it
 // was called.
 func (c *client) checkOrCache(ctx context.Context, service string) (*healthpb.HealthCheckResponse, error, error) {
 	var got error
 	resp, err := c.hc.Check(ctx, &healthpb.HealthCheckRequest{Service: service})
-	resp, err = breaker.RecoverOnFailure(ctx, resp, err, func(_ context.Context, err error) (*healthpb.HealthCheckResponse, error) {
+	resp, err = breaker.FallbackResultOnFailure(ctx, resp, err, func(_ context.Context, err error) (*healthpb.HealthCheckResponse, error) {
 		got = err
 		return cached, nil
 	})
 	return resp, err, got
 }
 
-func TestRecoverOnFailure_ServesTheCacheOnInternal(t *testing.T) {
+func TestFallbackResultOnFailure_ServesTheCacheOnInternal(t *testing.T) {
 	srv := newServer(t)
 	c := newClient(t, srv.addr, testutil.Policy())
 	resp, err, got := c.checkOrCache(context.Background(), "code:"+strconv.Itoa(int(codes.Internal)))
@@ -45,7 +45,7 @@ func TestRecoverOnFailure_ServesTheCacheOnInternal(t *testing.T) {
 	assert.Equal(t, uint64(1), b.Counters().Fallbacks)
 }
 
-func TestRecoverOnFailure_ServesTheCacheOnNoAnswer(t *testing.T) {
+func TestFallbackResultOnFailure_ServesTheCacheOnNoAnswer(t *testing.T) {
 	c := newClient(t, testutil.RefusedAddr(t), testutil.Policy())
 	resp, err, got := c.checkOrCache(context.Background(), "")
 	require.NoError(t, err)
@@ -56,7 +56,7 @@ func TestRecoverOnFailure_ServesTheCacheOnNoAnswer(t *testing.T) {
 	assert.Equal(t, uint64(1), b.Counters().Fallbacks)
 }
 
-func TestRecoverOnFailure_ServesTheCacheOnARefusal(t *testing.T) {
+func TestFallbackResultOnFailure_ServesTheCacheOnARefusal(t *testing.T) {
 	srv := newServer(t)
 	c := newClient(t, srv.addr, testutil.Policy())
 	b := c.breaker(checkMethod)
@@ -70,7 +70,7 @@ func TestRecoverOnFailure_ServesTheCacheOnARefusal(t *testing.T) {
 	assert.Zero(t, srv.hits.Load())
 }
 
-func TestRecoverOnFailure_NoneForAnIgnoredNotFound(t *testing.T) {
+func TestFallbackResultOnFailure_NoneForAnIgnoredNotFound(t *testing.T) {
 	srv := newServer(t)
 	c := newClient(t, srv.addr, testutil.Policy())
 	_, err, got := c.checkOrCache(context.Background(), "code:"+strconv.Itoa(int(codes.NotFound)))
@@ -81,7 +81,7 @@ func TestRecoverOnFailure_NoneForAnIgnoredNotFound(t *testing.T) {
 	assert.Zero(t, b.Counters().Fallbacks)
 }
 
-func TestRecoverOnFailure_NoneForTheCallersCancellation(t *testing.T) {
+func TestFallbackResultOnFailure_NoneForTheCallersCancellation(t *testing.T) {
 	srv := newServer(t)
 	c := newClient(t, srv.addr, testutil.Policy())
 	for len(srv.arrived) > 0 {
@@ -123,7 +123,7 @@ func TestUnary_ErrorsKeepTheCallsStatus(t *testing.T) {
 // A stream's error carries its outcome too: Internal before any message
 // is served from the fallback; InvalidArgument is not, nor is Internal
 // after a message, which made the stream a success.
-func TestRecoverOnFailure_Streams(t *testing.T) {
+func TestFallbackResultOnFailure_Streams(t *testing.T) {
 	srv := newServer(t)
 	for _, row := range []struct {
 		service  string
@@ -139,7 +139,7 @@ func TestRecoverOnFailure_Streams(t *testing.T) {
 			_, err = s.Recv()
 		}
 		assert.Equal(t, row.code, status.Code(err), row.service)
-		resp, err := breaker.RecoverOnFailure(ctx, nil, err, func(context.Context, error) (*healthpb.HealthCheckResponse, error) {
+		resp, err := breaker.FallbackResultOnFailure(ctx, nil, err, func(context.Context, error) (*healthpb.HealthCheckResponse, error) {
 			return cached, nil
 		})
 		if row.fallback {
@@ -159,9 +159,9 @@ func TestRecoverOnFailure_Streams(t *testing.T) {
 // codes.Unavailable status. It used to count there as a timeout, so an
 // inner breaker that opened tripped the outer one, which then refused
 // calls the inner one does not guard. It is ignored now, and
-// RecoverOnFailure counts the fallback on the inner breaker, the one that
+// FallbackResultOnFailure counts the fallback on the inner breaker, the one that
 // refused.
-func TestRecoverOnFailure_AnInnerInterceptorsRefusalIsIgnored(t *testing.T) {
+func TestFallbackResultOnFailure_AnInnerInterceptorsRefusalIsIgnored(t *testing.T) {
 	srv := newServer(t)
 	outerGroup, err := breaker.NewGroup(breaker.GroupConfig{Policies: breaker.GroupPolicy{Default: testutil.Policy()}})
 	require.NoError(t, err)

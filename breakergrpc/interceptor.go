@@ -82,8 +82,8 @@ type config struct {
 	rec      *calltrace.Recorder // nil: records nothing
 }
 
-// WithTarget keys breakers by method and target, "method@target" (the
-// target as given to grpc.NewClient), so that each downstream instance or
+// WithTarget keys breakers by method and target, [breaker.TargetKey] of
+// the method and the target as given to grpc.NewClient ("method@target"), so that each downstream instance or
 // cluster is judged on its own. A group override for the method also
 // applies to these keys, and GroupConfig.ColdTargets makes them start
 // cold; see [breaker.Group].
@@ -92,7 +92,7 @@ func WithTarget() Option {
 		if cc == nil {
 			return method
 		}
-		return method + "@" + cc.Target()
+		return breaker.TargetKey(method, cc.Target())
 	})
 }
 
@@ -139,7 +139,7 @@ func methodKey(_ context.Context, method string, _ *grpc.ClientConn) string { re
 // A refused call returns codes.Unavailable without touching the network;
 // the error also matches [breaker.ErrOpen], and errors.As extracts the
 // *[breaker.OpenError]. An admitted call is made with the context the
-// breaker gives (with its Policy.Timeout deadline, if any), plus the
+// breaker gives (with its Policy.CallTimeout deadline, if any), plus the
 // outgoing metadata breaker_probe: 1 when it is a half-open probe of that
 // breaker; that key is removed from every other call, including calls
 // made inside another breaker's probe and calls that no breaker guards (a
@@ -148,11 +148,11 @@ func methodKey(_ context.Context, method string, _ *grpc.ClientConn) string { re
 // The call's error is returned with its message, its status (status.Code
 // and status.FromError see it as they would the call's own error) and its
 // chain for errors.Is and errors.As; it also carries the breaker and the
-// outcome it counted, so that [breaker.RecoverOnFailure] can serve a
+// outcome it counted, so that [breaker.FallbackResultOnFailure] can serve a
 // fallback on a failure or a timeout and count it on that breaker:
 //
 //	resp, err := client.GetStock(ctx, req)
-//	resp, err = breaker.RecoverOnFailure(ctx, resp, err, cachedStock)
+//	resp, err = breaker.FallbackResultOnFailure(ctx, resp, err, cachedStock)
 //
 // The interceptor reports each outcome it decides with [breaker.Mark], so
 // the group's own classifier, if it has one, does not second-guess it.
@@ -204,7 +204,7 @@ func UnaryClientInterceptor(g *breaker.Group, opts ...Option) grpc.UnaryClientIn
 // flight, for as long as it lives. Headers alone prove nothing: a proxy
 // in front of the server can send them.
 //
-// The time that Policy.Timeout, Policy.SlowCall and the adaptive timeout
+// The time that Policy.CallTimeout, Policy.SlowCall and the adaptive timeout
 // judge is the time to that outcome. On a stream whose server sends many
 // messages (a server-streaming or bidirectional method) the breaker's
 // deadline bounds only the wait for the first message: a stream that has
@@ -216,7 +216,7 @@ func UnaryClientInterceptor(g *breaker.Group, opts ...Option) grpc.UnaryClientIn
 //
 // The errors of the stream's methods (io.EOF apart, which stays io.EOF)
 // carry the breaker and the stream's outcome as a unary call's error does,
-// for [breaker.RecoverOnFailure]; an error after the first message carries
+// for [breaker.FallbackResultOnFailure]; an error after the first message carries
 // the success that message made.
 //
 // A stream that the caller abandons before its outcome (neither reading
@@ -462,7 +462,7 @@ func (s *stream) finish(err error) {
 }
 
 // carry wraps an error of the stream, which has ended, with the breaker and
-// the stream's outcome, for breaker.RecoverOnFailure.
+// the stream's outcome, for breaker.FallbackResultOnFailure.
 func (s *stream) carry(err error) error {
 	s.mu.Lock()
 	o := s.outcome

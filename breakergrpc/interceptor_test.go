@@ -66,7 +66,7 @@ func TestUnary_ClassifiesEveryCode(t *testing.T) {
 }
 
 // The faults that are not a status the server chose: the caller's
-// deadline, the caller's cancellation, Policy.Timeout, a refused port and a
+// deadline, the caller's cancellation, Policy.CallTimeout, a refused port and a
 // connection the peer resets.
 func TestUnary_ClassifiesFaults(t *testing.T) {
 	srv := newServer(t)
@@ -91,9 +91,9 @@ func TestUnary_ClassifiesFaults(t *testing.T) {
 		assert.Equal(t, codes.Canceled, status.Code(err))
 		assert.Equal(t, ignored, testutil.OutcomesOf(c.breaker(checkMethod)))
 	})
-	t.Run("Policy.Timeout", func(t *testing.T) {
+	t.Run("Policy.CallTimeout", func(t *testing.T) {
 		p := testutil.Policy()
-		p.Timeout = 30 * time.Millisecond
+		p.CallTimeout = 30 * time.Millisecond
 		c := newClientWith(t, srv.addr, p, nil)
 		err := c.check("hang", 0)
 		assert.Equal(t, codes.DeadlineExceeded, status.Code(err))
@@ -164,7 +164,7 @@ func TestUnary_OpensRefusesProbesAndCloses(t *testing.T) {
 	require.ErrorAs(t, err, &oe)
 	assert.Equal(t, checkMethod, oe.Name)
 	st := status.Convert(err)
-	assert.Equal(t, "breaker /grpc.health.v1.Health/Check open: err_ratio, retry in 10s", st.Message())
+	assert.Equal(t, "breaker /grpc.health.v1.Health/Check open: error_ratio, retry in 10s", st.Message())
 	require.Len(t, st.Details(), 1)
 	ri, ok := st.Details()[0].(*errdetails.RetryInfo)
 	require.True(t, ok, "detail is %T", st.Details()[0])
@@ -548,9 +548,9 @@ func TestStream_WatchProbePassesAtItsFirstMessage(t *testing.T) {
 	assert.Equal(t, uint64(0), b.Counters().ProbesFailed)
 }
 
-// TestStream_BreakerDeadlineBoundsTheFirstMessageOnly: with Policy.Timeout
+// TestStream_BreakerDeadlineBoundsTheFirstMessageOnly: with Policy.CallTimeout
 // and Policy.SlowCall set, a watch stream ran on the context that held the
-// breaker's deadline, so it was cut at Policy.Timeout however healthy it
+// breaker's deadline, so it was cut at Policy.CallTimeout however healthy it
 // was, and the server was sent that deadline. The deadline now bounds only
 // the wait for the first message: a watch that answered in time is a
 // success, neither slow nor a timeout, and lives on past the deadline; the
@@ -558,7 +558,7 @@ func TestStream_WatchProbePassesAtItsFirstMessage(t *testing.T) {
 func TestStream_BreakerDeadlineBoundsTheFirstMessageOnly(t *testing.T) {
 	srv := newServer(t)
 	p := testutil.Policy()
-	p.Timeout = time.Second
+	p.CallTimeout = time.Second
 	p.SlowCall, p.SlowRatio = 500*time.Millisecond, 0.5
 	c := newClient(t, srv.addr, p)
 	b := c.breaker(watchMethod)
@@ -596,7 +596,7 @@ func TestStream_BreakerDeadlineBoundsTheFirstMessageOnly(t *testing.T) {
 func TestStream_NoFirstMessageWithinTheBreakerDeadline(t *testing.T) {
 	srv := newServer(t)
 	p := testutil.Policy()
-	p.Timeout = time.Second
+	p.CallTimeout = time.Second
 	c := newClient(t, srv.addr, p)
 	b := c.breaker(watchMethod)
 	open := func() healthpb.Health_WatchClient {
@@ -798,7 +798,7 @@ func TestOpenError(t *testing.T) {
 	require.ErrorIs(t, refusal, breaker.ErrOpen)
 
 	e := newOpenError(refusal)
-	assert.Equal(t, "rpc error: code = Unavailable desc = breaker m open: err_ratio, retry in 10s", e.Error())
+	assert.Equal(t, "rpc error: code = Unavailable desc = breaker m open: error_ratio, retry in 10s", e.Error())
 	assert.Equal(t, codes.Unavailable, status.Code(e))
 	assert.ErrorIs(t, e, breaker.ErrOpen)
 	wrapped := fmt.Errorf("orders: %w", e)
@@ -813,7 +813,7 @@ func TestOpenError(t *testing.T) {
 	require.NoError(t, err)
 	refusal = b.Do(context.Background(), func(context.Context) error { return nil })
 	e = newOpenError(refusal)
-	assert.Equal(t, "breaker m half_open: err_ratio", status.Convert(e).Message())
+	assert.Equal(t, "breaker m half_open: error_ratio", status.Convert(e).Message())
 	assert.Empty(t, status.Convert(e).Details())
 	done1(nil)
 	done2(nil)

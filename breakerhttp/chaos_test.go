@@ -166,7 +166,7 @@ func (c *chaos) call(url string) testutil.Verdict {
 	return c.Note(verdictOf(status, err), err)
 }
 
-// Delay injection: the downstream answers in 1.5 times Policy.Timeout.
+// Delay injection: the downstream answers in 1.5 times Policy.CallTimeout.
 // Callers keep sending (as many at once as MinRequests) until they are
 // refused. The breaker opens within one window of the fault, on the
 // error-ratio rule, and every failure in the window that tripped it is a
@@ -177,7 +177,7 @@ func TestChaos_DelayOpensWithinTheWindow(t *testing.T) {
 	s := newChaosServer(t)
 	c := newChaos(t, s, p)
 	b := c.breakerFor(s)
-	s.set(delayed(p.Timeout * 3 / 2))
+	s.set(delayed(p.CallTimeout * 3 / 2))
 
 	start := time.Now()
 	c.CallersUntilRefused(p.MinRequests, 5*time.Second)
@@ -310,7 +310,7 @@ func TestChaos_ConnectionFaults(t *testing.T) {
 
 // Boundary: a downstream that serves one call at a time meets three
 // probes at once. The one it serves passes; the others hang until
-// Policy.Timeout, which fails the half-open episode and reopens the
+// Policy.CallTimeout, which fails the half-open episode and reopens the
 // breaker with a doubled cooldown. A downstream that sheds the extra calls
 // with 503 reopens it too when probes are strict; by default a 503 is an
 // answer, and a probe that gets one passes (the documented default of
@@ -338,7 +338,7 @@ func TestChaos_ProbesBeyondCapacityReopen(t *testing.T) {
 			s.set(failWith(http.StatusInternalServerError))
 			c.TripAfter(testutil.Failed)
 
-			s.set(limited(int64(p.Probes), p.Timeout/2, row.over))
+			s.set(limited(int64(p.Probes), p.CallTimeout/2, row.over))
 			c.CheckProbesBeyondCapacity(b, row.want, row.extra)
 
 			c.tr.CloseIdleConnections()
@@ -348,7 +348,7 @@ func TestChaos_ProbesBeyondCapacityReopen(t *testing.T) {
 	}
 }
 
-// Probes that hang, with no Policy.Timeout to cut them: the breaker must
+// Probes that hang, with no Policy.CallTimeout to cut them: the breaker must
 // not wedge half-open. Once every probe slot is taken and no verdict has
 // come for one cooldown, it reopens (probe_timeout) and refuses calls
 // while the probes still hang. When the server dies and the probes end,
@@ -356,7 +356,7 @@ func TestChaos_ProbesBeyondCapacityReopen(t *testing.T) {
 func TestChaos_HungProbesReopenAfterACooldown(t *testing.T) {
 	check := testutil.NoLeaks(t)
 	p := testutil.ChaosPolicy()
-	p.Timeout = 0
+	p.CallTimeout = 0
 	s := newChaosServer(t)
 	c := newChaos(t, s, p)
 	b := c.breakerFor(s)

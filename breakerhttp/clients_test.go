@@ -194,9 +194,9 @@ func TestFallback_ServesTheCacheWhenClientTimeoutCutsTheRequest(t *testing.T) {
 		assert.Equal(t, testutil.Outcomes{Timeouts: n}, testutil.OutcomesOf(b), "the Transport counted every one")
 		assert.LessOrEqual(t, b.Counters().Fallbacks, uint64(n))
 	})
-	t.Run("Policy.Timeout under Client.Timeout", func(t *testing.T) {
+	t.Run("Policy.CallTimeout under Client.Timeout", func(t *testing.T) {
 		p := testutil.Policy()
-		p.Timeout = 50 * time.Millisecond
+		p.CallTimeout = 50 * time.Millisecond
 		f := newFixtureWith(t, p, nil)
 		d := newDownstream(t)
 		client := &http.Client{Transport: f.tr, Timeout: 5 * time.Second}

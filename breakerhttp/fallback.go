@@ -50,7 +50,7 @@ import (
 // fallback for that error as for any timeout (the Transport counted one),
 // but cannot count it in Counters.Fallbacks. To have every fallback
 // counted, give the request a deadline that the Transport sees first:
-// the breaker's Policy.Timeout, shorter than Client.Timeout, or a context
+// the breaker's Policy.CallTimeout, shorter than Client.Timeout, or a context
 // deadline on the request.
 func Fallback[T any](ctx context.Context, resp *http.Response, err error, read func(*http.Response) (T, error), fallback func(context.Context, error) (T, error)) (T, error) {
 	var zero T
@@ -64,7 +64,7 @@ func Fallback[T any](ctx context.Context, resp *http.Response, err error, read f
 			}
 			return fallback(ctx, err) // a timeout, with no breaker to count it on
 		}
-		return breaker.RecoverOnFailure(ctx, zero, err, fallback)
+		return breaker.FallbackResultOnFailure(ctx, zero, err, fallback)
 	}
 	if resp == nil {
 		return zero, errors.New("breakerhttp: Fallback: nil *http.Response and nil error")
@@ -86,7 +86,7 @@ func Fallback[T any](ctx context.Context, resp *http.Response, err error, read f
 		if o == breaker.Failure || o == breaker.Timeout {
 			// Closing the body ends an open call with the outcome just read.
 			resp.Body.Close()
-			return breaker.RecoverOnFailure(ctx, zero, &callError{err: errors.New(describe(resp, nil)), b: bd.b, o: o}, fallback)
+			return breaker.FallbackResultOnFailure(ctx, zero, &callError{err: errors.New(describe(resp, nil)), b: bd.b, o: o}, fallback)
 		}
 	}
 	v, err := read(resp)
@@ -97,7 +97,7 @@ func Fallback[T any](ctx context.Context, resp *http.Response, err error, read f
 		// The body broke off under read (a reset, a deadline, a
 		// truncated answer): the call ended then with that outcome.
 		if o := breaker.Outcome(bd.outcome.Load() - 1); o == breaker.Failure || o == breaker.Timeout {
-			return breaker.RecoverOnFailure(ctx, v, &callError{err: err, b: bd.b, o: o}, fallback)
+			return breaker.FallbackResultOnFailure(ctx, v, &callError{err: err, b: bd.b, o: o}, fallback)
 		}
 	}
 	return v, err
@@ -132,7 +132,7 @@ func cutByClientTimeout(err error) bool {
 // callError is the error of a request that the Transport guarded: the
 // base RoundTripper's error, unchanged in its message and for errors.Is
 // and errors.As, plus the breaker that guarded the request and the outcome
-// it counted, which [breaker.RecoverOnFailure] reads.
+// it counted, which [breaker.FallbackResultOnFailure] reads.
 type callError struct {
 	err error
 	b   *breaker.Breaker
@@ -146,7 +146,7 @@ func outcomeError(o breaker.Outcome, b *breaker.Breaker, err error) error {
 func (e *callError) Error() string { return e.err.Error() }
 func (e *callError) Unwrap() error { return e.err }
 
-// BreakerOutcome is read by breaker.RecoverOnFailure.
+// BreakerOutcome is read by breaker.FallbackResultOnFailure.
 func (e *callError) BreakerOutcome() (*breaker.Breaker, breaker.Outcome) { return e.b, e.o }
 
 // Timeout and Temporary keep [net.Error] answers as they were: url.Error

@@ -16,7 +16,7 @@ import (
 //     with the outcome the Transport reported to the breaker, whether it
 //     was a half-open probe of that breaker, and its duration: from when
 //     the breaker was asked to the end of the exchange, body included,
-//     the time Policy.Timeout and Policy.SlowCall judge.
+//     the time Policy.CallTimeout and Policy.SlowCall judge.
 //
 // Times are read on the group's clock ([breaker.Group.Now]), the one its
 // breakers judge by, so the recorder's Options.Clock and Options.Classifier

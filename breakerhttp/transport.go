@@ -33,7 +33,7 @@
 //     error gets there first (the two deadlines expire together): Fallback
 //     serves the fallback either way, but cannot count it in
 //     Counters.Fallbacks when it gets the client's error. Give the Transport the deadline first:
-//     Policy.Timeout shorter than Client.Timeout (it covers reading the
+//     Policy.CallTimeout shorter than Client.Timeout (it covers reading the
 //     body too), or a context deadline on the request, with the caller's
 //     own context given to Fallback.
 //   - CheckRedirect and redirects: every hop is a request of its own,
@@ -104,7 +104,7 @@ const ProbeHeader = "Breaker-Probe"
 //     from which errors.As extracts the *[breaker.OpenError]; the base is
 //     not called.
 //   - Otherwise the base gets a shallow copy of the request whose context
-//     carries the breaker's Policy.Timeout deadline, if any, and, for a
+//     carries the breaker's Policy.CallTimeout deadline, if any, and, for a
 //     half-open probe of that breaker, the header Breaker-Probe: 1. On
 //     any other request, guarded or not, that header is removed, whatever
 //     the casing of its key in the header map: it describes this hop, and
@@ -123,10 +123,10 @@ const ProbeHeader = "Breaker-Probe"
 // body is read to the end, fails, or is closed. The response is classified
 // by the classifier (see [WithClassifier]); a request that fails after its
 // caller cancelled its context is ignored before the classifier runs. The
-// call stays open until then because the Policy.Timeout deadline must cover
+// call stays open until then because the Policy.CallTimeout deadline must cover
 // the body: a deadline cancelled when RoundTrip returns would cut the body
 // off half read, and a downstream that sends its headers at once and then
-// stalls would be judged healthy. So the duration that Policy.Timeout and
+// stalls would be judged healthy. So the duration that Policy.CallTimeout and
 // Policy.SlowCall judge includes reading the body, and a body which is
 // never closed is a call which never ends; the [http.RoundTripper] contract
 // already asks callers to close it.
@@ -288,7 +288,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, err
 	}
 	// The request goes as it came unless the breaker gave it a context of
-	// its own (a probe's mark, a Policy.Timeout deadline) or its headers
+	// its own (a probe's mark, a Policy.CallTimeout deadline) or its headers
 	// must change: a copy for WithContext is an allocation of some 250
 	// bytes per request, a third of what the Transport used to add.
 	out := req

@@ -35,7 +35,7 @@ func TestTransport_ClassifiesEveryRow(t *testing.T) {
 		path string // on the downstream; "" means a refused port
 		// wait is the caller's deadline; cancel makes the caller cancel
 		// once the server has the request; policyTimeout sets
-		// Policy.Timeout (on the real clock, since it must fire).
+		// Policy.CallTimeout (on the real clock, since it must fire).
 		wait          time.Duration
 		cancel        bool
 		cause         error // cancel with this cause
@@ -59,8 +59,8 @@ func TestTransport_ClassifiesEveryRow(t *testing.T) {
 		{name: "reset", path: "/reset", wantErr: true, want: timeout},
 		{name: "body cut short", path: "/truncate", wantStatus: 200, wantErr: true, want: timeout},
 		{name: "caller deadline", path: "/hang", wait: 30 * time.Millisecond, wantErr: true, want: timeout},
-		{name: "Policy.Timeout before headers", path: "/hang", policyTimeout: 30 * time.Millisecond, wantErr: true, want: timeout},
-		{name: "Policy.Timeout in the body", path: "/stall", policyTimeout: 30 * time.Millisecond, wantStatus: 200, wantErr: true, want: timeout},
+		{name: "Policy.CallTimeout before headers", path: "/hang", policyTimeout: 30 * time.Millisecond, wantErr: true, want: timeout},
+		{name: "Policy.CallTimeout in the body", path: "/stall", policyTimeout: 30 * time.Millisecond, wantStatus: 200, wantErr: true, want: timeout},
 		{name: "caller cancels", path: "/hang", cancel: true, wantErr: true, want: ignored},
 		// net/http then returns the cause, which is not context.Canceled.
 		{name: "caller cancels with a cause", path: "/hang", cancel: true, cause: errors.New("user left"), wantErr: true, want: ignored},
@@ -70,7 +70,7 @@ func TestTransport_ClassifiesEveryRow(t *testing.T) {
 			p := testutil.Policy()
 			var f *fixture
 			if row.policyTimeout > 0 {
-				p.Timeout = row.policyTimeout
+				p.CallTimeout = row.policyTimeout
 				f = newFixtureWith(t, p, nil)
 			} else {
 				f = newFixture(t, p)
@@ -602,12 +602,12 @@ type roundTripFunc func(*http.Request) (*http.Response, error)
 
 func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
-// The call ends when the body does, so a Policy.Timeout deadline stays
+// The call ends when the body does, so a Policy.CallTimeout deadline stays
 // alive while the caller reads: a body sent after RoundTrip has returned
 // is read in full, and counted once, when it ends.
 func TestTransport_BodyReadableAfterRoundTripWithTimeout(t *testing.T) {
 	p := testutil.Policy()
-	p.Timeout = time.Minute // on the mock clock: never fires, but the deadline's cancel would
+	p.CallTimeout = time.Minute // on the mock clock: never fires, but the deadline's cancel would
 	f := newFixture(t, p)
 	d := newDownstream(t)
 	b := f.breaker(d)
@@ -626,10 +626,10 @@ func TestTransport_BodyReadableAfterRoundTripWithTimeout(t *testing.T) {
 
 // The same on the real clock, with a deadline that would fire if it
 // outlived the call: the body of a fast response arrives after RoundTrip
-// returns and is read in full well inside Policy.Timeout.
+// returns and is read in full well inside Policy.CallTimeout.
 func TestTransport_BodyReadableAfterRoundTripWithRealTimeout(t *testing.T) {
 	p := testutil.Policy()
-	p.Timeout = 5 * time.Second
+	p.CallTimeout = 5 * time.Second
 	f := newFixtureWith(t, p, nil)
 	d := newDownstream(t)
 	b := f.breaker(d)

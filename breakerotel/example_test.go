@@ -56,5 +56,5 @@ func ExampleRegister() {
 		}
 	}
 	// Output:
-	// breaker.transitions {transition} closed -> open err_ratio 1
+	// breaker.transitions {transition} closed -> open error_ratio 1
 }

@@ -281,7 +281,7 @@ func TestMetrics_ReportEveryInstrument(t *testing.T) {
 		gauge("breaker.open.duration", point(0.0, inventory), point(8.0, payment), point(0.0, pricing)),
 		upDown("breaker.window.calls", point[int64](4, inventory), point[int64](4, payment), point[int64](0, pricing)),
 		gauge("breaker.window.error_ratio", point(0.0, inventory), point(0.5, payment), point(0.0, pricing)),
-		upDown("breaker.trip", point[int64](1, payment, KeyTripReason.String("err_ratio"))),
+		upDown("breaker.trip", point[int64](1, payment, KeyTripReason.String("error_ratio"))),
 		gauge("breaker.trip.window.calls", point[int64](4, payment)),
 		gauge("breaker.trip.window.failures", point[int64](2, payment)),
 		gauge("breaker.trip.window.timeouts", point[int64](0, payment)),
@@ -536,7 +536,7 @@ func TestMetrics_TransitionsFromZeroAndTheTripForTheWholeOutage(t *testing.T) {
 	f.Calls(pricing, 1, context.DeadlineExceeded) // the probe times out
 	require.Equal(t, breaker.ReasonProbeFailed, f.Breaker(pricing).Status().Reason)
 	trip := []metricdata.Metrics{
-		upDown("breaker.trip", point[int64](1, pricing, KeyTripReason.String("err_ratio"))),
+		upDown("breaker.trip", point[int64](1, pricing, KeyTripReason.String("error_ratio"))),
 		gauge("breaker.trip.window.calls", point[int64](4, pricing)),
 		gauge("breaker.trip.window.failures", point[int64](2, pricing)),
 		gauge("breaker.trip.window.timeouts", point[int64](1, pricing)),

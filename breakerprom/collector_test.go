@@ -151,7 +151,7 @@ breaker_mode{mode="shadow",name="payment.Charge"} 1
 breaker_mode{mode="shadow",name="pricing.GetPrice"} 0
 # HELP breaker_open_reason 1 while the breaker is open or half-open, labelled with the reason; absent while it is closed.
 # TYPE breaker_open_reason gauge
-breaker_open_reason{name="payment.Charge",reason="err_ratio"} 1
+breaker_open_reason{name="payment.Charge",reason="error_ratio"} 1
 # HELP breaker_not_closed_seconds_total Time the breaker has spent open or half-open, the current outage included.
 # TYPE breaker_not_closed_seconds_total counter
 breaker_not_closed_seconds_total{name="inventory.GetStock"} 0
@@ -217,13 +217,13 @@ breaker_timeout_seconds{name="pricing.GetPrice"} 0
 # HELP breaker_transitions_total State transitions of the breaker, by the rule or event that caused them.
 # TYPE breaker_transitions_total counter
 ` + transitionLines([]string{inventory, payment, pricing},
-		"payment.Charge closed open err_ratio 1",
-		"pricing.GetPrice closed open err_ratio 1",
+		"payment.Charge closed open error_ratio 1",
+		"pricing.GetPrice closed open error_ratio 1",
 		"pricing.GetPrice half_open open probe_failed 1",
 		"pricing.GetPrice half_open closed probes_passed 1",
 		"pricing.GetPrice open half_open cooldown_elapsed 2") + `# HELP breaker_trip_reason 1 while the breaker is open or half-open, labelled with the rule that began the outage, which failed probes do not change; absent while it is closed.
 # TYPE breaker_trip_reason gauge
-breaker_trip_reason{name="payment.Charge",reason="err_ratio"} 1
+breaker_trip_reason{name="payment.Charge",reason="error_ratio"} 1
 # HELP breaker_trip_window_calls Counted calls in the sliding window when the breaker tripped, for the whole outage; absent while it is closed.
 # TYPE breaker_trip_window_calls gauge
 breaker_trip_window_calls{name="payment.Charge"} 4
@@ -273,42 +273,42 @@ breaker_state{name="pricing.GetPrice",state="half_open"} 0
 breaker_state{name="pricing.GetPrice",state="open"} 1
 breaker_open_duration_seconds{name="pricing.GetPrice"} 0
 breaker_not_closed_seconds_total{name="pricing.GetPrice"} 0
-` + transitionLines([]string{pricing}, "pricing.GetPrice closed open err_ratio 1")},
+` + transitionLines([]string{pricing}, "pricing.GetPrice closed open error_ratio 1")},
 		{t1, nil, `
 breaker_state{name="pricing.GetPrice",state="closed"} 0
 breaker_state{name="pricing.GetPrice",state="half_open"} 0
 breaker_state{name="pricing.GetPrice",state="open"} 1
 breaker_open_duration_seconds{name="pricing.GetPrice"} 4
 breaker_not_closed_seconds_total{name="pricing.GetPrice"} 4
-` + transitionLines([]string{pricing}, "pricing.GetPrice closed open err_ratio 1")},
+` + transitionLines([]string{pricing}, "pricing.GetPrice closed open error_ratio 1")},
 		{t2, nil, `
 breaker_state{name="pricing.GetPrice",state="closed"} 0
 breaker_state{name="pricing.GetPrice",state="half_open"} 1
 breaker_state{name="pricing.GetPrice",state="open"} 0
 breaker_open_duration_seconds{name="pricing.GetPrice"} 10
 breaker_not_closed_seconds_total{name="pricing.GetPrice"} 10
-` + transitionLines([]string{pricing}, "pricing.GetPrice closed open err_ratio 1", "pricing.GetPrice open half_open cooldown_elapsed 1")},
+` + transitionLines([]string{pricing}, "pricing.GetPrice closed open error_ratio 1", "pricing.GetPrice open half_open cooldown_elapsed 1")},
 		{t2, func() { f.Calls(pricing, 1, context.DeadlineExceeded) }, `
 breaker_state{name="pricing.GetPrice",state="closed"} 0
 breaker_state{name="pricing.GetPrice",state="half_open"} 0
 breaker_state{name="pricing.GetPrice",state="open"} 1
 breaker_open_duration_seconds{name="pricing.GetPrice"} 10
 breaker_not_closed_seconds_total{name="pricing.GetPrice"} 10
-` + transitionLines([]string{pricing}, "pricing.GetPrice closed open err_ratio 1", "pricing.GetPrice half_open open probe_failed 1", "pricing.GetPrice open half_open cooldown_elapsed 1")},
+` + transitionLines([]string{pricing}, "pricing.GetPrice closed open error_ratio 1", "pricing.GetPrice half_open open probe_failed 1", "pricing.GetPrice open half_open cooldown_elapsed 1")},
 		{t3, func() { f.Calls(pricing, 1, nil) }, `
 breaker_state{name="pricing.GetPrice",state="closed"} 1
 breaker_state{name="pricing.GetPrice",state="half_open"} 0
 breaker_state{name="pricing.GetPrice",state="open"} 0
 breaker_open_duration_seconds{name="pricing.GetPrice"} 0
 breaker_not_closed_seconds_total{name="pricing.GetPrice"} 30
-` + transitionLines([]string{pricing}, "pricing.GetPrice closed open err_ratio 1", "pricing.GetPrice half_open open probe_failed 1", "pricing.GetPrice half_open closed probes_passed 1", "pricing.GetPrice open half_open cooldown_elapsed 2")},
+` + transitionLines([]string{pricing}, "pricing.GetPrice closed open error_ratio 1", "pricing.GetPrice half_open open probe_failed 1", "pricing.GetPrice half_open closed probes_passed 1", "pricing.GetPrice open half_open cooldown_elapsed 2")},
 		{t4, nil, `
 breaker_state{name="pricing.GetPrice",state="closed"} 1
 breaker_state{name="pricing.GetPrice",state="half_open"} 0
 breaker_state{name="pricing.GetPrice",state="open"} 0
 breaker_open_duration_seconds{name="pricing.GetPrice"} 0
 breaker_not_closed_seconds_total{name="pricing.GetPrice"} 30
-` + transitionLines([]string{pricing}, "pricing.GetPrice closed open err_ratio 1", "pricing.GetPrice half_open open probe_failed 1", "pricing.GetPrice half_open closed probes_passed 1", "pricing.GetPrice open half_open cooldown_elapsed 2")},
+` + transitionLines([]string{pricing}, "pricing.GetPrice closed open error_ratio 1", "pricing.GetPrice half_open open probe_failed 1", "pricing.GetPrice half_open closed probes_passed 1", "pricing.GetPrice open half_open cooldown_elapsed 2")},
 	}
 	for i, s := range steps {
 		f.At(s.at)
@@ -352,7 +352,7 @@ func withHeaders(samples string) string {
 // transitionLines writes breaker_transitions_total as the collector
 // exposes it for the named breakers: every possible transition of each,
 // at the count that made gives it ("pricing.GetPrice closed open
-// err_ratio 1": name, from, to, reason, count) or at 0, in the order the
+// error_ratio 1": name, from, to, reason, count) or at 0, in the order the
 // registry sorts them (from, name, reason, to).
 func transitionLines(names []string, made ...string) string {
 	counts := map[string]string{}
@@ -392,7 +392,7 @@ func TestCollector_ForgetsBreakersTheGroupDrops(t *testing.T) {
 	f := newFixture(t)
 	f.Trip(pricing)
 	f.Calls(inventory, 1, nil)
-	f.expect(withHeaders(transitionLines([]string{inventory, pricing}, "pricing.GetPrice closed open err_ratio 1")),
+	f.expect(withHeaders(transitionLines([]string{inventory, pricing}, "pricing.GetPrice closed open error_ratio 1")),
 		"breaker_transitions_total")
 
 	require.True(t, f.Group.Remove(pricing))
@@ -403,7 +403,7 @@ breaker_state{name="inventory.GetStock",state="open"} 0
 `+transitionLines([]string{inventory})), "breaker_state", "breaker_transitions_total")
 
 	f.Trip(pricing)
-	f.expect(withHeaders(transitionLines([]string{inventory, pricing}, "pricing.GetPrice closed open err_ratio 1")),
+	f.expect(withHeaders(transitionLines([]string{inventory, pricing}, "pricing.GetPrice closed open error_ratio 1")),
 		"breaker_transitions_total")
 }
 
@@ -488,7 +488,7 @@ func TestCollector_KeepsATransitionThatLandsDuringAScrape(t *testing.T) {
 	f.c.Collect(ch)
 	close(ch)
 	<-done
-	f.expect(withHeaders(transitionLines([]string{inventory, pricing}, "pricing.GetPrice closed open err_ratio 1")),
+	f.expect(withHeaders(transitionLines([]string{inventory, pricing}, "pricing.GetPrice closed open error_ratio 1")),
 		"breaker_transitions_total")
 }
 
@@ -506,7 +506,7 @@ func TestCollector_CreatedLateCountsEarlierTransitions(t *testing.T) {
 
 	late := NewCollector(f.Group)
 	err := promtest.CollectAndCompare(late, strings.NewReader(withHeaders(transitionLines([]string{pricing},
-		"pricing.GetPrice closed open err_ratio 1",
+		"pricing.GetPrice closed open error_ratio 1",
 		"pricing.GetPrice half_open open probe_failed 1",
 		"pricing.GetPrice half_open closed probes_passed 1",
 		"pricing.GetPrice open half_open cooldown_elapsed 2")+`
@@ -584,7 +584,7 @@ func TestCollector_TransitionCountsStartAfreshWithARecreatedBreaker(t *testing.T
 	require.True(t, f.Group.Remove(pricing))
 	f.Trip(pricing)
 	require.Equal(t, uint64(1), f.Breaker(pricing).Counters().Opens)
-	f.expect(withHeaders(transitionLines([]string{pricing}, "pricing.GetPrice closed open err_ratio 1")),
+	f.expect(withHeaders(transitionLines([]string{pricing}, "pricing.GetPrice closed open error_ratio 1")),
 		"breaker_transitions_total")
 }
 
@@ -605,11 +605,11 @@ breaker_mode{mode="shadow",name="pricing.GetPrice"} 0
 		want string
 	}{
 		{0, func() { f.Trip(pricing) }, auto + `
-breaker_open_reason{name="pricing.GetPrice",reason="err_ratio"} 1
+breaker_open_reason{name="pricing.GetPrice",reason="error_ratio"} 1
 `},
-		// The cooldown is over: half-open, still the outage of err_ratio.
+		// The cooldown is over: half-open, still the outage of error_ratio.
 		{10 * time.Second, nil, auto + `
-breaker_open_reason{name="pricing.GetPrice",reason="err_ratio"} 1
+breaker_open_reason{name="pricing.GetPrice",reason="error_ratio"} 1
 `},
 		{10 * time.Second, func() { f.Calls(pricing, 1, context.DeadlineExceeded) }, auto + `
 breaker_open_reason{name="pricing.GetPrice",reason="probe_failed"} 1
@@ -644,7 +644,7 @@ func TestCollector_TransitionsAreAtZeroFromTheBreakersCreation(t *testing.T) {
 	f.expect(withHeaders(transitionLines([]string{inventory})), "breaker_transitions_total")
 	assert.Equal(t, len(breaker.PossibleTransitions()), promtest.CollectAndCount(f.c, "breaker_transitions_total"))
 	f.Calls(inventory, 3, errBoom) // 3 of 4 failed: it trips
-	f.expect(withHeaders(transitionLines([]string{inventory}, "inventory.GetStock closed open err_ratio 1")),
+	f.expect(withHeaders(transitionLines([]string{inventory}, "inventory.GetStock closed open error_ratio 1")),
 		"breaker_transitions_total")
 }
 
@@ -658,14 +658,14 @@ func TestCollector_TripReasonAndWindowStayForTheWholeOutage(t *testing.T) {
 	f.Calls(pricing, 1, errBoom)
 	f.Calls(pricing, 1, context.DeadlineExceeded) // 2 of 4 failed, 1 a timeout
 	trip := `
-breaker_trip_reason{name="pricing.GetPrice",reason="err_ratio"} 1
+breaker_trip_reason{name="pricing.GetPrice",reason="error_ratio"} 1
 breaker_trip_window_calls{name="pricing.GetPrice"} 4
 breaker_trip_window_failures{name="pricing.GetPrice"} 2
 breaker_trip_window_timeouts{name="pricing.GetPrice"} 1
 `
 	names := []string{"breaker_open_reason", "breaker_trip_reason", "breaker_trip_window_calls",
 		"breaker_trip_window_failures", "breaker_trip_window_timeouts"}
-	f.expect(withHeaders(trip+`breaker_open_reason{name="pricing.GetPrice",reason="err_ratio"} 1`), names...)
+	f.expect(withHeaders(trip+`breaker_open_reason{name="pricing.GetPrice",reason="error_ratio"} 1`), names...)
 	f.At(10 * time.Second)
 	f.Calls(pricing, 1, context.DeadlineExceeded) // the probe times out
 	f.expect(withHeaders(trip+`breaker_open_reason{name="pricing.GetPrice",reason="probe_failed"} 1`), names...)
@@ -747,7 +747,7 @@ breaker_candidate_state{name="payment.Charge",state="half_open"} 0
 breaker_candidate_state{name="payment.Charge",state="open"} 1
 # HELP breaker_candidate_transitions_total State transitions of the breaker's candidate policy, by the rule or event that caused them.
 # TYPE breaker_candidate_transitions_total counter
-breaker_candidate_transitions_total{from="closed",name="payment.Charge",reason="err_ratio",to="open"} 1
+breaker_candidate_transitions_total{from="closed",name="payment.Charge",reason="error_ratio",to="open"} 1
 # HELP breaker_candidate_would_admit_total Calls the breaker refused that its candidate policy would have admitted.
 # TYPE breaker_candidate_would_admit_total counter
 breaker_candidate_would_admit_total{name="payment.Charge"} 0
@@ -768,7 +768,7 @@ breaker_candidate_would_refuse_total{name="payment.Charge"} 2
 func TestCollector_LatencyAndTimeoutOfTimedBreakersOnly(t *testing.T) {
 	clk := clock.NewMock()
 	timed := breaker.DefaultPolicy()
-	timed.Timeout = 100 * time.Millisecond
+	timed.CallTimeout = 100 * time.Millisecond
 	g, err := breaker.NewGroup(breaker.GroupConfig{Policies: breaker.GroupPolicy{
 		Default:   breaker.DefaultPolicy(),
 		Overrides: map[string]breaker.Policy{inventory: timed},

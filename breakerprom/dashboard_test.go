@@ -274,15 +274,15 @@ func TestDashboard_TripAnnotationAndPanelsAcrossAFirstTripAndARestart(t *testing
 			return len(v) == 1 && sampleValue(v[0].Value) == want, fmt.Sprint(v)
 		})
 	}
-	seen("the trip series at 0", `count_over_time(breaker_transitions_total{name="pricing.GetPrice", reason="err_ratio"}[5s]) >= 4`, 4)
+	seen("the trip series at 0", `count_over_time(breaker_transitions_total{name="pricing.GetPrice", reason="error_ratio"}[5s]) >= 4`, 4)
 	f.Calls(pricing, 1, nil)
 	f.Calls(pricing, 2, errBoom) // 2 of 4: it trips
 	require.Equal(t, breaker.Open, f.Breaker(pricing).State())
-	seen("the first trip", `breaker_transitions_total{name="pricing.GetPrice", reason="err_ratio"}`, 1)
+	seen("the first trip", `breaker_transitions_total{name="pricing.GetPrice", reason="error_ratio"}`, 1)
 	p.eventually("the Transitions panel", func() (bool, string) {
 		v := p.query(transitions)
 		for _, s := range v {
-			if s.Metric["name"] == pricing && s.Metric["to"] == "open" && s.Metric["reason"] == "err_ratio" {
+			if s.Metric["name"] == pricing && s.Metric["to"] == "open" && s.Metric["reason"] == "error_ratio" {
 				return true, ""
 			}
 		}
@@ -290,7 +290,7 @@ func TestDashboard_TripAnnotationAndPanelsAcrossAFirstTripAndARestart(t *testing
 	})
 	v := p.query(tripWindow)
 	require.Len(t, v, 1, "the tripping window while open")
-	assert.Equal(t, map[string]string{"name": pricing, "reason": "err_ratio"}, v[0].Metric)
+	assert.Equal(t, map[string]string{"name": pricing, "reason": "error_ratio"}, v[0].Metric)
 	assert.Equal(t, 4.0, sampleValue(v[0].Value))
 
 	// The service restarts: a new group, whose breaker starts closed, its
@@ -302,7 +302,7 @@ func TestDashboard_TripAnnotationAndPanelsAcrossAFirstTripAndARestart(t *testing
 	require.NoError(t, err)
 	f2.Calls(pricing, 1, nil)
 	sw.set(h2)
-	seen("the restart", `breaker_transitions_total{name="pricing.GetPrice", reason="err_ratio"}`, 0)
+	seen("the restart", `breaker_transitions_total{name="pricing.GetPrice", reason="error_ratio"}`, 0)
 	time.Sleep(8 * scrapeEvery)
 	assert.Empty(t, p.query(tripWindow), "closed: no tripping window")
 
@@ -311,7 +311,7 @@ func TestDashboard_TripAnnotationAndPanelsAcrossAFirstTripAndARestart(t *testing
 	f2.Calls(pricing, 1, nil)
 	f2.Calls(pricing, 2, context.DeadlineExceeded)
 	require.Equal(t, breaker.Open, f2.Breaker(pricing).State())
-	seen("the trip after the restart", `breaker_transitions_total{name="pricing.GetPrice", reason="err_ratio"}`, 1)
+	seen("the trip after the restart", `breaker_transitions_total{name="pricing.GetPrice", reason="error_ratio"}`, 1)
 	time.Sleep(4 * scrapeEvery)
 
 	var got []time.Time

@@ -51,11 +51,11 @@ func ExampleNewCollector() {
 	// breaker_state{name="pricing.GetPrice",state="half_open"} 0
 	// breaker_state{name="pricing.GetPrice",state="open"} 1
 	// breaker_transitions_total{from="closed",name="pricing.GetPrice",reason="consecutive_failures",to="open"} 0
-	// breaker_transitions_total{from="closed",name="pricing.GetPrice",reason="err_count",to="open"} 0
-	// breaker_transitions_total{from="closed",name="pricing.GetPrice",reason="err_ratio",to="open"} 1
+	// breaker_transitions_total{from="closed",name="pricing.GetPrice",reason="error_count",to="open"} 0
+	// breaker_transitions_total{from="closed",name="pricing.GetPrice",reason="error_ratio",to="open"} 1
 	// breaker_transitions_total{from="closed",name="pricing.GetPrice",reason="forced_open",to="open"} 0
 	// breaker_transitions_total{from="closed",name="pricing.GetPrice",reason="slow_ratio",to="open"} 0
-	// breaker_trip_reason{name="pricing.GetPrice",reason="err_ratio"} 1
+	// breaker_trip_reason{name="pricing.GetPrice",reason="error_ratio"} 1
 	// breaker_trip_window_calls{name="pricing.GetPrice"} 20
 	// breaker_trip_window_failures{name="pricing.GetPrice"} 20
 	// breaker_trip_window_timeouts{name="pricing.GetPrice"} 0

@@ -33,7 +33,7 @@ func richFixture(t *testing.T, opts ...Option) *fixture {
 	f := newFixture(t, opts...)
 	gp := testutil.CandidatePolicies(payment, awkwardNames[0])
 	timed := testutil.MetricsPolicy()
-	timed.Timeout = time.Second
+	timed.CallTimeout = time.Second
 	gp.Overrides = map[string]breaker.Policy{inventory: timed, awkwardNames[1]: timed}
 	require.NoError(t, f.Group.SetPolicies(gp))
 
@@ -143,8 +143,8 @@ func TestHandler_WritesATransitionThatIsNotAPossibleOne(t *testing.T) {
 	require.NoError(t, err)
 	got := handlerText(t, h)
 	require.Equal(t, registryText(t, NewCollector(f.Group)), got)
-	assert.Contains(t, got, `breaker_transitions_total{from="closed",name="pricing.GetPrice",reason="err_ratio",to="open"} 1`)
-	assert.Contains(t, got, `breaker_transitions_total{from="closed",name="pricing.GetPrice",reason="err_count",to="open"} 0`)
+	assert.Contains(t, got, `breaker_transitions_total{from="closed",name="pricing.GetPrice",reason="error_ratio",to="open"} 1`)
+	assert.Contains(t, got, `breaker_transitions_total{from="closed",name="pricing.GetPrice",reason="error_count",to="open"} 0`)
 }
 
 // others is a registry of an application's own metrics.

@@ -158,7 +158,7 @@ var rulesTemplate = template.Must(template.New("rules").Delims("[[", "]]").Funcs
 // The breaker alerts carry the labels name, method and target (the key's
 // parts before and after "@"), and lead their text with why the breaker
 // opened: the label trip_reason, the rule that tripped it for the whole
-// outage, and the window that tripped it ("opened on err_ratio: 9 of 18
+// outage, and the window that tripped it ("opened on error_ratio: 9 of 18
 // calls failed, 9 of them timeouts"), read from the trip_* families.
 // BreakerOpen also carries reason, what keeps it open now (probe_failed
 // after a failed probe). BreakerPolicyRejected carries the refused

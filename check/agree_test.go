@@ -135,8 +135,8 @@ func agreeCases() []agreeCase {
 			// the low-discrepancy driver does not reproduce, so the mixed
 			// fault is held only against the window's rules.
 			tp := p
-			tp.Timeout = 800 * time.Millisecond
-			cases = append(cases, agreeCase{name + ",timeout=800ms/40%err+20%timeouts", tp, rates, mixed, tp.Timeout})
+			tp.CallTimeout = 800 * time.Millisecond
+			cases = append(cases, agreeCase{name + ",timeout=800ms/40%err+20%timeouts", tp, rates, mixed, tp.CallTimeout})
 		}
 	}
 	return cases
@@ -331,7 +331,7 @@ func TestTimeToTrip_SkipAgreesWithTheStepByStepModel(t *testing.T) {
 			for _, mr := range []int{1, 5, 20, 200} {
 				p.MinRequests = mr
 				for _, to := range []time.Duration{0, 50 * time.Millisecond, 300 * time.Millisecond, 2 * time.Second, 20 * time.Second} {
-					p.Timeout = to
+					p.CallTimeout = to
 					for _, rate := range []float64{3, 40, 1000} {
 						for _, f := range []Fault{{0.4, 0.2}, {0, 1}, {0.1, 0.1}, {0, 0.3}} {
 							tr := Traffic{Rate: rate, P50: 5 * time.Millisecond, P99: 30 * time.Millisecond, ErrorRatio: 0.01, Deadline: 30 * time.Second}

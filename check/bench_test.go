@@ -24,7 +24,7 @@ func thousandKeys() (breaker.GroupPolicy, Workload) {
 		if i%10 == 0 {
 			p := breaker.DefaultPolicy()
 			p.MinRequests = 10 + i%90
-			p.Timeout = time.Duration(100+i%400) * time.Millisecond
+			p.CallTimeout = time.Duration(100+i%400) * time.Millisecond
 			gp.Overrides[key] = p
 		}
 	}

@@ -180,9 +180,10 @@ func Group(gp breaker.GroupPolicy, w Workload, o Options) (*Report, error) {
 	for _, k := range sortedKeys(w.Keys) {
 		t := w.Keys[k]
 		key, lookupKey := k, k
-		perTarget := strings.Contains(k, "@")
+		method, _ := breaker.SplitKey(k)
+		perTarget := method != k
 		if t.Targets > 1 {
-			key, lookupKey = k+"@*", k+"@"
+			key, lookupKey = breaker.TargetKey(k, "*"), breaker.TargetKey(k, "")
 			t.Rate /= float64(t.Targets)
 			perTarget = true
 		}
@@ -236,7 +237,7 @@ func policyFor(gp breaker.GroupPolicy, key string) (breaker.Policy, string) {
 	if p, ok := gp.Overrides[key]; ok {
 		return p, key
 	}
-	if m, _, ok := strings.Cut(key, "@"); ok {
+	if m, _ := breaker.SplitKey(key); m != key {
 		if p, ok := gp.Overrides[m]; ok {
 			return p, m
 		}
@@ -432,11 +433,11 @@ func (c *checker) timeout() {
 	if t.P99 > 0 && lo <= hi {
 		advice = fmt.Sprintf("; p99 × 1.5–3 + RTT gives %v–%v", lo, hi)
 	}
-	if p.AdaptiveTimeout {
+	if p.AdaptiveTimeout.Enabled {
 		c.adaptiveTimeout(lat, advice)
 		return
 	}
-	if p.Timeout <= 0 {
+	if p.CallTimeout <= 0 {
 		nums := map[string]float64{"deadline_s": t.Deadline.Seconds()}
 		if t.Deadline > 0 {
 			c.add(Info, CheckNoTimeout, nums, "no timeout: a call that hangs counts only when the client's deadline (%v) cuts it%s", t.Deadline, advice)
@@ -447,26 +448,26 @@ func (c *checker) timeout() {
 	}
 	nums := func() map[string]float64 {
 		return map[string]float64{
-			"timeout_s":  p.Timeout.Seconds(),
+			"timeout_s":  p.CallTimeout.Seconds(),
 			"p99_s":      t.P99.Seconds(),
 			"deadline_s": t.Deadline.Seconds(),
 			"rtt_s":      t.RTT.Seconds(),
 		}
 	}
-	if t.P99 > 0 && float64(p.Timeout) < 1.5*float64(t.P99) {
+	if t.P99 > 0 && float64(p.CallTimeout) < 1.5*float64(t.P99) {
 		n := nums()
-		share := lat.over(p.Timeout) * (1 - t.ErrorRatio)
+		share := lat.over(p.CallTimeout) * (1 - t.ErrorRatio)
 		n["healthy_timeout_ratio"] = share
 		c.add(Warning, CheckTimeoutBelowP99, n, "timeout %v is below 1.5 × p99 (%v): %s of healthy calls time out%s",
-			p.Timeout, time.Duration(1.5*float64(t.P99)), pct(share), advice)
+			p.CallTimeout, time.Duration(1.5*float64(t.P99)), pct(share), advice)
 	}
-	if t.Deadline > 0 && p.Timeout >= t.Deadline {
+	if t.Deadline > 0 && p.CallTimeout >= t.Deadline {
 		c.add(Error, CheckTimeoutDeadline, nums(), "timeout %v is not below the client's deadline %v: the client gives up first, and no time is left for a fallback%s",
-			p.Timeout, t.Deadline, advice)
+			p.CallTimeout, t.Deadline, advice)
 	}
-	if t.RTT > 0 && p.Timeout < 2*t.RTT {
+	if t.RTT > 0 && p.CallTimeout < 2*t.RTT {
 		c.add(Error, CheckTimeoutBelowRTT, nums(), "timeout %v is below 2 × RTT (%v): calls time out on the network alone",
-			p.Timeout, 2*t.RTT)
+			p.CallTimeout, 2*t.RTT)
 	}
 }
 
@@ -479,12 +480,12 @@ func (c *checker) adaptiveTimeout(lat latency, advice string) {
 	settled := policyTimeout(p, t)
 	nums := func() map[string]float64 {
 		return map[string]float64{
-			"timeout_s":     settled.Seconds(),
-			"timeout_min_s": p.TimeoutMin.Seconds(),
-			"timeout_max_s": p.TimeoutMax.Seconds(),
-			"p99_s":         t.P99.Seconds(),
-			"deadline_s":    t.Deadline.Seconds(),
-			"rtt_s":         t.RTT.Seconds(),
+			"timeout_s":              settled.Seconds(),
+			"adaptive_timeout_min_s": p.AdaptiveTimeout.Min.Seconds(),
+			"adaptive_timeout_max_s": p.AdaptiveTimeout.Max.Seconds(),
+			"p99_s":                  t.P99.Seconds(),
+			"deadline_s":             t.Deadline.Seconds(),
+			"rtt_s":                  t.RTT.Seconds(),
 		}
 	}
 	if t.P99 > 0 && float64(settled) < 1.5*float64(t.P99) {
@@ -492,16 +493,16 @@ func (c *checker) adaptiveTimeout(lat latency, advice string) {
 		share := lat.over(settled) * (1 - t.ErrorRatio)
 		n["healthy_timeout_ratio"] = share
 		c.add(Warning, CheckTimeoutBelowP99, n, "adaptive timeout settles at %v (p%v × %v + %v, within [%v, %v]), below 1.5 × p99 (%v): %s of healthy calls time out%s",
-			settled, p.TimeoutQuantile*100, p.TimeoutFactor, p.TimeoutBase, p.TimeoutMin, p.TimeoutMax,
+			settled, p.AdaptiveTimeout.Quantile*100, p.AdaptiveTimeout.Factor, p.AdaptiveTimeout.Base, p.AdaptiveTimeout.Min, p.AdaptiveTimeout.Max,
 			time.Duration(1.5*float64(t.P99)), pct(share), advice)
 	}
-	if t.Deadline > 0 && p.TimeoutMax >= t.Deadline {
+	if t.Deadline > 0 && p.AdaptiveTimeout.Max >= t.Deadline {
 		c.add(Error, CheckTimeoutDeadline, nums(), "adaptive timeout may climb to its max %v, not below the client's deadline %v: the client would give up first, and no time is left for a fallback%s",
-			p.TimeoutMax, t.Deadline, advice)
+			p.AdaptiveTimeout.Max, t.Deadline, advice)
 	}
-	if t.RTT > 0 && max(p.TimeoutMin, settled) < 2*t.RTT {
+	if t.RTT > 0 && max(p.AdaptiveTimeout.Min, settled) < 2*t.RTT {
 		c.add(Error, CheckTimeoutBelowRTT, nums(), "adaptive timeout settles at %v (min %v), below 2 × RTT (%v): calls time out on the network alone",
-			settled, p.TimeoutMin, 2*t.RTT)
+			settled, p.AdaptiveTimeout.Min, 2*t.RTT)
 	}
 }
 

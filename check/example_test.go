@@ -13,7 +13,7 @@ import (
 // busy method and a quiet one that the default MinRequests leaves
 // unprotected.
 func ExampleGroup() {
-	policies, err := breaker.ParseGroupPolicy([]byte(`{"default": {"timeout": "150ms"}}`))
+	policies, err := breaker.ParseGroupPolicy([]byte(`{"default": {"call_timeout": "150ms"}}`))
 	if err != nil {
 		panic(err)
 	}
@@ -51,7 +51,7 @@ func ExampleGroup() {
 // downstream, and how fast it opens in a fault.
 func ExampleTimeToTrip() {
 	p := breaker.DefaultPolicy()
-	p.Timeout = 200 * time.Millisecond
+	p.CallTimeout = 200 * time.Millisecond
 	t := check.Traffic{Rate: 50, P50: 20 * time.Millisecond, P99: 80 * time.Millisecond, ErrorRatio: 0.01, Deadline: time.Second}
 
 	d, ok := check.TimeToTrip(p, t, check.DefaultFault)

@@ -60,23 +60,23 @@ func (l latency) quantile(q float64) time.Duration {
 }
 
 // policyTimeout is the deadline the policy gives a call at the key's
-// latency: its Timeout, or for an adaptive timeout the value it settles
-// at, clamp(quantile × factor + base, min, max), where the quantile is
-// read from the key's latency (it starts from Timeout, or TimeoutMax, and
-// keeps that until the window has samples).
+// latency: its CallTimeout, or for an adaptive timeout the value it
+// settles at, clamp(quantile × factor + base, min, max), where the
+// quantile is read from the key's latency (it starts from CallTimeout, or
+// AdaptiveTimeout.Max, and keeps that until the window has samples).
 func policyTimeout(p breaker.Policy, t Traffic) time.Duration {
-	if !p.AdaptiveTimeout {
-		return p.Timeout
+	if !p.AdaptiveTimeout.Enabled {
+		return p.CallTimeout
 	}
-	q := fitLatency(t).quantile(p.TimeoutQuantile).Round(time.Microsecond)
+	q := fitLatency(t).quantile(p.AdaptiveTimeout.Quantile).Round(time.Microsecond)
 	if q <= 0 {
-		if p.Timeout > 0 {
-			return p.Timeout
+		if p.CallTimeout > 0 {
+			return p.CallTimeout
 		}
-		return p.TimeoutMax
+		return p.AdaptiveTimeout.Max
 	}
-	d := time.Duration(float64(q)*p.TimeoutFactor) + p.TimeoutBase
-	return min(max(d, p.TimeoutMin), p.TimeoutMax)
+	d := time.Duration(float64(q)*p.AdaptiveTimeout.Factor) + p.AdaptiveTimeout.Base
+	return min(max(d, p.AdaptiveTimeout.Min), p.AdaptiveTimeout.Max)
 }
 
 // over is the share of calls slower than d.
@@ -95,7 +95,7 @@ func (l latency) over(d time.Duration) float64 {
 }
 
 // effectiveTimeout is how long a call that never answers is waited for:
-// the policy's Timeout, or the client's deadline when it comes first or
+// the policy's CallTimeout, or the client's deadline when it comes first or
 // the policy sets none. 0 means such a call never ends, so it is never
 // counted.
 func effectiveTimeout(p breaker.Policy, t Traffic) time.Duration {

@@ -147,7 +147,7 @@ func TestGroup_FindingsHoldOnAnyInput(t *testing.T) {
 		p.ErrorRatio = rapid.Float64Range(0.01, 1).Draw(t, "error_ratio")
 		p.ErrorCount = rapid.IntRange(0, 100).Draw(t, "error_count")
 		p.ConsecutiveFailures = rapid.IntRange(0, 20).Draw(t, "consecutive")
-		p.Timeout = time.Duration(rapid.IntRange(0, 5000).Draw(t, "timeout_ms")) * time.Millisecond
+		p.CallTimeout = time.Duration(rapid.IntRange(0, 5000).Draw(t, "timeout_ms")) * time.Millisecond
 		if rapid.Bool().Draw(t, "slow") {
 			p.SlowCall = time.Duration(rapid.IntRange(1, 5000).Draw(t, "slow_ms")) * time.Millisecond
 			p.SlowRatio = rapid.Float64Range(0.01, 1).Draw(t, "slow_ratio")

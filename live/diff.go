@@ -99,7 +99,8 @@ type fieldText struct{ name, text string }
 
 // fieldTexts lists the fields of p in their order, each value as
 // [breaker.Policy.MarshalJSON] writes it, without the quotes of a
-// duration: "30s", 0.5, 20, true.
+// duration: "30s", 0.5, 20, true. A field of a nested object is named by
+// its path, "adaptive_timeout.max", as the problems of a document name it.
 func fieldTexts(p breaker.Policy) []fieldText {
 	data, err := p.MarshalJSON()
 	if err != nil {
@@ -111,18 +112,28 @@ func fieldTexts(p breaker.Policy) []fieldText {
 		return nil
 	}
 	var out []fieldText
+	objectTexts(dec, "", &out)
+	return out
+}
+
+// objectTexts appends the members of the object dec is in, up to and
+// including its closing brace, to out, each name prefixed with prefix.
+func objectTexts(dec *json.Decoder, prefix string, out *[]fieldText) {
 	for dec.More() {
 		k, err := dec.Token()
 		if err != nil {
-			return out
+			return
 		}
 		v, err := dec.Token()
 		if err != nil {
-			return out
+			return
 		}
 		name, _ := k.(string)
 		var text string
 		switch v := v.(type) {
+		case json.Delim: // a nested object: MarshalJSON writes no array
+			objectTexts(dec, prefix+name+".", out)
+			continue
 		case string:
 			text = v
 		case json.Number:
@@ -130,9 +141,9 @@ func fieldTexts(p breaker.Policy) []fieldText {
 		default:
 			text = fmt.Sprint(v)
 		}
-		out = append(out, fieldText{name, text})
+		*out = append(*out, fieldText{prefix + name, text})
 	}
-	return out
+	_, _ = dec.Token() // }
 }
 
 // maxQuote is how many bytes of a key a path quotes, as in the problems

@@ -59,6 +59,20 @@ func TestFollow_AppliesADocumentAndKeepsStateAndWindow(t *testing.T) {
 	assert.Empty(t, c.Changes, "the same policy under a new version changes nothing")
 }
 
+// A change inside the adaptive timeout, a nested object, is named by its
+// path, and the fields after it are still compared.
+func TestFollow_AChangeInsideTheAdaptiveTimeoutIsNamedByItsPath(t *testing.T) {
+	h := newFollowHarness(t, breaker.GroupConfig{})
+	c := h.doc("v2", `{"default": {"adaptive_timeout": {"enabled": true, "max": "2s"}, "open_for": "45s", "max_open_for": "3m"}}`)
+	require.Equal(t, live.Applied, c.Result, "%+v", c)
+	assert.Equal(t, []live.FieldChange{
+		{Key: "default", Path: "default.adaptive_timeout.enabled", Field: "adaptive_timeout.enabled", From: "false", To: "true"},
+		{Key: "default", Path: "default.adaptive_timeout.max", Field: "adaptive_timeout.max", From: "0s", To: "2s"},
+		{Key: "default", Path: "default.open_for", Field: "open_for", From: "30s", To: "45s"},
+		{Key: "default", Path: "default.max_open_for", Field: "max_open_for", From: "2m0s", To: "3m0s"},
+	}, c.Changes)
+}
+
 // A bad document changes nothing, and its record names every problem by
 // path while the version in force stays.
 func TestFollow_RejectedDocumentKeepsThePolicyInForce(t *testing.T) {

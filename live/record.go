@@ -102,7 +102,9 @@ type Change struct {
 // from the default.
 type FieldChange struct {
 	// Key is "default" or an override's key; Path is the field's path in
-	// the document, such as overrides["payment.Charge"].open_for.
+	// the document, such as overrides["payment.Charge"].open_for, and
+	// Field its name in a policy, such as open_for, or for a field of a
+	// nested object its path there, such as adaptive_timeout.max.
 	Key   string `json:"key"`
 	Path  string `json:"path"`
 	Field string `json:"field"`

@@ -125,7 +125,7 @@ type Alert struct {
 	Snapshot   breaker.Snapshot `json:"snapshot"`
 	Reason     breaker.Reason   `json:"reason"`
 	// Message leads with the cause: "P3: breaker inventory.GetStock has
-	// been open for 1m11s (opened on err_ratio: 9 of 18 calls failed, 9
+	// been open for 1m11s (opened on error_ratio: 9 of 18 calls failed, 9
 	// of them timeouts; now probe_failed); check the health of
 	// inventory.GetStock". The key in it is shown by [Printable], so that
 	// it reads as what it holds.
@@ -215,7 +215,7 @@ func alertOf(st breaker.Status, now time.Time, th Thresholds) (Alert, bool) {
 	if a.TripReason == "" {
 		a.TripReason = a.Reason
 	}
-	a.Method, a.Target, _ = strings.Cut(st.Name, "@")
+	a.Method, a.Target = breaker.SplitKey(st.Name)
 	a.Message = message(a)
 	return a, true
 }
@@ -254,7 +254,7 @@ func writeMessage(a Alert, text, key func(string)) {
 }
 
 // cause says why an outage began, as the alerts and the status page
-// write it: "opened on err_ratio: 9 of 18 calls failed, 9 of them
+// write it: "opened on error_ratio: 9 of 18 calls failed, 9 of them
 // timeouts", or "opened on forced_open" without a window.
 func cause(trip breaker.Reason, snap breaker.Snapshot) string {
 	if snap.Counted == 0 {

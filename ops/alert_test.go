@@ -89,7 +89,7 @@ func TestAlerts_SeverityGrowsWithTheOpenDuration(t *testing.T) {
 	}
 	a := Alerts(gh.g, Thresholds{})[0]
 	assert.Equal(t, "P1: breaker inventory.GetStock@10.0.0.7 has been open for 30m0s "+
-		"(opened on err_ratio: 12 of 20 calls failed, 7 of them timeouts); check the health of inventory.GetStock on 10.0.0.7", a.Message)
+		"(opened on error_ratio: 12 of 20 calls failed, 7 of them timeouts); check the health of inventory.GetStock on 10.0.0.7", a.Message)
 }
 
 // An alert leads with why the breaker opened, the rule and the window
@@ -100,7 +100,7 @@ func TestAlerts_LeadWithTheTripNotTheLastProbe(t *testing.T) {
 	gh := newGroupHarness(t, breaker.GroupConfig{})
 	gh.calls("inventory.GetStock", 9, nil)
 	gh.calls("inventory.GetStock", 9, context.DeadlineExceeded)
-	gh.calls("inventory.GetStock", 2, errBoom) // 11 of 20: err_ratio
+	gh.calls("inventory.GetStock", 2, errBoom) // 11 of 20: error_ratio
 	gh.clk.Add(30 * time.Second)
 	gh.calls("inventory.GetStock", 1, context.DeadlineExceeded) // the probe times out
 	gh.clk.Add(41 * time.Second)
@@ -110,7 +110,7 @@ func TestAlerts_LeadWithTheTripNotTheLastProbe(t *testing.T) {
 	assert.Equal(t, breaker.ReasonErrorRatio, a.TripReason)
 	assert.Equal(t, breaker.ReasonProbeFailed, a.Reason)
 	assert.Equal(t, breaker.Snapshot{Counted: 20, Failures: 11, Timeouts: 9}, a.Snapshot)
-	assert.Equal(t, "P3: breaker inventory.GetStock has been open for 1m11s (opened on err_ratio: 11 of 20 calls failed, "+
+	assert.Equal(t, "P3: breaker inventory.GetStock has been open for 1m11s (opened on error_ratio: 11 of 20 calls failed, "+
 		"9 of them timeouts; now probe_failed); check the health of inventory.GetStock", a.Message)
 }
 

@@ -125,13 +125,13 @@ func TestStatusPage_RendersInChromium(t *testing.T) {
 	txt := text(dom)
 	for _, want := range []string{
 		"4 breakers 2 open 1 half-open",
-		"P3 record P3: breaker payment.Charge has been open for 1m35s (opened on err_ratio: 10 of 20 calls failed, 10 of them timeouts; now probe_failed); check the health of payment.Charge",
+		"P3 record P3: breaker payment.Charge has been open for 1m35s (opened on error_ratio: 10 of 20 calls failed, 10 of them timeouts; now probe_failed); check the health of payment.Charge",
 		"payment.Charge open for 1m35s , since 05:06:07",
-		"opened on err_ratio: 10 of 20 calls failed, 10 of them timeouts; reopened on probe_failed",
+		"opened on error_ratio: 10 of 20 calls failed, 10 of them timeouts; reopened on probe_failed",
 		"Next probe at 05:09:37 (in 1m55s), at the end of a cooldown of 2m0s ; the policy's cooldown is 30s, doubling to 2m0s.",
 		"This page's own grading of this process's breakers",
 		"inventory.GetStock @10.0.0.7 open for 15s , since 05:07:27",
-		"opened on err_ratio: 12 of 20 calls failed, 4 of them timeouts",
+		"opened on error_ratio: 12 of 20 calls failed, 4 of them timeouts",
 		"Next probe at 05:07:57 (in 15s)",
 		"05:07:37 half-open → open probe_failed , cooldown 2m0s",
 	} {

@@ -272,7 +272,7 @@ type card struct {
 
 func cardOf(st breaker.Status, now time.Time) card {
 	c := card{Status: st}
-	c.Method, c.Target, _ = strings.Cut(st.Name, "@")
+	c.Method, c.Target = breaker.SplitKey(st.Name)
 	c.RatioPct = 100 * st.ErrorRatio
 	c.ThresholdPct = 100 * st.Policy.ErrorRatio
 	c.Judged = st.Window.Counted >= uint64(st.Policy.MinRequests)

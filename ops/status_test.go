@@ -76,16 +76,16 @@ func TestStatusPage_ShowsAnOpenBreakerWhyAndUntilWhen(t *testing.T) {
 		"2 breakers 1 open 0 half-open as of 05:06:09",
 		"Policy: set by code; default: trips at 50% errors over at least 20 calls in 5s, open 30s to 2m0s, 3 probes; overrides: pricing.GetPrice",
 		"inventory.GetStock @10.0.0.7 open for 2s , since 05:06:07",
-		"opened on err_ratio: 12 of 20 calls failed, 7 of them timeouts",
+		"opened on error_ratio: 12 of 20 calls failed, 7 of them timeouts",
 		"Next probe at 05:06:37 (in 28s), at the end of a cooldown of 30s ; the policy's cooldown is 30s, doubling to 2m0s.",
 		"Window (5s): 20 calls, error ratio 60% of 50%, 7 timeouts",
-		"05:06:07 closed → open err_ratio , cooldown 30s",
+		"05:06:07 closed → open error_ratio , cooldown 30s",
 		"Alerts None: no breaker has been open for 1m0s.",
 		"This page's own grading of this process's breakers, by how long each has been open (ops.Alerts): 1m0s P3, record; 10m0s P2, page; 30m0s P1, escalate. It is not the state of Prometheus's alerts",
 		"overrides: pricing.GetPrice; not used by any breaker yet: pricing.GetPrice",
 		"orders.Create closed Window (5s): 5 calls (judged from 20), error ratio 0% of 50%, 0 timeouts",
 		"5 ok · 0 failed · 0 timeouts · 0 ignored · 0 refused · 0 fallbacks",
-		"05:06:07 2s ago inventory.GetStock@10.0.0.7 closed → open err_ratio, cooldown 30s 12/20 failed, 7 timeouts",
+		"05:06:07 2s ago inventory.GetStock@10.0.0.7 closed → open error_ratio, cooldown 30s 12/20 failed, 7 timeouts",
 	} {
 		assert.Contains(t, txt, want)
 	}
@@ -100,8 +100,8 @@ func TestStatusPage_ShowsAnOpenBreakerWhyAndUntilWhen(t *testing.T) {
 		"inventory.GetStock @10.0.0.7 half-open for 1m30s , since 05:06:07",
 		"Probing: 3 calls go through; all must pass to close.",
 		"05:07:37 open → half-open cooldown_elapsed",
-		"P3 record P3: breaker inventory.GetStock@10.0.0.7 has been open for 1m30s (opened on err_ratio: 12 of 20 calls failed, 7 of them timeouts); check the health of inventory.GetStock on 10.0.0.7",
-		"All transitions closed → open (err_ratio): 1 open → half-open (cooldown_elapsed): 1",
+		"P3 record P3: breaker inventory.GetStock@10.0.0.7 has been open for 1m30s (opened on error_ratio: 12 of 20 calls failed, 7 of them timeouts); check the health of inventory.GetStock on 10.0.0.7",
+		"All transitions closed → open (error_ratio): 1 open → half-open (cooldown_elapsed): 1",
 	} {
 		assert.Contains(t, txt, want)
 	}
@@ -258,13 +258,13 @@ func TestStatusPage_ShowsTheRunningCooldownAndTheTripApartFromTheProbe(t *testin
 	gh := newGroupHarness(t, breaker.GroupConfig{})
 	page := gh.statusPage(StatusConfig{})
 	gh.calls("pricing.GetPrice", 10, nil)
-	gh.calls("pricing.GetPrice", 10, context.DeadlineExceeded) // err_ratio, 10 of 20
+	gh.calls("pricing.GetPrice", 10, context.DeadlineExceeded) // error_ratio, 10 of 20
 	gh.clk.Add(30 * time.Second)
 	gh.calls("pricing.GetPrice", 1, context.DeadlineExceeded) // the probe times out: 1m
 	gh.clk.Add(10 * time.Second)
 	txt := text(render(t, page))
 	for _, want := range []string{
-		"opened on err_ratio: 10 of 20 calls failed, 10 of them timeouts; reopened on probe_failed . The breaker only stops the bleeding: check the health of pricing.GetPrice.",
+		"opened on error_ratio: 10 of 20 calls failed, 10 of them timeouts; reopened on probe_failed . The breaker only stops the bleeding: check the health of pricing.GetPrice.",
 		"Next probe at 05:07:37 (in 50s), at the end of a cooldown of 1m0s ; the policy's cooldown is 30s, doubling to 2m0s.",
 	} {
 		assert.Contains(t, txt, want)
@@ -339,7 +339,7 @@ func TestStatusPage_TextThatDoesNotShowAsItselfIsEscaped(t *testing.T) {
 	alerts := Alerts(gh.g, Thresholds{})
 	require.Len(t, alerts, 1)
 	assert.Equal(t, poser, alerts[0].Name, "the alert keeps the key itself")
-	assert.Equal(t, `P3: breaker "inventory.GetStock@\u202e7.0.0.01" has been open for 1m0s (opened on err_ratio: 20 of 20 calls failed, 0 of them timeouts); check the health of inventory.GetStock on "\u202e7.0.0.01"`,
+	assert.Equal(t, `P3: breaker "inventory.GetStock@\u202e7.0.0.01" has been open for 1m0s (opened on error_ratio: 20 of 20 calls failed, 0 of them timeouts); check the health of inventory.GetStock on "\u202e7.0.0.01"`,
 		alerts[0].Message)
 }
 
@@ -366,5 +366,5 @@ func TestStatusPage_ACardListsOnlyItsOwnBreakersTransitions(t *testing.T) {
 	assert.Contains(t, card, "closed Window")
 	assert.NotContains(t, card, "closed → open", "the dropped breaker's trip on the new card")
 	assert.NotContains(t, card, "All transitions")
-	assert.Contains(t, text(html[end:]), "05:06:07 1m0s ago "+key+" closed → open err_ratio", "the table keeps the group's history")
+	assert.Contains(t, text(html[end:]), "05:06:07 1m0s ago "+key+" closed → open error_ratio", "the table keeps the group's history")
 }

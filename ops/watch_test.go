@@ -445,7 +445,7 @@ func ExampleWatch() {
 	case <-time.After(10 * time.Second):
 		fmt.Println("no alert")
 	}
-	// Output: P3: breaker inventory.GetStock has been open for 1m0s (opened on err_ratio: 20 of 20 calls failed, 0 of them timeouts); check the health of inventory.GetStock
+	// Output: P3: breaker inventory.GetStock has been open for 1m0s (opened on error_ratio: 20 of 20 calls failed, 0 of them timeouts); check the health of inventory.GetStock
 }
 
 // A WatchConfig encodes as JSON (a function field would make json.Marshal

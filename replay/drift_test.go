@@ -18,8 +18,8 @@ func TestDrift(t *testing.T) {
 	rep := shippedReport(t, "drift")
 	base, no, fixed, adaptive := rep.Run(Baseline), rep.Run(NoBreaker), rep.Run(WithBreaker), rep.Run(CandidateRun)
 	require.NotNil(t, adaptive, "the scenario has an adaptive candidate")
-	require.True(t, adaptive.Calls[1].Policy.AdaptiveTimeout)
-	require.False(t, fixed.Calls[1].Policy.AdaptiveTimeout)
+	require.True(t, adaptive.Calls[1].Policy.AdaptiveTimeout.Enabled)
+	require.False(t, fixed.Calls[1].Policy.AdaptiveTimeout.Enabled)
 
 	hang := rep.Scenario.Faults[len(rep.Scenario.Faults)-1]
 	require.Equal(t, OutageHang, hang.Outage)

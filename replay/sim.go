@@ -222,10 +222,10 @@ func newSim(sc *Scenario, spec runSpec) (*sim, error) {
 		}
 		res.Breaker = true
 		res.Policy = *pol
-		if pol.AdaptiveTimeout {
+		if pol.AdaptiveTimeout.Enabled {
 			es.adaptive = true // Timeout is only where its deadline starts
-		} else if pol.Timeout > 0 && (es.timeout == 0 || int64(pol.Timeout) < es.timeout) {
-			es.timeout = int64(pol.Timeout)
+		} else if pol.CallTimeout > 0 && (es.timeout == 0 || int64(pol.CallTimeout) < es.timeout) {
+			es.timeout = int64(pol.CallTimeout)
 		}
 		jitter := rand.New(rand.NewPCG(sc.Seed, streamJitter+uint64(e)))
 		br, err := breaker.New(ref.name, *pol,

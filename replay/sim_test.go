@@ -151,7 +151,7 @@ func TestRun_PolicyTimeoutShortensTheCall(t *testing.T) {
 	s.Tiers[1].Service.Mean = 150 * ms // within the call's 200 ms
 	s.Tiers[0].Calls[0].Timeout = 200 * ms
 	p := breaker.DefaultPolicy()
-	p.Timeout = 100 * ms
+	p.CallTimeout = 100 * ms
 	s.Tiers[0].Calls[0].Policy = &p
 	rep := run(t, s)
 

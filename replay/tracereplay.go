@@ -9,7 +9,6 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/govkit/breaker"
@@ -244,8 +243,8 @@ func policyFor(gp breaker.GroupPolicy, key string) breaker.Policy {
 	if p, ok := gp.Overrides[key]; ok {
 		return p
 	}
-	if i := strings.IndexByte(key, '@'); i >= 0 {
-		if p, ok := gp.Overrides[key[:i]]; ok {
+	if m, _ := breaker.SplitKey(key); m != key {
+		if p, ok := gp.Overrides[m]; ok {
 			return p
 		}
 	}

@@ -295,7 +295,7 @@ func pickKeys(rep *check.Report, list string) ([]check.KeyReport, error) {
 		k = strings.TrimSpace(k)
 		found := false
 		for _, kr := range rep.Keys {
-			if kr.Key == k || strings.TrimSuffix(kr.Key, "@*") == k {
+			if kr.Key == k || kr.Key == breaker.TargetKey(k, "*") {
 				out = append(out, kr)
 				found = true
 				break

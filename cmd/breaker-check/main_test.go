@@ -263,7 +263,7 @@ func TestGrid_AroundCurrent(t *testing.T) {
 	}
 	assert.Contains(t, changes, "min_requests 20 → 10")
 	assert.Contains(t, changes, "min_requests 20 → 5", "a key that can never trip gets a min_requests it can reach")
-	assert.Contains(t, changes, "timeout 0s → 61ms")
+	assert.Contains(t, changes, "call_timeout 0s → 61ms")
 	assert.Contains(t, changes, "open_for 30s → 1m0s")
 	assert.Contains(t, changes, "window 5s → 2.5s")
 }

@@ -210,8 +210,8 @@ func grid(p breaker.Policy, t check.Traffic) []breaker.Policy {
 	}
 	add(func(q *breaker.Policy) { q.Window = p.Window / 2 })
 	add(func(q *breaker.Policy) { q.Window = p.Window * 2 })
-	if to, ok := suggestedTimeout(t); ok && (p.Timeout == 0 || math.Abs(float64(to-p.Timeout)) > 0.1*float64(p.Timeout)) {
-		add(func(q *breaker.Policy) { q.Timeout = to })
+	if to, ok := suggestedTimeout(t); ok && (p.CallTimeout == 0 || math.Abs(float64(to-p.CallTimeout)) > 0.1*float64(p.CallTimeout)) {
+		add(func(q *breaker.Policy) { q.CallTimeout = to })
 	}
 	add(func(q *breaker.Policy) {
 		q.OpenFor = p.OpenFor / 2
@@ -273,8 +273,8 @@ func combine(cur breaker.Policy, results []candidate, tie ties) (breaker.Policy,
 			q.ErrorRatio = r.Policy.ErrorRatio
 		case "window":
 			q.Window = r.Policy.Window
-		case "timeout":
-			q.Timeout = r.Policy.Timeout
+		case "call_timeout":
+			q.CallTimeout = r.Policy.CallTimeout
 		case "open_for":
 			q.OpenFor, q.MaxOpenFor = r.Policy.OpenFor, r.Policy.MaxOpenFor
 		default:
@@ -299,7 +299,7 @@ func diff(cur, p breaker.Policy) []string {
 	f("window", cur.Window, p.Window)
 	f("min_requests", cur.MinRequests, p.MinRequests)
 	f("error_ratio", cur.ErrorRatio, p.ErrorRatio)
-	f("timeout", cur.Timeout, p.Timeout)
+	f("call_timeout", cur.CallTimeout, p.CallTimeout)
 	f("open_for", cur.OpenFor, p.OpenFor)
 	f("max_open_for", cur.MaxOpenFor, p.MaxOpenFor)
 	if out == nil {

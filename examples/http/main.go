@@ -68,7 +68,7 @@ func defaults() config {
 	p.OpenFor = 3 * time.Second
 	p.MaxOpenFor = 12 * time.Second
 	p.Jitter = 0.1
-	p.Timeout = 200 * time.Millisecond // the client's deadline for each call
+	p.CallTimeout = 200 * time.Millisecond // the client's deadline for each call
 	p.Warmup = 0
 	return config{
 		tick:     time.Second,
@@ -95,7 +95,7 @@ func (c config) scaled(f float64) config {
 	c.policy.Window = time.Duration(float64(c.policy.Window) * f).Round(10 * time.Millisecond)
 	c.policy.OpenFor = d(c.policy.OpenFor)
 	c.policy.MaxOpenFor = d(c.policy.MaxOpenFor)
-	c.policy.Timeout = d(c.policy.Timeout)
+	c.policy.CallTimeout = d(c.policy.CallTimeout)
 	return c
 }
 
@@ -159,7 +159,7 @@ func run(ctx context.Context, w io.Writer, cfg config) error {
 	client := &http.Client{Transport: breakerhttp.New(base, group)}
 
 	printf("inventory goes bad from %s to %s: 40%% errors, 20%% slower than the %v deadline\n",
-		stamp(cfg.badFrom), stamp(cfg.badFrom+cfg.badFor), cfg.policy.Timeout)
+		stamp(cfg.badFrom), stamp(cfg.badFrom+cfg.badFor), cfg.policy.CallTimeout)
 	printf("calls ended in each tick: ok, failed (5xx or no answer in time), rejected by the breaker\n" +
 		"without a request; fallback: answered from the last good value; probes: seen by the server\n\n")
 	printf("%7s  %-9s  %5s %5s %6s %8s %8s %6s  %s\n",
@@ -223,10 +223,10 @@ func (s *service) call(ctx context.Context, client *http.Client) {
 		return
 	case errors.Is(err, breaker.ErrOpen):
 		s.rejected.Add(1)
-		// The Transport has already guarded the call; Recover serves the
+		// The Transport has already guarded the call; FallbackResult serves the
 		// fallback for its refusal and counts it on the breaker that
 		// refused (Counters.Fallbacks).
-		if _, err := breaker.Recover(ctx, body, err, s.cached); err == nil {
+		if _, err := breaker.FallbackResult(ctx, body, err, s.cached); err == nil {
 			s.fallback.Add(1)
 		}
 		return

@@ -25,7 +25,7 @@ func TestRunShowsOpenProbeClose(t *testing.T) {
 	text := out.String()
 	t.Log("\n" + text)
 
-	lastOpen := strings.LastIndex(text, "inventory  closed -> open (err_ratio")
+	lastOpen := strings.LastIndex(text, "inventory  closed -> open (error_ratio")
 	if i := strings.LastIndex(text, "inventory  half_open -> open"); i > lastOpen {
 		lastOpen = i
 	}
@@ -54,7 +54,7 @@ func TestRunShowsOpenProbeClose(t *testing.T) {
 		t.Error("inventory's summary is missing")
 	}
 	if m := regexp.MustCompile(`inventory: final state closed; \d+ calls answered, (\d+) refused \((\d+) of them`).FindStringSubmatch(text); m == nil || m[2] == "0" {
-		t.Error("no fallback was counted on the breaker (breaker.Recover)")
+		t.Error("no fallback was counted on the breaker (breaker.FallbackResult)")
 	}
 	if !regexp.MustCompile(`pricing: final state closed; \d+ calls answered, 0 refused \(0 of them served by the fallback\), 0 opens`).MatchString(text) {
 		t.Error("pricing, which stayed healthy, was refused or opened")

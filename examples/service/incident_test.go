@@ -39,11 +39,11 @@ var transcript = flag.String("incident.transcript", "", "write the incident's tr
 const (
 	incidentPolicy = `{
   "default":   {"window": "2s", "min_requests": 10, "open_for": "1s", "max_open_for": "4s"},
-  "overrides": {"pricing.GetPrice": {"timeout": "100ms"}}
+  "overrides": {"pricing.GetPrice": {"call_timeout": "100ms"}}
 }`
 	incidentBad = `{
   "default":   {"window": "2s", "min_requests": 10, "open_for": "1s", "max_open_for": "4s"},
-  "overrides": {"pricing.GetPrice": {"timeout": "100ms", "open_for": "10s"}}
+  "overrides": {"pricing.GetPrice": {"call_timeout": "100ms", "open_for": "10s"}}
 }`
 )
 
@@ -220,7 +220,7 @@ func logLines(logs string, words ...string) string {
 // An incident as the on-call engineer lives it, with the shipped rules
 // (thresholds in seconds, links on) on a real Prometheus scraping the
 // service twice a second: pricing turns slow, its breaker trips on
-// err_ratio, the P3 leads with that cause and the window that tripped
+// error_ratio, the P3 leads with that cause and the window that tripped
 // it, then the failing probes raise BreakerProbesFailing; the status page,
 // in Chromium, says the same, with the cooldown that runs. Pricing heals:
 // the breaker closes and every alert resolves within seconds. A refused
@@ -245,7 +245,7 @@ func TestService_AnIncidentWithPrometheus(t *testing.T) {
 	start := time.Now()
 
 	p.eventually("closed pricing breaker, its trips at 0", func() (bool, string) {
-		v := p.query(`count_over_time(breaker_transitions_total{name="pricing.GetPrice", from="closed", to="open", reason="err_ratio"}[10s]) >= 2`)
+		v := p.query(`count_over_time(breaker_transitions_total{name="pricing.GetPrice", from="closed", to="open", reason="error_ratio"}[10s]) >= 2`)
 		return len(v) == 1, fmt.Sprint(v)
 	})
 	assert.NotContains(t, logs.String(), "override unused", "pricing's override is used once it is called: no warning at start")
@@ -265,10 +265,10 @@ func TestService_AnIncidentWithPrometheus(t *testing.T) {
 	})
 	st, _ := statusOf(t, base, keyPrice)
 	require.NotEqual(t, breaker.Closed, st.State)
-	cause := fmt.Sprintf("opened on err_ratio: %d of %d calls failed, %d of them timeouts", st.Trip.Failures, st.Trip.Counted, st.Trip.Timeouts)
+	cause := fmt.Sprintf("opened on error_ratio: %d of %d calls failed, %d of them timeouts", st.Trip.Failures, st.Trip.Counted, st.Trip.Timeouts)
 	assert.Equal(t, breaker.ReasonErrorRatio, st.TripReason)
 	assert.Equal(t, st.Trip.Failures, st.Trip.Timeouts, "a slow downstream: every failure a timeout")
-	assert.Equal(t, "err_ratio", p3.Labels["trip_reason"])
+	assert.Equal(t, "error_ratio", p3.Labels["trip_reason"])
 	assert.Equal(t, keyPrice, p3.Labels["method"])
 	assert.Equal(t, addr, p3.Labels["instance"])
 	assert.Contains(t, p3.Annotations["summary"], "("+cause+")", "the alert leads with the trip's rule and window")
@@ -290,13 +290,13 @@ func TestService_AnIncidentWithPrometheus(t *testing.T) {
 		return len(all) == 1, fmt.Sprint(p.alerts())
 	})
 	n.step("its probes fail")
-	assert.Equal(t, "err_ratio", probes.Labels["trip_reason"])
+	assert.Equal(t, "error_ratio", probes.Labels["trip_reason"])
 	assert.Contains(t, probes.Annotations["summary"], "("+cause+")", "still led by the trip, not the probe")
 	assert.Contains(t, probes.Annotations["description"], "the downstream has not recovered since the breaker "+cause)
 	n.block("", alertText(probes))
 	p.eventually("the P3 with the probe's reason behind the cause", func() (bool, string) {
 		all := p.firing("BreakerOpen", pricingAlert)
-		return len(all) == 1 && all[0].Labels["reason"] == "probe_failed" && all[0].Labels["trip_reason"] == "err_ratio" &&
+		return len(all) == 1 && all[0].Labels["reason"] == "probe_failed" && all[0].Labels["trip_reason"] == "error_ratio" &&
 			strings.Contains(all[0].Annotations["description"], cause+", and has refused calls for"), fmt.Sprint(all)
 	})
 	n.block("", alertText(p.firing("BreakerOpen", pricingAlert)[0]))
@@ -309,7 +309,7 @@ func TestService_AnIncidentWithPrometheus(t *testing.T) {
 			assert.NotEmpty(t, v, "%s: %s", q.title, q.expr)
 		}
 		if q.title == "Window that tripped the breaker, while not closed" && len(v) > 0 && v[0].Metric["reason"] != "" {
-			assert.Equal(t, "err_ratio", v[0].Metric["reason"], q.expr)
+			assert.Equal(t, "error_ratio", v[0].Metric["reason"], q.expr)
 			assert.Equal(t, fmt.Sprint(st.Trip.Counted), v[0].Value[1], q.expr)
 		}
 	}
@@ -399,7 +399,7 @@ func TestService_AnIncidentWithPrometheus(t *testing.T) {
 	restarted := time.Now()
 	svc = serveAt(t, addr, path, logs)
 	p.eventually("the restarted service scraped, its trips at 0", func() (bool, string) {
-		v := p.query(`breaker_transitions_total{name="pricing.GetPrice", from="closed", to="open", reason="err_ratio"} == 0`)
+		v := p.query(`breaker_transitions_total{name="pricing.GetPrice", from="closed", to="open", reason="error_ratio"} == 0`)
 		return len(v) == 1, fmt.Sprint(v)
 	})
 	time.Sleep(3 * time.Second) // past the dashboard's rate interval
@@ -407,7 +407,7 @@ func TestService_AnIncidentWithPrometheus(t *testing.T) {
 	require.NoError(t, err)
 	resp.Body.Close()
 	p.eventually("the second trip", func() (bool, string) {
-		v := p.query(`breaker_transitions_total{name="pricing.GetPrice", from="closed", to="open", reason="err_ratio"} == 1`)
+		v := p.query(`breaker_transitions_total{name="pricing.GetPrice", from="closed", to="open", reason="error_ratio"} == 1`)
 		return len(v) == 1, fmt.Sprint(v)
 	})
 	var annotation string

@@ -18,15 +18,15 @@ import (
 const (
 	policyV1 = `{
   "default":   {"min_requests": 10, "open_for": "15s", "max_open_for": "1m"},
-  "overrides": {"pricing.GetPrice": {"timeout": "300ms"}}
+  "overrides": {"pricing.GetPrice": {"call_timeout": "300ms"}}
 }`
 	policyV2 = `{
   "default":   {"min_requests": 10, "open_for": "15s", "max_open_for": "1m"},
-  "overrides": {"pricing.GetPrice": {"timeout": "300ms", "open_for": "45s"}}
+  "overrides": {"pricing.GetPrice": {"call_timeout": "300ms", "open_for": "45s"}}
 }`
 	policyBad = `{
   "default":   {"min_requests": 10, "open_for": "15s", "max_open_for": "1m"},
-  "overrides": {"pricing.GetPrice": {"timeout": "300ms", "open_for": "2m"}}
+  "overrides": {"pricing.GetPrice": {"call_timeout": "300ms", "open_for": "2m"}}
 }`
 )
 

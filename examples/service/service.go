@@ -34,7 +34,7 @@ const (
 // than 300ms for a price it can take from the catalogue.
 const policies = `{
   "default":   {"min_requests": 10, "open_for": "15s", "max_open_for": "1m"},
-  "overrides": {"pricing.GetPrice": {"timeout": "300ms"}}
+  "overrides": {"pricing.GetPrice": {"call_timeout": "300ms"}}
 }`
 
 // service is the example's HTTP service: a product endpoint that calls two

@@ -239,23 +239,23 @@ func TestService_PricingOutageOpensItsBreakerAndFallsBack(t *testing.T) {
 		`breaker_state{name="pricing.GetPrice",state="open"} 1`,
 		`breaker_state{name="pricing.GetPrice",state="closed"} 0`,
 		`breaker_state{name="inventory.GetStock",state="closed"} 1`,
-		`breaker_transitions_total{from="closed",name="pricing.GetPrice",reason="err_ratio",to="open"} 1`,
+		`breaker_transitions_total{from="closed",name="pricing.GetPrice",reason="error_ratio",to="open"} 1`,
 		`breaker_rejected_total{name="pricing.GetPrice"} 3`,
 		`breaker_fallbacks_total{name="pricing.GetPrice"} 8`,
 		`breaker_window_error_ratio{name="pricing.GetPrice"} 0.5`,
 		// Why it opened, for the whole outage; inventory has not
 		// tripped, its trip series are there at 0.
-		`breaker_trip_reason{name="pricing.GetPrice",reason="err_ratio"} 1`,
+		`breaker_trip_reason{name="pricing.GetPrice",reason="error_ratio"} 1`,
 		`breaker_trip_window_calls{name="pricing.GetPrice"} 10`,
 		`breaker_trip_window_failures{name="pricing.GetPrice"} 5`,
-		`breaker_transitions_total{from="closed",name="inventory.GetStock",reason="err_ratio",to="open"} 0`,
+		`breaker_transitions_total{from="closed",name="inventory.GetStock",reason="error_ratio",to="open"} 0`,
 	} {
 		assert.Contains(t, m, line+"\n")
 	}
 	assert.NotContains(t, m, `breaker_trip_reason{name="inventory.GetStock"`)
 
 	assert.Contains(t, in.logs.String(),
-		`level=WARN msg="breaker opened" breaker.name=pricing.GetPrice breaker.state=open breaker.from=closed breaker.reason=err_ratio breaker.ratio=0.5 breaker.counted=10 breaker.failures=5 breaker.timeouts=0 breaker.cooldown=15s`+"\n")
+		`level=WARN msg="breaker opened" breaker.name=pricing.GetPrice breaker.state=open breaker.from=closed breaker.reason=error_ratio breaker.ratio=0.5 breaker.counted=10 breaker.failures=5 breaker.timeouts=0 breaker.cooldown=15s`+"\n")
 
 	// Pricing heals. After the 15s cooldown the next three calls are
 	// probes; all pass and the breaker closes.
@@ -293,7 +293,7 @@ func TestService_InventoryOutageIsA503WithRetryAfter(t *testing.T) {
 	resp.Body.Close()
 	assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
 	assert.Equal(t, "15", resp.Header.Get("Retry-After"))
-	assert.Contains(t, string(body), "breaker: inventory.GetStock is open (err_ratio, 10/10 failed, 0 timeouts, retry in 15s)")
+	assert.Contains(t, string(body), "breaker: inventory.GetStock is open (error_ratio, 10/10 failed, 0 timeouts, retry in 15s)")
 
 	bs := in.breakers()
 	assert.Equal(t, "open", bs[keyStock].State)

@@ -68,9 +68,9 @@ func TestService_StatusPageInChromium(t *testing.T) {
 		"service: breakers",
 		"2 breakers 1 open 0 half-open",
 		"inventory.GetStock open for 5s",
-		"opened on err_ratio: 7 of 10 calls failed, 0 of them timeouts",
+		"opened on error_ratio: 7 of 10 calls failed, 0 of them timeouts",
 		"(in 10s), at the end of a cooldown of 15s ; the policy's cooldown is 15s, doubling to 1m0s.",
-		"closed → open err_ratio , cooldown 15s",
+		"closed → open error_ratio , cooldown 15s",
 		"pricing.GetPrice closed",
 		"overrides: pricing.GetPrice",
 	} {
@@ -85,5 +85,5 @@ func TestService_StatusPageInChromium(t *testing.T) {
 	assert.Equal(t, []byte("\x89PNG\r\n\x1a\n"), png[:8], "not a PNG")
 	dom := string(chromium(t, bin, in.base+"/status", "--window-size=1100,860", "--dump-dom"))
 	assert.Contains(t, dom, `data-breaker="inventory.GetStock" data-state="open"`)
-	assert.Contains(t, pageText(dom), "opened on err_ratio: 7 of 10 calls failed")
+	assert.Contains(t, pageText(dom), "opened on error_ratio: 7 of 10 calls failed")
 }

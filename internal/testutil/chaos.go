@@ -116,7 +116,7 @@ func (k *Killable) Kill() {
 
 // OneAtATime is the capacity of a server that serves one request at a
 // time and has no queue. Every request first waits until need requests
-// have arrived, or for guard (which must be well inside Policy.Timeout),
+// have arrived, or for guard (which must be well inside Policy.CallTimeout),
 // so that they are all in flight together whatever order the scheduler
 // runs them in. It is safe for concurrent use.
 type OneAtATime struct {
@@ -221,7 +221,7 @@ func (c *Chaos) CallersUntilRefused(n int, within time.Duration) {
 }
 
 // CheckOpenedByTimeouts checks the experiment of a downstream that
-// answers later than Policy.Timeout from start on: the breaker opened on
+// answers later than Policy.CallTimeout from start on: the breaker opened on
 // the error-ratio rule, no sooner than one timeout after start and within
 // one window of it; every call it counted was a timeout; the test's calls
 // all timed out or were refused, some refused; and b counted them all.
@@ -238,7 +238,7 @@ func (c *Chaos) CheckOpenedByTimeouts(b *breaker.Breaker, start time.Time) {
 	assert.Equal(t, trip.Snapshot.Counted, trip.Snapshot.Timeouts, "every counted call was a timeout")
 	assert.Equal(t, trip.Snapshot.Failures, trip.Snapshot.Timeouts, "every failure was a timeout")
 	took := trip.Time.Sub(start)
-	assert.GreaterOrEqual(t, took, p.Timeout, "opened before any call could time out")
+	assert.GreaterOrEqual(t, took, p.CallTimeout, "opened before any call could time out")
 	assert.Less(t, took, p.Window, "opened later than one window after the fault")
 
 	n := c.Calls()
@@ -358,12 +358,22 @@ func (c *Chaos) CheckProbesBeyondCapacity(b *breaker.Breaker, want breaker.State
 		got[v]++
 	}
 	assert.Equal(t, map[Verdict]int{Succeeded: 1, extra: p.Probes - 1}, got)
-	assert.Equal(t, want, b.State())
 	assert.Equal(t, int64(p.Probes), c.Server.Probes(), "probes marked at the server")
 	co := b.Counters()
 	if want == breaker.Open {
+		// The reopen is the last transition to Open. On a loaded machine
+		// the probes can return after its cooldown has passed, so the
+		// breaker may be half-open again by now, but never sooner.
 		evs := c.Events.List()
-		last := evs[len(evs)-1]
+		var last breaker.Event
+		for _, e := range evs {
+			if e.To == breaker.Open {
+				last = e
+			}
+		}
+		if b.State() != breaker.Open {
+			assert.GreaterOrEqual(t, time.Since(last.Time), last.Cooldown, "left open before its cooldown")
+		}
 		assert.Equal(t, breaker.ReasonProbeFailed, last.Reason)
 		assert.Equal(t, 1, last.Doublings, "cooldown doubled")
 		lo, hi := JitterBounds(2*p.OpenFor, p.Jitter)
@@ -373,13 +383,14 @@ func (c *Chaos) CheckProbesBeyondCapacity(b *breaker.Breaker, want breaker.State
 		assert.Equal(t, uint64(1), co.ProbesFailed, "only the first failed probe gives a verdict")
 		assert.LessOrEqual(t, co.ProbesPassed, uint64(1))
 	} else {
+		assert.Equal(t, want, b.State())
 		assert.Equal(t, uint64(p.Probes), co.ProbesPassed)
 	}
 	c.Check(t, b)
 }
 
 // CheckHungProbesReopen plays probes that hang, on a breaker b with no
-// Policy.Timeout to cut them, tripped by TripAfter and with a server that
+// Policy.CallTimeout to cut them, tripped by TripAfter and with a server that
 // now hangs: once the cooldown has passed, Policy.Probes callers call at
 // once with probe. Once every probe slot is taken and no verdict has come
 // for one cooldown, b reopens (probe_timeout) and refuses calls while the

@@ -43,7 +43,7 @@ func MetricsPolicy() breaker.Policy {
 // ChaosPolicy is the policy of the chaos experiments, scaled down so that
 // each takes well under a second: it trips on 5 counted calls at 50%
 // failures within an 800 ms window and probes three times after a
-// cooldown of 200 ms ±10%, doubling up to 800 ms. Policy.Timeout is two
+// cooldown of 200 ms ±10%, doubling up to 800 ms. Policy.CallTimeout is two
 // seconds, far above a loopback call, so that a healthy call a loaded
 // machine delays does not count as a timeout; the delay experiment, whose
 // calls are all slow, uses [DelayPolicy].
@@ -53,7 +53,7 @@ func ChaosPolicy() breaker.Policy {
 	p.Buckets = 4
 	p.MinRequests = 5
 	p.ErrorRatio = 0.5
-	p.Timeout = 2 * time.Second
+	p.CallTimeout = 2 * time.Second
 	p.OpenFor = 200 * time.Millisecond
 	p.MaxOpenFor = 800 * time.Millisecond
 	p.Jitter = 0.1
@@ -62,12 +62,12 @@ func ChaosPolicy() breaker.Policy {
 	return p
 }
 
-// DelayPolicy is [ChaosPolicy] with Policy.Timeout at 200 ms, a quarter of
+// DelayPolicy is [ChaosPolicy] with Policy.CallTimeout at 200 ms, a quarter of
 // the window, so that a window holds MinRequests timeouts of callers that
 // call one after another.
 func DelayPolicy() breaker.Policy {
 	p := ChaosPolicy()
-	p.Timeout = 200 * time.Millisecond
+	p.CallTimeout = 200 * time.Millisecond
 	return p
 }
 
