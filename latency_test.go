@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"math"
 	"math/rand/v2"
+	"runtime"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -474,6 +475,7 @@ func TestRace_AdaptiveTimeoutHammer(t *testing.T) {
 
 	const workers, each = 4, 3000
 	var calls, wg sync.WaitGroup
+	var made atomic.Int64 // calls made so far
 	stop := make(chan struct{})
 	for w := range workers {
 		calls.Add(1)
@@ -486,6 +488,7 @@ func TestRace_AdaptiveTimeoutHammer(t *testing.T) {
 					}
 					return nil
 				})
+				made.Add(1)
 				if d := b.Timeout(); d < p.AdaptiveTimeout.Min || d > p.AdaptiveTimeout.Max {
 					t.Errorf("deadline %v outside [%v, %v]", d, p.AdaptiveTimeout.Min, p.AdaptiveTimeout.Max)
 					return
@@ -496,11 +499,22 @@ func TestRace_AdaptiveTimeoutHammer(t *testing.T) {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
+		// The reader reads the shared step clock too: it goes at most
+		// once per few calls, so that it cannot stretch every call past
+		// the deadline, which would leave the quantile unknown.
+		var seen int64
 		for i := 0; ; i++ {
 			select {
 			case <-stop:
 				return
 			default:
+			}
+			if n := made.Load(); n < seen+4 {
+				runtime.Gosched()
+				i--
+				continue
+			} else {
+				seen = n
 			}
 			_ = b.Status()
 			if i%50 == 0 {
