@@ -316,7 +316,16 @@ func TestService_AnIncidentWithPrometheus(t *testing.T) {
 
 	// The status page, in a real browser: the cause apart from the
 	// probe's verdict, the cooldown that runs, the grading note.
-	dom := pageText(string(chromium(t, chromiumBin, base+"/status", "--window-size=1100,860", "--dump-dom")))
+	// The breaker spends a moment half-open between cooldowns; a page
+	// rendered then (a loaded machine renders slowly) shows the probes
+	// instead, so render until one shows it open, within a few cooldowns.
+	var dom string
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		dom = pageText(string(chromium(t, chromiumBin, base+"/status", "--window-size=1100,860", "--dump-dom")))
+		if strings.Contains(dom, "Next probe at") || time.Now().After(deadline) {
+			break
+		}
+	}
 	for _, want := range []string{cause + "; reopened on probe_failed", "at the end of a cooldown of",
 		"This page's own grading of this process's breakers", "It is not the state of Prometheus's alerts"} {
 		assert.Contains(t, dom, want)
