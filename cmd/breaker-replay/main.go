@@ -4,8 +4,9 @@
 //
 // With no flags it runs that scenario, seeds000 (inventory fails 40% of
 // calls and slows 20% for 20 s under a constant 1200 req/s) without and
-// with the default policy, prints the comparison, and writes the chart to
-// replay.svg:
+// with the default policy, prints the comparison for the scenario's seed,
+// then each headline figure as median and range over five seeds (-seeds),
+// and writes the chart of the scenario's seed to replay.svg:
 //
 //	go run ./cmd/breaker-replay
 //
@@ -23,7 +24,7 @@
 // The scenario format is documented in package
 // github.com/govkit/breaker/replay; -show prints a shipped scenario to
 // start from. The simulation runs in virtual time: five simulated minutes
-// take about a second.
+// take about a second a seed.
 package main
 
 import (
@@ -61,6 +62,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		on       = fs.String("on", "", "comma-separated `calls` (\"orders->inventory\") the -policy candidate applies to; default every guarded call")
 		svg      = fs.String("svg", "replay.svg", "write the chart to this `file`; empty for none")
 		seed     = fs.Uint64("seed", 0, "override the scenario's seed (0 keeps it)")
+		seeds    = fs.Int("seeds", defaultSeeds, "run this many seeds from the scenario's (or -seed) and print each headline figure as median and range; 1 for the one seed's report only")
 		full     = fs.Bool("full", false, "print every second, without folding steady stretches")
 		list     = fs.Bool("list", false, "list the shipped scenarios and exit")
 		show     = fs.Bool("show", false, "print the scenario's JSON and exit")
@@ -114,6 +116,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if *seed != 0 {
 		s.Seed = *seed
 	}
+	if *seeds < 1 || *seeds > maxSeeds {
+		return fail(exitUsage, "-seeds: must be in [1, %d], got %d", maxSeeds, *seeds)
+	}
 	if *policy != "" {
 		c, err := candidate(s, *policy, *on)
 		if err != nil {
@@ -128,20 +133,29 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 
 	start := time.Now()
-	rep, err := replay.Run(s)
+	all, err := replay.RunSeeds(s, replay.Seeds(s.Seed, *seeds))
 	if err != nil {
 		return fail(exitError, "%v", err)
 	}
 	wall := time.Since(start)
+	rep := all.Reports[0]
 	if err := rep.WriteText(stdout, replay.TextOptions{Full: *full}); err != nil {
 		return fail(exitError, "%v", err)
 	}
-	var requests int64
-	for _, r := range rep.Runs {
-		requests += r.Requests
+	if *seeds > 1 {
+		fmt.Fprintln(stdout)
+		if err := all.WriteText(stdout); err != nil {
+			return fail(exitError, "%v", err)
+		}
 	}
-	fmt.Fprintf(stderr, "simulated %d runs of %v (%s requests) in %v wall time\n",
-		len(rep.Runs), s.Duration, millions(requests), wall.Round(time.Millisecond))
+	var requests int64
+	for _, rep := range all.Reports {
+		for _, r := range rep.Runs {
+			requests += r.Requests
+		}
+	}
+	fmt.Fprintf(stderr, "simulated %d runs of %v for %d seeds (%s requests) in %v wall time\n",
+		len(rep.Runs), s.Duration, *seeds, millions(requests), wall.Round(time.Millisecond))
 	if *svg != "" {
 		if err := writeSVG(rep, *svg); err != nil {
 			return fail(exitError, "%v", err)
@@ -208,6 +222,14 @@ func candidate(s *replay.Scenario, path, on string) (*replay.Candidate, error) {
 	}
 	return c, nil
 }
+
+// defaultSeeds is how many seeds the command runs by default: enough for a
+// median and a range, few enough that the default replay takes seconds.
+// maxSeeds bounds -seeds.
+const (
+	defaultSeeds = 5
+	maxSeeds     = 1000
+)
 
 func writeSVG(rep *replay.Report, path string) error { return createFile(path, rep.WriteSVG) }
 

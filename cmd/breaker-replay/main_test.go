@@ -27,9 +27,16 @@ func runCmd(t *testing.T, args ...string) (code int, stdout, stderr string) {
 	return testutil.RunCommand(t, run, args...)
 }
 
+// long says whether to run the long variants of the tests: the
+// README's command exactly as written (five seeds of five simulated
+// minutes) rather than with one seed. scripts/stress.sh sets it.
+var long = os.Getenv("BREAKER_LONG") != ""
+
 // TestNoFlags is the README's command: the replay of the incident behind
-// the breaker's defaults on the default policy, the comparison on stdout,
-// the chart in replay.svg.
+// the breaker's defaults on the default policy, the comparison on stdout
+// with each headline figure over five seeds, the chart in replay.svg. The
+// suite runs it with one seed (the shipped seed's report is the same);
+// BREAKER_LONG=1 runs it as written.
 func TestNoFlags(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the full default replay")
@@ -40,17 +47,55 @@ func TestNoFlags(t *testing.T) {
 	require.NoError(t, os.Chdir(dir))
 	defer func() { require.NoError(t, os.Chdir(wd)) }()
 
-	code, stdout, stderr := runCmd(t)
+	var args []string
+	seeds := defaultSeeds
+	if !long {
+		args, seeds = []string{"-seeds", "1"}, 1
+	}
+	code, stdout, stderr := runCmd(t, args...)
 	require.Equal(t, exitOK, code, stderr)
 	assert.Contains(t, stdout, "scenario  seeds000")
 	assert.Contains(t, stdout, "no breaker")
 	assert.Contains(t, stdout, "with breaker: default policy on gateway->orders, orders->inventory")
-	assert.Regexp(t, `simulated 3 runs of 5m0s \(\d\.\dM requests\) in .* wall time`, stderr)
+	assert.Contains(t, stdout, "5m0s simulated, seed 1\n")
+	assert.Regexp(t, fmt.Sprintf(`simulated 3 runs of 5m0s for %d seeds \(\d+\.\dM requests\) in .* wall time`, seeds), stderr)
+	if long {
+		assert.Contains(t, stdout, "over 5 seeds (1-5): median [least, greatest]")
+		assert.Regexp(t, `(?m)^entry goodput, worst second \(req/s\) +\d+ \[\d+, \d+\] +\d+ \[\d+, \d+\]$`, stdout)
+	} else {
+		assert.NotContains(t, stdout, "median")
+	}
 	assert.Contains(t, stderr, "chart written to replay.svg")
 	svg, err := os.ReadFile(filepath.Join(dir, "replay.svg"))
 	require.NoError(t, err)
 	assert.True(t, bytes.HasPrefix(svg, []byte("<svg ")))
 	assert.Contains(t, string(svg), "seeds000: entry goodput")
+}
+
+// -seeds runs the scenario once per seed from the scenario's (or -seed),
+// prints the first seed's report, then each headline figure as median
+// [least, greatest].
+func TestSeeds(t *testing.T) {
+	code, stdout, stderr := runCmd(t, "-scenario", "low-traffic", "-svg", "", "-seeds", "3", "-seed", "4")
+	require.Equal(t, exitOK, code, stderr)
+	assert.Contains(t, stdout, "5m0s simulated, seed 4\n")
+	assert.Contains(t, stdout, "over 3 seeds (4-6): median [least, greatest]\n")
+	assert.Regexp(t, `(?m)^  goodput amplification \* +inf \[inf, inf\] `, stdout, "nothing answered in the worst second")
+	assert.Regexp(t, `(?m)^requests lost \(error or no answer in time\) +360 \[360, 360\] +360 \[360, 360\] +\d+ \[\d+, \d+\]$`, stdout)
+	assert.Contains(t, stdout, "* goodput amplification = baseline goodput / the run's goodput, in the run's worst second of goodput")
+	assert.Contains(t, stderr, "simulated 4 runs of 5m0s for 3 seeds")
+
+	code, one, _ := runCmd(t, "-scenario", "low-traffic", "-svg", "", "-seeds", "1", "-seed", "4")
+	require.Equal(t, exitOK, code)
+	assert.True(t, strings.HasPrefix(stdout, one), "the first seed's report, as -seeds 1 prints it")
+	assert.NotContains(t, one, "median")
+
+	for _, v := range []string{"0", "-2", "1001"} {
+		code, stdout, stderr := runCmd(t, "-scenario", "low-traffic", "-svg", "", "-seeds", v)
+		assert.Equal(t, exitUsage, code, v)
+		assert.Empty(t, stdout)
+		assert.Contains(t, stderr, "-seeds: must be in [1, 1000], got "+v)
+	}
 }
 
 func TestScenarioByName(t *testing.T) {
@@ -100,7 +145,7 @@ func TestBadInput(t *testing.T) {
 		want string
 	}{
 		{"unknown scenario", func(*testing.T) []string { return []string{"-scenario", "seeds-000"} },
-			`no shipped scenario "seeds-000" (have cold-start, drift, flapping, low-traffic, seeds000, slow-only)`},
+			`no shipped scenario "seeds-000" (have cold-start, drift, flapping, low-traffic, no-call-timeout, seeds000, slow-only)`},
 		{"missing file", func(*testing.T) []string { return []string{"-scenario", "nope.json"} }, "nope.json: no such file"},
 		{"bad field", func(t *testing.T) []string {
 			return []string{"-scenario", testutil.WriteFile(t, "s.json", strings.Replace(mustJSON(t, "seeds000"), `"workers": 200`, `"workers": 0`, 1))}
