@@ -21,6 +21,11 @@
 //
 //	go run ./cmd/breaker-replay -trace calls.jsonl -policy candidate.json
 //
+// How the default scenario's figures move with the parameters that were
+// chosen rather than taken from the incident (see docs/replay.md):
+//
+//	go run ./cmd/breaker-replay -sensitivity
+//
 // The scenario format is documented in package
 // github.com/govkit/breaker/replay; -show prints a shipped scenario to
 // start from. The simulation runs in virtual time: five simulated minutes
@@ -66,6 +71,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		full     = fs.Bool("full", false, "print every second, without folding steady stretches")
 		list     = fs.Bool("list", false, "list the shipped scenarios and exit")
 		show     = fs.Bool("show", false, "print the scenario's JSON and exit")
+		sens     = fs.Bool("sensitivity", false, "print how the default scenario's figures move with the parameters chosen rather than taken from the incident (the gateway queue, orders' timeout, the load), median and range over -seeds seeds")
 		tracef   = fs.String("trace", "", "replay a recorded trace `file` (JSON lines, package github.com/govkit/breaker/calltrace) through the -policy candidate (a policy or a group policy document) instead of simulating")
 	)
 	fs.Usage = func() {
@@ -118,6 +124,17 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	if *seeds < 1 || *seeds > maxSeeds {
 		return fail(exitUsage, "-seeds: must be in [1, %d], got %d", maxSeeds, *seeds)
+	}
+	if *sens {
+		if *policy != "" || *on != "" {
+			return fail(exitUsage, "-sensitivity varies the scenario, not a candidate; leave out -policy and -on")
+		}
+		start := time.Now()
+		if err := writeSensitivity(stdout, data, replay.Seeds(s.Seed, *seeds), knobs); err != nil {
+			return fail(exitUsage, "%v", err)
+		}
+		fmt.Fprintf(stderr, "sensitivity table in %v wall time\n", time.Since(start).Round(time.Millisecond))
+		return exitOK
 	}
 	if *policy != "" {
 		c, err := candidate(s, *policy, *on)

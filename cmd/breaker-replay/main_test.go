@@ -312,3 +312,29 @@ func TestInputFiles_AreReadOnlySoFar(t *testing.T) {
 		assert.Contains(t, stderr, c.want, c.args)
 	}
 }
+
+// -sensitivity varies each chosen parameter of seeds000 in turn, the
+// others as shipped, and prints per value the medians and ranges over the
+// seeds, marking the shipped value. The test runs a table of two values
+// on a seeds000 whose fault starts at 0:05, cut at 0:14.
+func TestSensitivity(t *testing.T) {
+	data := strings.Replace(mustJSON(t, "seeds000"), `"start": "1m"`, `"start": "5s"`, 1)
+	require.Contains(t, data, `"start": "5s"`)
+	defer func(d time.Duration) { sensitivityRun = d }(sensitivityRun)
+	sensitivityRun = 14 * time.Second
+	var out bytes.Buffer
+	grid := []knob{knobs[1]}
+	grid[0].values = []string{"600ms", "800ms"}
+	require.NoError(t, writeSensitivity(&out, []byte(data), []uint64{1, 2}, grid))
+	got := out.String()
+	assert.Contains(t, got, "each cell: median [least, greatest] over 2 seeds (1-2), runs cut at 0:14 (the fault ends at 0:25)\n\norders' timeout on inventory\n")
+	assert.Regexp(t, `(?m)^600ms \(shipped\) +\d+ \[\d+, \d+\] +\d+\.\d% \[\d+\.\d%, \d+\.\d%\]$`, got)
+	assert.Regexp(t, `(?m)^800ms +0 \[0, 0\] `, got, "with an 800 ms timeout the entry answers nothing in time")
+
+	err := writeSensitivity(&out, []byte(mustJSON(t, "slow-only")), []uint64{1}, grid)
+	assert.ErrorContains(t, err, `-sensitivity varies the chosen parameters of seeds000; got scenario "slow-only"`)
+	code, stdout, stderr := runCmd(t, "-sensitivity", "-policy", "x.json", "-svg", "")
+	assert.Equal(t, exitUsage, code)
+	assert.Empty(t, stdout)
+	assert.Contains(t, stderr, "leave out -policy and -on")
+}
