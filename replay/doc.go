@@ -172,7 +172,9 @@
 // would have admitted is unknown, and the candidate is told nothing about
 // it. The [TraceReport] says per key when the candidate opens and closes
 // against when the recorded breaker refused calls; [TraceReport.WriteText]
-// prints it and [TraceReport.WriteSVG] charts it.
+// prints it, starting with a self-check (the share of the recorded
+// refusals that a replay of the policy that ran reproduces, see
+// [ReplayTraceWith]), and [TraceReport.WriteSVG] charts it.
 //
 // # Using it from a test
 //

@@ -21,6 +21,10 @@
 //
 //	go run ./cmd/breaker-replay -trace calls.jsonl -policy candidate.json
 //
+// The trace report begins with its self-check: the share of the recorded
+// refusals that a replay of the policy that ran (-active, by default the
+// default policy) reproduces.
+//
 // How the default scenario's figures move with the parameters that were
 // chosen rather than taken from the incident (see docs/replay.md):
 //
@@ -72,6 +76,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		list     = fs.Bool("list", false, "list the shipped scenarios and exit")
 		show     = fs.Bool("show", false, "print the scenario's JSON and exit")
 		sens     = fs.Bool("sensitivity", false, "print how the default scenario's figures move with the parameters chosen rather than taken from the incident (the gateway queue, orders' timeout, the load), median and range over -seeds seeds")
+		active   = fs.String("active", "", "with -trace: the policy `file` that ran when the trace was recorded (a policy or a group policy document), for the self-check; default the default policy")
 		tracef   = fs.String("trace", "", "replay a recorded trace `file` (JSON lines, package github.com/govkit/breaker/calltrace) through the -policy candidate (a policy or a group policy document) instead of simulating")
 	)
 	fs.Usage = func() {
@@ -96,7 +101,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return code
 	}
 	if *tracef != "" {
-		return runTrace(*tracef, *policy, *svg, stdout, stderr)
+		return runTrace(*tracef, *policy, *active, *svg, stdout, stderr)
 	}
 	if *list {
 		if err := replay.WriteScenarioList(stdout); err != nil {
@@ -275,19 +280,25 @@ func millions(n int64) string {
 // runTrace replays a recorded trace through the candidate: the -policy
 // document (a group policy document, {"default": ..., "overrides": ...},
 // or a single policy laid over the default policy), or the default policy.
-func runTrace(path, policy, svg string, stdout, stderr io.Writer) int {
+func runTrace(path, policy, active, svg string, stdout, stderr io.Writer) int {
 	fail := func(code int, format string, args ...any) int {
 		fmt.Fprintf(stderr, "breaker-replay: "+format+"\n", args...)
 		return code
 	}
-	var gp breaker.GroupPolicy
-	if policy != "" {
-		data, err := readInput("-policy", policy, breaker.MaxPolicyDocumentSize)
+	var gp, ap breaker.GroupPolicy
+	for _, f := range []struct {
+		flag, path string
+		into       *breaker.GroupPolicy
+	}{{"-policy", policy, &gp}, {"-active", active, &ap}} {
+		if f.path == "" {
+			continue
+		}
+		data, err := readInput(f.flag, f.path, breaker.MaxPolicyDocumentSize)
 		if err != nil {
 			return fail(exitUsage, "%v", err)
 		}
-		if gp, err = parseCandidate(data); err != nil {
-			return fail(exitUsage, "-policy %s: %v", policy, err)
+		if *f.into, err = parseCandidate(data); err != nil {
+			return fail(exitUsage, "%s %s: %v", f.flag, f.path, err)
 		}
 	}
 	f, err := os.Open(path)
@@ -296,7 +307,7 @@ func runTrace(path, policy, svg string, stdout, stderr io.Writer) int {
 	}
 	defer f.Close()
 	start := time.Now()
-	rep, err := replay.ReplayTrace(f, gp)
+	rep, err := replay.ReplayTraceWith(f, gp, replay.TraceOptions{Active: ap})
 	if err != nil {
 		return fail(exitUsage, "-trace %s: %v", path, err)
 	}

@@ -241,6 +241,22 @@ func TestRun_Trace(t *testing.T) {
 	assert.Contains(t, out.String(), "inventory.GetStock")
 	assert.Contains(t, out.String(), "successes lost 1")
 	assert.Contains(t, out.String(), "candidate  0:00.4  open")
+	assert.True(t, strings.HasPrefix(out.String(), "self-check  the recorded breakers refused no call: no refusal to reproduce\n"), "the report leads with its self-check")
+
+	// A recorded refusal: the default policy, open by then, reproduces
+	// it; a policy that could not have opened does not.
+	refused := filepath.Join(dir, "refused.jsonl")
+	require.NoError(t, os.WriteFile(refused, []byte(lines.String()+`{"t":1764504001100000,"k":"inventory.GetStock","refused":true}`+"\n"), 0o644))
+	var sc bytes.Buffer
+	require.Equal(t, exitOK, run([]string{"-trace", refused, "-svg", ""}, &sc, &errb), errb.String())
+	assert.True(t, strings.HasPrefix(sc.String(), "self-check  replaying the policy that ran (the default policy) refuses 100.0% of the calls the recorded breakers refused (1 of 1)"), sc.String())
+	never := testutil.WriteFile(t, "never.json", `{"min_requests": 1000}`)
+	sc.Reset()
+	require.Equal(t, exitOK, run([]string{"-trace", refused, "-active", never, "-svg", ""}, &sc, &errb), errb.String())
+	assert.True(t, strings.HasPrefix(sc.String(), "self-check  replaying the policy that ran (the given active policy) refuses 0.0% of the calls the recorded breakers refused (0 of 1)"), sc.String())
+	errb.Reset()
+	assert.Equal(t, exitUsage, run([]string{"-trace", refused, "-active", bad(t), "-svg", ""}, &sc, &errb))
+	assert.Contains(t, errb.String(), "-active ")
 
 	group := filepath.Join(dir, "group.json")
 	require.NoError(t, os.WriteFile(group, []byte(`{"overrides": {"inventory.GetStock": {"min_requests": 10}}}`), 0o644))
@@ -337,4 +353,8 @@ func TestSensitivity(t *testing.T) {
 	assert.Equal(t, exitUsage, code)
 	assert.Empty(t, stdout)
 	assert.Contains(t, stderr, "leave out -policy and -on")
+}
+
+func bad(t *testing.T) string {
+	return testutil.WriteFile(t, "bad.json", `{"windw": "5s"}`)
 }
