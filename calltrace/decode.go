@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"time"
 	"unicode/utf8"
+
+	"github.com/govkit/breaker"
 )
 
 // A Decoder reads a trace one record at a time.
@@ -16,7 +18,22 @@ type Decoder struct {
 	sc   *bufio.Scanner
 	line int
 	keys map[string]string // interned keys: a trace repeats a few keys millions of times
+
+	transitions []Transition
+	origin      time.Time
+	hasOrigin   bool
 }
+
+// Transitions returns the breakers' transitions read so far, in the
+// order of the trace. Next returns calls only; a trace written by a
+// Recorder that watches its breakers (Recorder.Watch,
+// Recorder.RecordTransition) holds their transitions too.
+func (d *Decoder) Transitions() []Transition { return d.transitions }
+
+// Origin returns the instant the recorded breakers' time starts from, on
+// which their windows' buckets are aligned, if the trace has read it (a
+// Recorder writes it first, when it knows it: see Options.Origin).
+func (d *Decoder) Origin() (time.Time, bool) { return d.origin, d.hasOrigin }
 
 // NewDecoder returns a Decoder reading from r.
 func NewDecoder(r io.Reader) *Decoder {
@@ -42,7 +59,22 @@ func (d *Decoder) Next() (Record, error) {
 		if len(b) == 0 {
 			continue
 		}
-		return parseLine(b, d.line, d.keys)
+		r, err := parseLine(b, d.line, d.keys)
+		if err != nil {
+			return Record{}, err
+		}
+		switch r.kind {
+		case kindTransition:
+			d.transitions = append(d.transitions, r.tr)
+			continue
+		case kindOrigin:
+			if d.hasOrigin && !d.origin.Equal(r.Time) {
+				return Record{}, &LineError{Line: d.line, Field: "origin", Problem: fmt.Sprintf("a second origin, %d, where an earlier line gave %d", r.Time.UnixMicro(), d.origin.UnixMicro())}
+			}
+			d.origin, d.hasOrigin = r.Time, true
+			continue
+		}
+		return r, nil
 	}
 	if err := d.sc.Err(); err != nil {
 		if errors.Is(err, bufio.ErrTooLong) {
@@ -73,6 +105,10 @@ const (
 	hasO
 	hasProbe
 	hasRefused
+	hasTo
+	hasCooldown
+	hasDoublings
+	hasOrigin
 )
 
 // parseLine reads one line. The format is flat and fixed, so a small
@@ -88,7 +124,8 @@ func parseLine(b []byte, line int, keys map[string]string) (Record, error) {
 		return bad("", "want a JSON object, got %s", quoteShort(b))
 	}
 	seen := 0
-	var micros, dur int64
+	var micros, dur, cooldown, doublings int64
+	var origin bool
 	p.space()
 	empty := p.eat('}')
 	for !empty {
@@ -164,6 +201,40 @@ func parseLine(b []byte, line int, keys map[string]string) (Record, error) {
 			if r.Refused, ok = p.boolean(); !ok {
 				return bad("refused", "want true or false, got %s", p.rest())
 			}
+		case "to":
+			bit = hasTo
+			s, ok := p.str()
+			if !ok {
+				return bad("to", "want a string, got %s", p.rest())
+			}
+			if r.tr.To, ok = parseState(s); !ok {
+				return bad("to", `want "closed", "open" or "half_open", got %q`, s)
+			}
+		case "cooldown":
+			bit = hasCooldown
+			v, ok := p.int()
+			switch {
+			case !ok:
+				return bad("cooldown", "want a non-negative integer (microseconds), got %s", p.rest())
+			case v < 0 || v > maxDuration.Microseconds():
+				return bad("cooldown", "must be in [0, %d] (microseconds), got %d", maxDuration.Microseconds(), v)
+			}
+			cooldown = v
+		case "doublings":
+			bit = hasDoublings
+			v, ok := p.int()
+			switch {
+			case !ok:
+				return bad("doublings", "want a non-negative integer, got %s", p.rest())
+			case v < 0 || v > maxDoublings:
+				return bad("doublings", "must be in [0, %d], got %d", maxDoublings, v)
+			}
+			doublings = v
+		case "origin":
+			bit = hasOrigin
+			if origin, ok = p.boolean(); !ok || !origin {
+				return bad("origin", "want true, got %s", p.rest())
+			}
 		default:
 			return bad(string(name), "unknown field")
 		}
@@ -183,11 +254,35 @@ func parseLine(b []byte, line int, keys map[string]string) (Record, error) {
 	if p.space(); p.i != len(b) {
 		return bad("", "unexpected text after the object at column %d", p.i+1)
 	}
+	const callFields = hasD | hasO | hasProbe | hasRefused
 	switch {
 	case seen&hasT == 0:
 		return bad("t", "required")
+	case origin:
+		if extra := seen &^ (hasT | hasOrigin); extra != 0 {
+			return bad(fieldName(extra), "an origin line has \"t\" only")
+		}
+		r.kind = kindOrigin
+		r.Time = time.UnixMicro(micros).UTC()
+		return r, nil
 	case seen&hasK == 0:
 		return bad("k", "required")
+	case seen&hasTo != 0:
+		if extra := seen & callFields; extra != 0 {
+			return bad(fieldName(extra), "a transition is not a call")
+		}
+		if r.tr.To != breaker.Open && seen&(hasCooldown|hasDoublings) != 0 {
+			return bad(fieldName(seen&(hasCooldown|hasDoublings)), "only a transition to open has a cooldown")
+		}
+		r.kind = kindTransition
+		r.tr.Time = time.UnixMicro(micros).UTC()
+		r.tr.Key = r.Key
+		r.tr.Cooldown = time.Duration(cooldown) * time.Microsecond
+		r.tr.Doublings = int(doublings)
+		r.Key = ""
+		return r, nil
+	case seen&(hasCooldown|hasDoublings) != 0:
+		return bad(fieldName(seen&(hasCooldown|hasDoublings)), "a call has no cooldown; a transition has \"to\"")
 	case r.Refused && seen&hasO != 0:
 		return bad("o", "a refused call has no outcome")
 	case r.Refused && seen&hasD != 0 && dur != 0:
@@ -202,6 +297,28 @@ func parseLine(b []byte, line int, keys map[string]string) (Record, error) {
 	r.Time = time.UnixMicro(micros).UTC()
 	r.Duration = time.Duration(dur) * time.Microsecond
 	return r, nil
+}
+
+// fieldName names the first field of bits, for an error.
+func fieldName(bits int) string {
+	for i, name := range []string{"t", "k", "d", "o", "probe", "refused", "to", "cooldown", "doublings", "origin"} {
+		if bits&(1<<i) != 0 {
+			return name
+		}
+	}
+	return ""
+}
+
+func parseState(s []byte) (breaker.State, bool) {
+	switch string(s) {
+	case "closed":
+		return breaker.Closed, true
+	case "open":
+		return breaker.Open, true
+	case "half_open":
+		return breaker.HalfOpen, true
+	}
+	return 0, false
 }
 
 type parser struct {

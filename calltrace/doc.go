@@ -22,6 +22,24 @@
 //	refused  true if the breaker refused the call: it never ran, so it has
 //	         no "d" and no "o" (default false)
 //
+// A trace may also hold what a replay needs to reproduce the recorded
+// breakers' refusals:
+//
+//	{"t":1764504000000000,"origin":true}
+//	{"t":1764504000125001,"k":"inventory.GetStock","to":"open","cooldown":33000000,"doublings":0}
+//
+//	origin     the instant the breakers' time starts from (t): their window
+//	           buckets are aligned on it. A Recorder writes it first, when it
+//	           knows it (Options.Origin)
+//	to         a transition of the breaker k at t: "closed", "open" or
+//	           "half_open"
+//	cooldown   for "open": how long it stays open, in microseconds (the
+//	           jittered cooldown the breaker drew)
+//	doublings  for "open": how many times in a row the cooldown doubled
+//
+// [Decoder.Next] returns the calls; [Decoder.Transitions] and
+// [Decoder.Origin] hold the rest.
+//
 // Lines are written when a call ends, so they are ordered by end rather
 // than by start, and a clock stepped back writes earlier times after later
 // ones; readers sort them. A line is at most MaxLine bytes. [Decoder]
@@ -40,6 +58,9 @@
 // complete or sampled ([Options.Sample]); sampling keeps every n-th call
 // rather than a random one, so two recordings of the same traffic agree.
 // [Recorder.Close] flushes what is buffered and stops the goroutine.
+// [Recorder.Do] also records the transitions of the group it is given;
+// [Recorder.Watch] does so for a group whose calls are recorded some other
+// way, and [Recorder.RecordTransition] is the hook for a single breaker.
 //
 // Whatever its clock does, a Recorder writes only lines a Decoder reads. A
 // call during which the clock stepped back, or jumped more than 146 years

@@ -27,6 +27,36 @@ type Record struct {
 	Probe bool
 	// Refused is true if the breaker refused the call.
 	Refused bool
+
+	// kind marks a record that is not a call: a transition (tr) or the
+	// breakers' time origin, written by the Recorder.
+	kind recordKind
+	tr   Transition
+}
+
+type recordKind uint8
+
+const (
+	kindCall recordKind = iota
+	kindTransition
+	kindOrigin
+)
+
+// A Transition is a state change of a recorded breaker, as a trace holds
+// it: what a replay needs to reproduce the recorded breaker's refusals.
+// The cooldown jitter is drawn at random by the breaker, and an opening
+// records the cooldown it drew.
+type Transition struct {
+	// Time is when the breaker moved, on its own clock; Key is its key.
+	Time time.Time
+	Key  string
+	// To is the state it moved to.
+	To breaker.State
+	// Cooldown is how long it stays open, for a move to Open (a trace
+	// keeps microseconds); Doublings how many times in a row the cooldown
+	// has doubled (breaker.Event.Doublings).
+	Cooldown  time.Duration
+	Doublings int
 }
 
 // AppendJSON appends r's line, without the newline, to dst. The line is
@@ -35,6 +65,14 @@ type Record struct {
 // written as the nearer of the two, a Duration below 0 or above the
 // format's bound likewise, and an Outcome outside the four as "failure".
 func (r Record) AppendJSON(dst []byte) []byte {
+	switch r.kind {
+	case kindTransition:
+		return r.tr.appendJSON(dst)
+	case kindOrigin:
+		dst = append(dst, `{"t":`...)
+		dst = strconv.AppendInt(dst, unixMicro(r.Time), 10)
+		return append(dst, `,"origin":true}`...)
+	}
 	dst = append(dst, `{"t":`...)
 	dst = strconv.AppendInt(dst, unixMicro(r.Time), 10)
 	dst = append(dst, `,"k":`...)
@@ -56,6 +94,29 @@ func (r Record) AppendJSON(dst []byte) []byte {
 	}
 	return append(dst, '}')
 }
+
+// appendJSON appends the transition's line:
+// {"t":...,"k":...,"to":"open","cooldown":...,"doublings":...}, the last two
+// for a move to Open only.
+func (tr Transition) appendJSON(dst []byte) []byte {
+	dst = append(dst, `{"t":`...)
+	dst = strconv.AppendInt(dst, unixMicro(tr.Time), 10)
+	dst = append(dst, `,"k":`...)
+	dst = appendString(dst, tr.Key)
+	dst = append(dst, `,"to":"`...)
+	dst = append(dst, tr.To.String()...)
+	dst = append(dst, '"')
+	if tr.To == breaker.Open {
+		dst = append(dst, `,"cooldown":`...)
+		dst = strconv.AppendInt(dst, min(max(tr.Cooldown, 0), maxDuration).Microseconds(), 10)
+		dst = append(dst, `,"doublings":`...)
+		dst = strconv.AppendInt(dst, int64(min(max(tr.Doublings, 0), maxDoublings)), 10)
+	}
+	return append(dst, '}')
+}
+
+// maxDoublings bounds the doublings a trace holds, as the breaker does.
+const maxDoublings = 62
 
 // unixMicro is t in Unix microseconds, within [0, MaxTime]. The bounds are
 // compared as instants: UnixMicro itself overflows for a time beyond

@@ -30,9 +30,26 @@ type Options struct {
 	// group the recorder watches, so that the trace says what the
 	// breaker counted.
 	Classifier breaker.Classifier
-	// Clock times the calls; nil means the wall clock.
+	// Clock times the calls; nil means the real clock, read as the
+	// breakers read it (the process's start plus the monotonic time
+	// since), so that the calls and the breakers' transitions share a
+	// timeline.
 	Clock breaker.Clock
+	// Origin is the instant the recorded breakers' time starts from: their
+	// windows' buckets are aligned on it, and a replay that knows it puts
+	// every call in the bucket it was counted in. With Clock nil, zero
+	// means the process's start, the origin of every breaker on the real
+	// clock. A group made with a clock of its own (breaker.WithClock)
+	// starts its time at that clock's reading when the group was made:
+	// give that reading. With a Clock and no Origin, the trace has no
+	// origin, and a replay aligns the buckets on its first call.
+	Origin time.Time
 }
+
+// processStart is the real clock's origin for the breakers, to within the
+// microseconds between the breaker package's initialization and this
+// one's: both read the clock as the process starts.
+var processStart = time.Now()
 
 // DefaultBuffer is the number of records a Recorder buffers by default:
 // about a second of a busy service's calls. MaxBuffer bounds
@@ -69,6 +86,10 @@ type Recorder struct {
 
 	closeOnce sync.Once
 	err       error // the first write error, set by the writer goroutine
+
+	watchMu     sync.Mutex
+	watched     map[*breaker.Group]func() // unsubscribe, by group
+	lastWatched atomic.Pointer[breaker.Group]
 }
 
 // NewRecorder starts a Recorder writing to w.
@@ -102,6 +123,18 @@ func NewRecorder(w io.Writer, opt Options) (*Recorder, error) {
 		classify: opt.Classifier,
 		clock:    opt.Clock,
 		every:    1 / opt.Sample,
+	}
+	origin := opt.Origin
+	if origin.IsZero() && opt.Clock == nil {
+		origin = processStart
+	}
+	if !origin.IsZero() {
+		// The first line, before the writer starts: a reader knows the
+		// origin before the first call.
+		line := Record{Time: origin, kind: kindOrigin}.AppendJSON(nil)
+		if _, err := r.w.Write(append(line, '\n')); err != nil {
+			return nil, err
+		}
 	}
 	go r.write()
 	return r, nil
@@ -187,7 +220,63 @@ func (r *Recorder) now() time.Time {
 	if r.clock != nil {
 		return r.clock.Now()
 	}
-	return time.Now()
+	return processStart.Add(time.Since(processStart))
+}
+
+// RecordTransition records a transition of a breaker: its key (the
+// event's Name), the state it moved to, and for an opening the cooldown
+// the breaker drew, so that a replay of the policy that ran opens for as
+// long. Pass it to breaker.OnTransition for a breaker made with
+// breaker.New; for a group's breakers, use Watch. Like Record, it never
+// blocks, and a nil Recorder records nothing.
+func (r *Recorder) RecordTransition(ev breaker.Event) {
+	if r == nil || ev.From == ev.To {
+		return // a change of the adaptive timeout is not a transition
+	}
+	r.Record(Record{Time: ev.Time, Key: ev.Name, kind: kindTransition, tr: Transition{
+		Time: ev.Time, Key: ev.Name, To: ev.To, Cooldown: ev.Cooldown, Doublings: ev.Doublings,
+	}})
+}
+
+// Watch records every transition of g's breakers (see RecordTransition)
+// until stop is called or the recorder closes. Recorder.Do watches the
+// group it is given by itself; a service that records its calls some
+// other way (Record, Track) calls Watch once for its group.
+func (r *Recorder) Watch(g *breaker.Group) (stop func()) {
+	if r == nil || g == nil {
+		return func() {}
+	}
+	r.watchMu.Lock()
+	defer r.watchMu.Unlock()
+	if r.watched == nil {
+		r.watched = map[*breaker.Group]func(){}
+	}
+	if _, ok := r.watched[g]; ok {
+		return func() {}
+	}
+	unsub := g.Subscribe(func(_ *breaker.Breaker, ev breaker.Event) { r.RecordTransition(ev) })
+	r.watched[g] = unsub
+	return func() {
+		r.watchMu.Lock()
+		defer r.watchMu.Unlock()
+		if f, ok := r.watched[g]; ok {
+			f()
+			delete(r.watched, g)
+		}
+	}
+}
+
+// watch is Watch for Do: once per group, without taking the lock after
+// the first call.
+func (r *Recorder) watch(g *breaker.Group) {
+	if g == nil {
+		return
+	}
+	if last := r.lastWatched.Load(); last == g {
+		return
+	}
+	r.Watch(g)
+	r.lastWatched.Store(g)
 }
 
 // Do calls fn through g's breaker for key, exactly as g.Do(ctx, key, fn)
@@ -196,7 +285,11 @@ func (r *Recorder) now() time.Time {
 // the breaker (ctx already done, a bad key) is not recorded. With a nil
 // Recorder, Do is g.Do.
 func (r *Recorder) Do(ctx context.Context, g *breaker.Group, key string, fn func(context.Context) error) error {
-	if r == nil || !r.sampled() {
+	if r == nil {
+		return g.Do(ctx, key, fn)
+	}
+	r.watch(g)
+	if !r.sampled() {
 		return g.Do(ctx, key, fn)
 	}
 	c := r.begin(key)
@@ -310,6 +403,12 @@ func (r *Recorder) Close() error {
 		return nil
 	}
 	r.closeOnce.Do(func() {
+		r.watchMu.Lock()
+		for g, unsub := range r.watched {
+			unsub()
+			delete(r.watched, g)
+		}
+		r.watchMu.Unlock()
 		r.closed.Store(true)
 		close(r.stop)
 	})

@@ -139,7 +139,7 @@ func TestRecorder_StalledWriterDropsAndCounts(t *testing.T) {
 	close(w.release)
 	require.NoError(t, r.Close())
 	assert.Equal(t, uint64(n), r.Dropped()+r.Written())
-	assert.Equal(t, int(r.Written()), strings.Count(w.buf.String(), "\n"))
+	assert.Equal(t, int(r.Written())+1, strings.Count(w.buf.String(), "\n"), "the records and the origin line")
 	r.Record(rec)
 	assert.Equal(t, uint64(n+1), r.Dropped()+r.Written(), "after Close a record is dropped and counted")
 }
@@ -235,7 +235,7 @@ func TestRecorder_SampleKeepsEveryNth(t *testing.T) {
 		require.NoError(t, r.Do(context.Background(), g, "k", func(context.Context) error { return nil }))
 	}
 	require.NoError(t, r.Close())
-	assert.Equal(t, 25, strings.Count(buf.String(), "\n"))
+	assert.Equal(t, 25, strings.Count(buf.String(), `"d":`))
 }
 
 // BenchmarkRecorderDo compares Do with a nil Recorder (off) with the
@@ -602,4 +602,91 @@ func TestRecorder_SuccessIsNotGivenToTheClassifier(t *testing.T) {
 	got := readAll(t, buf.Bytes())
 	require.Len(t, got, 1)
 	assert.Equal(t, breaker.Success, got[0].Outcome)
+}
+
+// A trace written by a Recorder that watches its group holds, besides
+// the calls, the breakers' time origin (its first line) and their
+// transitions, each opening with the cooldown the breaker drew: what a
+// replay of the policy that ran needs to refuse what it refused. A
+// Decoder returns the calls from Next and keeps the rest.
+func TestRecorder_DoRecordsTheGroupsTransitionsAndOrigin(t *testing.T) {
+	clk := clock.NewMock()
+	clk.Set(t0.Add(123456 * time.Microsecond))
+	origin := clk.Now()
+	p := breaker.DefaultPolicy()
+	p.ConsecutiveFailures = 3
+	g, err := breaker.NewGroup(breaker.GroupConfig{Policies: breaker.GroupPolicy{Default: p}}, breaker.WithClock(clk), breaker.WithRand(func() float64 { return 0.75 }))
+	require.NoError(t, err)
+	var buf bytes.Buffer
+	r, err := NewRecorder(&buf, Options{Clock: clk, Origin: origin})
+	require.NoError(t, err)
+	fail := errors.New("down")
+	for range 4 {
+		clk.Add(10 * time.Millisecond)
+		_ = r.Do(context.Background(), g, "inv", func(context.Context) error { return fail })
+	}
+	b, ok := g.Lookup("inv")
+	require.True(t, ok)
+	cooldown := b.Status().Cooldown
+	require.Equal(t, time.Duration(float64(p.OpenFor)*(1-p.Jitter+2*p.Jitter*0.75)), cooldown)
+	require.NoError(t, r.Close())
+
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	require.Len(t, lines, 6, "the origin, three failures, the opening, a refusal")
+	assert.Equal(t, `{"t":1796040000123456,"origin":true}`, lines[0])
+	// The opening is recorded as the third failure ends, before that
+	// call's own line, which is written once Do returns.
+	assert.Equal(t, `{"t":1796040000153456,"k":"inv","to":"open","cooldown":33000000,"doublings":0}`, lines[3])
+
+	d := NewDecoder(strings.NewReader(buf.String()))
+	var calls []Record
+	for {
+		rec, err := d.Next()
+		if err == io.EOF {
+			break
+		}
+		require.NoError(t, err)
+		calls = append(calls, rec)
+	}
+	assert.Len(t, calls, 4)
+	assert.True(t, calls[3].Refused)
+	got, ok := d.Origin()
+	require.True(t, ok)
+	assert.True(t, origin.Equal(got))
+	assert.Equal(t, []Transition{{Time: t0.Add(153456 * time.Microsecond), Key: "inv", To: breaker.Open, Cooldown: cooldown}}, d.Transitions())
+
+	// Watch is idempotent, and stop ends the recording of transitions.
+	var buf2 bytes.Buffer
+	r2, err := NewRecorder(&buf2, Options{Clock: clk})
+	require.NoError(t, err)
+	stop := r2.Watch(g)
+	r2.Watch(g)()
+	b.Reset()
+	stop()
+	b.Reset()
+	require.NoError(t, r2.Close())
+	assert.Equal(t, 1, strings.Count(buf2.String(), `"to":"closed"`), "one transition recorded, once")
+	assert.NotContains(t, buf2.String(), `"origin"`, "a Clock of its own and no Origin: no origin line")
+}
+
+func TestDecoder_TransitionAndOriginLinesAreChecked(t *testing.T) {
+	for _, c := range []struct{ line, field, problem string }{
+		{`{"t":1,"k":"x","to":"opened"}`, "to", `want "closed", "open" or "half_open", got "opened"`},
+		{`{"t":1,"k":"x","to":"closed","cooldown":5}`, "cooldown", "only a transition to open has a cooldown"},
+		{`{"t":1,"k":"x","to":"open","d":5}`, "d", "a transition is not a call"},
+		{`{"t":1,"k":"x","to":"open","cooldown":-1}`, "cooldown", "must be in [0, "},
+		{`{"t":1,"k":"x","to":"open","doublings":63}`, "doublings", "must be in [0, 62], got 63"},
+		{`{"t":1,"origin":false}`, "origin", "want true"},
+		{`{"t":1,"k":"x","origin":true}`, "k", `an origin line has "t" only`},
+		{`{"t":1,"k":"x","d":1,"o":"success","cooldown":3}`, "cooldown", "a call has no cooldown"},
+		{`{"to":"open","k":"x"}`, "t", "required"},
+	} {
+		_, err := NewDecoder(strings.NewReader(c.line)).Next()
+		var le *LineError
+		require.ErrorAs(t, err, &le, c.line)
+		assert.Equal(t, c.field, le.Field, c.line)
+		assert.Contains(t, le.Problem, c.problem, c.line)
+	}
+	_, err := NewDecoder(strings.NewReader("{\"t\":1,\"origin\":true}\n{\"t\":2,\"origin\":true}\n")).Next()
+	assert.ErrorContains(t, err, `line 2: field "origin": a second origin, 2, where an earlier line gave 1`)
 }

@@ -50,8 +50,9 @@
 // run the [Report] has the entry's goodput per second (requests answered
 // successfully within the client's timeout) and how much of it a fallback
 // degraded, the worst second against the baseline for goodput and for full
-// answers (good and not degraded), the amplification (baseline full
-// answers over the run's, in that second), the requests answered with an
+// answers (good and not degraded), the goodput amplification (the
+// baseline's goodput over the run's, in the worst second of goodput: the
+// one amplification the reports print), the requests answered with an
 // error or too late, when full service came back after the fault (full
 // answers within 5% of the baseline for 5 s), and per call the breaker's
 // transitions, probes, rejections, and the calls and worker time wasted on
@@ -171,7 +172,9 @@
 // would have admitted is unknown, and the candidate is told nothing about
 // it. The [TraceReport] says per key when the candidate opens and closes
 // against when the recorded breaker refused calls; [TraceReport.WriteText]
-// prints it and [TraceReport.WriteSVG] charts it.
+// prints it, starting with a self-check (the share of the recorded
+// refusals that a replay of the policy that ran reproduces, see
+// [ReplayTraceWith]), and [TraceReport.WriteSVG] charts it.
 //
 // # Using it from a test
 //

@@ -15,6 +15,7 @@ import (
 // its deadline up (its breaker opens as soon as the fixed one's, and
 // orders' pool never fills).
 func TestDrift(t *testing.T) {
+	t.Parallel()
 	rep := shippedReport(t, "drift")
 	base, no, fixed, adaptive := rep.Run(Baseline), rep.Run(NoBreaker), rep.Run(WithBreaker), rep.Run(CandidateRun)
 	require.NotNil(t, adaptive, "the scenario has an adaptive candidate")

@@ -1,8 +1,10 @@
 package replay
 
 import (
+	"os"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
@@ -14,26 +16,60 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
 
-// The shipped scenarios take a few seconds each under the race detector,
-// so every test that looks at one shares a single run of it.
+// long says whether to run the long variants of the tests: the shipped
+// scenarios for their whole length, the calibration on the shipped
+// scenario's own timing. scripts/stress.sh sets it.
+var long = os.Getenv("BREAKER_LONG") != ""
+
+// testLengths cut the shipped scenarios for the suite, to the end of
+// what their tests look at: the last fault and the breakers' closing
+// after it, and a few seconds more. The draws up to the cut are those of
+// the whole run, so every figure before it is the shipped scenario's.
+// BREAKER_LONG=1 runs them whole.
+var testLengths = map[string]time.Duration{
+	"seeds000":        180 * time.Second, // the breaker closes at 1:39; the chart zooms in when the action is under 40% of the run
+	"slow-only":       100 * time.Second, // the fault ends at 1:00
+	"cold-start":      200 * time.Second, // the candidate closes for good at about 2:40
+	"flapping":        250 * time.Second, // the last bad phase ends at 4:00
+	"no-call-timeout": 110 * time.Second, // the gateway's breaker closes at 1:40
+}
+
+// The shipped scenarios take seconds each under the race detector, so
+// every test that looks at one shares a single run of it; tests that
+// look at different ones run in parallel.
 var (
 	shippedMu      sync.Mutex
-	shippedReports = map[string]*Report{}
+	shippedReports = map[string]*shippedRun{}
 )
+
+type shippedRun struct {
+	once sync.Once
+	rep  *Report
+	err  error
+}
 
 func shippedReport(t testing.TB, name string) *Report {
 	t.Helper()
 	shippedMu.Lock()
-	defer shippedMu.Unlock()
-	if r, ok := shippedReports[name]; ok {
-		return r
+	r, ok := shippedReports[name]
+	if !ok {
+		r = &shippedRun{}
+		shippedReports[name] = r
 	}
-	s, err := LoadScenario(name)
-	require.NoError(t, err)
-	r, err := Run(s)
-	require.NoError(t, err)
-	shippedReports[name] = r
-	return r
+	shippedMu.Unlock()
+	r.once.Do(func() {
+		s, err := LoadScenario(name)
+		if err != nil {
+			r.err = err
+			return
+		}
+		if d, ok := testLengths[name]; ok && !long {
+			s.Duration = d
+		}
+		r.rep, r.err = Run(s)
+	})
+	require.NoError(t, r.err)
+	return r.rep
 }
 
 // call returns the result of the call named name in run.

@@ -26,31 +26,82 @@ func within(t *testing.T, got, want float64, what string) {
 	assert.True(t, got >= lo && got <= hi, "%s: got %.3g, want %.3g ±25%% [%.3g, %.3g]", what, got, want, lo, hi)
 }
 
-// TestCalibration_Seeds000 pins the shipped replay of the incident to the
-// incident's own figures.
+// calibrationSeeds is the number of seeds the calibration is pinned
+// over.
+const calibrationSeeds = 10
+
+// TestCalibration_Seeds000 pins the replay of the incident to the
+// incident's own figures, as medians over ten seeds: a single seed's
+// no-breaker trough ranges from under 100 to over 450 req/s (the bottom of
+// an oscillation, see docs/replay.md), so no one seed can stand for the
+// scenario. The suite runs the scenario with its fault at 0:10 rather
+// than 1:00 and cut at 0:35 (seeds000Early, below), a tenth of the work; the
+// draws differ, so its seeds have figures of their own, and it pins
+// their medians. BREAKER_LONG=1 runs the shipped timing, cut at 1:25 (the
+// fault is over at 1:20 and every figure falls inside it, so each seed's
+// figures are the five-minute run's), and pins the medians docs/replay.md
+// quotes, which are what breaker-replay -seeds 10 prints.
 func TestCalibration_Seeds000(t *testing.T) {
-	rep := shippedReport(t, "seeds000")
-	no, with := rep.Run(NoBreaker), rep.Run(WithBreaker)
-	base := rep.Run(Baseline)
+	t.Parallel()
+	s := seeds000Early(t)
+	// The medians of the seeds' figures: goodput in the no-breaker run's
+	// worst second, its goodput amplification, and the default policy's
+	// worst drop.
+	want := struct{ goodput, amp, drop float64 }{157, 7.66, 0.168}
+	if long {
+		s = seeds000(t, 85*time.Second)
+		want.goodput, want.amp, want.drop = 164, 7.335, 0.177
+	}
+	all, err := RunSeeds(s, Seeds(s.Seed, calibrationSeeds))
+	require.NoError(t, err)
+	goodput := all.Spread(NoBreaker, WorstGoodput)
+	amp := all.Spread(NoBreaker, Amplification)
+	drop := all.Spread(WithBreaker, WorstDrop)
+	t.Logf("fault at %v: no breaker: worst second %.0f req/s [%.0f, %.0f], goodput amplification %.2fx [%.2fx, %.2fx]; default policy: worst drop %.1f%% [%.1f%%, %.1f%%]",
+		s.Faults[0].Start, goodput.Median, goodput.Min, goodput.Max, amp.Median, amp.Min, amp.Max, drop.Median*100, drop.Min*100, drop.Max*100)
+	within(t, goodput.Median, incidentWorstNoBreaker, "no breaker: median over seeds of the entry's goodput in its worst second (req/s)")
+	within(t, amp.Median, incidentAmplification, "no breaker: median goodput amplification")
+	within(t, drop.Median, incidentDropWithPolicy, "default policy: median worst drop of the entry's goodput")
+	assert.Equal(t, want.goodput, goodput.Median, "the pinned median")
+	assert.InDelta(t, want.amp, amp.Median, 0.005, "the pinned median")
+	assert.InDelta(t, want.drop, drop.Median, 0.0005, "the pinned median")
+	assert.Equal(t, calibrationSeeds, goodput.N)
+	assert.Greater(t, goodput.Max, 2*goodput.Min, "a single seed is no measure of the scenario")
 
-	sec := int(no.WorstAt / time.Second)
-	within(t, float64(no.Entry.Good[sec]), incidentWorstNoBreaker, "no breaker: entry goodput in its worst second (req/s)")
-	within(t, no.Amplification, incidentAmplification, "no breaker: amplification")
-	within(t, with.WorstDrop, incidentDropWithPolicy, "default policy: worst drop of the entry's goodput")
-	assert.InDelta(t, 1200, float64(base.Entry.Good[sec]), 1200*0.05, "the baseline holds the entry's 1200 req/s")
-
-	opened, ok := call(t, with, "orders->inventory").FirstOpen()
-	require.True(t, ok, "the inventory breaker opens")
-	assert.LessOrEqual(t, opened-rep.FaultStart, 5*time.Second, "it opens in the first seconds of the fault")
+	for i, rep := range all.Reports {
+		no := rep.Run(NoBreaker)
+		sec := int(no.WorstAt / time.Second)
+		assert.InDelta(t, 1200, float64(rep.Run(Baseline).Entry.Good[sec]), 1200*0.05, "seed %d: the baseline holds the entry's 1200 req/s", all.Seeds[i])
+		opened, ok := call(t, rep.Run(WithBreaker), "orders->inventory").FirstOpen()
+		require.True(t, ok, "seed %d: the inventory breaker opens", all.Seeds[i])
+		assert.LessOrEqual(t, opened-rep.FaultStart, 5*time.Second, "seed %d: it opens in the first seconds of the fault", all.Seeds[i])
+	}
+	if long {
+		// The shipped seed's run, cut short, is the five-minute run's start.
+		s := seeds000(t, 5*time.Minute)
+		whole, err := Run(s)
+		require.NoError(t, err)
+		assert.Equal(t, whole.Run(NoBreaker).Entry.Good[:85], all.Reports[0].Run(NoBreaker).Entry.Good)
+		assert.Equal(t, whole.Run(WithBreaker).WorstDrop, all.Reports[0].Run(WithBreaker).WorstDrop)
+	}
 }
 
-// seeds000 returns a fresh copy of the calibrated scenario, cut to two
-// minutes (the fault is over by 1:20) so that variants run fast.
-func seeds000(t *testing.T) *Scenario {
+// seeds000 returns a fresh copy of the calibrated scenario, cut to d.
+func seeds000(t *testing.T, d time.Duration) *Scenario {
 	t.Helper()
 	s, err := LoadScenario("seeds000")
 	require.NoError(t, err)
-	s.Duration = 2 * time.Minute
+	s.Duration = d
+	return s
+}
+
+// seeds000Early returns seeds000 with its fault at 0:10 instead of 1:00, cut at
+// 0:35, five seconds after the fault: the chain is steady within seconds
+// of its start, so the minute before the fault only repeats itself.
+// The mechanism tests run their variants on it.
+func seeds000Early(t *testing.T) *Scenario {
+	s := seeds000(t, 35*time.Second)
+	s.Faults[0].Start = 10 * time.Second
 	return s
 }
 
@@ -61,6 +112,29 @@ func runScenario(t *testing.T, s *Scenario) *Report {
 	return rep
 }
 
+// runNoBreaker is Run for the baseline and the no-breaker run only, for
+// the variants whose test looks at nothing else: it returns the
+// no-breaker run, compared with the baseline.
+func runNoBreaker(t *testing.T, s *Scenario) *RunResult {
+	t.Helper()
+	require.NoError(t, s.Validate())
+	specs := s.specs()
+	require.Equal(t, Baseline, specs[0].kind)
+	require.Equal(t, NoBreaker, specs[1].kind)
+	var runs [2]*RunResult
+	for i := range runs {
+		sm, err := newSim(s, specs[i])
+		require.NoError(t, err)
+		runs[i] = sm.run()
+	}
+	rep := &Report{Scenario: s, Runs: runs[:]}
+	ws := s.FaultWindows()
+	require.Len(t, ws, 1)
+	rep.FaultStart, rep.FaultEnd = ws[0].Start, ws[0].End
+	rep.compare(runs[1], runs[0])
+	return runs[1]
+}
+
 func worstGood(r *RunResult) int { return r.Entry.Good[int(r.WorstAt/time.Second)] }
 
 // The gateway's bounded accept queue is what keeps part of the entry
@@ -69,11 +143,11 @@ func worstGood(r *RunResult) int { return r.Entry.Good[int(r.WorstAt/time.Second
 // will. Unbounded, the queue grows until every request in it has waited
 // out its client, and the entry answers nothing in time.
 func TestMechanism_AcceptQueueShedsLoad(t *testing.T) {
-	s := seeds000(t)
-	bounded := runScenario(t, s).Run(NoBreaker)
-	s = seeds000(t)
+	t.Parallel()
+	bounded := runNoBreaker(t, seeds000Early(t))
+	s := seeds000Early(t)
 	s.Tiers[0].Queue = Unbounded
-	unbounded := runScenario(t, s).Run(NoBreaker)
+	unbounded := runNoBreaker(t, s)
 
 	assert.Greater(t, worstGood(bounded), 100, "bounded: the entry keeps answering")
 	assert.Less(t, worstGood(unbounded), 20, "unbounded: the entry answers next to nothing")
@@ -106,6 +180,7 @@ func backlog(d Deadlines) *Scenario {
 // still waited for. One that ignores deadlines first works off the backlog
 // of requests nobody waits for any more, answering nothing in time.
 func TestMechanism_DeadlinesDropAbandonedRequests(t *testing.T) {
+	t.Parallel()
 	after := func(r *RunResult) int { return sum(r.Entry.Good[16:26]) } // the 10 s after the fault
 	drop := runScenario(t, backlog(DeadlinesQueue)).Run(NoBreaker)
 	serve := runScenario(t, backlog(DeadlinesIgnore)).Run(NoBreaker)
@@ -119,12 +194,12 @@ func TestMechanism_DeadlinesDropAbandonedRequests(t *testing.T) {
 // client does: with them the gateway's accept queue cannot fill with work
 // nobody wants and the calibrated chain does not collapse.
 func TestMechanism_DeadlinePropagationKeepsTheChainUp(t *testing.T) {
-	s := seeds000(t)
+	t.Parallel()
+	s := seeds000Early(t)
 	for i := range s.Tiers {
 		s.Tiers[i].Deadlines = DeadlinesPropagate
 	}
-	rep := runScenario(t, s)
-	no := rep.Run(NoBreaker)
+	no := runNoBreaker(t, s)
 	assert.Greater(t, worstGood(no), 600, "with deadlines propagated the entry keeps most of its goodput (worst second %v)", no.WorstAt)
 }
 
@@ -134,9 +209,10 @@ func TestMechanism_DeadlinePropagationKeepsTheChainUp(t *testing.T) {
 // cannot open before its window is mostly fault, comes too late to save
 // the first seconds.
 func TestMechanism_OwnTimeoutFreesTheWorker(t *testing.T) {
-	s := seeds000(t)
+	t.Parallel()
+	s := seeds000Early(t)
 	with := runScenario(t, s)
-	s = seeds000(t)
+	s = seeds000Early(t)
 	s.Tiers[1].Calls[0].Timeout = 0
 	without := runScenario(t, s)
 
@@ -148,7 +224,7 @@ func TestMechanism_OwnTimeoutFreesTheWorker(t *testing.T) {
 // retrying returns seeds000 with a short accept queue (so that the chain
 // sheds rather than collapses) and orders retrying inventory.
 func retrying(t *testing.T, r *Retry) *Scenario {
-	s := seeds000(t)
+	s := seeds000Early(t)
 	s.Tiers[0].Queue = 100
 	s.Tiers[1].Calls[0].Retry = r
 	return s
@@ -159,11 +235,12 @@ func retrying(t *testing.T, r *Retry) *Scenario {
 // the entry far more. A budget caps the retries at a fraction of first
 // tries and gives most of it back; a backoff holds the worker longer still.
 func TestMechanism_RetriesAmplifyBudgetCaps(t *testing.T) {
-	none := runScenario(t, retrying(t, nil)).Run(NoBreaker)
+	t.Parallel()
+	none := runNoBreaker(t, retrying(t, nil))
 	stormRep := runScenario(t, retrying(t, &Retry{Attempts: 3}))
 	storm := stormRep.Run(NoBreaker)
-	budget := runScenario(t, retrying(t, &Retry{Attempts: 3, Budget: 0.05})).Run(NoBreaker)
-	backoff := runScenario(t, retrying(t, &Retry{Attempts: 3, Backoff: 100 * time.Millisecond})).Run(NoBreaker)
+	budget := runNoBreaker(t, retrying(t, &Retry{Attempts: 3, Budget: 0.05}))
+	backoff := runNoBreaker(t, retrying(t, &Retry{Attempts: 3, Backoff: 100 * time.Millisecond}))
 
 	inv := func(r *RunResult) *CallResult { return call(t, r, "orders->inventory") }
 	assert.Zero(t, inv(none).Retries)

@@ -80,20 +80,20 @@ type RunResult struct {
 	// lost in one second; WorstAt is the start of that second.
 	WorstDrop float64
 	WorstAt   time.Duration
-	// Amplification is the baseline's goodput divided by this run's, in
+	// Amplification is the goodput amplification, the one amplification
+	// the reports print: the baseline's goodput divided by this run's, in
 	// the worst second: how many times over the entry's capacity to answer
 	// shrank (+Inf if nothing was answered).
 	Amplification float64
 	// Lost is the baseline's total goodput minus this run's.
 	Lost int
 
-	// FullWorstDrop, FullWorstAt and FullAmplification are WorstDrop,
-	// WorstAt and Amplification for the entry's full answers: the good
-	// ones that no fallback degraded. A breaker that answers everything
-	// from a fallback keeps the goodput and loses every full answer.
-	FullWorstDrop     float64
-	FullWorstAt       time.Duration
-	FullAmplification float64
+	// FullWorstDrop and FullWorstAt are WorstDrop and WorstAt for the
+	// entry's full answers: the good ones that no fallback degraded. A
+	// breaker that answers everything from a fallback keeps the goodput
+	// and loses every full answer.
+	FullWorstDrop float64
+	FullWorstAt   time.Duration
 	// Unanswered is the number of entry requests that got no good answer:
 	// answered with an error, or too late for the client.
 	Unanswered int
@@ -390,7 +390,7 @@ func (r *Report) compare(run, base *RunResult) {
 	good, ref := run.Entry.Good, base.Entry.Good
 	run.WorstDrop, run.WorstAt, run.Amplification = worst(good, ref)
 	full, fullRef := run.Entry.Full(), base.Entry.Full()
-	run.FullWorstDrop, run.FullWorstAt, run.FullAmplification = worst(full, fullRef)
+	run.FullWorstDrop, run.FullWorstAt, _ = worst(full, fullRef)
 	lost := 0
 	for sec := range good {
 		lost += ref[sec] - good[sec]

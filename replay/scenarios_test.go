@@ -18,6 +18,7 @@ import (
 // opens within a window of the fault's start and is closed again soon after
 // its end.
 func TestSeeds000(t *testing.T) {
+	t.Parallel()
 	rep := shippedReport(t, "seeds000")
 	no, with := rep.Run(NoBreaker), rep.Run(WithBreaker)
 
@@ -52,6 +53,7 @@ func TestSeeds000(t *testing.T) {
 // timeouts count (behaviour.md §3: with 60% of calls slow, the error ratio
 // alone stayed at 8% and the breaker never opened).
 func TestSlowOnly(t *testing.T) {
+	t.Parallel()
 	rep := shippedReport(t, "slow-only")
 	no, with := rep.Run(NoBreaker), rep.Run(WithBreaker)
 
@@ -81,6 +83,7 @@ func TestSlowOnly(t *testing.T) {
 // without warmup and not one with it, and the false trip costs more than
 // the cold start itself.
 func TestColdStart(t *testing.T) {
+	t.Parallel()
 	rep := shippedReport(t, "cold-start")
 	no, with, cand := rep.Run(NoBreaker), rep.Run(WithBreaker), rep.Run(CandidateRun)
 	require.NotNil(t, cand)
@@ -106,6 +109,7 @@ func TestColdStart(t *testing.T) {
 // TestFlapping shows the doubling cooldown damping the churn of a
 // breaker in front of a flapping downstream.
 func TestFlapping(t *testing.T) {
+	t.Parallel()
 	rep := shippedReport(t, "flapping")
 	no, with, cand := rep.Run(NoBreaker), rep.Run(WithBreaker), rep.Run(CandidateRun)
 	require.NotNil(t, cand)
@@ -139,6 +143,7 @@ func TestFlapping(t *testing.T) {
 // few errors does more harm than missing a fault (behaviour.md §2 Policy,
 // MinRequests).
 func TestLowTraffic(t *testing.T) {
+	t.Parallel()
 	rep := shippedReport(t, "low-traffic")
 	no, with, cand := rep.Run(NoBreaker), rep.Run(WithBreaker), rep.Run(CandidateRun)
 	require.NotNil(t, cand)
@@ -154,10 +159,9 @@ func TestLowTraffic(t *testing.T) {
 }
 
 func TestSeeds000_CandidateFromAPolicy(t *testing.T) {
+	t.Parallel()
 	// What a team does with the package: try its own policy on the replay.
-	s, err := LoadScenario(DefaultScenario)
-	require.NoError(t, err)
-	s.Duration = 2 * time.Minute
+	s := seeds000Early(t)
 	p := breaker.DefaultPolicy()
 	p.MinRequests = 100000 // a policy that can never trip
 	s.Candidate = &Candidate{Label: "never trips", Policy: p, Calls: []string{"orders->inventory"}}
@@ -168,4 +172,43 @@ func TestSeeds000_CandidateFromAPolicy(t *testing.T) {
 	assert.Empty(t, call(t, cand, "orders->inventory").Transitions)
 	assert.Equal(t, breaker.DefaultPolicy(), call(t, cand, "gateway->orders").Policy, "calls not named keep the scenario's policy")
 	assert.GreaterOrEqual(t, cand.Amplification, 4.0, "a breaker that never trips is no breaker")
+}
+
+// TestNoCallTimeout is the incident as its own account tells it: orders
+// waits for inventory with no timeout of its own, so the 5 s slow answers
+// hold its threads, and the entry falls to nothing in the fault's second
+// second with breakers as without. The inventory breaker cannot help: a
+// slow answer is a success when it comes, so its window sees the 40% of
+// errors only. A breaker needs a call timeout.
+func TestNoCallTimeout(t *testing.T) {
+	t.Parallel()
+	rep := shippedReport(t, "no-call-timeout")
+	base := rep.Run(Baseline)
+	second := int(rep.FaultStart/time.Second) + 1 // the fault's second second
+	for _, run := range []*RunResult{rep.Run(NoBreaker), rep.Run(WithBreaker)} {
+		assert.Less(t, float64(run.Entry.Good[second]), 0.05*float64(base.Entry.Good[second]), "%s: the entry falls to nothing in the fault's second second", run.Label)
+		for sec := second + 1; sec < int(rep.FaultEnd/time.Second); sec++ {
+			assert.Zero(t, run.Entry.Good[sec], "%s: and answers nothing for the rest of the fault (second %d)", run.Label, sec)
+		}
+		assert.Equal(t, 1.0, run.WorstDrop, run.Label)
+	}
+	with := rep.Run(WithBreaker)
+	inv := call(t, with, "orders->inventory")
+	assert.Empty(t, inv.Transitions, "the inventory breaker never opens")
+	assert.Zero(t, inv.TimedOut, "no call to inventory times out: there is no timeout")
+	gw := call(t, with, "gateway->orders")
+	opened, ok := gw.FirstOpen()
+	require.True(t, ok, "the gateway's breaker opens on orders' timeouts")
+	assert.Greater(t, opened-rep.FaultStart, 2*time.Second, "after the entry has fallen")
+	assert.Greater(t, with.Unanswered, rep.Run(NoBreaker).Unanswered, "and, refusing after the fault, loses more than no breaker")
+
+	// With orders' own timeout, the chain is seeds000, where the breaker
+	// saves the entry.
+	s, err := LoadScenario("seeds000")
+	require.NoError(t, err)
+	nt, err := LoadScenario("no-call-timeout")
+	require.NoError(t, err)
+	nt.Tiers[1].Calls[0].Timeout = 600 * time.Millisecond
+	nt.Name, nt.Description, nt.Duration = s.Name, s.Description, s.Duration
+	assert.Equal(t, s, nt, "no-call-timeout is seeds000 without orders' call timeout")
 }

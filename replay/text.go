@@ -208,12 +208,12 @@ func (r *Report) writeSummary(w *bufio.Writer) {
 		return fmt.Sprintf("%d -> %d/s at %s", fullRef[sec], run.Entry.Full()[sec], clockSec(sec))
 	})
 	row("  drop vs baseline", func(run *RunResult) string { return fmt.Sprintf("-%.1f%%", run.FullWorstDrop*100) })
-	row("  amplification *", func(run *RunResult) string { return amplification(run.FullAmplification) })
 	row("entry goodput (full + degraded), worst second", func(run *RunResult) string {
 		sec := int(run.WorstAt / time.Second)
 		return fmt.Sprintf("%d -> %d/s at %s", base.Entry.Good[sec], run.Entry.Good[sec], clockSec(sec))
 	})
 	row("  drop vs baseline", func(run *RunResult) string { return fmt.Sprintf("-%.1f%%", run.WorstDrop*100) })
+	row("  goodput amplification *", func(run *RunResult) string { return amplification(run.Amplification) })
 	row("degraded answers (fallback)", func(run *RunResult) string { return thousands(int64(sum(run.Entry.Degraded))) })
 	row("requests lost (error or no answer in time)", func(run *RunResult) string { return thousands(int64(run.Unanswered)) })
 	row("  failed / timed out", func(run *RunResult) string {
@@ -239,24 +239,8 @@ func (r *Report) writeSummary(w *bufio.Writer) {
 		}
 		return thousands(n)
 	})
-	widths := make([]int, len(rows[0]))
-	for _, cells := range rows {
-		for i, c := range cells {
-			widths[i] = max(widths[i], len(c))
-		}
-	}
-	for _, cells := range rows {
-		var sb strings.Builder
-		for i, c := range cells {
-			if i > 0 {
-				sb.WriteString("   ")
-			}
-			sb.WriteString(c)
-			sb.WriteString(strings.Repeat(" ", widths[i]-len(c)))
-		}
-		fmt.Fprintln(w, strings.TrimRight(sb.String(), " "))
-	}
-	fmt.Fprintln(w, "* amplification = baseline full answers / the run's full answers, in its worst second")
+	writeColumns(w, rows)
+	fmt.Fprintln(w, amplificationNote)
 	if r.FaultEnd > 0 {
 		fmt.Fprintf(w, "full service back: full answers within %d%% of the baseline for %d s from then on\n",
 			int(math.Round((1-recoveryLevel)*100)), recoveryHold)

@@ -57,11 +57,22 @@ func span(d time.Duration) string {
 	return fmt.Sprintf("%dm%.1fs", m, sec)
 }
 
+// amplificationNote defines the one amplification the reports print.
+const amplificationNote = "* goodput amplification = baseline goodput / the run's goodput, in the run's worst second of goodput"
+
 func amplification(a float64) string {
 	if math.IsInf(a, 1) {
-		return "inf (no full answer)"
+		return "inf (nothing answered)"
 	}
 	return fmt.Sprintf("%.2fx", a)
+}
+
+// amplificationShort is amplification for a table of spreads.
+func amplificationShort(a float64) string {
+	if math.IsInf(a, 1) {
+		return "inf"
+	}
+	return fmt.Sprintf("%.1fx", a)
 }
 
 func thousands(n int64) string {

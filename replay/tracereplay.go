@@ -28,6 +28,28 @@ type TraceReport struct {
 	Calls int
 	// Keys holds one report per breaker key, in order of key.
 	Keys []*KeyReport
+
+	// The self-check: the policy that ran (TraceOptions.Active), replayed
+	// the same way, should refuse the calls the recorded breakers refused.
+	// Refused is the number of recorded refusals, Reproduced those the
+	// replay of Active refuses too, and Extra the calls it refuses that
+	// the recorded breakers admitted.
+	Active                     breaker.GroupPolicy
+	Refused, Reproduced, Extra int
+	// Transitions is the number of breaker transitions the trace records,
+	// and Origin the recorded breakers' time origin, on which the replay
+	// aligns its windows' buckets (zero if the trace has none: the
+	// buckets are aligned on the first call).
+	Transitions int
+	Origin      time.Time
+}
+
+// TraceOptions adjust [ReplayTraceWith].
+type TraceOptions struct {
+	// Active is the policy that ran when the trace was recorded, for the
+	// self-check; its zero value is breaker.DefaultPolicy() for every
+	// key.
+	Active breaker.GroupPolicy
 }
 
 // KeyReport is the counterfactual for one key's calls. Each recorded call
@@ -63,6 +85,11 @@ type KeyReport struct {
 	Recorded []Span
 	// Transitions are the candidate breaker's state changes.
 	Transitions []Transition
+	// Reproduced is the number of the recorded refusals (Refused) that a
+	// replay of the policy that ran refuses too, and ActiveExtra the
+	// calls that replay refuses and the recording admitted: the
+	// self-check, see TraceReport.
+	Reproduced, ActiveExtra int
 	// Seconds counts the calls per second of the trace.
 	Seconds []TraceSecond
 }
@@ -132,8 +159,24 @@ var recordedErrors = func() map[breaker.Outcome]error {
 //
 // A trace that cannot be read is an error naming the line and the field.
 func ReplayTrace(r io.Reader, candidate breaker.GroupPolicy) (*TraceReport, error) {
+	return ReplayTraceWith(r, candidate, TraceOptions{})
+}
+
+// ReplayTraceWith is ReplayTrace with options. Besides the candidate, it
+// replays every key whose recorded breaker refused calls with the policy
+// that ran (opt.Active), and counts how many of the recorded refusals that
+// replay reproduces: the self-check at the top of the report. The replay
+// uses what the trace records of the breakers (package calltrace): their
+// time origin, on which it aligns the windows' buckets, and the cooldown
+// of each opening, which a replay that opens within a second of a
+// recorded opening takes (the same jitter draw, scaled to its own policy)
+// instead of drawing its own.
+func ReplayTraceWith(r io.Reader, candidate breaker.GroupPolicy, opt TraceOptions) (*TraceReport, error) {
 	if err := candidate.Validate(); err != nil {
 		return nil, err
+	}
+	if err := opt.Active.Validate(); err != nil {
+		return nil, fmt.Errorf("replay: the active policy: %w", err)
 	}
 	dec := calltrace.NewDecoder(r)
 	var (
@@ -180,9 +223,24 @@ func ReplayTrace(r io.Reader, candidate breaker.GroupPolicy) (*TraceReport, erro
 		}
 		lists[k].add(c)
 	}
-	rep := &TraceReport{Candidate: candidate, Start: time.Unix(0, t0).UTC(), Calls: n}
+	rep := &TraceReport{Candidate: candidate, Active: opt.Active, Start: time.Unix(0, t0).UTC(), Calls: n}
 	if n == 0 {
 		return rep, nil
+	}
+	opens := map[string][]opening{}
+	for _, tr := range dec.Transitions() {
+		rep.Transitions++
+		if tr.To == breaker.Open {
+			opens[tr.Key] = append(opens[tr.Key], opening{at: tr.Time.UnixNano() - t0, cooldown: tr.Cooldown, doublings: tr.Doublings})
+		}
+	}
+	// The breakers' clock first read the origin: the replay's must too,
+	// so that its buckets fall where theirs did. An origin after the
+	// first call is no breaker's: it is left out.
+	originOff := int64(0)
+	if o, ok := dec.Origin(); ok && o.UnixNano() <= t0 {
+		rep.Origin = o
+		originOff = o.UnixNano() - t0
 	}
 	end -= t0
 	rep.Length = time.Duration(end)
@@ -229,13 +287,111 @@ func ReplayTrace(r io.Reader, candidate breaker.GroupPolicy) (*TraceReport, erro
 		return nil, fmt.Errorf("replay: %d keys over %v is more than %d key-seconds", len(keys), time.Duration(end).Round(time.Second), maxTraceCells)
 	}
 	for _, k := range order {
-		kr, err := replayKey(keys[k], byKey[k], policyFor(candidate, keys[k]), rep.Start, nsec, end)
+		key := keys[k]
+		pol := policyFor(candidate, key)
+		kr, err := replayKey(key, byKey[k], pol, rep.Start, nsec, end, originOff, opens[key])
 		if err != nil {
 			return nil, err
 		}
+		if kr.Refused > 0 {
+			act := kr
+			if ap := policyFor(opt.Active, key); ap != pol {
+				if act, err = replayKey(key, byKey[k], ap, rep.Start, nsec, end, originOff, opens[key]); err != nil {
+					return nil, err
+				}
+			}
+			kr.Reproduced = act.BothRefused
+			kr.ActiveExtra = act.FailuresAvoided + act.SuccessesLost + act.IgnoredRefused
+		}
+		rep.Refused += kr.Refused
+		rep.Reproduced += kr.Reproduced
+		rep.Extra += kr.ActiveExtra
 		rep.Keys = append(rep.Keys, kr)
 	}
 	return rep, nil
+}
+
+// opening is a recorded transition to Open, its instant relative to the
+// trace's start.
+type opening struct {
+	at        int64
+	cooldown  time.Duration
+	doublings int
+}
+
+// openingTolerance is how far from a recorded opening a replayed one may
+// come and still take its cooldown.
+const openingTolerance = int64(time.Second)
+
+// jitter is a replayed breaker's source of cooldown jitter: the draw that
+// gives a recorded opening's cooldown when the breaker opens within
+// openingTolerance of it (each recorded opening serves once), a draw of
+// its own otherwise.
+type jitter struct {
+	clk   *traceClock
+	pol   breaker.Policy
+	opens []opening
+	used  []bool
+	own   func() float64
+}
+
+func (j *jitter) next() float64 {
+	best := -1
+	for i, o := range j.opens {
+		if j.used[i] {
+			continue
+		}
+		d := o.at - j.clk.now
+		if d < 0 {
+			d = -d
+		}
+		if d <= openingTolerance && (best < 0 || d < abs64(j.opens[best].at-j.clk.now)) {
+			best = i
+		}
+	}
+	if best < 0 || j.pol.Jitter <= 0 {
+		return j.own()
+	}
+	j.used[best] = true
+	return drawFor(j.pol, j.opens[best])
+}
+
+func abs64(v int64) int64 {
+	if v < 0 {
+		return -v
+	}
+	return v
+}
+
+// drawFor returns the jitter draw u in [0, 1) with which a breaker on
+// policy p, at o's doublings, opens for o's cooldown: the breaker opens
+// for base·(1 - J + 2J·u), base = min(OpenFor·2^doublings, MaxOpenFor). A
+// cooldown out of the policy's reach takes the nearest draw.
+func drawFor(p breaker.Policy, o opening) float64 {
+	base := int64(p.MaxOpenFor)
+	if l := o.doublings; l < 62 && p.OpenFor <= p.MaxOpenFor>>l {
+		base = min(int64(p.OpenFor)<<l, int64(p.MaxOpenFor))
+	}
+	j := p.Jitter
+	want := int64(o.cooldown)
+	u := (float64(want)/float64(base) - 1 + j) / (2 * j)
+	below1 := math.Nextafter(1, 0)
+	u = min(max(u, 0), below1)
+	// The recorded cooldown has microseconds; find the draw whose
+	// cooldown, as the breaker computes it, is nearest, within a few
+	// steps of u.
+	got := func(u float64) int64 { return int64(float64(base) * (1 - j + 2*j*u)) }
+	for range 64 {
+		switch g := got(u); {
+		case g < want && u < below1:
+			u = math.Nextafter(u, 1)
+		case g > want && u > 0:
+			u = math.Nextafter(u, 0)
+		default:
+			return u
+		}
+	}
+	return u
 }
 
 // policyFor is gp's policy for key, as a breaker.Group would pick it.
@@ -315,13 +471,17 @@ func (c *traceClock) WithTimeout(ctx context.Context, _ time.Duration) (context.
 	return ctx, func() {}
 }
 
-func replayKey(key string, calls []traceCall, pol breaker.Policy, start time.Time, nsec int, end int64) (*KeyReport, error) {
+func replayKey(key string, calls []traceCall, pol breaker.Policy, start time.Time, nsec int, end, originOff int64, opens []opening) (*KeyReport, error) {
 	kr := &KeyReport{Key: key, Policy: pol, Seconds: make([]TraceSecond, nsec)}
-	clk := traceClock{base: start}
+	// The breaker's time starts where the recorded breakers' did (the
+	// first call's instant if the trace does not say): its first reading
+	// of the clock is at breaker.New.
+	clk := traceClock{base: start, now: originOff}
 	h := fnv.New64a()
 	h.Write([]byte(key))
-	jitter := rand.New(rand.NewPCG(h.Sum64(), streamJitter))
-	br, err := breaker.New(key, pol, breaker.WithClock(&clk), breaker.WithRand(jitter.Float64),
+	own := rand.New(rand.NewPCG(h.Sum64(), streamJitter))
+	jit := &jitter{clk: &clk, pol: pol, opens: opens, used: make([]bool, len(opens)), own: own.Float64}
+	br, err := breaker.New(key, pol, breaker.WithClock(&clk), breaker.WithRand(jit.next),
 		breaker.OnTransition(func(ev breaker.Event) {
 			kr.Transitions = append(kr.Transitions, Transition{
 				At: clk.since(ev.Time), From: ev.From, To: ev.To, Reason: ev.Reason,

@@ -2,9 +2,12 @@ package replay
 
 import (
 	"bytes"
+	"context"
 	"encoding/xml"
+	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"runtime"
 	"strings"
 	"testing"
@@ -343,4 +346,96 @@ func FuzzReplayTrace(f *testing.F) {
 			t.Fatal(err)
 		}
 	})
+}
+
+// manualClock is a clock the test moves by hand.
+type manualClock struct{ t time.Time }
+
+func (c *manualClock) Now() time.Time { return c.t }
+
+// recordService runs a service's calls through a real group of breakers
+// on policy p, recording them with calltrace, and returns the trace:
+// 50 calls a second for 4 minutes, each taking 5 ms, failing at 70% from
+// 0:40 to 2:00 and from 2:30 to 3:00 (outcomes from a fixed seed). Its
+// breakers draw their cooldown jitter from math/rand: the trace, not the
+// test, knows the cooldowns. The group's time starts 1.37 s before the
+// first call, so its buckets are not aligned on it.
+func recordService(t *testing.T, p breaker.Policy) []byte {
+	t.Helper()
+	clk := &manualClock{t: time.Date(2026, 11, 30, 12, 0, 0, 123456000, time.UTC)}
+	g, err := breaker.NewGroup(breaker.GroupConfig{Policies: breaker.GroupPolicy{Default: p}}, breaker.WithClock(clk))
+	require.NoError(t, err)
+	origin := clk.Now()
+	var buf bytes.Buffer
+	rec, err := calltrace.NewRecorder(&buf, calltrace.Options{Clock: clk, Origin: origin, Buffer: calltrace.MaxBuffer})
+	require.NoError(t, err)
+	outcomes := rand.New(rand.NewPCG(1, 2))
+	start := origin.Add(1370 * time.Millisecond)
+	failing := errors.New("inventory: unavailable")
+	for i := range 50 * 240 {
+		at := time.Duration(i) * 20 * time.Millisecond
+		clk.t = start.Add(at)
+		bad := (at >= 40*time.Second && at < 120*time.Second) || (at >= 150*time.Second && at < 180*time.Second)
+		fail := bad && outcomes.Float64() < 0.7
+		_ = rec.Do(context.Background(), g, "inventory", func(context.Context) error {
+			clk.t = clk.t.Add(5 * time.Millisecond)
+			if fail {
+				return failing
+			}
+			return nil
+		})
+	}
+	require.NoError(t, rec.Close())
+	require.Zero(t, rec.Dropped())
+	return buf.Bytes()
+}
+
+// Replaying the policy that ran reproduces what happened: a real
+// breaker's traffic, recorded with calltrace, replayed through its own
+// policy, is refused where the breaker refused it. It was not: the
+// replay drew jitter of its own (cooldowns of 8.2 s and 21.4 s where the
+// breaker had 10.0 s and 18.05 s) and aligned its buckets on the first
+// call, and the policy that ran "refused 136: failures avoided 0,
+// successes lost 13". The trace now records each opening's cooldown and
+// the breakers' time origin, and the report leads with the share
+// reproduced.
+func TestReplayTrace_ActivePolicyReproducesTheRecordedRefusals(t *testing.T) {
+	p := breaker.DefaultPolicy()
+	p.OpenFor, p.MaxOpenFor = 10*time.Second, 40*time.Second
+	trace := recordService(t, p)
+	active := breaker.GroupPolicy{Default: p}
+	rep, err := ReplayTraceWith(bytes.NewReader(trace), active, TraceOptions{Active: active})
+	require.NoError(t, err)
+	require.Len(t, rep.Keys, 1)
+	k := rep.Keys[0]
+	assert.Greater(t, k.Refused, 1000, "the breaker refused calls in both faults")
+	assert.Greater(t, rep.Transitions, 6, "and the trace holds its transitions")
+	assert.False(t, rep.Origin.IsZero())
+	share := float64(rep.Reproduced) / float64(rep.Refused)
+	t.Logf("reproduced %d of %d recorded refusals (%.4f), %d more; candidate: %d refused by both, %d failures avoided, %d successes lost, %d unknown",
+		rep.Reproduced, rep.Refused, share, rep.Extra, k.BothRefused, k.FailuresAvoided, k.SuccessesLost, k.Unknown)
+	assert.Equal(t, rep.Refused, rep.Reproduced, "every recorded refusal reproduced")
+	assert.Zero(t, rep.Extra, "and no call refused that the breaker admitted")
+	assert.Equal(t, k.Refused, k.BothRefused)
+	assert.Zero(t, k.Unknown+k.FailuresAvoided+k.SuccessesLost+k.IgnoredRefused, "the candidate that is the policy that ran agrees call by call")
+
+	var out bytes.Buffer
+	require.NoError(t, rep.WriteText(&out))
+	first := strings.SplitN(out.String(), "\n", 3)
+	assert.Equal(t, fmt.Sprintf("self-check  replaying the policy that ran (the given active policy) refuses 100.0%% of the calls the recorded breakers refused (%s of %s), and 0 calls they admitted", thousands(int64(rep.Refused)), thousands(int64(rep.Refused))), first[0])
+	assert.Equal(t, fmt.Sprintf("            the trace holds the breakers' %d transitions with their cooldowns and their time origin", rep.Transitions), first[1])
+
+	// Without what the trace records of the breaker, the replay of the
+	// same policy drifts from it.
+	var calls []string
+	for _, line := range strings.Split(string(trace), "\n") {
+		if line != "" && !strings.Contains(line, `"to":`) && !strings.Contains(line, `"origin":`) {
+			calls = append(calls, line)
+		}
+	}
+	bare, err := ReplayTraceWith(strings.NewReader(strings.Join(calls, "\n")), active, TraceOptions{Active: active})
+	require.NoError(t, err)
+	t.Logf("without transitions and origin: reproduced %d of %d, %d more", bare.Reproduced, bare.Refused, bare.Extra)
+	assert.Equal(t, rep.Refused, bare.Refused)
+	assert.Less(t, bare.Reproduced, rep.Reproduced)
 }

@@ -18,6 +18,9 @@ import (
 func (r *TraceReport) WriteText(w io.Writer) error {
 	bw := bufio.NewWriter(w)
 	p := func(format string, args ...any) { fmt.Fprintf(bw, format, args...) }
+	for _, line := range r.selfCheck() {
+		p("%s\n", line)
+	}
 	p("trace     %s calls from %s, %s, %d keys\n", thousands(int64(r.Calls)), r.Start.Format(time.RFC3339), span(r.Length), len(r.Keys))
 	for _, k := range r.Keys {
 		p("\n%s\n", ops.Printable(k.Key))
@@ -67,6 +70,33 @@ func (r *TraceReport) WriteText(w io.Writer) error {
 	}
 	p("\nstates: . closed (or admitting), O open (refusing), h half-open; really is read from the recorded refusals\n")
 	return bw.Flush()
+}
+
+// selfCheck says how well a replay of the policy that ran reproduces the
+// recorded refusals, and what the trace held to make it so: the number
+// worth reading before any other, since every counterfactual rests on it.
+func (r *TraceReport) selfCheck() []string {
+	active := "the default policy"
+	if r.Active.Default != (breaker.Policy{}) || len(r.Active.Overrides) > 0 {
+		active = "the given active policy"
+	}
+	var out []string
+	if r.Refused == 0 {
+		out = append(out, "self-check  the recorded breakers refused no call: no refusal to reproduce")
+	} else {
+		out = append(out, fmt.Sprintf("self-check  replaying the policy that ran (%s) refuses %.1f%% of the calls the recorded breakers refused (%s of %s), and %s calls they admitted",
+			active, 100*float64(r.Reproduced)/float64(r.Refused), thousands(int64(r.Reproduced)), thousands(int64(r.Refused)), thousands(int64(r.Extra))))
+	}
+	held := fmt.Sprintf("holds the breakers' %d transitions with their cooldowns", r.Transitions)
+	if r.Transitions == 0 {
+		held = "holds no transition of the breakers (the replay draws cooldowns of its own)"
+	}
+	origin := "their time origin"
+	if r.Origin.IsZero() {
+		origin = "no time origin (the replay aligns the buckets on the first call)"
+	}
+	out = append(out, fmt.Sprintf("            the trace %s and %s", held, origin))
+	return out
 }
 
 func statePair(k *KeyReport, from, to int) string {

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Stress run: the suites that search for failures, run far longer than CI
-# runs them. Not part of CI. Usage:
+# runs them, and the long variants of the replay's tests. Not part of CI.
+# Usage:
 #
 #	scripts/stress.sh [fuzztime] [count] [rapid-checks]
 #
@@ -30,6 +31,11 @@ step go test -race -timeout 0 -count="$count" -run 'TestRace_' .
 step go test -race -timeout 0 -count=1 -run 'TestModel' . -rapid.checks="$checks"
 step go test -race -timeout 0 -count="$count" -run 'TestChaos' ./breakerhttp/
 step bash -c "cd breakergrpc && go test -race -timeout 0 -count=$count -run 'TestChaos' ./..."
+
+# The long variants of the replay's tests: the shipped scenarios for their
+# whole length, the calibration on the shipped scenario's own timing, the
+# command exactly as the README gives it.
+step env BREAKER_LONG=1 go test -race -timeout 0 -count=1 ./replay/... ./cmd/breaker-replay/...
 
 # Every fuzz target, one at a time (go test -fuzz takes one target per run).
 fuzz() {

@@ -4,8 +4,9 @@
 //
 // With no flags it runs that scenario, seeds000 (inventory fails 40% of
 // calls and slows 20% for 20 s under a constant 1200 req/s) without and
-// with the default policy, prints the comparison, and writes the chart to
-// replay.svg:
+// with the default policy, prints the comparison for the scenario's seed,
+// then each headline figure as median and range over five seeds (-seeds),
+// and writes the chart of the scenario's seed to replay.svg:
 //
 //	go run ./cmd/breaker-replay
 //
@@ -20,10 +21,19 @@
 //
 //	go run ./cmd/breaker-replay -trace calls.jsonl -policy candidate.json
 //
+// The trace report begins with its self-check: the share of the recorded
+// refusals that a replay of the policy that ran (-active, by default the
+// default policy) reproduces.
+//
+// How the default scenario's figures move with the parameters that were
+// chosen rather than taken from the incident (see docs/replay.md):
+//
+//	go run ./cmd/breaker-replay -sensitivity
+//
 // The scenario format is documented in package
 // github.com/govkit/breaker/replay; -show prints a shipped scenario to
 // start from. The simulation runs in virtual time: five simulated minutes
-// take about a second.
+// take about a second a seed.
 package main
 
 import (
@@ -61,9 +71,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 		on       = fs.String("on", "", "comma-separated `calls` (\"orders->inventory\") the -policy candidate applies to; default every guarded call")
 		svg      = fs.String("svg", "replay.svg", "write the chart to this `file`; empty for none")
 		seed     = fs.Uint64("seed", 0, "override the scenario's seed (0 keeps it)")
+		seeds    = fs.Int("seeds", defaultSeeds, "run this many seeds from the scenario's (or -seed) and print each headline figure as median and range; 1 for the one seed's report only")
 		full     = fs.Bool("full", false, "print every second, without folding steady stretches")
 		list     = fs.Bool("list", false, "list the shipped scenarios and exit")
 		show     = fs.Bool("show", false, "print the scenario's JSON and exit")
+		sens     = fs.Bool("sensitivity", false, "print how the default scenario's figures move with the parameters chosen rather than taken from the incident (the gateway queue, orders' timeout, the load), median and range over -seeds seeds")
+		active   = fs.String("active", "", "with -trace: the policy `file` that ran when the trace was recorded (a policy or a group policy document), for the self-check; default the default policy")
 		tracef   = fs.String("trace", "", "replay a recorded trace `file` (JSON lines, package github.com/govkit/breaker/calltrace) through the -policy candidate (a policy or a group policy document) instead of simulating")
 	)
 	fs.Usage = func() {
@@ -88,7 +101,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return code
 	}
 	if *tracef != "" {
-		return runTrace(*tracef, *policy, *svg, stdout, stderr)
+		return runTrace(*tracef, *policy, *active, *svg, stdout, stderr)
 	}
 	if *list {
 		if err := replay.WriteScenarioList(stdout); err != nil {
@@ -114,6 +127,20 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if *seed != 0 {
 		s.Seed = *seed
 	}
+	if *seeds < 1 || *seeds > maxSeeds {
+		return fail(exitUsage, "-seeds: must be in [1, %d], got %d", maxSeeds, *seeds)
+	}
+	if *sens {
+		if *policy != "" || *on != "" {
+			return fail(exitUsage, "-sensitivity varies the scenario, not a candidate; leave out -policy and -on")
+		}
+		start := time.Now()
+		if err := writeSensitivity(stdout, data, replay.Seeds(s.Seed, *seeds), knobs); err != nil {
+			return fail(exitUsage, "%v", err)
+		}
+		fmt.Fprintf(stderr, "sensitivity table in %v wall time\n", time.Since(start).Round(time.Millisecond))
+		return exitOK
+	}
 	if *policy != "" {
 		c, err := candidate(s, *policy, *on)
 		if err != nil {
@@ -128,20 +155,29 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 
 	start := time.Now()
-	rep, err := replay.Run(s)
+	all, err := replay.RunSeeds(s, replay.Seeds(s.Seed, *seeds))
 	if err != nil {
 		return fail(exitError, "%v", err)
 	}
 	wall := time.Since(start)
+	rep := all.Reports[0]
 	if err := rep.WriteText(stdout, replay.TextOptions{Full: *full}); err != nil {
 		return fail(exitError, "%v", err)
 	}
-	var requests int64
-	for _, r := range rep.Runs {
-		requests += r.Requests
+	if *seeds > 1 {
+		fmt.Fprintln(stdout)
+		if err := all.WriteText(stdout); err != nil {
+			return fail(exitError, "%v", err)
+		}
 	}
-	fmt.Fprintf(stderr, "simulated %d runs of %v (%s requests) in %v wall time\n",
-		len(rep.Runs), s.Duration, millions(requests), wall.Round(time.Millisecond))
+	var requests int64
+	for _, rep := range all.Reports {
+		for _, r := range rep.Runs {
+			requests += r.Requests
+		}
+	}
+	fmt.Fprintf(stderr, "simulated %d runs of %v for %d seeds (%s requests) in %v wall time\n",
+		len(rep.Runs), s.Duration, *seeds, millions(requests), wall.Round(time.Millisecond))
 	if *svg != "" {
 		if err := writeSVG(rep, *svg); err != nil {
 			return fail(exitError, "%v", err)
@@ -209,6 +245,14 @@ func candidate(s *replay.Scenario, path, on string) (*replay.Candidate, error) {
 	return c, nil
 }
 
+// defaultSeeds is how many seeds the command runs by default: enough for a
+// median and a range, few enough that the default replay takes seconds.
+// maxSeeds bounds -seeds.
+const (
+	defaultSeeds = 5
+	maxSeeds     = 1000
+)
+
 func writeSVG(rep *replay.Report, path string) error { return createFile(path, rep.WriteSVG) }
 
 // createFile creates path and writes it with write, reporting the first
@@ -236,19 +280,25 @@ func millions(n int64) string {
 // runTrace replays a recorded trace through the candidate: the -policy
 // document (a group policy document, {"default": ..., "overrides": ...},
 // or a single policy laid over the default policy), or the default policy.
-func runTrace(path, policy, svg string, stdout, stderr io.Writer) int {
+func runTrace(path, policy, active, svg string, stdout, stderr io.Writer) int {
 	fail := func(code int, format string, args ...any) int {
 		fmt.Fprintf(stderr, "breaker-replay: "+format+"\n", args...)
 		return code
 	}
-	var gp breaker.GroupPolicy
-	if policy != "" {
-		data, err := readInput("-policy", policy, breaker.MaxPolicyDocumentSize)
+	var gp, ap breaker.GroupPolicy
+	for _, f := range []struct {
+		flag, path string
+		into       *breaker.GroupPolicy
+	}{{"-policy", policy, &gp}, {"-active", active, &ap}} {
+		if f.path == "" {
+			continue
+		}
+		data, err := readInput(f.flag, f.path, breaker.MaxPolicyDocumentSize)
 		if err != nil {
 			return fail(exitUsage, "%v", err)
 		}
-		if gp, err = parseCandidate(data); err != nil {
-			return fail(exitUsage, "-policy %s: %v", policy, err)
+		if *f.into, err = parseCandidate(data); err != nil {
+			return fail(exitUsage, "%s %s: %v", f.flag, f.path, err)
 		}
 	}
 	f, err := os.Open(path)
@@ -257,7 +307,7 @@ func runTrace(path, policy, svg string, stdout, stderr io.Writer) int {
 	}
 	defer f.Close()
 	start := time.Now()
-	rep, err := replay.ReplayTrace(f, gp)
+	rep, err := replay.ReplayTraceWith(f, gp, replay.TraceOptions{Active: ap})
 	if err != nil {
 		return fail(exitUsage, "-trace %s: %v", path, err)
 	}

@@ -27,9 +27,16 @@ func runCmd(t *testing.T, args ...string) (code int, stdout, stderr string) {
 	return testutil.RunCommand(t, run, args...)
 }
 
+// long says whether to run the long variants of the tests: the
+// README's command exactly as written (five seeds of five simulated
+// minutes) rather than with one seed. scripts/stress.sh sets it.
+var long = os.Getenv("BREAKER_LONG") != ""
+
 // TestNoFlags is the README's command: the replay of the incident behind
-// the breaker's defaults on the default policy, the comparison on stdout,
-// the chart in replay.svg.
+// the breaker's defaults on the default policy, the comparison on stdout
+// with each headline figure over five seeds, the chart in replay.svg. The
+// suite runs it with one seed (the shipped seed's report is the same);
+// BREAKER_LONG=1 runs it as written.
 func TestNoFlags(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the full default replay")
@@ -40,17 +47,55 @@ func TestNoFlags(t *testing.T) {
 	require.NoError(t, os.Chdir(dir))
 	defer func() { require.NoError(t, os.Chdir(wd)) }()
 
-	code, stdout, stderr := runCmd(t)
+	var args []string
+	seeds := defaultSeeds
+	if !long {
+		args, seeds = []string{"-seeds", "1"}, 1
+	}
+	code, stdout, stderr := runCmd(t, args...)
 	require.Equal(t, exitOK, code, stderr)
 	assert.Contains(t, stdout, "scenario  seeds000")
 	assert.Contains(t, stdout, "no breaker")
 	assert.Contains(t, stdout, "with breaker: default policy on gateway->orders, orders->inventory")
-	assert.Regexp(t, `simulated 3 runs of 5m0s \(\d\.\dM requests\) in .* wall time`, stderr)
+	assert.Contains(t, stdout, "5m0s simulated, seed 1\n")
+	assert.Regexp(t, fmt.Sprintf(`simulated 3 runs of 5m0s for %d seeds \(\d+\.\dM requests\) in .* wall time`, seeds), stderr)
+	if long {
+		assert.Contains(t, stdout, "over 5 seeds (1-5): median [least, greatest]")
+		assert.Regexp(t, `(?m)^entry goodput, worst second \(req/s\) +\d+ \[\d+, \d+\] +\d+ \[\d+, \d+\]$`, stdout)
+	} else {
+		assert.NotContains(t, stdout, "median")
+	}
 	assert.Contains(t, stderr, "chart written to replay.svg")
 	svg, err := os.ReadFile(filepath.Join(dir, "replay.svg"))
 	require.NoError(t, err)
 	assert.True(t, bytes.HasPrefix(svg, []byte("<svg ")))
 	assert.Contains(t, string(svg), "seeds000: entry goodput")
+}
+
+// -seeds runs the scenario once per seed from the scenario's (or -seed),
+// prints the first seed's report, then each headline figure as median
+// [least, greatest].
+func TestSeeds(t *testing.T) {
+	code, stdout, stderr := runCmd(t, "-scenario", "low-traffic", "-svg", "", "-seeds", "3", "-seed", "4")
+	require.Equal(t, exitOK, code, stderr)
+	assert.Contains(t, stdout, "5m0s simulated, seed 4\n")
+	assert.Contains(t, stdout, "over 3 seeds (4-6): median [least, greatest]\n")
+	assert.Regexp(t, `(?m)^  goodput amplification \* +inf \[inf, inf\] `, stdout, "nothing answered in the worst second")
+	assert.Regexp(t, `(?m)^requests lost \(error or no answer in time\) +360 \[360, 360\] +360 \[360, 360\] +\d+ \[\d+, \d+\]$`, stdout)
+	assert.Contains(t, stdout, "* goodput amplification = baseline goodput / the run's goodput, in the run's worst second of goodput")
+	assert.Contains(t, stderr, "simulated 4 runs of 5m0s for 3 seeds")
+
+	code, one, _ := runCmd(t, "-scenario", "low-traffic", "-svg", "", "-seeds", "1", "-seed", "4")
+	require.Equal(t, exitOK, code)
+	assert.True(t, strings.HasPrefix(stdout, one), "the first seed's report, as -seeds 1 prints it")
+	assert.NotContains(t, one, "median")
+
+	for _, v := range []string{"0", "-2", "1001"} {
+		code, stdout, stderr := runCmd(t, "-scenario", "low-traffic", "-svg", "", "-seeds", v)
+		assert.Equal(t, exitUsage, code, v)
+		assert.Empty(t, stdout)
+		assert.Contains(t, stderr, "-seeds: must be in [1, 1000], got "+v)
+	}
 }
 
 func TestScenarioByName(t *testing.T) {
@@ -100,7 +145,7 @@ func TestBadInput(t *testing.T) {
 		want string
 	}{
 		{"unknown scenario", func(*testing.T) []string { return []string{"-scenario", "seeds-000"} },
-			`no shipped scenario "seeds-000" (have cold-start, drift, flapping, low-traffic, seeds000, slow-only)`},
+			`no shipped scenario "seeds-000" (have cold-start, drift, flapping, low-traffic, no-call-timeout, seeds000, slow-only)`},
 		{"missing file", func(*testing.T) []string { return []string{"-scenario", "nope.json"} }, "nope.json: no such file"},
 		{"bad field", func(t *testing.T) []string {
 			return []string{"-scenario", testutil.WriteFile(t, "s.json", strings.Replace(mustJSON(t, "seeds000"), `"workers": 200`, `"workers": 0`, 1))}
@@ -196,6 +241,22 @@ func TestRun_Trace(t *testing.T) {
 	assert.Contains(t, out.String(), "inventory.GetStock")
 	assert.Contains(t, out.String(), "successes lost 1")
 	assert.Contains(t, out.String(), "candidate  0:00.4  open")
+	assert.True(t, strings.HasPrefix(out.String(), "self-check  the recorded breakers refused no call: no refusal to reproduce\n"), "the report leads with its self-check")
+
+	// A recorded refusal: the default policy, open by then, reproduces
+	// it; a policy that could not have opened does not.
+	refused := filepath.Join(dir, "refused.jsonl")
+	require.NoError(t, os.WriteFile(refused, []byte(lines.String()+`{"t":1764504001100000,"k":"inventory.GetStock","refused":true}`+"\n"), 0o644))
+	var sc bytes.Buffer
+	require.Equal(t, exitOK, run([]string{"-trace", refused, "-svg", ""}, &sc, &errb), errb.String())
+	assert.True(t, strings.HasPrefix(sc.String(), "self-check  replaying the policy that ran (the default policy) refuses 100.0% of the calls the recorded breakers refused (1 of 1)"), sc.String())
+	never := testutil.WriteFile(t, "never.json", `{"min_requests": 1000}`)
+	sc.Reset()
+	require.Equal(t, exitOK, run([]string{"-trace", refused, "-active", never, "-svg", ""}, &sc, &errb), errb.String())
+	assert.True(t, strings.HasPrefix(sc.String(), "self-check  replaying the policy that ran (the given active policy) refuses 0.0% of the calls the recorded breakers refused (0 of 1)"), sc.String())
+	errb.Reset()
+	assert.Equal(t, exitUsage, run([]string{"-trace", refused, "-active", bad(t), "-svg", ""}, &sc, &errb))
+	assert.Contains(t, errb.String(), "-active ")
 
 	group := filepath.Join(dir, "group.json")
 	require.NoError(t, os.WriteFile(group, []byte(`{"overrides": {"inventory.GetStock": {"min_requests": 10}}}`), 0o644))
@@ -266,4 +327,34 @@ func TestInputFiles_AreReadOnlySoFar(t *testing.T) {
 		assert.Equal(t, exitUsage, code, c.args)
 		assert.Contains(t, stderr, c.want, c.args)
 	}
+}
+
+// -sensitivity varies each chosen parameter of seeds000 in turn, the
+// others as shipped, and prints per value the medians and ranges over the
+// seeds, marking the shipped value. The test runs a table of two values
+// on a seeds000 whose fault starts at 0:05, cut at 0:14.
+func TestSensitivity(t *testing.T) {
+	data := strings.Replace(mustJSON(t, "seeds000"), `"start": "1m"`, `"start": "5s"`, 1)
+	require.Contains(t, data, `"start": "5s"`)
+	defer func(d time.Duration) { sensitivityRun = d }(sensitivityRun)
+	sensitivityRun = 14 * time.Second
+	var out bytes.Buffer
+	grid := []knob{knobs[1]}
+	grid[0].values = []string{"600ms", "800ms"}
+	require.NoError(t, writeSensitivity(&out, []byte(data), []uint64{1, 2}, grid))
+	got := out.String()
+	assert.Contains(t, got, "each cell: median [least, greatest] over 2 seeds (1-2), runs cut at 0:14 (the fault ends at 0:25)\n\norders' timeout on inventory\n")
+	assert.Regexp(t, `(?m)^600ms \(shipped\) +\d+ \[\d+, \d+\] +\d+\.\d% \[\d+\.\d%, \d+\.\d%\]$`, got)
+	assert.Regexp(t, `(?m)^800ms +0 \[0, 0\] `, got, "with an 800 ms timeout the entry answers nothing in time")
+
+	err := writeSensitivity(&out, []byte(mustJSON(t, "slow-only")), []uint64{1}, grid)
+	assert.ErrorContains(t, err, `-sensitivity varies the chosen parameters of seeds000; got scenario "slow-only"`)
+	code, stdout, stderr := runCmd(t, "-sensitivity", "-policy", "x.json", "-svg", "")
+	assert.Equal(t, exitUsage, code)
+	assert.Empty(t, stdout)
+	assert.Contains(t, stderr, "leave out -policy and -on")
+}
+
+func bad(t *testing.T) string {
+	return testutil.WriteFile(t, "bad.json", `{"windw": "5s"}`)
 }
