@@ -57,12 +57,12 @@ func (b *Breaker) Do(ctx context.Context, fn func(context.Context) error) error 
 		// (openUntil or probeDeadline, one field), a second load of the
 		// state word, which must be unchanged for that instant to mean
 		// what w says, one counter increment (a load and a
-		// compare-and-swap, see tally.inc), and the episode's shared
+		// compare-and-swap, see window.Tally), and the episode's shared
 		// error: no lock, nothing written but the counter. admitSlow
 		// decides the same way, for Allow. Everything else takes the
 		// general path.
 		if w.refusing(r.probes) && b.opt.tb.now() < b.due.Load() && b.state.Load() == w {
-			b.tally.inc(kRejected)
+			b.tally.Inc(countRejected)
 			return b.refusal()
 		}
 		return b.do(ctx, fn, w, r)
@@ -289,10 +289,10 @@ func (b *Breaker) finish(caller context.Context, tok token, err error, r *rules)
 		b.record(caller, now, tok.gen, o, slow, cur)
 		b.measure(now, elapsed, o, cur)
 	case roleProbe:
-		b.countOff(o)
+		b.countOutcome(o)
 		b.verdict(caller, now, tok.gen, tok.slot, o, b.cold(caller, now, cur), false)
 	default:
-		b.countOff(o)
+		b.countOutcome(o)
 	}
 }
 
@@ -305,10 +305,10 @@ func (b *Breaker) abandon(caller context.Context, tok token) {
 	case roleCounted:
 		b.record(caller, b.opt.tb.now(), tok.gen, Failure, false, r)
 	case roleProbe:
-		b.countOff(Failure)
+		b.countOutcome(Failure)
 		now := b.opt.tb.now()
 		b.verdict(caller, now, tok.gen, tok.slot, Failure, b.cold(caller, now, r), true)
 	default:
-		b.countOff(Failure)
+		b.countOutcome(Failure)
 	}
 }
