@@ -67,49 +67,67 @@ func TestGates_ConcurrentFailuresTripOnTheLastWindow(t *testing.T) {
 	})
 }
 
-// TestGates_SerialTripIsExact: on a striped breaker, one caller's
-// failures trip it on the very failure that makes the ratio hold, as on a
-// breaker that checks after every failure.
-func TestGates_SerialTripIsExact(t *testing.T) {
-	h := newHarness(t, DefaultPolicy()) // ErrorRatio 0.5, MinRequests 20
-	h.b.win.Load().Spread()
-	h.calls(100, nil)
-	for i := 0; i < 99; i++ {
-		require.Error(t, h.call(errBoom))
-		require.Equal(t, Closed, h.b.State(), "after %d failures", i+1)
+// shapes runs f on a breaker whose counters have not spread (their base
+// has one gate) and on one whose counters are striped (a gate a stripe).
+func shapes(t *testing.T, p Policy, f func(t *testing.T, h *harness)) {
+	for _, striped := range []bool{false, true} {
+		name := "base"
+		if striped {
+			name = "striped"
+		}
+		t.Run(name, func(t *testing.T) {
+			h := newHarness(t, p)
+			if striped {
+				h.b.win.Load().Spread() // later windows spread too (nextWindow)
+			}
+			f(t, h)
+		})
 	}
-	require.Error(t, h.call(errBoom)) // 100 of 200: 0.5
-	h.requireState(Open)
+}
+
+// TestGates_SerialTripIsExact: one caller's failures trip the breaker on
+// the very failure that makes the ratio hold, as on a breaker that checks
+// after every failure.
+func TestGates_SerialTripIsExact(t *testing.T) {
+	shapes(t, DefaultPolicy(), func(t *testing.T, h *harness) { // ErrorRatio 0.5, MinRequests 20
+		h.calls(100, nil)
+		for i := 0; i < 99; i++ {
+			require.Error(t, h.call(errBoom))
+			require.Equal(t, Closed, h.b.State(), "after %d failures", i+1)
+		}
+		require.Error(t, h.call(errBoom)) // 100 of 200: 0.5
+		h.requireState(Open)
+	})
 }
 
 // TestGates_WindowMoveMakesTheNextFailureCheck: gates are worked out for
 // one oldest bucket. When the window moves on and drops its successes, the
-// next failure checks, though its stripe is far below its gate.
+// next failure checks, though its counters are far below their gate.
 func TestGates_WindowMoveMakesTheNextFailureCheck(t *testing.T) {
-	h := newHarness(t, DefaultPolicy()) // ErrorRatio 0.5, MinRequests 20
-	h.b.win.Load().Spread()
-	h.calls(1000, nil) // the first bucket
-	h.add(DefaultWindow - DefaultWindow/DefaultBuckets)
-	h.calls(25, errBoom) // the first bucket is still in the window: 25 of 1,025
-	h.requireState(Closed)
-	h.add(DefaultWindow / DefaultBuckets) // the successes leave the window
-	require.Error(t, h.call(errBoom))     // 26 of 26
-	h.requireState(Open)
+	shapes(t, DefaultPolicy(), func(t *testing.T, h *harness) { // ErrorRatio 0.5, MinRequests 20
+		h.calls(1000, nil) // the first bucket
+		h.add(DefaultWindow - DefaultWindow/DefaultBuckets)
+		h.calls(25, errBoom) // the first bucket is still in the window: 25 of 1,025
+		h.requireState(Closed)
+		h.add(DefaultWindow / DefaultBuckets) // the successes leave the window
+		require.Error(t, h.call(errBoom))     // 26 of 26
+		h.requireState(Open)
+	})
 }
 
 // TestGates_SetPolicyMakesTheNextFailureCheck: a gate worked out under one
 // policy does not let a failure skip the check under a stricter one.
 func TestGates_SetPolicyMakesTheNextFailureCheck(t *testing.T) {
-	h := newHarness(t, DefaultPolicy())
-	h.b.win.Load().Spread()
-	h.calls(100, nil)
-	h.calls(20, errBoom) // 20 of 120 under ErrorRatio 0.5: gates far away
-	h.requireState(Closed)
-	p := DefaultPolicy()
-	p.ErrorRatio = 0.17
-	require.NoError(t, h.b.SetPolicy(p))
-	require.Error(t, h.call(errBoom)) // 21 of 121 >= 0.17
-	h.requireState(Open)
+	shapes(t, DefaultPolicy(), func(t *testing.T, h *harness) {
+		h.calls(100, nil)
+		h.calls(20, errBoom) // 20 of 120 under ErrorRatio 0.5: gates far away
+		h.requireState(Closed)
+		p := DefaultPolicy()
+		p.ErrorRatio = 0.17
+		require.NoError(t, h.b.SetPolicy(p))
+		require.Error(t, h.call(errBoom)) // 21 of 121 >= 0.17
+		h.requireState(Open)
+	})
 }
 
 // TestGates_IgnoredCallsAreCountedPerStripe: an ignored outcome is counted
@@ -140,21 +158,21 @@ func TestGates_IgnoredCallsAreCountedPerStripe(t *testing.T) {
 // completes the sample makes the slow-call rule hold, though no number of
 // failures could make the error ratio hold. It must check.
 func TestGates_FailureThatCompletesTheSampleChecksTheSlowRule(t *testing.T) {
-	h := newHarness(t, policy(func(p *Policy) {
+	shapes(t, policy(func(p *Policy) {
 		p.ErrorRatio = 1
 		p.MinRequests = 3
 		p.SlowCall = 100 * time.Millisecond
 		p.SlowRatio = 0.2
-	}))
-	h.b.win.Load().Spread()
-	require.NoError(t, h.call(nil))
-	require.NoError(t, h.b.Do(context.Background(), func(context.Context) error {
-		h.add(time.Second) // slow
-		return nil
-	}))
-	h.requireState(Closed) // 1 slow of 2, short of MinRequests
-	require.Error(t, h.call(errBoom))
-	h.requireState(Open) // 1 slow of 3 >= 0.2
+	}), func(t *testing.T, h *harness) {
+		require.NoError(t, h.call(nil))
+		require.NoError(t, h.b.Do(context.Background(), func(context.Context) error {
+			h.add(time.Second) // slow
+			return nil
+		}))
+		h.requireState(Closed) // 1 slow of 2, short of MinRequests
+		require.Error(t, h.call(errBoom))
+		h.requireState(Open) // 1 slow of 3 >= 0.2
+	})
 }
 
 // TestGates_AfterChurnConcurrentFailuresTripOnTheLastWindow is

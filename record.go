@@ -94,8 +94,12 @@ func (b *Breaker) land(caller context.Context, now int64, gen uint64, win *windo
 			return
 		}
 		win.Touch(now)
+		k := outcomeKind(o)
+		if win.AddBase(k) {
+			break // to the base counters: at stays nil
+		}
 		var ok bool
-		if at, ok = win.Add(outcomeKind(o)); ok {
+		if at, ok = win.Add(k); ok {
 			break
 		}
 		// win was sealed after the check: a change of generation is under

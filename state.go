@@ -369,13 +369,18 @@ func (b *Breaker) probeTimeout(now int64, seen word) {
 // transition has just replaced (see recordSuccess), and r rules that
 // SetPolicy has just replaced, and a breaker must trip on neither.
 func (b *Breaker) evaluate(now int64, gen uint64, r *rules, win *window.Window, at *window.Stripe, gated, run bool) {
-	if !run && win.Check(now, &r.trip, at, gated) == window.NoRule {
-		return
+	if run || win.Check(now, &r.trip, at, gated) != window.NoRule {
+		b.tripIfHolds(now, gen)
 	}
+}
+
+// tripIfHolds trips the breaker if it is still closed in generation gen,
+// not forced closed, and a rule in force holds on its current window.
+func (b *Breaker) tripIfHolds(now int64, gen uint64) {
 	b.mu.Lock()
 	w := b.state.Load()
 	if w.gen() == gen && w.state() == Closed && w.mode() != ModeForcedClosed {
-		r = b.rules.Load()
+		r := b.rules.Load()
 		snap := snapshot(b.win.Load(), now)
 		if reason := b.tripReason(r, snap); reason != "" {
 			b.tripLocked(now, r, reason, snap)

@@ -49,13 +49,13 @@ func (r *Rules) Holds(c Counts) Rule {
 // A check that finds no rule holding also works out k, the fewest
 // failures the window needs, with its oldest bucket where it is, before a
 // rule can hold (failuresNeeded), and gives each of the n cells that
-// failures are added to (the stripes) a gate at its own failure count plus ceil(k/n). A failure
+// failures are added to (the stripes, or the base of a tally that has not
+// spread) a gate at its own failure count plus ceil(k/n). A failure
 // below its cell's gate skips the check. If a rule comes to hold, k
 // failures have been added since, some cell has reached its gate, and
 // the failure that took it there checks: no check that could trip is
 // skipped, and one caller's failures trip on exactly the failure that
-// makes a rule hold. A tally that has not spread is read from one line,
-// and has no gates.
+// makes a rule hold.
 //
 // Gates hold for one *Rules and one newest bucket (which fixes the
 // oldest: see Window.read); a move of the window or other rules make the
@@ -71,6 +71,13 @@ type gates struct {
 	seq   atomic.Uint64         // even: gates published; odd: being set
 	rules atomic.Pointer[Rules] // the rules the gates are for; nil: none
 	head  atomic.Int64          // the window's headEnd they are for
+}
+
+// serialGates are the gates of a tally that has not spread: its base is
+// its one cell.
+type serialGates struct {
+	gates
+	gate atomic.Uint64
 }
 
 // gateMax bounds the failures a gate waits for, so that a gate compares
@@ -102,10 +109,37 @@ func (w *Window) Check(now int64, r *Rules, at *Stripe, gated bool) Rule {
 				return NoRule
 			}
 		}
-		return s.check(own, w, now, r)
+		return w.check(&s.gates, s, own, now, r)
 	default:
-		return r.Holds(w.Sum(now))
+		g := w.serialGates()
+		if !gated {
+			return w.check(&g.gates, nil, cell{}, now, r)
+		}
+		if w.serialBelow(g, r) {
+			return NoRule
+		}
+		return w.check(&g.gates, nil, cell{&w.tally.base, &g.gate}, now, r)
 	}
+}
+
+// serialGates returns the window's serial gates, made at the first check.
+func (w *Window) serialGates() *serialGates {
+	if g := w.serial.Load(); g != nil {
+		return g
+	}
+	return w.newSerialGates()
+}
+
+func (w *Window) newSerialGates() *serialGates {
+	w.serial.CompareAndSwap(nil, new(serialGates))
+	return w.serial.Load()
+}
+
+// serialBelow is skip for a failure added to the base: it holds only while
+// the tally has not spread, for then every failure since the gates'
+// reading was added to the base too.
+func (w *Window) serialBelow(g *serialGates, r *Rules) bool {
+	return g.skip(cell{&w.tally.base, &g.gate}, w, r) && w.tally.stripes.Load() == nil
 }
 
 // skip reports whether the failure just added to own can skip the check:
@@ -114,19 +148,28 @@ func (w *Window) Check(now int64, r *Rules, at *Stripe, gated bool) Rule {
 // for it, rather than checking too (see docs/internals.md).
 func (g *gates) skip(own cell, w *Window, r *Rules) bool {
 	q := g.seq.Load()
-	for spins := 0; q&1 != 0; spins++ {
-		switch {
-		case spins < 8:
+	if q&1 != 0 {
+		if q = g.wait(); q&1 != 0 {
+			return false // checks follow each other: take part
+		}
+	}
+	return g.below(own, w, r, q)
+}
+
+// wait waits a little for the check that is setting the gates, and
+// returns seq.
+func (g *gates) wait() uint64 {
+	q := g.seq.Load()
+	for spins := 0; spins < 16 && q&1 != 0; spins++ {
+		if spins < 8 {
 			runtime.Gosched()
-		case spins < 16:
+		} else {
 			g.mu.Lock() // wait for the check there, in case it was descheduled
 			g.mu.Unlock()
-		default:
-			return false // checks follow each other: take part
 		}
 		q = g.seq.Load()
 	}
-	return g.below(own, w, r, q)
+	return q
 }
 
 // below is skip for gates published under seq q.
@@ -145,17 +188,19 @@ func (g *gates) below(own cell, w *Window, r *Rules, q uint64) bool {
 }
 
 // check reads the window and, if no rule of r holds, sets new gates from
-// the same reading. own is the cell of a failure that its gate did not
-// let through, or has no gate (always read).
-func (s *stripes) check(own cell, w *Window, now int64, r *Rules) Rule {
-	g := &s.gates
+// the same reading: those of s's stripes, or, with s nil, the serial gate
+// of the base. own is the cell of a failure that its gate did not let
+// through, or has no gate (always read).
+func (w *Window) check(g *gates, s *stripes, own cell, now int64, r *Rules) Rule {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	q := g.seq.Load()
 	if own.gate != nil && g.below(own, w, r, q) {
 		// Gates set while this failure waited for the lock judge it,
 		// as they judge a failure that finds them.
-		return NoRule
+		if s != nil || w.tally.stripes.Load() == nil {
+			return NoRule
+		}
 	}
 	g.seq.Store(q + 1)
 	var fs [maxStripes]uint64
@@ -167,10 +212,15 @@ func (s *stripes) check(own cell, w *Window, now int64, r *Rules) Rule {
 	}
 	next := q + 2
 	need := r.failuresNeeded(c)
-	n := uint64(len(s.cells))
-	quota := (need + n - 1) / n
-	for i := range s.cells {
-		s.cells[i].gate.Store(next<<32 | uint64(uint32(fs[i]+quota)))
+	if s != nil {
+		n := uint64(len(s.cells))
+		quota := (need + n - 1) / n
+		for i := range s.cells {
+			s.cells[i].gate.Store(next<<32 | uint64(uint32(fs[i]+quota)))
+		}
+	} else if w.tally.stripes.Load() == nil {
+		// The reading had no stripes either: fs[0] is the base's.
+		w.serial.Load().gate.Store(next<<32 | uint64(uint32(fs[0]+need)))
 	}
 	g.rules.Store(r)
 	g.head.Store(he)

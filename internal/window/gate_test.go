@@ -104,3 +104,30 @@ func TestCheck_OneCallerIsJudgedAsByAFullCheck(t *testing.T) {
 		}
 	})
 }
+
+// TestCheck_SerialFailuresSkipTheReadingUntilTheBound: on a tally that
+// has not spread, a check that trips nothing sets the base's gate at the
+// failures the window needs; the failures below it skip the reading, and
+// the one that reaches it reads.
+func TestCheck_SerialFailuresSkipTheReadingUntilTheBound(t *testing.T) {
+	r := &Rules{ErrorRatio: 0.5, MinRequests: 20}
+	w := New(100*ms, 10)
+	w.Touch(0)
+	for i := 0; i < 1000; i++ {
+		require.True(t, w.AddBase(Success))
+	}
+	fail := func() bool { // reports whether the failure may skip
+		_, ok := w.Add(Failure)
+		require.True(t, ok)
+		g := w.serialGates()
+		return w.serialBelow(g, r)
+	}
+	require.False(t, fail(), "no gate before the first check")
+	require.Equal(t, NoRule, w.Check(0, r, nil, true)) // 1 of 1,001: 998 more needed, less one
+	for i := 2; i <= 998; i++ {
+		require.True(t, fail(), "failure %d", i)
+	}
+	require.False(t, fail(), "the failure at the gate reads the window")
+	w.Spread()
+	require.False(t, fail(), "a spread tally's base has no gate")
+}

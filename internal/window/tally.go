@@ -222,10 +222,14 @@ var sealedStripes = func() *stripes {
 // Failures <= Counted holds for the totals and for the difference of any
 // two readings. Slow is read first, as in outcomes. If fs is not nil, it
 // also gets each stripe's failures, timeouts included, from the same
-// loads (for the gates).
+// loads, or, if the tally has not spread, the base's in fs[0] (for the
+// gates).
 func (t *Tally) windowTotals(fs *[maxStripes]uint64) Counts {
 	slow := t.Load(Slow)
 	ok, failed, timedOut := t.base[Success].Load(), t.base[Failure].Load(), t.base[Timeout].Load()
+	if fs != nil {
+		fs[0] = failed + timedOut
+	}
 	if s := t.stripes.Load(); s != nil {
 		for i := range s.cells {
 			c := &s.cells[i].c

@@ -12,6 +12,7 @@ import (
 	"math"
 	"runtime"
 	"sync/atomic"
+	"unsafe"
 )
 
 // Counts is what a window holds at one instant.
@@ -33,8 +34,12 @@ type Window struct {
 	// headEnd is the end of the newest bucket (math.MinInt64 before the
 	// first call): the one value the recording path loads.
 	headEnd atomic.Int64
-	slots   []slot // one per bucket
+	slots   *slot // the first of n, one per bucket (see ring)
+	n       int64
 	tally   Tally
+	// serial holds the gates of a tally that has not spread, made at
+	// its first check (see Check).
+	serial atomic.Pointer[serialGates]
 }
 
 // Slot epochs that are not bucket indices. Real indices are floor(now/width)
@@ -97,13 +102,18 @@ func (s *slot) read() (int64, snap32) {
 // New returns an empty window of n buckets of width ns each (width > 0,
 // n > 0).
 func New(width, n int64) *Window {
-	w := &Window{width: width, slots: make([]slot, n)}
+	slots := make([]slot, n)
+	w := &Window{width: width, slots: &slots[0], n: n}
 	w.headEnd.Store(math.MinInt64)
-	for i := range w.slots {
-		w.slots[i].epoch.Store(slotEmpty)
+	for i := range slots {
+		slots[i].epoch.Store(slotEmpty)
 	}
 	return w
 }
+
+// ring is the window's slots. They are held as a pointer and a count
+// rather than a slice, whose capacity would take the window past 80 bytes.
+func (w *Window) ring() []slot { return unsafe.Slice(w.slots, w.n) }
 
 // bucket is the index of the bucket holding now. The last bucket whose
 // end, (index+1)·width, is representable takes every later time, so that
@@ -143,13 +153,13 @@ func (w *Window) advance(now int64) {
 		// it and is inside the bucket.
 		snap := w.tally.windowTotals(nil)
 		if w.headEnd.CompareAndSwap(he, end) {
-			n := int64(len(w.slots))
-			from := idx - n + 1
+			from := idx - w.n + 1
 			if he != math.MinInt64 {
 				from = max(from, he/w.width) // he/width: the old head's index + 1
 			}
+			slots := w.ring()
 			for i := from; i <= idx; i++ {
-				w.slots[floorMod(i, n)].write(i, snap)
+				slots[floorMod(i, w.n)].write(i, snap)
 			}
 			return
 		}
@@ -177,12 +187,11 @@ func (w *Window) read(now int64, fs *[maxStripes]uint64) (Counts, int64) {
 			return Counts{}, he
 		}
 		head := he/w.width - 1 // he is a multiple of width
-		n := int64(len(w.slots))
-		oldest := max(w.bucket(now), head) - n + 1
+		oldest := max(w.bucket(now), head) - w.n + 1
 		if oldest > head {
 			return Counts{}, he // the newest call has left the window
 		}
-		s := &w.slots[floorMod(oldest, n)]
+		s := &w.ring()[floorMod(oldest, w.n)]
 		e, snap := s.read()
 		for e < oldest {
 			// The bucket is published but its slot not yet written: the

@@ -87,3 +87,34 @@ func BenchmarkWindow(b *testing.B) {
 
 // benchCountsSink keeps the compiler from discarding the sums.
 var benchCountsSink Counts
+
+// BenchmarkCheck is the window's part of a failure in the closed state:
+// its add and its trip check, on a window far from tripping, whose
+// tally has not spread (serial) or has. It reads no clock, so that the
+// clock's cost, most of a call's on some machines, does not hide the
+// window's.
+func BenchmarkCheck(b *testing.B) {
+	r := &Rules{ErrorRatio: 0.5, MinRequests: 1 << 40}
+	for _, striped := range []bool{false, true} {
+		name := "failure/serial"
+		if striped {
+			name = "failure/striped"
+		}
+		b.Run(name, func(b *testing.B) {
+			w, _ := benchWindow()
+			if striped {
+				w.Spread()
+			}
+			now := int64(time.Since(benchStart))
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				w.Touch(now)
+				at, _ := w.Add(Failure)
+				if w.Check(now, r, at, true) != NoRule {
+					b.Fatal("tripped")
+				}
+			}
+		})
+	}
+}

@@ -299,7 +299,7 @@ func TestWindow_EveryBucketOfTheWindowHasItsSlot(t *testing.T) {
 		t.Helper()
 		head := tw.w.headEnd.Load()/tw.w.width - 1
 		for idx := head - n + 1; idx <= head; idx++ {
-			e, _ := tw.w.slots[floorMod(idx, n)].read()
+			e, _ := tw.w.ring()[floorMod(idx, n)].read()
 			require.Equal(t, idx, e, "slot of bucket %d after a call at %d", idx, at)
 		}
 	}
@@ -379,6 +379,8 @@ func (c *atomicClock) add(d int64) { c.v.Add(d) }
 func TestNew_AWindowFitsItsSizeClasses(t *testing.T) {
 	require.LessOrEqual(t, unsafe.Sizeof(Window{}), uintptr(80), "window")
 	require.LessOrEqual(t, 10*unsafe.Sizeof(slot{}), uintptr(240), "slots")
+	// Made at the first check of a window whose tally has not spread.
+	require.LessOrEqual(t, unsafe.Sizeof(serialGates{}), uintptr(48), "serial gates")
 	require.Equal(t, 2.0, testing.AllocsPerRun(100, func() { windowSink = New(500*ms, 10) }))
 }
 
