@@ -134,8 +134,12 @@ func (b *Breaker) land(caller context.Context, now int64, gen uint64, win *windo
 	if w.mode() == ModeForcedClosed {
 		return
 	}
-	// A slow call always reads the window: its slowness is not gated.
-	b.evaluate(now, gen, r, win, at, !slow, run)
+	// The trip check: a failure below its gate skips reading the window
+	// (see window.Window.Check); a slow call always reads it, its slowness
+	// being ungated.
+	if run || win.Check(now, &r.trip, at, !slow) != window.NoRule {
+		b.evaluate(now, gen)
+	}
 }
 
 // The run of consecutive failures (Policy.ConsecutiveFailures) lives in

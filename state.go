@@ -359,24 +359,14 @@ func (b *Breaker) probeTimeout(now int64, seen word) {
 	b.flush()
 }
 
-// evaluate checks the trip rules after a failure or a slow call recorded
-// in generation gen into win, at the stripe at (see window.Window.Check),
-// and trips the breaker if one holds. gated is false for a call that must
-// read the window whatever the gates (a slow call); run is true when the
-// failure made the run of consecutive failures reach its rule. The check
-// without the lock only filters; the trip is decided again under the lock,
-// on the window and the rules in force then: win may be a window that a
-// transition has just replaced (see recordSuccess), and r rules that
-// SetPolicy has just replaced, and a breaker must trip on neither.
-func (b *Breaker) evaluate(now int64, gen uint64, r *rules, win *window.Window, at *window.Stripe, gated, run bool) {
-	if run || win.Check(now, &r.trip, at, gated) != window.NoRule {
-		b.tripIfHolds(now, gen)
-	}
-}
-
-// tripIfHolds trips the breaker if it is still closed in generation gen,
-// not forced closed, and a rule in force holds on its current window.
-func (b *Breaker) tripIfHolds(now int64, gen uint64) {
+// evaluate trips the breaker after a result of generation gen met a trip
+// rule in the check without the lock (see land), if the breaker is still
+// closed in gen, not forced closed, and a rule in force holds on its
+// current window. The check without the lock only filters: the window it
+// read may be one that a transition has just replaced (see recordSuccess),
+// and its rules ones that SetPolicy has just replaced, and a breaker must
+// trip on neither.
+func (b *Breaker) evaluate(now int64, gen uint64) {
 	b.mu.Lock()
 	w := b.state.Load()
 	if w.gen() == gen && w.state() == Closed && w.mode() != ModeForcedClosed {

@@ -111,13 +111,16 @@ func (w *Window) Check(now int64, r *Rules, at *Stripe, gated bool) Rule {
 		}
 		return w.check(&s.gates, s, own, now, r)
 	default:
-		g := w.serialGates()
 		if !gated {
-			return w.check(&g.gates, nil, cell{}, now, r)
+			return w.check(&w.serialGates().gates, nil, cell{}, now, r)
 		}
-		if w.serialBelow(g, r) {
+		// The base's gate holds only while the tally has not spread:
+		// then every failure since the gates' reading went to the base.
+		g := w.serial.Load()
+		if g != nil && g.skip(cell{&w.tally.base, &g.gate}, w, r) && w.tally.stripes.Load() == nil {
 			return NoRule
 		}
+		g = w.serialGates()
 		return w.check(&g.gates, nil, cell{&w.tally.base, &g.gate}, now, r)
 	}
 }
@@ -133,13 +136,6 @@ func (w *Window) serialGates() *serialGates {
 func (w *Window) newSerialGates() *serialGates {
 	w.serial.CompareAndSwap(nil, new(serialGates))
 	return w.serial.Load()
-}
-
-// serialBelow is skip for a failure added to the base: it holds only while
-// the tally has not spread, for then every failure since the gates'
-// reading was added to the base too.
-func (w *Window) serialBelow(g *serialGates, r *Rules) bool {
-	return g.skip(cell{&w.tally.base, &g.gate}, w, r) && w.tally.stripes.Load() == nil
 }
 
 // skip reports whether the failure just added to own can skip the check:

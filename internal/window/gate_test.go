@@ -108,7 +108,7 @@ func TestCheck_OneCallerIsJudgedAsByAFullCheck(t *testing.T) {
 // TestCheck_SerialFailuresSkipTheReadingUntilTheBound: on a tally that
 // has not spread, a check that trips nothing sets the base's gate at the
 // failures the window needs; the failures below it skip the reading, and
-// the one that reaches it reads.
+// the one that reaches it reads. (Every reading moves the gates' seq on.)
 func TestCheck_SerialFailuresSkipTheReadingUntilTheBound(t *testing.T) {
 	r := &Rules{ErrorRatio: 0.5, MinRequests: 20}
 	w := New(100*ms, 10)
@@ -116,18 +116,26 @@ func TestCheck_SerialFailuresSkipTheReadingUntilTheBound(t *testing.T) {
 	for i := 0; i < 1000; i++ {
 		require.True(t, w.AddBase(Success))
 	}
-	fail := func() bool { // reports whether the failure may skip
-		_, ok := w.Add(Failure)
+	read := func() bool { // a failure; reports whether its check read the window
+		var seq uint64
+		if g := w.serial.Load(); g != nil {
+			seq = g.seq.Load()
+		}
+		at, ok := w.Add(Failure)
 		require.True(t, ok)
-		g := w.serialGates()
-		return w.serialBelow(g, r)
+		require.Equal(t, NoRule, w.Check(0, r, at, true))
+		return w.serial.Load().seq.Load() != seq
 	}
-	require.False(t, fail(), "no gate before the first check")
-	require.Equal(t, NoRule, w.Check(0, r, nil, true)) // 1 of 1,001: 998 more needed, less one
+	require.True(t, read(), "the first failure reads: 1 of 1,001, 998 more needed")
 	for i := 2; i <= 998; i++ {
-		require.True(t, fail(), "failure %d", i)
+		require.False(t, read(), "failure %d", i)
 	}
-	require.False(t, fail(), "the failure at the gate reads the window")
+	require.True(t, read(), "the failure at the gate reads the window")
 	w.Spread()
-	require.False(t, fail(), "a spread tally's base has no gate")
+	w.tally.base[Success].Add(10)
+	w.tally.base[Failure].Add(1) // a failure that found the tally not spread yet
+	s := w.tally.stripes.Load()
+	seq := s.gates.seq.Load()
+	require.Equal(t, NoRule, w.Check(0, r, nil, true))
+	require.NotEqual(t, seq, s.gates.seq.Load(), "a failure on the base of a spread tally reads the window")
 }
