@@ -4,6 +4,8 @@ import (
 	"errors"
 	"sync"
 	"sync/atomic"
+
+	"github.com/govkit/breaker/internal/window"
 )
 
 // A Breaker guards calls to one downstream method. Wrap each call in
@@ -40,9 +42,9 @@ type Breaker struct {
 	// slots and generation; see word.
 	state stateWord
 	rules atomic.Pointer[rules]
-	win   atomic.Pointer[window]
+	win   atomic.Pointer[window.Window]
 	opt   *options
-	tally tally // rejected, fallbacks, ignored, shadow-rejected
+	tally window.Tally // rejected, fallbacks, ignored, shadow-rejected
 
 	// transitionDue is the offset at which the next timed transition
 	// falls due: in Open, the end of the cooldown; in HalfOpen, the probe
@@ -101,7 +103,7 @@ type history struct {
 	inflight []inflightProbe
 	// sealed holds the outcomes of the windows sealed so far, by window
 	// kind (see endGenLocked): Counters adds the current window's.
-	sealed [nKinds]uint64
+	sealed [window.Kinds]uint64
 }
 
 // inflightProbe is a probe in flight: its admission offset, for the probe
@@ -146,7 +148,7 @@ func (b *Breaker) histLocked() *history {
 
 // Counters of outcomes that are not recorded in the window (probes, stale
 // results, warmup-exempt calls). Ignored calls and shadow admissions are
-// counted in the breaker's tally (kIgnored, kShadowRejected).
+// counted in the breaker's tally (countIgnored, countShadowRejected).
 const (
 	oSuccess = iota
 	oFailure
@@ -175,7 +177,7 @@ func newBreaker(name string, r *rules, o *options) *Breaker {
 		r = r.own(nil, o.tb.now()) // with the breaker's latency histogram
 	}
 	b.rules.Store(r)
-	b.win.Store(newWindow(r.width, r.buckets))
+	b.win.Store(window.New(r.width, r.buckets))
 	b.warmUntil.Store(never)
 	return b
 }
@@ -208,7 +210,7 @@ func (b *Breaker) Mode() Mode { return b.state.Load().mode() }
 // half-open, nothing is added to the window, so it shows the calls that
 // tripped it until they age out.
 func (b *Breaker) Snapshot() Snapshot {
-	return b.win.Load().sum(b.opt.tb.now())
+	return snapshot(b.win.Load(), b.opt.tb.now())
 }
 
 // Policy returns the policy the breaker applies.

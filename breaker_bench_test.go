@@ -509,3 +509,30 @@ func BenchmarkHalfOpen(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkFailureCost runs a failing Do and a successful one on two
+// breakers that never trip, in alternating blocks so that both see the
+// same machine. ns/op is the pair; fail/ok is the ratio of the failing
+// call's cost to the successful one's.
+func BenchmarkFailureCost(b *testing.B) {
+	ctx := context.Background()
+	ok, bad := benchNeverTrips(b), benchNeverTrips(b)
+	const block = 256
+	var tOK, tBad time.Duration
+	b.ReportAllocs()
+	b.ResetTimer()
+	for n := 0; n < b.N; n += block {
+		m := min(block, b.N-n)
+		t0 := time.Now()
+		for i := 0; i < m; i++ {
+			_ = ok.Do(ctx, benchOK)
+		}
+		t1 := time.Now()
+		for i := 0; i < m; i++ {
+			_ = bad.Do(ctx, benchFail)
+		}
+		tOK += t1.Sub(t0)
+		tBad += time.Since(t1)
+	}
+	b.ReportMetric(float64(tBad)/float64(tOK), "fail/ok")
+}

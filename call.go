@@ -53,7 +53,7 @@ func (b *Breaker) Do(ctx context.Context, fn func(context.Context) error) error 
 		// end of the refusals only while the state word is the w it was
 		// read with, so the word is loaded again after it.
 		if w.refusing(r.probes) && b.opt.tb.now() < b.transitionDue.Load() && b.state.Load() == w {
-			b.tally.inc(kRejected)
+			b.tally.Inc(countRejected)
 			return b.refusal()
 		}
 		return b.do(ctx, fn, w, r)
@@ -280,10 +280,10 @@ func (b *Breaker) finish(caller context.Context, tok token, err error, r *rules)
 		b.record(caller, now, tok.gen, o, slow, cur)
 		b.measure(now, elapsed, o, cur)
 	case roleProbe:
-		b.countOff(o)
+		b.countOutcome(o)
 		b.verdict(caller, now, tok.gen, tok.slot, o, b.cold(caller, now, cur), false)
 	default:
-		b.countOff(o)
+		b.countOutcome(o)
 	}
 }
 
@@ -296,10 +296,10 @@ func (b *Breaker) abandon(caller context.Context, tok token) {
 	case roleCounted:
 		b.record(caller, b.opt.tb.now(), tok.gen, Failure, false, r)
 	case roleProbe:
-		b.countOff(Failure)
+		b.countOutcome(Failure)
 		now := b.opt.tb.now()
 		b.verdict(caller, now, tok.gen, tok.slot, Failure, b.cold(caller, now, r), true)
 	default:
-		b.countOff(Failure)
+		b.countOutcome(Failure)
 	}
 }

@@ -1,6 +1,10 @@
 package breaker
 
-import "time"
+import (
+	"time"
+
+	"github.com/govkit/breaker/internal/window"
+)
 
 // Counters are a breaker's monotonic totals since it was created, for
 // metrics: they never go down; take differences for rates. What the
@@ -60,7 +64,7 @@ func (b *Breaker) Counters() Counters {
 	var c Counters
 	var open int64
 	b.mu.Lock()
-	tot := b.win.Load().tally.outcomes()
+	tot := b.win.Load().Outcomes()
 	if h := b.hist; h != nil {
 		for k := range tot {
 			tot[k] += h.sealed[k]
@@ -75,15 +79,15 @@ func (b *Breaker) Counters() Counters {
 	}
 	b.mu.Unlock()
 	o := func(i int) uint64 { return b.other[i].Load() }
-	c.Successes = tot[kSuccess] + o(oSuccess)
-	c.Failures = tot[kFailure] + o(oFailure)
-	c.Timeouts = tot[kTimeout] + o(oTimeout)
-	c.Ignored = b.tally.load(kIgnored)
-	c.Slow = tot[kSlow]
+	c.Successes = tot[window.Success] + o(oSuccess)
+	c.Failures = tot[window.Failure] + o(oFailure)
+	c.Timeouts = tot[window.Timeout] + o(oTimeout)
+	c.Ignored = b.tally.Load(countIgnored)
+	c.Slow = tot[window.Slow]
 	c.Exempt = o(oExempt)
-	c.Rejected = b.tally.load(kRejected)
-	c.ShadowRejected = b.tally.load(kShadowRejected)
-	c.Fallbacks = b.tally.load(kFallbacks)
+	c.Rejected = b.tally.Load(countRejected)
+	c.ShadowRejected = b.tally.Load(countShadowRejected)
+	c.Fallbacks = b.tally.Load(countFallbacks)
 	c.Admitted = c.Successes + c.Failures + c.Timeouts + c.Ignored
 	c.OpenTime = time.Duration(open)
 	return c

@@ -96,7 +96,7 @@ func (b *Breaker) divert(caller context.Context, now int64, gen uint64, w word, 
 	}
 	if w.gen() != gen+1 {
 		if nb := b.opt.group.load(b.name); nb != nil && !nb.dropped() {
-			nb.countOff(o)
+			nb.countOutcome(o)
 			return true
 		}
 		return false
@@ -104,7 +104,7 @@ func (b *Breaker) divert(caller context.Context, now int64, gen uint64, w word, 
 	nb := b.successor()
 	nw := nb.state.Load()
 	if nw.state() != Closed {
-		nb.countOff(o)
+		nb.countOutcome(o)
 		return true
 	}
 	nb.record(caller, now, nw.gen(), o, slow, nb.rules.Load())

@@ -165,5 +165,5 @@ func (b *Breaker) countFallback() {
 			b = nb
 		}
 	}
-	b.tally.inc(kFallbacks)
+	b.tally.Inc(countFallbacks)
 }

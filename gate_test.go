@@ -13,75 +13,6 @@ import (
 	"pgregory.net/rapid"
 )
 
-// gateDrawRules draws window failure rules, as a policy would set them.
-func gateDrawRules(t *rapid.T) *rules {
-	p := DefaultPolicy()
-	p.ErrorRatio = rapid.SampledFrom([]float64{0, 0.01, 0.1, 1.0 / 3, 0.5, 0.51, 0.9, 0.999, 1}).Draw(t, "ratio")
-	p.MinRequests = rapid.IntRange(0, 60).Draw(t, "min_requests")
-	p.ErrorCount = rapid.IntRange(0, 40).Draw(t, "error_count")
-	if rapid.Bool().Draw(t, "slow_rule") {
-		p.SlowCall = time.Second
-		p.SlowRatio = rapid.SampledFrom([]float64{0.01, 0.2, 0.5, 1}).Draw(t, "slow_ratio")
-	}
-	if p.ErrorRatio == 0 && p.ErrorCount == 0 && p.SlowCall == 0 {
-		p.ErrorCount = 1 + rapid.IntRange(0, 40).Draw(t, "error_count_on")
-	}
-	r, err := compile(p)
-	if err != nil {
-		t.Fatalf("compile(%+v): %v", p, err)
-	}
-	return r
-}
-
-// TestFailuresNeeded_IsALowerBound: no window holding from one to fewer
-// than failuresNeeded more failures, whatever the successes added with
-// them, meets a failure rule. A bound one too high would let a failure
-// skip the check that trips the breaker. (Successes alone may bring the
-// window up to MinRequests; the check then comes with the next failure,
-// which the bound, at least 1, never skips.)
-func TestFailuresNeeded_IsALowerBound(t *testing.T) {
-	rapid.Check(t, func(t *rapid.T) {
-		r := gateDrawRules(t)
-		c := rapid.Uint64Range(0, 300).Draw(t, "counted")
-		f := rapid.Uint64Range(0, c).Draw(t, "failures")
-		slow := rapid.Uint64Range(0, c).Draw(t, "slow")
-		snap := Snapshot{Counted: c, Failures: f, Slow: slow}
-		var b Breaker
-		if b.tripReason(r, snap) != "" {
-			t.Skip("a rule holds already: the check trips")
-		}
-		need := failuresNeeded(r, snap)
-		require.GreaterOrEqual(t, need, uint64(1))
-		for j := uint64(1); j < min(need, 400); j++ {
-			for m := uint64(0); m <= 60; m++ {
-				s := Snapshot{Counted: c + j + m, Failures: f + j, Slow: slow}
-				require.Empty(t, b.tripReason(r, s), "need %d, but %d failures and %d successes on %+v meet a rule", need, j, m, snap)
-			}
-		}
-	})
-}
-
-// TestFailuresNeeded_IsTightEnough: the bound is not so low that gates
-// are useless: a window far from its threshold needs many failures.
-func TestFailuresNeeded_IsTightEnough(t *testing.T) {
-	r, err := compile(DefaultPolicy()) // ErrorRatio 0.5, MinRequests 20
-	require.NoError(t, err)
-	// 1,000 calls, 100 failed: (500-100)/0.5 = 800 more failures.
-	assert.Equal(t, uint64(799), failuresNeeded(r, Snapshot{Counted: 1000, Failures: 100}))
-	// An empty window: R·MinRequests = 10 failures at the least.
-	assert.Equal(t, uint64(9), failuresNeeded(r, Snapshot{}))
-	// Past the threshold but short of MinRequests: check every failure.
-	assert.Equal(t, uint64(1), failuresNeeded(r, Snapshot{Counted: 12, Failures: 12}))
-	// A rule that can never hold by failures alone.
-	p := DefaultPolicy()
-	p.ErrorRatio = 0
-	p.SlowCall = time.Second
-	p.SlowRatio = 0.5
-	r, err = compile(p)
-	require.NoError(t, err)
-	assert.Equal(t, uint64(gateMax), failuresNeeded(r, Snapshot{Counted: 5, Failures: 5}))
-}
-
 // TestGates_ConcurrentFailuresTripOnTheLastWindow: goroutines fail at once
 // on a breaker whose counters are striped, after a first phase of
 // successes. Once they have all returned, the breaker is open exactly
@@ -102,7 +33,7 @@ func TestGates_ConcurrentFailuresTripOnTheLastWindow(t *testing.T) {
 		clk := clock.NewMock()
 		b, err := New("gates", p, WithClock(clk))
 		require.NoError(t, err)
-		b.win.Load().tally.spread()
+		b.win.Load().Spread()
 		ctx := context.Background()
 		run := func(n int, err error) {
 			var wg sync.WaitGroup
@@ -136,56 +67,74 @@ func TestGates_ConcurrentFailuresTripOnTheLastWindow(t *testing.T) {
 	})
 }
 
-// TestGates_SerialTripIsExact: on a striped breaker, one caller's
-// failures trip it on the very failure that makes the ratio hold, as on a
-// breaker that checks after every failure.
-func TestGates_SerialTripIsExact(t *testing.T) {
-	h := newHarness(t, DefaultPolicy()) // ErrorRatio 0.5, MinRequests 20
-	h.b.win.Load().tally.spread()
-	h.calls(100, nil)
-	for i := 0; i < 99; i++ {
-		require.Error(t, h.call(errBoom))
-		require.Equal(t, Closed, h.b.State(), "after %d failures", i+1)
+// shapes runs f on a breaker whose counters have not spread (their base
+// has one gate) and on one whose counters are striped (a gate a stripe).
+func shapes(t *testing.T, p Policy, f func(t *testing.T, h *harness)) {
+	for _, striped := range []bool{false, true} {
+		name := "base"
+		if striped {
+			name = "striped"
+		}
+		t.Run(name, func(t *testing.T) {
+			h := newHarness(t, p)
+			if striped {
+				h.b.win.Load().Spread() // later windows spread too (nextWindow)
+			}
+			f(t, h)
+		})
 	}
-	require.Error(t, h.call(errBoom)) // 100 of 200: 0.5
-	h.requireState(Open)
+}
+
+// TestGates_SerialTripIsExact: one caller's failures trip the breaker on
+// the very failure that makes the ratio hold, as on a breaker that checks
+// after every failure.
+func TestGates_SerialTripIsExact(t *testing.T) {
+	shapes(t, DefaultPolicy(), func(t *testing.T, h *harness) { // ErrorRatio 0.5, MinRequests 20
+		h.calls(100, nil)
+		for i := 0; i < 99; i++ {
+			require.Error(t, h.call(errBoom))
+			require.Equal(t, Closed, h.b.State(), "after %d failures", i+1)
+		}
+		require.Error(t, h.call(errBoom)) // 100 of 200: 0.5
+		h.requireState(Open)
+	})
 }
 
 // TestGates_WindowMoveMakesTheNextFailureCheck: gates are worked out for
 // one oldest bucket. When the window moves on and drops its successes, the
-// next failure checks, though its stripe is far below its gate.
+// next failure checks, though its counters are far below their gate.
 func TestGates_WindowMoveMakesTheNextFailureCheck(t *testing.T) {
-	h := newHarness(t, DefaultPolicy()) // ErrorRatio 0.5, MinRequests 20
-	h.b.win.Load().tally.spread()
-	h.calls(1000, nil) // the first bucket
-	h.add(DefaultWindow - DefaultWindow/DefaultBuckets)
-	h.calls(25, errBoom) // the first bucket is still in the window: 25 of 1,025
-	h.requireState(Closed)
-	h.add(DefaultWindow / DefaultBuckets) // the successes leave the window
-	require.Error(t, h.call(errBoom))     // 26 of 26
-	h.requireState(Open)
+	shapes(t, DefaultPolicy(), func(t *testing.T, h *harness) { // ErrorRatio 0.5, MinRequests 20
+		h.calls(1000, nil) // the first bucket
+		h.add(DefaultWindow - DefaultWindow/DefaultBuckets)
+		h.calls(25, errBoom) // the first bucket is still in the window: 25 of 1,025
+		h.requireState(Closed)
+		h.add(DefaultWindow / DefaultBuckets) // the successes leave the window
+		require.Error(t, h.call(errBoom))     // 26 of 26
+		h.requireState(Open)
+	})
 }
 
 // TestGates_SetPolicyMakesTheNextFailureCheck: a gate worked out under one
 // policy does not let a failure skip the check under a stricter one.
 func TestGates_SetPolicyMakesTheNextFailureCheck(t *testing.T) {
-	h := newHarness(t, DefaultPolicy())
-	h.b.win.Load().tally.spread()
-	h.calls(100, nil)
-	h.calls(20, errBoom) // 20 of 120 under ErrorRatio 0.5: gates far away
-	h.requireState(Closed)
-	p := DefaultPolicy()
-	p.ErrorRatio = 0.17
-	require.NoError(t, h.b.SetPolicy(p))
-	require.Error(t, h.call(errBoom)) // 21 of 121 >= 0.17
-	h.requireState(Open)
+	shapes(t, DefaultPolicy(), func(t *testing.T, h *harness) {
+		h.calls(100, nil)
+		h.calls(20, errBoom) // 20 of 120 under ErrorRatio 0.5: gates far away
+		h.requireState(Closed)
+		p := DefaultPolicy()
+		p.ErrorRatio = 0.17
+		require.NoError(t, h.b.SetPolicy(p))
+		require.Error(t, h.call(errBoom)) // 21 of 121 >= 0.17
+		h.requireState(Open)
+	})
 }
 
 // TestGates_IgnoredCallsAreCountedPerStripe: an ignored outcome is counted
 // in the striped tally and still shows in Counters.
 func TestGates_IgnoredCallsAreCountedPerStripe(t *testing.T) {
 	h := newHarness(t, DefaultPolicy())
-	h.b.tally.spread()
+	h.b.tally.Spread()
 	ignored := Ignore(errors.New("not found"))
 	var wg sync.WaitGroup
 	for w := 0; w < 4; w++ {
@@ -209,21 +158,21 @@ func TestGates_IgnoredCallsAreCountedPerStripe(t *testing.T) {
 // completes the sample makes the slow-call rule hold, though no number of
 // failures could make the error ratio hold. It must check.
 func TestGates_FailureThatCompletesTheSampleChecksTheSlowRule(t *testing.T) {
-	h := newHarness(t, policy(func(p *Policy) {
+	shapes(t, policy(func(p *Policy) {
 		p.ErrorRatio = 1
 		p.MinRequests = 3
 		p.SlowCall = 100 * time.Millisecond
 		p.SlowRatio = 0.2
-	}))
-	h.b.win.Load().tally.spread()
-	require.NoError(t, h.call(nil))
-	require.NoError(t, h.b.Do(context.Background(), func(context.Context) error {
-		h.add(time.Second) // slow
-		return nil
-	}))
-	h.requireState(Closed) // 1 slow of 2, short of MinRequests
-	require.Error(t, h.call(errBoom))
-	h.requireState(Open) // 1 slow of 3 >= 0.2
+	}), func(t *testing.T, h *harness) {
+		require.NoError(t, h.call(nil))
+		require.NoError(t, h.b.Do(context.Background(), func(context.Context) error {
+			h.add(time.Second) // slow
+			return nil
+		}))
+		h.requireState(Closed) // 1 slow of 2, short of MinRequests
+		require.Error(t, h.call(errBoom))
+		h.requireState(Open) // 1 slow of 3 >= 0.2
+	})
 }
 
 // TestGates_AfterChurnConcurrentFailuresTripOnTheLastWindow is
@@ -250,7 +199,7 @@ func TestGates_AfterChurnConcurrentFailuresTripOnTheLastWindow(t *testing.T) {
 		clk := clock.NewMock()
 		b, err := New("gates", p1, WithClock(clk))
 		require.NoError(t, err)
-		b.win.Load().tally.spread()
+		b.win.Load().Spread()
 		ctx := context.Background()
 		var wg sync.WaitGroup
 		for w := 0; w < workers; w++ {

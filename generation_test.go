@@ -7,6 +7,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/govkit/breaker/internal/window"
 )
 
 // behaviour.md §4 Generations: a result from an earlier episode never
@@ -54,7 +56,7 @@ func TestGenerations_AProbeFromAnEarlierHalfOpenEpisodeIsIgnored(t *testing.T) {
 // test has done to the breaker in between.
 type checkedResult struct {
 	b   *Breaker
-	win *window
+	win *window.Window
 	w   word
 }
 

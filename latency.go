@@ -173,7 +173,7 @@ func (b *Breaker) retime(now int64, l *timing, r *rules) {
 	// The change and its event are made under the lock, so that events
 	// come in the order of the changes even if a recompute that is
 	// descheduled here is overtaken by the next one.
-	snap := b.win.Load().sum(now)
+	snap := snapshot(b.win.Load(), now)
 	b.mu.Lock()
 	old := adaptiveDeadline(r, l.timeout.Load())
 	l.timeout.Store(next64)

@@ -201,9 +201,10 @@ func runModel(t *rapid.T, clk modelClock) {
 	}
 	if rapid.Bool().Draw(t, "spread") {
 		// As a breaker that calls from several cores have collided on:
-		// its counters are striped, and failures pass the trip check's
-		// gates (gate.go). The sequence must come out the same.
-		b.win.Load().tally.spread() // later windows spread too (nextWindow)
+		// its counters are striped, and failures pass the stripes' gates
+		// rather than the base's (internal/window). The sequence must
+		// come out the same.
+		b.win.Load().Spread() // later windows spread too (nextWindow)
 	}
 	if cold {
 		// A new instance's breaker starts cold: MarkCold before the clock

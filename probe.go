@@ -136,10 +136,10 @@ func (b *Breaker) admitNotClosed(w word, r *rules) (token, error) {
 			continue
 		}
 		if w.mode() == ModeShadow {
-			b.tally.inc(kShadowRejected)
+			b.tally.Inc(countShadowRejected)
 			return token{gen: w.gen(), role: roleShadow}, nil
 		}
-		b.tally.inc(kRejected)
+		b.tally.Inc(countRejected)
 		return token{}, b.refusal()
 	}
 }

@@ -1,13 +1,17 @@
 package breaker
 
-import "context"
+import (
+	"context"
+
+	"github.com/govkit/breaker/internal/window"
+)
 
 // recordSuccess is record for the common case, an in-time success in the
 // closed state: one clock read; loads of the rules, the warmup marks, the
 // window and its head, and the state word; one counter increment (a load,
-// a test of the seal and a compare-and-swap, see tally.addBase). Like record,
-// it applies the rules in force now, not those the call was admitted
-// under.
+// a test of the seal and a compare-and-swap, see window.Window.AddBase).
+// Like record, it applies the rules in force now, not those the call was
+// admitted under.
 //
 // A result counts in the window of the generation its call was admitted
 // in, while that generation lasts, or in none: never in a window that
@@ -43,9 +47,9 @@ func (b *Breaker) recordSuccess(caller context.Context, gen uint64) {
 		b.record(caller, now, gen, Success, false, r)
 		return
 	}
-	win.touch(now)
-	if !win.tally.addBase(kSuccess) { // tally.add, its common case inlined
-		if _, ok := win.tally.add(kSuccess); !ok {
+	win.Touch(now)
+	if !win.AddBase(window.Success) { // Add, its common case inlined
+		if _, ok := win.Add(window.Success); !ok {
 			b.record(caller, now, gen, Success, false, r) // win was sealed
 			return
 		}
@@ -59,7 +63,7 @@ func (b *Breaker) recordSuccess(caller context.Context, gen uint64) {
 // rules after a failure or a slow call.
 func (b *Breaker) record(caller context.Context, now int64, gen uint64, o Outcome, slow bool, r *rules) {
 	if o == Ignored {
-		b.tally.inc(kIgnored)
+		b.tally.Inc(countIgnored)
 		return
 	}
 	// The same order as recordSuccess, for the same reason.
@@ -71,8 +75,8 @@ func (b *Breaker) record(caller context.Context, now int64, gen uint64, o Outcom
 
 // land is record after its loads: win and w are the window and the state
 // word a result of generation gen found, in that order.
-func (b *Breaker) land(caller context.Context, now int64, gen uint64, win *window, w word, cold bool, o Outcome, slow bool, r *rules) {
-	var st *stripe
+func (b *Breaker) land(caller context.Context, now int64, gen uint64, win *window.Window, w word, cold bool, o Outcome, slow bool, r *rules) {
+	var at *window.Stripe
 	for {
 		if w.gen() != gen {
 			if b.divert(caller, now, gen, w, o, slow) {
@@ -81,17 +85,21 @@ func (b *Breaker) land(caller context.Context, now int64, gen uint64, win *windo
 			// Admitted before a transition: its result belongs to an
 			// episode that is over. It counts in the metrics, never in
 			// the window.
-			b.countOff(o)
+			b.countOutcome(o)
 			return
 		}
 		if cold {
 			b.other[oExempt].Add(1)
-			b.countOff(o)
+			b.countOutcome(o)
 			return
 		}
-		win.touch(now)
+		win.Touch(now)
+		k := outcomeKind(o)
+		if win.AddBase(k) {
+			break // to the base counters: at stays nil
+		}
 		var ok bool
-		if st, ok = win.tally.add(outcomeKind(o)); ok {
+		if at, ok = win.Add(k); ok {
 			break
 		}
 		// win was sealed after the check: a change of generation is under
@@ -104,11 +112,12 @@ func (b *Breaker) land(caller context.Context, now int64, gen uint64, win *windo
 		win, w = b.win.Load(), b.state.Load()
 	}
 	// The outcome is added before the slowness; readers load them in the
-	// other order (see tally.outcomes). A seal between the two leaves the
-	// call counted and not slow.
+	// other order. A seal between the two leaves the call counted and not
+	// slow.
 	if slow {
-		win.tally.add(kSlow)
+		win.Add(window.Slow)
 	}
+	run := false
 	if o == Success {
 		if r.consec > 0 && uint32(b.consec.Load()) != 0 {
 			b.endRun(gen)
@@ -120,22 +129,17 @@ func (b *Breaker) land(caller context.Context, now int64, gen uint64, win *windo
 		// Only while the rule is on: the run is a counter every core's
 		// failures write, and without the rule nothing reads it (a
 		// SetPolicy that changes the rule starts the run at 0).
-		if b.failRun(gen) >= r.consec {
-			st = nil // the rule holds: check
-		}
+		run = b.failRun(gen) >= r.consec
 	}
 	if w.mode() == ModeForcedClosed {
 		return
 	}
-	if slow {
-		st = nil // a slow call always checks (gate.go)
+	// The trip check: a failure below its gate skips reading the window
+	// (see window.Window.Check); a slow call always reads it, its slowness
+	// being ungated.
+	if run || win.Check(now, &r.trip, at, !slow) != window.NoRule {
+		b.evaluate(now, gen)
 	}
-	// A failure that its stripe's gate lets through cannot make a trip
-	// rule hold (gate.go).
-	if st != nil && win.tally.stripes.Load().skip(st, win, r) {
-		return
-	}
-	b.evaluate(now, gen, r, win, st)
 }
 
 // The run of consecutive failures (Policy.ConsecutiveFailures) lives in
@@ -202,13 +206,13 @@ func (b *Breaker) handRunLocked(gen uint64, keep bool) {
 	}
 }
 
-// countOff counts an outcome that does not go into the window.
-func (b *Breaker) countOff(o Outcome) {
+// countOutcome counts an outcome that does not go into the window.
+func (b *Breaker) countOutcome(o Outcome) {
 	switch o {
 	case Success:
 		b.other[oSuccess].Add(1)
 	case Ignored:
-		b.tally.inc(kIgnored)
+		b.tally.Inc(countIgnored)
 	case Timeout:
 		b.other[oTimeout].Add(1)
 	default:

@@ -4,6 +4,7 @@ import (
 	"sync"
 
 	"github.com/govkit/breaker/internal/latency"
+	"github.com/govkit/breaker/internal/window"
 )
 
 // rules is a validated policy compiled to the integer nanoseconds and
@@ -14,7 +15,6 @@ type rules struct {
 	width      int64 // bucket width, ns
 	buckets    int64
 	minReq     uint64
-	errCount   uint64
 	slowCall   int64
 	consec     uint64 // at most maxRun
 	timeout    int64
@@ -22,6 +22,9 @@ type rules struct {
 	maxOpenFor int64
 	warmup     int64
 	probes     uint64
+	// trip is the window's trip rules; the window's gates are set for
+	// one *window.Rules, so rules are never changed in place.
+	trip window.Rules
 	// timed is true when a call's start time is needed: a deadline, a
 	// slow-call threshold or an adaptive timeout. Otherwise the closed
 	// path reads the clock once. A timed breaker keeps a latency
@@ -81,7 +84,6 @@ func compile(p Policy) (*rules, error) {
 		width:      int64(p.Window) / int64(p.Buckets),
 		buckets:    int64(p.Buckets),
 		minReq:     uint64(p.MinRequests),
-		errCount:   uint64(p.ErrorCount),
 		slowCall:   int64(p.SlowCall),
 		consec:     min(uint64(p.ConsecutiveFailures), maxRun), // the run is counted to maxRun
 		timeout:    staticTimeout(p),
@@ -89,8 +91,15 @@ func compile(p Policy) (*rules, error) {
 		maxOpenFor: int64(p.MaxOpenFor),
 		warmup:     int64(p.Warmup),
 		probes:     uint64(p.Probes),
-		timed:      p.CallTimeout > 0 || p.SlowCall > 0 || p.AdaptiveTimeout.Enabled,
-		adaptive:   p.AdaptiveTimeout.Enabled,
+		trip: window.Rules{
+			MinRequests: uint64(p.MinRequests),
+			ErrorRatio:  p.ErrorRatio,
+			ErrorCount:  uint64(p.ErrorCount),
+			SlowRule:    p.SlowCall > 0,
+			SlowRatio:   p.SlowRatio,
+		},
+		timed:    p.CallTimeout > 0 || p.SlowCall > 0 || p.AdaptiveTimeout.Enabled,
+		adaptive: p.AdaptiveTimeout.Enabled,
 	}, nil
 }
 

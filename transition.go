@@ -3,6 +3,8 @@ package breaker
 import (
 	"math"
 	"time"
+
+	"github.com/govkit/breaker/internal/window"
 )
 
 // never is the offset of "no such instant yet".
@@ -169,10 +171,10 @@ func (b *Breaker) closeLocked(now int64, m Mode, reason Reason) {
 // the current one's tally has spread over stripes, goroutines have
 // collided on it, and will on the new one: it starts spread, so that the
 // first calls after a close or a Reset do not collide to find that out.
-func (b *Breaker) nextWindow(r *rules) *window {
-	w := newWindow(r.width, r.buckets)
-	if s := b.win.Load().tally.stripes.Load(); s != nil && s != sealedStripes {
-		w.tally.spread()
+func (b *Breaker) nextWindow(r *rules) *window.Window {
+	w := window.New(r.width, r.buckets)
+	if b.win.Load().Striped() {
+		w.Spread()
 	}
 	return w
 }
@@ -203,9 +205,9 @@ func (b *Breaker) bumpGenLocked() {
 // every result out of the windows of later generations: see
 // recordSuccess.
 func (b *Breaker) endGenLocked(gen uint64, keepRun bool) {
-	var got [nKinds]uint64
-	b.win.Load().tally.seal(&got)
-	if got != [nKinds]uint64{} {
+	var got [window.Kinds]uint64
+	b.win.Load().Seal(&got)
+	if got != [window.Kinds]uint64{} {
 		h := b.histLocked()
 		for k := range got {
 			h.sealed[k] += got[k]
@@ -241,32 +243,19 @@ func (b *Breaker) probeTimeout(now int64, seen word) {
 	b.flush()
 }
 
-// evaluate checks the trip rules after a failure or a slow call recorded
-// in generation gen into win, and trips the breaker if one holds. The check
-// without the lock only filters; the trip is decided again under the lock,
-// on the window and the rules in force then: win may be a window that a
-// transition has just replaced (see recordSuccess), and r rules that
-// SetPolicy has just replaced, and a breaker must trip on neither.
-//
-// st is the stripe a failure was added to, for its gate, or nil.
-func (b *Breaker) evaluate(now int64, gen uint64, r *rules, win *window, st *stripe) {
-	switch s := win.tally.stripes.Load(); {
-	case s == nil:
-		if b.tripReason(r, win.sum(now)) == "" {
-			return
-		}
-	case s == sealedStripes:
-		return // win's generation is over (no gate is set in these)
-	default:
-		if b.gatedCheck(s, st, now, r, win) == "" {
-			return
-		}
-	}
+// evaluate trips the breaker after a result of generation gen met a trip
+// rule in the check without the lock (see land), if the breaker is still
+// closed in gen, not forced closed, and a rule in force holds on its
+// current window. The check without the lock only filters: the window it
+// read may be one that a transition has just replaced (see recordSuccess),
+// and its rules ones that SetPolicy has just replaced, and a breaker must
+// trip on neither.
+func (b *Breaker) evaluate(now int64, gen uint64) {
 	b.mu.Lock()
 	w := b.state.Load()
 	if w.gen() == gen && w.state() == Closed && w.mode() != ModeForcedClosed {
-		r = b.rules.Load()
-		snap := b.win.Load().sum(now)
+		r := b.rules.Load()
+		snap := snapshot(b.win.Load(), now)
 		if reason := b.tripReason(r, snap); reason != "" {
 			b.tripLocked(now, r, reason, snap)
 		}
@@ -280,15 +269,13 @@ func (b *Breaker) evaluate(now int64, gen uint64, r *rules, win *window, st *str
 // failures is its own sample size, since it is the rule for methods whose
 // traffic is too thin to fill the window.
 func (b *Breaker) tripReason(r *rules, snap Snapshot) Reason {
-	if snap.Counted >= r.minReq && snap.Counted > 0 {
-		switch {
-		case r.p.ErrorRatio > 0 && float64(snap.Failures)/float64(snap.Counted) >= r.p.ErrorRatio:
-			return ReasonErrorRatio
-		case r.errCount > 0 && snap.Failures >= r.errCount:
-			return ReasonErrorCount
-		case r.slowCall > 0 && float64(snap.Slow)/float64(snap.Counted) >= r.p.SlowRatio:
-			return ReasonSlowRatio
-		}
+	switch r.trip.Holds(window.Counts(snap)) {
+	case window.ErrorRatioRule:
+		return ReasonErrorRatio
+	case window.ErrorCountRule:
+		return ReasonErrorCount
+	case window.SlowRatioRule:
+		return ReasonSlowRatio
 	}
 	if r.consec > 0 && b.runLength() >= r.consec {
 		return ReasonConsecutiveFailures

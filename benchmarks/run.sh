@@ -40,6 +40,7 @@ log "checking the benchmark setups"
 
 log "building the test binaries"
 (cd "$root" && go test -c -o "$work/core.test" .)
+(cd "$root" && go test -c -o "$work/window.test" ./internal/window)
 (cd "$here" && go test -c -o "$work/peers.test" .)
 # The integrations and the views of a whole group, each in its package.
 (cd "$root" && go test -c -o "$work/http.test" ./breakerhttp)
@@ -52,6 +53,8 @@ for round in $(seq 1 "$ROUNDS"); do
 	log "round $round/$ROUNDS"
 	# shellcheck disable=SC2086 # benchflags is a list of flags
 	(cd "$root" && "$work/core.test" -test.run='^$' $benchflags) >>"$work/core.txt"
+	# shellcheck disable=SC2086
+	"$work/window.test" -test.run='^$' $benchflags >>"$work/core.txt"
 	# shellcheck disable=SC2086
 	(cd "$here" && "$work/peers.test" -test.run='^$' $benchflags) >>"$work/peers.txt"
 	# shellcheck disable=SC2086
