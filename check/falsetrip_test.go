@@ -17,7 +17,6 @@ import (
 // failure passes), so the day is spent closed.
 func countTrips(t *testing.T, p breaker.Policy, rate, q float64, span time.Duration, seed uint64) int {
 	t.Helper()
-	p.OpenFor, p.MaxOpenFor, p.Jitter, p.Probes = time.Millisecond, time.Millisecond, 0, 1
 	clk := &virtualClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
 	end := clk.now.Add(span)
 	b, err := breaker.New("false-trips", p, breaker.WithClock(clk))
@@ -74,7 +73,7 @@ func TestAgreement_FalseTripsPerDay(t *testing.T) {
 		{"consecutive", pol(func(p *breaker.Policy) { p.ErrorRatio, p.ConsecutiveFailures = 0, 5 }), 10, 0.3},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			const span = time.Hour
+			const span = 3 * time.Hour
 			want := FalseTripsPerDay(c.p, Traffic{Rate: c.rate, ErrorRatio: c.q}) * span.Hours() / 24
 			got := countTrips(t, c.p, c.rate, c.q, span, 7)
 			noise := 3 * math.Sqrt(float64(got))

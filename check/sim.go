@@ -214,7 +214,7 @@ func (s *sim) settle(until time.Duration) {
 
 // simBudget is the most calls one simulated estimate makes by default: a
 // quarter of a second to a second of a core.
-const simBudget = 1_000_000
+const simBudget = 4_000_000
 
 // simFalseTrips simulates up to span of healthy traffic t under p (from
 // midnight, through the periods of its profile and its error bursts) and
