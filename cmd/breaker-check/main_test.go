@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/govkit/breaker"
+	"github.com/govkit/breaker/calltrace"
 	"github.com/govkit/breaker/check"
 	"github.com/govkit/breaker/internal/testutil"
 	"github.com/govkit/breaker/ops"
@@ -381,4 +382,34 @@ func TestInputFiles_AreReadOnlySoFar(t *testing.T) {
 		assert.Equal(t, exitUsage, code)
 		assert.Contains(t, testutil.FirstLine(stderr), c.want)
 	}
+}
+
+// -trace runs the real breaker over a recorded trace: the recorded fault
+// is caught, with its time to trip, and the numbers are said to come from
+// the trace.
+func TestTrace_JudgesAPolicyAgainstRecordedCalls(t *testing.T) {
+	var sb strings.Builder
+	t0 := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	for i := 0; i < 40*120; i++ { // 40 calls/s for two minutes, every call failing in the second;
+		// the window holds 200 healthy calls when the fault begins, so
+		// half of it fails 2.5 s in
+		at := time.Duration(i) * time.Second / 40
+		o := breaker.Success
+		if at >= time.Minute {
+			o = breaker.Failure
+		}
+		sb.Write(calltrace.Record{Time: t0.Add(at), Key: "inventory.GetStock", Duration: time.Millisecond, Outcome: o}.AppendJSON(nil))
+		sb.WriteByte('\n')
+	}
+	trace := testutil.WriteFile(t, "trace.jsonl", sb.String())
+	def := testutil.WriteFile(t, "default.json", `{"default": {}}`)
+	code, stdout, stderr := runCmd(t, "-policy", def, "-trace", trace)
+	require.Equal(t, exitOK, code, stderr)
+	assert.Contains(t, stdout, "numbers from the trace")
+	assert.Contains(t, stdout, "false trips 0")
+	assert.Contains(t, stdout, "faults 1 (seconds failing at error_ratio or more), caught 1; time to trip median 2.476s")
+
+	code, _, stderr = runCmd(t, "-trace", trace)
+	assert.Equal(t, exitUsage, code)
+	assert.Contains(t, stderr, "-trace needs -policy")
 }
