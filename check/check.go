@@ -589,8 +589,8 @@ func (c *checker) falseTrips() {
 }
 
 // dailyFalseTrips is the analytic false trips a day of traffic t: its
-// periods' in turn, and the error bursts', each a chance of a trip within
-// a burst at its error ratio. It returns the model of the busiest period.
+// periods' in turn, and the error bursts', the trips of the burst's error
+// ratio for the burst's length. It returns the model of the busiest period.
 func dailyFalseTrips(p breaker.Policy, t Traffic) (float64, falseTripModel) {
 	steady := t
 	steady.Profile, steady.Bursts = nil, Bursts{}
@@ -613,7 +613,9 @@ func dailyFalseTrips(p breaker.Policy, t Traffic) (float64, falseTripModel) {
 		bt := steady
 		bt.ErrorRatio = bs.ErrorRatio
 		m := falseTrips(p, bt)
-		total += bs.PerDay * (1 - math.Exp(-m.perDay/day.Seconds()*bs.Length.Seconds()))
+		// The trips a burst brings: its error ratio's rate, through the
+		// cooldowns, for as long as it lasts.
+		total += bs.PerDay * m.perDay * bs.Length.Seconds() / day.Seconds()
 	}
 	return total, worst
 }

@@ -121,7 +121,7 @@ func (c *checker) tripTime(f Fault) tripEstimate {
 		e.why = "calls arrive in batches, which the formulas do not model"
 	case !ok && e.chance >= improbable:
 		e.why = "a burst of calls can fill the window, which the fluid model does not see"
-	case ok && counted < 2000:
+	case ok && counted < 300:
 		e.why = "the window holds few enough calls for their noise to matter"
 	default:
 		if ok {
@@ -129,18 +129,13 @@ func (c *checker) tripTime(f Fault) tripEstimate {
 		}
 		return e
 	}
-	trials := simTrials
-	// A trial costs a lead of one to two windows and the fault until it
-	// trips; keep the trials within the budget.
-	cost := t.Rate * (1.5*p.Window.Seconds() + math.Min(horizon.Seconds(), 3*e.fluid+p.Window.Seconds()))
-	if math.IsNaN(cost) {
-		cost = t.Rate * (1.5*p.Window.Seconds() + horizon.Seconds())
+	if lead := t.Rate * 1.5 * p.Window.Seconds(); float64(c.o.simBudget()) < minTrials*lead {
+		e.why = "too costly to simulate at this rate"
+		return e
 	}
-	budget := c.o.simBudget()
-	if float64(trials)*cost > float64(budget) {
-		trials = max(int(float64(budget)/cost), minTrials)
-	}
-	xs, err := simTimeToTrip(p, t, f, trials, horizon, c.o.Seed, max(budget, int(minTrials*cost)))
+	// The trials stop when the budget runs out: a fault that trips in
+	// seconds costs little, one that never trips ten minutes of calls.
+	xs, err := simTimeToTrip(p, t, f, simTrials, horizon, c.o.Seed, c.o.simBudget())
 	if err != nil || len(xs) < minTrials {
 		e.why = "too costly to simulate at this rate"
 		return e
@@ -159,7 +154,7 @@ func (c *checker) tripTime(f Fault) tripEstimate {
 // minTrials the fewest it reports from.
 const (
 	simTrials = 200
-	minTrials = 20
+	minTrials = 40
 )
 
 // spread is a median and a 90th percentile, in seconds.

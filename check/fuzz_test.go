@@ -26,7 +26,7 @@ func FuzzParseWorkload(f *testing.F) {
 			t.Fatalf("decoded an invalid workload: %v", err)
 		}
 		if len(w.Keys) <= 50 {
-			if _, err := Group(breaker.GroupPolicy{}, w, Options{SimCalls: 10_000}); err != nil {
+			if _, err := Group(breaker.GroupPolicy{}, w, Options{SimCalls: 2_000}); err != nil {
 				t.Fatalf("a valid workload is refused: %v", err)
 			}
 		}

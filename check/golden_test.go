@@ -164,4 +164,4 @@ func TestLatency_QuantileGivesBackP50AndP99(t *testing.T) {
 
 // goldenSimCalls keeps the golden cases' simulations short: their
 // figures are pinned for this budget and the default seed.
-const goldenSimCalls = 100_000
+const goldenSimCalls = 10_000

@@ -247,6 +247,14 @@ func simTimeToTrip(p breaker.Policy, t Traffic, f Fault, trials int, horizon tim
 		}
 		lead := p.Window + time.Duration(s.rng.Float64()*float64(p.Window))
 		s.fault, s.faultAt, s.te = f, lead, te
+		s.run(lead, false, budget-used)
+		if s.b.State() != breaker.Closed && s.calls < budget-used {
+			// Tripped by the healthy traffic before the fault: it
+			// refuses the fault's calls from its start.
+			used += s.calls
+			out = append(out, 0)
+			continue
+		}
 		s.run(lead+horizon, true, budget-used)
 		used += s.calls
 		if s.firstOpen >= 0 {
