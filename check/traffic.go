@@ -495,12 +495,13 @@ func decodeProfile(p *problems, t *Traffic, data []byte, path string) {
 		if o == nil {
 			continue
 		}
-		per := Period{From: -1}
-		hasRate := false
+		per := Period{}
+		hasFrom, hasRate := false, false
 		for _, m := range o.list {
 			var err error
 			switch m.name {
 			case "from":
+				hasFrom = true
 				var str string
 				if json.Unmarshal(m.raw, &str) != nil {
 					p.add(ppath+".from", `must be a time of day such as "06:00"`)
@@ -528,9 +529,8 @@ func decodeProfile(p *problems, t *Traffic, data []byte, path string) {
 				p.add(ppath+"."+m.name, "%s", typeProblem(m.name, err))
 			}
 		}
-		if per.From < 0 {
+		if !hasFrom {
 			p.add(ppath+".from", "missing: when the period begins")
-			per.From = 0
 		}
 		if !hasRate {
 			p.add(ppath+".rate", "missing: the period's calls per second")
