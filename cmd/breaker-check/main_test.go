@@ -84,7 +84,7 @@ func TestBadInput(t *testing.T) {
 		args []string
 		want string
 	}{
-		{"no traffic", []string{"-policy", def}, "give -traffic, -snapshot or both"},
+		{"no traffic", []string{"-policy", def}, "give -traffic, -snapshot, both, or -trace"},
 		{"no policy", []string{"-traffic", traffic}, "give -policy, or -snapshot"},
 		{"bad policy", []string{"-policy", testutil.WriteFile(t, "p.json", `{"default": {"window": "-1s"}}`), "-traffic", traffic}, "default.window: must be positive"},
 		{"bad traffic", []string{"-policy", def, "-traffic", testutil.WriteFile(t, "t.json", `{"keys": {"a": {"p99": "soon"}}}`)}, `keys["a"].p99: must be a duration string`},
