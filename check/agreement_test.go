@@ -412,6 +412,12 @@ func checkRow(t *testing.T, c gridCase) agreement {
 			lo, hi = v, f.Numbers["time_to_trip_high_s"]
 		}
 		row.checker = fmt.Sprintf("%s: %s", f.Check, fmtSecs(want))
+		if f.Source == SourceSimulated {
+			row.checker += fmt.Sprintf(" [%s, %s]", fmtSecs(lo), fmtSecs(hi))
+		}
+		if a, ok := f.Numbers["analytic_time_to_trip_s"]; ok && f.Source == SourceSimulated {
+			row.checker += fmt.Sprintf("; analytic %s", fmtSecs(a))
+		}
 		if f.Check == CheckNeverTrips {
 			row.checker = f.Check
 		}
@@ -451,7 +457,7 @@ func checkRow(t *testing.T, c gridCase) agreement {
 		d := span.Hours() / 24
 		row.checker = fmt.Sprintf("%s/day", num(want))
 		if f.Source == SourceSimulated {
-			row.checker += fmt.Sprintf(" [%s, %s]", num(lo), num(hi))
+			row.checker += fmt.Sprintf(" [%s, %s]; analytic %s", num(lo), num(hi), num(f.Numbers["analytic_false_trips_per_day"]))
 		}
 		row.source = f.Source
 		row.breaker = fmt.Sprintf("%s/day [%s, %s] (%d trips in %v)", fmtRange(per, num), num(clo/d), num(chi/d), n, span.Round(time.Minute))

@@ -481,8 +481,9 @@ func (c *checker) neverTrips() bool {
 	if p.ConsecutiveFailures > 0 {
 		sev = Info
 	}
-	nums["time_to_trip_s"] = e.median
-	nums["time_to_trip_p90_s"] = e.p90
+	for k, v := range tripNums(e, t) {
+		nums[k] = v
+	}
 	c.source = e.source
 	c.bursty = p.ConsecutiveFailures == 0
 	c.add(sev, CheckTripsOnBursts, nums, "%s %d > %s calls/s × %v window = %s calls: the window's rules trip only when a burst of calls fills the window (%s of windows); when every call fails it opens %s; %s",

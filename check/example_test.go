@@ -44,6 +44,7 @@ func ExampleGroup() {
 	//   error    never_trips             min_requests 20 > 1 calls/s × 5s window = 5 calls: the window's rules can never trip (a trip within a 10-minute outage is below 0.1% likely: analytic bound 0.033%); set min_requests to at most 2, or consecutive_failures for a key this quiet
 	//
 	// 1 error, 0 warnings, 5 notes
+	// analytic numbers assume: steady Poisson arrivals at each period's rate, independent failures at its error ratio, lognormal latency; times to trip from expected counts (fluid), false trips from the rate of failures that cross the line, through the cooldowns and the refill of the window after a close
 	// do not ship
 }
 

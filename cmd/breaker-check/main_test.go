@@ -93,6 +93,8 @@ func TestBadInput(t *testing.T) {
 		{"bad fault", []string{"-policy", def, "-traffic", traffic, "-fault-errors", "0.9"}, "add up to at most 1"},
 		{"no fault", []string{"-policy", def, "-traffic", traffic, "-fault-errors", "0", "-fault-timeouts", "0"}, "no fault to judge"},
 		{"argument", []string{"-policy", def, "-traffic", traffic, "extra"}, `unexpected argument "extra"`},
+		{"bad sim calls", []string{"-policy", def, "-traffic", traffic, "-sim-calls", "0"}, "-sim-calls must be positive, or -1 for no simulation, got 0"},
+		{"bad trace", []string{"-policy", def, "-trace", testutil.WriteFile(t, "bad.jsonl", "{\"t\":1}\n")}, "line 1"},
 		{"unknown key", []string{"-policy", def, "-traffic", traffic, "-suggest", "-key", "b"}, `-key: "b" has no traffic described`},
 		{"bad snapshot", []string{"-snapshot", testutil.WriteFile(t, "s.json", `[1]`)}, "not a /breakers snapshot"},
 	} {
