@@ -484,7 +484,7 @@ func TestAgreement_Grid(t *testing.T) {
 	var rows []agreement
 	for _, c := range gridCases() {
 		t.Run(c.name, func(t *testing.T) {
-			// The race detector slows the breaker twentyfold: under it
+			// The race detector slows the breaker many times over: under it
 			// only the rows whose figures a few seconds resolve run.
 			if testutil.RaceEnabled && !cheap(c) {
 				t.Skip("too long under -race; run without it")

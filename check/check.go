@@ -105,9 +105,9 @@ type Options struct {
 	// above which a key gets a warning: a positive finite number, or 0
 	// for DefaultMaxFalseTripsPerDay.
 	MaxFalseTripsPerDay float64
-	// SimCalls is the most calls one simulated estimate makes (the
-	// simulator runs a few million a second); 0 is DefaultSimCalls, and
-	// a negative value turns simulation off, leaving the formulas alone.
+	// SimCalls is the most calls one simulated estimate makes; 0 is
+	// DefaultSimCalls, and a negative value turns simulation off,
+	// leaving the formulas alone.
 	SimCalls int
 	// Seed seeds the simulations: the same seed gives the same report.
 	Seed uint64

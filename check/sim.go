@@ -212,8 +212,8 @@ func (s *sim) settle(until time.Duration) {
 	}
 }
 
-// simBudget is the most calls one simulated estimate makes by default: a
-// quarter of a second to a second of a core.
+// simBudget is the most calls one simulated estimate makes by default
+// (docs/internals.md, "simBudget", gives its cost).
 const simBudget = 4_000_000
 
 // simFalseTrips simulates up to span of healthy traffic t under p (from
