@@ -491,6 +491,15 @@ func (c *checker) neverTrips() bool {
 	return false
 }
 
+// severity is that of a breaker that opens: a warning when one fault in
+// ten or more does not open it within the horizon.
+func (e tripEstimate) severity() Severity {
+	if e.never >= 0.1 {
+		return Warning
+	}
+	return Info
+}
+
 // evidence says what a never-trips verdict rests on.
 func (e tripEstimate) evidence() string {
 	if e.source == SourceSimulated {
@@ -574,8 +583,11 @@ func (c *checker) falseTrips() {
 	if b.timeouts >= 1e-4 {
 		detail = fmt.Sprintf(" (%s errors + %s slower than the timeout)", pct(t.ErrorRatio), pct(b.timeouts))
 	}
-	if len(t.Profile) > 0 || t.Bursts.PerDay > 0 {
-		detail += ", over the day's profile and error bursts"
+	if len(t.Profile) > 0 {
+		detail += ", over the day's profile"
+	}
+	if t.Bursts.PerDay > 0 {
+		detail += fmt.Sprintf(", with %s error bursts a day of %v at %s", num(t.Bursts.PerDay), t.Bursts.Length, pct(t.Bursts.ErrorRatio))
 	}
 	if t.Batch > 1 {
 		detail += fmt.Sprintf(", calls in batches of %s", num(t.Batch))
@@ -652,7 +664,7 @@ func (c *checker) timeToTrip(never bool) {
 		return
 	default:
 		c.source = all.source
-		c.add(Info, CheckTimeToTrip, tripNums(all, t), "opens %s after every call starts failing, at %s calls/s", all.describe(), num(t.Rate))
+		c.add(all.severity(), CheckTimeToTrip, tripNums(all, t), "opens %s after every call starts failing, at %s calls/s", all.describe(), num(t.Rate))
 	}
 
 	f := c.o.Fault
@@ -699,7 +711,7 @@ func (c *checker) timeToTrip(never bool) {
 	} else if f.Timeouts == 0 {
 		when = "errors counted as they happen"
 	}
-	c.add(Info, CheckFaultTimeToTrip, nums, "opens %s into a fault of %s (%s)", e.describe(), f, when)
+	c.add(e.severity(), CheckFaultTimeToTrip, nums, "opens %s into a fault of %s (%s)", e.describe(), f, when)
 }
 
 // tripNums are the numbers of a time to trip.
