@@ -32,15 +32,32 @@ func thousandKeys() (breaker.GroupPolicy, Workload) {
 }
 
 // BenchmarkGroup/keys=1000 is the checker over a 1,000-key document; it
-// must take well under a second.
+// must take well under a second. It times the formulas alone: the
+// simulations are bounded by Options.SimCalls per estimate.
 func BenchmarkGroup(b *testing.B) {
 	gp, w := thousandKeys()
 	b.Run("keys=1000", func(b *testing.B) {
 		b.ReportAllocs()
 		for i := 0; i < b.N; i++ {
-			if _, err := Group(gp, w, Options{}); err != nil {
+			if _, err := Group(gp, w, Options{SimCalls: -1}); err != nil {
 				b.Fatal(err)
 			}
+		}
+	})
+}
+
+// BenchmarkSimulate/calls=1e6 is the simulator's cost: a million calls of
+// the real breaker under the default policy at 1,000 calls/s and 48%
+// errors, false trips and all. It reports calls a second.
+func BenchmarkSimulate(b *testing.B) {
+	b.Run("calls=1e6", func(b *testing.B) {
+		b.ReportAllocs()
+		for i := 0; i < b.N; i++ {
+			start := time.Now()
+			if _, _, err := simFalseTrips(breaker.DefaultPolicy(), Traffic{Rate: 1000, ErrorRatio: 0.48}, day, 1, 1_000_000); err != nil {
+				b.Fatal(err)
+			}
+			b.ReportMetric(1e6/time.Since(start).Seconds(), "calls/s")
 		}
 	})
 }

@@ -57,6 +57,7 @@ func (s *Severity) UnmarshalText(b []byte) error {
 // gives the rule and the numbers of each.
 const (
 	CheckNeverTrips          = "never_trips"
+	CheckTripsOnBursts       = "trips_on_bursts"
 	CheckPerTargetNeverTrips = "per_target_never_trips"
 	CheckFalseTrips          = "false_trips"
 	CheckTimeToTrip          = "time_to_trip"
@@ -87,6 +88,12 @@ type Finding struct {
 	// significant digits; durations are in seconds (names ending in _s).
 	// Every value is finite.
 	Numbers map[string]float64 `json:"numbers,omitempty"`
+	// Source says where the numbers come from: SourceAnalytic (the
+	// formulas of docs/checking-policies.md), SourceSimulated (the real
+	// breaker on a virtual clock, with the estimate's interval) or
+	// SourceTrace; empty for a finding that is a comparison of settings.
+	// Report.Assumptions states what each source rests on.
+	Source string `json:"source,omitempty"`
 }
 
 // Options tune the checks. The zero value is the defaults.
@@ -98,7 +105,16 @@ type Options struct {
 	// above which a key gets a warning: a positive finite number, or 0
 	// for DefaultMaxFalseTripsPerDay.
 	MaxFalseTripsPerDay float64
+	// SimCalls is the most calls one simulated estimate makes; 0 is
+	// DefaultSimCalls, and a negative value turns simulation off,
+	// leaving the formulas alone.
+	SimCalls int
+	// Seed seeds the simulations: the same seed gives the same report.
+	Seed uint64
 }
+
+// DefaultSimCalls is the default budget of a simulated estimate.
+const DefaultSimCalls = simBudget
 
 // DefaultMaxFalseTripsPerDay is one false trip every ten days per
 // instance: a fleet of twenty instances then sees one every twelve hours.
@@ -131,6 +147,17 @@ type Report struct {
 	// Fault and MaxFalseTripsPerDay are the options the checks used.
 	Fault               Fault   `json:"fault"`
 	MaxFalseTripsPerDay float64 `json:"max_false_trips_per_day"`
+	// Assumptions states, by source, what the findings' numbers rest on.
+	Assumptions map[string]string `json:"assumptions"`
+}
+
+// Assumptions of each source of numbers.
+var assumptions = map[string]string{
+	SourceAnalytic: "steady Poisson arrivals at each period's rate, independent failures at its error ratio, lognormal latency; " +
+		"times to trip from expected counts (fluid), false trips from the rate of failures that cross the line, through the cooldowns and the refill of the window after a close",
+	SourceSimulated: "the real breaker (window, cooldowns, probes, jitter) on a virtual clock; Poisson arrivals (geometric batches when batch > 1), " +
+		"independent failures at the period's or the burst's error ratio, calls that end at once (the fault's hanging calls at the timeout), one instance; " +
+		"95% intervals from the count of trips or the ranks of the trials",
 }
 
 // KeyReport is one key checked: its traffic (per target, for a method with
@@ -175,16 +202,21 @@ func Group(gp breaker.GroupPolicy, w Workload, o Options) (*Report, error) {
 	if err := o.validate(); err != nil {
 		return nil, err
 	}
-	r := &Report{Fault: o.Fault, MaxFalseTripsPerDay: o.MaxFalseTripsPerDay}
+	r := &Report{Fault: o.Fault, MaxFalseTripsPerDay: o.MaxFalseTripsPerDay, Assumptions: assumptions}
 	covered := map[string]bool{}
 	for _, k := range sortedKeys(w.Keys) {
 		t := w.Keys[k]
 		key, lookupKey := k, k
 		method, _ := breaker.SplitKey(k)
 		perTarget := method != k
+		t = t.withMeans()
 		if t.Targets > 1 {
 			key, lookupKey = breaker.TargetKey(k, "*"), breaker.TargetKey(k, "")
 			t.Rate /= float64(t.Targets)
+			t.Profile = append([]Period(nil), t.Profile...)
+			for i := range t.Profile {
+				t.Profile[i].Rate /= float64(t.Targets)
+			}
 			perTarget = true
 		}
 		p, src := policyFor(gp, lookupKey)
@@ -252,6 +284,15 @@ type checker struct {
 	o         Options
 	perTarget bool
 	out       []Finding
+	// period says the traffic is one period of the key's profile: the
+	// false trips are judged over the whole day instead.
+	period bool
+	// source is the source of the next finding added.
+	source string
+	// all caches the time to trip when every call fails.
+	all *tripEstimate
+	// bursty says a trips_on_bursts finding was made.
+	bursty bool
 }
 
 func (c *checker) add(s Severity, check string, nums map[string]float64, format string, args ...any) {
@@ -265,12 +306,17 @@ func (c *checker) add(s Severity, check string, nums map[string]float64, format 
 		// differs in the last bits (a fused multiply-add).
 		nums[k], _ = strconv.ParseFloat(strconv.FormatFloat(v, 'g', 6, 64), 64)
 	}
-	c.out = append(c.out, Finding{Severity: s, Key: c.key, Check: check, Message: fmt.Sprintf(format, args...), Numbers: nums})
+	c.out = append(c.out, Finding{Severity: s, Key: c.key, Check: check, Message: fmt.Sprintf(format, args...), Numbers: nums, Source: c.source})
+	c.source = ""
 }
 
 func (c *checker) run() {
+	if len(c.t.Profile) > 0 {
+		c.runProfile()
+		return
+	}
 	never := c.neverTrips()
-	if c.t.Rate > 0 && !never {
+	if c.t.Rate > 0 && !never && !c.period {
 		c.falseTrips()
 	}
 	c.timeToTrip(never)
@@ -279,13 +325,87 @@ func (c *checker) run() {
 	c.backoff()
 }
 
+// runProfile judges each period of the key's day as steady traffic and
+// keeps, of each check, the worst period's finding, saying when it
+// happens; the false trips are the day's.
+func (c *checker) runProfile() {
+	day := c.t
+	worst := map[string]Finding{}
+	var order []string
+	for i, per := range day.Profile {
+		pt := day
+		pt.Profile, pt.Bursts = nil, Bursts{}
+		pt.Rate, pt.ErrorRatio = per.Rate, per.ErrorRatio
+		pc := checker{key: c.key, p: c.p, t: pt, o: c.o, perTarget: c.perTarget, period: true}
+		pc.run()
+		when := fmt.Sprintf("worst from %s to %s (%s calls/s, %s errors)", clockOf(per.From), clockOf(per.From+day.periodLength(i)), num(per.Rate), pct(per.ErrorRatio))
+		for _, f := range pc.out {
+			f.Message += "; " + when
+			if f.Numbers == nil {
+				f.Numbers = map[string]float64{}
+			}
+			f.Numbers["period_from_s"] = per.From.Seconds()
+			f.Numbers["period_to_s"] = (per.From + day.periodLength(i)).Seconds()
+			old, ok := worst[f.Check]
+			if !ok {
+				order = append(order, f.Check)
+			}
+			if !ok || worse(f, old) {
+				worst[f.Check] = f
+			}
+		}
+	}
+	for _, k := range order {
+		c.out = append(c.out, worst[k])
+	}
+	if day.Rate > 0 {
+		c.falseTrips()
+	}
+}
+
+// worse says that finding a is worse than b, of the same check: a higher
+// severity, then a longer time to trip or a larger share of probes.
+func worse(a, b Finding) bool {
+	if a.Severity != b.Severity {
+		return a.Severity > b.Severity
+	}
+	for _, k := range []string{"time_to_trip_s", "probe_share", "healthy_timeout_ratio"} {
+		x, okx := a.Numbers[k]
+		y, oky := b.Numbers[k]
+		if !okx {
+			x = math.Inf(1)
+		}
+		if !oky {
+			y = math.Inf(1)
+		}
+		if okx || oky {
+			return x > y
+		}
+	}
+	return false
+}
+
 // windowRules says whether any of the window's rules is on.
 func (c *checker) windowRules() bool {
 	return c.p.ErrorRatio > 0 || c.p.ErrorCount > 0 || c.p.SlowCall > 0
 }
 
+// allFail is the time to trip when every call fails.
+func (c *checker) allFail() tripEstimate {
+	if c.all == nil {
+		e := c.tripTime(Fault{Errors: 1})
+		c.all = &e
+	}
+	return *c.all
+}
+
 // neverTrips reports a window that cannot hold MinRequests calls at the
-// key's rate. It returns true when nothing can open the breaker.
+// key's mean rate. The verdict comes from the distribution of the
+// window's count: a Poisson count over the windows of a fault, the rules
+// checked on every failure. It says the breaker never trips only when a
+// trip within a 10-minute outage is improbable, and returns true then;
+// a breaker that trips when a burst of calls fills the window gets a
+// finding of its own, with its time to trip.
 func (c *checker) neverTrips() bool {
 	p, t := c.p, c.t
 	if !c.windowRules() {
@@ -304,60 +424,214 @@ func (c *checker) neverTrips() bool {
 	if float64(minReq) <= full {
 		return false
 	}
+	// The window's rules alone: a run of consecutive failures is not a
+	// burst that fills the window.
+	e := c.allFail()
+	if p.ConsecutiveFailures > 0 {
+		wc := *c
+		wc.p.ConsecutiveFailures = 0
+		wc.all = nil
+		e = wc.allFail()
+	}
 	check := CheckNeverTrips
 	if c.perTarget {
 		check = CheckPerTargetNeverTrips
 	}
+	chance := e.chance
+	if e.source == SourceSimulated {
+		chance = 1 - e.never
+	}
 	nums := map[string]float64{
-		"min_requests":  float64(p.MinRequests),
-		"rate":          t.Rate,
-		"window_s":      p.Window.Seconds(),
-		"window_calls":  full,
-		"burst_chance":  atLeastChance(full, minReq),
-		"consecutive":   float64(p.ConsecutiveFailures),
-		"targets":       float64(max(t.Targets, 1)),
-		"needed_rate":   float64(minReq) / p.Window.Seconds(),
-		"suggested_min": math.Floor(full / 2),
+		"min_requests":     float64(p.MinRequests),
+		"rate":             t.Rate,
+		"window_s":         p.Window.Seconds(),
+		"window_calls":     full,
+		"burst_chance":     atLeastChance(full, minReq),
+		"trip_chance_10m":  chance,
+		"consecutive":      float64(p.ConsecutiveFailures),
+		"targets":          float64(max(t.Targets, 1)),
+		"needed_rate":      float64(minReq) / p.Window.Seconds(),
+		"suggested_min":    math.Floor(full / 2),
+		"analytic_chance":  e.chance,
+		"simulated_trials": float64(e.trials),
 	}
 	what := "min_requests"
 	if c.perTarget {
 		what = "per-target traffic cannot reach min_requests:"
 	}
-	msg := fmt.Sprintf("%s %d > %s calls/s × %v window = %s calls: the window's rules can never trip (a Poisson burst fills the window in %s of windows)",
-		what, p.MinRequests, num(t.Rate), p.Window, num(full), pct(nums["burst_chance"]))
+	fix := fmt.Sprintf("set min_requests to at most %s, or consecutive_failures for a key this quiet", num(math.Max(1, nums["suggested_min"])))
 	if p.ConsecutiveFailures > 0 {
-		c.add(Info, check, nums, "%s; only consecutive_failures (%d) can open it", msg, p.ConsecutiveFailures)
-		return false
+		fix = fmt.Sprintf("only consecutive_failures (%d) opens it reliably", p.ConsecutiveFailures)
 	}
-	c.add(Error, check, nums, "%s; set min_requests to at most %s, or consecutive_failures for a key this quiet", msg, num(math.Max(1, nums["suggested_min"])))
-	return true
+	tripped := e.source == SourceSimulated && e.never < 1 || e.source == SourceAnalytic && chance >= improbable
+	if !tripped {
+		sev := Error
+		if p.ConsecutiveFailures > 0 {
+			sev = Info
+		}
+		c.source = e.source
+		c.add(sev, check, nums, "%s %d > %s calls/s × %v window = %s calls: the window's rules can never trip (a trip within a 10-minute outage is below %s likely: %s); %s",
+			what, p.MinRequests, num(t.Rate), p.Window, num(full), pct(improbable), e.evidence(), fix)
+		return p.ConsecutiveFailures == 0
+	}
+	// It trips, when a burst of calls fills the window.
+	sev := Warning
+	if math.IsInf(e.median, 1) {
+		sev = Error
+	}
+	if p.ConsecutiveFailures > 0 {
+		sev = Info
+	}
+	for k, v := range tripNums(e, t) {
+		nums[k] = v
+	}
+	c.source = e.source
+	c.bursty = p.ConsecutiveFailures == 0
+	c.add(sev, CheckTripsOnBursts, nums, "%s %d > %s calls/s × %v window = %s calls: the window's rules trip only when a burst of calls fills the window (%s of windows); when every call fails it opens %s; %s",
+		what, p.MinRequests, num(t.Rate), p.Window, num(full), pct(nums["burst_chance"]), e.describe(), fix)
+	return false
+}
+
+// severity is that of a breaker that opens: a warning when one fault in
+// ten or more does not open it within the horizon.
+func (e tripEstimate) severity() Severity {
+	if e.never >= 0.1 {
+		return Warning
+	}
+	return Info
+}
+
+// evidence says what a never-trips verdict rests on.
+func (e tripEstimate) evidence() string {
+	if e.source == SourceSimulated {
+		return fmt.Sprintf("none of %d simulated 10-minute outages tripped it; analytic bound %s", e.trials, pct(e.chance))
+	}
+	return fmt.Sprintf("analytic bound %s", pct(e.chance))
+}
+
+// describe says when a breaker opens: "in 17.2s (median; p90 41s;
+// simulated, 200 trials, median in [15s, 19s])".
+func (e tripEstimate) describe() string {
+	if e.source == SourceSimulated {
+		never := ""
+		if e.never > 0 {
+			never = fmt.Sprintf(", %s of them not within %v", pct(e.never), horizon)
+		}
+		if math.IsInf(e.median, 1) {
+			return fmt.Sprintf("in fewer than half of %d simulated outages within %v (%s tripped)", e.trials, horizon, pct(1-e.never))
+		}
+		return fmt.Sprintf("in %s (median; p90 %s; simulated, %d trials%s; median in [%s, %s])",
+			secs(e.median), secs(e.p90), e.trials, never, secs(e.medLo), secs(e.medHi))
+	}
+	if !e.ok {
+		return fmt.Sprintf("in about %s (analytic: one over the rate at which a failure finds the window at min_requests, which errs short)", secs(1/(e.chance/horizon.Seconds())))
+	}
+	if e.p90 != e.median {
+		return fmt.Sprintf("in %s (median; p90 %s; analytic)", secs(e.median), secs(e.p90))
+	}
+	return fmt.Sprintf("in %s (analytic, from expected counts; %s)", secs(e.median), e.why)
 }
 
 func (c *checker) falseTrips() {
 	p, t := c.p, c.t
-	v := FalseTripsPerDay(p, t)
 	b := baselineOf(p, t)
+	v, m := dailyFalseTrips(p, t)
 	nums := map[string]float64{
-		"false_trips_per_day":     v,
-		"baseline_failure_ratio":  b.fail,
-		"baseline_timeout_ratio":  b.timeouts,
-		"window_calls":            t.Rate * p.Window.Seconds(),
-		"max_false_trips_per_day": c.o.MaxFalseTripsPerDay,
+		"false_trips_per_day":          v,
+		"analytic_false_trips_per_day": v,
+		"retrip_chance":                m.retrip,
+		"baseline_failure_ratio":       b.fail,
+		"baseline_timeout_ratio":       b.timeouts,
+		"window_calls":                 t.Rate * p.Window.Seconds(),
+		"max_false_trips_per_day":      c.o.MaxFalseTripsPerDay,
 	}
+	figure := v
+	source := SourceAnalytic
+	simNote := ""
+	// Simulate where the formulas cannot be trusted: traffic that is not
+	// steady, trips again on the refilling window after a close, or a
+	// busy key, and only where the answer can matter.
+	simulate := c.o.SimCalls >= 0 && p.SlowCall <= 0 &&
+		(!t.steady() || m.retrip > 0.01 || t.Rate*p.Window.Seconds() > 1000) &&
+		(v >= c.o.MaxFalseTripsPerDay/10 || !t.steady())
+	if simulate {
+		n, span, err := simFalseTrips(p, t, day, c.o.Seed, c.o.simBudget())
+		if err == nil && span > 0 {
+			d := span.Hours() / 24
+			lo, hi := poissonInterval(n)
+			est := float64(n) / d
+			nums["simulated_false_trips_per_day"] = est
+			nums["simulated_low"] = lo / d
+			nums["simulated_high"] = hi / d
+			nums["simulated_days"] = d
+			if n >= 5 || span >= day {
+				figure, source = est, SourceSimulated
+				simNote = fmt.Sprintf(" (simulated: %d trips in %v, 95%% interval [%s, %s] a day; analytic %s)", n, span.Round(time.Minute), num(lo/d), num(hi/d), num(v))
+			} else {
+				simNote = fmt.Sprintf(" (analytic; a simulation of %v saw %d trips, at most %s a day)", span.Round(time.Minute), n, num(hi/d))
+			}
+		}
+	}
+	if simNote == "" {
+		simNote = " (analytic)"
+	}
+	nums["false_trips_per_day"] = figure
 	sev := Info
-	if v > c.o.MaxFalseTripsPerDay {
+	if figure > c.o.MaxFalseTripsPerDay {
 		sev = Warning
 	}
 	detail := ""
 	if b.timeouts >= 1e-4 {
 		detail = fmt.Sprintf(" (%s errors + %s slower than the timeout)", pct(t.ErrorRatio), pct(b.timeouts))
 	}
-	count := num(v)
-	if v < 1e-6 {
+	if len(t.Profile) > 0 {
+		detail += ", over the day's profile"
+	}
+	if t.Bursts.PerDay > 0 {
+		detail += fmt.Sprintf(", with %s error bursts a day of %v at %s", num(t.Bursts.PerDay), t.Bursts.Length, pct(t.Bursts.ErrorRatio))
+	}
+	if t.Batch > 1 {
+		detail += fmt.Sprintf(", calls in batches of %s", num(t.Batch))
+	}
+	count := num(figure)
+	if figure < 1e-6 {
 		count = "fewer than 1e-6"
 	}
-	c.add(sev, CheckFalseTrips, nums, "%s false trips a day expected at a %s baseline failure ratio%s, threshold %s",
-		count, pct(b.fail), detail, num(c.o.MaxFalseTripsPerDay))
+	c.source = source
+	c.add(sev, CheckFalseTrips, nums, "%s false trips a day expected at a %s baseline failure ratio%s, threshold %s%s",
+		count, pct(b.fail), detail, num(c.o.MaxFalseTripsPerDay), simNote)
+}
+
+// dailyFalseTrips is the analytic false trips a day of traffic t: its
+// periods' in turn, and the error bursts', the trips of the burst's error
+// ratio for the burst's length. It returns the model of the busiest period.
+func dailyFalseTrips(p breaker.Policy, t Traffic) (float64, falseTripModel) {
+	steady := t
+	steady.Profile, steady.Bursts = nil, Bursts{}
+	var total float64
+	var worst falseTripModel
+	if len(t.Profile) == 0 {
+		worst = falseTrips(p, steady)
+		total = worst.perDay
+	}
+	for i, per := range t.Profile {
+		pt := steady
+		pt.Rate, pt.ErrorRatio = per.Rate, per.ErrorRatio
+		m := falseTrips(p, pt)
+		total += m.perDay * t.periodLength(i).Seconds() / day.Seconds()
+		if m.perDay >= worst.perDay {
+			worst = m
+		}
+	}
+	if bs := t.Bursts; bs.PerDay > 0 {
+		bt := steady
+		bt.ErrorRatio = bs.ErrorRatio
+		m := falseTrips(p, bt)
+		// The trips a burst brings: its error ratio's rate, through the
+		// cooldowns, for as long as it lasts.
+		total += bs.PerDay * m.perDay * bs.Length.Seconds() / day.Seconds()
+	}
+	return total, worst
 }
 
 func (c *checker) timeToTrip(never bool) {
@@ -365,24 +639,37 @@ func (c *checker) timeToTrip(never bool) {
 	if t.Rate <= 0 {
 		return
 	}
-	all, ok := TimeToTrip(p, t, Fault{Errors: 1})
-	if !ok {
-		if !never {
-			full := t.Rate * p.Window.Seconds()
-			why := ""
-			if p.ErrorCount > 0 && float64(p.ErrorCount) > full {
-				why = fmt.Sprintf(": error_count %d is more than the %s calls a full window holds", p.ErrorCount, num(full))
-			}
-			c.add(Error, CheckTimeToTrip, map[string]float64{"rate": t.Rate, "window_calls": full},
-				"never opens, even when every call fails, at %s calls/s%s", num(t.Rate), why)
-		}
+	all := c.allFail()
+	full := t.Rate * p.Window.Seconds()
+	switch {
+	case never:
 		return
+	case c.bursty:
+		// The trips_on_bursts finding gave the time to trip.
+	case !all.ok:
+		why := ""
+		if p.ErrorCount > 0 && float64(p.ErrorCount) > full {
+			why = fmt.Sprintf(": error_count %d is more than the %s calls a full window holds", p.ErrorCount, num(full))
+		}
+		c.source = all.source
+		nums := map[string]float64{"rate": t.Rate, "window_calls": full}
+		if all.source == SourceSimulated && all.never < 1 {
+			nums["never_share"] = all.never
+			c.add(Error, CheckTimeToTrip, nums,
+				"seldom opens, even when every call fails, at %s calls/s%s: %s of %d simulated outages opened it within %v",
+				num(t.Rate), why, pct(1-all.never), all.trials, horizon)
+			break
+		}
+		c.add(Error, CheckTimeToTrip, nums,
+			"never opens, even when every call fails, at %s calls/s%s", num(t.Rate), why)
+		return
+	default:
+		c.source = all.source
+		c.add(all.severity(), CheckTimeToTrip, tripNums(all, t), "opens %s after every call starts failing, at %s calls/s", all.describe(), num(t.Rate))
 	}
-	c.add(Info, CheckTimeToTrip, map[string]float64{"time_to_trip_s": all.Seconds(), "rate": t.Rate},
-		"opens %s after every call starts failing, at %s calls/s", dur(all), num(t.Rate))
 
 	f := c.o.Fault
-	d, ok := TimeToTrip(p, t, f)
+	e := c.tripTime(f)
 	te := effectiveTimeout(p, t)
 	ft := f.Timeouts
 	if te <= 0 {
@@ -390,17 +677,19 @@ func (c *checker) timeToTrip(never bool) {
 	}
 	b := baselineOf(p, t)
 	seen := f.Errors + ft + max(0, 1-f.Errors-f.Timeouts)*b.fail
-	nums := map[string]float64{
+	nums := tripNums(e, t)
+	for k, v := range map[string]float64{
 		"fault_errors":          f.Errors,
 		"fault_timeouts":        f.Timeouts,
 		"fault_failure_ratio":   seen,
 		"effective_timeout_s":   te.Seconds(),
 		"error_ratio_to_trip":   p.ErrorRatio,
-		"time_to_trip_s":        d.Seconds(),
-		"rate":                  t.Rate,
 		"timeouts_counted_at_s": te.Seconds(),
+	} {
+		nums[k] = v
 	}
-	if !ok {
+	c.source = e.source
+	if !e.ok {
 		delete(nums, "time_to_trip_s")
 		why := ""
 		if p.ErrorRatio > 0 && seen < p.ErrorRatio {
@@ -408,6 +697,11 @@ func (c *checker) timeToTrip(never bool) {
 		}
 		if f.Timeouts > 0 && te <= 0 {
 			why += "; with no timeout and no client deadline its hanging calls are never counted"
+		}
+		if e.source == SourceSimulated && e.never < 1 {
+			why += fmt.Sprintf("; %s of %d simulated faults opened it within %v", pct(1-e.never), e.trials, horizon)
+		} else if e.source == SourceSimulated {
+			why += fmt.Sprintf("; none of %d simulated faults opened it within %v", e.trials, horizon)
 		}
 		c.add(Warning, CheckFaultTimeToTrip, nums, "never opens during a fault of %s%s", f, why)
 		return
@@ -418,7 +712,28 @@ func (c *checker) timeToTrip(never bool) {
 	} else if f.Timeouts == 0 {
 		when = "errors counted as they happen"
 	}
-	c.add(Info, CheckFaultTimeToTrip, nums, "opens %s into a fault of %s (%s)", dur(d), f, when)
+	c.add(e.severity(), CheckFaultTimeToTrip, nums, "opens %s into a fault of %s (%s)", e.describe(), f, when)
+}
+
+// tripNums are the numbers of a time to trip.
+func tripNums(e tripEstimate, t Traffic) map[string]float64 {
+	n := map[string]float64{
+		"time_to_trip_s":     e.median,
+		"time_to_trip_p90_s": e.p90,
+		"rate":               t.Rate,
+	}
+	if !math.IsNaN(e.fluid) {
+		n["analytic_time_to_trip_s"] = e.fluid
+	}
+	if e.source == SourceSimulated {
+		n["time_to_trip_low_s"] = e.medLo
+		n["time_to_trip_high_s"] = e.medHi
+		n["time_to_trip_p90_low_s"] = e.p90Lo
+		n["time_to_trip_p90_high_s"] = e.p90Hi
+		n["never_share"] = e.never
+		n["trials"] = float64(e.trials)
+	}
+	return n
 }
 
 func (c *checker) timeout() {

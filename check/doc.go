@@ -9,10 +9,15 @@
 //
 //   - the window can never hold MinRequests calls at the key's rate, so
 //     the breaker can never trip (for per-target keys, at the rate per
-//     target);
-//   - the expected false trips a day at the baseline error ratio;
+//     target), judged from the distribution of the window's count; or it
+//     trips only when a burst of calls fills the window, and how long
+//     that takes;
+//   - the expected false trips a day at the baseline error ratio,
+//     through the breaker's cooldowns and the refill of its window after
+//     a close;
 //   - how long the breaker takes to open when every call fails, and
-//     during a given fault (by default 40% errors and 20% timeouts);
+//     during a given fault (by default 40% errors and 20% timeouts), as
+//     a median and a 90th percentile;
 //   - a timeout below 1.5 × p99, not below the client's deadline, or
 //     below 2 × RTT; no timeout at all;
 //   - half-open probes that are more than a tenth of a cooldown's calls,
@@ -22,10 +27,15 @@
 //     where many instances share the policy.
 //
 // The models follow the breaker's own rules (the bucketed window, the
-// MinRequests gate, evaluation after each failure, the all-must-pass
-// probes); docs/checking-policies.md states each formula, and the tests
-// hold the two that matter most, "can never trip" and "time to trip",
-// against a real breaker driven by simulated traffic.
+// MinRequests gate, evaluation after each failure, the cooldowns, the
+// all-must-pass probes); docs/checking-policies.md states each formula.
+// Where a formula cannot be trusted (a window of few calls, a window
+// refilled after a close, traffic with a daily profile, error bursts or
+// batched arrivals) the checker runs the real breaker on a virtual clock
+// and reports the estimate with its interval; each finding says which
+// ([Finding].Source). [Trace] runs the real breaker over a recorded
+// trace instead, with no model at all. The agreement suite holds every
+// verdict and number against the real breaker.
 //
 // A workload can be written by hand ([ParseWorkload]) or measured from a
 // running service's snapshot ([FromSnapshot]). The command

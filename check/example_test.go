@@ -21,7 +21,7 @@ func ExampleGroup() {
 	  "defaults": {"deadline": "1s", "rtt": "1ms", "instances": 6},
 	  "keys": {
 	    "orders.Create":  {"rate": 300, "p50": "12ms", "p99": "60ms", "error_ratio": 0.002},
-	    "reports.Export": {"rate": 2, "p50": "30ms", "p99": "90ms"}
+	    "reports.Export": {"rate": 1, "p50": "30ms", "p99": "90ms"}
 	  }
 	}`))
 	if err != nil {
@@ -40,10 +40,11 @@ func ExampleGroup() {
 	// Output:
 	// checked 2 keys against a fault of 40% errors + 20% timeouts; false-trip threshold 0.1 a day
 	//
-	// reports.Export  (2 calls/s, p50 30ms, p99 90ms, 0% errors, deadline 1s, rtt 1ms; policy default)
-	//   error    never_trips             min_requests 20 > 2 calls/s × 5s window = 10 calls: the window's rules can never trip (a Poisson burst fills the window in 0.35% of windows); set min_requests to at most 5, or consecutive_failures for a key this quiet
+	// reports.Export  (1 calls/s, p50 30ms, p99 90ms, 0% errors, deadline 1s, rtt 1ms; policy default)
+	//   error    never_trips             min_requests 20 > 1 calls/s × 5s window = 5 calls: the window's rules can never trip (a trip within a 10-minute outage is below 0.1% likely: analytic bound 0.033%); set min_requests to at most 2, or consecutive_failures for a key this quiet
 	//
 	// 1 error, 0 warnings, 5 notes
+	// analytic numbers assume: steady Poisson arrivals at each period's rate, independent failures at its error ratio, lognormal latency; times to trip from expected counts (fluid), false trips from the rate of failures that cross the line, through the cooldowns and the refill of the window after a close
 	// do not ship
 }
 
@@ -68,5 +69,5 @@ func ExampleTimeToTrip() {
 	// opens 4.03125s true into 40% errors + 20% timeouts
 	// opens 0s false into 30% errors
 	// healthy trips a day below one in a million: true
-	// 242 false trips a day
+	// 217 false trips a day
 }

@@ -22,6 +22,7 @@ var goldenCases = []struct {
 	want []string
 }{
 	{"never_trips", []string{CheckNeverTrips}},
+	{"trips_on_bursts", []string{CheckTripsOnBursts, CheckFaultTimeToTrip}},
 	{"never_trips_consecutive", []string{CheckNeverTrips, CheckTimeToTrip}},
 	{"no_traffic", []string{CheckNeverTrips}},
 	{"per_target_never_trips", []string{CheckPerTargetNeverTrips}},
@@ -67,7 +68,7 @@ func runGolden(t *testing.T, name string) (*Report, []byte) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := Group(gp, w, Options{})
+	r, err := Group(gp, w, Options{SimCalls: goldenSimCalls})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -124,7 +125,7 @@ func TestGolden_CoverEveryCheck(t *testing.T) {
 		}
 	}
 	for _, check := range []string{
-		CheckNeverTrips, CheckPerTargetNeverTrips, CheckFalseTrips, CheckTimeToTrip, CheckFaultTimeToTrip,
+		CheckNeverTrips, CheckTripsOnBursts, CheckPerTargetNeverTrips, CheckFalseTrips, CheckTimeToTrip, CheckFaultTimeToTrip,
 		CheckTimeoutBelowP99, CheckTimeoutDeadline, CheckTimeoutBelowRTT, CheckNoTimeout,
 		CheckProbeShare, CheckProbePass, CheckNoBackoff, CheckBackoffCap, CheckNoJitter, CheckUnchecked,
 	} {
@@ -160,3 +161,7 @@ func TestLatency_QuantileGivesBackP50AndP99(t *testing.T) {
 		t.Errorf("no latency given: quantile = %v, want 0", got)
 	}
 }
+
+// goldenSimCalls keeps the golden cases' simulations short: their
+// figures are pinned for this budget and the default seed.
+const goldenSimCalls = 10_000

@@ -146,31 +146,119 @@ func bucketWidth(p breaker.Policy) time.Duration {
 const phases = 5
 
 // FalseTripsPerDay is the expected number of times per day that a breaker
-// under policy p trips on traffic t while the downstream is healthy, at
-// the traffic's baseline error ratio (plus the share of calls slower than
-// the timeout, from the latency's lognormal fit). It adds the rates of the
-// trip rules, so it errs high when two rules trip on the same excursion,
-// but never says more trips than there are failures and slow calls.
-// See docs/checking-policies.md for the formula.
+// under policy p trips on steady traffic t while the downstream is
+// healthy, at the traffic's baseline error ratio (plus the share of calls
+// slower than the timeout, from the latency's lognormal fit). It follows
+// the breaker through its cycle: closed until a trip, open for the
+// cooldown (doubled on a trip within MaxOpenFor of the last close), the
+// probes, and closed again with an empty window, which at a high rate
+// reaches MinRequests within milliseconds and judges the ratio on a
+// small sample. See docs/checking-policies.md for the formula; it is the
+// analytic figure, which the checker holds against a simulation of the
+// real breaker where the two can differ (see [Group]).
 func FalseTripsPerDay(p breaker.Policy, t Traffic) float64 {
+	return falseTrips(p, t).perDay
+}
+
+// falseTripModel is the false-trip model's figures for one policy and
+// steady traffic.
+type falseTripModel struct {
+	// perDay is the expected trips a day.
+	perDay float64
+	// full is the trip rate (per second) of a closed breaker whose window
+	// is full: the rate of failures that take it over the line.
+	full float64
+	// retrip is the chance that a breaker trips again before its window,
+	// emptied by a close, is full: the small-sample trips.
+	retrip float64
+}
+
+func falseTrips(p breaker.Policy, t Traffic) falseTripModel {
 	if t.Rate <= 0 || p.Window <= 0 {
-		return 0
+		return falseTripModel{}
 	}
 	b := baselineOf(p, t)
-	perSec := windowTripRate(t.Rate, b.fail, p.ErrorRatio, p.ErrorCount, p.MinRequests, p.Window, bucketWidth(p))
-	if p.SlowCall > 0 {
-		perSec += windowTripRate(t.Rate, b.slow, p.SlowRatio, 0, p.MinRequests, p.Window, bucketWidth(p))
+	// hazard is the trip rate of a closed breaker whose window has held
+	// calls for s seconds (s ≥ Window: a full window).
+	width := bucketWidth(p)
+	hazard := func(s float64) float64 {
+		var r float64
+		if s >= p.Window.Seconds() {
+			r = windowTripRate(t.Rate, b.fail, p.ErrorRatio, p.ErrorCount, p.MinRequests, p.Window, width)
+			if p.SlowCall > 0 {
+				r += windowTripRate(t.Rate, b.slow, p.SlowRatio, 0, p.MinRequests, p.Window, width)
+			}
+		} else {
+			r = b.fail * t.Rate * ruleChance(t.Rate*b.fail*s, t.Rate*(1-b.fail)*s, p.ErrorRatio, p.ErrorCount, p.MinRequests)
+			if p.SlowCall > 0 {
+				r += b.slow * t.Rate * ruleChance(t.Rate*b.slow*s, t.Rate*(1-b.slow)*s, p.SlowRatio, 0, p.MinRequests)
+			}
+		}
+		if c := p.ConsecutiveFailures; c > 0 && b.fail > 0 {
+			// A run reaches c failures at a rate of λ·(1-p)·p^c: a call
+			// that is not a failure, then c failures.
+			r += t.Rate * (1 - b.fail) * math.Pow(b.fail, float64(c))
+		}
+		// A trip is decided on a failure or a slow call, so there are
+		// no more of them than of those.
+		return min(r, t.Rate*min(1, b.fail+b.slow))
 	}
-	if c := p.ConsecutiveFailures; c > 0 && b.fail > 0 {
-		// A run reaches c failures at a rate of λ·(1-p)·p^c: a call that
-		// is not a failure, then c failures.
-		perSec += t.Rate * (1 - b.fail) * math.Pow(b.fail, float64(c))
+	m := falseTripModel{full: hazard(p.Window.Seconds())}
+	// The window's first Window after a close, in steps that are fine
+	// where the hazard moves fast: the window's first calls.
+	const steps = 200
+	w := p.Window.Seconds()
+	var cum, closed float64 // ∫hazard, ∫survival
+	prev := 0.0
+	for i := 1; i <= steps; i++ {
+		s := w * math.Pow(float64(i)/steps, 3)
+		mid := (prev + s) / 2
+		h := hazard(mid)
+		surv := math.Exp(-cum)
+		cum += h * (s - prev)
+		closed += (surv + math.Exp(-cum)) / 2 * (s - prev)
+		prev = s
 	}
-	// A trip is decided on a failure or a slow call, so there are no more
-	// of them than of those; the sum of the rules' rates can say more
-	// when nearly every call fails.
-	perSec = min(perSec, t.Rate*min(1, b.fail+b.slow))
-	return perSec * 86400
+	survW := math.Exp(-cum)
+	m.retrip = 1 - survW
+	if m.full <= 0 && survW > 0 {
+		return m // a breaker that survives the refill never trips again
+	}
+	// The expected time closed, from a close to the next trip, and the
+	// chance that it is shorter than MaxOpenFor (so the next cooldown is
+	// doubled).
+	meanClosed := closed
+	if m.full > 0 {
+		meanClosed += survW / m.full
+	}
+	stable := p.MaxOpenFor.Seconds()
+	var short float64 // P(closed < MaxOpenFor)
+	if stable <= w {
+		short = 1 - math.Exp(-cum*stable/w) // the hazard taken as even: an estimate
+	} else {
+		short = 1 - survW*math.Exp(-m.full*(stable-w))
+	}
+	// The doublings at a trip form a chain: up by one on a short spell
+	// closed, back to 0 on a long one. The cooldown is min(OpenFor·2^d,
+	// MaxOpenFor) (jitter has mean 1), then the probes arrive, Probes
+	// calls at the key's rate.
+	probes := float64(p.Probes) / t.Rate
+	var cycle, share float64
+	for d := 0; ; d++ {
+		cool := math.Min(p.OpenFor.Seconds()*math.Pow(2, float64(d)), p.MaxOpenFor.Seconds())
+		pd := math.Pow(short, float64(d)) * (1 - short) // P(d doublings)
+		if cool >= p.MaxOpenFor.Seconds() || d > 60 {
+			pd = math.Pow(short, float64(d)) // the cap holds the rest
+			cycle += pd * cool
+			share += pd
+			break
+		}
+		cycle += pd * cool
+		share += pd
+	}
+	cycle = cycle/share + probes + meanClosed
+	m.perDay = 86400 / cycle
+	return m
 }
 
 // windowTripRate is the rate, per second, of the marked calls (failures,
@@ -443,7 +531,8 @@ func windowTimeToTrip(p breaker.Policy, rate float64, b baseline, fe, ft, h floa
 
 // runTimeToTrip is the expected time for a run of c failures in a row. A
 // run of c events of probability q each, in independent trials, takes
-// (1-q^c)/((1-q)·q^c) trials on average. Before the first timeouts are
+// (1-q^c)/((1-q)·q^c) trials on average, and the n-th counted call comes
+// n gaps of the counted calls after the fault begins. Before the first timeouts are
 // cut (one effective timeout into the fault), the counted calls are the
 // errors and the healthy calls; after, every call.
 func runTimeToTrip(c int, rate, fe, ft, h, fail0 float64, te time.Duration) (time.Duration, bool) {
@@ -459,7 +548,9 @@ func runTimeToTrip(c int, rate, fe, ft, h, fail0 float64, te time.Duration) (tim
 	early := fe + h
 	if early > 0 {
 		q := (fe + h*fail0) / early
-		if d := (wait(q) - 1) / (rate * early); ft == 0 || d <= te.Seconds() {
+		// The run's last failure is the wait(q)-th counted call, the
+		// first of which comes a gap after the fault begins.
+		if d := wait(q) / (rate * early); ft == 0 || d <= te.Seconds() {
 			if math.IsInf(d, 1) || d > maxSeconds {
 				return 0, false
 			}
@@ -469,7 +560,7 @@ func runTimeToTrip(c int, rate, fe, ft, h, fail0 float64, te time.Duration) (tim
 	if ft == 0 {
 		return 0, false
 	}
-	d := te.Seconds() + (wait(fe+ft+h*fail0)-1)/rate
+	d := te.Seconds() + wait(fe+ft+h*fail0)/rate
 	if math.IsInf(d, 1) || d > maxSeconds {
 		return 0, false
 	}

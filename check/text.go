@@ -45,6 +45,15 @@ func (r *Report) WriteText(w io.Writer, min Severity) error {
 		}
 	}
 	fmt.Fprintf(bw, "\n%s, %s, %s\n", plural(r.Count(Error), "error"), plural(r.Count(Warning), "warning"), plural(r.Count(Info), "note"))
+	// What the numbers shown rest on, once per source.
+	for _, src := range []string{SourceAnalytic, SourceSimulated, SourceTrace} {
+		for _, f := range r.Findings {
+			if f.Severity >= min && f.Source == src && r.Assumptions[src] != "" {
+				fmt.Fprintf(bw, "%s numbers assume: %s\n", src, r.Assumptions[src])
+				break
+			}
+		}
+	}
 	return bw.Flush()
 }
 

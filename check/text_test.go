@@ -22,7 +22,7 @@ func TestReport_WriteTextEscapesKeysThatDoNotShowAsThemselves(t *testing.T) {
 		"pricing.Get\u200b": breaker.DefaultPolicy(),
 	}}
 	w := Workload{Keys: map[string]Traffic{poser: {Rate: 0.01}, "orders.Create\xff": {Rate: 0.01}}}
-	r, err := Group(gp, w, Options{})
+	r, err := Group(gp, w, Options{SimCalls: 50_000})
 	require.NoError(t, err)
 	var out bytes.Buffer
 	require.NoError(t, r.WriteText(&out, Info))

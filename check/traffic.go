@@ -55,6 +55,135 @@ type Traffic struct {
 	// Fallback says the caller answers without this call when it fails
 	// or is refused, used by suggestions.
 	Fallback bool `json:"fallback"`
+
+	// Profile is the key's day, if its traffic is not steady: periods of
+	// the day, each with its own rate and error ratio, the first from
+	// midnight, each lasting until the next begins (the last until
+	// midnight), at most MaxPeriods. With a profile, Rate and ErrorRatio
+	// are the day's means, computed from it when the traffic is decoded
+	// or checked. The checker judges each period and reports the worst.
+	Profile []Period `json:"profile,omitempty"`
+	// Bursts are error bursts on top of the error ratio; the zero value
+	// is none.
+	Bursts Bursts `json:"bursts"`
+	// Batch is the mean number of calls that arrive together (a fan-out,
+	// a batch job), at least 1; 0 means 1, calls arriving one by one.
+	// Batch sizes are taken as geometric with this mean.
+	Batch float64 `json:"batch"`
+}
+
+// Period is a stretch of a key's day with a rate and an error ratio of
+// its own. As JSON: {"from": "06:00", "rate": 9.5, "error_ratio": 0.05}.
+type Period struct {
+	// From is when the period begins, as a time of day, in [0, 24h).
+	From time.Duration `json:"from"`
+	// Rate and ErrorRatio are as in Traffic, for this period.
+	Rate       float64 `json:"rate"`
+	ErrorRatio float64 `json:"error_ratio"`
+}
+
+// Bursts describes error bursts: PerDay times a day on average, at
+// random, for Length each, the calls fail at ErrorRatio instead of the
+// period's. As JSON: {"per_day": 6, "length": "5m", "error_ratio": 0.42}.
+type Bursts struct {
+	PerDay     float64       `json:"per_day"`
+	Length     time.Duration `json:"length"`
+	ErrorRatio float64       `json:"error_ratio"`
+}
+
+// MaxPeriods bounds a profile's periods: one a minute.
+const MaxPeriods = 1440
+
+// day is the length of a profile.
+const day = 24 * time.Hour
+
+// steady says that t has neither a profile, nor bursts, nor batches.
+func (t Traffic) steady() bool {
+	return len(t.Profile) == 0 && t.Bursts.PerDay == 0 && t.Batch <= 1
+}
+
+// periodSpan is a period of a day with where it ends, since the midnight
+// the simulation began from; end is -1 for steady traffic.
+type periodSpan struct {
+	Period
+	end time.Duration
+}
+
+// periodAt is the period at time at (since a midnight).
+func (t Traffic) periodAt(at time.Duration) periodSpan {
+	if len(t.Profile) == 0 {
+		return periodSpan{Period{Rate: t.Rate, ErrorRatio: t.ErrorRatio}, -1}
+	}
+	midnight := at - at%day
+	tod := at % day
+	i := len(t.Profile) - 1
+	for i > 0 && t.Profile[i].From > tod {
+		i--
+	}
+	end := day
+	if i+1 < len(t.Profile) {
+		end = t.Profile[i+1].From
+	}
+	return periodSpan{t.Profile[i], midnight + end}
+}
+
+// periodLength is how long period i of t's profile lasts.
+func (t Traffic) periodLength(i int) time.Duration {
+	if i+1 < len(t.Profile) {
+		return t.Profile[i+1].From - t.Profile[i].From
+	}
+	return day - t.Profile[i].From
+}
+
+// withMeans sets t's Rate and ErrorRatio to its profile's day means.
+func (t Traffic) withMeans() Traffic {
+	if len(t.Profile) == 0 {
+		return t
+	}
+	var calls, fails float64
+	for i, p := range t.Profile {
+		n := p.Rate * t.periodLength(i).Seconds()
+		calls += n
+		fails += n * p.ErrorRatio
+	}
+	t.Rate = calls / day.Seconds()
+	t.ErrorRatio = 0
+	if calls > 0 {
+		t.ErrorRatio = fails / calls
+	}
+	return t
+}
+
+// clock formats a time of day as 15:04 (or 15:04:05).
+func clockOf(d time.Duration) string {
+	h, m, s := int(d/time.Hour), int(d%time.Hour/time.Minute), int(d%time.Minute/time.Second)
+	if s != 0 {
+		return fmt.Sprintf("%02d:%02d:%02d", h, m, s)
+	}
+	return fmt.Sprintf("%02d:%02d", h, m)
+}
+
+// parseClock reads a time of day, "06:00" or "06:30:15", in [0, 24h).
+func parseClock(s string) (time.Duration, bool) {
+	parts := strings.Split(s, ":")
+	if len(parts) < 2 || len(parts) > 3 {
+		return 0, false
+	}
+	var v [3]int
+	for i, p := range parts {
+		if len(p) != 2 {
+			return 0, false
+		}
+		n, err := strconv.Atoi(p)
+		if err != nil || n < 0 {
+			return 0, false
+		}
+		v[i] = n
+	}
+	if v[0] > 23 || v[1] > 59 || v[2] > 59 {
+		return 0, false
+	}
+	return time.Duration(v[0])*time.Hour + time.Duration(v[1])*time.Minute + time.Duration(v[2])*time.Second, true
 }
 
 // Workload is the traffic of a group's keys: the traffic document the
@@ -90,6 +219,10 @@ const (
 	// MaxKeys bounds the keys of a workload, which the checker judges
 	// one by one.
 	MaxKeys = 10_000
+	// MaxBurstsPerDay bounds Bursts.PerDay: one a second.
+	MaxBurstsPerDay = 86_400
+	// MaxBatch bounds Traffic.Batch.
+	MaxBatch = 100_000
 )
 
 // TrafficError lists every problem of a traffic document or value, by path.
@@ -164,6 +297,48 @@ func (t Traffic) check(p *problems, prefix string) {
 	if t.Workers < 0 || t.Workers > MaxWorkers {
 		p.add(prefix+"workers", "must be in [0, %d], got %d", MaxWorkers, t.Workers)
 	}
+	if len(t.Profile) > MaxPeriods {
+		p.add(prefix+"profile", "at most %d periods, got %d", MaxPeriods, len(t.Profile))
+	}
+	for i, per := range t.Profile {
+		if i == MaxPeriods {
+			break
+		}
+		path := fmt.Sprintf("%sprofile[%d].", prefix, i)
+		switch {
+		case i == 0 && per.From != 0:
+			p.add(path+"from", "the first period must begin at 00:00, got %v", per.From)
+		case per.From < 0 || per.From >= day:
+			p.add(path+"from", "must be a time of day in [00:00, 24:00), got %v", per.From)
+		case i > 0 && per.From <= t.Profile[i-1].From:
+			p.add(path+"from", "must be after the period before (%s), got %s", clockOf(t.Profile[i-1].From), clockOf(per.From))
+		}
+		if math.IsNaN(per.Rate) || per.Rate < 0 || per.Rate > MaxRate {
+			p.add(path+"rate", "must be in [0, %d] calls per second, got %v", MaxRate, per.Rate)
+		}
+		if math.IsNaN(per.ErrorRatio) || per.ErrorRatio < 0 || per.ErrorRatio >= 1 {
+			p.add(path+"error_ratio", "must be in [0, 1), got %v", per.ErrorRatio)
+		}
+	}
+	b := t.Bursts
+	if math.IsNaN(b.PerDay) || b.PerDay < 0 || b.PerDay > MaxBurstsPerDay {
+		p.add(prefix+"bursts.per_day", "must be in [0, %d], got %v", MaxBurstsPerDay, b.PerDay)
+	}
+	if b.Length < 0 || b.Length > day {
+		p.add(prefix+"bursts.length", "must be in [0, 24h], got %v", b.Length)
+	}
+	if math.IsNaN(b.ErrorRatio) || b.ErrorRatio < 0 || b.ErrorRatio >= 1 {
+		p.add(prefix+"bursts.error_ratio", "must be in [0, 1), got %v", b.ErrorRatio)
+	}
+	if b.PerDay > 0 && (b.Length <= 0 || b.ErrorRatio <= 0) {
+		p.add(prefix+"bursts", "bursts per_day %v need a length and an error_ratio above 0", b.PerDay)
+	}
+	if b.PerDay > 0 && b.Length > 0 && b.PerDay*b.Length.Seconds() > day.Seconds() {
+		p.add(prefix+"bursts", "%v bursts of %v a day last longer than a day", b.PerDay, b.Length)
+	}
+	if math.IsNaN(t.Batch) || t.Batch < 0 || (t.Batch > 0 && t.Batch < 1) || t.Batch > MaxBatch {
+		p.add(prefix+"batch", "must be 0 (calls one by one) or in [1, %d] calls an arrival, got %v", MaxBatch, t.Batch)
+	}
 }
 
 // Validate reports every problem of w by path, or nil.
@@ -204,6 +379,7 @@ func ParseWorkload(data []byte) (Workload, error) {
 	// encodes to.
 	if raw, ok := top.get("defaults"); ok && !isNull(raw) {
 		decodeTraffic(&p, &w.Defaults, raw, "defaults.")
+		w.Defaults = w.Defaults.withMeans()
 	}
 	if raw, ok := top.get("keys"); ok && !isNull(raw) {
 		var list []member
@@ -217,6 +393,7 @@ func ParseWorkload(data []byte) (Workload, error) {
 			}
 			t := w.Defaults
 			decodeTraffic(&p, &t, m.raw, keyPath(m.name))
+			t = t.withMeans()
 			if w.Keys == nil {
 				w.Keys = make(map[string]Traffic)
 			}
@@ -297,6 +474,96 @@ func members(p *problems, data []byte, path string) *object {
 	return o
 }
 
+// decodeProfile reads a profile: a list of periods.
+func decodeProfile(p *problems, t *Traffic, data []byte, path string) {
+	var list []json.RawMessage
+	if err := json.Unmarshal(data, &list); err != nil {
+		p.add(path, "must be a list of periods such as [{\"from\": \"00:00\", \"rate\": 2}]")
+		return
+	}
+	if len(list) > MaxPeriods {
+		p.add(path, "at most %d periods, got %d", MaxPeriods, len(list))
+		return
+	}
+	if len(list) == 0 {
+		p.add(path, "a profile needs at least one period; leave it out for steady traffic")
+		return
+	}
+	for i, raw := range list {
+		ppath := fmt.Sprintf("%s[%d]", path, i)
+		o := members(p, raw, ppath)
+		if o == nil {
+			continue
+		}
+		per := Period{}
+		hasFrom, hasRate := false, false
+		for _, m := range o.list {
+			var err error
+			switch m.name {
+			case "from":
+				hasFrom = true
+				var str string
+				if json.Unmarshal(m.raw, &str) != nil {
+					p.add(ppath+".from", `must be a time of day such as "06:00"`)
+					continue
+				}
+				d, ok := parseClock(str)
+				if !ok {
+					if len(str) > 40 {
+						str = str[:40] + "…"
+					}
+					p.add(ppath+".from", `must be a time of day from "00:00" to "23:59:59", got %q`, str)
+					continue
+				}
+				per.From = d
+			case "rate":
+				hasRate = true
+				err = json.Unmarshal(m.raw, &per.Rate)
+			case "error_ratio":
+				err = json.Unmarshal(m.raw, &per.ErrorRatio)
+			default:
+				p.add(ppath+"."+quoteName(m.name), `unknown field; a period has "from", "rate" and "error_ratio"`)
+				continue
+			}
+			if err != nil {
+				p.add(ppath+"."+m.name, "%s", typeProblem(m.name, err))
+			}
+		}
+		if !hasFrom {
+			p.add(ppath+".from", "missing: when the period begins")
+		}
+		if !hasRate {
+			p.add(ppath+".rate", "missing: the period's calls per second")
+		}
+		t.Profile = append(t.Profile, per)
+	}
+}
+
+// decodeBursts reads error bursts.
+func decodeBursts(p *problems, b *Bursts, data []byte, path string) {
+	o := members(p, data, path)
+	if o == nil {
+		return
+	}
+	for _, m := range o.list {
+		var err error
+		switch m.name {
+		case "per_day":
+			err = json.Unmarshal(m.raw, &b.PerDay)
+		case "length":
+			b.Length, err = duration(m.raw)
+		case "error_ratio":
+			err = json.Unmarshal(m.raw, &b.ErrorRatio)
+		default:
+			p.add(path+"."+quoteName(m.name), `unknown field; bursts have "per_day", "length" and "error_ratio"`)
+			continue
+		}
+		if err != nil {
+			p.add(path+"."+m.name, "%s", typeProblem(m.name, err))
+		}
+	}
+}
+
 // decodeTraffic lays the members of one traffic object onto t.
 func decodeTraffic(p *problems, t *Traffic, data []byte, prefix string) {
 	o := members(p, data, strings.TrimSuffix(prefix, "."))
@@ -327,6 +594,15 @@ func decodeTraffic(p *problems, t *Traffic, data []byte, prefix string) {
 			err = json.Unmarshal(m.raw, &t.Workers)
 		case "fallback":
 			err = json.Unmarshal(m.raw, &t.Fallback)
+		case "profile":
+			t.Profile = nil
+			decodeProfile(p, t, m.raw, path)
+			continue
+		case "bursts":
+			decodeBursts(p, &t.Bursts, m.raw, path)
+			continue
+		case "batch":
+			err = json.Unmarshal(m.raw, &t.Batch)
 		default:
 			p.add(prefix+quoteName(m.name), "unknown field")
 			continue
@@ -359,7 +635,7 @@ func typeProblem(name string, err error) string {
 
 func want(name string) string {
 	switch name {
-	case "rate", "error_ratio":
+	case "rate", "error_ratio", "batch", "per_day":
 		return "a number"
 	case "targets", "instances", "workers":
 		return "a whole number"
@@ -386,19 +662,34 @@ func duration(raw json.RawMessage) (time.Duration, error) {
 	return d, nil
 }
 
+type period struct {
+	From       string  `json:"from"`
+	Rate       float64 `json:"rate"`
+	ErrorRatio float64 `json:"error_ratio"`
+}
+
+type bursts struct {
+	PerDay     float64 `json:"per_day"`
+	Length     string  `json:"length"`
+	ErrorRatio float64 `json:"error_ratio"`
+}
+
 // MarshalJSON writes t in the document's form, durations as strings.
 func (t Traffic) MarshalJSON() ([]byte, error) {
 	type plain struct {
-		Rate       float64 `json:"rate"`
-		P50        string  `json:"p50,omitempty"`
-		P99        string  `json:"p99,omitempty"`
-		ErrorRatio float64 `json:"error_ratio"`
-		Deadline   string  `json:"deadline,omitempty"`
-		RTT        string  `json:"rtt,omitempty"`
-		Targets    int     `json:"targets,omitempty"`
-		Instances  int     `json:"instances,omitempty"`
-		Workers    int     `json:"workers,omitempty"`
-		Fallback   bool    `json:"fallback,omitempty"`
+		Rate       float64  `json:"rate"`
+		P50        string   `json:"p50,omitempty"`
+		P99        string   `json:"p99,omitempty"`
+		ErrorRatio float64  `json:"error_ratio"`
+		Deadline   string   `json:"deadline,omitempty"`
+		RTT        string   `json:"rtt,omitempty"`
+		Targets    int      `json:"targets,omitempty"`
+		Instances  int      `json:"instances,omitempty"`
+		Workers    int      `json:"workers,omitempty"`
+		Fallback   bool     `json:"fallback,omitempty"`
+		Profile    []period `json:"profile,omitempty"`
+		Bursts     *bursts  `json:"bursts,omitempty"`
+		Batch      float64  `json:"batch,omitempty"`
 	}
 	str := func(d time.Duration) string {
 		if d == 0 {
@@ -406,7 +697,14 @@ func (t Traffic) MarshalJSON() ([]byte, error) {
 		}
 		return d.String()
 	}
-	return json.Marshal(plain{t.Rate, str(t.P50), str(t.P99), t.ErrorRatio, str(t.Deadline), str(t.RTT), t.Targets, t.Instances, t.Workers, t.Fallback})
+	out := plain{t.Rate, str(t.P50), str(t.P99), t.ErrorRatio, str(t.Deadline), str(t.RTT), t.Targets, t.Instances, t.Workers, t.Fallback, nil, nil, t.Batch}
+	for _, p := range t.Profile {
+		out.Profile = append(out.Profile, period{clockOf(p.From), p.Rate, p.ErrorRatio})
+	}
+	if t.Bursts != (Bursts{}) {
+		out.Bursts = &bursts{t.Bursts.PerDay, str(t.Bursts.Length), t.Bursts.ErrorRatio}
+	}
+	return json.Marshal(out)
 }
 
 // FromSnapshot measures a workload from a running group's snapshot (the
@@ -485,6 +783,7 @@ func (t *Traffic) UnmarshalJSON(data []byte) error {
 	if err := p.err(); err != nil {
 		return err
 	}
+	u = u.withMeans()
 	if err := u.Validate(); err != nil {
 		return err
 	}

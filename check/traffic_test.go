@@ -170,7 +170,7 @@ func TestGroup_FindingsHoldOnAnyInput(t *testing.T) {
 		if p.Validate() != nil || tr.Validate() != nil {
 			t.Skip("invalid draw")
 		}
-		r, err := Group(breaker.GroupPolicy{Default: p}, Workload{Keys: map[string]Traffic{"k": tr}}, Options{})
+		r, err := Group(breaker.GroupPolicy{Default: p}, Workload{Keys: map[string]Traffic{"k": tr}}, Options{SimCalls: 2_000})
 		if err != nil {
 			t.Fatal(err)
 		}

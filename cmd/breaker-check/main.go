@@ -35,6 +35,7 @@ import (
 	"math"
 	"net/http"
 	"os"
+	"sort"
 	"strings"
 	"time"
 
@@ -72,6 +73,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		top         = fs.Int("top", 3, "how many candidates -suggest prints per key")
 		seed        = fs.Uint64("seed", 1, "the replay's seed; the same seed gives the same suggestions")
 		faultFor    = fs.Duration("fault-for", 20*time.Second, "how long the fault lasts in the -suggest replay")
+		traceFile   = fs.String("trace", "", "a recorded trace (`file`, calltrace JSON lines): run the real breaker under each key's policy over it and count its trips")
+		simCalls    = fs.Int("sim-calls", check.DefaultSimCalls, "the most calls one simulated estimate makes; -1 turns simulation off")
 	)
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "usage: breaker-check -policy file (-traffic file | -snapshot file-or-url) [flags]\n\n")
@@ -99,8 +102,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if err := gate.UnmarshalText([]byte(*failOn)); err != nil {
 		return fail("-fail-on: want info, warning or error, got %q", *failOn)
 	}
+	if *traceFile != "" {
+		if *policyFile == "" {
+			return fail("-trace needs -policy, the policies to run over the trace")
+		}
+		return runTrace(*traceFile, *policyFile, *asJSON, stdout, fail)
+	}
 	if *trafficFile == "" && *snapshot == "" {
-		return fail("give -traffic, -snapshot or both (see -h)")
+		return fail("give -traffic, -snapshot, both, or -trace (see -h)")
 	}
 	if *policyFile == "" && *snapshot == "" {
 		return fail("give -policy, or -snapshot to check the policies a service runs (see -h)")
@@ -154,7 +163,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return fail("%s: %v", *policyFile, err)
 		}
 	}
-	opt := check.Options{Fault: check.Fault{Errors: *faultErr, Timeouts: *faultTO}, MaxFalseTripsPerDay: *maxFalse}
+	if *simCalls == 0 || *simCalls < -1 {
+		return fail("-sim-calls must be positive, or -1 for no simulation, got %d", *simCalls)
+	}
+	opt := check.Options{Fault: check.Fault{Errors: *faultErr, Timeouts: *faultTO}, MaxFalseTripsPerDay: *maxFalse, SimCalls: *simCalls, Seed: *seed}
 	if opt.Fault == (check.Fault{}) {
 		return fail("-fault-errors and -fault-timeouts are both 0: there is no fault to judge")
 	}
@@ -220,6 +232,56 @@ func run(args []string, stdout, stderr io.Writer) int {
 		if f.Severity >= gate {
 			return exitFindings
 		}
+	}
+	return exitOK
+}
+
+// maxTrace is the most the command reads of a trace.
+const maxTrace = 4 << 30
+
+// runTrace judges the policies of policyFile against the trace in
+// traceFile: the real breaker over the recorded calls, no model.
+func runTrace(traceFile, policyFile string, asJSON bool, stdout io.Writer, fail func(string, ...any) int) int {
+	data, err := readInput("-policy", policyFile, breaker.MaxPolicyDocumentSize)
+	if err != nil {
+		return fail("%v", err)
+	}
+	gp, err := breaker.ParseGroupPolicy(data)
+	if err != nil {
+		return fail("%s: %v", policyFile, err)
+	}
+	f, err := os.Open(traceFile)
+	if err != nil {
+		return fail("-trace: %v", err)
+	}
+	defer f.Close()
+	keys, err := check.Trace(io.LimitReader(f, maxTrace), gp)
+	if err != nil {
+		return fail("%s: %v", traceFile, err)
+	}
+	if asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(struct {
+			Source string           `json:"source"`
+			Keys   []check.TraceKey `json:"keys"`
+		}{check.SourceTrace, keys}); err != nil {
+			return fail("%v", err)
+		}
+		return exitOK
+	}
+	fmt.Fprintf(stdout, "ran the real breaker over %s (numbers from the trace: no model; calls the recorded breaker refused are told to the policy as ignored)\n", traceFile)
+	for _, k := range keys {
+		fmt.Fprintf(stdout, "\n%s  (%d calls over %v, %d failed, %d refused when recorded)\n", ops.Printable(k.Key), k.Calls, k.Span.Round(time.Second), k.Failures, k.Unknown)
+		fmt.Fprintf(stdout, "  trips %d, false trips %d (%s a day)\n", k.Trips, k.FalseTrips, fmtNum(k.FalseTripsPerDay()))
+		fmt.Fprintf(stdout, "  faults %d (seconds failing at error_ratio or more), caught %d", k.Faults, k.Caught)
+		if len(k.TimesToTrip) > 0 {
+			ts := append([]time.Duration(nil), k.TimesToTrip...)
+			sort.Slice(ts, func(i, j int) bool { return ts[i] < ts[j] })
+			fmt.Fprintf(stdout, "; time to trip median %v, p90 %v, max %v", ts[(len(ts)-1)/2].Round(time.Millisecond),
+				ts[min(len(ts)-1, int(math.Ceil(0.9*float64(len(ts))))-1)].Round(time.Millisecond), ts[len(ts)-1].Round(time.Millisecond))
+		}
+		fmt.Fprintln(stdout)
 	}
 	return exitOK
 }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/govkit/breaker"
+	"github.com/govkit/breaker/calltrace"
 	"github.com/govkit/breaker/check"
 	"github.com/govkit/breaker/internal/testutil"
 	"github.com/govkit/breaker/ops"
@@ -29,7 +30,15 @@ func TestMain(m *testing.M) {
 }
 
 // runCmd runs the command with args and returns its exit code and output.
+// Its checks simulate with a small budget (-sim-calls), which the race
+// detector would otherwise make the bulk of these tests' time; runFull
+// runs the command as given.
 func runCmd(t *testing.T, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	return testutil.RunCommand(t, run, append([]string{"-sim-calls", "20000"}, args...)...)
+}
+
+func runFull(t *testing.T, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
 	return testutil.RunCommand(t, run, args...)
 }
@@ -44,7 +53,7 @@ func golden(t *testing.T, name, got string) {
 // service's policy document (testdata/service-policy.json is a copy of
 // the one in examples/service) against a description of its traffic.
 func TestServicePolicy(t *testing.T) {
-	code, stdout, stderr := runCmd(t, "-policy", "testdata/service-policy.json", "-traffic", "testdata/service-traffic.json")
+	code, stdout, stderr := runFull(t, "-policy", "testdata/service-policy.json", "-traffic", "testdata/service-traffic.json")
 	require.Equal(t, exitOK, code, stderr)
 	golden(t, "service.golden", stdout)
 	assert.Contains(t, stdout, "timeout_below_p99")
@@ -83,7 +92,7 @@ func TestBadInput(t *testing.T) {
 		args []string
 		want string
 	}{
-		{"no traffic", []string{"-policy", def}, "give -traffic, -snapshot or both"},
+		{"no traffic", []string{"-policy", def}, "give -traffic, -snapshot, both, or -trace"},
 		{"no policy", []string{"-traffic", traffic}, "give -policy, or -snapshot"},
 		{"bad policy", []string{"-policy", testutil.WriteFile(t, "p.json", `{"default": {"window": "-1s"}}`), "-traffic", traffic}, "default.window: must be positive"},
 		{"bad traffic", []string{"-policy", def, "-traffic", testutil.WriteFile(t, "t.json", `{"keys": {"a": {"p99": "soon"}}}`)}, `keys["a"].p99: must be a duration string`},
@@ -92,6 +101,8 @@ func TestBadInput(t *testing.T) {
 		{"bad fault", []string{"-policy", def, "-traffic", traffic, "-fault-errors", "0.9"}, "add up to at most 1"},
 		{"no fault", []string{"-policy", def, "-traffic", traffic, "-fault-errors", "0", "-fault-timeouts", "0"}, "no fault to judge"},
 		{"argument", []string{"-policy", def, "-traffic", traffic, "extra"}, `unexpected argument "extra"`},
+		{"bad sim calls", []string{"-policy", def, "-traffic", traffic, "-sim-calls", "0"}, "-sim-calls must be positive, or -1 for no simulation, got 0"},
+		{"bad trace", []string{"-policy", def, "-trace", testutil.WriteFile(t, "bad.jsonl", "{\"t\":1}\n")}, "line 1"},
 		{"unknown key", []string{"-policy", def, "-traffic", traffic, "-suggest", "-key", "b"}, `-key: "b" has no traffic described`},
 		{"bad snapshot", []string{"-snapshot", testutil.WriteFile(t, "s.json", `[1]`)}, "not a /breakers snapshot"},
 	} {
@@ -389,4 +400,34 @@ func TestInputFiles_AreReadOnlySoFar(t *testing.T) {
 		assert.Equal(t, exitUsage, code)
 		assert.Contains(t, testutil.FirstLine(stderr), c.want)
 	}
+}
+
+// -trace runs the real breaker over a recorded trace: the recorded fault
+// is caught, with its time to trip, and the numbers are said to come from
+// the trace.
+func TestTrace_JudgesAPolicyAgainstRecordedCalls(t *testing.T) {
+	var sb strings.Builder
+	t0 := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	for i := 0; i < 40*120; i++ { // 40 calls/s for two minutes, every call failing in the second;
+		// the window holds 200 healthy calls when the fault begins, so
+		// half of it fails 2.5 s in
+		at := time.Duration(i) * time.Second / 40
+		o := breaker.Success
+		if at >= time.Minute {
+			o = breaker.Failure
+		}
+		sb.Write(calltrace.Record{Time: t0.Add(at), Key: "inventory.GetStock", Duration: time.Millisecond, Outcome: o}.AppendJSON(nil))
+		sb.WriteByte('\n')
+	}
+	trace := testutil.WriteFile(t, "trace.jsonl", sb.String())
+	def := testutil.WriteFile(t, "default.json", `{"default": {}}`)
+	code, stdout, stderr := runCmd(t, "-policy", def, "-trace", trace)
+	require.Equal(t, exitOK, code, stderr)
+	assert.Contains(t, stdout, "numbers from the trace")
+	assert.Contains(t, stdout, "false trips 0")
+	assert.Contains(t, stdout, "faults 1 (seconds failing at error_ratio or more), caught 1; time to trip median 2.476s")
+
+	code, _, stderr = runCmd(t, "-trace", trace)
+	assert.Equal(t, exitUsage, code)
+	assert.Contains(t, stderr, "-trace needs -policy")
 }
