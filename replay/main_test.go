@@ -30,7 +30,8 @@ var testLengths = map[string]time.Duration{
 	"seeds000":        180 * time.Second, // the breaker closes at 1:39; the chart zooms in when the action is under 40% of the run
 	"slow-only":       100 * time.Second, // the fault ends at 1:00
 	"cold-start":      200 * time.Second, // the candidate closes for good at about 2:40
-	"flapping":        250 * time.Second, // the last bad phase ends at 4:00
+	"flapping":        205 * time.Second, // seven bad phases, the last ending at 3:10
+	"drift":           12 * time.Minute,  // the hang ends at 11:20
 	"no-call-timeout": 110 * time.Second, // the gateway's breaker closes at 1:40
 }
 
