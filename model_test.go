@@ -7,9 +7,9 @@ package breaker
 // changes, resets and warmups, and compares everything observable after
 // every step. rapid shrinks a failing sequence to a short one.
 //
-// By default it runs modelChecks sequences of about modelSteps steps on a
-// step clock, and one in mockShare more on *clock.Mock: about 15 s under
-// -race on two cores. To run it longer:
+// By default it runs modelChecks sequences (a third of them under -race)
+// of about modelSteps steps on a step clock, and one in mockShare more on
+// *clock.Mock. To run it longer:
 //
 //	go test -run TestModel -rapid.checks=100000 -rapid.steps=200
 //
@@ -138,7 +138,13 @@ type modelRun struct {
 }
 
 func TestModel(t *testing.T) {
-	modelFlagDefault("rapid.checks", modelChecks)
+	checks := modelChecks
+	if raceEnabled {
+		// The race detector makes each sequence some ten times slower;
+		// scripts/stress.sh runs thousands more under it.
+		checks = modelChecks / 3
+	}
+	modelFlagDefault("rapid.checks", checks)
 	modelFlagDefault("rapid.steps", modelSteps)
 	t.Run("step", func(t *testing.T) {
 		rapid.Check(t, func(rt *rapid.T) { runModel(rt, &modelStepClock{}) })

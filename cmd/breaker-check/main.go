@@ -170,6 +170,16 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if opt.Fault == (check.Fault{}) {
 		return fail("-fault-errors and -fault-timeouts are both 0: there is no fault to judge")
 	}
+	if *suggest {
+		// Refused before the check, which may simulate every key.
+		n := len(w.Keys)
+		if *keys != "" {
+			n = len(strings.Split(*keys, ","))
+		}
+		if n > maxSuggestKeys {
+			return fail("-suggest replays each key for seconds, and %d keys are more than the %d it takes at a time: name some with -key", n, maxSuggestKeys)
+		}
+	}
 	rep, err := check.Group(gp, w, opt)
 	if err != nil {
 		return fail("%v", err)
