@@ -225,6 +225,12 @@ func TestClassifier_OneWalkAgreesWithMarkThenDefault(t *testing.T) {
 		errors.Join(Mark(errBoom, Failure), &OpenError{}),
 		errors.Join(&OpenError{}, context.DeadlineExceeded),
 		errors.Join(&OpenError{}, isDeadline{}),
+		// Leaves: no Unwrap, Timeout, Is or As (see leafOutcome).
+		ErrOpen,
+		errors.New("plain"),
+		leafErr{},
+		(*leafPtr)(nil),
+		syscall.EPIPE,
 	} {
 		want, ok := markOf(err)
 		if !ok {
@@ -233,3 +239,13 @@ func TestClassifier_OneWalkAgreesWithMarkThenDefault(t *testing.T) {
 		assert.Equal(t, want, markOrDefault(err), "%#v", err)
 	}
 }
+
+// leafErr and leafPtr are errors with no method but Error: a value, and a
+// pointer that may be a typed nil, whose Error would panic.
+type leafErr struct{}
+
+func (leafErr) Error() string { return "leaf" }
+
+type leafPtr struct{ msg string }
+
+func (e *leafPtr) Error() string { return e.msg }

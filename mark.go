@@ -83,6 +83,9 @@ func findMark(err error) (o Outcome, ok, settled bool) {
 // (a typed nil, see DefaultClassifier), goes to the two in turn, which
 // each have their own answer to a panic.
 func markOrDefault(err error) Outcome {
+	if o, ok := leafOutcome(err); ok {
+		return o
+	}
 	if o, ok := scanMarkAndTimeout(err); ok {
 		return o
 	}
@@ -90,6 +93,23 @@ func markOrDefault(err error) Outcome {
 		return m
 	}
 	return DefaultClassifier(err)
+}
+
+// leafOutcome settles an error that wraps nothing and has none of the
+// methods classification asks (Unwrap, Timeout, Is, As): it carries no
+// mark, and its outcome follows from its identity, with no method called,
+// so nothing can panic and no recover is needed. It is the most common
+// failure, a plain error value, and false for everything else.
+func leafOutcome(err error) (Outcome, bool) {
+	switch err.(type) {
+	case interface{ Unwrap() error }, interface{ Unwrap() []error }, interface{ Timeout() bool },
+		interface{ Is(error) bool }, interface{ As(any) bool }:
+		return 0, false
+	}
+	if err == ErrOpen {
+		return Ignored, true
+	}
+	return Failure, true
 }
 
 func scanMarkAndTimeout(err error) (o Outcome, settled bool) {
