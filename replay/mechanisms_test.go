@@ -35,7 +35,7 @@ const calibrationSeeds = 10
 // no-breaker trough ranges from under 100 to over 450 req/s (the bottom of
 // an oscillation, see docs/replay.md), so no one seed can stand for the
 // scenario. The suite runs the scenario with its fault at 0:10 rather
-// than 1:00 and cut at 0:35 (seeds000Early, below), a tenth of the work; the
+// than 1:00 and cut at 0:31 (seeds000Early, below), a tenth of the work; the
 // draws differ, so its seeds have figures of their own, and it pins
 // their medians. BREAKER_LONG=1 runs the shipped timing, cut at 1:25 (the
 // fault is over at 1:20 and every figure falls inside it, so each seed's
@@ -96,11 +96,11 @@ func seeds000(t *testing.T, d time.Duration) *Scenario {
 }
 
 // seeds000Early returns seeds000 with its fault at 0:10 instead of 1:00, cut at
-// 0:35, five seconds after the fault: the chain is steady within seconds
+// 0:31, a second after the fault: the chain is steady within seconds
 // of its start, so the minute before the fault only repeats itself.
 // The mechanism tests run their variants on it.
 func seeds000Early(t *testing.T) *Scenario {
-	s := seeds000(t, 35*time.Second)
+	s := seeds000(t, 31*time.Second)
 	s.Faults[0].Start = 10 * time.Second
 	return s
 }
