@@ -1,10 +1,8 @@
 package breakergrpc
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"sync"
 	"testing"
 	"time"
@@ -12,52 +10,13 @@ import (
 	"github.com/govkit/breaker"
 	"github.com/govkit/breaker/calltrace"
 	"github.com/govkit/breaker/internal/testutil"
+	"github.com/govkit/breaker/internal/tracetest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
-
-// recording is a calltrace.Recorder writing to memory, read back through
-// calltrace's Decoder. (It stays out of internal/testutil, which
-// calltrace's own tests may import.)
-type recording struct {
-	t   *testing.T
-	rec *calltrace.Recorder
-	buf bytes.Buffer // written by the recorder's goroutine until Close
-}
-
-func newRecording(t *testing.T) *recording {
-	t.Helper()
-	r := &recording{t: t}
-	rec, err := calltrace.NewRecorder(&r.buf, calltrace.Options{})
-	require.NoError(t, err)
-	r.rec = rec
-	t.Cleanup(func() { rec.Close() })
-	return r
-}
-
-// records closes the recorder and returns the trace it wrote, decoded; the
-// test fails if a line does not decode or a record was dropped.
-func (r *recording) records() []calltrace.Record {
-	r.t.Helper()
-	require.NoError(r.t, r.rec.Close())
-	require.Zero(r.t, r.rec.Dropped(), "records dropped")
-	dec := calltrace.NewDecoder(bytes.NewReader(r.buf.Bytes()))
-	var out []calltrace.Record
-	for {
-		rec, err := dec.Next()
-		if err == io.EOF {
-			return out
-		}
-		require.NoError(r.t, err)
-		out = append(out, rec)
-	}
-}
-
-// traceTime is t as a trace holds it: Unix microseconds, in UTC.
-func traceTime(t time.Time) time.Time { return time.UnixMicro(t.UnixMicro()).UTC() }
 
 // outcomesOf counts a trace's calls as a breaker's counters do: the
 // admitted ones by outcome, and the refused ones.
@@ -88,8 +47,8 @@ func outcomesOf(recs []calltrace.Record) testutil.Outcomes {
 // outcome the breaker counted.
 func TestUnary_RecordsAnOutageWithItsRefusalsAndProbes(t *testing.T) {
 	srv := newServer(t)
-	trace := newRecording(t)
-	c := newClient(t, srv.addr, testutil.Policy(), WithRecorder(trace.rec))
+	trace := tracetest.New(t)
+	c := newClient(t, srv.addr, testutil.Policy(), WithRecorder(trace.Rec))
 	b := c.breaker(checkMethod)
 	t0 := c.clk.Now()
 
@@ -107,10 +66,10 @@ func TestUnary_RecordsAnOutageWithItsRefusalsAndProbes(t *testing.T) {
 	require.Equal(t, breaker.Closed, b.State())
 	require.NoError(t, c.check("", 0))
 
-	failed := calltrace.Record{Time: traceTime(t0), Key: checkMethod, Outcome: breaker.Failure}
-	refused := calltrace.Record{Time: traceTime(t0), Key: checkMethod, Refused: true}
-	t1 := traceTime(t0.Add(10 * time.Second))
-	got := trace.records()
+	failed := calltrace.Record{Time: tracetest.Time(t0), Key: checkMethod, Outcome: breaker.Failure}
+	refused := calltrace.Record{Time: tracetest.Time(t0), Key: checkMethod, Refused: true}
+	t1 := tracetest.Time(t0.Add(10 * time.Second))
+	got := trace.Records()
 	assert.Equal(t, []calltrace.Record{
 		failed, failed, failed, failed,
 		refused, refused,
@@ -133,8 +92,8 @@ func TestUnary_RecordsAnOutageWithItsRefusalsAndProbes(t *testing.T) {
 // after the stream opened), whatever it does after.
 func TestStream_RecordsAnOutageWithItsRefusalsAndProbes(t *testing.T) {
 	srv := newServer(t)
-	trace := newRecording(t)
-	c := newClient(t, srv.addr, testutil.Policy(), WithRecorder(trace.rec))
+	trace := tracetest.New(t)
+	c := newClient(t, srv.addr, testutil.Policy(), WithRecorder(trace.Rec))
 	b := c.breaker(watchMethod)
 	t0 := c.clk.Now()
 	ctx := context.Background()
@@ -170,12 +129,12 @@ func TestStream_RecordsAnOutageWithItsRefusalsAndProbes(t *testing.T) {
 	_, err = drain(s)
 	require.Equal(t, codes.Canceled, status.Code(err))
 
-	timedOut := calltrace.Record{Time: traceTime(t0), Key: watchMethod, Outcome: breaker.Timeout}
-	t1 := traceTime(t0.Add(10 * time.Second))
-	got := trace.records()
+	timedOut := calltrace.Record{Time: tracetest.Time(t0), Key: watchMethod, Outcome: breaker.Timeout}
+	t1 := tracetest.Time(t0.Add(10 * time.Second))
+	got := trace.Records()
 	assert.Equal(t, []calltrace.Record{
 		timedOut, timedOut, timedOut, timedOut,
-		{Time: traceTime(t0), Key: watchMethod, Refused: true},
+		{Time: tracetest.Time(t0), Key: watchMethod, Refused: true},
 		{Time: t1, Key: watchMethod, Outcome: breaker.Success, Probe: true},
 		{Time: t1, Key: watchMethod, Outcome: breaker.Success, Probe: true},
 		{Time: t1, Key: watchMethod, Duration: 300 * time.Millisecond, Outcome: breaker.Success},
@@ -189,14 +148,14 @@ func TestUnary_RecordsTheOutcomeTheBreakerCounted(t *testing.T) {
 	srv := newServer(t)
 	for _, row := range codeRows {
 		t.Run(row.code.String(), func(t *testing.T) {
-			trace := newRecording(t)
-			c := newClient(t, srv.addr, testutil.Policy(), WithRecorder(trace.rec))
+			trace := tracetest.New(t)
+			c := newClient(t, srv.addr, testutil.Policy(), WithRecorder(trace.Rec))
 			service := ""
 			if row.code != codes.OK {
 				service = fmt.Sprintf("code:%d", row.code)
 			}
 			require.Equal(t, row.code, status.Code(c.check(service, 0)))
-			got := trace.records()
+			got := trace.Records()
 			require.Len(t, got, 1)
 			assert.Equal(t, row.want, outcomesOf(got))
 			assert.Equal(t, testutil.OutcomesOf(c.breaker(checkMethod)), outcomesOf(got), "the trace and the breaker disagree")
@@ -209,8 +168,8 @@ func TestUnary_RecordsTheOutcomeTheBreakerCounted(t *testing.T) {
 // breaker. A nil recorder records nothing and the calls go as without it.
 func TestRecordsOnlyWhatABreakerJudged(t *testing.T) {
 	srv := newServer(t)
-	trace := newRecording(t)
-	c := newClient(t, srv.addr, testutil.Policy(), WithRecorder(trace.rec),
+	trace := tracetest.New(t)
+	c := newClient(t, srv.addr, testutil.Policy(), WithRecorder(trace.Rec),
 		WithKey(func(ctx context.Context, method string, _ *grpc.ClientConn) string {
 			if method == watchMethod {
 				return ""
@@ -225,7 +184,7 @@ func TestRecordsOnlyWhatABreakerJudged(t *testing.T) {
 	cancel()
 	_, err = c.hc.Check(gone, nil)
 	require.Equal(t, codes.Canceled, status.Code(err))
-	assert.Empty(t, trace.records())
+	assert.Empty(t, trace.Records())
 
 	off := newClient(t, srv.addr, testutil.Policy(), WithRecorder(nil))
 	require.NoError(t, off.check("", 0))
@@ -233,16 +192,16 @@ func TestRecordsOnlyWhatABreakerJudged(t *testing.T) {
 
 // An invoker that panics is recorded as the breaker counted it: a failure.
 func TestUnary_RecordsAPanickingInvokerAsAFailure(t *testing.T) {
-	trace := newRecording(t)
+	trace := tracetest.New(t)
 	g, err := breaker.NewGroup(breaker.GroupConfig{Policies: breaker.GroupPolicy{Default: testutil.Policy()}})
 	require.NoError(t, err)
 	panicky := func(context.Context, string, any, any, *grpc.ClientConn, ...grpc.CallOption) error {
 		panic("invoker bug")
 	}
 	assert.Panics(t, func() {
-		_ = UnaryClientInterceptor(g, WithRecorder(trace.rec))(context.Background(), checkMethod, nil, nil, nil, panicky)
+		_ = UnaryClientInterceptor(g, WithRecorder(trace.Rec))(context.Background(), checkMethod, nil, nil, nil, panicky)
 	})
-	got := trace.records()
+	got := trace.Records()
 	require.Len(t, got, 1)
 	assert.Equal(t, checkMethod, got[0].Key)
 	assert.Equal(t, breaker.Failure, got[0].Outcome)
@@ -252,10 +211,10 @@ func TestUnary_RecordsAPanickingInvokerAsAFailure(t *testing.T) {
 // interceptors, for the race detector: every call is recorded once.
 func TestRecordsEveryConcurrentCallOnce(t *testing.T) {
 	srv := newServer(t)
-	trace := newRecording(t)
+	trace := tracetest.New(t)
 	p := testutil.Policy()
 	p.MinRequests = 1000 // stays closed
-	c := newClient(t, srv.addr, p, WithRecorder(trace.rec))
+	c := newClient(t, srv.addr, p, WithRecorder(trace.Rec))
 	const workers, each = 6, 10
 	var wg sync.WaitGroup
 	for w := 0; w < workers; w++ {
@@ -276,7 +235,7 @@ func TestRecordsEveryConcurrentCallOnce(t *testing.T) {
 		}(w)
 	}
 	wg.Wait()
-	got := trace.records()
+	got := trace.Records()
 	require.Len(t, got, workers*each)
 	var unary, streams []calltrace.Record
 	for _, r := range got {

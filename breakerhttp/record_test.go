@@ -1,7 +1,6 @@
 package breakerhttp
 
 import (
-	"bytes"
 	"context"
 	"io"
 	"net/http"
@@ -13,49 +12,10 @@ import (
 	"github.com/govkit/breaker"
 	"github.com/govkit/breaker/calltrace"
 	"github.com/govkit/breaker/internal/testutil"
+	"github.com/govkit/breaker/internal/tracetest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
-
-// recording is a calltrace.Recorder writing to memory, read back through
-// calltrace's Decoder. (It stays out of internal/testutil, which
-// calltrace's own tests may import.)
-type recording struct {
-	t   *testing.T
-	rec *calltrace.Recorder
-	buf bytes.Buffer // written by the recorder's goroutine until Close
-}
-
-func newRecording(t *testing.T) *recording {
-	t.Helper()
-	r := &recording{t: t}
-	rec, err := calltrace.NewRecorder(&r.buf, calltrace.Options{})
-	require.NoError(t, err)
-	r.rec = rec
-	t.Cleanup(func() { rec.Close() })
-	return r
-}
-
-// records closes the recorder and returns the trace it wrote, decoded; the
-// test fails if a line does not decode or a record was dropped.
-func (r *recording) records() []calltrace.Record {
-	r.t.Helper()
-	require.NoError(r.t, r.rec.Close())
-	require.Zero(r.t, r.rec.Dropped(), "records dropped")
-	dec := calltrace.NewDecoder(bytes.NewReader(r.buf.Bytes()))
-	var out []calltrace.Record
-	for {
-		rec, err := dec.Next()
-		if err == io.EOF {
-			return out
-		}
-		require.NoError(r.t, err)
-		out = append(out, rec)
-	}
-}
-
-// traceTime is t as a trace holds it: Unix microseconds, in UTC.
-func traceTime(t time.Time) time.Time { return time.UnixMicro(t.UnixMicro()).UTC() }
 
 // An outage recorded through the Transport, against a real server: the
 // failed requests that opened the breaker, the requests it refused (which
@@ -64,8 +24,8 @@ func traceTime(t time.Time) time.Time { return time.UnixMicro(t.UnixMicro()).UTC
 // with the outcome the breaker counted. A hand-made RoundTripper around
 // Recorder.Record could not see the probes, nor the refusals.
 func TestTransport_RecordsAnOutageWithItsRefusalsAndProbes(t *testing.T) {
-	trace := newRecording(t)
-	f := newFixture(t, testutil.Policy(), WithRecorder(trace.rec))
+	trace := tracetest.New(t)
+	f := newFixture(t, testutil.Policy(), WithRecorder(trace.Rec))
 	d := newDownstream(t)
 	b := f.breaker(d)
 	host := d.Listener.Addr().String()
@@ -99,15 +59,15 @@ func TestTransport_RecordsAnOutageWithItsRefusalsAndProbes(t *testing.T) {
 	_, err = f.get(ctx, d.URL+"/status/200")
 	require.NoError(t, err)
 
-	failed := calltrace.Record{Time: traceTime(t0), Key: host, Outcome: breaker.Failure}
-	refused := calltrace.Record{Time: traceTime(t0), Key: host, Refused: true}
-	got := trace.records()
+	failed := calltrace.Record{Time: tracetest.Time(t0), Key: host, Outcome: breaker.Failure}
+	refused := calltrace.Record{Time: tracetest.Time(t0), Key: host, Refused: true}
+	got := trace.Records()
 	assert.Equal(t, []calltrace.Record{
 		failed, failed, failed, failed,
 		refused, refused,
-		{Time: traceTime(t0.Add(10 * time.Second)), Key: host, Outcome: breaker.Success, Probe: true},
-		{Time: traceTime(t0.Add(10 * time.Second)), Key: host, Duration: 300 * time.Millisecond, Outcome: breaker.Success, Probe: true},
-		{Time: traceTime(t0.Add(10300 * time.Millisecond)), Key: host, Outcome: breaker.Success},
+		{Time: tracetest.Time(t0.Add(10 * time.Second)), Key: host, Outcome: breaker.Success, Probe: true},
+		{Time: tracetest.Time(t0.Add(10 * time.Second)), Key: host, Duration: 300 * time.Millisecond, Outcome: breaker.Success, Probe: true},
+		{Time: tracetest.Time(t0.Add(10300 * time.Millisecond)), Key: host, Outcome: breaker.Success},
 	}, got)
 
 	var admitted, refusals, probes uint64
@@ -145,11 +105,11 @@ func TestTransport_RecordsTheOutcomeTheBreakerCounted(t *testing.T) {
 	}
 	for _, row := range rows {
 		t.Run(strings.TrimPrefix(row.path, "/"), func(t *testing.T) {
-			trace := newRecording(t)
-			f := newFixture(t, testutil.Policy(), WithRecorder(trace.rec))
+			trace := tracetest.New(t)
+			f := newFixture(t, testutil.Policy(), WithRecorder(trace.Rec))
 			d := newDownstream(t)
 			_, _ = f.get(context.Background(), d.URL+row.path)
-			got := trace.records()
+			got := trace.Records()
 			require.Len(t, got, 1)
 			assert.Equal(t, row.want, got[0].Outcome)
 			assert.False(t, got[0].Refused)
@@ -184,9 +144,9 @@ func outcomesOf(recs []calltrace.Record) testutil.Outcomes {
 // its breaker. A nil recorder records nothing and the requests go as
 // without it.
 func TestTransport_RecordsOnlyWhatABreakerJudged(t *testing.T) {
-	trace := newRecording(t)
+	trace := tracetest.New(t)
 	d := newDownstream(t)
-	f := newFixture(t, testutil.Policy(), WithRecorder(trace.rec), WithKey(func(r *http.Request) string {
+	f := newFixture(t, testutil.Policy(), WithRecorder(trace.Rec), WithKey(func(r *http.Request) string {
 		if r.URL.Path == "/status/204" {
 			return ""
 		}
@@ -198,7 +158,7 @@ func TestTransport_RecordsOnlyWhatABreakerJudged(t *testing.T) {
 	cancel()
 	_, err = f.get(gone, d.URL+"/status/200")
 	require.ErrorIs(t, err, context.Canceled)
-	assert.Empty(t, trace.records())
+	assert.Empty(t, trace.Records())
 
 	off := newFixture(t, testutil.Policy(), WithRecorder(nil))
 	status, err := off.get(context.Background(), d.URL+"/status/200")
@@ -208,14 +168,14 @@ func TestTransport_RecordsOnlyWhatABreakerJudged(t *testing.T) {
 
 // A base that panics is recorded as the breaker counted it: a failure.
 func TestTransport_RecordsAPanickingBaseAsAFailure(t *testing.T) {
-	trace := newRecording(t)
+	trace := tracetest.New(t)
 	g, err := breaker.NewGroup(breaker.GroupConfig{Policies: breaker.GroupPolicy{Default: testutil.Policy()}})
 	require.NoError(t, err)
 	panicky := roundTripFunc(func(*http.Request) (*http.Response, error) { panic("base bug") })
 	req, err := http.NewRequest(http.MethodGet, "http://downstream.test/", nil)
 	require.NoError(t, err)
-	assert.Panics(t, func() { _, _ = New(panicky, g, WithRecorder(trace.rec)).RoundTrip(req) })
-	got := trace.records()
+	assert.Panics(t, func() { _, _ = New(panicky, g, WithRecorder(trace.Rec)).RoundTrip(req) })
+	got := trace.Records()
 	require.Len(t, got, 1)
 	assert.Equal(t, "downstream.test", got[0].Key)
 	assert.Equal(t, breaker.Failure, got[0].Outcome)
@@ -224,10 +184,10 @@ func TestTransport_RecordsAPanickingBaseAsAFailure(t *testing.T) {
 // Many goroutines through one recording Transport, for the race detector:
 // every request is recorded once.
 func TestTransport_RecordsEveryConcurrentRequestOnce(t *testing.T) {
-	trace := newRecording(t)
+	trace := tracetest.New(t)
 	p := testutil.Policy()
 	p.MinRequests = 1000 // stays closed
-	f := newFixture(t, p, WithRecorder(trace.rec))
+	f := newFixture(t, p, WithRecorder(trace.Rec))
 	d := newDownstream(t)
 	const workers, each = 8, 10
 	var wg sync.WaitGroup
@@ -242,7 +202,7 @@ func TestTransport_RecordsEveryConcurrentRequestOnce(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	got := trace.records()
+	got := trace.Records()
 	assert.Equal(t, testutil.Outcomes{Failures: workers * each}, outcomesOf(got))
 	assert.Equal(t, testutil.OutcomesOf(f.breaker(d)), outcomesOf(got))
 }
