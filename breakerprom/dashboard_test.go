@@ -269,7 +269,7 @@ func TestDashboard_TripAnnotationAndPanelsAcrossAFirstTripAndARestart(t *testing
 	// Scraped at 0 a few times, then the first trip.
 	seen := func(what, q string, want float64) {
 		t.Helper()
-		p.eventually(what, func() (bool, string) {
+		p.Eventually(what, func() (bool, string) {
 			v := p.query(q)
 			return len(v) == 1 && sampleValue(v[0].Value) == want, fmt.Sprint(v)
 		})
@@ -279,7 +279,7 @@ func TestDashboard_TripAnnotationAndPanelsAcrossAFirstTripAndARestart(t *testing
 	f.Calls(pricing, 2, errBoom) // 2 of 4: it trips
 	require.Equal(t, breaker.Open, f.Breaker(pricing).State())
 	seen("the first trip", `breaker_transitions_total{name="pricing.GetPrice", reason="error_ratio"}`, 1)
-	p.eventually("the Transitions panel", func() (bool, string) {
+	p.Eventually("the Transitions panel", func() (bool, string) {
 		v := p.query(transitions)
 		for _, s := range v {
 			if s.Metric["name"] == pricing && s.Metric["to"] == "open" && s.Metric["reason"] == "error_ratio" {
@@ -315,7 +315,7 @@ func TestDashboard_TripAnnotationAndPanelsAcrossAFirstTripAndARestart(t *testing
 	time.Sleep(4 * scrapeEvery)
 
 	var got []time.Time
-	p.eventually("two trip annotations", func() (bool, string) {
+	p.Eventually("two trip annotations", func() (bool, string) {
 		got = episodes(p.queryRange(annotation, start, time.Now()), pricing)
 		return len(got) == 2, fmt.Sprint(got)
 	})

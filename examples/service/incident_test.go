@@ -244,7 +244,7 @@ func TestService_AnIncidentWithPrometheus(t *testing.T) {
 	defer func() { stopTraffic() }()
 	start := time.Now()
 
-	p.eventually("closed pricing breaker, its trips at 0", func() (bool, string) {
+	p.Eventually("closed pricing breaker, its trips at 0", func() (bool, string) {
 		v := p.query(`count_over_time(breaker_transitions_total{name="pricing.GetPrice", from="closed", to="open", reason="error_ratio"}[10s]) >= 2`)
 		return len(v) == 1, fmt.Sprint(v)
 	})
@@ -256,7 +256,7 @@ func TestService_AnIncidentWithPrometheus(t *testing.T) {
 	require.NoError(t, err)
 	resp.Body.Close()
 	var p3 alert
-	p.eventually("BreakerOpen P3 for pricing", func() (bool, string) {
+	p.Eventually("BreakerOpen P3 for pricing", func() (bool, string) {
 		all := p.firing("BreakerOpen", func(a alert) bool { return pricingAlert(a) && a.Labels["severity"] == "P3" })
 		if len(all) == 1 {
 			p3 = all[0]
@@ -282,7 +282,7 @@ func TestService_AnIncidentWithPrometheus(t *testing.T) {
 
 	// The probes time out: the downstream has not recovered.
 	var probes alert
-	p.eventually("BreakerProbesFailing for pricing", func() (bool, string) {
+	p.Eventually("BreakerProbesFailing for pricing", func() (bool, string) {
 		all := p.firing("BreakerProbesFailing", pricingAlert)
 		if len(all) == 1 {
 			probes = all[0]
@@ -294,7 +294,7 @@ func TestService_AnIncidentWithPrometheus(t *testing.T) {
 	assert.Contains(t, probes.Annotations["summary"], "("+cause+")", "still led by the trip, not the probe")
 	assert.Contains(t, probes.Annotations["description"], "the downstream has not recovered since the breaker "+cause)
 	n.block("", alertText(probes))
-	p.eventually("the P3 with the probe's reason behind the cause", func() (bool, string) {
+	p.Eventually("the P3 with the probe's reason behind the cause", func() (bool, string) {
 		all := p.firing("BreakerOpen", pricingAlert)
 		return len(all) == 1 && all[0].Labels["reason"] == "probe_failed" && all[0].Labels["trip_reason"] == "error_ratio" &&
 			strings.Contains(all[0].Annotations["description"], cause+", and has refused calls for"), fmt.Sprint(all)
@@ -341,12 +341,12 @@ func TestService_AnIncidentWithPrometheus(t *testing.T) {
 	require.NoError(t, err)
 	resp.Body.Close()
 	var closedAt time.Time
-	p.eventually("pricing closed", func() (bool, string) {
+	p.Eventually("pricing closed", func() (bool, string) {
 		st, _ := statusOf(t, base, keyPrice)
 		closedAt = time.Now()
 		return st.State == breaker.Closed, st.State.String()
 	})
-	p.eventually("every pricing alert resolved", func() (bool, string) {
+	p.Eventually("every pricing alert resolved", func() (bool, string) {
 		var left []alert
 		for _, a := range p.alerts() {
 			if pricingAlert(a) {
@@ -366,7 +366,7 @@ func TestService_AnIncidentWithPrometheus(t *testing.T) {
 	_, before := statusOf(t, base, keyPrice)
 	replace(t, path, incidentBad)
 	var rejected alert
-	p.eventually("BreakerPolicyRejected", func() (bool, string) {
+	p.Eventually("BreakerPolicyRejected", func() (bool, string) {
 		all := p.firing("BreakerPolicyRejected", func(alert) bool { return true })
 		if len(all) == 1 {
 			rejected = all[0]
@@ -387,7 +387,7 @@ func TestService_AnIncidentWithPrometheus(t *testing.T) {
 	}
 	n.block("", logLines(logs.String(), `msg="breaker policy rejected"`))
 	replace(t, path, incidentPolicy)
-	p.eventually("BreakerPolicyRejected resolved", func() (bool, string) {
+	p.Eventually("BreakerPolicyRejected resolved", func() (bool, string) {
 		all := p.firing("BreakerPolicyRejected", func(alert) bool { return true })
 		return len(all) == 0, fmt.Sprint(all)
 	})
@@ -407,7 +407,7 @@ func TestService_AnIncidentWithPrometheus(t *testing.T) {
 	svc.stop()
 	restarted := time.Now()
 	svc = serveAt(t, addr, path, logs)
-	p.eventually("the restarted service scraped, its trips at 0", func() (bool, string) {
+	p.Eventually("the restarted service scraped, its trips at 0", func() (bool, string) {
 		v := p.query(`breaker_transitions_total{name="pricing.GetPrice", from="closed", to="open", reason="error_ratio"} == 0`)
 		return len(v) == 1, fmt.Sprint(v)
 	})
@@ -415,7 +415,7 @@ func TestService_AnIncidentWithPrometheus(t *testing.T) {
 	resp, err = http.Post(base+"/faults?pricing=slow", "", nil)
 	require.NoError(t, err)
 	resp.Body.Close()
-	p.eventually("the second trip", func() (bool, string) {
+	p.Eventually("the second trip", func() (bool, string) {
 		v := p.query(`breaker_transitions_total{name="pricing.GetPrice", from="closed", to="open", reason="error_ratio"} == 1`)
 		return len(v) == 1, fmt.Sprint(v)
 	})
@@ -427,7 +427,7 @@ func TestService_AnIncidentWithPrometheus(t *testing.T) {
 	}
 	require.NotEmpty(t, annotation)
 	var trips []time.Time
-	p.eventually("two trip annotations", func() (bool, string) {
+	p.Eventually("two trip annotations", func() (bool, string) {
 		trips = p.episodes(annotation, keyPrice, start, time.Now())
 		return len(trips) == 2, fmt.Sprint(trips)
 	})
