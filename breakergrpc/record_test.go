@@ -10,7 +10,7 @@ import (
 	"github.com/govkit/breaker"
 	"github.com/govkit/breaker/calltrace"
 	"github.com/govkit/breaker/internal/testutil"
-	"github.com/govkit/breaker/internal/tracetest"
+	"github.com/govkit/breaker/internal/testutil/tracetest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"

@@ -1,7 +1,7 @@
 // Package tracetest is a calltrace.Recorder writing to memory, read back
 // through calltrace's Decoder, for the tests of the integrations that
-// record. It stays apart from internal/testutil, which calltrace's own
-// tests import.
+// record. It is a package of its own, apart from testutil, which
+// calltrace's own tests import.
 package tracetest
 
 import (
