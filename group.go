@@ -12,19 +12,13 @@ import (
 	"time"
 )
 
-// A Group hands out one [Breaker] per key, creating it on first use: one
-// breaker per downstream method ("inventory.GetStock"), or per method and
-// target ("payment.Charge@10.0.0.7") when each instance of a downstream
-// must be judged on its own. Every breaker of a group shares the group's
-// options (clock, classifier, hooks, logger) and takes its policy from the
-// group's [GroupPolicy]: the default, or the override for its key.
-//
-// Looking up an existing key takes no lock and allocates nothing. A group
-// starts no goroutine and no timer: alerting, which must look at the
-// breakers on a schedule, is the business of package
-// github.com/govkit/breaker/ops.
-//
-// A Group is safe for concurrent use by multiple goroutines.
+// A Group hands out one [Breaker] per key, creating it on first use: per
+// downstream method ("inventory.GetStock"), or per method and target
+// ("payment.Charge@10.0.0.7"). Its breakers share the group's options and
+// take their policy from the group's [GroupPolicy]: the default, or the
+// override for their key. Looking up an existing key takes no lock and
+// allocates nothing; a group starts no goroutine. It is safe for
+// concurrent use.
 type Group struct {
 	opt   *options
 	cfg   GroupConfig
@@ -61,78 +55,33 @@ type GroupConfig struct {
 	// Policies are the default policy and the per-key overrides. A zero
 	// Default means DefaultPolicy().
 	Policies GroupPolicy
-	// IdleAfter, when positive, drops a breaker that no caller has asked
-	// for in about this long: no call admitted, refused or probed. It is
-	// dropped whatever its state, open and half-open included, so that
-	// the breakers of targets that died, and of keys built from request
-	// data, do not stay in the group, its snapshots and its metrics for
-	// ever. An open breaker that nobody calls protects nothing; the next
-	// call for its key makes a new, closed breaker, which trips again
-	// after MinRequests calls (or ConsecutiveFailures) if the target is
-	// still failing. Under ColdTargets that new breaker starts cold, like
-	// any new target: the group cannot tell a target that came back from
-	// a new one at the same address.
-	//
-	// A breaker in a mode other than ModeAuto is never dropped as idle: a
-	// mode is an operator's decision (a breaker forced open on purpose
-	// must not come back closed because nobody called it), and only code
-	// sets one. [Group.Remove] drops it.
-	//
-	// Idle breakers are found when a new key is created (at most every
-	// IdleAfter/2) and by [Group.EvictIdle], which the watcher of package
-	// ops calls every round; the first sweep that sees a breaker notes
-	// its activity, so one is dropped between IdleAfter and IdleAfter
-	// plus the time between sweeps after its last call. Activity is read
-	// from the counters the breakers keep anyway: calls pay nothing for
-	// it. With a logger ([WithLogger]) each drop is a record saying the
-	// state the breaker was in ("breaker dropped"), and [Group.Status]
-	// counts them by that state.
-	//
-	// A call counts toward activity when it returns, so a breaker whose
-	// only calls are still running (a long call, a stream opened with
-	// [Breaker.Allow], a probe) can be dropped. Nothing is lost when it
-	// is: the outcome of a closed-state call, when it ends, goes into the
-	// window and the counters of the group's current breaker for the key
-	// (made anew if need be) as if that breaker had admitted it; a probe
-	// of a dropped breaker gives no verdict. A call made later through a
-	// *Breaker kept from before the drop goes to the current breaker too,
-	// with Do, Call and Allow alike, so a key never has two live
-	// breakers. The same holds for [Group.Remove]. Other methods of a
-	// dropped breaker (State, Counters, SetMode, ...) act on it alone.
+	// IdleAfter, when positive, drops a breaker, whatever its state, that
+	// no caller has asked for (no call admitted, refused or probed) in
+	// about this long; the next call for its key makes a new, closed one.
+	// A breaker in a mode other than ModeAuto is never dropped as idle.
+	// Sweeps run when a new key is made (at most every IdleAfter/2) and
+	// in [Group.EvictIdle]. A call still running when its breaker is
+	// dropped, or made later through a *Breaker kept from before, lands
+	// on the key's current breaker: a key never has two live breakers.
+	// docs/groups.md explains eviction in full.
 	IdleAfter time.Duration
-	// ColdTargets makes a new breaker for a per-target key, one made by
-	// [TargetKey] ("method@target"), start cold: its outcomes are left out
-	// of the window for Policy.Warmup, as if [Breaker.MarkCold] had been
-	// called when it was made. A target that appears in a group has
-	// usually just started. [SplitKey] reads the method and the target
-	// back from a key.
+	// ColdTargets makes a new breaker for a per-target key ([TargetKey],
+	// "method@target") start cold, as if [Breaker.MarkCold] had been
+	// called when it was made: a target new to the group has usually
+	// just started.
 	ColdTargets bool
 	// MaxBreakers bounds the number of breakers the group holds; 0 means
-	// DefaultMaxBreakers, and a negative value is an error. Keys built
-	// from request data (a URL, a header) would otherwise make a breaker
-	// for every request, faster than IdleAfter drops them.
-	//
-	// Past it, nothing is refused: a call for a key that has no breaker
-	// runs through the group's overflow breaker, one breaker shared by
-	// all such keys, which applies the default policy's deadline and
-	// measures the calls but never trips (it is in ModeForcedClosed).
-	// [Group.Get] returns it, named "(overflow)", for such a key. The
-	// group counts these calls ([GroupStatus].OverflowCalls, exported by
-	// the metrics packages) and logs a Warn record, "breaker group full",
-	// at most once a minute on its clock, with the cap and the calls sent
-	// past it since the last record, to its logger, or to
-	// [slog.Default] if it has none. The breakers it holds work on, and
-	// a key gets a breaker of its own again once eviction (IdleAfter) or
-	// [Group.Remove] has made room.
+	// DefaultMaxBreakers, negative is an error. Past it nothing is
+	// refused: a call for a key without a breaker runs through the
+	// group's overflow breaker, "(overflow)", shared by all such keys,
+	// forced closed; the calls are counted ([GroupStatus].OverflowCalls)
+	// and a Warn record "breaker group full" is logged at most once a
+	// minute (docs/groups.md).
 	MaxBreakers int
 }
 
-// DefaultMaxBreakers is the number of breakers a group holds when
-// GroupConfig.MaxBreakers is 0. It is far more than the methods and
-// targets of a service (50 methods of 200 instances each), and as many
-// as a metrics scrape serves in tens of milliseconds. A key used for a
-// single request never reaches Policy.MinRequests, so a breaker of its
-// own would never protect it: past the cap such keys lose nothing.
+// DefaultMaxBreakers is GroupConfig.MaxBreakers when it is 0: far more
+// than a service's methods and targets (docs/groups.md).
 const DefaultMaxBreakers = 10000
 
 // overflowName is the name of a group's overflow breaker.
