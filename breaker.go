@@ -10,73 +10,47 @@ import (
 
 // A Breaker guards calls to one downstream method. Wrap each call in
 // [Breaker.Do]; when the method starts failing or timing out, the breaker
-// opens and refuses calls at once with [ErrOpen], so callers stop piling up
-// behind a downstream that cannot answer. After a cooldown it lets a few
-// real calls through as probes, and closes again when they all pass.
-//
-// The model: outcomes of calls in the Closed state go into a sliding window
-// of Policy.Window. After a failure, if the window holds at least
-// Policy.MinRequests counted calls and a trip rule holds (the failure ratio
-// reaches Policy.ErrorRatio, or an optional count or slow-call rule), or if
-// the optional run of Policy.ConsecutiveFailures is reached, the breaker
-// opens. It stays open for a cooldown
-// that starts at Policy.OpenFor and doubles, up to Policy.MaxOpenFor, each
-// time it reopens before it has been stable. Then, half-open, it admits
-// Policy.Probes calls; all must pass to close it, one failure reopens it.
-// So does a probe that hangs: once every slot is taken and a probe has been
-// in flight for one cooldown without a verdict (probe_timeout).
+// opens and refuses calls at once with [ErrOpen]. After a cooldown it lets
+// a few real calls through as probes, and closes again when they all pass.
+// The rules are the [Policy]'s; docs/how-it-decides.md tells them in full.
 //
 // Most callers want [New] with [DefaultPolicy], then Do; [Call] returns a
-// typed value, and [Breaker.Allow] splits a call into admission and report
-// for calls that cannot be wrapped in a function, such as streams. Use a
-// [Group] for one breaker per downstream method.
+// typed value, [Breaker.Allow] splits a call that cannot be wrapped, such
+// as a stream, and a [Group] holds one breaker per method.
 //
 // A Breaker has no goroutines and no timers: it reads its [Clock] when a
-// call arrives or ends, so time-dependent changes happen lazily, and a test
-// with a mock clock drives it deterministically. In the Closed state Do
-// takes no lock and allocates nothing.
-//
-// A Breaker is safe for concurrent use by multiple goroutines.
+// call arrives or ends. In the Closed state Do takes no lock and allocates
+// nothing. A Breaker is safe for concurrent use by multiple goroutines.
 type Breaker struct {
-	// Read on every call. state packs state, mode, the dropped bit, probe
-	// slots and generation; see word.
+	// Read on every call; state is the packed word (see word).
 	state stateWord
 	rules atomic.Pointer[rules]
 	win   atomic.Pointer[window.Window]
 	opt   *options
 	tally window.Tally // rejected, fallbacks, ignored, shadow-rejected
 
-	// transitionDue is the offset at which the next timed transition
-	// falls due: in Open, the end of the cooldown; in HalfOpen, the probe
-	// timeout of the oldest probe in flight (MaxInt64 while none is). A
-	// transition stores the state word first and transitionDue after it,
-	// so a reader that loads the word, then transitionDue, then the word
-	// again unchanged, has read transitionDue in the word's meaning.
-	// Written under mu; the refusals read it without the lock.
+	// transitionDue is when the next timed transition falls due: the
+	// cooldown's end, or the oldest probe's timeout (MaxInt64 if none).
+	// Written under mu after the word, so a lock-free reader that sees
+	// the word unchanged around its load has read it in that word's meaning.
 	transitionDue atomic.Int64
 	warmUntil     atomic.Int64  // offset until which this breaker's target is cold
 	marks         atomic.Int64  // marksSeen, or when to look for WithInstanceStart next
 	consec        atomic.Uint64 // the run of consecutive failures; see failRun
 	openErr       atomic.Pointer[OpenError]
 	other         [nOther]atomic.Uint64
-	// cand is the candidate hook: nil unless the group's document has a
-	// candidate policy for this breaker. Do and Allow load it once and,
-	// when it is set, hand it the call (see candidate).
+	// cand is the candidate hook, nil without a candidate policy.
 	cand atomic.Pointer[candidate]
 
 	name string
 
-	// The rest is guarded by mu, which serialises transitions and is never
-	// taken on the closed path. The fields are packed: a group may hold
-	// many thousands of breakers.
+	// The rest is guarded by mu, which serialises transitions and is
+	// never taken on the closed path.
 	mu sync.Mutex
-	// outageEdge is, while the state is not Closed, the start of the
-	// current outage (the trip, or the end of a forced open); while
-	// Closed, the end of the last outage, for the stability check (never
-	// if none, or since Reset).
+	// outageEdge is the current outage's start while not Closed; while
+	// Closed, the last outage's end (never if none, or since Reset).
 	outageEdge int64
-	// hist is allocated at the first transition: a breaker that never
-	// trips, the usual case in a large group, does not carry it.
+	// hist is allocated at the first transition.
 	hist *history
 }
 
@@ -86,23 +60,18 @@ type history struct {
 	opens     uint32
 	probesOK  uint32
 	probesBad uint32
-	// level is the cooldown's doublings and passed the probes passed in
-	// this half-open episode; both are 0 before the first transition.
-	// They live here, not in Breaker, so that a breaker that never trips
-	// does not carry them.
+	// level is the cooldown's doublings, passed the probes passed in
+	// this half-open episode.
 	level  uint8
 	passed uint8
 	// transitions counts the transitions made, one entry per (from, to,
-	// reason) in the order each first happened. A handful of entries at
-	// most: the reasons are a short fixed list.
+	// reason), in the order each first happened.
 	transitions []TransitionCount
 	events      eventQueue
-	// inflight holds the current half-open episode's probes that have no
-	// verdict yet, indexed by the slot number in their token; an entry
-	// admitted at never is unused.
+	// inflight holds the episode's probes without a verdict, by slot;
+	// an entry admitted at never is unused.
 	inflight []inflightProbe
-	// sealed holds the outcomes of the windows sealed so far, by window
-	// kind (see endGenLocked): Counters adds the current window's.
+	// sealed holds the outcomes of the windows sealed so far.
 	sealed [window.Kinds]uint64
 }
 
@@ -146,9 +115,8 @@ func (b *Breaker) histLocked() *history {
 	return b.hist
 }
 
-// Counters of outcomes that are not recorded in the window (probes, stale
-// results, warmup-exempt calls). Ignored calls and shadow admissions are
-// counted in the breaker's tally (countIgnored, countShadowRejected).
+// Counters of outcomes not recorded in the window (probes, stale results,
+// warmup-exempt calls).
 const (
 	oSuccess = iota
 	oFailure
@@ -157,9 +125,9 @@ const (
 	nOther
 )
 
-// New returns a closed breaker named name (such as "orders.Create"; the
-// name appears in errors, events and metrics) that applies policy p. It
-// returns a *[PolicyError] if p is invalid, and an error if name is empty.
+// New returns a closed breaker named name (such as "orders.Create", as
+// errors, events and metrics show it) that applies p. It returns a
+// *[PolicyError] if p is invalid, and an error if name is empty.
 func New(name string, p Policy, opts ...Option) (*Breaker, error) {
 	if name == "" {
 		return nil, errors.New("breaker: empty name")
@@ -206,9 +174,8 @@ func (b *Breaker) State() State {
 // Mode returns the breaker's mode.
 func (b *Breaker) Mode() Mode { return b.state.Load().mode() }
 
-// Snapshot returns what the window holds now. While the breaker is open or
-// half-open, nothing is added to the window, so it shows the calls that
-// tripped it until they age out.
+// Snapshot returns what the window holds now; while the breaker is not
+// closed, the calls that tripped it, until they age out.
 func (b *Breaker) Snapshot() Snapshot {
 	return snapshot(b.win.Load(), b.opt.tb.now())
 }

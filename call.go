@@ -16,26 +16,20 @@ type token struct {
 	timed bool
 	slot  uint8      // a probe's entry in history.inflight, or noSlot
 	mark  *probeMark // a probe's mark, ended with its result; nil otherwise
-	// limit is the adaptive deadline the call was given, ns; 0 without
-	// Policy.AdaptiveTimeout (Policy.CallTimeout is in the rules).
+	// limit is the adaptive deadline given, ns; 0 if not adaptive.
 	limit int64
 }
 
 // Do calls fn if the breaker admits the call, and returns fn's error
-// unchanged. If the breaker refuses the call, Do returns an error matching
-// [ErrOpen] (an *[OpenError]) without calling fn. If ctx is already done,
-// Do returns ctx.Err() without calling fn, and nothing is counted. A nil
-// ctx or fn gets an error naming it, and nothing is counted. Do returns
-// after fn returns.
+// unchanged; it returns after fn returns. A refused call gets an error
+// matching [ErrOpen] (an *[OpenError]) and fn is not called. If ctx is done,
+// or ctx or fn is nil, Do returns an error without calling fn and counts
+// nothing.
 //
-// The context fn receives is ctx, with a deadline of Policy.CallTimeout added
-// when that is set, and marked for [IsProbe] when the call is a half-open
-// probe; when it is not, IsProbe is false in it, even if ctx belongs to
-// another breaker's probe. The outcome of fn's error is decided as the [Classifier]
-// documentation says. If fn panics, the call counts as a failure and the
-// panic continues unchanged. A half-open probe that panics frees its slot
-// without a verdict, or, under Policy.StrictProbes, fails the episode and
-// reopens the breaker (reason probe_failed).
+// fn receives ctx with the breaker's deadline added, if any, and marked for
+// [IsProbe] only if the call is a probe. The [Classifier] decides the
+// outcome. If fn panics, the call counts as a failure and the panic goes on
+// (a probe frees its slot, or fails the episode under StrictProbes).
 func (b *Breaker) Do(ctx context.Context, fn func(context.Context) error) error {
 	if b == nil || ctx == nil || fn == nil {
 		return badCall(b, ctx, fn != nil)
@@ -49,18 +43,16 @@ func (b *Breaker) Do(ctx context.Context, fn func(context.Context) error) error 
 	r := b.rules.Load()
 	w := b.state.Load()
 	if !w.plain() || r.timed {
-		// A refusal in ModeAuto needs no lock: transitionDue holds the
-		// end of the refusals only while the state word is the w it was
-		// read with, so the word is loaded again after it.
+		// A refusal needs no lock: transitionDue is valid while the word
+		// is still w, so the word is loaded again after it.
 		if w.refusing(r.probes) && b.opt.tb.now() < b.transitionDue.Load() && b.state.Load() == w {
 			b.tally.Inc(countRejected)
 			return b.refusal()
 		}
 		return b.do(ctx, fn, w, r)
 	}
-	// The closed path: no derived context unless ctx belongs to another
-	// breaker's live probe (see unmarked). A panic or runtime.Goexit in fn
-	// is settled by the deferred call and goes on with its own stack.
+	// The closed path. A panic or Goexit in fn is settled by the
+	// deferred call and keeps its own stack.
 	gen := w.gen()
 	returned := false
 	defer func() {
@@ -133,27 +125,14 @@ func Call[T any](ctx context.Context, b *Breaker, fn func(context.Context) (T, e
 }
 
 // Allow is the two-step form of Do, for calls that cannot be wrapped in a
-// function, such as a stream that outlives the function that opens it. If
-// the breaker admits the call, Allow returns the context to make it with
-// (carrying the probe mark and the Policy.CallTimeout deadline, like Do's) and
-// a done function to report its result with; the call counts when done is
-// called, and done must be called exactly once (later calls do nothing).
-// done cancels the context if the breaker gave it a deadline, and ends its
-// probe mark. If the breaker refuses, Allow returns an error matching
-// [ErrOpen] and a nil done; if ctx is already done, ctx.Err().
-//
-// A call can report before it ends, once it has proved what it can: a
-// stream, by its first message. Such a call must not go on with the
-// context Allow returned, which done cancels when it carries a deadline;
-// it can go on with one that has the returned context's values
-// (context.WithoutCancel) and the caller's own deadline and cancellation.
-// Its later errors are not reported: every admitted call has exactly one
-// outcome.
-//
-// A done that is never called is a call that never ended: in the half-open
-// state it holds its probe slot until the probe timeout reopens the
-// breaker, once every slot is taken and it has been in flight for a
-// cooldown.
+// function, such as streams. If the breaker admits the call, Allow returns
+// the context to make it with (as Do's fn gets it) and done, to report the
+// result once; later calls of done do nothing. done cancels that context
+// and ends its probe mark. A refused call gets an error matching [ErrOpen]
+// and a nil done; if ctx is done, ctx.Err(). A call that reports early,
+// such as a stream at its first message, goes on with
+// context.WithoutCancel of the returned context (docs/integrations.md).
+// A done never called holds a probe slot until the probe timeout.
 func (b *Breaker) Allow(ctx context.Context) (context.Context, func(error), error) {
 	if b == nil || ctx == nil {
 		return nil, nil, badCall(b, ctx, true)
@@ -179,8 +158,7 @@ func (b *Breaker) allow(ctx context.Context) (context.Context, func(error), erro
 		return nil, nil, err
 	}
 	call, cancel := b.prepare(ctx, &tok, r)
-	// One allocation: the closure, which holds everything done needs by
-	// value. Its once-flag comes from a shared block (see onceFlags).
+	// One allocation: the closure; its once-flag comes from onceFlags.
 	t, used := tok, newOnceFlag()
 	done := func(err error) {
 		if !used.CompareAndSwap(false, true) {
@@ -194,19 +172,15 @@ func (b *Breaker) allow(ctx context.Context) (context.Context, func(error), erro
 	return call, done, nil
 }
 
-// onceFlags is a block of the once-flags of Allow's done functions. A
-// flag is handed out once and never reused, so a done called twice, even
-// long after, can never take another call's flag; a block is collected
-// when the last done holding one of its flags is. Blocks are handed out
-// through a sync.Pool, so that goroutines on different processors take
-// flags from different blocks without sharing a counter.
+// onceFlags is a block of once-flags for Allow's done functions, handed
+// out through a sync.Pool. A flag is never reused, so a done called twice
+// cannot take another call's flag (docs/internals.md, "The call path").
 type onceFlags struct {
 	next  int
 	flags [onceFlagsPerBlock]atomic.Bool
 }
 
-// onceFlagsPerBlock is the number of flags in a block: a permit costs
-// 1/64 of a block's allocation, and a long-lived one keeps its block alive.
+// onceFlagsPerBlock is the number of flags in a block.
 const onceFlagsPerBlock = 64
 
 var onceFlagPool = sync.Pool{New: func() any { return new(onceFlags) }}
@@ -247,11 +221,9 @@ func (b *Breaker) prepare(ctx context.Context, tok *token, r *rules) (context.Co
 	return context.WithTimeout(ctx, time.Duration(d))
 }
 
-// finish settles a returned call. r is the rules the call was admitted
-// under: they decide whether it overran the deadline it was given. Every
-// other decision (slowness, warmup, the trip rules, the number of probes)
-// follows the rules in force now, so that a call admitted before SetPolicy
-// is never judged by a policy that has been replaced.
+// finish settles a returned call. The rules r it was admitted under
+// decide whether it overran its deadline; everything else follows the
+// rules in force now, never a replaced policy.
 func (b *Breaker) finish(caller context.Context, tok token, err error, r *rules) {
 	tok.mark.end()
 	now := b.opt.tb.now()
@@ -260,9 +232,8 @@ func (b *Breaker) finish(caller context.Context, tok token, err error, r *rules)
 		elapsed = now - tok.start
 	}
 	cur := b.rules.Load()
-	// The classifier is user code. If it panics, the call is settled as
-	// if its function had panicked, and the panic goes on: otherwise a
-	// probe would keep its slot for the rest of the episode.
+	// A panicking classifier settles the call as a panic would, so that
+	// a probe does not keep its slot.
 	classified := false
 	defer func() {
 		if !classified {

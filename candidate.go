@@ -7,14 +7,11 @@ import (
 	"sync/atomic"
 )
 
-// A candidate is the candidate policy of one breaker (see
-// GroupPolicy.Candidate): a shadow breaker that runs it on the outcomes
-// of the calls the breaker admits, and what the group has reported of
-// the two. It is the breaker's call hook (Breaker.cand): Do and Allow
-// hand it every call, which it runs through the breaker's general path
-// (do, allow) and settles on the shadow too. The hook is this one type,
-// behind one atomic pointer, so that a breaker without a candidate pays
-// one load and a nil check for it (see docs/api.md, "Candidates").
+// A candidate is the candidate policy of one breaker: a shadow breaker
+// that runs it on the calls the breaker admits. It is the breaker's call
+// hook (Breaker.cand): Do and Allow hand it every call, which it runs
+// through the breaker's general path and settles on the shadow too
+// (docs/api.md, "Candidates").
 type candidate struct {
 	g      *Group
 	b      *Breaker // the breaker whose calls it sees
@@ -23,9 +20,8 @@ type candidate struct {
 	wouldAdmit atomic.Uint64 // calls refused that the candidate would have admitted
 	diffs      atomic.Uint64 // differences reported
 
-	// seen packs the states of the breaker and of the candidate last
-	// reconciled, so that a call that changed neither, the usual case,
-	// is told apart with atomic loads only. It is written under mu.
+	// seen packs the states last reconciled, so that a call that changed
+	// neither costs atomic loads only. Written under mu.
 	seen atomic.Uint32
 
 	mu      sync.Mutex
@@ -44,17 +40,14 @@ func newCandidate(g *Group, b *Breaker, r *rules, version string) *candidate {
 	return c
 }
 
-// onEvent keeps the candidate's last transition, for the report
-// reconcile makes once the call that caused it is settled on both sides.
+// onEvent keeps the candidate's last transition, for reconcile.
 func (c *candidate) onEvent(e Event) {
 	c.mu.Lock()
 	c.last = &e
 	c.mu.Unlock()
 }
 
-// candidateCall is one call of a breaker with a candidate: what the
-// candidate needs to settle it. do keeps it on the stack; allow, in the
-// done function it returns.
+// candidateCall is what the candidate needs to settle one call.
 type candidateCall struct {
 	ctx context.Context // the caller's
 	c   *candidate
@@ -66,13 +59,9 @@ type candidateCall struct {
 	ok  bool
 }
 
-// do is Do for a breaker with a candidate: the call goes through the
-// breaker's general path (do, which admits, runs and settles any call),
-// and the candidate admits it when the breaker does, which a shadow
-// always can; once the breaker has settled the call, the candidate
-// settles it with the same error (or, if fn panicked, as the breaker does
-// such a call), and the two are compared. A call with a candidate
-// allocates nothing more than one without.
+// do is Do for a breaker with a candidate: the candidate admits the call
+// when the breaker does, settles it with the same error once the breaker
+// has, and the two are compared. It allocates nothing more than Do.
 func (c *candidate) do(ctx context.Context, fn func(context.Context) error) error {
 	b := c.b
 	cc := candidateCall{ctx: ctx, c: c}
@@ -118,8 +107,7 @@ func (c *candidate) allow(ctx context.Context) (context.Context, func(error), er
 	}, nil
 }
 
-// run is the call, as the breaker makes it: the candidate admits it, and
-// fn runs with the context the breaker gives.
+// run is the call as the breaker makes it, admitted by the candidate too.
 func (cc *candidateCall) run(call context.Context, fn func(context.Context) error) error {
 	cc.ran = true
 	cc.admit()
@@ -127,10 +115,8 @@ func (cc *candidateCall) run(call context.Context, fn func(context.Context) erro
 	return cc.err
 }
 
-// admit has the candidate admit the call. A shadow breaker never refuses,
-// and needs no context of its own: the call is timed from here for its
-// slow-call rule, its Policy.CallTimeout and its adaptive deadline in force,
-// which it judges without imposing.
+// admit has the candidate admit the call, timed from here for its
+// deadlines, which it judges without imposing.
 func (cc *candidateCall) admit() {
 	s := cc.c.shadow
 	r := s.rules.Load()
@@ -138,8 +124,7 @@ func (cc *candidateCall) admit() {
 	if err != nil {
 		return
 	}
-	// A probe of the candidate runs on the context of the breaker in
-	// force: no context carries its mark, so it ends at once.
+	// No context carries a candidate probe's mark: end it at once.
 	tok.mark.end()
 	tok.mark = nil
 	if r.timed {
@@ -179,10 +164,8 @@ func (c *candidate) refused() {
 	}
 }
 
-// setCandidate gives b the candidate rules r (nil: none) from the
-// document of version. A candidate that stays keeps its state and
-// window, as a breaker does across SetPolicy; one that is new starts
-// closed, with an empty window. The group's mu is held.
+// setCandidate gives b the candidate rules r (nil: none) of version; one
+// that stays keeps its state and window. The group's mu is held.
 func (b *Breaker) setCandidate(g *Group, r *rules, version string) {
 	c := b.cand.Load()
 	switch {

@@ -9,46 +9,33 @@ import (
 )
 
 // CandidateEvent reports that a breaker's candidate policy (see
-// [GroupPolicy.Candidate]) decides differently from its policy in force:
-// after a call, or a refusal, the two are in different states. One is
-// reported each time the pair of states changes to one that differs, so
-// that a candidate that would have opened where the policy in force
-// stayed closed, or the reverse, is seen at once, and again when either
-// moves on.
+// [GroupPolicy.Candidate]) and its policy in force are in different
+// states, each time the pair of states changes to one that differs.
 type CandidateEvent struct {
-	// Name is the breaker's name; Version the version of the document
-	// that carries the candidate.
+	// Version is that of the document that carries the candidate.
 	Name    string    `json:"name"`
 	Version string    `json:"version"`
 	Time    time.Time `json:"time"`
-	// Candidate and Active are the states of the candidate and of the
-	// policy in force.
+	// The states of the candidate and of the policy in force.
 	Candidate State `json:"candidate"`
 	Active    State `json:"active"`
-	// Moved is "candidate" when the candidate's transition made the
-	// difference, "active" when the policy in force moved and the
-	// candidate did not.
+	// Moved is "candidate" or "active": whose transition made it.
 	Moved string `json:"moved"`
-	// Reason and Window are the reason of the transition that made the
-	// difference and, for a trip, the window that tripped it: the
-	// candidate's tripping window when the candidate would have opened.
+	// The reason of that transition and, for a trip, its window.
 	Reason Reason   `json:"reason,omitempty"`
 	Window Snapshot `json:"window"`
-	// WouldRefuse counts the calls the policy in force admitted and the
-	// candidate would have refused; WouldAdmit the calls it refused and
-	// the candidate would have admitted; both since the candidate began.
+	// Calls, since the candidate began, that the candidate would have
+	// refused where the policy in force admitted them, and the reverse.
 	WouldRefuse uint64 `json:"would_refuse"`
 	WouldAdmit  uint64 `json:"would_admit"`
 }
 
-// CandidateStatus is what a breaker's candidate policy has done: a part
-// of [Status].
+// CandidateStatus is what a breaker's candidate policy has done.
 type CandidateStatus struct {
 	Version string   `json:"version"`
 	State   State    `json:"state"`
 	Window  Snapshot `json:"window"`
-	// Trip is the window that tripped the candidate, while it is not
-	// closed.
+	// Trip is the candidate's tripping window, while not closed.
 	Trip        Snapshot          `json:"trip"`
 	WouldRefuse uint64            `json:"would_refuse"`
 	WouldAdmit  uint64            `json:"would_admit"`
@@ -57,8 +44,8 @@ type CandidateStatus struct {
 	Policy      Policy            `json:"policy"`
 }
 
-// Candidate returns what the breaker's candidate policy has done, and
-// true, or false if the breaker has no candidate.
+// Candidate returns what the breaker's candidate policy has done; ok is
+// false without one.
 func (b *Breaker) Candidate() (CandidateStatus, bool) {
 	c := b.cand.Load()
 	if c == nil {
@@ -86,10 +73,8 @@ func (b *Breaker) Candidate() (CandidateStatus, bool) {
 
 func statePair(active, cand State) uint32 { return uint32(active)<<8 | uint32(cand) }
 
-// reconcile compares the states of the breaker and of its candidate
-// after a call, and reports a difference that is new. It runs once both
-// have settled the call, so that an outcome that trips both is no
-// difference.
+// reconcile reports a new difference between the breaker and its
+// candidate, once both have settled the call.
 func (c *candidate) reconcile() {
 	active, cand := c.b.state.Load().state(), c.shadow.state.Load().state()
 	pair := statePair(active, cand)
@@ -135,20 +120,11 @@ type candidateSubscriber struct {
 	off atomic.Bool
 }
 
-// SubscribeCandidate adds f to the subscribers of the group's candidate
-// reports: f is called with every [CandidateEvent], on the goroutine of
-// the call that revealed the difference, outside any lock. Reports of
-// one breaker come in order of the calls that settle them; calls running
-// at once on several goroutines may settle in either order. The
+// SubscribeCandidate calls f with every [CandidateEvent] of the group, on
+// the goroutine of the call that revealed it, outside any lock. The
 // returned function removes f; once it has returned, f is not called
-// again. A panic in f is recovered and logged, as for [Group.Subscribe].
-// A nil f is ignored.
-//
-// Every report is also logged, to the group's logger or [slog.Default],
-// at Info (a candidate is an experiment, not an incident), with its
-// attributes under breaker and breaker.candidate=true:
-//
-//	level=INFO msg="breaker candidate differs" breaker.name=payment.Charge breaker.candidate=true breaker.version=v7 breaker.moved=candidate breaker.candidate_state=open breaker.active_state=closed breaker.reason=error_ratio breaker.ratio=0.3 breaker.counted=20 breaker.failures=6 breaker.timeouts=0 breaker.would_refuse=0 breaker.would_admit=0
+// again. A panic in f is recovered and logged; a nil f is ignored. Every
+// report is also logged at Info (docs/live-policies.md).
 func (g *Group) SubscribeCandidate(f func(CandidateEvent)) (unsubscribe func()) {
 	if f == nil {
 		return func() {}

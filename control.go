@@ -7,20 +7,11 @@ import (
 )
 
 // SetPolicy replaces the breaker's policy. An invalid p is refused with a
-// *[PolicyError] and the breaker keeps its old policy; nothing of p is
-// applied. The state is kept. The window is kept too, unless Window or
-// Buckets change, in which case it starts empty (counts from buckets of
-// another width cannot be compared), and no result of a call admitted
-// before counts in it.
-//
-// The new policy applies at once to the results of calls already in
-// flight: a result is judged by the policy in force when it is recorded,
-// whatever policy admitted its call (only the deadline of Policy.CallTimeout,
-// already given to the call, stays). A half-open breaker whose passed
-// probes reach a lowered Probes closes at once. An open breaker's running
-// cooldown is cut when the new OpenFor or MaxOpenFor make it shorter (to
-// what the new policy gives, with the same jitter, from when it began;
-// if that has passed, the next call probes), and never lengthened.
+// *[PolicyError] and nothing of it is applied. The state is kept, and the
+// window unless Window or Buckets change. The new policy judges every
+// result recorded from now on, also of calls already in flight; a running
+// cooldown may be cut, never lengthened. docs/behaviour.md (§4) has the
+// rules in full.
 func (b *Breaker) SetPolicy(p Policy) error {
 	r, err := compileShared(p)
 	if err != nil {
@@ -30,8 +21,7 @@ func (b *Breaker) SetPolicy(p Policy) error {
 	return nil
 }
 
-// setRules puts r in force. Results recorded from now on are judged by r,
-// whenever their call was admitted.
+// setRules puts r in force.
 func (b *Breaker) setRules(r *rules) {
 	now := b.opt.tb.now()
 	b.mu.Lock()
@@ -44,15 +34,13 @@ func (b *Breaker) setRules(r *rules) {
 	if old.width != r.width || old.buckets != r.buckets {
 		if b.state.Load().state() == Closed {
 			// Calls in flight were admitted for the old window: a new
-			// generation makes their results stale, like a close does.
-			// The bump comes before the store (see recordSuccess).
+			// generation, bumped before the store, makes them stale.
 			b.bumpGenLocked()
 		}
 		b.win.Store(b.nextWindow(r))
 	}
 	if old.consec != r.consec {
-		// The run counted under the old rule may be longer than the new
-		// one allows; trip on failures seen under the new rule only.
+		// Trip on failures seen under the new rule only.
 		b.handRunLocked(b.state.Load().gen(), false)
 	}
 	if w := b.state.Load(); w.state() == Open {
@@ -70,10 +58,7 @@ func (b *Breaker) setRules(r *rules) {
 }
 
 // shortenCooldownLocked cuts the running cooldown to what r would have
-// drawn for it, with the same jitter factor, when that is shorter: a
-// policy that lowers OpenFor or MaxOpenFor during an outage takes effect
-// in the outage, while one that raises them waits for the next cooldown.
-// A forced open has no cooldown to cut. b.mu must be held.
+// drawn for it, same jitter, when that is shorter. b.mu must be held.
 func (b *Breaker) shortenCooldownLocked(old, r *rules) {
 	e := b.openErr.Load()
 	if e == nil || e.Until.IsZero() || e.Cooldown <= 0 {
@@ -98,13 +83,10 @@ func (b *Breaker) shortenCooldownLocked(old, r *rules) {
 }
 
 // SetMode changes how the breaker applies its state machine; see [Mode].
-// Entering ModeForcedOpen opens the breaker and entering ModeForcedClosed
-// closes it, each with an event if the state changes (forcing open an open
-// breaker is no transition: no event, and Counters.Opens stays); leaving
-// ModeForcedOpen goes to half-open, so the downstream is probed before
-// traffic returns. Switching between ModeAuto and ModeShadow keeps the
-// state, and calls in flight still report into it. An unknown mode is an
-// error and changes nothing.
+// ModeForcedOpen opens it and ModeForcedClosed closes it, with an event if
+// the state changes; leaving ModeForcedOpen goes half-open. ModeAuto and
+// ModeShadow keep the state. An unknown mode is an error and changes
+// nothing.
 func (b *Breaker) SetMode(m Mode) error {
 	if m > ModeForcedClosed {
 		return fmt.Errorf("breaker: unknown mode %d", m)
@@ -120,8 +102,7 @@ func (b *Breaker) SetMode(m Mode) error {
 		if w.state() == Closed {
 			cause = ReasonForcedOpen
 			if b.outageEdge != never && now-b.outageEdge >= b.rules.Load().maxOpenFor {
-				// Stable for MaxOpenFor: the doubling starts over, whatever
-				// ends the closed spell (a trip does the same).
+				// Stable for MaxOpenFor: the doubling starts over, as on a trip.
 				b.setDoublings(0)
 			}
 			b.outageEdge = now
@@ -137,8 +118,7 @@ func (b *Breaker) SetMode(m Mode) error {
 		})
 		b.countOpenLocked()
 		b.transitionLocked(now, Open, m, ReasonForcedOpen, snap, 0)
-		// A forced open has no cooldown to wait out: it ends only when
-		// the mode is left. After the state word: see transitionDue.
+		// No cooldown: it ends with the mode. After the state word.
 		b.transitionDue.Store(math.MaxInt64)
 	case m == ModeForcedClosed:
 		if w.state() != Closed {
@@ -157,8 +137,7 @@ func (b *Breaker) SetMode(m Mode) error {
 	return nil
 }
 
-// setModeLocked changes the mode bits only, keeping state and generation so
-// that calls in flight still report.
+// setModeLocked changes the mode bits only, keeping state and generation.
 func (b *Breaker) setModeLocked(m Mode) {
 	for {
 		w := b.state.Load()
@@ -169,10 +148,8 @@ func (b *Breaker) setModeLocked(m Mode) {
 }
 
 // Reset returns the breaker to Closed with an empty window and the cooldown
-// back at Policy.OpenFor, as if it had just been created. A forced mode
-// ends; ModeShadow stays. The results of calls in flight when Reset is
-// called never count in the new window, nor in its run of consecutive
-// failures, however late they arrive; [Breaker.Counters] counts them.
+// back at Policy.OpenFor, as if new. A forced mode ends; ModeShadow stays.
+// Results of calls in flight count only in [Breaker.Counters].
 func (b *Breaker) Reset() {
 	now := b.opt.tb.now()
 	b.mu.Lock()
@@ -187,14 +164,9 @@ func (b *Breaker) Reset() {
 	b.flush()
 }
 
-// endForcedOpenLocked starts the outage afresh when a forced open ends. A forced
-// open is an operator's decision, not a failing downstream: measured from
-// its start, a breaker released after a two-hour maintenance window would
-// be a P1 the moment its first probe went out. From the release on, the
-// breaker is judged like any other, and if its probes fail the alert
-// counts from the release. The time spent open so far, forced time
-// included, stays in Counters.OpenTime. The open error, which the
-// half-open episode's refusals copy, says the same. b.mu must be held.
+// endForcedOpenLocked starts the outage afresh when a forced open ends, so
+// the alert clock counts from the release; OpenTime keeps the forced time.
+// b.mu must be held.
 func (b *Breaker) endForcedOpenLocked(now int64) {
 	if b.outageEdge != never {
 		b.histLocked().openTotal += max(0, now-b.outageEdge)

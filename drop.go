@@ -12,10 +12,8 @@ type activity struct {
 }
 
 // Remove drops the breaker for key, whatever its state, and reports
-// whether there was one. Use it when a target is decommissioned. The next
-// use of the key creates a new breaker; see [GroupConfig.IdleAfter] for
-// what becomes of calls still running on the dropped one, and of a
-// *Breaker kept from before.
+// whether there was one; the next use of the key makes a new one. Calls on
+// the dropped one go to the new one (see [GroupConfig.IdleAfter]).
 func (g *Group) Remove(key string) bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -37,27 +35,17 @@ func (g *Group) forgetLocked(key string, b *Breaker) {
 	g.cache.forget(b)
 }
 
-// droppedBit in a breaker's state word marks a breaker its group has let
-// go of (removed, or evicted as idle). A dropped breaker is never handed
-// out again: a call made on it, through a *Breaker kept from before, goes
-// to the group's current breaker for the key (made if need be), and so
-// does the result of a call admitted just before the drop. Dropping ends
-// the generation like a transition (endGenLocked), so such a result misses
-// the closed path's generation check, or finds the window sealed, and
-// reaches record, which diverts it. The closed path pays nothing: it
-// already compares the generation, and the admission test masks the bit
-// together with the state.
+// droppedBit marks a breaker its group has let go of. Calls made on it,
+// and results of calls admitted before the drop, go to the key's current
+// breaker; dropping ends the generation, so such results reach record,
+// which diverts them. The closed path pays nothing for it.
 const droppedBit = 1 << 4
 
 func (b *Breaker) dropped() bool { return b.state.Load().dropped() }
 
-// drop marks b dropped, and reports the state it was in and whether it
-// dropped it. With idle it drops b only if it is in ModeAuto (see
-// GroupConfig.IdleAfter), checked under b.mu so that no SetMode slips in
-// between. The word becomes closed and in ModeAuto, so that no lazy
-// transition (end of a cooldown, probe timeout) happens on a breaker
-// nobody can see; a half-open episode ends with it, and so do its probes'
-// marks.
+// drop marks b dropped, closed and in ModeAuto, and reports the state it
+// was in and whether it dropped it; with idle, only a ModeAuto breaker,
+// checked under b.mu. No lazy transition happens on a dropped breaker.
 func (b *Breaker) drop(idle bool) (State, bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -81,15 +69,10 @@ func (b *Breaker) successor() *Breaker {
 	return nb
 }
 
-// divert hands a result that reached b (in state word w) after b was
-// dropped to the key's current breaker, and reports whether it did. A
-// result that reaches record from a call admitted in the last generation
-// before the drop is a closed-state call (only the closed state admits
-// calls whose results go to the window; a probe's goes to verdict, which
-// finds its episode over), and its outcome goes into the successor's
-// window, made if need be, as if it had been admitted there.
-// A result older than that was stale anyway: it is only counted, by the
-// successor if there is one, and no breaker is made for it.
+// divert hands a result that reached the dropped b (word w) to the key's
+// current breaker, and reports whether it did: one of the last generation
+// before the drop goes into its window (made if need be), an older one is
+// only counted there, if there is one.
 func (b *Breaker) divert(caller context.Context, now int64, gen uint64, w word, o Outcome, slow bool) bool {
 	if !w.dropped() {
 		return false
@@ -111,13 +94,9 @@ func (b *Breaker) divert(caller context.Context, now int64, gen uint64, w word, 
 	return true
 }
 
-// EvictIdle drops the breakers that no caller has asked for in
-// GroupConfig.IdleAfter, whatever their state, and returns how many it
-// dropped; see GroupConfig.IdleAfter for which are kept, and what becomes
-// of a dropped breaker's calls. A breaker's idleness is measured between
-// calls of EvictIdle (and the group's other sweeps): the first sweep only
-// notes each breaker's activity. With a logger, each drop is recorded
-// after the group's lock is released.
+// EvictIdle drops the breakers no caller has asked for in
+// GroupConfig.IdleAfter (which says which are kept) and returns how many.
+// Idleness is measured between sweeps: the first only notes activity.
 func (g *Group) EvictIdle() int {
 	if g.cfg.IdleAfter <= 0 {
 		return 0
@@ -143,15 +122,11 @@ type droppedBreaker struct {
 	idle  time.Duration
 }
 
-// maxDropRecords bounds the records of one sweep: a sweep after a flood
-// of keys built from request data may drop thousands of breakers, and one
-// summary says as much as thousands of lines.
+// maxDropRecords bounds the records of one sweep; a summary follows.
 const maxDropRecords = 16
 
-// sweepLocked drops idle breakers. Activity is read from counters the
-// breakers keep anyway (calls admitted and returned, probes included, and
-// refusals), so the call path pays nothing for eviction. g.mu must be
-// held.
+// sweepLocked drops idle breakers, by the counters they keep anyway.
+// g.mu must be held.
 func (g *Group) sweepLocked(now int64) sweepReport {
 	g.lastSweep.Store(now)
 	idle := int64(g.cfg.IdleAfter)
@@ -184,16 +159,9 @@ func (g *Group) sweepLocked(now int64) sweepReport {
 	return rep
 }
 
-// logDrops writes the records of a sweep to the group's logger, if it has
-// one: one per dropped breaker, at Info for one dropped open or half-open
-// and at Debug for one dropped closed (the routine end of a target that
-// went away), for the first maxDropRecords, and one Info record with the
-// counts if the sweep dropped more:
-//
-//	level=INFO msg="breaker dropped" breaker.name=payment.Charge@10.0.0.7 breaker.state=open breaker.reason=idle breaker.idle=10m0s
-//	level=INFO msg="breakers dropped" breaker.reason=idle breaker.dropped=2500 breaker.unlisted=2484 breaker.closed=2400 breaker.open=100 breaker.half_open=0
-//
-// g.mu must not be held: a handler may call back into the group.
+// logDrops writes a sweep's records (docs/observability.md): one per
+// breaker, Debug if it was closed, else Info, for the first
+// maxDropRecords, then a summary. g.mu must not be held.
 func (g *Group) logDrops(rep sweepReport) {
 	l := g.opt.logger
 	if l == nil || rep.n == 0 {
@@ -209,7 +177,7 @@ func (g *Group) logDrops(rep sweepReport) {
 			slog.String("name", d.name),
 			slog.String("state", d.state.String()),
 			slog.String("reason", "idle"),
-			// A string, as the cooldown is, so both handlers write "10m0s".
+			// A string, as the cooldown: "10m0s" in both handlers.
 			slog.String("idle", d.idle.String()))})
 	}
 	if rep.n > len(rep.listed) {

@@ -10,40 +10,28 @@ import (
 
 // Event describes one transition, or, with Reason ReasonTimeoutAdapted
 // and From equal to To, a change of the adaptive timeout (see Timeout).
-//
-// In JSON an event is an object with snake_case keys, its cooldown a
-// string such as "30s" (see [Event.MarshalJSON]), and it decodes back to
-// the same event.
+// It round-trips through JSON.
 type Event struct {
 	Name   string    `json:"name"` // the breaker's name
 	From   State     `json:"from"`
 	To     State     `json:"to"`
 	Reason Reason    `json:"reason"`
 	Time   time.Time `json:"time"` // the breaker's clock at the transition
-	// Snapshot is the window that tripped the breaker for a trip; for the
-	// other transitions of an outage (reopening, half-open), the snapshot
-	// of the trip that began it, so every event of an outage says what
-	// caused it; for a transition to Closed, the window at the transition.
+	// Snapshot is the window of the trip that began the outage; for a
+	// transition to Closed or a timeout change, the window then.
 	Snapshot Snapshot `json:"snapshot"`
-	// Cooldown is how long the breaker will stay open, for a transition
-	// to Open that ends on its own; zero otherwise.
+	// Cooldown is how long a transition to Open lasts; 0 if forced.
 	Cooldown time.Duration `json:"cooldown"`
-	// Doublings is how many times in a row the cooldown has doubled: the
-	// cooldown is min(OpenFor·2^Doublings, MaxOpenFor) before jitter.
+	// Doublings is how many times in a row the cooldown has doubled.
 	Doublings int `json:"doublings"`
-	// Mode is the breaker's mode after the transition; ModeShadow marks
-	// a transition a shadow breaker only reports.
+	// Mode is the mode after the transition.
 	Mode Mode `json:"mode"`
-	// Timeout is set on the event of a change of the adaptive timeout
-	// (Reason ReasonTimeoutAdapted), which is not a transition: the
-	// state does not change, and Snapshot is the window at the change.
-	// It is nil on a transition.
+	// Timeout is the change of the adaptive timeout; nil on a transition.
 	Timeout *TimeoutChange `json:"timeout,omitempty"`
 }
 
-// eventJSON is an Event as JSON has it: the struct's own tags, with the
-// cooldown as a duration string. The outer Cooldown hides the embedded
-// one, being shallower.
+// eventJSON is an Event as JSON has it; the outer Cooldown, shallower,
+// hides the embedded one.
 type eventJSON struct {
 	plainEvent
 	Cooldown string `json:"cooldown"`
@@ -54,18 +42,14 @@ type eventJSON struct {
 type plainEvent Event
 
 // MarshalJSON writes the event with snake_case keys and its cooldown as a
-// string such as "30s", the way [Policy] writes its durations and the log
-// records write the cooldown, so that a stored or forwarded event reads as
-// the breaker's log does. ([Status] writes elapsed times as integer
-// nanoseconds, in keys ending in _ns; an event has no elapsed time.)
+// string such as "30s", as the log records write it.
 func (e Event) MarshalJSON() ([]byte, error) {
 	return json.Marshal(eventJSON{plainEvent(e), e.Cooldown.String()})
 }
 
-// UnmarshalJSON reads what [Event.MarshalJSON] writes. Keys the document
-// does not name keep their values. A cooldown that is not a duration
-// string, or is negative, and a negative doublings count are errors naming
-// the field; on error e is unchanged.
+// UnmarshalJSON reads what MarshalJSON writes; keys not named keep their
+// values. A bad or negative cooldown or doublings is an error naming the
+// field; on error e is unchanged.
 func (e *Event) UnmarshalJSON(data []byte) error {
 	v := eventJSON{plainEvent: plainEvent(*e), Cooldown: e.Cooldown.String()}
 	if err := json.Unmarshal(data, &v); err != nil {
@@ -86,9 +70,7 @@ func (e *Event) UnmarshalJSON(data []byte) error {
 	return nil
 }
 
-// eventDecodeError names the field of a type error by its JSON key, not
-// by the Go types that decode an event, which are no business of the
-// caller's.
+// eventDecodeError names the field of a type error by its JSON key.
 func eventDecodeError(err error) error {
 	var te *json.UnmarshalTypeError
 	if !errors.As(err, &te) {
@@ -122,12 +104,10 @@ func (b *Breaker) queueLocked(ev Event) {
 	q.events = append(q.events, ev)
 }
 
-// flush delivers queued events to the hooks, outside the lock and in the
-// order the transitions happened. Only one goroutine delivers at a time; a
-// transition made meanwhile, including one a hook causes by calling back
-// into the breaker, is queued and delivered by that same goroutine after
-// the hook returns. So hooks never run concurrently for one breaker, never
-// see events out of order, and cannot deadlock the breaker.
+// flush delivers queued events to the hooks, outside the lock, in order.
+// One goroutine delivers at a time, and delivers too the events queued
+// meanwhile (a hook's callbacks included), so hooks never run
+// concurrently, never see events out of order, and cannot deadlock.
 func (b *Breaker) flush() {
 	if !b.opt.observed() {
 		return
@@ -140,17 +120,13 @@ func (b *Breaker) flush() {
 	q := &b.hist.events
 	q.delivering = true
 	b.mu.Unlock()
-	// A hook that panics must not hide the event from the hooks after it,
-	// nor strand the events queued behind it: each hook runs under its
-	// own recover, delivery goes on to the end of the queue, and the first
-	// panic then goes on up to the caller, whose call caused the
-	// transition. The group's subscribers contain their own panics.
+	// A panicking hook: the others still run, delivery goes on to the end
+	// of the queue, then the first panic goes on up to the caller.
 	var panicked any
 	done := false
 	defer func() {
 		if !done {
-			// A hook called runtime.Goexit: hand delivery back, so that
-			// later events are not silenced.
+			// A hook called runtime.Goexit: hand delivery back.
 			b.mu.Lock()
 			q.delivering = false
 			b.mu.Unlock()
@@ -159,9 +135,8 @@ func (b *Breaker) flush() {
 	for {
 		b.mu.Lock()
 		if len(q.events) == 0 {
-			// Give up delivery in the same critical section that saw the
-			// queue empty, or an event queued in between would wait for
-			// the next transition.
+			// Give up delivery in the critical section that saw the queue
+			// empty, so no event queued in between waits.
 			q.events = nil
 			q.delivering = false
 			b.mu.Unlock()

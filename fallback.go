@@ -6,45 +6,27 @@ import (
 )
 
 // Fallback calls fn through b. If b refuses the call, Fallback returns what
-// fallback returns instead; fallback receives the refusal, an error
-// matching [ErrOpen] (an *[OpenError] with the reason and RetryAfter).
-// Otherwise fn ran, and Fallback returns its results unchanged, whatever
-// they are: an error of fn's that matches ErrOpen, the refusal of another
-// breaker that fn called, included. That breaker's refusal is not b's;
-// give it to [FallbackResult] to fall back on it, counted on the breaker that
-// refused.
-//
-// What to fall back to depends on the call: a read can serve a cached or
-// default value; a write that can wait can answer "try again later" with
-// the refusal's RetryAfter; a write that must not be lost should not use a
-// fallback at all and return the refusal. Fallbacks are counted in
-// Counters.Fallbacks of the breaker that refused (b, or, for a b that its
-// group has dropped, the key's current breaker, which made the call), apart
-// from the downstream's outcomes, so a breaker's statistics never mistake a
-// served fallback for a real answer (nor the other way round). If ctx is
-// done before the call, Fallback returns ctx.Err() and does not fall back:
-// the caller has gone.
+// fallback returns, given the refusal (an *[OpenError]). Otherwise fn ran,
+// and its results come back unchanged, even an inner breaker's refusal
+// (see [FallbackResult] for that one). A served fallback is counted in
+// Counters.Fallbacks of the breaker that refused. If ctx is done before
+// the call, Fallback returns ctx.Err() and does not fall back.
+// docs/fallbacks.md tells what to fall back to.
 func Fallback[T any](ctx context.Context, b *Breaker, fn func(context.Context) (T, error), fallback func(context.Context, error) (T, error)) (T, error) {
 	return callWithFallback(ctx, b, fn, fallback, false)
 }
 
-// FallbackOnFailure is [Fallback] that also falls back when the call fails
-// or times out, by b's classifier, passing fn's error to fallback, and
-// counts that fallback on b. It does not fall back for an ignored error
-// ([Ignore], the caller's cancellation, and, by [DefaultClassifier],
-// another breaker's refusal that fn passed on): those are the caller's to
-// handle.
+// FallbackOnFailure is [Fallback] that also falls back, counted on b, when
+// b's classifier finds fn's error a failure or a timeout; never for an
+// ignored one (such as an inner breaker's refusal).
 func FallbackOnFailure[T any](ctx context.Context, b *Breaker, fn func(context.Context) (T, error), fallback func(context.Context, error) (T, error)) (T, error) {
 	return callWithFallback(ctx, b, fn, fallback, true)
 }
 
-// FallbackResult is the fallback for a call guarded somewhere else, such as by
-// the HTTP transport of package breakerhttp or the gRPC interceptors: given
-// that call's results, it returns what fallback returns when err is a
-// refusal (it matches [ErrOpen]), and counts the fallback in
-// Counters.Fallbacks of the breaker that refused. Otherwise it returns v
-// and err unchanged. Wrapping such a call in [Fallback] instead would pass
-// it through a breaker twice.
+// FallbackResult is the fallback for a call guarded elsewhere (an
+// integration, an inner breaker): if err matches [ErrOpen], it returns
+// what fallback returns and counts it on the breaker that refused;
+// otherwise it returns v and err unchanged.
 //
 //	resp, err := client.Get(url) // client uses breakerhttp
 //	resp, err = breaker.FallbackResult(ctx, resp, err, cachedResponse)
@@ -62,19 +44,11 @@ func FallbackResult[T any](ctx context.Context, v T, err error, fallback func(co
 	return fallback(ctx, err)
 }
 
-// FallbackResultOnFailure is [FallbackResult] that also falls back when the guarded call
-// failed or timed out, as [FallbackOnFailure] does for a call made through
-// [Call]. It knows the call's outcome from err: the HTTP transport of
-// package breakerhttp and the gRPC interceptors return errors that carry
-// the breaker that guarded the call and the outcome it counted, and still
-// match the original error with errors.Is and errors.As. It counts the
-// fallback in Counters.Fallbacks of that breaker.
-//
-// It returns v and err unchanged, without calling fallback, when err is
-// nil, when the outcome was ignored (an [Ignore]d error, a 4xx, the
-// caller's cancellation), when err carries no breaker's outcome, or when
-// ctx is done: the caller has gone. An HTTP response with a 5xx status is
-// not an error; see breakerhttp.Fallback for it.
+// FallbackResultOnFailure is [FallbackResult] that also falls back when
+// err, as returned by the breakerhttp Transport or the gRPC interceptors,
+// carries a failure or timeout outcome, counted on its breaker. It returns
+// v and err unchanged for nil, an ignored outcome, an err without one, or
+// a done ctx. A 5xx response is not an error: see breakerhttp.Fallback.
 //
 //	stock, err := inventory.GetStock(ctx, req) // conn uses breakergrpc
 //	stock, err = breaker.FallbackResultOnFailure(ctx, stock, err, cachedStock)
@@ -100,12 +74,8 @@ func FallbackResultOnFailure[T any](ctx context.Context, v T, err error, fallbac
 	return fallback(ctx, err)
 }
 
-// outcomeCarrier is the error of a call guarded by an integration (the
-// breakerhttp Transport, the gRPC interceptors) that ended with that
-// outcome on that breaker. The integrations implement it on their own
-// unexported error types; it is an interface, not an exported type, so
-// that they can keep whatever else their errors must be (a gRPC status, a
-// net.Error) without this module knowing of them.
+// outcomeCarrier is the error of a call guarded by an integration, which
+// implements it on its own error types: the outcome on that breaker.
 type outcomeCarrier interface {
 	error
 	BreakerOutcome() (*Breaker, Outcome)
@@ -119,9 +89,8 @@ func callWithFallback[T any](ctx context.Context, b *Breaker, fn func(context.Co
 	if fn == nil {
 		return Call(ctx, b, fn)
 	}
-	// Whether fn ran tells b's refusal from an error of fn's that matches
-	// ErrOpen (an inner breaker's refusal): the OpenError alone cannot, as
-	// a dropped b hands its calls, and refusals, to its successor.
+	// Whether fn ran tells b's refusal from an inner one; the OpenError
+	// cannot, as a dropped b hands its calls to its successor.
 	ran := false
 	err := b.Do(ctx, func(ctx context.Context) error {
 		ran = true
@@ -151,11 +120,8 @@ func callWithFallback[T any](ctx context.Context, b *Breaker, fn func(context.Co
 	return fallback(ctx, err)
 }
 
-// countFallback counts a served fallback on b, or, once its group has
-// dropped b, on the key's current breaker, which counts b's calls from
-// then on (see [GroupConfig.IdleAfter]); a dropped breaker is in no
-// snapshot, so a fallback counted there would be lost. A nil b counts
-// nothing.
+// countFallback counts a served fallback on b, or on its key's current
+// breaker once b is dropped (a dropped breaker is in no snapshot).
 func (b *Breaker) countFallback() {
 	if b == nil {
 		return

@@ -11,12 +11,11 @@ import (
 )
 
 // timing is a timed breaker's latency histogram and the adaptive timeout
-// computed from it. Only a timed breaker has one (Policy.CallTimeout, SlowCall
-// or AdaptiveTimeout); it hangs off the breaker's own copy of its rules
-// (see rules.own). Safe for concurrent use; recording never blocks.
+// computed from it, on the breaker's own rules (rules.own). Safe for
+// concurrent use; recording never blocks.
 type timing struct {
-	// timeout is the adaptive timeout in force, ns; 0 until it first
-	// adapts. next is when it is next recomputed, on the breaker's time.
+	// The adaptive timeout in force (0 until it adapts), and when next
+	// to recompute it.
 	timeout atomic.Int64
 	next    atomic.Int64
 	latency.Histogram
@@ -30,44 +29,26 @@ func newTiming(now int64, r *rules, timeout int64, base latency.Totals) *timing 
 	return t
 }
 
-// Latency is what a timed breaker knows of its calls' latency: its
-// quantiles over the window, estimated from the calls that returned and
-// from those cut short, and the deadline it gives calls. Durations are
-// measured on the breaker's clock, from admission to the result, and
-// reported to within 3.1% (see the README's "Latency and timeouts"). A
-// breaker that does not time its calls (no Policy.CallTimeout, SlowCall or
-// AdaptiveTimeout) has none.
-//
-// In JSON, durations are integer nanoseconds in keys ending in _ns, like
-// the other elapsed times of [Status].
+// Latency is what a timed breaker knows of its calls' latency over the
+// window, and the deadline it gives calls. Durations are measured on the
+// breaker's clock from admission to result, within 3.1%; in JSON they are
+// nanoseconds. docs/latency.md explains what is measured and how.
 type Latency struct {
-	// Samples is the number of calls in the window whose latency was
-	// measured: the closed-state calls that returned, successes and
-	// failures alike.
+	// Samples is the closed-state calls that returned, in the window.
 	Samples uint64 `json:"samples"`
-	// Censored is the number of calls in the window that ended as
-	// timeouts. Their latency is unknown, only that it was at least what
-	// they lasted (the deadline that cut them, usually), and the
-	// quantiles count them as that: censored.
+	// Censored is the calls in the window that ended as timeouts: their
+	// latency is only known to be at least what they ran.
 	Censored uint64 `json:"censored"`
-	// P50, P90, P99 and P999 are the quantiles of the latency over the
-	// window, estimated from the Samples and the Censored calls; 0 when
-	// unknown: when the window holds no call, or when more than 1-q of
-	// the latency lies beyond the longest call measured (as when every
-	// call is cut).
+	// The quantiles, from Samples and Censored; 0 when unknown (no
+	// call, or more than 1-q beyond the longest call measured).
 	P50  time.Duration `json:"p50_ns"`
 	P90  time.Duration `json:"p90_ns"`
 	P99  time.Duration `json:"p99_ns"`
 	P999 time.Duration `json:"p999_ns"`
-	// Timeout is the deadline the breaker gives a call now:
-	// Policy.CallTimeout, or the adaptive timeout in force; 0 for none.
+	// Timeout is the deadline given a call now ([Breaker.Timeout]).
 	Timeout time.Duration `json:"timeout_ns"`
-	// SamplesTotal, CensoredTotal and SumTotal count since the breaker
-	// began timing calls, for exporters that want monotonic counts: calls
-	// measured, calls censored, and the sum of the measured latencies,
-	// estimated from the histogram's bins. They never go down: a new
-	// histogram (a change of Window or Buckets) and a spell without one
-	// (a policy that times nothing) continue them.
+	// Monotonic totals since the breaker began timing calls: calls
+	// measured, censored, and the sum of measured latencies (estimated).
 	SamplesTotal  uint64        `json:"samples_total"`
 	CensoredTotal uint64        `json:"censored_total"`
 	SumTotal      time.Duration `json:"sum_total_ns"`
@@ -112,10 +93,8 @@ func (b *Breaker) deadline(r *rules) int64 {
 	return adaptiveDeadline(r, cur)
 }
 
-// adaptiveDeadline is the deadline under r's adaptive timeout when the
-// breaker's last computed value is cur (0: none yet): cur, or where r
-// starts, kept within r's bounds, which may have changed since cur was
-// computed.
+// adaptiveDeadline is cur (or, when 0, where r starts) kept within r's
+// bounds, which may have changed since cur was computed.
 func adaptiveDeadline(r *rules, cur int64) int64 {
 	p := &r.p
 	if cur <= 0 {
@@ -128,9 +107,7 @@ func adaptiveDeadline(r *rules, cur int64) int64 {
 }
 
 // measure records a closed-state call that ended at now after elapsed ns
-// (-1: not timed) with outcome o in the histogram of the rules r in force
-// now, if they time calls, and recomputes the adaptive timeout when it is
-// due.
+// (-1: not timed) in r's histogram, and recomputes the timeout when due.
 func (b *Breaker) measure(now, elapsed int64, o Outcome, r *rules) {
 	l := r.lat
 	if l == nil || elapsed < 0 || o == Ignored {
@@ -142,14 +119,10 @@ func (b *Breaker) measure(now, elapsed int64, o Outcome, r *rules) {
 	}
 }
 
-// retime recomputes the adaptive timeout, if it is due at now and no
-// other call is at it: clamp(quantile × factor + base, min, max), where
-// the quantile is the window's, censored calls included, rounded up to
-// the top of its bin (latency.BinTop), so that at any factor of at least
-// 1 the deadline is above the quantile it follows. The value in force
-// stays when the window holds fewer than MinRequests measured calls (or
-// none), or when the quantile is unknown. A change is an event with
-// Reason ReasonTimeoutAdapted, which WithLogger logs.
+// retime recomputes the adaptive timeout if it is due and no other call
+// is at it: clamp(Q × factor + base, min, max), Q rounded up to the top of
+// its bin, or no change below MinRequests or for an unknown Q
+// (docs/latency.md, "The adaptive timeout").
 func (b *Breaker) retime(now int64, l *timing, r *rules) {
 	next := l.next.Load()
 	if now < next || !l.next.CompareAndSwap(next, addSat(now, int64(AdaptiveInterval))) {
@@ -170,9 +143,7 @@ func (b *Breaker) retime(now int64, l *timing, r *rules) {
 	target := float64(q)*p.AdaptiveTimeout.Factor + float64(p.AdaptiveTimeout.Base)
 	next64 := int64(min(target, float64(p.AdaptiveTimeout.Max)))
 	next64 = min(max(next64, int64(p.AdaptiveTimeout.Min)), int64(p.AdaptiveTimeout.Max))
-	// The change and its event are made under the lock, so that events
-	// come in the order of the changes even if a recompute that is
-	// descheduled here is overtaken by the next one.
+	// Under the lock, so that events come in the order of the changes.
 	snap := snapshot(b.win.Load(), now)
 	b.mu.Lock()
 	old := adaptiveDeadline(r, l.timeout.Load())
@@ -203,14 +174,9 @@ func (b *Breaker) retime(now int64, l *timing, r *rules) {
 	b.flush()
 }
 
-// TimeoutChange is a change of the adaptive timeout: the deadline in
-// force went from Old to New, computed from the Quantile of the window's
-// latency, which was Latency (rounded up to the top of its histogram bin,
-// at most 1/16 above the calls in it), estimated from Samples measured
-// calls and the censored ones.
-//
-// In JSON its durations are strings such as "250ms", like an event's
-// cooldown.
+// TimeoutChange is a change of the adaptive timeout from Old to New,
+// computed from the window's Quantile, which was Latency (the top of its
+// bin), over Samples measured calls. In JSON durations are strings.
 type TimeoutChange struct {
 	Old      time.Duration
 	New      time.Duration
@@ -232,9 +198,8 @@ func (c TimeoutChange) MarshalJSON() ([]byte, error) {
 	return json.Marshal(timeoutChangeJSON{c.Old.String(), c.New.String(), c.Quantile, c.Latency.String(), c.Samples})
 }
 
-// UnmarshalJSON reads what [TimeoutChange.MarshalJSON] writes. A duration
-// that is not a duration string, or is negative, is an error naming the
-// key; on error c is unchanged.
+// UnmarshalJSON reads what MarshalJSON writes. A bad or negative
+// duration is an error naming its key; on error c is unchanged.
 func (c *TimeoutChange) UnmarshalJSON(data []byte) error {
 	v := timeoutChangeJSON{c.Old.String(), c.New.String(), c.Quantile, c.Latency.String(), c.Samples}
 	if err := json.Unmarshal(data, &v); err != nil {

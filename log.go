@@ -6,35 +6,15 @@ import (
 	"math"
 )
 
-// logGroup is the key of the slog group that holds a breaker's attributes
-// in its log records.
+// logGroup is the key of the slog group of a breaker's attributes.
 const logGroup = "breaker"
 
 // WithLogger logs every transition of the breaker (or of every breaker of
-// a group) as one record, and every probe's result as a record of its own,
-// so probes can be told apart from ordinary calls, which are not logged. A
-// transition to Open is logged at Warn, everything else at Info. A change
-// of the adaptive timeout (Policy.AdaptiveTimeout) is a record too,
-// "timeout changed", with the old and new deadlines, the quantile and its
-// value, and the number of calls it came from.
-//
-// The breaker's attributes are in one group, breaker, so that none of them
-// can collide with the handler's own keys (time, level, msg) or with the
-// logger's own attributes (unless one of them is itself named breaker).
-// With slog's text handler a trip reads:
-//
-//	level=WARN msg="breaker opened" breaker.name=orders.Create breaker.state=open breaker.from=closed breaker.reason=error_ratio breaker.ratio=0.61 breaker.counted=44 breaker.failures=27 breaker.timeouts=12 breaker.cooldown=30s
-//
-// and a probe:
-//
-//	level=INFO msg="probe passed" breaker.name=orders.Create breaker.probe=true breaker.outcome=success breaker.verdict=pass
-//
-// The JSON handler writes the same attributes as one object,
-// "breaker":{"name":"orders.Create","state":"open",...}, with the cooldown
-// as a string such as "30s".
-//
-// Records are written outside the breaker's lock, in the order of the
-// transitions. A nil l logs nothing.
+// a group) as one record, Warn for an opening and Info otherwise, every
+// probe's result, and every change of the adaptive timeout; ordinary calls
+// are not logged. The attributes are in one group, breaker. Records are
+// written outside the breaker's lock, in the order of the transitions. A
+// nil l logs nothing. docs/observability.md shows the records.
 func WithLogger(l *slog.Logger) Option {
 	return func(o *options) {
 		if l == nil {
@@ -45,9 +25,7 @@ func WithLogger(l *slog.Logger) Option {
 	}
 }
 
-// transitionMessage is the message of a transition record: it names the
-// transition, so a reader need not open the attributes to see what
-// happened.
+// transitionMessage names the transition, such as "breaker opened".
 func transitionMessage(to State) string {
 	switch to {
 	case Closed:
@@ -84,8 +62,7 @@ func logEvent(l *slog.Logger, e Event) {
 		attrs = append(attrs, slog.Uint64("slow", e.Snapshot.Slow))
 	}
 	if e.To == Open && e.Cooldown > 0 {
-		// A string, not slog.Duration: the JSON handler would write
-		// nanoseconds, the text handler "30s"; both now write "30s".
+		// A string, so that both handlers write "30s".
 		attrs = append(attrs, slog.String("cooldown", e.Cooldown.String()))
 	}
 	if e.Doublings > 0 {
@@ -98,16 +75,14 @@ func logEvent(l *slog.Logger, e Event) {
 		slog.Attr{Key: logGroup, Value: slog.GroupValue(attrs...)})
 }
 
-// logTimeout records a change of the adaptive timeout, at Info:
-//
-//	level=INFO msg="timeout changed" breaker.name=orders.Create breaker.state=closed breaker.reason=timeout_adapted breaker.old=1s breaker.new=240ms breaker.quantile=0.99 breaker.latency=120ms breaker.samples=5400
+// logTimeout records a change of the adaptive timeout, at Info.
 func logTimeout(l *slog.Logger, e Event) {
 	c := e.Timeout
 	attrs := []slog.Attr{
 		slog.String("name", e.Name),
 		slog.String("state", e.To.String()),
 		slog.String("reason", string(e.Reason)),
-		// Strings, as the cooldown is, so both handlers write "240ms".
+		// Strings, as the cooldown.
 		slog.String("old", c.Old.String()),
 		slog.String("new", c.New.String()),
 		slog.Float64("quantile", c.Quantile),
@@ -136,9 +111,8 @@ func probeMessage(verdict string) string {
 	return "probe " + verdict
 }
 
-// logProbe records one probe's result. verdict is "pass", "fail", "none"
-// (an ignored or excused probe that freed its slot) or "stale" (its
-// episode had already ended).
+// logProbe records one probe's result: verdict "pass", "fail", "none"
+// (slot freed) or "stale" (episode over).
 func (b *Breaker) logProbe(ctx context.Context, o Outcome, verdict string) {
 	l := b.opt.logger
 	if l == nil {

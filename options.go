@@ -18,12 +18,9 @@ type options struct {
 	group    *Group // the group that made the breaker, if any
 }
 
-// WithClock makes the breaker read time from c instead of the real clock.
-// *clock.Mock from github.com/benbjohnson/clock plugs in directly. If c also
-// has a method WithTimeout(context.Context, time.Duration)
-// (context.Context, context.CancelFunc), as *clock.Mock does, the deadlines
-// of Policy.CallTimeout are made through it, so they follow the same clock.
-// A nil c means the real clock.
+// WithClock makes the breaker read time from c (nil: the real clock), such
+// as a *clock.Mock of github.com/benbjohnson/clock. If c has a WithTimeout
+// method as *clock.Mock does, the breaker's deadlines are made through it.
 func WithClock(c Clock) Option { return func(o *options) { o.tb = newTimebase(c) } }
 
 // WithClassifier replaces [DefaultClassifier]. A nil c keeps the default.
@@ -35,13 +32,10 @@ func WithClassifier(c Classifier) Option {
 	}
 }
 
-// WithRand sets the source of the cooldown jitter: a function returning a
-// number in [0, 1), safe for concurrent use. A value outside [0, 1) (or
-// NaN) is treated as 0.5, no jitter, and so is a panic of f: f runs in the
-// middle of a transition, under the breaker's lock, where a panic would
-// leave the breaker locked or half moved. The default is
-// math/rand/v2.Float64; tests inject a fixed value to know each cooldown
-// exactly. A nil f keeps the default.
+// WithRand sets the source of the cooldown jitter (default
+// math/rand/v2.Float64; nil keeps it): a function returning a number in
+// [0, 1), safe for concurrent use. Another value, or a panic, counts as 0.5,
+// no jitter.
 func WithRand(f func() float64) Option {
 	return func(o *options) {
 		if f != nil {
@@ -50,20 +44,12 @@ func WithRand(f func() float64) Option {
 	}
 }
 
-// OnTransition adds a hook called with every transition. Hooks run after the
-// transition, outside any lock of the breaker, one event at a time and in
-// the order of the transitions; each hook sees every event. A hook may call
-// back into the breaker, even causing another transition, which is then
-// delivered after the current hook returns. A slow hook delays only the
-// call that caused the transition. A hook that panics does not hide the
-// event from the hooks after it, nor the events after it: they are all
-// delivered, and then the first panic goes on up to the call that caused
-// the transition (a call, a read of the state, a scrape). A nil h is
-// ignored.
-//
-// OnTransition is for hooks fixed at construction, on one breaker or, given
-// to [NewGroup], on every breaker of a group, and cannot be removed; to
-// listen to a group for a while, use [Group.Subscribe].
+// OnTransition adds a hook called with every transition, after it, outside
+// any lock, one event at a time in order. A hook may call back into the
+// breaker; a slow one delays only the call that caused the transition. If
+// hooks panic, every event is still delivered, then the first panic goes
+// on up to that call. A nil h is ignored. Given to [NewGroup] it applies
+// to every breaker of the group; [Group.Subscribe] can be removed.
 func OnTransition(h func(Event)) Option {
 	return func(o *options) {
 		if h != nil {
@@ -72,8 +58,7 @@ func OnTransition(h func(Event)) Option {
 	}
 }
 
-// defaultOptions is shared by every breaker created without options: it is
-// never changed after creation.
+// defaultOptions is shared by every breaker created without options.
 var defaultOptions = buildOptions(nil)
 
 func newOptions(opts []Option) *options {

@@ -7,17 +7,12 @@ import (
 	"time"
 )
 
-// The cap on a group's breakers (GroupConfig.MaxBreakers).
-//
-// Past the cap a call for a new key is neither refused nor given a
-// breaker: it runs through the overflow breaker, one per group, forced
-// closed, so that it measures and applies the default policy's deadline
-// but never refuses. The count of such calls and the rate-limited
-// warning are kept here; the decision is in Group.create, which checks
-// the count without the group's lock unless a sweep could make room.
+// The cap on a group's breakers (GroupConfig.MaxBreakers): past it, calls
+// for new keys run through the overflow breaker, forced closed. The
+// decision is in Group.create (docs/internals.md, "The cap on breakers").
 
 // fullWarnInterval is the least time between two "breaker group full"
-// records of one group, on its clock.
+// records.
 const fullWarnInterval = time.Minute
 
 // fullReport is what a group knows of the calls it sent past its cap.
@@ -27,9 +22,8 @@ type fullReport struct {
 	logged atomic.Uint64 // calls as of the last record
 }
 
-// newOverflow makes a group's overflow breaker: the default rules r, the
-// group's clock and classifier, and no hooks, logger or group, since it
-// never makes a transition and is no breaker of the group's.
+// newOverflow makes a group's overflow breaker, with no hooks, logger or
+// group: it makes no transition and is no breaker of the group's.
 func newOverflow(r *rules, opt *options) *Breaker {
 	o := *opt
 	o.hooks, o.logger, o.group = nil, nil, nil

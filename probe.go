@@ -6,32 +6,23 @@ import (
 	"sync/atomic"
 )
 
-// Half-open admission and verdicts.
-//
-// The probes are real calls, not a synthetic health check: a health
-// endpoint can answer 200 while the method it stands for still times out.
-// Their number is fixed; growing it (1, 2, 4, ...) lets real traffic back
-// before recovery is proven, and in the load tests behind the defaults it
-// produced more false recoveries, not fewer.
+// Half-open admission and verdicts. Probes are real calls, and their number
+// is fixed (docs/internals.md, "Half-open probes").
 
 type probeKey struct{}
 
-// probeMark is the value a probe's context carries: the half-open episode
-// (generation) that admitted it, which the race tests use to check that no
-// episode admits more than Policy.Probes calls, and whether the probe is
-// still in flight. A nil *probeMark hides an outer context's mark.
+// probeMark is the value a probe's context carries: the episode
+// (generation) that admitted it and whether the probe is still in flight.
+// A nil *probeMark hides an outer context's mark.
 type probeMark struct {
 	gen  uint64
 	live atomic.Bool
 }
 
-// liveProbes counts the marks that are live, in every breaker of the
-// process. While it is 0 no context can hold a live mark, so a closed call
-// learns that its caller's context needs no unmarking from one load of a
-// line that is written only when a probe starts or ends, instead of from
-// a walk of the context. A mark goes live after the count is raised and
-// dead before it is lowered, so a count of 0 is never read while a mark is
-// live.
+// liveProbes counts the live marks of every breaker in the process; while
+// it is 0 a closed call needs no walk of its context. A mark goes live
+// after the count is raised and dead before it is lowered, so 0 is never
+// read while a mark is live.
 var liveProbes atomic.Int64
 
 // newProbeMark returns the live mark of a probe of episode gen.
@@ -50,17 +41,12 @@ func (m *probeMark) end() {
 	}
 }
 
-// IsProbe reports whether ctx belongs to a half-open probe that is in
-// flight: a call the breaker admitted to test whether the downstream has
-// recovered, whose result is not in yet. Integrations use it to tag the
-// request (a header Breaker-Probe: 1, gRPC metadata breaker_probe=1) so
-// probes can be told apart in traces and logs.
-//
-// The mark describes one call of one breaker. It is false in the context
-// of every call a breaker admits otherwise than as its own probe, even one
-// made inside another breaker's probe, and false in a probe's own context
-// once its result is in (Do's function has returned, or Allow's done has
-// been called). It is false for a nil ctx.
+// IsProbe reports whether ctx belongs to a half-open probe in flight: a
+// call admitted to test whether the downstream has recovered, whose result
+// is not in yet. Integrations tag such requests (Breaker-Probe: 1,
+// breaker_probe=1). It is false for every other call, even one made inside
+// another breaker's probe, once the probe's function has returned or its
+// done been called, and for a nil ctx.
 func IsProbe(ctx context.Context) bool {
 	if ctx == nil || liveProbes.Load() == 0 {
 		return false
@@ -69,10 +55,8 @@ func IsProbe(ctx context.Context) bool {
 	return m != nil && m.live.Load()
 }
 
-// unmarked returns the context for a call that is not a probe of the
-// breaker admitting it: ctx itself, or, when ctx belongs to another
-// breaker's live probe, a child of it in which IsProbe is false. Only that
-// rare case walks the context and allocates.
+// unmarked returns ctx, or, when ctx belongs to another breaker's live
+// probe, a child in which IsProbe is false (the rare case that allocates).
 func unmarked(ctx context.Context) context.Context {
 	if liveProbes.Load() == 0 {
 		return ctx
@@ -94,11 +78,9 @@ const (
 	roleShadow               // admitted by a shadow breaker that would have refused it
 )
 
-// admitNotClosed admits or refuses a call on a breaker whose word w is
-// not plain closed: open (refuse, or move to half-open when the cooldown
-// is over), half-open (claim a probe slot or refuse), forced and shadow
-// modes. A closed w, which reaches it through Allow or a timed call, is
-// admitted as counted.
+// admitNotClosed admits or refuses a call on any word w but plain closed
+// (open, half-open, forced and shadow modes); a closed w, from Allow or a
+// timed call, is admitted as counted.
 func (b *Breaker) admitNotClosed(w word, r *rules) (token, error) {
 	for {
 		switch w.state() {
@@ -128,9 +110,8 @@ func (b *Breaker) admitNotClosed(w word, r *rules) (token, error) {
 				continue
 			}
 		}
-		// transitionDue means what the state it was read in says: read
-		// with a word from before a transition, the end of a cooldown may
-		// be the probe deadline of the episode after it.
+		// transitionDue means what the word it was read with says: a
+		// cooldown's end may be the next episode's probe deadline.
 		if nw := b.state.Load(); nw != w {
 			w = nw
 			continue
@@ -153,15 +134,10 @@ func (b *Breaker) refusal() error {
 	return ErrOpen // only in a race with a close
 }
 
-// verdict applies a probe's outcome. A stale probe (its episode is over)
-// changes nothing. A probe whose function panicked (panicked, with o
-// Failure) proves nothing about the downstream's answers, so it never
-// passes: by default it frees its slot without a verdict, and under
-// Policy.StrictProbes, where a failure fails the episode, it fails it.
-//
-// The rules are read under the lock, so a verdict and SetPolicy are
-// ordered: a verdict never counts passes against a probe count that has
-// already been replaced.
+// verdict applies a probe's outcome; a stale probe changes nothing. A
+// panicked probe never passes: it frees its slot, or under StrictProbes
+// fails the episode. The rules are read under b.mu, so a verdict never
+// counts passes against a replaced probe count.
 func (b *Breaker) verdict(ctx context.Context, now int64, gen uint64, slot uint8, o Outcome, excused, panicked bool) {
 	b.mu.Lock()
 	r := b.rules.Load()
@@ -177,8 +153,7 @@ func (b *Breaker) verdict(ctx context.Context, now int64, gen uint64, slot uint8
 	verdict := "fail"
 	switch {
 	case o == Ignored || (excused && !pass) || (panicked && !strict):
-		// No verdict: free the slot for another call. A cold target's
-		// failure is excused like its failures in the window.
+		// No verdict: free the slot. A cold target's failure is excused.
 		verdict = "none"
 		b.releaseLocked(gen)
 	case pass:
@@ -194,15 +169,13 @@ func (b *Breaker) verdict(ctx context.Context, now int64, gen uint64, slot uint8
 		b.reopenLocked(now, r, ReasonProbeFailed)
 	}
 	b.mu.Unlock()
-	// Deferred, so that a log handler that panics on the probe's record
-	// cannot leave the transition's event queued until the next one.
+	// Deferred: a panicking log handler must not leave the event queued.
 	defer b.flush()
 	b.logProbe(ctx, o, verdict)
 }
 
-// releaseLocked gives back one probe slot of episode gen, if that episode
-// is still running. The slot count is changed with a CAS because admission
-// claims slots without the lock.
+// releaseLocked gives back one probe slot of episode gen, if it is still
+// running, by CAS: admission claims slots without the lock.
 func (b *Breaker) releaseLocked(gen uint64) {
 	for {
 		w := b.state.Load()
@@ -215,37 +188,19 @@ func (b *Breaker) releaseLocked(gen uint64) {
 	}
 }
 
-// The probe timeout.
-//
-// A probe that never reports (a function that ignores its context, an
-// Allow whose done is never called) must not wedge the breaker, so a
-// half-open episode reopens (probe_timeout) when every slot is taken and
-// a probe has been in flight for one cooldown without a verdict. The
-// clock of that rule is each probe's own admission, not the start of the
-// episode: a low-traffic method may take many cooldowns to send its
-// probes, and the open → half-open transition happens lazily whenever
-// anything (a call, a metrics scrape reading State) looks, so the start
-// of the episode says nothing about how long any probe has waited.
-//
-// Slots are claimed lock-free, by a CAS on the state word. The winner of
-// a slot then registers its admission time under b.mu (admitProbe), and
-// its verdict unregisters it under b.mu (landedLocked); the timeout is
-// decided under b.mu too. So the timeout sees every registered probe, and
-// the only probes it can miss are those between their CAS and their
-// registration, which are younger than any registered one: missing them
-// can only make the timeout later, never earlier, and a probe cannot be in
-// flight for a cooldown before it is registered, because its function is
-// called only after. Only the winners take the lock, at most Policy.Probes
-// of them per episode plus the ones that give their slot back; the
-// refusals, which run at full rate, read transitionDue and take no lock
-// unless it has passed.
+// The probe timeout: with every slot taken, an episode reopens once a
+// probe has been in flight for one cooldown, timed from each probe's own
+// admission. Slots are claimed by CAS; the winner registers under b.mu
+// (admitProbe), its verdict unregisters it (landedLocked), and the timeout
+// is decided under b.mu. It can miss only probes between their CAS and
+// their registration, younger than any registered one, so it is never
+// early (docs/internals.md, "Half-open probes").
 
 // noSlot is the slot of a probe whose episode ended before it registered.
 const noSlot = 0xFF
 
-// admitProbe registers the admission of a probe that has just claimed a
-// slot of episode gen, with its mark, and returns its entry in
-// history.inflight.
+// admitProbe registers a probe that has just claimed a slot of episode
+// gen and returns its entry in history.inflight.
 func (b *Breaker) admitProbe(gen uint64, m *probeMark) uint8 {
 	now := b.opt.tb.now()
 	b.mu.Lock()
@@ -277,11 +232,9 @@ func (b *Breaker) landedLocked(slot uint8) {
 	}
 }
 
-// endProbesLocked ends the marks of the probes still in flight when their
-// episode ends: their results will be stale, and a probe whose result
-// never comes (an Allow whose done is never called) must not keep its
-// mark live, and every closed call's unmarked check slow, for ever. b.mu
-// must be held.
+// endProbesLocked ends the marks of the episode's probes in flight, so
+// that one whose result never comes does not keep liveProbes up for ever.
+// b.mu must be held.
 func (b *Breaker) endProbesLocked() {
 	if h := b.hist; h != nil {
 		for i := range h.inflight {
@@ -291,10 +244,9 @@ func (b *Breaker) endProbesLocked() {
 	}
 }
 
-// refreshProbeDeadlineLocked sets transitionDue to the instant at which
-// the oldest registered probe will have been in flight for one cooldown:
-// the unjittered base cooldown of the current level, which is at most
-// MaxOpenFor. b.mu must be held.
+// refreshProbeDeadlineLocked sets transitionDue to when the oldest
+// registered probe will have been in flight for one unjittered cooldown.
+// b.mu must be held.
 func (b *Breaker) refreshProbeDeadlineLocked() {
 	oldest := int64(math.MaxInt64)
 	if h := b.hist; h != nil {

@@ -6,38 +6,17 @@ import (
 	"github.com/govkit/breaker/internal/window"
 )
 
-// recordSuccess is record for the common case, an in-time success in the
-// closed state: one clock read; loads of the rules, the warmup marks, the
-// window and its head, and the state word; one counter increment (a load,
-// a test of the seal and a compare-and-swap, see window.Window.AddBase).
-// Like record, it applies the rules in force now, not those the call was
-// admitted under.
+// recordSuccess is record for an in-time closed-state success: one clock
+// read, a few loads and one counter increment (window.Window.AddBase),
+// under the rules in force now.
 //
-// A result counts in the window of the generation its call was admitted
-// in, while that generation lasts, or in none: never in a window that
-// started after its call was admitted (a Reset, a close, a SetPolicy that
-// changes the window), nor in one that a trip has frozen. Each window has
-// totals of its own; every end of a generation first seals the window
-// then current, which makes every later add to it fail, and a transition
-// that starts a window stores it after the generation has moved on. This
-// path loads the window, then checks the generation, then adds:
-//
-//   - if it loaded a window stored after generation gen ended, the check
-//     fails: the store came after the end;
-//   - if the check passes, gen had not ended, so win is gen's window (or,
-//     for a call admitted just after a transition, the window before it,
-//     sealed already);
-//   - the add succeeds only before win is sealed, so before gen ends, and
-//     only win's own totals hold it. An add that fails goes to record,
-//     which waits for the transition under way and then puts the result
-//     in the window that replaced win if gen is still current, or counts
-//     it as stale.
-//
-// (Atomic operations are sequentially consistent in Go.) The trip rules
-// are decided on the current window under the lock (evaluate).
-//
-// The warmup check comes before the window load because it may read the
-// caller's context, which is user code.
+// A result counts only in the window of its own generation, while it
+// lasts. Every end of a generation seals its window first, and a new
+// window is stored after the word has moved on; this path loads the
+// window, then checks the generation, then adds. So a window stored after
+// gen ended fails the check, and an add to a sealed one fails and goes to
+// record (docs/internals.md, "Results that arrive after their generation").
+// The warmup check, which may read the caller's context, comes first.
 func (b *Breaker) recordSuccess(caller context.Context, gen uint64) {
 	now := b.opt.tb.now()
 	r := b.rules.Load()
@@ -82,9 +61,7 @@ func (b *Breaker) land(caller context.Context, now int64, gen uint64, win *windo
 			if b.divert(caller, now, gen, w, o, slow) {
 				return
 			}
-			// Admitted before a transition: its result belongs to an
-			// episode that is over. It counts in the metrics, never in
-			// the window.
+			// Stale: it counts in the metrics, never in the window.
 			b.countOutcome(o)
 			return
 		}
@@ -102,18 +79,15 @@ func (b *Breaker) land(caller context.Context, now int64, gen uint64, win *windo
 		if at, ok = win.Add(k); ok {
 			break
 		}
-		// win was sealed after the check: a change of generation is under
-		// way, or, for a call admitted just after one, was made before
-		// the window that replaced win was stored. Both hold b.mu from the
-		// seal to the store; past them, the result is stale, or of the
-		// generation now current, whose window it goes to.
+		// win was sealed after the check: wait out the change of
+		// generation, which holds b.mu from the seal to the new window's
+		// store, then go to the window now current, or count as stale.
 		b.mu.Lock()
 		b.mu.Unlock() // empty: the wait is the point
 		win, w = b.win.Load(), b.state.Load()
 	}
-	// The outcome is added before the slowness; readers load them in the
-	// other order. A seal between the two leaves the call counted and not
-	// slow.
+	// Outcome before slowness, which readers load first, so Slow <=
+	// Counted; a seal between the two leaves the call not slow.
 	if slow {
 		win.Add(window.Slow)
 	}
@@ -126,31 +100,25 @@ func (b *Breaker) land(caller context.Context, now int64, gen uint64, win *windo
 			return
 		}
 	} else if r.consec > 0 {
-		// Only while the rule is on: the run is a counter every core's
-		// failures write, and without the rule nothing reads it (a
-		// SetPolicy that changes the rule starts the run at 0).
+		// Only while the rule is on: every core's failures write the
+		// run, and a SetPolicy that changes the rule restarts it.
 		run = b.failRun(gen) >= r.consec
 	}
 	if w.mode() == ModeForcedClosed {
 		return
 	}
-	// The trip check: a failure below its gate skips reading the window
-	// (see window.Window.Check); a slow call always reads it, its slowness
-	// being ungated.
+	// The trip check: a failure below its gate skips it (see
+	// window.Window.Check); a slow call always makes it.
 	if run || win.Check(now, &r.trip, at, !slow) != window.NoRule {
 		b.evaluate(now, gen)
 	}
 }
 
-// The run of consecutive failures (Policy.ConsecutiveFailures) lives in
-// Breaker.consec: its length in the low 32 bits, and in the high 32 the
-// low 32 bits of the generation it belongs to. A failure adds to it, and a
-// success ends it, only if it belongs to the failure's or the success's
-// generation, in one compare-and-swap; every end of a generation hands the
-// run to the next one before the state word moves on (endGenLocked). So a
-// result checked before a Reset never lengthens, nor ends, the run that
-// starts with it. (A result would have to be in flight for 2^32
-// transitions to find its generation's tag again.)
+// The run of consecutive failures lives in Breaker.consec: its length in
+// the low 32 bits, the low 32 bits of its generation in the high 32. A
+// failure lengthens it, and a success ends it, only in a CAS that finds
+// its own generation there; every end of a generation hands the run on
+// before the state word moves (endGenLocked).
 
 // maxRun is the longest run counted; a longer one counts as maxRun (see
 // compile).

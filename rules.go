@@ -7,9 +7,8 @@ import (
 	"github.com/govkit/breaker/internal/window"
 )
 
-// rules is a validated policy compiled to the integer nanoseconds and
-// counts the hot path compares against. It is immutable once built and
-// shared by every breaker created with the same policy.
+// rules is a validated policy compiled for the hot path. Immutable once
+// built, and shared by the breakers with the same policy.
 type rules struct {
 	p          Policy
 	width      int64 // bucket width, ns
@@ -22,32 +21,21 @@ type rules struct {
 	maxOpenFor int64
 	warmup     int64
 	probes     uint64
-	// trip is the window's trip rules; the window's gates are set for
-	// one *window.Rules, so rules are never changed in place.
+	// The window's gates are set for one *window.Rules: never changed.
 	trip window.Rules
-	// timed is true when a call's start time is needed: a deadline, a
-	// slow-call threshold or an adaptive timeout. Otherwise the closed
-	// path reads the clock once. A timed breaker keeps a latency
-	// histogram (see timing).
+	// timed: a call's start time is needed (deadline, slow-call rule,
+	// adaptive timeout), and a latency histogram kept.
 	timed bool
-	// adaptive is Policy.AdaptiveTimeout: the deadline is the breaker's
-	// own, not timeout.
+	// adaptive: the deadline is the breaker's own, not timeout.
 	adaptive bool
-	// lat is the latency histogram of the breaker that applies these
-	// rules, set on its own copy of timed rules (see own); nil in the
-	// shared rules.
+	// lat is the breaker's histogram, on its own copy (own); nil if shared.
 	lat *timing
-	// carry is what the breaker's earlier histograms counted, on its own
-	// copy of untimed rules that follow timed ones, so that a histogram
-	// made later continues their totals.
+	// carry is what earlier histograms counted, for a later one to continue.
 	carry latency.Totals
 }
 
-// compiled interns the rules of the policies breakers are created with:
-// breakers with equal policies (most of a service's, which use the
-// defaults) share one immutable *rules. At most
-// maxCompiled policies are kept, so a program that makes up policies
-// without end cannot grow it without end.
+// compiled interns the rules of the policies breakers are created with,
+// at most maxCompiled of them, so that it cannot grow without end.
 var compiled struct {
 	sync.Mutex
 	m map[Policy]*rules
@@ -103,9 +91,8 @@ func compile(p Policy) (*rules, error) {
 	}, nil
 }
 
-// staticTimeout is the deadline of every call under p, or 0. Under an
-// adaptive timeout there is none: Policy.CallTimeout is only where the
-// breaker's own deadline starts (see Breaker.adaptiveDeadline).
+// staticTimeout is the deadline of every call under p, or 0 (none under
+// an adaptive timeout).
 func staticTimeout(p Policy) int64 {
 	if p.AdaptiveTimeout.Enabled {
 		return 0
@@ -113,14 +100,10 @@ func staticTimeout(p Policy) int64 {
 	return int64(p.CallTimeout)
 }
 
-// own returns a copy of the timed rules r for one breaker, carrying that
-// breaker's latency histogram: prev's (the rules it applied until now, or
-// nil), or a new one when prev has none or has one for another window,
-// which keeps prev's adaptive timeout.
-//
-// The histogram hangs off the rules, which every call loads anyway, so that
-// an untimed breaker, which keeps sharing interned rules, carries nothing
-// for it (see docs/internals.md, "The latency histogram").
+// own returns a copy of the timed rules r carrying the breaker's latency
+// histogram: prev's, or a new one (keeping prev's timeout) if prev has
+// none or one for another window (docs/internals.md, "The latency
+// histogram").
 func (r *rules) own(prev *rules, now int64) *rules {
 	c := *r
 	var old *timing
@@ -143,9 +126,8 @@ func (r *rules) own(prev *rules, now int64) *rules {
 	return &c
 }
 
-// carried returns r for a breaker whose rules were prev: r itself, or if
-// prev's histograms counted calls and r keeps none, a copy of r that
-// carries their totals.
+// carried returns r, or, if r keeps no histogram and prev's counted
+// calls, a copy of r that carries their totals.
 func (r *rules) carried(prev *rules) *rules {
 	if r.lat != nil || prev == nil {
 		return r

@@ -30,10 +30,8 @@ const (
 	Closed State = iota
 	// Open: calls are refused with ErrOpen until the cooldown ends.
 	Open
-	// HalfOpen: the next Policy.Probes calls go through as probes; the
-	// rest are refused. All probes passing closes the breaker, one
-	// failing reopens it, and so does one that has been in flight for a
-	// cooldown while every slot is taken.
+	// HalfOpen: the next Policy.Probes calls go through as probes, the
+	// rest are refused (see the diagram above).
 	HalfOpen
 )
 
@@ -63,9 +61,7 @@ func (s *State) UnmarshalText(b []byte) error {
 	return fmt.Errorf("breaker: unknown state %q", b)
 }
 
-// Reason says why a transition happened. The trip rules' reasons name the
-// rule, so an alert can say whether errors, timeouts or slowness opened a
-// breaker.
+// Reason says why a transition happened; a trip's names its rule.
 type Reason string
 
 const (
@@ -81,9 +77,8 @@ const (
 	ReasonForcedClosed        Reason = "forced_closed"        // SetMode(ModeForcedClosed)
 	ReasonReleased            Reason = "released"             // a forced mode ended
 	ReasonReset               Reason = "reset"                // Reset
-	// ReasonTimeoutAdapted is the reason of an event that is not a
-	// transition (From equals To): the adaptive timeout changed, and
-	// Event.Timeout says from what to what (Policy.AdaptiveTimeout).
+	// ReasonTimeoutAdapted: not a transition (From equals To); the
+	// adaptive timeout changed, as Event.Timeout says.
 	ReasonTimeoutAdapted Reason = "timeout_adapted"
 )
 
@@ -94,18 +89,14 @@ type Mode uint8
 const (
 	// ModeAuto: the breaker trips, refuses and recovers on its own.
 	ModeAuto Mode = iota
-	// ModeShadow: the breaker runs its state machine and reports every
-	// transition (events carry Mode == ModeShadow) but refuses nothing.
-	// Calls it would have refused are admitted, counted in
-	// Counters.ShadowRejected and left out of the window, exactly as real
-	// rejections would be. Use it to try a new policy on live traffic.
+	// ModeShadow: the breaker runs and reports as in ModeAuto but refuses
+	// nothing: calls it would refuse are counted in ShadowRejected and
+	// left out of the window. Use it to try a policy on live traffic.
 	ModeShadow
-	// ModeForcedOpen: every call is refused (reason forced_open) until the
-	// mode changes. Leaving it goes to half-open, so the downstream is
-	// probed before traffic returns.
+	// ModeForcedOpen: every call is refused until the mode changes;
+	// leaving it goes to half-open.
 	ModeForcedOpen
-	// ModeForcedClosed: every call is admitted and counted, and the
-	// breaker never trips: the breaker is disabled but still measures.
+	// ModeForcedClosed: every call is admitted and measured; it never trips.
 	ModeForcedClosed
 )
 

@@ -11,36 +11,17 @@ type subscriber struct {
 	off atomic.Bool // unsubscribed
 }
 
-// observed reports whether transitions have anyone to go to: a hook, or a
-// group's subscribers.
+// observed reports whether transitions have a hook or a group to go to.
 func (o *options) observed() bool { return len(o.hooks) > 0 || o.group != nil }
 
-// Subscribe adds f to the group's subscribers: it is called with every
-// transition of every breaker in the group, and the breaker it comes from,
-// outside any lock, in order for each breaker (see [OnTransition] for the
-// full contract). The returned function removes f; once it has returned, f
-// is not called again (a call already under way may still be running,
-// unless unsubscribe was called from it). Calling it more than once does
-// nothing. A nil f is ignored.
-//
-// A key that is removed or evicted and then used again gets a new
-// *Breaker whose counters start from zero, so a subscriber that keeps
-// something per breaker (a metrics adapter counting transitions, say) keys
-// it by the *Breaker rather than the name, and starts afresh with the new
-// one.
-//
-// A subscriber is an observer, and whatever goes wrong in it stays there:
-// a panic in f is recovered, the other subscribers still see the event,
-// and the panic is logged at Error level, with its value and stack, to
-// the group's logger ([WithLogger]), or to [slog.Default] if it has none.
-// It does not reach the caller that caused the transition, which may be
-// any Do of the group's users, a metrics scrape, or a watcher of package
-// ops.
-//
-// Once a breaker has been dropped (see [Group.Remove] and
-// [GroupConfig.IdleAfter]), its transitions are no longer delivered, even
-// one it made just before: the group's subscribers see the group's
-// breakers only.
+// Subscribe calls f with every transition of every breaker the group
+// holds, and that breaker, outside any lock, in order for each breaker (as
+// [OnTransition]); a dropped breaker's are not delivered. The returned
+// function removes f; once it has returned, f is not called again, and
+// calling it twice does nothing. A panic in f is recovered and logged at
+// Error, never reaching the caller. A nil f is ignored. Key per-breaker
+// state by *Breaker: a key made again gets a new one
+// (docs/observability.md).
 func (g *Group) Subscribe(f func(b *Breaker, e Event)) (unsubscribe func()) {
 	if f == nil {
 		return func() {}
@@ -51,8 +32,8 @@ func (g *Group) Subscribe(f func(b *Breaker, e Event)) (unsubscribe func()) {
 	// Copy on write: dispatch reads the list with one atomic load.
 	g.subs.Store(ptr(append(append([]*subscriber{}, *g.subs.Load()...), s)))
 	return func() {
-		// Marked before it leaves the list: a delivery that read the
-		// list before the removal checks the mark before each call.
+		// Marked before it leaves the list, which a delivery under way
+		// may have read.
 		s.off.Store(true)
 		g.mu.Lock()
 		defer g.mu.Unlock()
@@ -68,9 +49,8 @@ func (g *Group) Subscribe(f func(b *Breaker, e Event)) (unsubscribe func()) {
 
 func ptr[T any](v T) *T { return &v }
 
-// dispatch delivers b's event to the subscribers. It runs after the
-// breaker's own hooks, from Breaker.flush, so it inherits their order and
-// their freedom from locks.
+// dispatch delivers b's event to the subscribers, after its hooks, from
+// Breaker.flush.
 func (g *Group) dispatch(b *Breaker, e Event) {
 	if b.dropped() {
 		return
@@ -92,9 +72,8 @@ func (g *Group) deliver(s *subscriber, b *Breaker, e Event) {
 	s.f(b, e)
 }
 
-// reportPanic logs a panic recovered from user code that the library
-// must survive. Run from the deferred function, debug.Stack still shows
-// where the panic began.
+// reportPanic logs a panic recovered from user code; run from the
+// deferred function, debug.Stack shows where it began.
 func (g *Group) reportPanic(msg, name string, v any) {
 	l := g.opt.logger
 	if l == nil {

@@ -10,10 +10,8 @@ import (
 // never is the offset of "no such instant yet".
 const never = math.MinInt64
 
-// transitionLocked moves the breaker to state to (with mode m) and queues
-// the event. It ends the generation (see endGenLocked), so every call
-// admitted before it reports into the void, and starts the run of
-// consecutive failures anew. b.mu must be held.
+// transitionLocked moves the breaker to state to (mode m), ending the
+// generation and the run, and queues the event. b.mu must be held.
 func (b *Breaker) transitionLocked(now int64, to State, m Mode, reason Reason, snap Snapshot, cooldown int64) {
 	b.endGenLocked(b.state.Load().gen(), false)
 	var from State
@@ -47,8 +45,7 @@ func (b *Breaker) transitionLocked(now int64, to State, m Mode, reason Reason, s
 // tripLocked opens a closed breaker. b.mu must be held.
 func (b *Breaker) tripLocked(now int64, r *rules, reason Reason, snap Snapshot) {
 	if b.outageEdge != never && now-b.outageEdge < r.maxOpenFor {
-		// Reopened before the breaker had been stable for MaxOpenFor:
-		// the downstream is flapping, so back off further.
+		// Not stable for MaxOpenFor since the last outage: back off further.
 		b.setDoublings(min(b.doublings()+1, maxLevel))
 	} else {
 		b.setDoublings(0)
@@ -69,8 +66,7 @@ func (b *Breaker) reopenLocked(now int64, r *rules, reason Reason) {
 // compute because baseCooldown checks before shifting.
 const maxLevel = 62
 
-// trip is the reason and the window that began the current outage. They
-// live in the outage's open error rather than in fields of their own.
+// trip is the reason and window that began the outage, from its error.
 func (b *Breaker) trip() (Reason, Snapshot) {
 	if e := b.openErr.Load(); e != nil {
 		return e.TripReason, e.Snapshot
@@ -102,9 +98,8 @@ func (b *Breaker) openLocked(now int64, r *rules, reason, cause Reason, snap Sna
 	b.transitionDue.Store(until) // after the state word: see transitionDue
 }
 
-// countOpenLocked counts a transition to Open that is about to be made.
-// Counters.Opens counts transitions, so forcing open a breaker that is
-// already open adds nothing. b.mu must be held.
+// countOpenLocked counts a transition to Open about to be made, not a
+// forced open of an open breaker. b.mu must be held.
 func (b *Breaker) countOpenLocked() {
 	if b.state.Load().state() != Open {
 		b.histLocked().opens++
@@ -130,9 +125,8 @@ func (b *Breaker) cooldown(r *rules) int64 {
 	return max(d, 1)
 }
 
-// halfOpenLocked lets probes through: the cooldown is over, or a forced
-// open ended. No probe is in flight yet, so there is no probe timeout
-// until one is admitted (see admitProbe).
+// halfOpenLocked lets probes through. There is no probe timeout until a
+// probe is admitted (admitProbe).
 func (b *Breaker) halfOpenLocked(now int64, m Mode, reason Reason) {
 	if h := b.hist; h != nil {
 		h.passed = 0
@@ -148,15 +142,12 @@ func (b *Breaker) halfOpenLocked(now int64, m Mode, reason Reason) {
 		b.openErr.Store(&he)
 	}
 	b.transitionLocked(now, HalfOpen, m, reason, snap, 0)
-	// After the state word: a caller that read the word while it still
-	// said open must not read this as the end of the cooldown (see transitionDue).
+	// After the state word (see transitionDue).
 	b.transitionDue.Store(math.MaxInt64)
 }
 
-// closeLocked closes the breaker on an empty window. The window is stored
-// after the generation is bumped, not before like the rest of the
-// transition: see recordSuccess for why that order keeps every result of
-// an earlier generation out of the new window.
+// closeLocked closes the breaker on an empty window, stored after the
+// generation has moved on (see recordSuccess).
 func (b *Breaker) closeLocked(now int64, m Mode, reason Reason) {
 	if b.state.Load().state() != Closed && b.outageEdge != never {
 		b.histLocked().openTotal += max(0, now-b.outageEdge)
@@ -167,10 +158,8 @@ func (b *Breaker) closeLocked(now int64, m Mode, reason Reason) {
 	b.win.Store(b.nextWindow(b.rules.Load()))
 }
 
-// nextWindow is a new, empty window for r to replace the current one. If
-// the current one's tally has spread over stripes, goroutines have
-// collided on it, and will on the new one: it starts spread, so that the
-// first calls after a close or a Reset do not collide to find that out.
+// nextWindow is a new, empty window for r, spread over stripes at once
+// if the current one's tally had spread.
 func (b *Breaker) nextWindow(r *rules) *window.Window {
 	w := window.New(r.width, r.buckets)
 	if b.win.Load().Striped() {
@@ -179,9 +168,8 @@ func (b *Breaker) nextWindow(r *rules) *window.Window {
 	return w
 }
 
-// bumpGenLocked starts a new generation without a transition, so that the
-// results of calls in flight are not recorded. The run of consecutive
-// failures goes on. b.mu must be held.
+// bumpGenLocked starts a new generation without a transition, keeping the
+// run of consecutive failures. b.mu must be held.
 func (b *Breaker) bumpGenLocked() {
 	b.endGenLocked(b.state.Load().gen(), true)
 	for {
@@ -192,18 +180,11 @@ func (b *Breaker) bumpGenLocked() {
 	}
 }
 
-// endGenLocked is the first step of every change of generation, made
-// before the state word leaves gen: it seals the window, so that nothing
-// is added to it any more, and hands the run of consecutive failures to
-// the next generation, its length kept if keepRun, else 0, so that no
-// failure of gen adds to it any more (see failRun). Once the window is
-// sealed its totals are final, and they move to the history, from which
-// Counters reads them. b.mu must be held.
-//
-// Every window a result could have been checked against is sealed this
-// way before the generation it was checked in ends, which is what keeps
-// every result out of the windows of later generations: see
-// recordSuccess.
+// endGenLocked is the first step of every change of generation, before
+// the word leaves gen: it seals the window, moving its final totals to the
+// history, and hands the run to gen+1 (its length kept if keepRun), so no
+// result of gen reaches a later window or run (see recordSuccess). b.mu
+// must be held.
 func (b *Breaker) endGenLocked(gen uint64, keepRun bool) {
 	var got [window.Kinds]uint64
 	b.win.Load().Seal(&got)
@@ -227,10 +208,8 @@ func (b *Breaker) toHalfOpen(now int64, seen word) {
 	b.flush()
 }
 
-// probeTimeout reopens a half-open breaker whose every probe slot is taken
-// and whose oldest probe in flight has been so for one cooldown without a
-// verdict: a probe whose function ignores its context must not wedge the
-// breaker. Time spent with a free slot never counts (see admitProbe).
+// probeTimeout reopens a half-open breaker whose slots are all taken and
+// whose oldest probe has been in flight for one cooldown (see admitProbe).
 func (b *Breaker) probeTimeout(now int64, seen word) {
 	b.mu.Lock()
 	w := b.state.Load()
@@ -243,13 +222,10 @@ func (b *Breaker) probeTimeout(now int64, seen word) {
 	b.flush()
 }
 
-// evaluate trips the breaker after a result of generation gen met a trip
-// rule in the check without the lock (see land), if the breaker is still
-// closed in gen, not forced closed, and a rule in force holds on its
-// current window. The check without the lock only filters: the window it
-// read may be one that a transition has just replaced (see recordSuccess),
-// and its rules ones that SetPolicy has just replaced, and a breaker must
-// trip on neither.
+// evaluate trips the breaker if it is still closed in gen, not forced
+// closed, and a rule in force holds on its current window. The lock-free
+// check that called it only filters: its window or rules may have just
+// been replaced.
 func (b *Breaker) evaluate(now int64, gen uint64) {
 	b.mu.Lock()
 	w := b.state.Load()
@@ -264,10 +240,8 @@ func (b *Breaker) evaluate(now int64, gen uint64) {
 	b.flush()
 }
 
-// tripReason names the trip rule of r that snap meets, or is "". The
-// window rules wait for MinRequests counted calls; the run of consecutive
-// failures is its own sample size, since it is the rule for methods whose
-// traffic is too thin to fill the window.
+// tripReason names the trip rule of r that snap or the run of
+// consecutive failures meets, or is "".
 func (b *Breaker) tripReason(r *rules, snap Snapshot) Reason {
 	switch r.trip.Holds(window.Counts(snap)) {
 	case window.ErrorRatioRule:

@@ -2,20 +2,15 @@ package breaker
 
 import "github.com/govkit/breaker/internal/window"
 
-// The sliding window, its striped tally and the trip check's gates are in
-// internal/window. A breaker holds its current window (Breaker.win), whose
-// tally counts the closed-state outcomes of one generation, and a tally of
-// its own (Breaker.tally) for what it counts whatever the window.
+// The window, its tally and its gates are in internal/window; a breaker
+// holds its generation's window and a tally of its own.
 
 // Snapshot is what a breaker's window holds at one instant: the evidence
-// the trip rules judge, and so the evidence of a trip. Totals since the
-// breaker was made are its [Counters]; both are in its [Status].
+// the trip rules judge.
 type Snapshot struct {
-	// Counted is the number of calls in the window that count: successes,
-	// failures and timeouts, not ignored or rejected calls.
+	// Counted is the successes, failures and timeouts in the window.
 	Counted uint64 `json:"counted"`
-	// Failures is the number of counted calls that failed, timeouts
-	// included.
+	// Failures is the counted calls that failed, timeouts included.
 	Failures uint64 `json:"failures"`
 	// Timeouts is the number of failures that were timeouts.
 	Timeouts uint64 `json:"timeouts"`
@@ -50,8 +45,7 @@ const (
 	countShadowRejected                    // calls a shadow breaker admitted but would have refused
 )
 
-// outcomeKind is the counter of a window's tally that a closed-state
-// outcome o (not Ignored) adds to.
+// outcomeKind is the window counter a closed-state outcome adds to.
 func outcomeKind(o Outcome) window.Kind {
 	switch o {
 	case Timeout:

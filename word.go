@@ -11,29 +11,15 @@ import "sync/atomic"
 //	bits 8-15  probes issued in the current half-open episode
 //	bits 16-63 generation, bumped on every transition
 //
-// Invariants:
+// Invariants (docs/internals.md, "The state word"):
+//   - issued is 0 outside HalfOpen, and a slot is claimed or given back
+//     by a CAS on the whole word, so only in the episode its caller saw;
+//   - issued never wraps, and exceeds Probes only after SetPolicy lowers it;
+//   - history.passed never exceeds issued;
+//   - the dropped bit, once set, survives every transition.
 //
-//   - issued is 0 outside HalfOpen. Every transition (next) and a drop
-//     start it at 0; the one generation bump without a transition
-//     (bumpGenLocked) happens in Closed, where it is 0 already.
-//   - A new generation clears issued, so a slot can only be claimed, and
-//     given back, in the episode its caller saw: both are a CAS on the
-//     whole word, generation included.
-//   - A slot is claimed only while issued is below Policy.Probes and
-//     maxIssued, so issued never wraps, and exceeds Probes only when
-//     SetPolicy lowers Probes mid-episode.
-//   - The probes passed in an episode (history.passed) never exceed
-//     issued: a pass keeps its slot; only a probe without a verdict gives
-//     its slot back.
-//   - The dropped bit, once set, survives every transition.
-//
-// Admission reads the word once; a half-open probe claims its slot with a
-// compare-and-swap on it. Everything else about a transition is written
-// under b.mu before the new word is published with a CAS, so a goroutine
-// that sees the new generation also sees the open error of that
-// generation (atomic operations are sequentially consistent in Go). Two
-// are stored after the word: transitionDue (see Breaker.transitionDue)
-// and a new window (recordSuccess says why).
+// A transition writes everything else under b.mu before it publishes the
+// word, except transitionDue and a new window, stored after it.
 type word uint64
 
 const (
@@ -48,8 +34,7 @@ const (
 	genOne      = 1 << genShift
 )
 
-// The methods are small enough to inline: the closed path pays for none of
-// them.
+// The methods are small enough to inline.
 
 func (w word) state() State   { return State(w & stateMask) }
 func (w word) mode() Mode     { return Mode((w & modeMask) >> modeShift) }
@@ -57,15 +42,12 @@ func (w word) issued() uint64 { return uint64(w&issuedMask) >> issuedShift }
 func (w word) gen() uint64    { return uint64(w >> genShift) }
 func (w word) dropped() bool  { return w&droppedBit != 0 }
 
-// plain reports whether a call admitted on w is a plain closed-state call:
-// closed, whatever the mode, and not dropped. One mask and compare.
+// plain reports whether w is closed, in any mode, and not dropped.
 func (w word) plain() bool { return w&(stateMask|droppedBit) == 0 }
 
-// refusing reports whether a call on w is refused until the breaker's
-// transitionDue without further ado: w is a breaker in ModeAuto that has
-// not been dropped, and open, or half-open with no probe slot left of
-// probes (see admitNotClosed). These are the refusals Do makes without
-// the general path.
+// refusing reports whether a call on w is refused until transitionDue
+// without further ado: ModeAuto, not dropped, and open, or half-open with
+// no slot left.
 func (w word) refusing(probes uint64) bool {
 	switch w & (stateMask | modeMask | droppedBit) {
 	case word(Open):
@@ -93,8 +75,7 @@ func (w word) release() word { return w - issuedOne }
 // bump is w in the next generation, with nothing else changed.
 func (w word) bump() word { return w + genOne }
 
-// drop is w dropped: closed, in ModeAuto, in the next generation (see
-// droppedBit).
+// drop is w dropped: closed, ModeAuto, the next generation.
 func (w word) drop() word { return word((w.gen()+1)<<genShift) | droppedBit }
 
 // stateWord is the atomic home of a breaker's word.
