@@ -131,6 +131,8 @@
 //	    "slow_fraction": 0.2,           // fraction of calls delayed by slow_latency;
 //	    "slow_latency": "5s",           // error_rate + slow_fraction is at most 1
 //	    "added_latency": "0s",          // delay for every call not answered with an error
+//	    "capacity_loss": 0.6,           // share of the tier's workers out of service, in
+//	                                    // [0, 1); running requests finish; default 0
 //	    "outage": "hang",               // "hang" (no answer: the caller times out) or
 //	                                    // "refuse" (connection refused at once); excludes
 //	                                    // the fields above

@@ -18,6 +18,7 @@ const (
 	evDelivered                  // a delayed request reaches its tier
 	evTimeout                    // a caller's deadline
 	evRetry                      // a caller's backoff is over: try the call again
+	evCapacity                   // a fault that took workers out ends: id is the tier
 )
 
 type event struct {

@@ -3,6 +3,7 @@ package replay
 import (
 	"context"
 	"errors"
+	"math"
 	"time"
 
 	"github.com/govkit/breaker"
@@ -84,7 +85,7 @@ func (s *sim) send(id int32) (answered bool, err error) {
 func (s *sim) admit(id int32) (answered bool, err error) {
 	j := s.job(id)
 	ts := &s.tiers[j.tier]
-	if ts.busy < ts.workers {
+	if ts.busy < s.workers(int(j.tier)) {
 		s.start(id)
 		return false, nil
 	}
@@ -354,9 +355,15 @@ func (s *sim) entryEnded(c *job, err error) {
 // in it as stale entries and are skipped here, which keeps leaving O(1).
 func (s *sim) finish(id int32, err error) {
 	j := s.job(id)
-	ts := &s.tiers[j.tier]
-	ts.busy--
-	for ts.busy < ts.workers && ts.live > 0 {
+	s.tiers[j.tier].busy--
+	s.dispatch(int(j.tier))
+	s.reply(id, err)
+}
+
+// dispatch gives free workers of tier t to the requests waiting for them.
+func (s *sim) dispatch(t int) {
+	ts := &s.tiers[t]
+	for ts.busy < s.workers(t) && ts.live > 0 {
 		ref, ok := ts.queue.pop()
 		if !ok {
 			break
@@ -366,7 +373,16 @@ func (s *sim) finish(id int32, err error) {
 			s.start(ref.id)
 		}
 	}
-	s.reply(id, err)
+}
+
+// workers returns the workers of tier t in service now: all of them, but
+// for those a fault's capacity loss takes out.
+func (s *sim) workers(t int) int {
+	ts := &s.tiers[t]
+	if w := s.active(t); w != nil && w.f.CapacityLoss > 0 {
+		return max(1, ts.workers-int(math.Round(float64(ts.workers)*w.f.CapacityLoss)))
+	}
+	return ts.workers
 }
 
 // reply ends a request at its tier and answers its caller, if the caller

@@ -164,6 +164,7 @@ func decodeFault(o object) Fault {
 	o.number("slow_fraction", &f.SlowFraction)
 	o.duration("slow_latency", &f.SlowLatency)
 	o.duration("added_latency", &f.AddedLatency)
+	o.number("capacity_loss", &f.CapacityLoss)
 	var out string
 	if o.str("outage", &out) {
 		f.Outage = Outage(out)

@@ -147,6 +147,11 @@ type TierSeries struct {
 	Workers int
 	Busy    []int
 	Queue   []int
+	// Offered counts the requests sent to the tier per second: every
+	// call made to it, retries included, whether a fault in front of it
+	// answered them or they reached its workers (at the entry tier, the
+	// entry's requests).
+	Offered []int
 	// Abandoned is the number of requests the tier finished after their
 	// caller had given up: work done for nobody, the mark of a chain in
 	// congestion collapse.

@@ -214,6 +214,11 @@ type Fault struct {
 	SlowLatency  time.Duration
 	// AddedLatency delays every call that is not answered with an error.
 	AddedLatency time.Duration
+	// CapacityLoss is the share of the tier's workers out of service, in
+	// [0, 1): the tier keeps Workers − round(Workers × CapacityLoss)
+	// of them, and at least one. Requests already running when it
+	// begins finish; none starts while as many are busy as are left.
+	CapacityLoss float64
 	// Outage makes the tier unreachable: OutageHang (no answer, the
 	// caller waits for its timeout) or OutageRefuse (connection refused
 	// at once). It excludes the other effects.
@@ -355,6 +360,9 @@ func (f Fault) Summary() string {
 	}
 	if f.AddedLatency > 0 {
 		parts = append(parts, fmt.Sprintf("+%v latency", f.AddedLatency))
+	}
+	if f.CapacityLoss > 0 {
+		parts = append(parts, fmt.Sprintf("%s of workers out", percent(f.CapacityLoss)))
 	}
 	if f.ColdStart {
 		parts = append(parts, "cold start")

@@ -182,7 +182,7 @@ func newSim(sc *Scenario, spec runSpec) (*sim, error) {
 			rng:      rand.New(rand.NewPCG(sc.Seed, streamService+uint64(i))),
 			frng:     rand.New(rand.NewPCG(sc.Seed, streamFault+uint64(i))),
 		}
-		s.out.Tiers = append(s.out.Tiers, TierSeries{Name: t.Name, Workers: t.Workers, Busy: make([]int, n), Queue: make([]int, n)})
+		s.out.Tiers = append(s.out.Tiers, TierSeries{Name: t.Name, Workers: t.Workers, Busy: make([]int, n), Queue: make([]int, n), Offered: make([]int, n)})
 	}
 	for i := range s.tiers {
 		s.tiers[i].res = &s.out.Tiers[i]
@@ -199,6 +199,12 @@ func newSim(sc *Scenario, spec runSpec) (*sim, error) {
 		for i := range s.tiers {
 			w := s.tiers[i].windows
 			sort.Slice(w, func(a, b int) bool { return w[a].start < w[b].start })
+			for _, fw := range w {
+				if fw.f.CapacityLoss > 0 && fw.end < s.end {
+					// The workers come back: start the requests waiting for them.
+					s.schedule(fw.end, evCapacity, int32(i), 0)
+				}
+			}
 		}
 	}
 	s.out.Calls = make([]CallResult, len(edges))
@@ -286,6 +292,8 @@ func (s *sim) run() *RunResult {
 			s.timeout(e.id, e.gen)
 		case evRetry:
 			s.retry(e.id, e.gen)
+		case evCapacity:
+			s.dispatch(int(e.id))
 		}
 	}
 	for int(s.nextSec/second) <= len(s.out.Entry.Good) {
@@ -378,6 +386,7 @@ func (s *sim) alloc(tier int, edge int, caller int32) int32 {
 	j := s.job(id)
 	*j = job{sent: s.clk.now, deadline: noDeadline, caller: caller, gen: j.gen, edge: int16(edge), tier: int16(tier), state: jobInFlight}
 	s.out.Requests++
+	s.out.Tiers[tier].Offered[s.sec()]++
 	return id
 }
 

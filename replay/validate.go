@@ -324,14 +324,17 @@ func (s *Scenario) checkFaults(p *problems, index map[string]int) {
 			p.add(path+".slow_latency", "is set but slow_fraction is 0")
 		}
 		checkLatency(p, path+".added_latency", f.AddedLatency, false)
+		if !(f.CapacityLoss >= 0 && f.CapacityLoss < 1) {
+			p.add(path+".capacity_loss", "must be in [0, 1) (the share of the tier's workers out of service; at least one is left), got %v", f.CapacityLoss)
+		}
 		switch f.Outage {
 		case NoOutage:
-			if f.ErrorRate == 0 && f.SlowFraction == 0 && f.AddedLatency == 0 && !f.ColdStart {
-				p.add(path, "does nothing: set error_rate, slow_fraction, added_latency, outage or cold_start")
+			if f.ErrorRate == 0 && f.SlowFraction == 0 && f.AddedLatency == 0 && f.CapacityLoss == 0 && !f.ColdStart {
+				p.add(path, "does nothing: set error_rate, slow_fraction, added_latency, capacity_loss, outage or cold_start")
 			}
 		case OutageHang, OutageRefuse:
-			if f.ErrorRate != 0 || f.SlowFraction != 0 || f.AddedLatency != 0 {
-				p.add(path+".outage", "excludes error_rate, slow_fraction and added_latency: an unreachable tier answers nothing")
+			if f.ErrorRate != 0 || f.SlowFraction != 0 || f.AddedLatency != 0 || f.CapacityLoss != 0 {
+				p.add(path+".outage", "excludes error_rate, slow_fraction, added_latency and capacity_loss: an unreachable tier answers nothing")
 			}
 		default:
 			p.add(path+".outage", `must be "hang" or "refuse", got %q`, f.Outage)

@@ -30,6 +30,12 @@
 //
 //	go run ./cmd/breaker-replay -sensitivity
 //
+// Which protection suits which kind of fault: no protection, the breaker,
+// client-side throttling, or both, on four scenarios over ten seeds,
+// printed as Markdown (docs/choosing.md):
+//
+//	go run ./cmd/breaker-replay -choose
+//
 // The scenario format is documented in package
 // github.com/govkit/breaker/replay; -show prints a shipped scenario to
 // start from. The simulation runs in virtual time: five simulated minutes
@@ -78,6 +84,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		sens     = fs.Bool("sensitivity", false, "print how the default scenario's figures move with the parameters chosen rather than taken from the incident (the gateway queue, orders' timeout, the load), median and range over -seeds seeds")
 		active   = fs.String("active", "", "with -trace: the policy `file` that ran when the trace was recorded (a policy or a group policy document), for the self-check; default the default policy")
 		tracef   = fs.String("trace", "", "replay a recorded trace `file` (JSON lines, package github.com/govkit/breaker/calltrace) through the -policy candidate (a policy or a group policy document) instead of simulating")
+		choose   = fs.Bool("choose", false, "compare the protections (none, breaker, throttle, both) on the partial-outage, hard-outage, overload and seeds000 scenarios (or -scenario's alone) over -seeds seeds (10 unless given), and print the table as Markdown")
+		protect  = fs.String("protections", "", "with -choose: comma-separated `names` of the protections to compare; default all")
 	)
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "usage: breaker-replay [flags]\n\n")
@@ -102,6 +110,19 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	if *tracef != "" {
 		return runTrace(*tracef, *policy, *active, *svg, stdout, stderr)
+	}
+	if *choose {
+		set := map[string]bool{}
+		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+		var names []string
+		if set["scenario"] {
+			names = []string{*scenario}
+		}
+		n := chooseSeeds
+		if set["seeds"] {
+			n = *seeds
+		}
+		return runChoose(names, *seed, n, *protect, stdout, stderr)
 	}
 	if *list {
 		if err := replay.WriteScenarioList(stdout); err != nil {

@@ -145,7 +145,7 @@ func TestBadInput(t *testing.T) {
 		want string
 	}{
 		{"unknown scenario", func(*testing.T) []string { return []string{"-scenario", "seeds-000"} },
-			`no shipped scenario "seeds-000" (have cold-start, drift, flapping, low-traffic, no-call-timeout, seeds000, slow-only)`},
+			`no shipped scenario "seeds-000" (have cold-start, drift, flapping, hard-outage, low-traffic, no-call-timeout, overload, partial-outage, seeds000, slow-only)`},
 		{"missing file", func(*testing.T) []string { return []string{"-scenario", "nope.json"} }, "nope.json: no such file"},
 		{"bad field", func(t *testing.T) []string {
 			return []string{"-scenario", testutil.WriteFile(t, "s.json", strings.Replace(mustJSON(t, "seeds000"), `"workers": 200`, `"workers": 0`, 1))}
