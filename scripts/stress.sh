@@ -33,8 +33,9 @@ step go test -race -timeout 0 -count="$count" -run 'TestChaos' ./breakerhttp/
 step bash -c "cd breakergrpc && go test -race -timeout 0 -count=$count -run 'TestChaos' ./..."
 
 # The long variants of the replay's tests: the shipped scenarios for their
-# whole length, the calibration on the shipped scenario's own timing, the
-# command exactly as the README gives it.
+# whole length, the calibration over ten seeds and on the shipped
+# scenario's own timing (the medians docs/replay.md quotes), the command
+# exactly as the README gives it (five seeds of five minutes).
 step env BREAKER_LONG=1 go test -race -timeout 0 -count=1 ./replay/... ./cmd/breaker-replay/...
 
 # Every fuzz target, one at a time (go test -fuzz takes one target per run).

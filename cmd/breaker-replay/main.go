@@ -148,6 +148,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if *seed != 0 {
 		s.Seed = *seed
 	}
+	if runFor > 0 && runFor < s.Duration {
+		s.Duration = runFor
+	}
 	if *seeds < 1 || *seeds > maxSeeds {
 		return fail(exitUsage, "-seeds: must be in [1, %d], got %d", maxSeeds, *seeds)
 	}

@@ -66,6 +66,11 @@ var knobs = []knob{
 // so that the tests can run a table of a few seconds.
 var sensitivityRun = 85 * time.Second
 
+// runFor, when not zero, cuts the replay's runs at this length. The
+// command leaves it zero; a variable so that the tests can run the
+// default replay in a fraction of its five minutes.
+var runFor time.Duration
+
 // writeSensitivity runs seeds000 once per seed for each value of each
 // knob, the others as shipped, and writes a table per knob: the median
 // over the seeds of the no-breaker run's goodput in its worst second and
