@@ -28,45 +28,45 @@ func within(t *testing.T, got, want float64, what string) {
 }
 
 // calibrationSeeds is the number of seeds the suite pins the calibration
-// over; calibrationSeedsLong, the number docs/replay.md quotes medians
+// over; calibrationSeedsLong, the number docs/replay.md quotes calibrated
 // over, which BREAKER_LONG=1 runs.
 const (
 	calibrationSeeds     = 5
 	calibrationSeedsLong = 10
 )
 
-// medians are the pinned medians of the calibration's figures: goodput in
+// calibrated are the pinned calibrated of the calibration's figures: goodput in
 // the no-breaker run's worst second, its goodput amplification, and the
 // default policy's worst drop.
-type medians struct{ goodput, amp, drop float64 }
+type calibrated struct{ goodput, amp, drop float64 }
 
 // TestCalibration_Seeds000 pins the replay of the incident to the
-// incident's own figures, as medians over seeds: a single seed's
+// incident's own figures, as calibrated over seeds: a single seed's
 // no-breaker trough ranges from under 100 to over 450 req/s (the bottom of
 // an oscillation, see docs/replay.md), so no one seed can stand for the
 // scenario. The suite runs the scenario with its fault at 0:10 rather
 // than 1:00 and cut at 0:31 (seeds000Early, below), a tenth of the work,
 // over five seeds; the draws differ, so its seeds have figures of their
-// own, and it pins their medians. BREAKER_LONG=1 runs the same over ten
+// own, and it pins their calibrated. BREAKER_LONG=1 runs the same over ten
 // seeds, and the shipped timing over ten seeds, cut at 1:25 (the fault is
 // over at 1:20 and every figure falls inside it, so each seed's figures
-// are the five-minute run's): it pins the medians docs/replay.md quotes,
+// are the five-minute run's): it pins the calibrated docs/replay.md quotes,
 // the latter being what breaker-replay -seeds 10 prints.
 func TestCalibration_Seeds000(t *testing.T) {
 	t.Parallel()
-	calibrate(t, earlySeeds(t), medians{152, 7.94, 0.164})
+	calibrate(t, earlySeeds(t), calibrated{152, 7.94, 0.164})
 	if !long {
 		return
 	}
 	s := seeds000Early(t)
 	all, err := RunSeeds(s, Seeds(s.Seed, calibrationSeedsLong))
 	require.NoError(t, err)
-	calibrate(t, all, medians{157, 7.66, 0.168})
+	calibrate(t, all, calibrated{157, 7.66, 0.168})
 
 	s = seeds000(t, 85*time.Second)
 	all, err = RunSeeds(s, Seeds(s.Seed, calibrationSeedsLong))
 	require.NoError(t, err)
-	calibrate(t, all, medians{164, 7.335, 0.177})
+	calibrate(t, all, calibrated{164, 7.335, 0.177})
 	// The shipped seed's run, cut short, is the five-minute run's start.
 	whole, err := Run(seeds000(t, 5*time.Minute))
 	require.NoError(t, err)
@@ -74,10 +74,10 @@ func TestCalibration_Seeds000(t *testing.T) {
 	assert.Equal(t, whole.Run(WithBreaker).WorstDrop, all.Reports[0].Run(WithBreaker).WorstDrop)
 }
 
-// calibrate checks the seeds' medians against the incident's figures and
+// calibrate checks the seeds' calibrated against the incident's figures and
 // against want, and that each seed's breaker opens in the first seconds
 // of the fault.
-func calibrate(t *testing.T, all *SeedsReport, want medians) {
+func calibrate(t *testing.T, all *SeedsReport, want calibrated) {
 	t.Helper()
 	s := all.Scenario
 	goodput := all.Spread(NoBreaker, WorstGoodput)
