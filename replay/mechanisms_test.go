@@ -28,29 +28,29 @@ func within(t *testing.T, got, want float64, what string) {
 }
 
 // calibrationSeeds is the number of seeds the suite pins the calibration
-// over; calibrationSeedsLong, the number docs/replay.md quotes calibrated
+// over; calibrationSeedsLong, the number docs/replay.md quotes medians
 // over, which BREAKER_LONG=1 runs.
 const (
 	calibrationSeeds     = 5
 	calibrationSeedsLong = 10
 )
 
-// calibrated are the pinned calibrated of the calibration's figures: goodput in
+// calibrated holds the pinned medians of the calibration's figures: goodput in
 // the no-breaker run's worst second, its goodput amplification, and the
 // default policy's worst drop.
 type calibrated struct{ goodput, amp, drop float64 }
 
 // TestCalibration_Seeds000 pins the replay of the incident to the
-// incident's own figures, as calibrated over seeds: a single seed's
+// incident's own figures, as medians over seeds: a single seed's
 // no-breaker trough ranges from under 100 to over 450 req/s (the bottom of
 // an oscillation, see docs/replay.md), so no one seed can stand for the
 // scenario. The suite runs the scenario with its fault at 0:10 rather
 // than 1:00 and cut at 0:31 (seeds000Early, below), a tenth of the work,
 // over five seeds; the draws differ, so its seeds have figures of their
-// own, and it pins their calibrated. BREAKER_LONG=1 runs the same over ten
+// own, and it pins their medians. BREAKER_LONG=1 runs the same over ten
 // seeds, and the shipped timing over ten seeds, cut at 1:25 (the fault is
 // over at 1:20 and every figure falls inside it, so each seed's figures
-// are the five-minute run's): it pins the calibrated docs/replay.md quotes,
+// are the five-minute run's): it pins the medians docs/replay.md quotes,
 // the latter being what breaker-replay -seeds 10 prints.
 func TestCalibration_Seeds000(t *testing.T) {
 	t.Parallel()
