@@ -34,6 +34,10 @@ type Counters struct {
 	// ShadowRejected is the number of calls a shadow breaker admitted but
 	// would have refused.
 	ShadowRejected uint64 `json:"shadow_rejected"`
+	// Throttled is the number of calls Policy.Throttle refused (also in
+	// Rejected), or, in a shadow breaker, would have refused (also in
+	// ShadowRejected).
+	Throttled uint64 `json:"throttled"`
 	// Fallbacks is the number of results served by [Fallback],
 	// [FallbackOnFailure], [FallbackResult] or [FallbackResultOnFailure] instead of the
 	// downstream, for calls this breaker refused or counted as failed.
@@ -87,6 +91,7 @@ func (b *Breaker) Counters() Counters {
 	c.Exempt = o(oExempt)
 	c.Rejected = b.tally.Load(countRejected)
 	c.ShadowRejected = b.tally.Load(countShadowRejected)
+	c.Throttled = b.throttledTotal()
 	c.Fallbacks = b.tally.Load(countFallbacks)
 	c.Admitted = c.Successes + c.Failures + c.Timeouts + c.Ignored
 	c.OpenTime = time.Duration(open)
@@ -148,6 +153,9 @@ type Status struct {
 	// Latency is the latency over the window and the deadline in force,
 	// for a breaker that times its calls; nil for one that does not.
 	Latency *Latency `json:"latency,omitempty"`
+	// ThrottleProbability is the probability with which Policy.Throttle
+	// refuses the breaker's next call: 0 while it is not throttling.
+	ThrottleProbability float64 `json:"throttle_probability"`
 }
 
 // Status returns the breaker's state, window, counters and policy, and
@@ -162,6 +170,7 @@ func (b *Breaker) Status() Status {
 		Policy:   b.Policy(),
 	}
 	s.ErrorRatio = s.Window.ErrorRatio()
+	s.ThrottleProbability = b.throttleProbabilityNow(b.opt.tb.now())
 	// Copies, here and for the candidate below, so that only a breaker
 	// that has one pays for the pointer: taking the address of the
 	// variable the if statement declares moves it to the heap on every

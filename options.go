@@ -35,11 +35,13 @@ func WithClassifier(c Classifier) Option {
 	}
 }
 
-// WithRand sets the source of the cooldown jitter: a function returning a
-// number in [0, 1), safe for concurrent use. A value outside [0, 1) (or
-// NaN) is treated as 0.5, no jitter, and so is a panic of f: f runs in the
-// middle of a transition, under the breaker's lock, where a panic would
-// leave the breaker locked or half moved. The default is
+// WithRand sets the source of the cooldown jitter and of Policy.Throttle's
+// draws (a call is refused when its draw is below the refusal
+// probability): a function returning a number in [0, 1), safe for
+// concurrent use. A value outside [0, 1) (or NaN) is treated as 0.5, no
+// jitter, and so is a panic of f: f runs in the middle of a transition,
+// under the breaker's lock, where a panic would leave the breaker locked
+// or half moved. The default is
 // math/rand/v2.Float64; tests inject a fixed value to know each cooldown
 // exactly. A nil f keeps the default.
 func WithRand(f func() float64) Option {

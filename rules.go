@@ -22,6 +22,8 @@ type rules struct {
 	maxOpenFor int64
 	warmup     int64
 	probes     uint64
+	throttle   bool   // Policy.Throttle.Enabled
+	thrMin     uint64 // Policy.Throttle.MinRequests
 	// trip is the window's trip rules; the window's gates are set for
 	// one *window.Rules, so rules are never changed in place.
 	trip window.Rules
@@ -41,6 +43,10 @@ type rules struct {
 	// copy of untimed rules that follow timed ones, so that a histogram
 	// made later continues their totals.
 	carry latency.Totals
+	// thr is the throttle of the breaker that applies these rules, on its
+	// own copy of rules that throttle, or that follow rules that did
+	// (see withThrottle); nil in the shared rules.
+	thr *throttle
 }
 
 // compiled interns the rules of the policies breakers are created with:
@@ -91,6 +97,8 @@ func compile(p Policy) (*rules, error) {
 		maxOpenFor: int64(p.MaxOpenFor),
 		warmup:     int64(p.Warmup),
 		probes:     uint64(p.Probes),
+		throttle:   p.Throttle.Enabled,
+		thrMin:     uint64(p.Throttle.MinRequests),
 		trip: window.Rules{
 			MinRequests: uint64(p.MinRequests),
 			ErrorRatio:  p.ErrorRatio,
