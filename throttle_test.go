@@ -9,8 +9,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/benbjohnson/clock"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"pgregory.net/rapid"
 )
 
 // throttlePolicy is DefaultPolicy with throttling on, and error_ratio high
@@ -474,6 +476,33 @@ func benchThrottling(b *testing.B) {
 		b.StopTimer()
 		if br.Status().ThrottleProbability == 0 || br.State() != Closed {
 			b.Fatal("the breaker stopped throttling")
+		}
+	})
+}
+
+// docs/policy.md, Throttling: while ErrorRatio is at most 1 - 1/K and the
+// throttle's floor at least MinRequests, the ratio rule trips the breaker
+// at the failure that would start throttling, so nothing is ever
+// throttled, whatever the outcomes and however the window slides.
+func TestThrottle_NeverActsFirstUnderALowErrorRatio(t *testing.T) {
+	rapid.Check(t, func(rt *rapid.T) {
+		k := rapid.SampledFrom([]float64{1.5, 2, 3, 10}).Draw(rt, "k") // under K 1 no ratio is at most 0
+		p := policy(func(p *Policy) {
+			p.Window, p.Buckets = time.Second, 4
+			p.MinRequests = rapid.IntRange(1, 10).Draw(rt, "min_requests")
+			p.ErrorRatio = rapid.SampledFrom([]float64{1 - 1/k, 0.01, 0.25, (1 - 1/k) / 2}).Draw(rt, "error_ratio")
+			p.Throttle = Throttle{Enabled: true, K: k, MinRequests: p.MinRequests + rapid.IntRange(0, 5).Draw(rt, "floor_above")}
+		})
+		clk := clock.NewMock()
+		b, err := New("x", p, WithClock(clk), WithRand(func() float64 { return 0 }))
+		require.NoError(rt, err)
+		for i, n := 0, rapid.IntRange(1, 200).Draw(rt, "calls"); i < n; i++ {
+			clk.Add(time.Duration(rapid.IntRange(0, 400).Draw(rt, "ms")) * time.Millisecond)
+			err := []error{nil, errBoom, context.DeadlineExceeded, Ignore(errBoom)}[rapid.IntRange(0, 3).Draw(rt, "outcome")]
+			_ = b.Do(context.Background(), func(context.Context) error { return err })
+			if th := b.Counters().Throttled; th != 0 {
+				rt.Fatalf("call %d: %d throttled under error_ratio %v, K %v", i, th, p.ErrorRatio, k)
+			}
 		}
 	})
 }
