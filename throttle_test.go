@@ -6,6 +6,7 @@ import (
 	"errors"
 	"math"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -505,4 +506,60 @@ func TestThrottle_NeverActsFirstUnderALowErrorRatio(t *testing.T) {
 			}
 		}
 	})
+}
+
+// Throttling under concurrent calls, policy changes and transitions, for
+// the race detector: every throttled call is a refusal, and the
+// probability stays in [0, 1).
+func TestThrottle_ConcurrentCallsAndPolicyChanges(t *testing.T) {
+	p := throttlePolicy(func(p *Policy) { p.Throttle.MinRequests = 5; p.ConsecutiveFailures = 50 })
+	b, err := New("hammer", p)
+	require.NoError(t, err)
+	for i := 0; i < 20; i++ { // throttling from the start: p = 2/3
+		err := errBoom
+		if i < 3 {
+			err = nil
+		}
+		_ = b.Do(context.Background(), func(context.Context) error { return err })
+	}
+	require.Positive(t, b.Status().ThrottleProbability)
+	var wg sync.WaitGroup
+	for g := 0; g < 4; g++ {
+		wg.Add(1)
+		go func(g int) {
+			defer wg.Done()
+			for i := 0; i < 2000; i++ {
+				err := error(nil)
+				if (i+g)%5 < 3 {
+					err = errBoom
+				}
+				if i%2 == 0 {
+					_ = b.Do(context.Background(), func(context.Context) error { return err })
+				} else if _, done, aerr := b.Allow(context.Background()); aerr == nil {
+					done(err)
+				}
+			}
+		}(g)
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for i := 0; i < 200; i++ {
+			q := p
+			q.Throttle.Enabled = i%3 != 0
+			if i%7 == 0 {
+				q.Buckets = 5
+			}
+			assert.NoError(t, b.SetPolicy(q))
+			if i%50 == 0 {
+				b.Reset()
+			}
+			s := b.Status()
+			assert.True(t, s.ThrottleProbability >= 0 && s.ThrottleProbability < 1, "%v", s.ThrottleProbability)
+		}
+	}()
+	wg.Wait()
+	c := b.Counters()
+	assert.LessOrEqual(t, c.Throttled, c.Rejected)
+	assert.Equal(t, c.Admitted, c.Successes+c.Failures+c.Timeouts+c.Ignored)
 }
