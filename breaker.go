@@ -144,6 +144,7 @@ func newBreaker(name string, r *rules, o *options) *Breaker {
 	if r.timed {
 		r = r.own(nil, o.tb.now()) // with the breaker's latency histogram
 	}
+	r, _ = r.withThrottle(b, nil) // with the breaker's throttle, if it throttles
 	b.rules.Store(r)
 	b.win.Store(window.New(r.width, r.buckets))
 	b.warmUntil.Store(never)

@@ -172,6 +172,7 @@ func BenchmarkDo(b *testing.B) {
 			b.Fatal(err)
 		}
 	})
+	b.Run("throttling", benchThrottling) // throttle_test.go
 	b.Run("open/serial", func(b *testing.B) {
 		br := benchOpen(b)
 		b.ReportAllocs()

@@ -54,6 +54,14 @@ func (b *Breaker) Do(ctx context.Context, fn func(context.Context) error) error 
 	// The closed path. A panic or Goexit in fn is settled by the
 	// deferred call and keeps its own stack.
 	gen := w.gen()
+	if t := r.thr; t != nil && uint32(t.p.Load()) != 0 { // Policy.Throttle: see throttle.go
+		if role, err := b.throttleAdmit(w); err != nil || role == roleShadow {
+			if err != nil {
+				return err
+			}
+			return b.doThrottled(ctx, fn, token{gen: gen, role: roleShadow}, r)
+		}
+	}
 	returned := false
 	defer func() {
 		if !returned {

@@ -30,6 +30,7 @@ func (b *Breaker) setRules(r *rules) {
 	} else {
 		r = r.carried(b.rules.Load()) // keeps its totals
 	}
+	r, throttling := r.withThrottle(b, b.rules.Load()) // keeps its throttle
 	old := b.rules.Swap(r)
 	if old.width != r.width || old.buckets != r.buckets {
 		if b.state.Load().state() == Closed {
@@ -55,6 +56,7 @@ func (b *Breaker) setRules(r *rules) {
 	}
 	b.mu.Unlock()
 	b.flush()
+	b.rethrottlePolicy(now, throttling)
 }
 
 // shortenCooldownLocked cuts the running cooldown to what r would have

@@ -26,6 +26,9 @@ type Counters struct {
 	Rejected uint64 `json:"rejected"`
 	// ShadowRejected is the calls a shadow breaker would have refused.
 	ShadowRejected uint64 `json:"shadow_rejected"`
+	// Throttled is the calls Policy.Throttle refused (also in Rejected),
+	// or, in a shadow breaker, would have refused (also in ShadowRejected).
+	Throttled uint64 `json:"throttled"`
 	// Fallbacks is the fallbacks served (see [Fallback]) for calls this
 	// breaker refused or counted as failed, which are also in Rejected or
 	// Failures.
@@ -72,6 +75,7 @@ func (b *Breaker) Counters() Counters {
 	c.Exempt = o(oExempt)
 	c.Rejected = b.tally.Load(countRejected)
 	c.ShadowRejected = b.tally.Load(countShadowRejected)
+	c.Throttled = b.throttledTotal()
 	c.Fallbacks = b.tally.Load(countFallbacks)
 	c.Admitted = c.Successes + c.Failures + c.Timeouts + c.Ignored
 	c.OpenTime = time.Duration(open)
@@ -121,6 +125,9 @@ type Status struct {
 	Candidate *CandidateStatus `json:"candidate,omitempty"`
 	// Latency is the window's latency and the deadline, if timed.
 	Latency *Latency `json:"latency,omitempty"`
+	// ThrottleProbability is the probability with which Policy.Throttle
+	// refuses the breaker's next call: 0 while it is not throttling.
+	ThrottleProbability float64 `json:"throttle_probability"`
 }
 
 // Status returns the breaker's state, window, counters and policy, and
@@ -135,6 +142,7 @@ func (b *Breaker) Status() Status {
 		Policy:   b.Policy(),
 	}
 	s.ErrorRatio = s.Window.ErrorRatio()
+	s.ThrottleProbability = b.throttleProbabilityNow(b.opt.tb.now())
 	// Copies, here and below, so that only a breaker that has one pays
 	// for the pointer (docs/internals.md, "Where the breaker's fields live").
 	if lat, ok := b.Latency(); ok {

@@ -33,7 +33,9 @@
 // cancellation and [Ignore]d errors do not, and a [Classifier] can change
 // the mapping. Outcomes of a cold target are left out for Policy.Warmup
 // ([Breaker.MarkCold], [WithInstanceStart]). Policy.AdaptiveTimeout makes
-// the per-call deadline follow the measured latency ([Breaker.Latency]).
+// the per-call deadline follow the measured latency ([Breaker.Latency]),
+// and Policy.Throttle lets a closed breaker refuse a share of its calls
+// while too few succeed ([Throttle], [ReasonThrottled]).
 //
 // Every transition is an [Event] for the [OnTransition] hooks and
 // [Group.Subscribe]; [Breaker.Status] and [Breaker.Counters] report the

@@ -38,6 +38,8 @@ type refModel struct {
 	inflight       map[int]int64 // admission of each probe of this episode with no verdict
 
 	win       []refEntry // outcomes recorded in the current window
+	thr       []int64    // when each call the throttle refused in this generation was
+	thrQ      uint32     // the throttle's refusal probability in force, × 2^32
 	consec    int
 	warmUntil int64
 	marks     int64 // refMarksSeen, or when a plain success is next looked at for a mark
@@ -132,6 +134,35 @@ func (m *refModel) sum(now int64) Snapshot {
 	return s
 }
 
+// throttleQ is Policy.Throttle's refusal probability at now, × 2^32: 0
+// unless the breaker is closed, not forced closed, and throttles; else
+// max(0, (requests - K·accepts) / (requests + 1)) once the window holds
+// Throttle.MinRequests requests, where requests are the counted calls and
+// the refusals in the window's buckets, accepts the counted successes.
+func (m *refModel) throttleQ(now int64) uint32 {
+	t := m.pol.Throttle
+	if !t.Enabled || m.state != Closed || m.mode == ModeForcedClosed {
+		return 0
+	}
+	s := m.sum(now)
+	width := int64(m.pol.Window) / int64(m.pol.Buckets)
+	hi := refFloorDiv(now, width)
+	requests := s.Counted
+	for _, at := range m.thr {
+		if i := refFloorDiv(at, width); i > hi-int64(m.pol.Buckets) && i <= hi {
+			requests++
+		}
+	}
+	if requests == 0 || requests < uint64(t.MinRequests) {
+		return 0
+	}
+	p := (float64(requests) - t.K*float64(s.Counted-s.Failures)) / (float64(requests) + 1)
+	if p <= 0 {
+		return 0
+	}
+	return uint32(min(p*(1<<32), 1<<32-1))
+}
+
 func (m *refModel) countOff(o Outcome) {
 	switch o {
 	case Success:
@@ -172,6 +203,7 @@ func (m *refModel) tripCause() (Reason, Snapshot) {
 func (m *refModel) transition(now int64, to State, mode Mode, reason Reason, snap Snapshot, cd int64) {
 	from := m.state
 	m.gen++
+	m.thr, m.thrQ = nil, 0
 	m.issued, m.passed = 0, 0
 	m.inflight = map[int]int64{}
 	m.state, m.mode = to, mode
@@ -296,6 +328,20 @@ func (m *refModel) admit(id int, now int64, inst *time.Time) (refCall, *OpenErro
 	for {
 		switch m.state {
 		case Closed:
+			if m.thrQ != 0 {
+				// Throttling: the probability is judged anew, then drawn.
+				m.thrQ = m.throttleQ(now)
+				if m.thrQ != 0 && m.u < float64(m.thrQ)/(1<<32) {
+					m.thr = append(m.thr, now)
+					m.c.Throttled++
+					if m.mode == ModeShadow {
+						m.c.ShadowRejected++
+						return refCall{id: id, role: refShadow, gen: m.gen, pol: m.pol, start: now, inst: inst}, nil
+					}
+					m.c.Rejected++
+					return refCall{role: refRefused}, &OpenError{Name: m.name, State: Closed, Reason: ReasonThrottled}
+				}
+			}
 			return refCall{id: id, role: refCounted, gen: m.gen, pol: m.pol, start: now, inst: inst}, nil
 		case Open:
 			if m.mode != ModeForcedOpen && now >= m.openUntil {
@@ -489,6 +535,9 @@ func (m *refModel) record(now int64, c refCall, o Outcome, slow bool) {
 	}
 	if m.mode != ModeForcedClosed {
 		m.evaluate(now)
+		if o != Success && c.gen == m.gen {
+			m.thrQ = m.throttleQ(now) // after a failure, once the trip rules have had their say
+		}
 	}
 }
 
@@ -561,7 +610,7 @@ func (m *refModel) SetPolicy(p Policy) {
 		}
 	}
 	if old.Window != p.Window || old.Buckets != p.Buckets {
-		m.win = nil
+		m.win, m.thr = nil, nil
 		if m.state == Closed {
 			// No result of a call admitted before lands in the new
 			// window: a new generation, without a transition.
@@ -575,6 +624,18 @@ func (m *refModel) SetPolicy(p Policy) {
 		// Fewer probes now: the passed ones are enough.
 		m.close(now, m.mode, ReasonProbesPassed)
 	}
+	// The throttle's probability is judged under the new policy at once.
+	m.thrQ = m.throttleQ(now)
+}
+
+// ThrottleProbability is Status.ThrottleProbability: the probability the
+// next call faces, judged at now, while the one in force is above 0.
+func (m *refModel) ThrottleProbability() float64 {
+	now := m.read()
+	if m.thrQ == 0 {
+		return 0
+	}
+	return float64(m.throttleQ(now)) / (1 << 32)
 }
 
 func (m *refModel) SetMode(mode Mode) {

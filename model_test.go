@@ -540,6 +540,13 @@ func modelDrawPolicy(t *rapid.T, label string) Policy {
 		Warmup:      rapid.SampledFrom([]time.Duration{0, 5 * time.Second, time.Second, 60 * time.Second}).Draw(t, label+".warmup"),
 	}
 	p.MaxOpenFor = p.OpenFor * time.Duration(rapid.SampledFrom([]int{4, 1, 2, 3, 8}).Draw(t, label+".max_open_for_x"))
+	if rapid.Bool().Draw(t, label+".throttle") {
+		p.Throttle = Throttle{
+			Enabled:     rapid.IntRange(0, 3).Draw(t, label+".throttle.enabled") > 0,
+			K:           rapid.SampledFrom([]float64{2, 1, 1.5, 3, 10}).Draw(t, label+".throttle.k"),
+			MinRequests: rapid.IntRange(1, 12).Draw(t, label+".throttle.min_requests"),
+		}
+	}
 	if rapid.Bool().Draw(t, label+".extra_rules") {
 		p.ConsecutiveFailures = rapid.IntRange(0, 5).Draw(t, label+".consecutive")
 		p.ErrorCount = rapid.IntRange(0, 6).Draw(t, label+".error_count")
@@ -560,7 +567,7 @@ func modelDrawPolicy(t *rapid.T, label string) Policy {
 
 // modelBreakPolicy makes p invalid in one drawn way.
 func modelBreakPolicy(t *rapid.T, p Policy) Policy {
-	switch rapid.IntRange(0, 16).Draw(t, "break") {
+	switch rapid.IntRange(0, 18).Draw(t, "break") {
 	case 0:
 		p.Window = 0
 	case 1:
@@ -596,6 +603,10 @@ func modelBreakPolicy(t *rapid.T, p Policy) Policy {
 		// and stop adapting.
 		p.AdaptiveTimeout.Enabled, p.AdaptiveTimeout.Max = true, time.Second
 		p.AdaptiveTimeout.Quantile, p.AdaptiveTimeout.Factor = 0.99, 0.5
+	case 16:
+		p.Throttle = Throttle{Enabled: true, K: 0.5, MinRequests: 5} // throttles a healthy downstream
+	case 17:
+		p.Throttle = Throttle{Enabled: true, K: 2, MinRequests: 0}
 	default:
 		p.ErrorRatio, p.ErrorCount, p.ConsecutiveFailures, p.SlowCall, p.SlowRatio = 0, 0, 0, 0, 0
 	}
@@ -652,6 +663,9 @@ func (r *modelRun) check(t *rapid.T) {
 	}
 	if !(gs.Timeouts <= gs.Failures && gs.Failures <= gs.Counted && gs.Slow <= gs.Counted) {
 		t.Fatalf("inconsistent Snapshot() %+v", gs)
+	}
+	if g, w := r.b.Status().ThrottleProbability, m.ThrottleProbability(); g != w {
+		t.Fatalf("Status().ThrottleProbability = %v, want %v", g, w)
 	}
 	gc, wc := r.b.Counters(), m.Counters()
 	if gc != wc {

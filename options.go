@@ -32,10 +32,10 @@ func WithClassifier(c Classifier) Option {
 	}
 }
 
-// WithRand sets the source of the cooldown jitter (default
-// math/rand/v2.Float64; nil keeps it): a function returning a number in
-// [0, 1), safe for concurrent use. Another value, or a panic, counts as 0.5,
-// no jitter.
+// WithRand sets the source of the cooldown jitter and of Policy.Throttle's
+// draws (default math/rand/v2.Float64; nil keeps it): a function returning
+// a number in [0, 1), safe for concurrent use. Another value, or a panic,
+// counts as 0.5.
 func WithRand(f func() float64) Option {
 	return func(o *options) {
 		if f != nil {

@@ -102,6 +102,9 @@ type Policy struct {
 	// probe passes, since the downstream answered; a panicking probe frees
 	// its slot without a verdict; only a timeout fails it.
 	StrictProbes bool `json:"strict_probes"`
+	// Throttle refuses a share of the closed breaker's calls while too
+	// few of them succeed, when it is Enabled. Default off.
+	Throttle Throttle `json:"throttle"`
 }
 
 // AdaptiveTimeout is the adaptive per-call deadline of a [Policy]: every
@@ -131,6 +134,53 @@ type AdaptiveTimeout struct {
 	// has adapted when Policy.CallTimeout is 0. Required, at least Min,
 	// when Enabled. Default 0.
 	Max time.Duration `json:"max"`
+}
+
+// Defaults and limits of [Throttle]; docs/policy.md gives the reasons.
+const (
+	DefaultThrottleK           = 2.0
+	DefaultThrottleMinRequests = 20
+	MaxThrottleK               = 10
+	MaxThrottleMinRequests     = 1_000_000
+)
+
+// Throttle is client-side adaptive throttling (the "Handling Overload"
+// chapter of Google's SRE book). While the breaker is closed, each call is
+// refused with probability
+//
+//	max(0, (requests - K·accepts) / (requests + 1))
+//
+// over the window, where requests is the calls the client wanted to send
+// (the counted calls and the calls the throttle refused) and accepts the
+// counted calls that succeeded; nothing is refused while requests is
+// below MinRequests. A refused call gets an *[OpenError] with State
+// Closed and Reason [ReasonThrottled]. It is not an outcome of the
+// downstream: it never enters the error ratio or Policy.MinRequests, and
+// the trip rules open the breaker as they would without throttling. With
+// K 2 nothing is refused while at least half the calls succeed.
+//
+// The probability is judged after each failure that lands in the window,
+// at each closed-state call while it is above 0, and by SetPolicy; every
+// transition, Reset, and change of Window or Buckets starts it at 0 with
+// no refusal counted. A shadow breaker admits the calls it would refuse
+// and counts them (Counters.ShadowRejected, Counters.Throttled); a breaker
+// forced closed never throttles. The draw comes from [WithRand]. Unless
+// ErrorRatio is 0 or above 1 - 1/K (or Throttle.MinRequests is below
+// Policy.MinRequests), the ratio rule trips the breaker before anything
+// is throttled; when throttling does act first, set ConsecutiveFailures
+// so that a hard failure still opens the breaker (docs/policy.md).
+// The fields apply only when Enabled; otherwise they need only be in
+// range.
+type Throttle struct {
+	// Enabled turns throttling on. Default false.
+	Enabled bool `json:"enabled"`
+	// K is how many requests the client sends per success before it
+	// refuses any. In [1, 10] when Enabled. Default 2.
+	K float64 `json:"k"`
+	// MinRequests is the protection floor: nothing is throttled while
+	// the window holds fewer requests than this. In [1, 1000000] when
+	// Enabled. Default 20.
+	MinRequests int `json:"min_requests"`
 }
 
 // DefaultPolicy returns the policy with every field at its default.

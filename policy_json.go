@@ -9,7 +9,7 @@ import (
 
 // MarshalJSON writes every field, in the order of the struct, durations
 // as strings such as "5s", so that the document says exactly what the
-// breaker does. AdaptiveTimeout is a nested object.
+// breaker does. AdaptiveTimeout and Throttle are nested objects.
 func (p Policy) MarshalJSON() ([]byte, error) {
 	b := append(make([]byte, 0, 360), '{')
 	group := "" // the nested object being written, if any
@@ -113,7 +113,7 @@ func (p *Policy) decode(v *validator, data []byte, prefix string) {
 	for _, name := range sortedKeys(fields) { // report problems in a stable order
 		raw := fields[name]
 		field := prefix + fieldName(name)
-		if name == "adaptive_timeout" {
+		if name == "adaptive_timeout" || name == "throttle" {
 			p.decodeNested(v, raw, name, field)
 			continue
 		}
@@ -146,7 +146,11 @@ var renamedPolicyFields = map[string]string{
 // field) onto p's fields named group.member.
 func (p *Policy) decodeNested(v *validator, raw json.RawMessage, group, field string) {
 	if t := string(bytes.TrimSpace(raw)); t == "true" || t == "false" {
-		v.add(field, `want a JSON object such as {"enabled": %s, "max": "2s"}, got %s (the flag is adaptive_timeout.enabled)`, t, t)
+		example := `"max": "2s"`
+		if group == "throttle" {
+			example = `"k": 2`
+		}
+		v.add(field, `want a JSON object such as {"enabled": %s, %s}, got %s (the flag is %s.enabled)`, t, example, t, group)
 		return
 	}
 	members := members(v, raw, field, "a JSON object of "+group+" fields",

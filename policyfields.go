@@ -223,6 +223,29 @@ var policyFields = []policyField{{
 }, {
 	name: "strict_probes", def: false,
 	at: func(p *Policy) any { return &p.StrictProbes },
+}, {
+	name: "throttle.enabled", def: false,
+	at: func(p *Policy) any { return &p.Throttle.Enabled },
+}, {
+	name: "throttle.k", def: DefaultThrottleK,
+	at: func(p *Policy) any { return &p.Throttle.K },
+	check: func(p *Policy) string {
+		k := p.Throttle.K
+		if (k == 0 && !p.Throttle.Enabled) || (k >= 1 && k <= MaxThrottleK) {
+			return "" // below 1 it throttles a downstream that answers every call
+		}
+		return fmt.Sprintf("must be in [1, %d], got %v", MaxThrottleK, k)
+	},
+}, {
+	name: "throttle.min_requests", def: DefaultThrottleMinRequests,
+	at: func(p *Policy) any { return &p.Throttle.MinRequests },
+	check: func(p *Policy) string {
+		n := p.Throttle.MinRequests
+		if (n == 0 && !p.Throttle.Enabled) || (n >= 1 && n <= MaxThrottleMinRequests) {
+			return ""
+		}
+		return fmt.Sprintf("must be in [1, %d], got %d", MaxThrottleMinRequests, n)
+	},
 }}
 
 // positiveDuration is the problem of a duration that must be in

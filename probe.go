@@ -85,6 +85,10 @@ func (b *Breaker) admitNotClosed(w word, r *rules) (token, error) {
 	for {
 		switch w.state() {
 		case Closed:
+			if t := r.thr; t != nil && uint32(t.p.Load()) != 0 { // Policy.Throttle
+				role, err := b.throttleAdmit(w)
+				return token{gen: w.gen(), role: role}, err
+			}
 			return token{gen: w.gen()}, nil
 		case Open:
 			if w.mode() != ModeForcedOpen {

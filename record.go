@@ -112,6 +112,9 @@ func (b *Breaker) land(caller context.Context, now int64, gen uint64, win *windo
 	if run || win.Check(now, &r.trip, at, !slow) != window.NoRule {
 		b.evaluate(now, gen)
 	}
+	if o != Success && r.throttle {
+		b.rethrottle(now, gen) // Policy.Throttle, once the trip rules have had their say
+	}
 }
 
 // The run of consecutive failures lives in Breaker.consec: its length in

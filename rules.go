@@ -21,6 +21,8 @@ type rules struct {
 	maxOpenFor int64
 	warmup     int64
 	probes     uint64
+	throttle   bool   // Policy.Throttle.Enabled
+	thrMin     uint64 // Policy.Throttle.MinRequests
 	// The window's gates are set for one *window.Rules: never changed.
 	trip window.Rules
 	// timed: a call's start time is needed (deadline, slow-call rule,
@@ -32,6 +34,10 @@ type rules struct {
 	lat *timing
 	// carry is what earlier histograms counted, for a later one to continue.
 	carry latency.Totals
+	// thr is the throttle of the breaker that applies these rules, on its
+	// own copy of rules that throttle, or that follow rules that did
+	// (see withThrottle); nil in the shared rules.
+	thr *throttle
 }
 
 // compiled interns the rules of the policies breakers are created with,
@@ -79,6 +85,8 @@ func compile(p Policy) (*rules, error) {
 		maxOpenFor: int64(p.MaxOpenFor),
 		warmup:     int64(p.Warmup),
 		probes:     uint64(p.Probes),
+		throttle:   p.Throttle.Enabled,
+		thrMin:     uint64(p.Throttle.MinRequests),
 		trip: window.Rules{
 			MinRequests: uint64(p.MinRequests),
 			ErrorRatio:  p.ErrorRatio,

@@ -195,6 +195,7 @@ func (b *Breaker) endGenLocked(gen uint64, keepRun bool) {
 		}
 	}
 	b.handRunLocked(gen+1, keepRun)
+	b.endThrottleLocked(gen + 1)
 }
 
 // toHalfOpen moves an open breaker whose cooldown has ended to half-open.
