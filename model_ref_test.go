@@ -331,7 +331,9 @@ func (m *refModel) admit(id int, now int64, inst *time.Time) (refCall, *OpenErro
 			if m.thrQ != 0 {
 				// Throttling: the probability is judged anew, then drawn.
 				m.thrQ = m.throttleQ(now)
-				if m.thrQ != 0 && m.u < float64(m.thrQ)/(1<<32) {
+				// It refuses nothing while the window holds fewer than
+				// MinRequests counted calls: the trip rules keep their sample.
+				if m.thrQ != 0 && m.u < float64(m.thrQ)/(1<<32) && m.sum(now).Counted >= uint64(m.pol.MinRequests) {
 					m.thr = append(m.thr, now)
 					m.c.Throttled++
 					if m.mode == ModeShadow {

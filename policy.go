@@ -159,18 +159,13 @@ const (
 // the trip rules open the breaker as they would without throttling. With
 // K 2 nothing is refused while at least half the calls succeed.
 //
-// The probability is judged after each failure that lands in the window,
-// at each closed-state call while it is above 0, and by SetPolicy; every
-// transition, Reset, and change of Window or Buckets starts it at 0 with
-// no refusal counted. A shadow breaker admits the calls it would refuse
-// and counts them (Counters.ShadowRejected, Counters.Throttled); a breaker
-// forced closed never throttles. The draw comes from [WithRand]. Unless
-// ErrorRatio is 0 or above 1 - 1/K (or Throttle.MinRequests is below
-// Policy.MinRequests), the ratio rule trips the breaker before anything
-// is throttled; when throttling does act first, set ConsecutiveFailures
-// so that a hard failure still opens the breaker (docs/policy.md).
-// The fields apply only when Enabled; otherwise they need only be in
-// range.
+// Nothing is refused while the window holds fewer than Policy.MinRequests
+// counted calls, so the trip rules keep their sample. Unless ErrorRatio
+// is 0 or above 1 - 1/K, the ratio rule trips the breaker before anything
+// is throttled (docs/policy.md). A shadow breaker only counts what it
+// would refuse; a breaker forced closed never throttles. The draw comes
+// from [WithRand]. The fields apply only when Enabled; otherwise they
+// need only be in range.
 type Throttle struct {
 	// Enabled turns throttling on. Default false.
 	Enabled bool `json:"enabled"`

@@ -159,6 +159,11 @@ func (b *Breaker) throttleAdmit(w word) (uint8, error) {
 	if q == 0 || t == nil || !(b.opt.random() < float64(q)/throttleOne) {
 		return roleCounted, nil
 	}
+	// The trip rules keep their sample: while the window holds fewer
+	// than MinRequests counted calls, the call goes through.
+	if r := b.rules.Load(); snapshot(b.win.Load(), now).Counted < uint64(r.p.MinRequests) {
+		return roleCounted, nil
+	}
 	win := t.win.Load()
 	win.Touch(now)
 	win.Add(window.Success)

@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/benbjohnson/clock"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"pgregory.net/rapid"
@@ -210,7 +209,10 @@ func TestThrottle_ARefusalIsAnOpenErrorOfTheClosedBreaker(t *testing.T) {
 // behaviour.md §4 Throttling: below the floor nothing is throttled, and
 // ignored outcomes are neither requests nor accepts.
 func TestThrottle_FloorAndIgnoredOutcomes(t *testing.T) {
-	h := newThrottleHarness(t, throttlePolicy(func(p *Policy) { p.Throttle.MinRequests = 10 }), &draws{fixed: 0})
+	h := newThrottleHarness(t, throttlePolicy(func(p *Policy) {
+		p.ErrorRatio, p.ConsecutiveFailures = 0, 1000 // no trip in this test
+		p.MinRequests, p.Throttle.MinRequests = 10, 10
+	}), &draws{fixed: 0})
 	h.calls(9, errBoom)
 	assert.Zero(t, h.probability(), "one below the floor")
 	h.calls(30, Ignore(errors.New("bad request")))
@@ -494,11 +496,12 @@ func TestThrottle_NeverActsFirstUnderALowErrorRatio(t *testing.T) {
 			p.ErrorRatio = rapid.SampledFrom([]float64{1 - 1/k, 0.01, 0.25, (1 - 1/k) / 2}).Draw(rt, "error_ratio")
 			p.Throttle = Throttle{Enabled: true, K: k, MinRequests: p.MinRequests + rapid.IntRange(0, 5).Draw(rt, "floor_above")}
 		})
-		clk := clock.NewMock()
+		// The model's step clock: *clock.Mock sleeps a millisecond a step.
+		clk := &modelStepClock{t: time.Unix(1e9, 0)}
 		b, err := New("x", p, WithClock(clk), WithRand(func() float64 { return 0 }))
 		require.NoError(rt, err)
 		for i, n := 0, rapid.IntRange(1, 200).Draw(rt, "calls"); i < n; i++ {
-			clk.Add(time.Duration(rapid.IntRange(0, 400).Draw(rt, "ms")) * time.Millisecond)
+			clk.Set(clk.Now().Add(time.Duration(rapid.IntRange(0, 400).Draw(rt, "ms")) * time.Millisecond))
 			err := []error{nil, errBoom, context.DeadlineExceeded, Ignore(errBoom)}[rapid.IntRange(0, 3).Draw(rt, "outcome")]
 			_ = b.Do(context.Background(), func(context.Context) error { return err })
 			if th := b.Counters().Throttled; th != 0 {
@@ -562,4 +565,41 @@ func TestThrottle_ConcurrentCallsAndPolicyChanges(t *testing.T) {
 	c := b.Counters()
 	assert.LessOrEqual(t, c.Throttled, c.Rejected)
 	assert.Equal(t, c.Admitted, c.Successes+c.Failures+c.Timeouts+c.Ignored)
+}
+
+// Regression: a throttle that acts first (error_ratio above 1 - 1/K)
+// refused nearly every call of a partial outage, so the window held too
+// few counted calls for the ratio rule, and an outage that then turned
+// hard never opened the breaker without ConsecutiveFailures: it stayed
+// closed, refusing almost everything, with no open-state alert. The
+// throttle now lets calls through while the window holds fewer than
+// MinRequests counted calls, so the trip rules always have their sample.
+func TestThrottle_NeverStarvesTheTripRulesOfTheirSample(t *testing.T) {
+	d := &draws{spread: 100}
+	h := newThrottleHarness(t, throttlePolicy(nil), d)
+	// A partial outage, 70% failed, at 100 calls a second for 4 s.
+	for i := 0; i < 400; i++ {
+		err := error(nil)
+		if i%10 < 7 {
+			err = errBoom
+		}
+		h.attempt(err)
+		if i%10 == 9 {
+			h.add(100 * time.Millisecond)
+		}
+	}
+	h.requireState(Closed)
+	require.Greater(t, h.probability(), 0.5, "the throttle refuses most calls")
+	assert.GreaterOrEqual(t, h.b.Snapshot().Counted, uint64(20), "yet the window keeps MinRequests counted calls")
+
+	// The outage turns hard: the ratio rule opens the breaker within a
+	// window.
+	for i := 0; i < 500 && h.b.State() == Closed; i++ {
+		h.attempt(errBoom)
+		if i%10 == 9 {
+			h.add(100 * time.Millisecond)
+		}
+	}
+	h.requireState(Open)
+	assert.Equal(t, ReasonErrorRatio, h.lastReason())
 }
