@@ -54,7 +54,8 @@ type Policy struct {
 	// ErrorRatio trips the breaker when failures (timeouts included)
 	// divided by counted calls reaches it. In (0, 1], or 0 to turn the
 	// ratio rule off, which is allowed only when another trip rule
-	// (ErrorCount, SlowCall or ConsecutiveFailures) is set. Default 0.5.
+	// (ErrorCount, SlowCall or ConsecutiveFailures) is set or Throttle is
+	// enabled. Default 0.5.
 	ErrorRatio float64 `json:"error_ratio"`
 	// ErrorCount, when positive, also trips the breaker when the window
 	// holds at least this many failures. Default 0 (off).

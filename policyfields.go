@@ -88,8 +88,8 @@ var policyFields = []policyField{{
 		switch {
 		case p.ErrorRatio != 0 || math.IsNaN(p.ErrorRatio):
 			return ratio(p.ErrorRatio)
-		case p.ErrorCount <= 0 && p.SlowCall <= 0 && p.ConsecutiveFailures <= 0:
-			return "is 0 (off) and no other trip rule is set; set error_ratio in (0, 1], or error_count, slow_call or consecutive_failures"
+		case p.ErrorCount <= 0 && p.SlowCall <= 0 && p.ConsecutiveFailures <= 0 && !p.Throttle.Enabled:
+			return "is 0 (off) and no other trip rule is set, nor throttling; set error_ratio in (0, 1], or error_count, slow_call or consecutive_failures, or enable throttle"
 		}
 		return ""
 	},

@@ -91,6 +91,7 @@ func TestPolicy_ErrorRatioZeroNeedsAnotherRule(t *testing.T) {
 		func(p *Policy) { p.ErrorCount = 5 },
 		func(p *Policy) { p.SlowCall = 1e9; p.SlowRatio = 0.5 },
 		func(p *Policy) { p.ConsecutiveFailures = 5 },
+		func(p *Policy) { p.Throttle.Enabled = true }, // throttling alone
 	} {
 		assert.NoError(t, policy(func(p *Policy) { p.ErrorRatio = 0; f(p) }).Validate())
 	}

@@ -32,13 +32,14 @@ type Protection struct {
 
 // Protections returns the protections compared by default: none, the
 // breaker (the scenario's policies), client-side throttling alone (the
-// trip rules off) and both.
+// ratio rule off) and both: throttling first, and the ratio rule at 0.8,
+// above where throttling starts (1 - 1/K), for a failure that turns hard.
 func Protections() []Protection {
 	return []Protection{
 		{Name: "none", Unguarded: true},
 		{Name: "breaker"},
 		{Name: "throttle", Overlay: `{"error_ratio": 0, "throttle": {"enabled": true}}`},
-		{Name: "both", Overlay: `{"throttle": {"enabled": true}}`},
+		{Name: "both", Overlay: `{"error_ratio": 0.8, "throttle": {"enabled": true}}`},
 	}
 }
 
