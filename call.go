@@ -52,7 +52,7 @@ func (b *Breaker) Do(ctx context.Context, fn func(context.Context) error) error 
 		// A refusal in ModeAuto needs no lock: transitionDue holds the
 		// end of the refusals only while the state word is the w it was
 		// read with, so the word is loaded again after it.
-		if w.refusing(r.probes) && b.opt.tb.now() < b.transitionDue.Load() && b.state.Load() == w {
+		if w.refusing(r.probes) && b.opt.tb.Now() < b.transitionDue.Load() && b.state.Load() == w {
 			b.tally.Inc(countRejected)
 			return b.refusal()
 		}
@@ -232,7 +232,7 @@ func (b *Breaker) prepare(ctx context.Context, tok *token, r *rules) (context.Co
 		return ctx, nil
 	}
 	tok.timed = true
-	tok.start = b.opt.tb.now()
+	tok.start = b.opt.tb.Now()
 	d := r.timeout
 	if r.adaptive {
 		d = b.deadline(r)
@@ -241,7 +241,7 @@ func (b *Breaker) prepare(ctx context.Context, tok *token, r *rules) (context.Co
 	if d <= 0 {
 		return ctx, nil
 	}
-	if c, ok := b.opt.tb.clock.(timeoutClock); ok {
+	if c, ok := b.opt.tb.Clock().(timeoutClock); ok {
 		return withClockTimeout(c, ctx, time.Duration(d))
 	}
 	return context.WithTimeout(ctx, time.Duration(d))
@@ -254,7 +254,7 @@ func (b *Breaker) prepare(ctx context.Context, tok *token, r *rules) (context.Co
 // is never judged by a policy that has been replaced.
 func (b *Breaker) finish(caller context.Context, tok token, err error, r *rules) {
 	tok.mark.end()
-	now := b.opt.tb.now()
+	now := b.opt.tb.Now()
 	elapsed := int64(-1)
 	if tok.timed {
 		elapsed = now - tok.start
@@ -294,10 +294,10 @@ func (b *Breaker) abandon(caller context.Context, tok token) {
 	r := b.rules.Load()
 	switch tok.role {
 	case roleCounted:
-		b.record(caller, b.opt.tb.now(), tok.gen, Failure, false, r)
+		b.record(caller, b.opt.tb.Now(), tok.gen, Failure, false, r)
 	case roleProbe:
 		b.countOutcome(Failure)
-		now := b.opt.tb.now()
+		now := b.opt.tb.Now()
 		b.verdict(caller, now, tok.gen, tok.slot, Failure, b.cold(caller, now, r), true)
 	default:
 		b.countOutcome(Failure)

@@ -33,7 +33,7 @@ func (b *Breaker) SetPolicy(p Policy) error {
 // setRules puts r in force. Results recorded from now on are judged by r,
 // whenever their call was admitted.
 func (b *Breaker) setRules(r *rules) {
-	now := b.opt.tb.now()
+	now := b.opt.tb.Now()
 	b.mu.Lock()
 	if r.timed {
 		r = r.own(b.rules.Load(), now) // keeps the latency histogram
@@ -92,7 +92,7 @@ func (b *Breaker) shortenCooldownLocked(old, r *rules) {
 	}
 	b.transitionDue.Store(start + ncd)
 	ne := *e
-	ne.Until = b.opt.tb.time(start + ncd)
+	ne.Until = b.opt.tb.Time(start + ncd)
 	ne.Cooldown = time.Duration(ncd)
 	b.openErr.Store(&ne)
 }
@@ -109,7 +109,7 @@ func (b *Breaker) SetMode(m Mode) error {
 	if m > ModeForcedClosed {
 		return fmt.Errorf("breaker: unknown mode %d", m)
 	}
-	now := b.opt.tb.now()
+	now := b.opt.tb.Now()
 	b.mu.Lock()
 	w := b.state.Load()
 	from := w.mode()
@@ -132,7 +132,7 @@ func (b *Breaker) SetMode(m Mode) error {
 			Reason:     ReasonForcedOpen,
 			TripReason: cause,
 			Snapshot:   snap,
-			Since:      b.opt.tb.time(b.outageEdge),
+			Since:      b.opt.tb.Time(b.outageEdge),
 			b:          b,
 		})
 		b.countOpenLocked()
@@ -174,7 +174,7 @@ func (b *Breaker) setModeLocked(m Mode) {
 // called never count in the new window, nor in its run of consecutive
 // failures, however late they arrive; [Breaker.Counters] counts them.
 func (b *Breaker) Reset() {
-	now := b.opt.tb.now()
+	now := b.opt.tb.Now()
 	b.mu.Lock()
 	m := b.state.Load().mode()
 	if m != ModeShadow {
@@ -202,7 +202,7 @@ func (b *Breaker) endForcedOpenLocked(now int64) {
 	b.outageEdge = now
 	if e := b.openErr.Load(); e != nil {
 		ne := *e
-		ne.Since = b.opt.tb.time(now)
+		ne.Since = b.opt.tb.Time(now)
 		b.openErr.Store(&ne)
 	}
 }

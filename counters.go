@@ -54,7 +54,7 @@ type Counters struct {
 // set is not one instant, so two of them may disagree by the calls that
 // ended while it was read.
 func (b *Breaker) Counters() Counters {
-	now := b.opt.tb.now()
+	now := b.opt.tb.Now()
 	// Every field is a sum of monotonic counters, each read once, so every
 	// field is monotonic from one call to the next. The window's outcomes
 	// are those of the windows sealed so far and of the current one, read
@@ -103,7 +103,7 @@ func (b *Breaker) OpenSince() (t time.Time, ok bool) {
 	if b.state.Load().state() == Closed || b.outageEdge == never {
 		return time.Time{}, false
 	}
-	return b.opt.tb.time(b.outageEdge), true
+	return b.opt.tb.Time(b.outageEdge), true
 }
 
 // Status is everything one breaker shows, for a dashboard or a health
@@ -186,7 +186,7 @@ func (b *Breaker) Status() Status {
 		// snapshot of a group of 10,000 closed breakers made 10,000 of them.
 		since := t
 		s.OpenSince = &since
-		s.OpenDuration = max(0, b.opt.tb.time(b.opt.tb.now()).Sub(t))
+		s.OpenDuration = max(0, b.opt.tb.Time(b.opt.tb.Now()).Sub(t))
 	}
 	if c, ok := b.Candidate(); ok {
 		cs := c

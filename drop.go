@@ -123,7 +123,7 @@ func (g *Group) EvictIdle() int {
 		return 0
 	}
 	g.mu.Lock()
-	rep := g.sweepLocked(g.opt.tb.now())
+	rep := g.sweepLocked(g.opt.tb.Now())
 	g.mu.Unlock()
 	g.logDrops(rep)
 	return rep.n

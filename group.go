@@ -164,7 +164,7 @@ func NewGroup(cfg GroupConfig, opts ...Option) (*Group, error) {
 	g.rules.Store(gr)
 	g.subs.Store(&[]*subscriber{})
 	g.csubs.Store(&[]*candidateSubscriber{})
-	now := g.opt.tb.now()
+	now := g.opt.tb.Now()
 	g.lastSweep.Store(now)
 	g.label = policyLabel{origin: OriginCode, appliedAt: now}
 	g.full.next.Store(math.MinInt64)
@@ -232,7 +232,7 @@ func (g *Group) load(key string) *Breaker {
 // when the group is full. The breaker's name, and every key the group
 // keeps, is a copy of key, never key itself: see keyCache.
 func (g *Group) create(key string) *Breaker {
-	now := g.opt.tb.now()
+	now := g.opt.tb.Now()
 	if g.n.Load() >= g.max && !g.sweepDue(now) {
 		// Full, and no sweep could make room: no lock, so that a flood
 		// of new keys does not queue on the group's mutex.
@@ -291,7 +291,7 @@ func (g *Group) Do(ctx context.Context, key string, fn func(context.Context) err
 
 // Now returns the time on the group's clock (see [WithClock]): the time
 // its breakers judge by, and the one a report on them should carry.
-func (g *Group) Now() time.Time { return g.opt.tb.time(g.opt.tb.now()) }
+func (g *Group) Now() time.Time { return g.opt.tb.Time(g.opt.tb.Now()) }
 
 // Len returns the number of breakers in the group. The overflow breaker
 // (see GroupConfig.MaxBreakers) is not one of them.

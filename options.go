@@ -3,6 +3,8 @@ package breaker
 import (
 	"log/slog"
 	"math/rand/v2"
+
+	"github.com/govkit/breaker/internal/timebase"
 )
 
 // Option configures a Breaker at creation: the parts of its behaviour that
@@ -10,7 +12,7 @@ import (
 type Option func(*options)
 
 type options struct {
-	tb       timebase
+	tb       timebase.Base
 	classify Classifier // nil: DefaultClassifier, with marks read in the same walk
 	randf    func() float64
 	hooks    []func(Event)
@@ -24,7 +26,7 @@ type options struct {
 // (context.Context, context.CancelFunc), as *clock.Mock does, the deadlines
 // of Policy.CallTimeout are made through it, so they follow the same clock.
 // A nil c means the real clock.
-func WithClock(c Clock) Option { return func(o *options) { o.tb = newTimebase(c) } }
+func WithClock(c Clock) Option { return func(o *options) { o.tb = timebase.New(c) } }
 
 // WithClassifier replaces [DefaultClassifier]. A nil c keeps the default.
 func WithClassifier(c Classifier) Option {
@@ -84,7 +86,7 @@ func newOptions(opts []Option) *options {
 }
 
 func buildOptions(opts []Option) *options {
-	o := &options{randf: rand.Float64, tb: newTimebase(nil)}
+	o := &options{randf: rand.Float64, tb: timebase.New(nil)}
 	for _, f := range opts {
 		if f != nil {
 			f(o)

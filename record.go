@@ -39,7 +39,7 @@ import (
 // The warmup check comes before the window load because it may read the
 // caller's context, which is user code.
 func (b *Breaker) recordSuccess(caller context.Context, gen uint64) {
-	now := b.opt.tb.now()
+	now := b.opt.tb.Now()
 	r := b.rules.Load()
 	cold := b.coldFast(caller, now, r)
 	win := b.win.Load()

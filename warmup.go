@@ -18,7 +18,7 @@ import (
 // instances, mark each call with [WithInstanceStart] instead.
 func (b *Breaker) MarkCold() {
 	if r := b.rules.Load(); r.warmup > 0 {
-		b.warmUntil.Store(b.opt.tb.now() + r.warmup)
+		b.warmUntil.Store(b.opt.tb.Now() + r.warmup)
 	}
 }
 
@@ -102,5 +102,5 @@ func (b *Breaker) coldInstance(ctx context.Context, now int64, r *rules) bool {
 	// start was read from the clock, not from the breaker: map it the way
 	// a reading taken now would be, so that a clock that stepped back does
 	// not age the instance by the size of the step.
-	return now-b.opt.tb.offset(start) < r.warmup
+	return now-b.opt.tb.Offset(start) < r.warmup
 }
