@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/govkit/breaker/internal/jsondoc"
 	"github.com/govkit/breaker/internal/latency"
 	"github.com/govkit/breaker/internal/timebase"
 )
@@ -253,7 +254,7 @@ func (c *TimeoutChange) UnmarshalJSON(data []byte) error {
 	}{{"old", v.Old, &out.Old}, {"new", v.New, &out.New}, {"latency", v.Latency, &out.Latency}} {
 		d, err := time.ParseDuration(f.s)
 		if err != nil {
-			return fmt.Errorf("breaker: event timeout.%s: %s is not a duration such as \"250ms\"", f.key, quoteKey(f.s))
+			return fmt.Errorf("breaker: event timeout.%s: %s is not a duration such as \"250ms\"", f.key, jsondoc.QuoteKey(f.s))
 		}
 		if d < 0 {
 			return fmt.Errorf("breaker: event timeout.%s: %s is negative", f.key, d)
