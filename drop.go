@@ -34,7 +34,7 @@ func (g *Group) forgetLocked(key string, b *Breaker) {
 	g.m.Delete(key)
 	g.n.Add(-1)
 	delete(g.activity, b)
-	g.cache.forget(b)
+	g.cache.Forget(b)
 }
 
 // droppedBit in a breaker's state word marks a breaker its group has let
