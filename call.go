@@ -6,6 +6,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/govkit/breaker/internal/clockctx"
 )
 
 // token is what admission hands to the end of a call.
@@ -241,8 +243,8 @@ func (b *Breaker) prepare(ctx context.Context, tok *token, r *rules) (context.Co
 	if d <= 0 {
 		return ctx, nil
 	}
-	if c, ok := b.opt.tb.Clock().(timeoutClock); ok {
-		return withClockTimeout(c, ctx, time.Duration(d))
+	if c, ok := b.opt.tb.Clock().(clockctx.TimeoutClock); ok {
+		return clockctx.WithTimeout(c, ctx, time.Duration(d))
 	}
 	return context.WithTimeout(ctx, time.Duration(d))
 }
