@@ -3,11 +3,10 @@ package breaker
 import (
 	"context"
 	"errors"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/govkit/breaker/internal/clockctx"
+	"github.com/govkit/breaker/internal/onceflag"
 )
 
 // token is what admission hands to the end of a call.
@@ -182,8 +181,8 @@ func (b *Breaker) allow(ctx context.Context) (context.Context, func(error), erro
 	}
 	call, cancel := b.prepare(ctx, &tok, r)
 	// One allocation: the closure, which holds everything done needs by
-	// value. Its once-flag comes from a shared block (see onceFlags).
-	t, used := tok, newOnceFlag()
+	// value. Its once-flag comes from a shared block (see internal/onceflag).
+	t, used := tok, onceflag.New()
 	done := func(err error) {
 		if !used.CompareAndSwap(false, true) {
 			return
@@ -194,33 +193,6 @@ func (b *Breaker) allow(ctx context.Context) (context.Context, func(error), erro
 		b.finish(ctx, t, err, r)
 	}
 	return call, done, nil
-}
-
-// onceFlags is a block of the once-flags of Allow's done functions. A
-// flag is handed out once and never reused, so a done called twice, even
-// long after, can never take another call's flag; a block is collected
-// when the last done holding one of its flags is. Blocks are handed out
-// through a sync.Pool, so that goroutines on different processors take
-// flags from different blocks without sharing a counter.
-type onceFlags struct {
-	next  int
-	flags [onceFlagsPerBlock]atomic.Bool
-}
-
-// onceFlagsPerBlock is the number of flags in a block: a permit costs
-// 1/64 of a block's allocation, and a long-lived one keeps its block alive.
-const onceFlagsPerBlock = 64
-
-var onceFlagPool = sync.Pool{New: func() any { return new(onceFlags) }}
-
-// newOnceFlag returns a flag no one else has.
-func newOnceFlag() *atomic.Bool {
-	blk := onceFlagPool.Get().(*onceFlags)
-	f := &blk.flags[blk.next]
-	if blk.next++; blk.next < len(blk.flags) {
-		onceFlagPool.Put(blk)
-	}
-	return f
 }
 
 // prepare derives the context of an admitted call and starts its timer.
