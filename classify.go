@@ -80,7 +80,13 @@ type Classifier func(err error) Outcome
 // guard and stay open after it closes. A classifier that wants such
 // refusals counted can say so before it falls through to this one.
 func DefaultClassifier(err error) Outcome {
-	return Outcome(errclass.Default[*OpenError](err, ErrOpen))
+	return Outcome(errclass.Default(err, &refusal))
+}
+
+// refusal is how internal/errclass knows another breaker's refusal.
+var refusal = errclass.Refusal{
+	Sentinel: ErrOpen,
+	IsTyped:  func(err error) bool { _, ok := err.(*OpenError); return ok },
 }
 
 // outcome settles the outcome of a finished call. elapsed is negative when

@@ -31,5 +31,5 @@ func markOf(err error) (Outcome, bool) {
 // in one walk of err's tree: the outcome of every failed call of a
 // breaker with the default classifier.
 func markOrDefault(err error) Outcome {
-	return Outcome(errclass.MarkOrDefault[*OpenError](err, ErrOpen))
+	return Outcome(errclass.MarkOrDefault(err, &refusal))
 }

@@ -4,10 +4,8 @@
 // in the order errors.Is and errors.As do, so that the common errors cost
 // no allocation, and hands over to them for the trees it cannot settle.
 //
-// The refusal of another breaker is two errors the caller names: a
-// sentinel, and a typed error R whose Is method matches the sentinel and
-// nothing else, which wraps nothing. Everything here is safe for
-// concurrent use.
+// The refusal of another breaker is two errors the caller names (see
+// Refusal). Everything here is safe for concurrent use.
 package errclass
 
 import (
@@ -27,6 +25,16 @@ const (
 	Timeout
 )
 
+// Refusal is how another breaker's refusal looks: a sentinel, and a test
+// for the typed error whose Is method matches the sentinel and nothing
+// else, and that wraps nothing. The walk asks IsTyped only of an error
+// with an Is or As method of its own, so that a plain error pays nothing
+// for it; IsTyped must not panic.
+type Refusal struct {
+	Sentinel error
+	IsTyped  func(error) bool
+}
+
 // Marked is an error with the outcome it counts as, whatever a classifier
 // would say. It has err's message and matches what err matches.
 type Marked struct {
@@ -41,7 +49,7 @@ func (e Marked) Unwrap() error { return e.Err }
 // deadline, a Timeout() method answering true, or a connection nothing
 // answered; Ignored for a refusal; Failure otherwise, and for an error
 // whose methods panic (a typed nil).
-func Default[R error](err, refusal error) (o Outcome) {
+func Default(err error, r *Refusal) (o Outcome) {
 	if err == nil {
 		return Success
 	}
@@ -52,16 +60,16 @@ func Default[R error](err, refusal error) (o Outcome) {
 			o = Failure
 		}
 	}()
-	var s scan[R]
-	if s.walk(err, refusal, false) {
+	var s scan
+	if s.walk(err, r, false) {
 		return s.outcome()
 	}
-	return ByErrors(err, refusal)
+	return ByErrors(err, r)
 }
 
 // ByErrors is Default in terms of errors.Is and errors.As, for the trees
 // the walk cannot settle. It allocates: the target of errors.As escapes.
-func ByErrors(err, refusal error) Outcome {
+func ByErrors(err error, r *Refusal) Outcome {
 	if errors.Is(err, context.DeadlineExceeded) {
 		return Timeout
 	}
@@ -74,7 +82,7 @@ func ByErrors(err, refusal error) Outcome {
 		errors.Is(err, syscall.ENETUNREACH) {
 		return Timeout
 	}
-	if errors.Is(err, refusal) {
+	if errors.Is(err, r.Sentinel) {
 		return Ignored
 	}
 	return Failure
@@ -88,13 +96,13 @@ func ByErrors(err, refusal error) Outcome {
 // match anything; the walk gives up at the first such error (walk returns
 // false). syscall.Errno is the exception: its Is method matches only the
 // os package's ErrPermission, ErrExist, ErrNotExist and
-// errors.ErrUnsupported, none of which is asked about here. R is the
-// other: its Is method matches the refusal and nothing else, which the
-// walk notes; it wraps nothing.
+// errors.ErrUnsupported, none of which is asked about here. The typed
+// refusal is the other: its Is method matches the sentinel and nothing
+// else, which the walk notes; it wraps nothing.
 //
 // With marks set, the walk also looks for the first Marked error, as
 // MarkOf does, and goes on to the end of the tree until it finds one.
-type scan[R error] struct {
+type scan struct {
 	timeout bool // the answer: a timeout
 	refusal bool // an error matching the refusal was seen (Ignored, if not a timeout)
 	// sawTimeoutMethod is set at the first error with a Timeout method:
@@ -106,7 +114,7 @@ type scan[R error] struct {
 
 // walk reports whether it settled the question for err's tree; s.timeout
 // and s.refusal (and s.marked, s.mark) are then the answer.
-func (s *scan[R]) walk(err, refusal error, marks bool) bool {
+func (s *scan) walk(err error, r *Refusal, marks bool) bool {
 	for err != nil {
 		if marks {
 			if m, ok := err.(Marked); ok {
@@ -120,14 +128,11 @@ func (s *scan[R]) walk(err, refusal error, marks bool) bool {
 				syscall.EHOSTUNREACH, syscall.ENETUNREACH:
 				s.timeout = true
 			}
-		} else if _, ok := err.(R); ok {
-			s.refusal = true
-			return true // a leaf: it wraps nothing
 		} else {
 			switch err {
 			case context.DeadlineExceeded:
 				s.timeout = true
-			case refusal:
+			case r.Sentinel:
 				s.refusal = true
 			}
 			// One type switch rather than one assertion a method: Go
@@ -135,6 +140,10 @@ func (s *scan[R]) walk(err, refusal error, marks bool) bool {
 			// each is one lookup however many cases it has.
 			switch err.(type) {
 			case interface{ Is(error) bool }, interface{ As(any) bool }:
+				if r.IsTyped(err) {
+					s.refusal = true
+					return true // a leaf: it wraps nothing
+				}
 				return false
 			}
 		}
@@ -159,7 +168,7 @@ func (s *scan[R]) walk(err, refusal error, marks bool) bool {
 		}
 		if list != nil {
 			for _, e := range list {
-				if !s.walk(e, refusal, marks) {
+				if !s.walk(e, r, marks) {
 					return false
 				}
 				if s.marked || (s.timeout && !marks) {
@@ -184,7 +193,7 @@ type timeoutUnwrapperMulti interface {
 }
 
 // outcome is Default's answer once walk has settled it.
-func (s *scan[R]) outcome() Outcome {
+func (s *scan) outcome() Outcome {
 	switch {
 	case s.timeout:
 		return Timeout
@@ -196,7 +205,7 @@ func (s *scan[R]) outcome() Outcome {
 
 // timeoutMethod takes the answer of the first error with a Timeout
 // method: errors.As stops there.
-func (s *scan[R]) timeoutMethod(te interface{ Timeout() bool }) {
+func (s *scan) timeoutMethod(te interface{ Timeout() bool }) {
 	if !s.sawTimeoutMethod {
 		s.sawTimeoutMethod = true
 		if te.Timeout() {

@@ -60,17 +60,17 @@ func markByAs(err error) (Outcome, bool) {
 // the default classifier. A tree the walk cannot settle (see scan and
 // findMark), or whose methods panic, goes to the two in turn, which each
 // have their own answer to a panic.
-func MarkOrDefault[R error](err, refusal error) Outcome {
-	if o, ok := leaf(err, refusal); ok {
+func MarkOrDefault(err error, r *Refusal) Outcome {
+	if o, ok := leaf(err, r); ok {
 		return o
 	}
-	if o, ok := scanMarkAndTimeout[R](err, refusal); ok {
+	if o, ok := scanMarkAndTimeout(err, r); ok {
 		return o
 	}
 	if m, ok := MarkOf(err); ok {
 		return m
 	}
-	return Default[R](err, refusal)
+	return Default(err, r)
 }
 
 // leaf settles an error that wraps nothing and has none of the methods
@@ -78,26 +78,26 @@ func MarkOrDefault[R error](err, refusal error) Outcome {
 // its outcome follows from its identity, with no method called, so
 // nothing can panic and no recover is needed. It is the most common
 // failure, a plain error value, and false for everything else.
-func leaf(err, refusal error) (Outcome, bool) {
+func leaf(err error, r *Refusal) (Outcome, bool) {
 	switch err.(type) {
 	case interface{ Unwrap() error }, interface{ Unwrap() []error }, interface{ Timeout() bool },
 		interface{ Is(error) bool }, interface{ As(any) bool }:
 		return 0, false
 	}
-	if err == refusal {
+	if err == r.Sentinel {
 		return Ignored, true
 	}
 	return Failure, true
 }
 
-func scanMarkAndTimeout[R error](err, refusal error) (o Outcome, settled bool) {
+func scanMarkAndTimeout(err error, r *Refusal) (o Outcome, settled bool) {
 	defer func() {
 		if recover() != nil {
 			o, settled = 0, false
 		}
 	}()
-	var s scan[R]
-	if !s.walk(err, refusal, true) {
+	var s scan
+	if !s.walk(err, r, true) {
 		return 0, false
 	}
 	if s.marked {
