@@ -142,7 +142,7 @@ func New(name string, p Policy, opts ...Option) (*Breaker, error) {
 func newBreaker(name string, r *rules, o *options) *Breaker {
 	b := &Breaker{name: name, opt: o, outageEdge: never}
 	if r.timed {
-		r = r.own(nil, o.tb.now()) // with the breaker's latency histogram
+		r = r.own(nil, o.tb.Now()) // with the breaker's latency histogram
 	}
 	r, _ = r.withThrottle(b, nil) // with the breaker's throttle, if it throttles
 	b.rules.Store(r)
@@ -157,7 +157,7 @@ func (b *Breaker) Name() string { return b.name }
 // State returns the breaker's state now. Like a call, it notices an ended
 // cooldown or a probe timeout and makes that transition first.
 func (b *Breaker) State() State {
-	now := b.opt.tb.now()
+	now := b.opt.tb.Now()
 	w := b.state.Load()
 	switch w.state() {
 	case Open:
@@ -178,7 +178,7 @@ func (b *Breaker) Mode() Mode { return b.state.Load().mode() }
 // Snapshot returns what the window holds now; while the breaker is not
 // closed, the calls that tripped it, until they age out.
 func (b *Breaker) Snapshot() Snapshot {
-	return snapshot(b.win.Load(), b.opt.tb.now())
+	return snapshot(b.win.Load(), b.opt.tb.Now())
 }
 
 // Policy returns the policy the breaker applies.

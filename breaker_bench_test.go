@@ -238,7 +238,7 @@ func BenchmarkAllow(b *testing.B) {
 // The floor is the least a breaker that keeps a time window can do per
 // call: read the monotonic clock once and add to one shared counter. Do
 // and the refusal path are judged against it. It uses its own start time
-// rather than processStart so that it shares nothing with the breaker.
+// rather than internal/timebase's so that it shares nothing with the breaker.
 var (
 	benchFloorStart = time.Now()
 	benchFloorSum   atomic.Int64

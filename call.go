@@ -3,9 +3,10 @@ package breaker
 import (
 	"context"
 	"errors"
-	"sync"
-	"sync/atomic"
 	"time"
+
+	"github.com/govkit/breaker/internal/clockctx"
+	"github.com/govkit/breaker/internal/onceflag"
 )
 
 // token is what admission hands to the end of a call.
@@ -45,7 +46,7 @@ func (b *Breaker) Do(ctx context.Context, fn func(context.Context) error) error 
 	if !w.plain() || r.timed {
 		// A refusal needs no lock: transitionDue is valid while the word
 		// is still w, so the word is loaded again after it.
-		if w.refusing(r.probes) && b.opt.tb.now() < b.transitionDue.Load() && b.state.Load() == w {
+		if w.refusing(r.probes) && b.opt.tb.Now() < b.transitionDue.Load() && b.state.Load() == w {
 			b.tally.Inc(countRejected)
 			return b.refusal()
 		}
@@ -166,8 +167,8 @@ func (b *Breaker) allow(ctx context.Context) (context.Context, func(error), erro
 		return nil, nil, err
 	}
 	call, cancel := b.prepare(ctx, &tok, r)
-	// One allocation: the closure; its once-flag comes from onceFlags.
-	t, used := tok, newOnceFlag()
+	// One allocation: the closure; its once-flag comes from internal/onceflag.
+	t, used := tok, onceflag.New()
 	done := func(err error) {
 		if !used.CompareAndSwap(false, true) {
 			return
@@ -178,29 +179,6 @@ func (b *Breaker) allow(ctx context.Context) (context.Context, func(error), erro
 		b.finish(ctx, t, err, r)
 	}
 	return call, done, nil
-}
-
-// onceFlags is a block of once-flags for Allow's done functions, handed
-// out through a sync.Pool. A flag is never reused, so a done called twice
-// cannot take another call's flag (docs/internals.md, "The call path").
-type onceFlags struct {
-	next  int
-	flags [onceFlagsPerBlock]atomic.Bool
-}
-
-// onceFlagsPerBlock is the number of flags in a block.
-const onceFlagsPerBlock = 64
-
-var onceFlagPool = sync.Pool{New: func() any { return new(onceFlags) }}
-
-// newOnceFlag returns a flag no one else has.
-func newOnceFlag() *atomic.Bool {
-	blk := onceFlagPool.Get().(*onceFlags)
-	f := &blk.flags[blk.next]
-	if blk.next++; blk.next < len(blk.flags) {
-		onceFlagPool.Put(blk)
-	}
-	return f
 }
 
 // prepare derives the context of an admitted call and starts its timer.
@@ -214,7 +192,7 @@ func (b *Breaker) prepare(ctx context.Context, tok *token, r *rules) (context.Co
 		return ctx, nil
 	}
 	tok.timed = true
-	tok.start = b.opt.tb.now()
+	tok.start = b.opt.tb.Now()
 	d := r.timeout
 	if r.adaptive {
 		d = b.deadline(r)
@@ -223,8 +201,8 @@ func (b *Breaker) prepare(ctx context.Context, tok *token, r *rules) (context.Co
 	if d <= 0 {
 		return ctx, nil
 	}
-	if c, ok := b.opt.tb.clock.(timeoutClock); ok {
-		return withClockTimeout(c, ctx, time.Duration(d))
+	if c, ok := b.opt.tb.Clock().(clockctx.TimeoutClock); ok {
+		return clockctx.WithTimeout(c, ctx, time.Duration(d))
 	}
 	return context.WithTimeout(ctx, time.Duration(d))
 }
@@ -234,7 +212,7 @@ func (b *Breaker) prepare(ctx context.Context, tok *token, r *rules) (context.Co
 // rules in force now, never a replaced policy.
 func (b *Breaker) finish(caller context.Context, tok token, err error, r *rules) {
 	tok.mark.end()
-	now := b.opt.tb.now()
+	now := b.opt.tb.Now()
 	elapsed := int64(-1)
 	if tok.timed {
 		elapsed = now - tok.start
@@ -273,10 +251,10 @@ func (b *Breaker) abandon(caller context.Context, tok token) {
 	r := b.rules.Load()
 	switch tok.role {
 	case roleCounted:
-		b.record(caller, b.opt.tb.now(), tok.gen, Failure, false, r)
+		b.record(caller, b.opt.tb.Now(), tok.gen, Failure, false, r)
 	case roleProbe:
 		b.countOutcome(Failure)
-		now := b.opt.tb.now()
+		now := b.opt.tb.Now()
 		b.verdict(caller, now, tok.gen, tok.slot, Failure, b.cold(caller, now, r), true)
 	default:
 		b.countOutcome(Failure)

@@ -128,7 +128,7 @@ func (cc *candidateCall) admit() {
 	tok.mark.end()
 	tok.mark = nil
 	if r.timed {
-		tok.timed, tok.start = true, s.opt.tb.now()
+		tok.timed, tok.start = true, s.opt.tb.Now()
 		if r.adaptive {
 			tok.limit = s.deadline(r)
 		}

@@ -3,7 +3,8 @@ package breaker
 import (
 	"context"
 	"errors"
-	"syscall"
+
+	"github.com/govkit/breaker/internal/errclass"
 )
 
 // Outcome is what one admitted call says about the health of the
@@ -78,172 +79,14 @@ type Classifier func(err error) Outcome
 // breaker around it, which would then refuse calls the inner one does not
 // guard and stay open after it closes. A classifier that wants such
 // refusals counted can say so before it falls through to this one.
-func DefaultClassifier(err error) (o Outcome) {
-	if err == nil {
-		return Success
-	}
-	// errors.Is and errors.As call the error's own Unwrap, Is, As and
-	// Timeout methods, which panic on a nil pointer receiver. A failing
-	// call must not turn into a panic in the caller because of how its
-	// error was built.
-	defer func() {
-		if recover() != nil {
-			o = Failure
-		}
-	}()
-	var s timeoutScan
-	if s.scan(err, false) {
-		return s.outcome()
-	}
-	return classifyByErrors(err)
+func DefaultClassifier(err error) Outcome {
+	return Outcome(errclass.Default(err, &refusal))
 }
 
-// classifyByErrors is DefaultClassifier in terms of errors.Is and
-// errors.As, for the errors timeoutScan cannot settle. It allocates: the
-// target of errors.As escapes.
-func classifyByErrors(err error) Outcome {
-	if errors.Is(err, context.DeadlineExceeded) {
-		return Timeout
-	}
-	var te interface{ Timeout() bool }
-	if errors.As(err, &te) && te.Timeout() {
-		return Timeout
-	}
-	if errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) ||
-		errors.Is(err, syscall.ECONNABORTED) || errors.Is(err, syscall.EHOSTUNREACH) ||
-		errors.Is(err, syscall.ENETUNREACH) {
-		return Timeout
-	}
-	if errors.Is(err, ErrOpen) {
-		return Ignored
-	}
-	return Failure
-}
-
-// timeoutScan settles DefaultClassifier's question in one walk of the
-// error's tree, and without allocating (see docs/internals.md,
-// "Classifying without allocating"). The walk visits the errors in the order errors.Is
-// and errors.As do (depth first, an error before what it wraps). Its
-// answer is the same as theirs while no error in the tree has an Is or an
-// As method of its own, since those can claim to match anything; the walk
-// gives up at the first such error (scan returns false) and the caller
-// asks errors.Is and errors.As. syscall.Errno is the exception: its Is
-// method matches only the os package's ErrPermission, ErrExist,
-// ErrNotExist and errors.ErrUnsupported, none of which is asked about
-// here. An *OpenError is the other: its Is method matches ErrOpen and
-// nothing else, which the walk notes; it wraps nothing.
-//
-// With marks set, the walk also looks for the first error made by Mark, as
-// markOf does, and goes on to the end of the tree until it finds one.
-type timeoutScan struct {
-	timeout bool // the answer: a timeout
-	refusal bool // an error matching ErrOpen was seen (Ignored, if not a timeout)
-	// sawTimeoutMethod is set at the first error with a Timeout method:
-	// errors.As stops at it, so only its answer counts.
-	sawTimeoutMethod bool
-	marked           bool    // a mark was found (marks only)
-	mark             Outcome // its outcome
-}
-
-// scan reports whether it settled the question for err's tree; s.timeout
-// and s.refusal (and s.marked, s.mark) are then the answer.
-func (s *timeoutScan) scan(err error, marks bool) bool {
-	for err != nil {
-		if marks {
-			if m, ok := err.(marked); ok {
-				s.marked, s.mark = true, m.o
-				return true
-			}
-		}
-		if e, ok := err.(syscall.Errno); ok {
-			switch e {
-			case syscall.ECONNREFUSED, syscall.ECONNRESET, syscall.ECONNABORTED,
-				syscall.EHOSTUNREACH, syscall.ENETUNREACH:
-				s.timeout = true
-			}
-		} else if _, ok := err.(*OpenError); ok {
-			s.refusal = true
-			return true // a leaf: it wraps nothing
-		} else {
-			switch err {
-			case context.DeadlineExceeded:
-				s.timeout = true
-			case ErrOpen:
-				s.refusal = true
-			}
-			// One type switch rather than one assertion a method: Go
-			// caches a switch's answer for a type at the switch, so
-			// each is one lookup however many cases it has.
-			switch err.(type) {
-			case interface{ Is(error) bool }, interface{ As(any) bool }:
-				return false
-			}
-		}
-		var next error
-		var list []error
-		switch u := err.(type) {
-		case timeoutUnwrapper:
-			s.timeoutMethod(u)
-			next = u.Unwrap()
-		case timeoutUnwrapperMulti:
-			s.timeoutMethod(u)
-			list = u.Unwrap()
-		case interface{ Timeout() bool }:
-			s.timeoutMethod(u)
-		case interface{ Unwrap() error }:
-			next = u.Unwrap()
-		case interface{ Unwrap() []error }:
-			list = u.Unwrap()
-		}
-		if s.timeout && !marks {
-			return true
-		}
-		if list != nil {
-			for _, e := range list {
-				if !s.scan(e, marks) {
-					return false
-				}
-				if s.marked || (s.timeout && !marks) {
-					return true
-				}
-			}
-			return true
-		}
-		err = next
-	}
-	return true
-}
-
-type timeoutUnwrapper interface {
-	Timeout() bool
-	Unwrap() error
-}
-
-type timeoutUnwrapperMulti interface {
-	Timeout() bool
-	Unwrap() []error
-}
-
-// outcome is DefaultClassifier's answer once scan has settled it.
-func (s *timeoutScan) outcome() Outcome {
-	switch {
-	case s.timeout:
-		return Timeout
-	case s.refusal:
-		return Ignored
-	}
-	return Failure
-}
-
-// timeoutMethod takes the answer of the first error with a Timeout
-// method: errors.As stops there.
-func (s *timeoutScan) timeoutMethod(te interface{ Timeout() bool }) {
-	if !s.sawTimeoutMethod {
-		s.sawTimeoutMethod = true
-		if te.Timeout() {
-			s.timeout = true
-		}
-	}
+// refusal is how internal/errclass knows another breaker's refusal.
+var refusal = errclass.Refusal{
+	Sentinel: ErrOpen,
+	IsTyped:  func(err error) bool { _, ok := err.(*OpenError); return ok },
 }
 
 // outcome settles the outcome of a finished call. elapsed is negative when

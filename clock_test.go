@@ -12,67 +12,6 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// wallClock reads the wall clock without its monotonic reading, as a
-// user's clock returning time.Now().UTC() does.
-type wallClock struct{}
-
-func (wallClock) Now() time.Time { return time.Now().UTC() }
-
-// Readings that race (one goroutine's reading overtaken by another's) are
-// not steps back: the breaker's time must keep to the clock's, not creep
-// ahead of it by the size of every race.
-func TestClock_ConcurrentReadersOfAWallClockDoNotDrift(t *testing.T) {
-	tb := newTimebase(wallClock{})
-	start := tb.user.origin.Load().at
-	var wg sync.WaitGroup
-	for g := 0; g < 4; g++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			last := int64(0)
-			for i := 0; i < 50_000; i++ {
-				now := tb.now()
-				if now < last {
-					t.Errorf("time went back from %d to %d", last, now)
-					return
-				}
-				last = now
-			}
-		}()
-	}
-	wg.Wait()
-	ahead := time.Duration(tb.now()) - time.Now().UTC().Sub(start)
-	assert.Less(t, ahead, time.Millisecond, "the breaker's time ran ahead of the clock")
-}
-
-// The breaker's time as the contract describes it, step by step: a step
-// back is a pause, later readings go on at the clock's rate, reported
-// times are the first reading plus the breaker's time.
-func TestClock_StepBackIsAPause(t *testing.T) {
-	clk := clock.NewMock()
-	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	clk.Set(t0)
-	tb := newTimebase(clk)
-	steps := []struct {
-		set  time.Duration // clock reading, from t0
-		want time.Duration // breaker time
-	}{
-		{0, 0},
-		{10 * time.Second, 10 * time.Second},
-		{-time.Hour, 10 * time.Second}, // back: a pause
-		{-time.Hour + time.Second, 11 * time.Second},
-		{-2 * time.Hour, 11 * time.Second}, // further back
-		{-2*time.Hour + 5*time.Second, 16 * time.Second},
-		{time.Minute, 16*time.Second + 2*time.Hour + 55*time.Second}, // forward is time
-	}
-	for i, s := range steps {
-		clk.Set(t0.Add(s.set))
-		got := tb.now()
-		require.Equal(t, int64(s.want), got, "step %d: clock at t0%+v", i, s.set)
-		require.Equal(t, t0.Add(s.want), tb.time(got), "step %d: reported time", i)
-	}
-}
-
 // An instance start time comes from the clock, not from the breaker: after
 // the clock steps back, an instance that started 30 s ago by the clock is
 // 30 s old, not an hour and a half.

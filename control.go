@@ -23,7 +23,7 @@ func (b *Breaker) SetPolicy(p Policy) error {
 
 // setRules puts r in force.
 func (b *Breaker) setRules(r *rules) {
-	now := b.opt.tb.now()
+	now := b.opt.tb.Now()
 	b.mu.Lock()
 	if r.timed {
 		r = r.own(b.rules.Load(), now) // keeps the latency histogram
@@ -79,7 +79,7 @@ func (b *Breaker) shortenCooldownLocked(old, r *rules) {
 	}
 	b.transitionDue.Store(start + ncd)
 	ne := *e
-	ne.Until = b.opt.tb.time(start + ncd)
+	ne.Until = b.opt.tb.Time(start + ncd)
 	ne.Cooldown = time.Duration(ncd)
 	b.openErr.Store(&ne)
 }
@@ -93,7 +93,7 @@ func (b *Breaker) SetMode(m Mode) error {
 	if m > ModeForcedClosed {
 		return fmt.Errorf("breaker: unknown mode %d", m)
 	}
-	now := b.opt.tb.now()
+	now := b.opt.tb.Now()
 	b.mu.Lock()
 	w := b.state.Load()
 	from := w.mode()
@@ -115,7 +115,7 @@ func (b *Breaker) SetMode(m Mode) error {
 			Reason:     ReasonForcedOpen,
 			TripReason: cause,
 			Snapshot:   snap,
-			Since:      b.opt.tb.time(b.outageEdge),
+			Since:      b.opt.tb.Time(b.outageEdge),
 			b:          b,
 		})
 		b.countOpenLocked()
@@ -153,7 +153,7 @@ func (b *Breaker) setModeLocked(m Mode) {
 // back at Policy.OpenFor, as if new. A forced mode ends; ModeShadow stays.
 // Results of calls in flight count only in [Breaker.Counters].
 func (b *Breaker) Reset() {
-	now := b.opt.tb.now()
+	now := b.opt.tb.Now()
 	b.mu.Lock()
 	m := b.state.Load().mode()
 	if m != ModeShadow {
@@ -176,7 +176,7 @@ func (b *Breaker) endForcedOpenLocked(now int64) {
 	b.outageEdge = now
 	if e := b.openErr.Load(); e != nil {
 		ne := *e
-		ne.Since = b.opt.tb.time(now)
+		ne.Since = b.opt.tb.Time(now)
 		b.openErr.Store(&ne)
 	}
 }

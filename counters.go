@@ -45,7 +45,7 @@ type Counters struct {
 // Counters returns the breaker's counters. Each is read atomically, but
 // not all at one instant.
 func (b *Breaker) Counters() Counters {
-	now := b.opt.tb.now()
+	now := b.opt.tb.Now()
 	// Sums of monotonic counters, each read once. Sealed and current
 	// windows are read under the lock that seals, so each is counted once;
 	// Slow is read before the outcomes, so Slow <= Admitted.
@@ -91,7 +91,7 @@ func (b *Breaker) OpenSince() (t time.Time, ok bool) {
 	if b.state.Load().state() == Closed || b.outageEdge == never {
 		return time.Time{}, false
 	}
-	return b.opt.tb.time(b.outageEdge), true
+	return b.opt.tb.Time(b.outageEdge), true
 }
 
 // Status is everything one breaker shows, for a dashboard or a health
@@ -142,7 +142,7 @@ func (b *Breaker) Status() Status {
 		Policy:   b.Policy(),
 	}
 	s.ErrorRatio = s.Window.ErrorRatio()
-	s.ThrottleProbability = b.throttleProbabilityNow(b.opt.tb.now())
+	s.ThrottleProbability = b.throttleProbabilityNow(b.opt.tb.Now())
 	// Copies, here and below, so that only a breaker that has one pays
 	// for the pointer (docs/internals.md, "Where the breaker's fields live").
 	if lat, ok := b.Latency(); ok {
@@ -162,7 +162,7 @@ func (b *Breaker) Status() Status {
 		// A copy, as above.
 		since := t
 		s.OpenSince = &since
-		s.OpenDuration = max(0, b.opt.tb.time(b.opt.tb.now()).Sub(t))
+		s.OpenDuration = max(0, b.opt.tb.Time(b.opt.tb.Now()).Sub(t))
 	}
 	if c, ok := b.Candidate(); ok {
 		cs := c

@@ -32,7 +32,7 @@ func (g *Group) forgetLocked(key string, b *Breaker) {
 	g.m.Delete(key)
 	g.n.Add(-1)
 	delete(g.activity, b)
-	g.cache.forget(b)
+	g.cache.Forget(b)
 }
 
 // droppedBit marks a breaker its group has let go of. Calls made on it,
@@ -102,7 +102,7 @@ func (g *Group) EvictIdle() int {
 		return 0
 	}
 	g.mu.Lock()
-	rep := g.sweepLocked(g.opt.tb.now())
+	rep := g.sweepLocked(g.opt.tb.Now())
 	g.mu.Unlock()
 	g.logDrops(rep)
 	return rep.n

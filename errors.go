@@ -49,7 +49,7 @@ func (e *OpenError) RetryAfter() time.Duration {
 		return 0
 	}
 	tb := &e.b.opt.tb
-	return max(0, e.Until.Sub(tb.time(tb.now())))
+	return max(0, e.Until.Sub(tb.Time(tb.Now())))
 }
 
 func (e *OpenError) Error() string {

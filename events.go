@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/govkit/breaker/internal/jsondoc"
 )
 
 // Event describes one transition, or, with Reason ReasonTimeoutAdapted
@@ -57,7 +59,7 @@ func (e *Event) UnmarshalJSON(data []byte) error {
 	}
 	d, err := time.ParseDuration(v.Cooldown)
 	if err != nil {
-		return fmt.Errorf("breaker: event cooldown: %s is not a duration such as \"30s\"", quoteKey(v.Cooldown))
+		return fmt.Errorf("breaker: event cooldown: %s is not a duration such as \"30s\"", jsondoc.QuoteKey(v.Cooldown))
 	}
 	if d < 0 {
 		return fmt.Errorf("breaker: event cooldown: %s is negative", d)

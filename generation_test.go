@@ -66,7 +66,7 @@ func passedCheck(b *Breaker) checkedResult {
 
 func (c checkedResult) land(o Outcome) {
 	b := c.b
-	b.land(context.Background(), b.opt.tb.now(), c.w.gen(), c.win, c.w, false, o, false, b.rules.Load())
+	b.land(context.Background(), b.opt.tb.Now(), c.w.gen(), c.win, c.w, false, o, false, b.rules.Load())
 }
 
 // behaviour.md §4 Generations. Scenario: a call's result passes the

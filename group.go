@@ -105,7 +105,7 @@ func NewGroup(cfg GroupConfig, opts ...Option) (*Group, error) {
 	if g.max == 0 {
 		g.max = DefaultMaxBreakers
 	}
-	g.cache.seed = maphash.MakeSeed()
+	g.cache.Seed = maphash.MakeSeed()
 	// Its own options, never the shared defaults: they point back at g,
 	// which delivers the events to the subscribers after the hooks.
 	g.opt = buildOptions(opts)
@@ -113,7 +113,7 @@ func NewGroup(cfg GroupConfig, opts ...Option) (*Group, error) {
 	g.rules.Store(gr)
 	g.subs.Store(&[]*subscriber{})
 	g.csubs.Store(&[]*candidateSubscriber{})
-	now := g.opt.tb.now()
+	now := g.opt.tb.Now()
 	g.lastSweep.Store(now)
 	g.label = policyLabel{origin: OriginCode, appliedAt: now}
 	g.full.next.Store(math.MinInt64)
@@ -150,7 +150,7 @@ func (g *Group) Lookup(key string) (*Breaker, bool) {
 	// A breaker found in the map may be under a drop (marked, then
 	// removed, with g.mu held): it is as good as gone.
 	if b := g.load(key); b != nil && !b.dropped() {
-		g.cache.put(key, b)
+		g.cache.Put(key, b)
 		return b, true
 	}
 	return nil, false
@@ -163,7 +163,7 @@ func (g *Group) get(key string) (*Breaker, error) {
 	// A dropped breaker is in the map only while its drop is under way,
 	// with g.mu held; create waits for the drop to finish.
 	if b := g.load(key); b != nil && !b.dropped() {
-		g.cache.put(key, b)
+		g.cache.Put(key, b)
 		return b, nil
 	}
 	return g.create(key), nil
@@ -181,7 +181,7 @@ func (g *Group) load(key string) *Breaker {
 // when the group is full. The breaker's name, and every key the group
 // keeps, is a copy of key, never key itself: see keyCache.
 func (g *Group) create(key string) *Breaker {
-	now := g.opt.tb.now()
+	now := g.opt.tb.Now()
 	if g.n.Load() >= g.max && !g.sweepDue(now) {
 		// Full, and no sweep could make room: no lock, so that a flood
 		// of new keys does not queue on the group's mutex.
@@ -212,7 +212,7 @@ func (g *Group) create(key string) *Breaker {
 	b.setCandidate(g, gr.candidateFor(name), gr.version)
 	g.m.Store(name, b)
 	g.n.Add(1)
-	g.cache.put(name, b)
+	g.cache.Put(name, b)
 	g.mu.Unlock()
 	g.logDrops(dropped)
 	return b
@@ -228,7 +228,7 @@ func (g *Group) sweepDue(now int64) bool {
 func (g *Group) Do(ctx context.Context, key string, fn func(context.Context) error) error {
 	// The key's address first, inlined here: a breaker found there that
 	// has since been dropped hands the call to its successor (Breaker.Do).
-	b := g.cache.byPtr[g.cache.ptrIndex(key)].Load()
+	b := g.cache.PtrSlot(key).Load()
 	if b == nil || b.name != key {
 		var err error
 		if b, err = g.Get(key); err != nil {
@@ -240,7 +240,7 @@ func (g *Group) Do(ctx context.Context, key string, fn func(context.Context) err
 
 // Now returns the time on the group's clock (see [WithClock]): the time
 // its breakers judge by, and the one a report on them should carry.
-func (g *Group) Now() time.Time { return g.opt.tb.time(g.opt.tb.now()) }
+func (g *Group) Now() time.Time { return g.opt.tb.Time(g.opt.tb.Now()) }
 
 // Len returns the number of breakers in the group. The overflow breaker
 // (see GroupConfig.MaxBreakers) is not one of them.

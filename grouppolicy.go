@@ -5,6 +5,8 @@ import (
 	"errors"
 	"sort"
 	"strings"
+
+	"github.com/govkit/breaker/internal/jsondoc"
 )
 
 // GroupPolicy is the policy document of a [Group]: a default policy and
@@ -60,7 +62,7 @@ type GroupPolicy struct {
 func (gp GroupPolicy) Validate() error {
 	var v validator
 	gp.validate(&v, "")
-	return v.err()
+	return policyError(v.List)
 }
 
 func (gp GroupPolicy) validate(v *validator, prefix string) {
@@ -69,14 +71,14 @@ func (gp GroupPolicy) validate(v *validator, prefix string) {
 	}
 	for _, k := range sortedKeys(gp.Overrides) {
 		if k == "" {
-			v.add(prefix+"overrides", "empty key")
+			v.Add(prefix+"overrides", "empty key")
 			continue
 		}
 		gp.Overrides[k].check(v, prefix+overridePath(k))
 	}
 	if gp.Candidate != nil {
 		if prefix != "" {
-			v.add(prefix+"candidate", "a candidate has no candidate of its own")
+			v.Add(prefix+"candidate", "a candidate has no candidate of its own")
 			return
 		}
 		gp.Candidate.validate(v, "candidate.")
@@ -96,7 +98,7 @@ func (gp GroupPolicy) Promote() (GroupPolicy, error) {
 
 // overridePath is the path prefix of an override's fields. The key is
 // quoted, and cut if it is long: a key is input too.
-func overridePath(key string) string { return "overrides[" + quoteKey(key) + "]." }
+func overridePath(key string) string { return "overrides[" + jsondoc.QuoteKey(key) + "]." }
 
 // MaxPolicyDocumentSize is the largest group policy document, in bytes,
 // that [ParseGroupPolicy] (and so [Group.LoadPolicies], and a source
@@ -125,35 +127,35 @@ func (gp *GroupPolicy) UnmarshalJSON(data []byte) error {
 		// Refused before it is read: a document this size is a mistake
 		// (a wrong file, a key filled by a runaway writer), and reading
 		// it costs memory and time for nothing.
-		v.add("(document)", "more than %d bytes (1 MiB), the largest document accepted", MaxPolicyDocumentSize)
-		return v.err()
+		v.Add("(document)", "more than %d bytes (1 MiB), the largest document accepted", MaxPolicyDocumentSize)
+		return policyError(v.List)
 	}
-	top := members(&v, data, "(document)", `a JSON object with "default" and "overrides"`, fieldName)
+	top := jsondoc.Members(&v, data, "(document)", `a JSON object with "default" and "overrides"`, jsondoc.FieldName)
 	if top == nil {
-		return v.err()
+		return policyError(v.List)
 	}
 	def := DefaultPolicy()
 	for _, k := range sortedKeys(top) {
 		switch k {
 		case "default":
-			v.problems = append(v.problems, decodePolicyInto(&def, top[k], "default.")...)
+			v.List = append(v.List, decodePolicyInto(&def, top[k], "default.")...)
 		case "overrides", "candidate":
 		default:
-			v.add(fieldName(k), "unknown field")
+			v.Add(jsondoc.FieldName(k), "unknown field")
 		}
 	}
 	var over map[string]Policy
 	var docs map[string]json.RawMessage
-	if raw, ok := top["overrides"]; ok && !isNull(raw) {
-		docs = members(&v, raw, "overrides", "a JSON object from key to policy",
+	if raw, ok := top["overrides"]; ok && !jsondoc.IsNull(raw) {
+		docs = jsondoc.Members(&v, raw, "overrides", "a JSON object from key to policy",
 			func(k string) string { return strings.TrimSuffix(overridePath(k), ".") })
 		for _, k := range sortedKeys(docs) {
 			if k == "" {
-				v.add("overrides", "empty key")
+				v.Add("overrides", "empty key")
 				continue
 			}
 			p := def
-			v.problems = append(v.problems, decodePolicyInto(&p, docs[k], overridePath(k))...)
+			v.List = append(v.List, decodePolicyInto(&p, docs[k], overridePath(k))...)
 			if over == nil {
 				over = make(map[string]Policy, len(docs))
 			}
@@ -161,10 +163,10 @@ func (gp *GroupPolicy) UnmarshalJSON(data []byte) error {
 		}
 	}
 	var cand *GroupPolicy
-	if raw, ok := top["candidate"]; ok && !isNull(raw) {
+	if raw, ok := top["candidate"]; ok && !jsondoc.IsNull(raw) {
 		cand = decodeCandidate(&v, raw, def, docs)
 	}
-	if err := v.err(); err != nil {
+	if err := policyError(v.List); err != nil {
 		return err
 	}
 	// No overrides decode to nil, "overrides": {} included, as they
@@ -180,12 +182,12 @@ func (gp *GroupPolicy) UnmarshalJSON(data []byte) error {
 // candidate's. The result names every key either has.
 func decodeCandidate(v *validator, raw json.RawMessage, def Policy, docs map[string]json.RawMessage) *GroupPolicy {
 	const where = "candidate"
-	top := members(v, raw, where, `a JSON object with "default" and "overrides"`,
-		func(k string) string { return where + "." + fieldName(k) })
+	top := jsondoc.Members(v, raw, where, `a JSON object with "default" and "overrides"`,
+		func(k string) string { return where + "." + jsondoc.FieldName(k) })
 	if top == nil {
 		return nil
 	}
-	n := len(v.problems)
+	n := len(v.List)
 	cdef := def
 	for _, k := range sortedKeys(top) {
 		switch k {
@@ -193,15 +195,15 @@ func decodeCandidate(v *validator, raw json.RawMessage, def Policy, docs map[str
 			cdef.decode(v, top[k], "candidate.default.")
 		case "overrides":
 		default:
-			v.add(where+"."+fieldName(k), "unknown field")
+			v.Add(where+"."+jsondoc.FieldName(k), "unknown field")
 		}
 	}
-	if len(v.problems) == n {
+	if len(v.List) == n {
 		cdef.check(v, "candidate.default.")
 	}
 	var cdocs map[string]json.RawMessage
-	if raw, ok := top["overrides"]; ok && !isNull(raw) {
-		cdocs = members(v, raw, "candidate.overrides", "a JSON object from key to policy",
+	if raw, ok := top["overrides"]; ok && !jsondoc.IsNull(raw) {
+		cdocs = jsondoc.Members(v, raw, "candidate.overrides", "a JSON object from key to policy",
 			func(k string) string { return "candidate." + strings.TrimSuffix(overridePath(k), ".") })
 	}
 	keys := map[string]bool{}
@@ -215,7 +217,7 @@ func decodeCandidate(v *validator, raw json.RawMessage, def Policy, docs map[str
 	for _, k := range sortedKeys(keys) {
 		if k == "" {
 			if _, ok := cdocs[k]; ok {
-				v.add("candidate.overrides", "empty key")
+				v.Add("candidate.overrides", "empty key")
 			}
 			continue
 		}
@@ -225,11 +227,11 @@ func decodeCandidate(v *validator, raw json.RawMessage, def Policy, docs map[str
 		if raw, ok := docs[k]; ok {
 			p.decode(&own, raw, overridePath(k))
 		}
-		n := len(v.problems)
+		n := len(v.List)
 		if raw, ok := cdocs[k]; ok {
 			p.decode(v, raw, "candidate."+overridePath(k))
 		}
-		if len(own.problems) == 0 && len(v.problems) == n {
+		if len(own.List) == 0 && len(v.List) == n {
 			p.check(v, "candidate."+overridePath(k))
 		}
 		if over == nil {

@@ -582,7 +582,7 @@ func TestHalfOpen_ACallThatSawTheBreakerOpenTakesAFreeSlot(t *testing.T) {
 	h.trip()
 	h.add(DefaultOpenFor)
 	stale := h.b.state.Load() // open, its cooldown over
-	h.b.toHalfOpen(h.b.opt.tb.now(), stale)
+	h.b.toHalfOpen(h.b.opt.tb.Now(), stale)
 	tok, err := h.b.admitNotClosed(stale, h.b.rules.Load())
 	require.NoError(t, err)
 	assert.Equal(t, roleProbe, tok.role)

@@ -7,7 +7,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/govkit/breaker/internal/jsondoc"
 	"github.com/govkit/breaker/internal/latency"
+	"github.com/govkit/breaker/internal/timebase"
 )
 
 // timing is a timed breaker's latency histogram and the adaptive timeout
@@ -25,7 +27,7 @@ func newTiming(now int64, r *rules, timeout int64, base latency.Totals) *timing 
 	t := &timing{}
 	t.Init(r.width, r.buckets, base)
 	t.timeout.Store(timeout)
-	t.next.Store(addSat(now, int64(AdaptiveInterval)))
+	t.next.Store(timebase.AddSat(now, int64(AdaptiveInterval)))
 	return t
 }
 
@@ -67,7 +69,7 @@ func (b *Breaker) Latency() (lat Latency, ok bool) {
 	lat.Timeout = time.Duration(b.deadline(r))
 	l := r.lat
 	var h latency.Hist
-	lat.Samples, lat.Censored = l.Window(b.opt.tb.now(), &h)
+	lat.Samples, lat.Censored = l.Window(b.opt.tb.Now(), &h)
 	var q [4]time.Duration
 	latency.Quantiles(&h, lat.Samples+lat.Censored, latencyQuantiles, q[:])
 	lat.P50, lat.P90, lat.P99, lat.P999 = q[0], q[1], q[2], q[3]
@@ -125,7 +127,7 @@ func (b *Breaker) measure(now, elapsed int64, o Outcome, r *rules) {
 // (docs/latency.md, "The adaptive timeout").
 func (b *Breaker) retime(now int64, l *timing, r *rules) {
 	next := l.next.Load()
-	if now < next || !l.next.CompareAndSwap(next, addSat(now, int64(AdaptiveInterval))) {
+	if now < next || !l.next.CompareAndSwap(next, timebase.AddSat(now, int64(AdaptiveInterval))) {
 		return
 	}
 	var h latency.Hist
@@ -158,7 +160,7 @@ func (b *Breaker) retime(now int64, l *timing, r *rules) {
 		From:      w.state(),
 		To:        w.state(),
 		Reason:    ReasonTimeoutAdapted,
-		Time:      b.opt.tb.time(now),
+		Time:      b.opt.tb.Time(now),
 		Snapshot:  snap,
 		Doublings: int(b.doublings()),
 		Mode:      w.mode(),
@@ -217,7 +219,7 @@ func (c *TimeoutChange) UnmarshalJSON(data []byte) error {
 	}{{"old", v.Old, &out.Old}, {"new", v.New, &out.New}, {"latency", v.Latency, &out.Latency}} {
 		d, err := time.ParseDuration(f.s)
 		if err != nil {
-			return fmt.Errorf("breaker: event timeout.%s: %s is not a duration such as \"250ms\"", f.key, quoteKey(f.s))
+			return fmt.Errorf("breaker: event timeout.%s: %s is not a duration such as \"250ms\"", f.key, jsondoc.QuoteKey(f.s))
 		}
 		if d < 0 {
 			return fmt.Errorf("breaker: event timeout.%s: %s is negative", f.key, d)

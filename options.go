@@ -3,6 +3,8 @@ package breaker
 import (
 	"log/slog"
 	"math/rand/v2"
+
+	"github.com/govkit/breaker/internal/timebase"
 )
 
 // Option configures a Breaker at creation: the parts of its behaviour that
@@ -10,7 +12,7 @@ import (
 type Option func(*options)
 
 type options struct {
-	tb       timebase
+	tb       timebase.Base
 	classify Classifier // nil: DefaultClassifier, with marks read in the same walk
 	randf    func() float64
 	hooks    []func(Event)
@@ -21,7 +23,7 @@ type options struct {
 // WithClock makes the breaker read time from c (nil: the real clock), such
 // as a *clock.Mock of github.com/benbjohnson/clock. If c has a WithTimeout
 // method as *clock.Mock does, the breaker's deadlines are made through it.
-func WithClock(c Clock) Option { return func(o *options) { o.tb = newTimebase(c) } }
+func WithClock(c Clock) Option { return func(o *options) { o.tb = timebase.New(c) } }
 
 // WithClassifier replaces [DefaultClassifier]. A nil c keeps the default.
 func WithClassifier(c Classifier) Option {
@@ -69,7 +71,7 @@ func newOptions(opts []Option) *options {
 }
 
 func buildOptions(opts []Option) *options {
-	o := &options{randf: rand.Float64, tb: newTimebase(nil)}
+	o := &options{randf: rand.Float64, tb: timebase.New(nil)}
 	for _, f := range opts {
 		if f != nil {
 			f(o)

@@ -5,6 +5,8 @@ import (
 	"log/slog"
 	"sync/atomic"
 	"time"
+
+	"github.com/govkit/breaker/internal/timebase"
 )
 
 // The cap on a group's breakers (GroupConfig.MaxBreakers): past it, calls
@@ -37,7 +39,7 @@ func newOverflow(r *rules, opt *options) *Breaker {
 func (g *Group) overflowed(now int64) *Breaker {
 	f := &g.full
 	n := f.calls.Add(1)
-	if next := f.next.Load(); now >= next && f.next.CompareAndSwap(next, addSat(now, int64(fullWarnInterval))) {
+	if next := f.next.Load(); now >= next && f.next.CompareAndSwap(next, timebase.AddSat(now, int64(fullWarnInterval))) {
 		since := n - f.logged.Swap(n)
 		l := g.opt.logger
 		if l == nil {

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"strings"
 	"time"
+
+	"github.com/govkit/breaker/internal/jsondoc"
 )
 
 // MarshalJSON writes every field, in the order of the struct, durations
@@ -64,7 +66,7 @@ func (p Policy) MarshalJSON() ([]byte, error) {
 func (p *Policy) UnmarshalJSON(data []byte) error {
 	q := *p
 	if problems := decodePolicyInto(&q, data, ""); len(problems) > 0 {
-		return &PolicyError{Problems: problems}
+		return policyError(problems)
 	}
 	*p = q
 	return nil
@@ -87,17 +89,17 @@ func ParsePolicy(data []byte) (Policy, error) {
 // result. It returns the problems instead of an error so that a caller can
 // gather every problem of a whole document before refusing it; p is changed
 // only when there are none.
-func decodePolicyInto(p *Policy, data []byte, prefix string) []FieldError {
+func decodePolicyInto(p *Policy, data []byte, prefix string) []jsondoc.Problem {
 	var v validator
 	q := *p
 	q.decode(&v, data, prefix)
-	if len(v.problems) == 0 {
+	if len(v.List) == 0 {
 		q.check(&v, prefix)
 	}
-	if len(v.problems) == 0 {
+	if len(v.List) == 0 {
 		*p = q
 	}
-	return v.problems
+	return v.List
 }
 
 // decode overlays the fields named in data onto p, recording a problem for
@@ -108,11 +110,11 @@ func (p *Policy) decode(v *validator, data []byte, prefix string) {
 	if where == "" {
 		where = "(document)"
 	}
-	fields := members(v, data, where, "a JSON object of policy fields",
-		func(name string) string { return prefix + fieldName(name) })
+	fields := jsondoc.Members(v, data, where, "a JSON object of policy fields",
+		func(name string) string { return prefix + jsondoc.FieldName(name) })
 	for _, name := range sortedKeys(fields) { // report problems in a stable order
 		raw := fields[name]
-		field := prefix + fieldName(name)
+		field := prefix + jsondoc.FieldName(name)
 		if name == "adaptive_timeout" || name == "throttle" {
 			p.decodeNested(v, raw, name, field)
 			continue
@@ -120,9 +122,9 @@ func (p *Policy) decode(v *validator, data []byte, prefix string) {
 		f, ok := policyFieldNamed(name)
 		if !ok {
 			if to, ok := renamedPolicyFields[name]; ok {
-				v.add(field, "was renamed %s", to)
+				v.Add(field, "was renamed %s", to)
 			} else {
-				v.add(field, "unknown field")
+				v.Add(field, "unknown field")
 			}
 			continue
 		}
@@ -150,16 +152,16 @@ func (p *Policy) decodeNested(v *validator, raw json.RawMessage, group, field st
 		if group == "throttle" {
 			example = `"k": 2`
 		}
-		v.add(field, `want a JSON object such as {"enabled": %s, %s}, got %s (the flag is %s.enabled)`, t, example, t, group)
+		v.Add(field, `want a JSON object such as {"enabled": %s, %s}, got %s (the flag is %s.enabled)`, t, example, t, group)
 		return
 	}
-	members := members(v, raw, field, "a JSON object of "+group+" fields",
-		func(name string) string { return field + "." + fieldName(name) })
+	members := jsondoc.Members(v, raw, field, "a JSON object of "+group+" fields",
+		func(name string) string { return field + "." + jsondoc.FieldName(name) })
 	for _, name := range sortedKeys(members) {
-		sub := field + "." + fieldName(name)
+		sub := field + "." + jsondoc.FieldName(name)
 		f, ok := policyFieldNamed(group + "." + name)
 		if !ok {
-			v.add(sub, "unknown field")
+			v.Add(sub, "unknown field")
 			continue
 		}
 		p.decodeField(v, f, sub, members[name])
@@ -170,13 +172,13 @@ func (p *Policy) decodeNested(v *validator, raw json.RawMessage, group, field st
 func (p *Policy) decodeField(v *validator, f policyField, field string, raw json.RawMessage) {
 	switch dst := f.at(p).(type) { // defaultPolicy has made sure there is no other
 	case *time.Duration:
-		decodeDuration(v, field, raw, dst)
+		jsondoc.Duration(v, field, raw, dst)
 	case *int:
-		decodeInt(v, field, raw, dst)
+		jsondoc.Int(v, field, raw, dst)
 	case *float64:
-		decodeFloat(v, field, raw, dst)
+		jsondoc.Float(v, field, raw, dst)
 	case *bool:
-		decodeBool(v, field, raw, dst)
+		jsondoc.Bool(v, field, raw, dst)
 	}
 }
 

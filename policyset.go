@@ -46,7 +46,7 @@ func (g *Group) PolicyLabel() PolicyLabel {
 	g.pmu.Lock()
 	l := g.label
 	g.pmu.Unlock()
-	return PolicyLabel{Origin: l.origin, Version: l.version, AppliedAt: g.opt.tb.time(l.appliedAt)}
+	return PolicyLabel{Origin: l.origin, Version: l.version, AppliedAt: g.opt.tb.Time(l.appliedAt)}
 }
 
 // A PolicyHold is the right to set a group's policies, held by one
@@ -167,7 +167,7 @@ func (g *Group) setPolicies(h *PolicyHold, gp GroupPolicy, origin, version strin
 	}
 	gr.version = version
 	unused := g.setRules(gr)
-	g.label = policyLabel{origin: origin, version: version, appliedAt: g.opt.tb.now()}
+	g.label = policyLabel{origin: origin, version: version, appliedAt: g.opt.tb.Now()}
 	g.pmu.Unlock()
 	logUnused(g.opt.logger, unused)
 	return nil

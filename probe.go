@@ -92,7 +92,7 @@ func (b *Breaker) admitNotClosed(w word, r *rules) (token, error) {
 			return token{gen: w.gen()}, nil
 		case Open:
 			if w.mode() != ModeForcedOpen {
-				now := b.opt.tb.now()
+				now := b.opt.tb.Now()
 				if now >= b.transitionDue.Load() {
 					b.toHalfOpen(now, w)
 					w = b.state.Load()
@@ -108,7 +108,7 @@ func (b *Breaker) admitNotClosed(w word, r *rules) (token, error) {
 				w = b.state.Load()
 				continue
 			}
-			if now := b.opt.tb.now(); now >= b.transitionDue.Load() {
+			if now := b.opt.tb.Now(); now >= b.transitionDue.Load() {
 				b.probeTimeout(now, w)
 				w = b.state.Load()
 				continue
@@ -206,7 +206,7 @@ const noSlot = 0xFF
 // admitProbe registers a probe that has just claimed a slot of episode
 // gen and returns its entry in history.inflight.
 func (b *Breaker) admitProbe(gen uint64, m *probeMark) uint8 {
-	now := b.opt.tb.now()
+	now := b.opt.tb.Now()
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	w := b.state.Load()

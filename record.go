@@ -18,7 +18,7 @@ import (
 // record (docs/internals.md, "Results that arrive after their generation").
 // The warmup check, which may read the caller's context, comes first.
 func (b *Breaker) recordSuccess(caller context.Context, gen uint64) {
-	now := b.opt.tb.now()
+	now := b.opt.tb.Now()
 	r := b.rules.Load()
 	cold := b.coldFast(caller, now, r)
 	win := b.win.Load()

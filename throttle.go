@@ -153,7 +153,7 @@ func (b *Breaker) rethrottle(now int64, gen uint64) uint32 {
 // throttled call counts in the throttle's window, in Counters.Throttled,
 // and in Counters.Rejected or Counters.ShadowRejected.
 func (b *Breaker) throttleAdmit(w word) (uint8, error) {
-	now := b.opt.tb.now()
+	now := b.opt.tb.Now()
 	q := b.rethrottle(now, w.gen())
 	t := b.rules.Load().thr
 	if q == 0 || t == nil || !(b.opt.random() < float64(q)/throttleOne) {

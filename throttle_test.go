@@ -265,7 +265,7 @@ func TestThrottle_TripRulesStillOpenOnAHardFailure(t *testing.T) {
 	h.calls(3, nil)
 	h.requireState(Closed)
 	assert.Zero(t, h.probability())
-	assert.Zero(t, h.b.rules.Load().thr.win.Load().Sum(h.b.opt.tb.now()).Counted,
+	assert.Zero(t, h.b.rules.Load().thr.win.Load().Sum(h.b.opt.tb.Now()).Counted,
 		"the refusals of the last closed spell are not in the new window")
 }
 

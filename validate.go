@@ -1,9 +1,10 @@
 package breaker
 
 import (
-	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/govkit/breaker/internal/jsondoc"
 )
 
 // FieldError is one problem with one field of a policy document or value.
@@ -52,20 +53,22 @@ func (e *PolicyError) Error() string {
 func (p Policy) Validate() error {
 	var v validator
 	p.check(&v, "")
-	return v.err()
+	return policyError(v.List)
 }
 
-type validator struct{ problems []FieldError }
+// validator gathers the problems of a policy value or document.
+type validator = jsondoc.Problems
 
-func (v *validator) add(field, format string, args ...any) {
-	v.problems = append(v.problems, FieldError{Field: field, Problem: fmt.Sprintf(format, args...)})
-}
-
-func (v *validator) err() error {
-	if len(v.problems) == 0 {
+// policyError is the *PolicyError of problems, or nil if there are none.
+func policyError(problems []jsondoc.Problem) error {
+	if len(problems) == 0 {
 		return nil
 	}
-	return &PolicyError{Problems: v.problems}
+	e := &PolicyError{Problems: make([]FieldError, len(problems))}
+	for i, p := range problems {
+		e.Problems[i] = FieldError(p)
+	}
+	return e
 }
 
 // check records a problem for each invalid field of p, its name prefixed
@@ -76,7 +79,7 @@ func (p Policy) check(v *validator, prefix string) {
 			continue
 		}
 		if problem := f.check(&p); problem != "" {
-			v.problems = append(v.problems, FieldError{Field: prefix + f.name, Problem: problem})
+			v.List = append(v.List, jsondoc.Problem{Field: prefix + f.name, Problem: problem})
 		}
 	}
 }

@@ -13,7 +13,7 @@ import (
 // nothing if Warmup is 0.
 func (b *Breaker) MarkCold() {
 	if r := b.rules.Load(); r.warmup > 0 {
-		b.warmUntil.Store(b.opt.tb.now() + r.warmup)
+		b.warmUntil.Store(b.opt.tb.Now() + r.warmup)
 	}
 }
 
@@ -80,5 +80,5 @@ func (b *Breaker) coldInstance(ctx context.Context, now int64, r *rules) bool {
 	}
 	// Map start as a reading taken now, so that a clock that stepped
 	// back does not age the instance.
-	return now-b.opt.tb.offset(start) < r.warmup
+	return now-b.opt.tb.Offset(start) < r.warmup
 }

@@ -1,4 +1,10 @@
-package breaker
+// Package jsondoc reads JSON documents strictly: objects member by member,
+// so that a name given twice is a problem rather than the second value;
+// numbers, durations and flags checked by field; and problems gathered
+// with the path of the member they concern, quoting what they show of the
+// document in bounded form, so that an error message can neither be forged
+// nor flooded by the document.
+package jsondoc
 
 import (
 	"bytes"
@@ -12,11 +18,24 @@ import (
 	"unicode/utf8"
 )
 
-// The strict JSON reading that policy and group documents share: objects
-// read member by member, numbers and durations checked by field, and the
-// problems quoted in bounded form.
+// Problem is one problem with one member of a document, at its path.
+type Problem struct {
+	Field   string
+	Problem string
+}
 
-// members reads data as one JSON object and returns its members by name,
+// Problems gathers the problems of a document, in the order found. The
+// zero value is empty and ready to use.
+type Problems struct {
+	List []Problem
+}
+
+// Add records a problem at field, its words formatted as by fmt.Sprintf.
+func (v *Problems) Add(field, format string, args ...any) {
+	v.List = append(v.List, Problem{Field: field, Problem: fmt.Sprintf(format, args...)})
+}
+
+// Members reads data as one JSON object and returns its members by name,
 // or nil if data is not one JSON object. where names the object in
 // problems, want says what it should be, and path names a member.
 //
@@ -27,30 +46,30 @@ import (
 // path, and the name is left out of the result so that neither value is
 // decoded. Only the object's own members are read this way; each value is
 // taken whole (encoding/json bounds its nesting depth) for the caller to
-// decode, with members again if it is an object in its turn. Data after
+// decode, with Members again if it is an object in its turn. Data after
 // the object is a problem too.
-func members(v *validator, data []byte, where, want string, path func(name string) string) map[string]json.RawMessage {
+func Members(v *Problems, data []byte, where, want string, path func(name string) string) map[string]json.RawMessage {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber() // a huge number is "not an object", not a float overflow
 	// in names the member whose value was being read, if any.
 	syntax := func(err error, in string) map[string]json.RawMessage {
 		if err == io.EOF || err == io.ErrUnexpectedEOF {
-			v.add(where, "%s", endsEarly(data, in))
+			v.Add(where, "%s", endsEarly(data, in))
 		} else {
-			v.add(where, "want %s: %s", want, syntaxProblem(data, err))
+			v.Add(where, "want %s: %s", want, syntaxProblem(data, err))
 		}
 		return nil
 	}
 	tok, err := dec.Token()
 	if err == io.EOF {
-		v.add(where, "want %s, got an empty document", want)
+		v.Add(where, "want %s, got an empty document", want)
 		return nil
 	}
 	if err != nil {
 		return syntax(err, "")
 	}
 	if tok != json.Delim('{') {
-		v.add(where, "want %s, got %s", want, short(data))
+		v.Add(where, "want %s, got %s", want, Short(data))
 		return nil
 	}
 	m := make(map[string]json.RawMessage)
@@ -77,7 +96,7 @@ func members(v *validator, data []byte, where, want string, path func(name strin
 				dup = make(map[string]bool)
 			}
 			dup[name] = true
-			v.add(path(name), "duplicate key")
+			v.Add(path(name), "duplicate key")
 		}
 	}
 	if _, err := dec.Token(); err != nil { // the closing brace
@@ -88,7 +107,7 @@ func members(v *validator, data []byte, where, want string, path func(name strin
 	end := dec.InputOffset()
 	if rest := bytes.TrimLeft(data[end:], " \t\r\n"); len(rest) > 0 {
 		at := int64(len(data) - len(rest))
-		v.add(where, "want %s and nothing after it, got more at byte %d: %s", want, at, quoteKey(string(rest)))
+		v.Add(where, "want %s and nothing after it, got more at byte %d: %s", want, at, QuoteKey(string(rest)))
 		return nil
 	}
 	for name := range dup {
@@ -129,62 +148,69 @@ func position(data []byte, i int64) string {
 	return " (line " + strconv.Itoa(line) + ", column " + strconv.FormatInt(col, 10) + ")"
 }
 
-func decodeDuration(v *validator, field string, raw json.RawMessage, dst *time.Duration) {
+// Duration decodes raw, the value at field, as a duration string such as
+// "1m30s" onto dst, or records a problem and leaves dst alone.
+func Duration(v *Problems, field string, raw json.RawMessage, dst *time.Duration) {
 	var s string
-	if err := json.Unmarshal(raw, &s); err != nil || isNull(raw) {
-		v.add(field, `want a duration string such as "5s" or "1m30s", got %s`, short(raw))
+	if err := json.Unmarshal(raw, &s); err != nil || IsNull(raw) {
+		v.Add(field, `want a duration string such as "5s" or "1m30s", got %s`, Short(raw))
 		return
 	}
 	d, err := time.ParseDuration(s)
 	if err != nil {
-		v.add(field, `want a duration string such as "5s" or "1m30s", got %s`, short(raw))
+		v.Add(field, `want a duration string such as "5s" or "1m30s", got %s`, Short(raw))
 		return
 	}
 	*dst = d
 }
 
-func decodeInt(v *validator, field string, raw json.RawMessage, dst *int) {
+// Int decodes raw as an integer that fits in 32 bits onto dst, or records
+// a problem. A quoted number is a problem.
+func Int(v *Problems, field string, raw json.RawMessage, dst *int) {
 	var n json.Number
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber()
-	// A json.Number also accepts a quoted number; a policy field does not.
-	if t := bytes.TrimSpace(raw); len(t) == 0 || t[0] == '"' || dec.Decode(&n) != nil || isNull(raw) {
-		v.add(field, "want an integer, got %s", short(raw))
+	// A json.Number also accepts a quoted number; a field here does not.
+	if t := bytes.TrimSpace(raw); len(t) == 0 || t[0] == '"' || dec.Decode(&n) != nil || IsNull(raw) {
+		v.Add(field, "want an integer, got %s", Short(raw))
 		return
 	}
 	i, err := n.Int64()
 	if err != nil || i > math.MaxInt32 || i < math.MinInt32 {
-		v.add(field, "want an integer, got %s", short(raw))
+		v.Add(field, "want an integer, got %s", Short(raw))
 		return
 	}
 	*dst = int(i)
 }
 
-func decodeFloat(v *validator, field string, raw json.RawMessage, dst *float64) {
+// Float decodes raw as a number onto dst, or records a problem.
+func Float(v *Problems, field string, raw json.RawMessage, dst *float64) {
 	var f float64
-	if err := json.Unmarshal(raw, &f); err != nil || isNull(raw) {
-		v.add(field, "want a number, got %s", short(raw))
+	if err := json.Unmarshal(raw, &f); err != nil || IsNull(raw) {
+		v.Add(field, "want a number, got %s", Short(raw))
 		return
 	}
 	*dst = f
 }
 
-func decodeBool(v *validator, field string, raw json.RawMessage, dst *bool) {
-	if err := json.Unmarshal(raw, dst); err != nil || isNull(raw) {
-		v.add(field, "want true or false, got %s", short(raw))
+// Bool decodes raw as true or false onto dst, or records a problem.
+func Bool(v *Problems, field string, raw json.RawMessage, dst *bool) {
+	if err := json.Unmarshal(raw, dst); err != nil || IsNull(raw) {
+		v.Add(field, "want true or false, got %s", Short(raw))
 	}
 }
 
-func isNull(raw json.RawMessage) bool { return string(bytes.TrimSpace(raw)) == "null" }
+// IsNull reports whether raw is the JSON null.
+func IsNull(raw json.RawMessage) bool { return string(bytes.TrimSpace(raw)) == "null" }
 
 // maxQuote is how many bytes of a bad value, or of a key, a problem
 // quotes. An error ends up in a log line or an HTTP answer, so it must stay
 // short whatever the document holds (a 10 MB duration string, say).
 const maxQuote = 64
 
-// short quotes a raw JSON value for a problem: whole if it is short, else
+// Short quotes a raw JSON value for a problem: whole if it is short, else
 // its first maxQuote bytes and its length.
-func short(raw []byte) string {
+func Short(raw []byte) string {
 	s := bytes.TrimSpace(raw)
 	if len(s) <= maxQuote {
 		return string(s)
@@ -202,28 +228,28 @@ func cut[S string | []byte](s S) int {
 	return n
 }
 
-// quoteKey quotes a key of a document (a field name, an override key) for
+// QuoteKey quotes a key of a document (a field name, an override key) for
 // a path: as a Go string literal, cut to maxQuote bytes with its length if
 // it is longer.
-func quoteKey(key string) string {
+func QuoteKey(key string) string {
 	if len(key) <= maxQuote {
 		return strconv.Quote(key)
 	}
 	return strconv.Quote(key[:cut(key)]) + "…(" + strconv.Itoa(len(key)) + " bytes)"
 }
 
-// fieldName is a member name as it appears in a path: as it is when it is
+// FieldName is a member name as it appears in a path: as it is when it is
 // a plain name (letters, digits, '_', '-', '.') short enough to quote, and
 // quoted otherwise, so that a name holding a newline or 10 MB of text
 // cannot forge or flood an error message.
-func fieldName(name string) string {
+func FieldName(name string) string {
 	if len(name) == 0 || len(name) > maxQuote {
-		return quoteKey(name)
+		return QuoteKey(name)
 	}
 	for i := 0; i < len(name); i++ {
 		c := name[i]
 		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '-' || c == '.') {
-			return quoteKey(name)
+			return QuoteKey(name)
 		}
 	}
 	return name
