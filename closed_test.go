@@ -53,7 +53,7 @@ func TestClosed_LowTrafficNeverTrips(t *testing.T) {
 		h.calls(1, errBoom)
 	}
 	h.requireState(Closed)
-	assert.Less(t, h.b.Snapshot().Counted, uint64(DefaultMinRequests))
+	assert.Less(t, h.b.Snapshot().Counted, uint64(defaultMinRequests))
 }
 
 // behaviour.md §2 Policy: the optional rules are OR-ed with the ratio

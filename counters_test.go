@@ -222,7 +222,7 @@ func TestStatus_SaysWhyTheBreakerIsNotClosed(t *testing.T) {
 	assert.Equal(t, oe.Reason, st.Reason, "the status and the refusal agree")
 	assert.Equal(t, oe.Snapshot, st.Trip)
 
-	gh.clk.Add(DefaultOpenFor)
+	gh.clk.Add(defaultOpenFor)
 	st = b.Status()
 	assert.Equal(t, HalfOpen, st.State)
 	assert.Equal(t, ReasonErrorRatio, st.Reason, "half-open: still the trip's reason")
@@ -240,7 +240,7 @@ func TestStatus_SaysWhyTheBreakerIsNotClosed(t *testing.T) {
 	require.NoError(t, json.Unmarshal(data, &back), "a status decodes back")
 	assert.Equal(t, []Status{st}, back)
 
-	gh.calls(key, DefaultProbes, nil)
+	gh.calls(key, defaultProbes, nil)
 	st = b.Status()
 	require.Equal(t, Closed, st.State)
 	assert.Empty(t, st.Reason, "closed")
@@ -270,18 +270,18 @@ func TestStatus_ProbeAtIsTheEndOfTheCooldown(t *testing.T) {
 	h.trip()
 	st := h.b.Status()
 	require.NotNil(t, st.ProbeAt)
-	assert.Equal(t, h.t0.Add(time.Second+DefaultOpenFor), *st.ProbeAt)
+	assert.Equal(t, h.t0.Add(time.Second+defaultOpenFor), *st.ProbeAt)
 	var oe *OpenError
 	require.ErrorAs(t, h.call(nil), &oe)
 	assert.Equal(t, oe.Until, *st.ProbeAt, "the status and the refusal agree")
 
-	h.at(time.Second + DefaultOpenFor)
+	h.at(time.Second + defaultOpenFor)
 	assert.Nil(t, h.b.Status().ProbeAt, "half-open")
 	require.ErrorIs(t, h.call(context.DeadlineExceeded), context.DeadlineExceeded) // the probe fails
 	st = h.b.Status()
 	require.Equal(t, Open, st.State)
 	require.NotNil(t, st.ProbeAt)
-	assert.Equal(t, h.t0.Add(time.Second+3*DefaultOpenFor), *st.ProbeAt, "cooldown doubled")
+	assert.Equal(t, h.t0.Add(time.Second+3*defaultOpenFor), *st.ProbeAt, "cooldown doubled")
 	data, err := json.Marshal(st)
 	require.NoError(t, err)
 	assert.Contains(t, string(data), `"probe_at":"2026-01-02T03:05:36Z"`)

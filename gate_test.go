@@ -106,10 +106,10 @@ func TestGates_SerialTripIsExact(t *testing.T) {
 func TestGates_WindowMoveMakesTheNextFailureCheck(t *testing.T) {
 	shapes(t, DefaultPolicy(), func(t *testing.T, h *harness) { // ErrorRatio 0.5, MinRequests 20
 		h.calls(1000, nil) // the first bucket
-		h.add(DefaultWindow - DefaultWindow/DefaultBuckets)
+		h.add(defaultWindow - defaultWindow/defaultBuckets)
 		h.calls(25, errBoom) // the first bucket is still in the window: 25 of 1,025
 		h.requireState(Closed)
-		h.add(DefaultWindow / DefaultBuckets) // the successes leave the window
+		h.add(defaultWindow / defaultBuckets) // the successes leave the window
 		require.Error(t, h.call(errBoom))     // 26 of 26
 		h.requireState(Open)
 	})

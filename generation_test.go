@@ -114,7 +114,7 @@ func TestGenerations_AResultCheckedBeforeATransitionNeverLandsInTheNewWindow(t *
 // change it.
 func TestGenerations_AResultCheckedBeforeATripLeavesTheOpenWindowAsItTripped(t *testing.T) {
 	h := newHarness(t, DefaultPolicy())
-	h.calls(DefaultMinRequests-1, errBoom)
+	h.calls(defaultMinRequests-1, errBoom)
 	late := passedCheck(h.b)
 	h.calls(1, errBoom)
 	h.requireState(Open)
@@ -122,7 +122,7 @@ func TestGenerations_AResultCheckedBeforeATripLeavesTheOpenWindowAsItTripped(t *
 	var oe *OpenError
 	require.ErrorAs(t, h.call(nil), &oe)
 	assert.Equal(t, oe.Snapshot, h.b.Snapshot())
-	assert.Equal(t, Snapshot{Counted: DefaultMinRequests, Failures: DefaultMinRequests}, h.b.Snapshot())
+	assert.Equal(t, Snapshot{Counted: defaultMinRequests, Failures: defaultMinRequests}, h.b.Snapshot())
 	assert.Equal(t, uint64(1), h.b.Counters().Successes)
 }
 

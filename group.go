@@ -27,7 +27,7 @@ type Group struct {
 	m     sync.Map // key → *Breaker
 	subs  atomic.Pointer[[]*subscriber]
 
-	// max is GroupConfig.MaxBreakers, or DefaultMaxBreakers; n counts
+	// max is GroupConfig.MaxBreakers, or defaultMaxBreakers; n counts
 	// the breakers in m, changed under mu. overflow is the breaker the
 	// calls for further keys share (see GroupConfig.MaxBreakers).
 	max      int64
@@ -71,7 +71,7 @@ type GroupConfig struct {
 	// just started.
 	ColdTargets bool
 	// MaxBreakers bounds the number of breakers the group holds; 0 means
-	// DefaultMaxBreakers, negative is an error. Past it nothing is
+	// 10,000, negative is an error. Past it nothing is
 	// refused: a call for a key without a breaker runs through the
 	// group's overflow breaker, "(overflow)", shared by all such keys,
 	// forced closed; the calls are counted ([GroupStatus].OverflowCalls)
@@ -80,9 +80,9 @@ type GroupConfig struct {
 	MaxBreakers int
 }
 
-// DefaultMaxBreakers is GroupConfig.MaxBreakers when it is 0: far more
+// defaultMaxBreakers is GroupConfig.MaxBreakers when it is 0: far more
 // than a service's methods and targets (docs/groups.md).
-const DefaultMaxBreakers = 10000
+const defaultMaxBreakers = 10000
 
 // overflowName is the name of a group's overflow breaker.
 const overflowName = "(overflow)"
@@ -103,7 +103,7 @@ func NewGroup(cfg GroupConfig, opts ...Option) (*Group, error) {
 	cfg.Policies = gr.doc
 	g := &Group{cfg: cfg, activity: map[*Breaker]activity{}, max: int64(cfg.MaxBreakers)}
 	if g.max == 0 {
-		g.max = DefaultMaxBreakers
+		g.max = defaultMaxBreakers
 	}
 	g.cache.Seed = maphash.MakeSeed()
 	// Its own options, never the shared defaults: they point back at g,

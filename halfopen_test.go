@@ -555,7 +555,7 @@ func TestIsProbe_FalseOnceItsEpisodeHasEnded(t *testing.T) {
 func TestIsProbe_FalseOnceItsBreakerIsDropped(t *testing.T) {
 	gh := newGroupHarness(t, GroupConfig{})
 	gh.calls("inventory.GetStock", 20, errBoom)
-	gh.clk.Add(DefaultOpenFor)
+	gh.clk.Add(defaultOpenFor)
 	b, err := gh.g.Get("inventory.GetStock")
 	require.NoError(t, err)
 	require.Equal(t, HalfOpen, b.State())
@@ -580,7 +580,7 @@ func TestIsProbe_FalseOnceItsBreakerIsDropped(t *testing.T) {
 func TestHalfOpen_ACallThatSawTheBreakerOpenTakesAFreeSlot(t *testing.T) {
 	h := newHarness(t, DefaultPolicy())
 	h.trip()
-	h.add(DefaultOpenFor)
+	h.add(defaultOpenFor)
 	stale := h.b.state.Load() // open, its cooldown over
 	h.b.toHalfOpen(h.b.opt.tb.Now(), stale)
 	tok, err := h.b.admitNotClosed(stale, h.b.rules.Load())
@@ -611,7 +611,7 @@ func TestHalfOpen_CallersArrivingAsTheCooldownEndsAreAllAdmitted(t *testing.T) {
 		var wg sync.WaitGroup
 		start := make(chan struct{})
 		var refused atomic.Int32
-		for range DefaultProbes {
+		for range defaultProbes {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()

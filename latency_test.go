@@ -385,7 +385,7 @@ func TestAdaptiveTimeout_PolicyValidation(t *testing.T) {
 	got, err := ParsePolicy([]byte(`{"adaptive_timeout": {"enabled": true, "max": "1s", "min": "10ms", "base": "2ms", "quantile": 0.95, "factor": 3}}`))
 	require.NoError(t, err)
 	assert.Equal(t, adaptivePolicy(func(p *Policy) {
-		p.MinRequests = DefaultMinRequests
+		p.MinRequests = defaultMinRequests
 		p.AdaptiveTimeout.Max, p.AdaptiveTimeout.Min, p.AdaptiveTimeout.Base = time.Second, 10*time.Millisecond, 2*time.Millisecond
 		p.AdaptiveTimeout.Quantile, p.AdaptiveTimeout.Factor = 0.95, 3
 	}), got)

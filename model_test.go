@@ -557,9 +557,9 @@ func modelDrawPolicy(t *rapid.T, label string) Policy {
 			p.SlowRatio = rapid.SampledFrom([]float64{0.5, 0.2, 1}).Draw(t, label+".slow_ratio")
 		}
 	}
-	if p.ErrorRatio == 0 && p.ErrorCount == 0 && p.ConsecutiveFailures == 0 && p.SlowCall == 0 {
+	if p.ErrorRatio == 0 && p.ErrorCount == 0 && p.ConsecutiveFailures == 0 && p.SlowCall == 0 && !p.Throttle.Enabled {
 		// ErrorRatio 0 turns the ratio rule off, which is valid only
-		// beside another rule.
+		// beside another rule or a throttle.
 		p.ErrorRatio = 0.5
 	}
 	return p
@@ -591,7 +591,7 @@ func modelBreakPolicy(t *rapid.T, p Policy) Policy {
 	case 10:
 		p.Probes = 0
 	case 11:
-		p.Probes = MaxProbes + 1
+		p.Probes = maxProbes + 1
 	case 12:
 		p.Warmup = -1
 	case 13:
@@ -608,7 +608,9 @@ func modelBreakPolicy(t *rapid.T, p Policy) Policy {
 	case 17:
 		p.Throttle = Throttle{Enabled: true, K: 2, MinRequests: 0}
 	default:
+		// No trip rule, and no throttle either.
 		p.ErrorRatio, p.ErrorCount, p.ConsecutiveFailures, p.SlowCall, p.SlowRatio = 0, 0, 0, 0, 0
+		p.Throttle.Enabled = false
 	}
 	return p
 }

@@ -22,7 +22,7 @@ func TestNewGroup_NegativeMaxBreakersIsAnError(t *testing.T) {
 
 	g, err = NewGroup(GroupConfig{})
 	require.NoError(t, err)
-	assert.Equal(t, DefaultMaxBreakers, g.Status().MaxBreakers, "0 means the default")
+	assert.Equal(t, defaultMaxBreakers, g.Status().MaxBreakers, "0 means the default")
 }
 
 // GroupConfig.MaxBreakers: past the cap, a call for a key with no breaker
@@ -148,7 +148,7 @@ const heapBound = 16 << 20
 
 // GroupConfig.MaxBreakers: a burst of distinct keys, each made to fail
 // (per-request keys from URLs or headers), keeps the heap bounded: the
-// group holds DefaultMaxBreakers breakers and runs the rest through its
+// group holds defaultMaxBreakers breakers and runs the rest through its
 // overflow breaker. The README's figure is the line this test logs (go
 // test -run TestGroup_AMillionFailingKeysKeepTheHeapBounded -v). Under
 // the race detector it makes 100,000 keys, past the cap all the same, so
@@ -181,8 +181,8 @@ func TestGroup_AMillionFailingKeysKeepTheHeapBounded(t *testing.T) {
 	st := g.Status()
 	t.Logf("%d distinct failing keys: %d breakers, %d calls through the overflow breaker, heap grew by %.1f MiB (bound %d MiB)",
 		keys, st.Breakers, st.OverflowCalls, float64(grew)/(1<<20), heapBound>>20)
-	assert.Equal(t, DefaultMaxBreakers, st.Breakers)
-	assert.Equal(t, uint64(keys-DefaultMaxBreakers), st.OverflowCalls)
+	assert.Equal(t, defaultMaxBreakers, st.Breakers)
+	assert.Equal(t, uint64(keys-defaultMaxBreakers), st.OverflowCalls)
 	assert.Less(t, grew, int64(heapBound))
 	runtime.KeepAlive(g)
 }

@@ -102,7 +102,7 @@ func TestPeer_GobreakerStateChangeCallbackDeadlock(t *testing.T) {
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
-			for i := 0; i < DefaultMinRequests; i++ {
+			for i := 0; i < defaultMinRequests; i++ {
 				_ = b.Do(context.Background(), func(context.Context) error { return errBoom })
 			}
 		}()
@@ -134,7 +134,7 @@ func TestPeer_GobreakerStateChangeCallbackDeadlock(t *testing.T) {
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
-			for i := 0; i < DefaultMinRequests; i++ {
+			for i := 0; i < defaultMinRequests; i++ {
 				_ = g.Do(context.Background(), "orders.Create", func(context.Context) error { return errBoom })
 			}
 		}()
@@ -233,14 +233,14 @@ func TestPeer_GobreakerCountsClearedOnTripHideTheCause(t *testing.T) {
 	assert.Equal(t, trip, h.b.Snapshot(), "the window still shows the calls that tripped it")
 
 	// Recover, then check nothing of the outage was forgotten.
-	h.add(DefaultOpenFor)
-	for i := 0; i < DefaultProbes; i++ {
+	h.add(defaultOpenFor)
+	for i := 0; i < defaultProbes; i++ {
 		h.probeCall(nil)
 	}
 	h.requireState(Closed)
 	c := h.b.Counters()
 	assert.Equal(t, uint64(10), c.Failures, "monotonic counts survive the transitions")
-	assert.Equal(t, uint64(10+DefaultProbes), c.Successes)
+	assert.Equal(t, uint64(10+defaultProbes), c.Successes)
 	assert.Equal(t, uint64(1), c.Opens)
 }
 
@@ -251,11 +251,11 @@ func TestPeer_GobreakerCountsClearedOnTripHideTheCause(t *testing.T) {
 // https://github.com/sony/gobreaker/issues/21
 func TestPeer_GobreakerIntervalResetJudgesOnTinySample(t *testing.T) {
 	h := newHarness(t, DefaultPolicy())
-	for i := 0; i < DefaultBuckets; i++ { // 10 successes in each 500 ms bucket, 0 to 5 s
+	for i := 0; i < defaultBuckets; i++ { // 10 successes in each 500 ms bucket, 0 to 5 s
 		h.at(time.Duration(i) * 500 * time.Millisecond)
 		h.calls(10, nil)
 	}
-	h.at(DefaultWindow) // the boundary a fixed interval would reset at
+	h.at(defaultWindow) // the boundary a fixed interval would reset at
 	h.calls(20, errBoom)
 	h.requireState(Closed)
 	// The window slid by one bucket: the first bucket's 10 left, 90 stayed.
@@ -268,12 +268,12 @@ func TestPeer_GobreakerIntervalResetJudgesOnTinySample(t *testing.T) {
 // https://github.com/rubyist/circuitbreaker/pull/36
 func TestPeer_RubyistWindowStaleAfterIdleGap(t *testing.T) {
 	h := newHarness(t, DefaultPolicy())
-	h.calls(DefaultMinRequests-1, errBoom)
+	h.calls(defaultMinRequests-1, errBoom)
 	h.at(time.Minute) // idle far longer than the window
 	h.calls(1, errBoom)
 	h.requireState(Closed)
 	assert.Equal(t, Snapshot{Counted: 1, Failures: 1}, h.b.Snapshot())
-	h.calls(DefaultMinRequests-2, errBoom)
+	h.calls(defaultMinRequests-2, errBoom)
 	h.requireState(Closed)
 	h.calls(1, errBoom)
 	h.requireState(Open)
@@ -289,7 +289,7 @@ func TestPeer_Resilience4jThunderingHerdAtHalfOpen(t *testing.T) {
 	for round := 0; round < 10; round++ {
 		h.b.Reset()
 		h.trip()
-		h.add(DefaultOpenFor) // every caller arrives as the cooldown ends
+		h.add(defaultOpenFor) // every caller arrives as the cooldown ends
 
 		var admitted, refused, notProbe atomic.Int32
 		release := make(chan struct{})
@@ -315,8 +315,8 @@ func TestPeer_Resilience4jThunderingHerdAtHalfOpen(t *testing.T) {
 		}
 		close(start)
 		spinUntil(t, func() bool { return admitted.Load()+refused.Load() == callers }, "every caller admitted or refused")
-		assert.Equal(t, int32(DefaultProbes), admitted.Load(), "round %d: probes admitted", round)
-		assert.Equal(t, int32(callers-DefaultProbes), refused.Load(), "round %d: calls refused", round)
+		assert.Equal(t, int32(defaultProbes), admitted.Load(), "round %d: probes admitted", round)
+		assert.Equal(t, int32(callers-defaultProbes), refused.Load(), "round %d: calls refused", round)
 		assert.Zero(t, notProbe.Load(), "round %d: a half-open call was not marked as a probe", round)
 		close(release)
 		waitFor(t, chanOf(&wg), "probes returning")
@@ -332,7 +332,7 @@ func TestPeer_PollyHalfOpenAdmitsMoreWhileProbePending(t *testing.T) {
 	h := newHarness(t, DefaultPolicy())
 	h.halfOpen()
 	var probes []*blocked
-	for i := 0; i < DefaultProbes; i++ {
+	for i := 0; i < defaultProbes; i++ {
 		bl := h.start(context.Background())
 		require.True(t, bl.admitted && bl.probe, "probe %d", i)
 		probes = append(probes, bl)
@@ -434,7 +434,7 @@ func TestPeer_PollyOverhangingCallResolvesHalfOpen(t *testing.T) {
 	assert.Zero(t, c.ProbesPassed, "a call from the closed state passed a probe")
 	assert.Zero(t, c.ProbesFailed, "a call from the closed state failed a probe")
 
-	for i := 0; i < DefaultProbes-1; i++ {
+	for i := 0; i < defaultProbes-1; i++ {
 		require.True(t, h.probeCall(nil))
 		h.requireState(HalfOpen) // still one probe short
 	}
@@ -462,7 +462,7 @@ func TestPeer_PollyOnBreakRepeatedByLateFailures(t *testing.T) {
 		assert.Equal(t, []string{"closed>open:error_ratio"}, h.transitions())
 		c := h.b.Counters()
 		assert.Equal(t, uint64(1), c.Opens)
-		assert.Equal(t, uint64(DefaultMinRequests+5), c.Failures, "late failures still count in the metrics")
+		assert.Equal(t, uint64(defaultMinRequests+5), c.Failures, "late failures still count in the metrics")
 	})
 	t.Run("forcing open an open breaker", func(t *testing.T) {
 		h := newHarness(t, DefaultPolicy())
@@ -520,7 +520,7 @@ func TestPeer_HystrixGoMonitorGoroutinePerCircuit(t *testing.T) {
 	keys := make([]string, 500)
 	for i := range keys {
 		keys[i] = "orders.Create@10.0." + itoa(uint64(i/250)) + "." + itoa(uint64(i%250))
-		for j := 0; j < DefaultMinRequests; j++ {
+		for j := 0; j < defaultMinRequests; j++ {
 			_ = g.Do(ctx, keys[i], func(context.Context) error { return errBoom })
 		}
 	}
@@ -530,7 +530,7 @@ func TestPeer_HystrixGoMonitorGoroutinePerCircuit(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, Open, b.State(), k)
 	}
-	clk.Add(DefaultOpenFor)
+	clk.Add(defaultOpenFor)
 	for _, k := range keys[:100] {
 		_ = g.Do(ctx, k, func(context.Context) error { return nil }) // probes
 	}
@@ -639,11 +639,11 @@ func TestPeer_Resilience4jSlowCallMinimumCalls(t *testing.T) {
 			return nil
 		}))
 	}
-	for i := 0; i < DefaultMinRequests-1; i++ {
+	for i := 0; i < defaultMinRequests-1; i++ {
 		slow()
 	}
 	h.requireState(Closed) // 19 of 19 slow, but under the gate
-	assert.Equal(t, uint64(DefaultMinRequests-1), h.b.Snapshot().Slow)
+	assert.Equal(t, uint64(defaultMinRequests-1), h.b.Snapshot().Slow)
 	slow()
 	h.requireState(Open)
 	assert.Equal(t, ReasonSlowRatio, h.eventLog()[0].Reason)
@@ -659,8 +659,8 @@ func TestPeer_Resilience4jTwoRulesExceededPublishTwice(t *testing.T) {
 		h := newHarness(t, policy(func(p *Policy) {
 			p.SlowCall = 100 * time.Millisecond
 			p.SlowRatio = 0.5
-			p.ErrorCount = DefaultMinRequests
-			p.ConsecutiveFailures = DefaultMinRequests
+			p.ErrorCount = defaultMinRequests
+			p.ConsecutiveFailures = defaultMinRequests
 		}))
 		slowFail := func() error {
 			return h.b.Do(context.Background(), func(context.Context) error {
@@ -668,7 +668,7 @@ func TestPeer_Resilience4jTwoRulesExceededPublishTwice(t *testing.T) {
 				return errBoom
 			})
 		}
-		for i := 0; i < DefaultMinRequests; i++ {
+		for i := 0; i < defaultMinRequests; i++ {
 			require.ErrorIs(t, slowFail(), errBoom)
 		}
 		h.requireState(Open)
@@ -678,7 +678,7 @@ func TestPeer_Resilience4jTwoRulesExceededPublishTwice(t *testing.T) {
 	t.Run("concurrent failures", func(t *testing.T) {
 		for round := 0; round < 20; round++ {
 			h := newHarness(t, DefaultPolicy())
-			h.calls(DefaultMinRequests-2, errBoom) // two failures short of tripping
+			h.calls(defaultMinRequests-2, errBoom) // two failures short of tripping
 			var wg sync.WaitGroup
 			start := make(chan struct{})
 			for g := 0; g < 8; g++ {
@@ -742,10 +742,10 @@ func TestPeer_Resilience4jReconfigureLosesState(t *testing.T) {
 	assert.Equal(t, before, h.b.Counters())
 	assert.Equal(t, snap, h.b.Snapshot(), "same geometry: the window is kept")
 
-	h.add(DefaultOpenFor)
+	h.add(defaultOpenFor)
 	h.requireState(HalfOpen)
 	var probes []*blocked
-	for i := 0; i < DefaultProbes; i++ {
+	for i := 0; i < defaultProbes; i++ {
 		probes = append(probes, h.start(context.Background()))
 	}
 	require.NoError(t, h.b.SetPolicy(policy(func(p *Policy) { p.ErrorRatio = 0.7; p.OpenFor = time.Minute; p.MaxOpenFor = 4 * time.Minute })))
@@ -756,7 +756,7 @@ func TestPeer_Resilience4jReconfigureLosesState(t *testing.T) {
 		require.NoError(t, bl.finish(nil))
 	}
 	h.requireState(Closed)
-	assert.Equal(t, uint64(DefaultProbes), h.b.Counters().ProbesPassed)
+	assert.Equal(t, uint64(defaultProbes), h.b.Counters().ProbesPassed)
 }
 
 // resilience4j could stay half-open for good when permitted calls never
@@ -772,14 +772,14 @@ func TestPeer_Resilience4jLostProbeWedgesHalfOpen(t *testing.T) {
 	h.requireState(HalfOpen)
 
 	var lost []func(error)
-	for i := 0; i < DefaultProbes; i++ {
+	for i := 0; i < defaultProbes; i++ {
 		_, done, err := h.b.Allow(context.Background())
 		require.NoError(t, err)
 		lost = append(lost, done) // never called while the episode lasts
 	}
 	require.ErrorIs(t, h.call(nil), ErrOpen)
 	h.requireState(HalfOpen) // the probes are fresh: no probe timeout yet
-	h.add(DefaultOpenFor - time.Nanosecond)
+	h.add(defaultOpenFor - time.Nanosecond)
 	require.ErrorIs(t, h.call(nil), ErrOpen)
 	h.requireState(HalfOpen)
 	h.add(time.Nanosecond) // one cooldown since the probes were admitted
@@ -788,8 +788,8 @@ func TestPeer_Resilience4jLostProbeWedgesHalfOpen(t *testing.T) {
 	require.NotEmpty(t, tr)
 	assert.Equal(t, "half_open>open:probe_timeout", tr[len(tr)-1])
 
-	h.add(2 * DefaultOpenFor) // the doubled cooldown
-	for i := 0; i < DefaultProbes; i++ {
+	h.add(2 * defaultOpenFor) // the doubled cooldown
+	for i := 0; i < defaultProbes; i++ {
 		require.True(t, h.probeCall(nil))
 	}
 	h.requireState(Closed)
@@ -797,7 +797,7 @@ func TestPeer_Resilience4jLostProbeWedgesHalfOpen(t *testing.T) {
 		done(errBoom) // stale: their episode is over
 	}
 	h.requireState(Closed)
-	assert.Equal(t, uint64(DefaultProbes), h.b.Counters().ProbesPassed)
+	assert.Equal(t, uint64(defaultProbes), h.b.Counters().ProbesPassed)
 	assert.Zero(t, h.b.Counters().ProbesFailed)
 }
 
@@ -809,7 +809,7 @@ func TestPeer_Resilience4jLostProbeWedgesHalfOpen(t *testing.T) {
 func TestPeer_FailsafeGoOpenDoesNotMoveToHalfOpen(t *testing.T) {
 	h := newHarness(t, DefaultPolicy())
 	h.trip()
-	h.add(DefaultOpenFor - time.Second)
+	h.add(defaultOpenFor - time.Second)
 	var oe *OpenError
 	require.ErrorAs(t, h.call(nil), &oe)
 	assert.Equal(t, time.Second, oe.RetryAfter())
@@ -819,7 +819,7 @@ func TestPeer_FailsafeGoOpenDoesNotMoveToHalfOpen(t *testing.T) {
 
 	h2 := newHarness(t, DefaultPolicy())
 	h2.trip()
-	h2.add(DefaultOpenFor)
+	h2.add(defaultOpenFor)
 	require.True(t, h2.probeCall(nil), "the first call after the cooldown is a probe, without a State read first")
 }
 
@@ -846,7 +846,7 @@ func TestPeer_FailsafeRecordingErrorLeaksHalfOpenSlot(t *testing.T) {
 	case HalfOpen:
 		require.True(t, h.probeCall(nil), "the slot of the probe whose classifier panicked was not given back")
 	case Open:
-		h.add(2 * DefaultOpenFor)
+		h.add(2 * defaultOpenFor)
 		require.True(t, h.probeCall(nil))
 	}
 	h.requireState(Closed)
@@ -868,9 +868,9 @@ func TestPeer_Cep21ForceOpenConfigIgnored(t *testing.T) {
 	h.requireState(Open)
 
 	require.NoError(t, h.b.SetMode(ModeForcedClosed))
-	h.calls(5*DefaultMinRequests, errBoom)
+	h.calls(5*defaultMinRequests, errBoom)
 	h.requireState(Closed)
-	assert.Equal(t, uint64(5*DefaultMinRequests), h.b.Counters().Failures, "a disabled breaker still measures")
+	assert.Equal(t, uint64(5*defaultMinRequests), h.b.Counters().Failures, "a disabled breaker still measures")
 }
 
 // Hystrix (Java): after Hystrix.reset() the circuit was seen open again
@@ -881,7 +881,7 @@ func TestPeer_Cep21ForceOpenConfigIgnored(t *testing.T) {
 func TestPeer_HystrixResetThenReopens(t *testing.T) {
 	h := newHarness(t, DefaultPolicy())
 	var inflight []*blocked
-	for i := 0; i < 2*DefaultMinRequests; i++ {
+	for i := 0; i < 2*defaultMinRequests; i++ {
 		inflight = append(inflight, h.start(context.Background()))
 	}
 	h.trip()
@@ -892,7 +892,7 @@ func TestPeer_HystrixResetThenReopens(t *testing.T) {
 	}
 	h.requireState(Closed)
 	assert.Equal(t, Snapshot{}, h.b.Snapshot(), "calls from before the reset entered the new window")
-	h.calls(DefaultMinRequests-1, errBoom)
+	h.calls(defaultMinRequests-1, errBoom)
 	h.requireState(Closed)
 }
 
@@ -909,14 +909,14 @@ func TestPeer_GoHystrixPanicInRunNotCounted(t *testing.T) {
 		_ = h.b.Do(context.Background(), func(context.Context) error { panic(sentinel{}) })
 		return nil
 	}
-	for i := 0; i < DefaultMinRequests; i++ {
+	for i := 0; i < defaultMinRequests; i++ {
 		require.Equal(t, sentinel{}, panicky(), "call %d: the panic did not go on unchanged", i)
 	}
 	h.requireState(Open)
 	assert.Equal(t, ReasonErrorRatio, h.eventLog()[0].Reason)
-	assert.Equal(t, uint64(DefaultMinRequests), h.b.Counters().Failures)
+	assert.Equal(t, uint64(defaultMinRequests), h.b.Counters().Failures)
 
-	h.add(DefaultOpenFor)
+	h.add(defaultOpenFor)
 	require.Equal(t, sentinel{}, panicky())
 	h.requireState(HalfOpen)
 	require.True(t, h.probeCall(nil), "the panicking probe's slot was not given back")
@@ -944,7 +944,7 @@ func TestPeer_HogletWallClockJump(t *testing.T) {
 		h.clk.Set(h.t0.Add(time.Minute)) // 59 minutes back
 		h.calls(5, errBoom)
 		h.requireState(Closed)
-		h.add(2 * DefaultWindow) // those 15 calls are now more than a window old
+		h.add(2 * defaultWindow) // those 15 calls are now more than a window old
 		h.calls(10, errBoom)
 		h.requireState(Closed) // 10 counted, under MinRequests
 		assert.Equal(t, Snapshot{Counted: 10, Failures: 10}, h.b.Snapshot(), "the window froze at the old head")
@@ -967,13 +967,13 @@ func TestPeer_OpossumSimultaneousFailuresNeverHalfOpen(t *testing.T) {
 	var oe *OpenError
 	require.ErrorAs(t, h.call(nil), &oe)
 	until := oe.Until
-	h.add(DefaultOpenFor / 2)
+	h.add(defaultOpenFor / 2)
 	for _, bl := range late {
 		require.ErrorIs(t, bl.finish(errBoom), errBoom)
 	}
 	require.ErrorAs(t, h.call(nil), &oe)
 	assert.Equal(t, until, oe.Until, "late failures moved the end of the cooldown")
-	h.add(DefaultOpenFor/2 - time.Nanosecond)
+	h.add(defaultOpenFor/2 - time.Nanosecond)
 	h.requireState(Open)
 	h.add(time.Nanosecond)
 	h.requireState(HalfOpen)

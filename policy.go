@@ -5,30 +5,31 @@ import "time"
 // Defaults of [Policy], as [DefaultPolicy] returns them; docs/policy.md
 // gives the reason for each.
 const (
-	DefaultWindow           = 5 * time.Second
-	DefaultBuckets          = 10
-	DefaultMinRequests      = 20
-	DefaultErrorRatio       = 0.5
-	DefaultOpenFor          = 30 * time.Second
-	DefaultMaxOpenFor       = 120 * time.Second
-	DefaultJitter           = 0.2
-	DefaultProbes           = 3
-	DefaultWarmup           = 60 * time.Second
-	DefaultAdaptiveQuantile = 0.99
-	DefaultAdaptiveFactor   = 2.0
-	// AdaptiveInterval is how often, on the breaker's clock, the adaptive
-	// timeout is recomputed.
-	AdaptiveInterval = 30 * time.Second
+	defaultWindow           = 5 * time.Second
+	defaultBuckets          = 10
+	defaultMinRequests      = 20
+	defaultErrorRatio       = 0.5
+	defaultOpenFor          = 30 * time.Second
+	defaultMaxOpenFor       = 120 * time.Second
+	defaultJitter           = 0.2
+	defaultProbes           = 3
+	defaultWarmup           = 60 * time.Second
+	defaultAdaptiveQuantile = 0.99
+	defaultAdaptiveFactor   = 2.0
 )
 
+// AdaptiveInterval is how often, on the breaker's clock, the adaptive
+// timeout is recomputed.
+const AdaptiveInterval = 30 * time.Second
+
 // Limits of a policy's fields: a policy outside them is refused, not
-// clamped. They bound its cost (MaxBuckets, MaxProbes) and keep every sum
-// of times far from overflowing (MaxDuration, for every duration).
+// clamped. They bound its cost (buckets, probes) and keep every sum of
+// times far from overflowing (maxDuration, for every duration).
 const (
-	MaxBuckets        = 1000
-	MaxProbes         = 100
-	MaxDuration       = 24 * time.Hour
-	MaxAdaptiveFactor = 10
+	maxBuckets        = 1000
+	maxProbes         = 100
+	maxDuration       = 24 * time.Hour
+	maxAdaptiveFactor = 10
 )
 
 // Policy is the set of numbers that decides when a breaker opens and how it
@@ -139,10 +140,10 @@ type AdaptiveTimeout struct {
 
 // Defaults and limits of [Throttle]; docs/policy.md gives the reasons.
 const (
-	DefaultThrottleK           = 2.0
-	DefaultThrottleMinRequests = 20
-	MaxThrottleK               = 10
-	MaxThrottleMinRequests     = 1_000_000
+	defaultThrottleK           = 2.0
+	defaultThrottleMinRequests = 20
+	maxThrottleK               = 10
+	maxThrottleMinRequests     = 1_000_000
 )
 
 // Throttle is client-side adaptive throttling (the "Handling Overload"

@@ -86,7 +86,7 @@ func TestPolicy_ValidateNamesEveryBadField(t *testing.T) {
 		{"window", func(p *Policy) { p.Window = 0 }},
 		{"window", func(p *Policy) { p.Window = 25 * time.Hour }},
 		{"buckets", func(p *Policy) { p.Buckets = 0 }},
-		{"buckets", func(p *Policy) { p.Buckets = MaxBuckets + 1 }},
+		{"buckets", func(p *Policy) { p.Buckets = maxBuckets + 1 }},
 		{"buckets", func(p *Policy) { p.Buckets = 3 }}, // 5s/3 is not whole milliseconds
 		{"buckets", func(p *Policy) { p.Window = 5 * time.Millisecond; p.Buckets = 10 }},
 		{"min_requests", func(p *Policy) { p.MinRequests = -1 }},
@@ -107,7 +107,7 @@ func TestPolicy_ValidateNamesEveryBadField(t *testing.T) {
 		{"jitter", func(p *Policy) { p.Jitter = -0.1 }},
 		{"jitter", func(p *Policy) { p.Jitter = math.NaN() }},
 		{"probes", func(p *Policy) { p.Probes = 0 }},
-		{"probes", func(p *Policy) { p.Probes = MaxProbes + 1 }},
+		{"probes", func(p *Policy) { p.Probes = maxProbes + 1 }},
 		{"warmup", func(p *Policy) { p.Warmup = -time.Second }},
 		{"warmup", func(p *Policy) { p.Warmup = 25 * time.Hour }},
 		{"call_timeout", func(p *Policy) { p.CallTimeout = 25 * time.Hour }},
@@ -133,7 +133,7 @@ func TestPolicy_DurationsAreBoundedToADay(t *testing.T) {
 		{"open_for", "must be at most 24h0m0s, got 25h0m0s"},
 		{"max_open_for", "must be at most 24h0m0s, got 25h0m0s"},
 	}, pe.Problems)
-	assert.NoError(t, policy(func(p *Policy) { p.OpenFor = MaxDuration; p.MaxOpenFor = MaxDuration }).Validate())
+	assert.NoError(t, policy(func(p *Policy) { p.OpenFor = maxDuration; p.MaxOpenFor = maxDuration }).Validate())
 }
 
 func TestPolicy_ValidateReportsAllFieldsAtOnce(t *testing.T) {
@@ -209,7 +209,7 @@ func TestPolicy_ARenamedFieldIsRefusedWithItsNewName(t *testing.T) {
 func TestPolicy_AdaptiveTimeoutIsANestedObject(t *testing.T) {
 	p, err := ParsePolicy([]byte(`{"call_timeout": "100ms", "adaptive_timeout": {"enabled": true, "min": "20ms", "max": "800ms"}}`))
 	require.NoError(t, err)
-	assert.Equal(t, AdaptiveTimeout{Enabled: true, Quantile: DefaultAdaptiveQuantile, Factor: DefaultAdaptiveFactor,
+	assert.Equal(t, AdaptiveTimeout{Enabled: true, Quantile: defaultAdaptiveQuantile, Factor: defaultAdaptiveFactor,
 		Min: 20 * time.Millisecond, Max: 800 * time.Millisecond}, p.AdaptiveTimeout)
 	assert.Equal(t, 100*time.Millisecond, p.CallTimeout)
 	data, err := json.Marshal(p)

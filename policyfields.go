@@ -62,27 +62,27 @@ type policyField struct {
 // policyFields lists the fields of Policy in the struct's order, which is
 // the order of the encoded form and of the problems Validate reports.
 var policyFields = []policyField{{
-	name: "window", def: DefaultWindow,
+	name: "window", def: defaultWindow,
 	at:    func(p *Policy) any { return &p.Window },
 	check: func(p *Policy) string { return positiveDuration(p.Window) },
 }, {
-	name: "buckets", def: DefaultBuckets,
+	name: "buckets", def: defaultBuckets,
 	at: func(p *Policy) any { return &p.Buckets },
 	check: func(p *Policy) string {
 		switch {
-		case p.Buckets < 1 || p.Buckets > MaxBuckets:
-			return fmt.Sprintf("must be in [1, %d], got %d", MaxBuckets, p.Buckets)
+		case p.Buckets < 1 || p.Buckets > maxBuckets:
+			return fmt.Sprintf("must be in [1, %d], got %d", maxBuckets, p.Buckets)
 		case p.Window > 0 && p.Window%(time.Duration(p.Buckets)*time.Millisecond) != 0:
 			return fmt.Sprintf("must divide window (%v) into whole milliseconds, got %d", p.Window, p.Buckets)
 		}
 		return ""
 	},
 }, {
-	name: "min_requests", def: DefaultMinRequests,
+	name: "min_requests", def: defaultMinRequests,
 	at:    func(p *Policy) any { return &p.MinRequests },
 	check: func(p *Policy) string { return notNegative(p.MinRequests, "") },
 }, {
-	name: "error_ratio", def: DefaultErrorRatio,
+	name: "error_ratio", def: defaultErrorRatio,
 	at: func(p *Policy) any { return &p.ErrorRatio },
 	check: func(p *Policy) string {
 		switch {
@@ -106,7 +106,7 @@ var policyFields = []policyField{{
 	at: func(p *Policy) any { return &p.SlowRatio },
 	check: func(p *Policy) string {
 		switch {
-		case p.SlowCall < 0 || p.SlowCall > MaxDuration:
+		case p.SlowCall < 0 || p.SlowCall > maxDuration:
 			return "" // slow_call's own problem says it all
 		case p.SlowCall > 0:
 			return ratio(p.SlowRatio)
@@ -136,7 +136,7 @@ var policyFields = []policyField{{
 	name: "adaptive_timeout.enabled", def: false,
 	at: func(p *Policy) any { return &p.AdaptiveTimeout.Enabled },
 }, {
-	name: "adaptive_timeout.quantile", def: DefaultAdaptiveQuantile,
+	name: "adaptive_timeout.quantile", def: defaultAdaptiveQuantile,
 	at: func(p *Policy) any { return &p.AdaptiveTimeout.Quantile },
 	check: func(p *Policy) string {
 		q := p.AdaptiveTimeout.Quantile
@@ -146,14 +146,14 @@ var policyFields = []policyField{{
 		return fmt.Sprintf("must be in (0, 1), got %v", q)
 	},
 }, {
-	name: "adaptive_timeout.factor", def: DefaultAdaptiveFactor,
+	name: "adaptive_timeout.factor", def: defaultAdaptiveFactor,
 	at: func(p *Policy) any { return &p.AdaptiveTimeout.Factor },
 	check: func(p *Policy) string {
 		f := p.AdaptiveTimeout.Factor
-		if (f == 0 && !p.AdaptiveTimeout.Enabled) || (f >= 1 && f <= MaxAdaptiveFactor) {
+		if (f == 0 && !p.AdaptiveTimeout.Enabled) || (f >= 1 && f <= maxAdaptiveFactor) {
 			return ""
 		}
-		return fmt.Sprintf("must be in [1, %d], got %v", MaxAdaptiveFactor, f)
+		return fmt.Sprintf("must be in [1, %d], got %v", maxAdaptiveFactor, f)
 	},
 }, {
 	name: "adaptive_timeout.base", def: time.Duration(0),
@@ -183,23 +183,23 @@ var policyFields = []policyField{{
 		return optionalDuration(a.Max, "is allowed only with adaptive_timeout.enabled false")
 	},
 }, {
-	name: "open_for", def: DefaultOpenFor,
+	name: "open_for", def: defaultOpenFor,
 	at:    func(p *Policy) any { return &p.OpenFor },
 	check: func(p *Policy) string { return positiveDuration(p.OpenFor) },
 }, {
-	name: "max_open_for", def: DefaultMaxOpenFor,
+	name: "max_open_for", def: defaultMaxOpenFor,
 	at: func(p *Policy) any { return &p.MaxOpenFor },
 	check: func(p *Policy) string {
 		switch {
 		case p.MaxOpenFor < p.OpenFor || p.MaxOpenFor <= 0:
 			return fmt.Sprintf("must be at least open_for (%v), got %v", p.OpenFor, p.MaxOpenFor)
-		case p.MaxOpenFor > MaxDuration:
+		case p.MaxOpenFor > maxDuration:
 			return atMostMaxDuration(p.MaxOpenFor)
 		}
 		return ""
 	},
 }, {
-	name: "jitter", def: DefaultJitter,
+	name: "jitter", def: defaultJitter,
 	at: func(p *Policy) any { return &p.Jitter },
 	check: func(p *Policy) string {
 		if math.IsNaN(p.Jitter) || p.Jitter < 0 || p.Jitter >= 1 {
@@ -208,16 +208,16 @@ var policyFields = []policyField{{
 		return ""
 	},
 }, {
-	name: "probes", def: DefaultProbes,
+	name: "probes", def: defaultProbes,
 	at: func(p *Policy) any { return &p.Probes },
 	check: func(p *Policy) string {
-		if p.Probes < 1 || p.Probes > MaxProbes {
-			return fmt.Sprintf("must be in [1, %d], got %d", MaxProbes, p.Probes)
+		if p.Probes < 1 || p.Probes > maxProbes {
+			return fmt.Sprintf("must be in [1, %d], got %d", maxProbes, p.Probes)
 		}
 		return ""
 	},
 }, {
-	name: "warmup", def: DefaultWarmup,
+	name: "warmup", def: defaultWarmup,
 	at:    func(p *Policy) any { return &p.Warmup },
 	check: func(p *Policy) string { return optionalDuration(p.Warmup, "turns warmup off") },
 }, {
@@ -227,24 +227,24 @@ var policyFields = []policyField{{
 	name: "throttle.enabled", def: false,
 	at: func(p *Policy) any { return &p.Throttle.Enabled },
 }, {
-	name: "throttle.k", def: DefaultThrottleK,
+	name: "throttle.k", def: defaultThrottleK,
 	at: func(p *Policy) any { return &p.Throttle.K },
 	check: func(p *Policy) string {
 		k := p.Throttle.K
-		if (k == 0 && !p.Throttle.Enabled) || (k >= 1 && k <= MaxThrottleK) {
+		if (k == 0 && !p.Throttle.Enabled) || (k >= 1 && k <= maxThrottleK) {
 			return "" // below 1 it throttles a downstream that answers every call
 		}
-		return fmt.Sprintf("must be in [1, %d], got %v", MaxThrottleK, k)
+		return fmt.Sprintf("must be in [1, %d], got %v", maxThrottleK, k)
 	},
 }, {
-	name: "throttle.min_requests", def: DefaultThrottleMinRequests,
+	name: "throttle.min_requests", def: defaultThrottleMinRequests,
 	at: func(p *Policy) any { return &p.Throttle.MinRequests },
 	check: func(p *Policy) string {
 		n := p.Throttle.MinRequests
-		if (n == 0 && !p.Throttle.Enabled) || (n >= 1 && n <= MaxThrottleMinRequests) {
+		if (n == 0 && !p.Throttle.Enabled) || (n >= 1 && n <= maxThrottleMinRequests) {
 			return ""
 		}
-		return fmt.Sprintf("must be in [1, %d], got %d", MaxThrottleMinRequests, n)
+		return fmt.Sprintf("must be in [1, %d], got %d", maxThrottleMinRequests, n)
 	},
 }}
 
@@ -267,8 +267,8 @@ func optionalDuration(d time.Duration, zero string) string {
 }
 
 func atMostMaxDuration(d time.Duration) string {
-	if d > MaxDuration {
-		return fmt.Sprintf("must be at most %v, got %v", MaxDuration, d)
+	if d > maxDuration {
+		return fmt.Sprintf("must be at most %v, got %v", maxDuration, d)
 	}
 	return ""
 }

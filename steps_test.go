@@ -172,7 +172,7 @@ func TestSteps_ClosedTripsWithTheRatioExactlyAtErrorRatio(t *testing.T) {
 // counted apart. When the cooldown has elapsed, a read of the state finds
 // the breaker half-open.
 func TestSteps_OpenRefusesUntilTheCooldownEndsThenHalfOpen(t *testing.T) {
-	const cooldown = DefaultOpenFor
+	const cooldown = defaultOpenFor
 	t0 := instant{"t0", 0}
 	t1 := t0.after("t1", 10*time.Second)
 	t2 := t0.after("t2", cooldown-1)
@@ -197,7 +197,7 @@ func TestSteps_OpenRefusesUntilTheCooldownEndsThenHalfOpen(t *testing.T) {
 // probes.
 func TestSteps_PassingProbesCloseTheBreaker(t *testing.T) {
 	t0 := instant{"t0", 0}
-	t1 := t0.after("t1", DefaultOpenFor)
+	t1 := t0.after("t1", defaultOpenFor)
 	runCallRows(t, newHarness(t, DefaultPolicy()), []callRow{
 		{at: t0, call: callFail, n: 20, state: Open, moves: []string{"closed>open:error_ratio"}},
 		{at: t1, call: callOK, n: 1, probe: true, state: HalfOpen,
@@ -208,7 +208,7 @@ func TestSteps_PassingProbesCloseTheBreaker(t *testing.T) {
 			moves: []string{"half_open>closed:probes_passed"},
 			snap:  &Snapshot{},
 			count: &Counters{Admitted: 25, Successes: 2, Failures: 21, Ignored: 2,
-				ProbesPassed: 3, Opens: 1, OpenTime: DefaultOpenFor}},
+				ProbesPassed: 3, Opens: 1, OpenTime: defaultOpenFor}},
 		{at: t1, call: callFail, n: 1, state: Closed,
 			snap: &Snapshot{Counted: 1, Failures: 1}},
 	})
@@ -251,8 +251,8 @@ func TestSteps_TheCooldownDecaysAfterMaxOpenForClosed(t *testing.T) {
 	t0 := instant{"t0", 0}
 	t1 := t0.after("t1", 30*time.Second) // first cooldown over; the probe fails
 	t2 := t1.after("t2", 60*time.Second) // doubled cooldown over; the probes pass
-	flapping := t2.after("t3", DefaultMaxOpenFor-1)
-	stable := t2.after("t3", DefaultMaxOpenFor)
+	flapping := t2.after("t3", defaultMaxOpenFor-1)
+	stable := t2.after("t3", defaultMaxOpenFor)
 	closeAfterAFailedProbe := []callRow{
 		{at: t0, call: callFail, n: 20, state: Open, moves: []string{"closed>open:error_ratio"}},
 		{at: t1, call: callTimeout, n: 1, probe: true, state: Open,
@@ -280,8 +280,8 @@ func TestSteps_TheCooldownDecaysAfterMaxOpenForClosed(t *testing.T) {
 // cooldown to the nanosecond, the probes and the counters at the end.
 func TestSteps_TripRefuseProbeClose(t *testing.T) {
 	t0 := instant{"t0", 0}
-	t1 := t0.after("t1", DefaultOpenFor-1)
-	t2 := t0.after("t2", DefaultOpenFor)
+	t1 := t0.after("t1", defaultOpenFor-1)
+	t2 := t0.after("t2", defaultOpenFor)
 	runCallRows(t, newHarness(t, DefaultPolicy()), []callRow{
 		{at: t0, call: callOK, n: 10, state: Closed},
 		{at: t0, call: callFail, n: 9, state: Closed,
@@ -289,7 +289,7 @@ func TestSteps_TripRefuseProbeClose(t *testing.T) {
 		{at: t0, call: callFail, n: 1, state: Open,
 			moves: []string{"closed>open:error_ratio"},
 			snap:  &Snapshot{Counted: 20, Failures: 10}},
-		{at: t0, call: callOK, n: 1, err: ErrOpen, retry: DefaultOpenFor, state: Open},
+		{at: t0, call: callOK, n: 1, err: ErrOpen, retry: defaultOpenFor, state: Open},
 		{at: t1, call: callNone, state: Open},
 		{at: t2, call: callNone, state: HalfOpen,
 			moves: []string{"open>half_open:cooldown_elapsed"}},
@@ -297,6 +297,6 @@ func TestSteps_TripRefuseProbeClose(t *testing.T) {
 			moves: []string{"half_open>closed:probes_passed"},
 			snap:  &Snapshot{},
 			count: &Counters{Admitted: 23, Successes: 13, Failures: 10, Rejected: 1,
-				ProbesPassed: 3, Opens: 1, OpenTime: DefaultOpenFor}},
+				ProbesPassed: 3, Opens: 1, OpenTime: defaultOpenFor}},
 	})
 }

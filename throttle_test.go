@@ -363,7 +363,7 @@ func TestThrottle_StatusAndCountersShowIt(t *testing.T) {
 
 	// The probability is the window's now: once the window has slid past
 	// every call, it is 0 even before a call recomputes it.
-	h.add(DefaultWindow)
+	h.add(defaultWindow)
 	assert.Zero(t, h.b.Status().ThrottleProbability)
 	assert.False(t, h.attempt(nil), "the first call after the window reads it anew")
 }
@@ -371,7 +371,7 @@ func TestThrottle_StatusAndCountersShowIt(t *testing.T) {
 func TestPolicy_ThrottleIsANestedObject(t *testing.T) {
 	p, err := ParsePolicy([]byte(`{"throttle": {"enabled": true}}`))
 	require.NoError(t, err)
-	assert.Equal(t, Throttle{Enabled: true, K: DefaultThrottleK, MinRequests: DefaultThrottleMinRequests}, p.Throttle)
+	assert.Equal(t, Throttle{Enabled: true, K: defaultThrottleK, MinRequests: defaultThrottleMinRequests}, p.Throttle)
 	assert.Equal(t, Throttle{K: 2, MinRequests: 20}, DefaultPolicy().Throttle, "off by default, with its defaults")
 
 	p.Throttle.K, p.Throttle.MinRequests = 1.5, 50
@@ -403,7 +403,7 @@ func TestPolicy_ThrottleValidationNamesTheField(t *testing.T) {
 		{"throttle.k", func(t *Throttle) { t.Enabled, t.K = true, math.NaN() }},
 		{"throttle.k", func(t *Throttle) { t.K = -1 }},
 		{"throttle.min_requests", func(t *Throttle) { t.Enabled, t.MinRequests = true, 0 }},
-		{"throttle.min_requests", func(t *Throttle) { t.Enabled, t.MinRequests = true, MaxThrottleMinRequests+1 }},
+		{"throttle.min_requests", func(t *Throttle) { t.Enabled, t.MinRequests = true, maxThrottleMinRequests+1 }},
 		{"throttle.min_requests", func(t *Throttle) { t.MinRequests = -1 }},
 	}
 	for _, c := range cases {
@@ -416,7 +416,7 @@ func TestPolicy_ThrottleValidationNamesTheField(t *testing.T) {
 		_, err = New("x", p)
 		assert.Error(t, err)
 	}
-	for _, th := range []Throttle{{}, {K: 1, MinRequests: 1}, {Enabled: true, K: 1, MinRequests: 1}, {Enabled: true, K: 10, MinRequests: MaxThrottleMinRequests}} {
+	for _, th := range []Throttle{{}, {K: 1, MinRequests: 1}, {Enabled: true, K: 1, MinRequests: 1}, {Enabled: true, K: 10, MinRequests: maxThrottleMinRequests}} {
 		p := policy(func(p *Policy) { p.Throttle = th })
 		assert.NoError(t, p.Validate(), "%+v", th)
 	}
@@ -432,7 +432,7 @@ func benchThrottling(b *testing.B) {
 	ctx := context.Background()
 	newBr := func(b *testing.B, draw float64) *Breaker {
 		b.Helper()
-		p := throttlePolicy(func(p *Policy) { p.Window = MaxDuration })
+		p := throttlePolicy(func(p *Policy) { p.Window = maxDuration })
 		br, err := New("bench.Throttling", p, WithRand(func() float64 { return draw }))
 		require.NoError(b, err)
 		for i := 0; i < 100; i++ {

@@ -29,7 +29,7 @@ func ExampleRegister() {
 	defer m.Unregister()
 
 	failing := func(context.Context) error { return errors.New("pricing: 503") }
-	for i := 0; i < breaker.DefaultMinRequests; i++ {
+	for i := 0; i < breaker.DefaultPolicy().MinRequests; i++ {
 		_ = g.Do(context.Background(), "pricing.GetPrice", failing)
 	}
 

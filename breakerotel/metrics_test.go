@@ -294,7 +294,7 @@ func TestMetrics_ReportEveryInstrument(t *testing.T) {
 			groupPoint[int64](0, KeyPolicyResult.String("unreadable")),
 			groupPoint[int64](0, KeyPolicyResult.String("unchanged"))),
 		upDown("breaker.group.breakers", groupPoint[int64](3)),
-		gauge("breaker.group.max_breakers", groupPoint[int64](breaker.DefaultMaxBreakers)),
+		gauge("breaker.group.max_breakers", groupPoint[int64](10000)),
 		counter("breaker.group.overflow_calls", groupPoint[int64](0)),
 		counter("breaker.group.evicted",
 			groupPoint[int64](0, KeyState.String("closed")),

@@ -30,7 +30,7 @@ func ExampleNewCollector() {
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 
 	failing := func(context.Context) error { return errors.New("pricing: 503") }
-	for i := 0; i < breaker.DefaultMinRequests; i++ {
+	for i := 0; i < breaker.DefaultPolicy().MinRequests; i++ {
 		_ = g.Do(context.Background(), "pricing.GetPrice", failing)
 	}
 
@@ -78,7 +78,7 @@ func ExampleNewHandler() {
 	mux.Handle("/metrics", h)
 
 	failing := func(context.Context) error { return errors.New("pricing: 503") }
-	for i := 0; i < breaker.DefaultMinRequests; i++ {
+	for i := 0; i < breaker.DefaultPolicy().MinRequests; i++ {
 		_ = g.Do(context.Background(), "pricing.GetPrice", failing)
 		requests.Inc()
 	}

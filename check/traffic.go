@@ -278,8 +278,8 @@ func (t Traffic) check(p *problems, prefix string) {
 		name string
 		v    time.Duration
 	}{{"p50", t.P50}, {"p99", t.P99}, {"deadline", t.Deadline}, {"rtt", t.RTT}} {
-		if d.v < 0 || d.v > breaker.MaxDuration {
-			p.add(prefix+d.name, "must be in [0, %v], got %v", breaker.MaxDuration, d.v)
+		if d.v < 0 || d.v > day {
+			p.add(prefix+d.name, "must be in [0, %v], got %v", day, d.v)
 		}
 	}
 	if t.P50 > 0 && t.P99 > 0 && t.P99 < t.P50 {

@@ -87,7 +87,7 @@ func TestColdStart(t *testing.T) {
 	rep := shippedReport(t, "cold-start")
 	no, with, cand := rep.Run(NoBreaker), rep.Run(WithBreaker), rep.Run(CandidateRun)
 	require.NotNil(t, cand)
-	assert.Equal(t, breaker.DefaultWarmup, call(t, with, "orders->inventory").Policy.Warmup)
+	assert.Equal(t, breaker.DefaultPolicy().Warmup, call(t, with, "orders->inventory").Policy.Warmup)
 	assert.Zero(t, call(t, cand, "orders->inventory").Policy.Warmup)
 
 	warm := call(t, with, "orders->inventory")
@@ -149,7 +149,7 @@ func TestLowTraffic(t *testing.T) {
 	require.NotNil(t, cand)
 	c := call(t, with, "reconcile->ledger")
 	assert.Empty(t, c.Transitions, "the default breaker never opens")
-	assert.Less(t, c.PeakWindow, uint64(breaker.DefaultMinRequests), "its window never held min_requests calls")
+	assert.Less(t, c.PeakWindow, uint64(breaker.DefaultPolicy().MinRequests), "its window never held min_requests calls")
 	assert.Greater(t, c.Failed, int64(300), "although every call failed for two minutes")
 	assert.Equal(t, no.Entry.Good, with.Entry.Good)
 
