@@ -24,6 +24,8 @@
 //	breaker.slow_calls          Counter        {call}
 //	breaker.rejected            Counter        {call}
 //	breaker.shadow_rejected     Counter        {call}
+//	breaker.throttled           Counter        {call}        (refused by the policy's throttle; within rejected, or shadow_rejected in shadow mode)
+//	breaker.throttle.probability Gauge         1             (the throttle's refusal probability now; 0 while it refuses nothing)
 //	breaker.fallbacks           Counter        {call}
 //	breaker.probes              Counter        {probe}       breaker.probe.result: passed, failed
 //	breaker.not_closed.time     Counter        s             (time open or half-open, current outage included)
@@ -185,9 +187,9 @@ type Metrics struct {
 	attrs []attribute.KeyValue
 	reg   metric.Registration
 
-	state, transitions, calls, slow, rejected, shadowRejected,
+	state, transitions, calls, slow, rejected, shadowRejected, throttled,
 	fallbacks, probes, windowCalls, censored metric.Int64Observable
-	notClosedTime, openDuration, windowRatio, latency, timeout metric.Float64Observable
+	notClosedTime, openDuration, windowRatio, latency, timeout, throttleProbability metric.Float64Observable
 
 	trip, tripCalls, tripFailures, tripTimeouts metric.Int64Observable
 
@@ -251,6 +253,10 @@ func Register(g *breaker.Group, mp metric.MeterProvider, opts ...Option) (*Metri
 		desc("Calls refused without calling the downstream."), unit("{call}")))
 	i64(&m.shadowRejected)(meter.Int64ObservableCounter("breaker.shadow_rejected",
 		desc("Calls a shadow breaker admitted but would have refused."), unit("{call}")))
+	i64(&m.throttled)(meter.Int64ObservableCounter("breaker.throttled",
+		desc("Calls the policy's throttle refused while the breaker was closed; a subset of breaker.rejected, or of breaker.shadow_rejected for a shadow breaker, which admits them."), unit("{call}")))
+	f64(&m.throttleProbability)(meter.Float64ObservableGauge("breaker.throttle.probability",
+		desc("Probability with which the policy's throttle refuses the breaker's next call; 0 while it throttles nothing, and for a breaker that does not throttle."), unit("1")))
 	i64(&m.fallbacks)(meter.Int64ObservableCounter("breaker.fallbacks",
 		desc("Results served by a fallback instead of the downstream."), unit("{call}")))
 	i64(&m.probes)(meter.Int64ObservableCounter("breaker.probes",
@@ -309,6 +315,7 @@ func Register(g *breaker.Group, mp metric.MeterProvider, opts ...Option) (*Metri
 
 	reg, err := meter.RegisterCallback(m.observe,
 		m.state, m.transitions, m.calls, m.slow, m.rejected, m.shadowRejected,
+		m.throttled, m.throttleProbability,
 		m.fallbacks, m.probes, m.notClosedTime, m.openDuration, m.windowCalls, m.windowRatio,
 		m.trip, m.tripCalls, m.tripFailures, m.tripTimeouts,
 		m.policyInfo, m.policyApplied, m.policyReloads, m.policyLastReload,
@@ -479,6 +486,7 @@ func (m *Metrics) observeStatus(o metric.Observer, n breakerID, s breaker.Status
 	o.ObserveInt64(m.slow, toInt64(k.Slow), m.with(n))
 	o.ObserveInt64(m.rejected, toInt64(k.Rejected), m.with(n))
 	o.ObserveInt64(m.shadowRejected, toInt64(k.ShadowRejected), m.with(n))
+	o.ObserveInt64(m.throttled, toInt64(k.Throttled), m.with(n))
 	o.ObserveInt64(m.fallbacks, toInt64(k.Fallbacks), m.with(n))
 	o.ObserveInt64(m.probes, toInt64(k.ProbesPassed), m.with(n, KeyProbeResult.String("passed")))
 	o.ObserveInt64(m.probes, toInt64(k.ProbesFailed), m.with(n, KeyProbeResult.String("failed")))
@@ -489,6 +497,7 @@ func (m *Metrics) observeStatus(o metric.Observer, n breakerID, s breaker.Status
 	o.ObserveFloat64(m.openDuration, s.OpenDuration.Seconds(), m.with(n))
 	o.ObserveInt64(m.windowCalls, toInt64(s.Window.Counted), m.with(n))
 	o.ObserveFloat64(m.windowRatio, s.ErrorRatio, m.with(n))
+	o.ObserveFloat64(m.throttleProbability, s.ThrottleProbability, m.with(n))
 	if s.State != breaker.Closed {
 		if s.TripReason != "" {
 			o.ObserveInt64(m.trip, 1, m.with(n, KeyTripReason.String(string(s.TripReason))))

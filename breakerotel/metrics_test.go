@@ -133,6 +133,8 @@ var instruments = map[string]struct{ desc, unit string }{
 	"breaker.slow_calls":             {"Closed-state calls slower than the policy's slow_call.", "{call}"},
 	"breaker.rejected":               {"Calls refused without calling the downstream.", "{call}"},
 	"breaker.shadow_rejected":        {"Calls a shadow breaker admitted but would have refused.", "{call}"},
+	"breaker.throttled":              {"Calls the policy's throttle refused while the breaker was closed; a subset of breaker.rejected, or of breaker.shadow_rejected for a shadow breaker, which admits them.", "{call}"},
+	"breaker.throttle.probability":   {"Probability with which the policy's throttle refuses the breaker's next call; 0 while it throttles nothing, and for a breaker that does not throttle.", "1"},
 	"breaker.fallbacks":              {"Results served by a fallback instead of the downstream.", "{call}"},
 	"breaker.probes":                 {"Half-open probe verdicts.", "{probe}"},
 	"breaker.not_closed.time":        {"Time the breaker has spent open or half-open, the current outage included.", "s"},
@@ -272,6 +274,8 @@ func TestMetrics_ReportEveryInstrument(t *testing.T) {
 		counter("breaker.slow_calls", point[int64](1, inventory), point[int64](0, payment), point[int64](0, pricing)),
 		counter("breaker.rejected", point[int64](0, inventory), point[int64](0, payment), point[int64](3, pricing)),
 		counter("breaker.shadow_rejected", point[int64](0, inventory), point[int64](1, payment), point[int64](0, pricing)),
+		counter("breaker.throttled", point[int64](0, inventory), point[int64](0, payment), point[int64](0, pricing)),
+		gauge("breaker.throttle.probability", point(0.0, inventory), point(0.0, payment), point(0.0, pricing)),
 		counter("breaker.fallbacks", point[int64](0, inventory), point[int64](0, payment), point[int64](1, pricing)),
 		counter("breaker.probes",
 			point[int64](0, inventory, result("passed")), point[int64](0, inventory, result("failed")),
@@ -733,5 +737,60 @@ func TestMetrics_ReportTheGroupsCapAndItsEvictions(t *testing.T) {
 			groupPoint[int64](0, KeyState.String("closed")),
 			groupPoint[int64](1, KeyState.String("open")),
 			groupPoint[int64](0, KeyState.String("half_open"))),
+	}, true)
+}
+
+// A closed breaker whose throttle refuses calls reports them in
+// breaker.throttled, within breaker.rejected, with the probability of
+// refusing the next one, under the attributes of its other series,
+// breaker.incarnation included; a shadow breaker counts what it would
+// have throttled within breaker.shadow_rejected. The probability is 0
+// again once the failures leave the window, and the counts stay.
+func TestMetrics_ThrottledCallsAndTheRefusalProbability(t *testing.T) {
+	f := newFixture(t)
+	throttle := testutil.MetricsPolicy()
+	throttle.ErrorRatio = 0
+	throttle.Throttle = breaker.Throttle{Enabled: true, K: 2, MinRequests: 4}
+	require.NoError(t, f.Group.SetPolicies(breaker.GroupPolicy{Default: testutil.MetricsPolicy(),
+		Overrides: map[string]breaker.Policy{pricing: throttle, payment: throttle}}))
+	require.NoError(t, f.Breaker(payment).SetMode(breaker.ModeShadow))
+	for _, key := range []string{pricing, payment} {
+		f.Calls(key, 4, errBoom) // p = 4/5, above the draw of 0.5
+	}
+	f.Refused(pricing, 2)      // p = 5/6, then 6/7
+	f.Calls(payment, 2, nil)   // admitted, counted as would-be refusals
+	f.Calls(inventory, 1, nil) // does not throttle
+	require.Equal(t, breaker.Closed, f.Breaker(pricing).State())
+
+	// The probability is a fraction of 2^32 near 6/7: read, then compared.
+	var p6, p7 float64
+	for _, mt := range f.collect().Metrics {
+		if mt.Name != "breaker.throttle.probability" {
+			continue
+		}
+		for _, p := range mt.Data.(metricdata.Gauge[float64]).DataPoints {
+			_, ok := p.Attributes.Value(KeyIncarnation)
+			require.True(t, ok, "breaker.incarnation on every point")
+			switch name, _ := p.Attributes.Value(KeyName); name.AsString() {
+			case pricing:
+				p6 = p.Value
+			case payment:
+				p7 = p.Value
+			}
+		}
+	}
+	assert.InDelta(t, 6.0/7, p6, 1e-9)
+	assert.InDelta(t, 6.0/7, p7, 1e-9)
+	f.expect([]metricdata.Metrics{
+		counter("breaker.rejected", point[int64](0, inventory), point[int64](0, payment), point[int64](2, pricing)),
+		counter("breaker.shadow_rejected", point[int64](0, inventory), point[int64](2, payment), point[int64](0, pricing)),
+		counter("breaker.throttled", point[int64](0, inventory), point[int64](2, payment), point[int64](2, pricing)),
+		gauge("breaker.throttle.probability", point(0.0, inventory), point(p7, payment), point(p6, pricing)),
+	}, true)
+
+	f.At(20 * time.Second) // the window has emptied
+	f.expect([]metricdata.Metrics{
+		counter("breaker.throttled", point[int64](0, inventory), point[int64](2, payment), point[int64](2, pricing)),
+		gauge("breaker.throttle.probability", point(0.0, inventory), point(0.0, payment), point(0.0, pricing)),
 	}, true)
 }

@@ -31,6 +31,8 @@
 //	breaker_slow_calls_total                   counter
 //	breaker_rejected_total                     counter
 //	breaker_shadow_rejected_total              counter
+//	breaker_throttled_total                    counter  refused by the policy's throttle; within rejected (shadow_rejected for a shadow breaker)
+//	breaker_throttle_probability               gauge    the throttle's refusal probability now; 0 while it refuses nothing
 //	breaker_fallbacks_total                    counter
 //	breaker_probes_total{result}               counter  passed, failed
 //	breaker_not_closed_seconds_total           counter  time open or half-open, current outage included
@@ -173,6 +175,7 @@ type Collector struct {
 	f *live.Follower // nil without WithFollower
 
 	state, transitions, calls, slow, rejected, shadowRejected,
+	throttled, throttleProbability,
 	fallbacks, probes, notClosedTime, openDuration, windowCalls, windowRatio,
 	policyRatio, mode, openReason *prometheus.Desc
 
@@ -200,43 +203,45 @@ func NewCollector(g *breaker.Group, opts ...Option) *Collector {
 		return prometheus.NewDesc(cfg.namespace+"_"+f.name, f.help, f.labels, cfg.constLabels)
 	}
 	c := &Collector{
-		g:                g,
-		f:                cfg.follower,
-		state:            desc(famState),
-		transitions:      desc(famTransitions),
-		calls:            desc(famCalls),
-		slow:             desc(famSlow),
-		rejected:         desc(famRejected),
-		shadowRejected:   desc(famShadowRejected),
-		fallbacks:        desc(famFallbacks),
-		probes:           desc(famProbes),
-		notClosedTime:    desc(famNotClosedTime),
-		openDuration:     desc(famOpenDuration),
-		windowCalls:      desc(famWindowCalls),
-		windowRatio:      desc(famWindowRatio),
-		policyRatio:      desc(famPolicyRatio),
-		mode:             desc(famMode),
-		openReason:       desc(famOpenReason),
-		tripReason:       desc(famTripReason),
-		tripCalls:        desc(famTripCalls),
-		tripFailures:     desc(famTripFailures),
-		tripTimeouts:     desc(famTripTimeouts),
-		policyInfo:       desc(famPolicyInfo),
-		policyApplied:    desc(famPolicyApplied),
-		policyReloads:    desc(famPolicyReloads),
-		policyLastReload: desc(famPolicyLastReload),
-		groupBreakers:    desc(famGroupBreakers),
-		groupMax:         desc(famGroupMax),
-		groupOverflow:    desc(famGroupOverflow),
-		groupEvicted:     desc(famGroupEvicted),
-		candState:        desc(famCandState),
-		candTransitions:  desc(famCandTransitions),
-		candWouldRefuse:  desc(famCandWouldRefuse),
-		candWouldAdmit:   desc(famCandWouldAdmit),
-		candDiffs:        desc(famCandDiffs),
-		latency:          desc(famLatency),
-		censored:         desc(famCensored),
-		timeout:          desc(famTimeout),
+		g:                   g,
+		f:                   cfg.follower,
+		state:               desc(famState),
+		transitions:         desc(famTransitions),
+		calls:               desc(famCalls),
+		slow:                desc(famSlow),
+		rejected:            desc(famRejected),
+		shadowRejected:      desc(famShadowRejected),
+		throttled:           desc(famThrottled),
+		throttleProbability: desc(famThrottleProbability),
+		fallbacks:           desc(famFallbacks),
+		probes:              desc(famProbes),
+		notClosedTime:       desc(famNotClosedTime),
+		openDuration:        desc(famOpenDuration),
+		windowCalls:         desc(famWindowCalls),
+		windowRatio:         desc(famWindowRatio),
+		policyRatio:         desc(famPolicyRatio),
+		mode:                desc(famMode),
+		openReason:          desc(famOpenReason),
+		tripReason:          desc(famTripReason),
+		tripCalls:           desc(famTripCalls),
+		tripFailures:        desc(famTripFailures),
+		tripTimeouts:        desc(famTripTimeouts),
+		policyInfo:          desc(famPolicyInfo),
+		policyApplied:       desc(famPolicyApplied),
+		policyReloads:       desc(famPolicyReloads),
+		policyLastReload:    desc(famPolicyLastReload),
+		groupBreakers:       desc(famGroupBreakers),
+		groupMax:            desc(famGroupMax),
+		groupOverflow:       desc(famGroupOverflow),
+		groupEvicted:        desc(famGroupEvicted),
+		candState:           desc(famCandState),
+		candTransitions:     desc(famCandTransitions),
+		candWouldRefuse:     desc(famCandWouldRefuse),
+		candWouldAdmit:      desc(famCandWouldAdmit),
+		candDiffs:           desc(famCandDiffs),
+		latency:             desc(famLatency),
+		censored:            desc(famCensored),
+		timeout:             desc(famTimeout),
 	}
 	return c
 }
@@ -247,6 +252,7 @@ func NewCollector(g *breaker.Group, opts ...Option) *Collector {
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{
 		c.state, c.transitions, c.calls, c.slow, c.rejected, c.shadowRejected,
+		c.throttled, c.throttleProbability,
 		c.fallbacks, c.probes, c.notClosedTime, c.openDuration, c.windowCalls, c.windowRatio,
 		c.policyRatio, c.mode, c.openReason,
 		c.tripReason, c.tripCalls, c.tripFailures, c.tripTimeouts,
@@ -426,6 +432,7 @@ func (c *Collector) collectStatus(ch chan<- prometheus.Metric, s breaker.Status)
 	counter(c.slow, k.Slow)
 	counter(c.rejected, k.Rejected)
 	counter(c.shadowRejected, k.ShadowRejected)
+	counter(c.throttled, k.Throttled)
 	counter(c.fallbacks, k.Fallbacks)
 	counter(c.probes, k.ProbesFailed, "failed")
 	counter(c.probes, k.ProbesPassed, "passed")
@@ -437,6 +444,7 @@ func (c *Collector) collectStatus(ch chan<- prometheus.Metric, s breaker.Status)
 	gauge(c.windowCalls, float64(s.Window.Counted))
 	gauge(c.windowRatio, s.ErrorRatio)
 	gauge(c.policyRatio, s.Policy.ErrorRatio)
+	gauge(c.throttleProbability, s.ThrottleProbability)
 	for _, m := range modes {
 		v := 0.0
 		if s.Mode == m {

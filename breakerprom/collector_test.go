@@ -209,6 +209,16 @@ breaker_state{name="payment.Charge",state="open"} 1
 breaker_state{name="pricing.GetPrice",state="closed"} 1
 breaker_state{name="pricing.GetPrice",state="half_open"} 0
 breaker_state{name="pricing.GetPrice",state="open"} 0
+# HELP breaker_throttle_probability Probability with which the policy's throttle refuses the breaker's next call; 0 while it throttles nothing, and for a breaker that does not throttle.
+# TYPE breaker_throttle_probability gauge
+breaker_throttle_probability{name="inventory.GetStock"} 0
+breaker_throttle_probability{name="payment.Charge"} 0
+breaker_throttle_probability{name="pricing.GetPrice"} 0
+# HELP breaker_throttled_total Calls the policy's throttle refused while the breaker was closed; a subset of rejected_total, or of shadow_rejected_total for a shadow breaker, which admits them.
+# TYPE breaker_throttled_total counter
+breaker_throttled_total{name="inventory.GetStock"} 0
+breaker_throttled_total{name="payment.Charge"} 0
+breaker_throttled_total{name="pricing.GetPrice"} 0
 # HELP breaker_timeout_seconds The deadline the breaker gives calls now: the policy's timeout, or the adaptive timeout in force; 0 for none.
 # TYPE breaker_timeout_seconds gauge
 breaker_timeout_seconds{name="inventory.GetStock"} 0
@@ -853,4 +863,78 @@ func TestCollector_KeysThatAreOneLabelValueKeepTheScrape(t *testing.T) {
 	h, err := NewHandler(f.Group, nil)
 	require.NoError(t, err)
 	require.Equal(t, registryText(t, NewCollector(f.Group)), handlerText(t, h))
+}
+
+// throttlePolicy is MetricsPolicy with throttling alone: no ratio rule,
+// K 2 and both floors at 4 calls, so four failures in a row give a
+// refusal probability of 4/5, above MockGroup's draw of 0.5.
+func throttlePolicy() breaker.Policy {
+	p := testutil.MetricsPolicy()
+	p.ErrorRatio = 0
+	p.Throttle = breaker.Throttle{Enabled: true, K: 2, MinRequests: 4}
+	return p
+}
+
+// gathered returns the value of every series of the family name that c
+// exposes, by its breaker's name.
+func gathered(t *testing.T, c prometheus.Collector, name string) map[string]float64 {
+	t.Helper()
+	mfs, err := registryOf(t, c).Gather()
+	require.NoError(t, err)
+	out := map[string]float64{}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			var key string
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "name" {
+					key = l.GetValue()
+				}
+			}
+			switch {
+			case m.GetCounter() != nil:
+				out[key] = m.GetCounter().GetValue()
+			case m.GetGauge() != nil:
+				out[key] = m.GetGauge().GetValue()
+			}
+		}
+	}
+	return out
+}
+
+// A closed breaker whose throttle refuses calls shows them in
+// throttled_total, within rejected_total, and the probability of refusing
+// the next one; a shadow breaker counts what it would have throttled
+// within shadow_rejected_total. Once the failures leave the window the
+// probability is 0 again, and the counts stay.
+func TestCollector_ThrottledCallsAndTheRefusalProbability(t *testing.T) {
+	f := newFixture(t)
+	require.NoError(t, f.Group.SetPolicies(breaker.GroupPolicy{Default: testutil.MetricsPolicy(),
+		Overrides: map[string]breaker.Policy{pricing: throttlePolicy(), payment: throttlePolicy()}}))
+	require.NoError(t, f.Breaker(payment).SetMode(breaker.ModeShadow))
+	for _, key := range []string{pricing, payment} {
+		f.Calls(key, 4, errBoom) // p = 4/5
+	}
+	f.Refused(pricing, 2)      // p = 5/6, then 6/7
+	f.Calls(payment, 2, nil)   // admitted, counted as would-be refusals
+	f.Calls(inventory, 1, nil) // does not throttle
+	require.Equal(t, breaker.Closed, f.Breaker(pricing).State())
+
+	assert.Equal(t, map[string]float64{inventory: 0, payment: 2, pricing: 2}, gathered(t, f.c, "breaker_throttled_total"))
+	assert.Equal(t, map[string]float64{inventory: 0, payment: 0, pricing: 2}, gathered(t, f.c, "breaker_rejected_total"))
+	assert.Equal(t, map[string]float64{inventory: 0, payment: 2, pricing: 0}, gathered(t, f.c, "breaker_shadow_rejected_total"))
+	p := gathered(t, f.c, "breaker_throttle_probability")
+	assert.InDelta(t, 6.0/7, p[pricing], 1e-9)
+	assert.InDelta(t, 6.0/7, p[payment], 1e-9)
+	assert.Equal(t, 0.0, p[inventory])
+
+	f.At(20 * time.Second) // the window has emptied
+	assert.Equal(t, map[string]float64{inventory: 0, payment: 0, pricing: 0}, gathered(t, f.c, "breaker_throttle_probability"))
+	assert.Equal(t, map[string]float64{inventory: 0, payment: 2, pricing: 2}, gathered(t, f.c, "breaker_throttled_total"))
+
+	h, err := NewHandler(f.Group, nil)
+	require.NoError(t, err)
+	assert.Equal(t, registryText(t, NewCollector(f.Group)), handlerText(t, h))
 }

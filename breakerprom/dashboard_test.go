@@ -194,6 +194,7 @@ func TestDashboard_HasThePanelsAnOperatorNeeds(t *testing.T) {
 		"Calls by outcome":                                               "timeseries",
 		"Refusals and fallbacks":                                         "timeseries",
 		"Probes apart from ordinary traffic":                             "timeseries",
+		"Throttled calls and the refusal probability":                    "timeseries",
 		"Current outage length":                                          "timeseries",
 		"Time not closed in the range":                                   "bargauge",
 		"Window error ratio against the threshold":                       "timeseries",

@@ -131,6 +131,8 @@ type row struct {
 	mode                                     breaker.Mode
 	failures, ignored, successes, timeouts   uint64
 	slow, rejected, shadowRejected, fallback uint64
+	throttled                                uint64
+	throttleProbability                      float64
 	probesFailed, probesPassed, window       uint64
 	notClosed, openDuration                  float64
 	errorRatio, policyRatio                  float64
@@ -273,6 +275,7 @@ func (sc *scrape) read(g *breaker.Group, f *live.Follower) {
 			probesFailed: c.ProbesFailed, probesPassed: c.ProbesPassed, window: s.Window.Counted,
 			notClosed: c.OpenTime.Seconds(), openDuration: s.OpenDuration.Seconds(),
 			errorRatio: s.ErrorRatio, policyRatio: s.Policy.ErrorRatio,
+			throttled: c.Throttled, throttleProbability: s.ThrottleProbability,
 		}
 		if s.State != breaker.Closed && s.Reason != "" {
 			r.reason = escapeLabelValue(string(s.Reason))
@@ -509,6 +512,10 @@ func newExpFamily(ns string, f family, consts []constLabel) expFamily {
 		e.write = perBreaker(func(r *row) float64 { return float64(r.rejected) })
 	case famShadowRejected.name:
 		e.write = perBreaker(func(r *row) float64 { return float64(r.shadowRejected) })
+	case famThrottled.name:
+		e.write = perBreaker(func(r *row) float64 { return float64(r.throttled) })
+	case famThrottleProbability.name:
+		e.write = perBreaker(func(r *row) float64 { return r.throttleProbability })
 	case famFallbacks.name:
 		e.write = perBreaker(func(r *row) float64 { return float64(r.fallback) })
 	case famProbes.name:

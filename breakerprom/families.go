@@ -32,6 +32,12 @@ var (
 	famShadowRejected = family{"shadow_rejected_total",
 		"Calls a shadow breaker admitted but would have refused.",
 		"counter", []string{"name"}}
+	famThrottled = family{"throttled_total",
+		"Calls the policy's throttle refused while the breaker was closed; a subset of rejected_total, or of shadow_rejected_total for a shadow breaker, which admits them.",
+		"counter", []string{"name"}}
+	famThrottleProbability = family{"throttle_probability",
+		"Probability with which the policy's throttle refuses the breaker's next call; 0 while it throttles nothing, and for a breaker that does not throttle.",
+		"gauge", []string{"name"}}
 	famFallbacks = family{"fallbacks_total",
 		"Results served by a fallback instead of the downstream.",
 		"counter", []string{"name"}}

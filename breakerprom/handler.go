@@ -127,6 +127,7 @@ func NewHandler(g *breaker.Group, others prometheus.Gatherer, opts ...Option) (*
 // allFamilies is every family of the group, in no particular order.
 var allFamilies = []family{
 	famState, famTransitions, famCalls, famSlow, famRejected, famShadowRejected,
+	famThrottled, famThrottleProbability,
 	famFallbacks, famProbes, famNotClosedTime, famOpenDuration, famWindowCalls, famWindowRatio,
 	famPolicyRatio, famMode, famOpenReason,
 	famTripReason, famTripCalls, famTripFailures, famTripTimeouts,

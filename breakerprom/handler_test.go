@@ -25,16 +25,19 @@ import (
 // UTF-8, which both write in hex.
 var awkwardNames = []string{`quote"d.Get`, `back\slash.Get`, "line\nfeed.Get", "prix.Café@10.0.0.1", "Zeta.Upper", "prix.Caf\xe9@10.0.0.2"}
 
+// throttled is the breaker of richFixture that throttles.
+const throttled = "orders.Create"
+
 // richFixture is a group with breakers in every state and mode, the
-// awkward names, per-target breakers, a candidate policy and timed
-// breakers, on a mock clock that stands still while it is scraped.
+// awkward names, per-target breakers, a candidate policy, timed
+// breakers and one that throttles, on a mock clock that stands still while it is scraped.
 func richFixture(t *testing.T, opts ...Option) *fixture {
 	t.Helper()
 	f := newFixture(t, opts...)
 	gp := testutil.CandidatePolicies(payment, awkwardNames[0])
 	timed := testutil.MetricsPolicy()
 	timed.CallTimeout = time.Second
-	gp.Overrides = map[string]breaker.Policy{inventory: timed, awkwardNames[1]: timed}
+	gp.Overrides = map[string]breaker.Policy{inventory: timed, awkwardNames[1]: timed, throttled: throttlePolicy()}
 	require.NoError(t, f.Group.SetPolicies(gp))
 
 	// pricing trips, fails a probe, recovers; payment's candidate opens.
@@ -57,6 +60,9 @@ func richFixture(t *testing.T, opts ...Option) *fixture {
 	f.Trip(awkwardNames[5])
 	f.At(45 * time.Second) // awkwardNames[2] is past its cooldown: half-open
 	require.Equal(t, breaker.HalfOpen, f.Breaker(awkwardNames[2]).State())
+	// One closed breaker throttles: its probability is a fraction.
+	f.Calls(throttled, 4, errBoom)
+	f.Refused(throttled, 1)
 	for i := 0; i < 300; i++ {
 		f.Calls("inventory.GetStock@10.0."+strconv.Itoa(i%7)+"."+strconv.Itoa(i), 1, nil)
 	}
@@ -117,6 +123,8 @@ func TestHandler_WritesWhatTheCollectorGathers(t *testing.T) {
 				"candidate_transitions_total{", "open_reason{", "trip_reason{", "trip_window_timeouts{", `reason="probe_timeout",to="open"`} {
 				assert.Contains(t, got, s)
 			}
+			assert.Regexp(t, `throttled_total\{[^}]*name="orders.Create"[^}]*\} 1\n`, got)
+			assert.Regexp(t, `throttle_probability\{[^}]*name="orders.Create"[^}]*\} 0\.83`, got)
 			// A second scrape, from the pooled buffers, writes the same.
 			assert.Equal(t, got, handlerText(t, h))
 		})

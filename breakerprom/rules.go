@@ -32,6 +32,13 @@ const (
 	// minutes.
 	DefaultProbeFailures = 3
 	DefaultProbeWindow   = 30 * time.Minute
+	// DefaultThrottleShare of the calls throttled over
+	// DefaultThrottleWindow is a closed breaker that refuses as much as
+	// it lets through, for long enough that it is no passing burst: the
+	// downstream has accepted fewer than a quarter of the calls wanted
+	// of it (K 2) for five minutes.
+	DefaultThrottleShare  = 0.5
+	DefaultThrottleWindow = 5 * time.Minute
 )
 
 // AlertConfig parameterises [AlertRules]. The zero value gives the rules
@@ -53,6 +60,12 @@ type AlertConfig struct {
 	// DefaultProbeFailures, DefaultProbeWindow.
 	ProbeFailures int
 	ProbeWindow   time.Duration
+	// ThrottleShare, in (0, 1], of the calls refused by the policy's
+	// throttle within ThrottleWindow, while the breaker is closed, raise
+	// BreakerThrottling. Each zero field means its default:
+	// DefaultThrottleShare, DefaultThrottleWindow.
+	ThrottleShare  float64
+	ThrottleWindow time.Duration
 	// Windows and thresholds must be whole milliseconds, the finest unit
 	// of a Prometheus duration.
 
@@ -89,6 +102,12 @@ func (c AlertConfig) orDefault() (AlertConfig, error) {
 	if c.ProbeWindow == 0 {
 		c.ProbeWindow = DefaultProbeWindow
 	}
+	if c.ThrottleShare == 0 {
+		c.ThrottleShare = DefaultThrottleShare
+	}
+	if c.ThrottleWindow == 0 {
+		c.ThrottleWindow = DefaultThrottleWindow
+	}
 	var errs []error
 	if !metricName.MatchString(c.Namespace) {
 		errs = append(errs, fmt.Errorf("breakerprom: AlertConfig.Namespace %q is not a metric name prefix", c.Namespace))
@@ -101,7 +120,7 @@ func (c AlertConfig) orDefault() (AlertConfig, error) {
 		v    time.Duration
 	}{
 		{"Thresholds.P3", c.Thresholds.P3}, {"Thresholds.P2", c.Thresholds.P2}, {"Thresholds.P1", c.Thresholds.P1},
-		{"FlapWindow", c.FlapWindow}, {"ProbeWindow", c.ProbeWindow},
+		{"FlapWindow", c.FlapWindow}, {"ProbeWindow", c.ProbeWindow}, {"ThrottleWindow", c.ThrottleWindow},
 	} {
 		if d.v%time.Millisecond != 0 || d.v < 0 {
 			errs = append(errs, fmt.Errorf("breakerprom: AlertConfig.%s %v is not a positive whole number of milliseconds", d.name, d.v))
@@ -109,6 +128,9 @@ func (c AlertConfig) orDefault() (AlertConfig, error) {
 	}
 	if c.FlapOpens < 0 {
 		errs = append(errs, fmt.Errorf("breakerprom: AlertConfig.FlapOpens %d is negative", c.FlapOpens))
+	}
+	if !(c.ThrottleShare > 0 && c.ThrottleShare <= 1) {
+		errs = append(errs, fmt.Errorf("breakerprom: AlertConfig.ThrottleShare %v is not in (0, 1]", c.ThrottleShare))
 	}
 	if c.ProbeFailures < 0 {
 		errs = append(errs, fmt.Errorf("breakerprom: AlertConfig.ProbeFailures %d is negative", c.ProbeFailures))
@@ -130,6 +152,7 @@ var rulesTemplate = template.Must(template.New("rules").Delims("[[", "]]").Funcs
 	"seconds": func(d time.Duration) string { return strconv.FormatFloat(d.Seconds(), 'f', -1, 64) },
 	"span":    promDuration,
 	"window":  func(d time.Duration) string { return "[" + promDuration(d) + "]" },
+	"percent": func(f float64) string { return strconv.FormatFloat(f*100, 'f', -1, 64) + "%" },
 	// yaml quotes a string for YAML: a JSON string is a YAML one.
 	"yaml": func(s string) (string, error) {
 		b, err := json.Marshal(s)
@@ -152,6 +175,11 @@ var rulesTemplate = template.Must(template.New("rules").Delims("[[", "]]").Funcs
 //     FlapWindow. It resolves once fewer trips remain in the window: a
 //     pattern that ends when the breaker stays closed, up to FlapWindow
 //     after its last trip.
+//   - BreakerThrottling: the policy's throttle refused ThrottleShare of
+//     the calls in ThrottleWindow while the breaker stayed closed, which
+//     no open-state alert sees; it resolves when the share falls below
+//     that, or when the breaker opens and BreakerOpen takes over. Shadow
+//     breakers, which refuse nothing, raise none.
 //   - BreakerPolicyRejected: the last policy document a followed source
 //     delivered was refused; it resolves when a valid one is delivered.
 //

@@ -26,7 +26,8 @@ func TestAlertRules_ShippedFileIsGenerated(t *testing.T) {
 	th := ops.DefaultThresholds()
 	explicit, err := AlertRules(AlertConfig{Namespace: DefaultNamespace, Thresholds: th,
 		FlapOpens: DefaultFlapOpens, FlapWindow: DefaultFlapWindow,
-		ProbeFailures: DefaultProbeFailures, ProbeWindow: DefaultProbeWindow})
+		ProbeFailures: DefaultProbeFailures, ProbeWindow: DefaultProbeWindow,
+		ThrottleShare: DefaultThrottleShare, ThrottleWindow: DefaultThrottleWindow})
 	require.NoError(t, err)
 	assert.Equal(t, string(want), string(explicit), "the zero config means the defaults")
 	for _, s := range []string{"open_duration_seconds >= 60)", "open_duration_seconds >= 600)", "open_duration_seconds >= 1800)"} {
@@ -52,7 +53,7 @@ func TestAlertRules_PromtoolCheckRules(t *testing.T) {
 		path := filepath.Join(dir, name)
 		require.NoError(t, os.WriteFile(path, rules, 0o644))
 		out := runTool(t, promtool, "check", "rules", path)
-		assert.Contains(t, out, "SUCCESS: 6 rules found", name)
+		assert.Contains(t, out, "SUCCESS: 7 rules found", name)
 	}
 }
 
@@ -63,7 +64,8 @@ func TestAlertRules_PromtoolCheckRules(t *testing.T) {
 // breaker; failing probes, resolved when the breaker closes (it used to
 // fire on for half an hour after); flapping, whatever the trips' rules, over
 // an hour after; a refused policy push, over when the version in force is
-// put back.
+// put back; a closed breaker that throttles most of its calls, over when
+// it opens, none for a shadow breaker.
 func TestAlertRules_PromtoolTestRules(t *testing.T) {
 	promtool := needTool(t, "promtool", "prometheus")
 	out := runTool(t, promtool, "test", "rules", "testdata/breaker-alerts_test.yml")
@@ -134,14 +136,15 @@ tests:
 
 func TestAlertRules_BadConfigNamesEachField(t *testing.T) {
 	_, err := AlertRules(AlertConfig{
-		Namespace:   "shop-breaker",
-		Thresholds:  ops.Thresholds{P3: time.Hour, P2: time.Minute, P1: time.Hour},
-		FlapOpens:   -1,
-		ProbeWindow: time.Microsecond,
-		StatusURL:   "http://a/status\n- alert: Injected",
+		Namespace:     "shop-breaker",
+		Thresholds:    ops.Thresholds{P3: time.Hour, P2: time.Minute, P1: time.Hour},
+		FlapOpens:     -1,
+		ProbeWindow:   time.Microsecond,
+		ThrottleShare: -0.5,
+		StatusURL:     "http://a/status\n- alert: Injected",
 	})
 	require.Error(t, err)
-	for _, s := range []string{"Namespace \"shop-breaker\"", "Thresholds", "FlapOpens -1", "ProbeWindow 1µs", "StatusURL"} {
+	for _, s := range []string{"Namespace \"shop-breaker\"", "Thresholds", "FlapOpens -1", "ProbeWindow 1µs", "ThrottleShare -0.5", "StatusURL"} {
 		assert.ErrorContains(t, err, s)
 	}
 	rules, err := AlertRules(AlertConfig{Thresholds: ops.Thresholds{P3: 1500 * time.Millisecond, P2: 90 * time.Second, P1: 2 * time.Hour}})

@@ -72,6 +72,9 @@ const (
 	CheckBackoffCap          = "backoff_cap"
 	CheckNoJitter            = "no_jitter"
 	CheckUnchecked           = "unchecked_override"
+	CheckThrottleInert       = "throttle_inert"
+	CheckThrottleFloor       = "throttle_floor"
+	CheckThrottleHealthy     = "throttle_refuses_healthy"
 )
 
 // Finding is one result of the checker about one key.
@@ -323,6 +326,7 @@ func (c *checker) run() {
 	c.timeout()
 	c.probes()
 	c.backoff()
+	c.throttle()
 }
 
 // runProfile judges each period of the key's day as steady traffic and
@@ -891,6 +895,51 @@ func (c *checker) backoff() {
 		}
 		c.add(Warning, CheckNoJitter, map[string]float64{"instances": float64(t.Instances)},
 			"jitter is 0 (%s): instances tripped by the same fault probe the downstream in the same instant", inst)
+	}
+}
+
+// throttle judges Policy.Throttle against the traffic: a ratio rule that
+// trips before anything is throttled, a protection floor the window never
+// reaches at the key's rate, and a K under which the healthy traffic is
+// throttled. The analytic models of the other checks leave the throttle
+// out (a throttled call is not counted, so a throttling breaker's window
+// fills more slowly than they assume); the simulated ones run the real
+// breaker, throttle included.
+func (c *checker) throttle() {
+	p, t := c.p, c.t
+	th := p.Throttle
+	if !th.Enabled {
+		return
+	}
+	onset := 1 - 1/th.K // the failure ratio above which the throttle refuses
+	if p.ErrorRatio > 0 && p.ErrorRatio <= onset {
+		c.add(Warning, CheckThrottleInert, map[string]float64{
+			"error_ratio": p.ErrorRatio, "k": th.K, "throttle_onset": onset, "max_k": 1 / (1 - p.ErrorRatio)},
+			"throttling is on, but error_ratio %s is at most 1 - 1/k = %s, where the throttle starts: the ratio rule trips the breaker before any call is throttled, so throttling never acts; set error_ratio above %s (0.8, say) or to 0, or k below %s",
+			num(p.ErrorRatio), num(onset), num(onset), num(1/(1-p.ErrorRatio)))
+		return
+	}
+	if t.Rate <= 0 {
+		return
+	}
+	full := t.Rate * p.Window.Seconds()
+	floor := max(th.MinRequests, p.MinRequests)
+	if float64(floor) > full {
+		c.add(Warning, CheckThrottleFloor, map[string]float64{
+			"throttle_min_requests": float64(th.MinRequests), "min_requests": float64(p.MinRequests),
+			"rate": t.Rate, "window_s": p.Window.Seconds(), "window_calls": full, "suggested_min": math.Max(1, math.Floor(full/2))},
+			"throttle.min_requests %d and min_requests %d: the throttle refuses nothing while the window holds fewer requests or counted calls, and at %s calls/s the %v window holds %s on average, so throttling never acts; lower them to at most %s",
+			th.MinRequests, p.MinRequests, num(t.Rate), p.Window, num(full), num(math.Max(1, math.Floor(full/2))))
+		return
+	}
+	bl := baselineOf(p, t)
+	if success := 1 - bl.fail; success < 1/th.K {
+		refuse := 1 - th.K*success
+		c.add(Error, CheckThrottleHealthy, map[string]float64{
+			"baseline_failure_ratio": bl.fail, "success_ratio": success, "k": th.K,
+			"refusal_probability": refuse, "suggested_k": math.Min(breaker.MaxThrottleK, math.Ceil(10/success)/10)},
+			"a healthy downstream succeeds on %s of the calls (%s baseline failures), below 1/k = %s: the throttle refuses healthy traffic, %s of it before its own refusals count, and more as they do; raise k to at least %s, or set the errors it counts apart with a classifier",
+			pct(success), pct(bl.fail), pct(1/th.K), pct(refuse), num(math.Min(breaker.MaxThrottleK, math.Ceil(10/success)/10)))
 	}
 }
 

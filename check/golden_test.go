@@ -41,6 +41,9 @@ var goldenCases = []struct {
 	{"backoff_cap", []string{CheckBackoffCap}},
 	{"no_jitter", []string{CheckNoJitter}},
 	{"unchecked_override", []string{CheckUnchecked}},
+	{"throttle_inert", []string{CheckThrottleInert}},
+	{"throttle_floor", []string{CheckThrottleFloor}},
+	{"throttle_refuses_healthy", []string{CheckThrottleHealthy}},
 }
 
 // goldenInput is a case document: a group policy document and a traffic

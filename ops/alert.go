@@ -137,7 +137,8 @@ type Alert struct {
 // severe first, then by name. Breakers forced open, and shadow breakers,
 // are not alerts. The open duration of a breaker released from a forced
 // open counts from the release, not from the start of the forced open
-// (see [breaker.Breaker.OpenSince]). Alerts may be called from a
+// (see [breaker.Breaker.OpenSince]). A closed breaker that throttles is
+// no alert (see the package documentation). Alerts may be called from a
 // subscriber or a hook.
 func Alerts(g *breaker.Group, th Thresholds) []Alert {
 	return alerts(g, g.Now(), th.orDefault())

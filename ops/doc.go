@@ -18,6 +18,14 @@
 // status of every breaker. Both are plain functions of the group and the
 // [Thresholds], with no state.
 //
+// A closed breaker whose policy throttles (breaker.Policy.Throttle) and
+// refuses calls is no alert here: the alerts grade an outage by how long it
+// has lasted, and throttling is not a state, with no start to grade from.
+// The status page and the snapshot show it (the refusal probability and
+// the calls throttled), and the Prometheus rule BreakerThrottling of
+// package breakerprom, which has the history, alerts on a breaker that
+// throttles most of its calls for minutes.
+//
 // # Watching
 //
 // [Watch] starts the one goroutine: every interval it drops the group's
@@ -32,7 +40,8 @@
 // [NewStatusPage] returns an [net/http.Handler] that renders the group as
 // one HTML page: every breaker with its state and for how long, its
 // window against the policy's threshold, its next probe, its latest
-// transitions with their reasons, and the alerts by severity. The page
+// transitions with their reasons, a closed breaker's throttling ("Throttling
+// 86%", with the calls throttled), and the alerts by severity. The page
 // is self-contained (no script, no external asset) and reloads itself:
 //
 //	page, err := ops.NewStatusPage(group, ops.StatusConfig{})

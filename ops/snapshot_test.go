@@ -1,6 +1,8 @@
 package ops
 
 import (
+	"context"
+	"encoding/json"
 	"io"
 	"log/slog"
 	"slices"
@@ -101,4 +103,45 @@ func TestSnapshot_DeadTargetsLeaveAfterIdleAfter(t *testing.T) {
 	assert.Empty(t, snap.Alerts)
 	assert.Equal(t, 1, snap.Group.Breakers)
 	assert.Equal(t, uint64(10), snap.Group.Evicted.Open+snap.Group.Evicted.HalfOpen)
+}
+
+// A closed breaker that throttles is in the snapshot's JSON with its
+// refusal probability and its count of throttled calls, and raises no
+// alert: the alerts grade outages by their length, and throttling is no
+// state with a start to grade from (the Prometheus rule
+// BreakerThrottling, which has the history, alerts on it).
+func TestSnapshot_ShowsThrottlingAndRaisesNoAlertForIt(t *testing.T) {
+	p := breaker.DefaultPolicy()
+	p.ErrorRatio = 0
+	p.MinRequests = 4
+	p.Throttle = breaker.Throttle{Enabled: true, K: 2, MinRequests: 4}
+	gh := newGroupHarness(t, breaker.GroupConfig{Policies: breaker.GroupPolicy{Default: p}})
+	const quote = "quote.Get@10.0.0.9"
+	gh.calls(quote, 4, errBoom) // p = 4/5, above the draw of 0.5
+	for range 3 {
+		require.ErrorIs(t, gh.g.Do(context.Background(), quote, func(context.Context) error { return nil }), breaker.ErrOpen)
+	}
+
+	snap := Snapshot(gh.g, Thresholds{}, nil)
+	assert.Empty(t, snap.Alerts)
+	data, err := json.Marshal(snap)
+	require.NoError(t, err)
+	var doc struct {
+		Breakers []struct {
+			Name                string  `json:"name"`
+			State               string  `json:"state"`
+			ThrottleProbability float64 `json:"throttle_probability"`
+			Counters            struct {
+				Rejected  uint64 `json:"rejected"`
+				Throttled uint64 `json:"throttled"`
+			} `json:"counters"`
+		} `json:"breakers"`
+	}
+	require.NoError(t, json.Unmarshal(data, &doc))
+	require.Len(t, doc.Breakers, 1)
+	b := doc.Breakers[0]
+	assert.Equal(t, "closed", b.State)
+	assert.Equal(t, uint64(3), b.Counters.Throttled)
+	assert.Equal(t, uint64(3), b.Counters.Rejected)
+	assert.InDelta(t, 7.0/8, b.ThrottleProbability, 1e-9)
 }

@@ -200,6 +200,9 @@ func (p *StatusPage) view() statusView {
 		case breaker.HalfOpen:
 			v.HalfOpen++
 		}
+		if c.ThrottlePct > 0 {
+			v.Throttling++
+		}
 		v.Breakers = append(v.Breakers, c)
 	}
 	// Trouble first: open, then half-open, then closed; by name within.
@@ -247,9 +250,12 @@ type statusView struct {
 	Th       Thresholds
 	Open     int
 	HalfOpen int
-	Alerts   []alertGroup
-	Breakers []card
-	Recent   []transition
+	// Throttling counts the closed breakers whose throttle refuses calls
+	// now (a refusal probability above 0).
+	Throttling int
+	Alerts     []alertGroup
+	Breakers   []card
+	Recent     []transition
 }
 
 type alertGroup struct {
@@ -265,9 +271,12 @@ type card struct {
 	// Window: the error ratio and the threshold in percent, for the bar.
 	RatioPct, ThresholdPct float64
 	Judged                 bool // the window holds MinRequests calls
-	NextProbe              time.Duration
-	Counts                 []breaker.TransitionCount
-	Recent                 []transition
+	// ThrottlePct is the throttle's refusal probability in percent, above
+	// 0 only while a closed breaker's throttle refuses calls.
+	ThrottlePct float64
+	NextProbe   time.Duration
+	Counts      []breaker.TransitionCount
+	Recent      []transition
 }
 
 func cardOf(st breaker.Status, now time.Time) card {
@@ -276,6 +285,9 @@ func cardOf(st breaker.Status, now time.Time) card {
 	c.RatioPct = 100 * st.ErrorRatio
 	c.ThresholdPct = 100 * st.Policy.ErrorRatio
 	c.Judged = st.Window.Counted >= uint64(st.Policy.MinRequests)
+	if st.State == breaker.Closed {
+		c.ThrottlePct = 100 * st.ThrottleProbability
+	}
 	if st.ProbeAt != nil {
 		c.NextProbe = max(0, st.ProbeAt.Sub(now))
 	}
@@ -364,6 +376,14 @@ var statusTemplate = template.Must(template.New("status").Funcs(template.FuncMap
 	},
 	"clock": func(t time.Time) string { return t.Format("15:04:05") },
 	"pct":   func(f float64) string { return strconv.FormatFloat(f, 'f', 0, 64) + "%" },
+	// share writes a probability in percent above 0 as at least "<1%",
+	// so that a throttle that refuses few calls does not read as none.
+	"share": func(pct float64) string {
+		if pct > 0 && pct < 0.5 {
+			return "<1%"
+		}
+		return strconv.FormatFloat(pct, 'f', 0, 64) + "%"
+	},
 	// width keeps a bar's width within its track.
 	"width": func(pct float64) string {
 		return strconv.FormatFloat(min(max(pct, 0), 100), 'f', 1, 64) + "%"

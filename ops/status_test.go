@@ -368,3 +368,50 @@ func TestStatusPage_ACardListsOnlyItsOwnBreakersTransitions(t *testing.T) {
 	assert.NotContains(t, card, "All transitions")
 	assert.Contains(t, text(html[end:]), "05:06:07 1m0s ago "+key+" closed → open error_ratio", "the table keeps the group's history")
 }
+
+// A closed breaker whose throttle refuses calls is no outage, but the
+// page says so: the share it refuses and how many it has refused, on its
+// card and in the summary, and the policy line says the default
+// throttles. A shadow breaker says what it would refuse. Once the
+// failures leave the window, the card is quiet again, and the count
+// stays.
+func TestStatusPage_ShowsAClosedBreakerThatThrottles(t *testing.T) {
+	p := breaker.DefaultPolicy()
+	p.ErrorRatio = 0
+	p.MinRequests = 4
+	p.Throttle = breaker.Throttle{Enabled: true, K: 2, MinRequests: 4}
+	gh := newGroupHarness(t, breaker.GroupConfig{Policies: breaker.GroupPolicy{Default: p}})
+	page := gh.statusPage(StatusConfig{})
+	const quote, shadow = "quote.Get@10.0.0.9", "quote.Shadow"
+	b, err := gh.g.Get(shadow)
+	require.NoError(t, err)
+	require.NoError(t, b.SetMode(breaker.ModeShadow))
+	gh.calls(quote, 4, errBoom)  // p = 4/5, above the draw of 0.5
+	gh.calls(shadow, 4, errBoom) // the same, in shadow
+	for range 2 {
+		require.ErrorIs(t, gh.g.Do(context.Background(), quote, func(context.Context) error { return nil }), breaker.ErrOpen)
+	}
+	gh.calls(shadow, 2, nil) // admitted, as would-be refusals
+	gh.calls("orders.Create", 1, nil)
+
+	html := render(t, page)
+	txt := text(html)
+	for _, want := range []string{
+		"3 breakers 0 open 0 half-open 2 throttling as of",
+		"default: trips at its other rules over at least 4 calls in 5s, open 30s to 2m0s, 3 probes, throttles with K 2 from 4 requests",
+		"quote.Get @10.0.0.9 closed Throttling 86% : closed, but too few of its calls succeed, so the policy's throttle refuses that share of them (2 throttled so far). Check the health of quote.Get on 10.0.0.9.",
+		"0 ok · 4 failed · 0 timeouts · 0 ignored · 2 refused (2 throttled) · 0 fallbacks",
+		"quote.Shadow closed shadow Throttling 86% : closed, but too few of its calls succeed, so the policy's throttle would refuse that share of them (2 so far); a shadow breaker admits them.",
+		"Alerts None",
+	} {
+		assert.Contains(t, txt, want)
+	}
+	assert.Regexp(t, `data-breaker="quote.Get@10.0.0.9" data-state="closed">\s*<h3>.*</h3>\s*<p class="state">[^<]*<span class="badge">closed</span>\s*</p>\s*<p class="throttle warn" data-throttle="0.857`, html)
+	assert.Equal(t, 2, strings.Count(html, `class="throttle warn"`), "orders.Create does not throttle")
+
+	gh.clk.Add(10 * time.Second) // the window has emptied
+	txt = text(render(t, page))
+	assert.NotContains(t, txt, "Throttling")
+	assert.NotContains(t, txt, "throttling as of")
+	assert.Contains(t, txt, "2 refused (2 throttled)")
+}

@@ -5,6 +5,7 @@ import (
 	"encoding/xml"
 	"errors"
 	"fmt"
+	"github.com/govkit/breaker"
 	"io"
 	"regexp"
 	"strings"
@@ -215,4 +216,14 @@ func TestWriteSVG_NoZoomWhenTheFaultSpansTheRun(t *testing.T) {
 	assert.Equal(t, len(rep.Runs), shape["polyline"])
 	assert.NotContains(t, buf.String(), "zoom on")
 	assert.Equal(t, len(rep.Scenario.FaultWindows()), strings.Count(buf.String(), `opacity="0.75"`), "one shaded rectangle per fault window")
+}
+
+// A policy that differs from the default only in its throttle is named
+// by its throttle's fields. Scenario: the report printed "default policy
+// with " and nothing after it, as if the candidate were the default.
+func TestDescribePolicy_NamesTheThrottle(t *testing.T) {
+	p := breaker.DefaultPolicy()
+	p.ErrorRatio = 0.8
+	p.Throttle = breaker.Throttle{Enabled: true, K: 1.5, MinRequests: 10}
+	assert.Equal(t, "default policy with error_ratio=0.8 throttle.enabled=true throttle.k=1.5 throttle.min_requests=10", describePolicy(p))
 }

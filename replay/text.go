@@ -177,6 +177,10 @@ func describePolicy(p breaker.Policy) string {
 	add("probes", p.Probes, d.Probes)
 	add("warmup", p.Warmup, d.Warmup)
 	add("strict_probes", p.StrictProbes, d.StrictProbes)
+	th, dth := p.Throttle, d.Throttle
+	add("throttle.enabled", th.Enabled, dth.Enabled)
+	add("throttle.k", th.K, dth.K)
+	add("throttle.min_requests", th.MinRequests, dth.MinRequests)
 	return "default policy with " + strings.Join(diff, " ")
 }
 

@@ -140,6 +140,15 @@ func TestCandidatePolicy(t *testing.T) {
 	assert.Contains(t, stdout, "breakers, eager run")
 }
 
+// A throttling policy document replays: the run is named by its throttle,
+// and its throttled calls are counted apart from the breaker's refusals.
+func TestCandidatePolicy_Throttling(t *testing.T) {
+	path := testutil.WriteFile(t, "throttled.json", `{"error_ratio": 0.8, "throttle": {"enabled": true, "k": 1.5}}`)
+	code, stdout, stderr := runCmd(t, "-scenario", "overload", "-policy", path, "-svg", "")
+	require.Equal(t, exitOK, code, stderr)
+	assert.Contains(t, stdout, "throttled: default policy with error_ratio=0.8 throttle.enabled=true throttle.k=1.5")
+}
+
 // TestBadInput: every kind of bad input ends in an exit code of 2 and a
 // message that names what is wrong; none panics.
 func TestBadInput(t *testing.T) {

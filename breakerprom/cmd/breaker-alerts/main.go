@@ -46,6 +46,8 @@ func run(args []string, stdout, stderr io.Writer) error {
 	fs.DurationVar(&cfg.FlapWindow, "flap-window", breakerprom.DefaultFlapWindow, "the `window` of -flap-opens")
 	fs.IntVar(&cfg.ProbeFailures, "probe-failures", breakerprom.DefaultProbeFailures, "failed probes within -probe-window that raise BreakerProbesFailing")
 	fs.DurationVar(&cfg.ProbeWindow, "probe-window", breakerprom.DefaultProbeWindow, "the `window` of -probe-failures")
+	fs.Float64Var(&cfg.ThrottleShare, "throttle-share", breakerprom.DefaultThrottleShare, "`share` of a closed breaker's calls, in (0, 1], refused by its throttle within -throttle-window that raises BreakerThrottling")
+	fs.DurationVar(&cfg.ThrottleWindow, "throttle-window", breakerprom.DefaultThrottleWindow, "the `window` of -throttle-share")
 	fs.StringVar(&cfg.StatusURL, "status-url", "", "link to the status page in every alert: a Prometheus `template` such as 'http://{{ $labels.instance }}/status'")
 	fs.StringVar(&cfg.DashboardURL, "dashboard-url", "", "link to the dashboard in every alert: a Prometheus `template`")
 	fs.StringVar(&out, "o", "", "write to this `file` instead of the standard output")

@@ -25,6 +25,7 @@ func TestRun_FlagsReachTheRules(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "drill.yml")
 	require.NoError(t, run([]string{"-p3", "10s", "-p2", "1m", "-p1", "5m", "-namespace", "shop_breaker",
 		"-probe-failures", "2", "-probe-window", "90s", "-flap-opens", "3", "-flap-window", "10m",
+		"-throttle-share", "0.25", "-throttle-window", "2m",
 		"-status-url", "http://{{ $labels.instance }}/status", "-dashboard-url", "https://grafana.example.com/d/govkit-breaker",
 		"-o", path}, &bytes.Buffer{}, &bytes.Buffer{}))
 	rules, err := os.ReadFile(path)
@@ -32,6 +33,7 @@ func TestRun_FlagsReachTheRules(t *testing.T) {
 	for _, s := range []string{
 		"(shop_breaker_open_duration_seconds >= 10)", "(shop_breaker_open_duration_seconds >= 60)", "(shop_breaker_open_duration_seconds >= 300)",
 		`increase(shop_breaker_probes_total{result="failed"}[90s]) >= 2`, `to="open"}[10m]))`, ">= 3,",
+		"increase(shop_breaker_throttled_total[2m])", ") >= 0.25\n", "less than 25% of the calls",
 		`status_url: "http://{{ $labels.instance }}/status"`, `dashboard_url: "https://grafana.example.com/d/govkit-breaker"`,
 	} {
 		assert.Contains(t, string(rules), s)
@@ -47,6 +49,8 @@ func TestRun_BadFlagsAreErrors(t *testing.T) {
 	assert.NoFileExists(t, path)
 	err = run([]string{"-probe-window", "1µs"}, &bytes.Buffer{}, &bytes.Buffer{})
 	assert.ErrorContains(t, err, "ProbeWindow 1µs")
+	err = run([]string{"-throttle-share", "1.5"}, &bytes.Buffer{}, &bytes.Buffer{})
+	assert.ErrorContains(t, err, "ThrottleShare 1.5 is not in (0, 1]")
 	err = run([]string{"-p3"}, &bytes.Buffer{}, &bytes.Buffer{})
 	assert.ErrorContains(t, err, "flag needs an argument: -p3")
 	err = run([]string{"rules.yml"}, &bytes.Buffer{}, &bytes.Buffer{})
