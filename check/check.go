@@ -937,9 +937,9 @@ func (c *checker) throttle() {
 		refuse := 1 - th.K*success
 		c.add(Error, CheckThrottleHealthy, map[string]float64{
 			"baseline_failure_ratio": bl.fail, "success_ratio": success, "k": th.K,
-			"refusal_probability": refuse, "suggested_k": math.Min(breaker.MaxThrottleK, math.Ceil(10/success)/10)},
+			"refusal_probability": refuse, "suggested_k": math.Min(maxThrottleK, math.Ceil(10/success)/10)},
 			"a healthy downstream succeeds on %s of the calls (%s baseline failures), below 1/k = %s: the throttle refuses healthy traffic, %s of it before its own refusals count, and more as they do; raise k to at least %s, or set the errors it counts apart with a classifier",
-			pct(success), pct(bl.fail), pct(1/th.K), pct(refuse), num(math.Min(breaker.MaxThrottleK, math.Ceil(10/success)/10)))
+			pct(success), pct(bl.fail), pct(1/th.K), pct(refuse), num(math.Min(maxThrottleK, math.Ceil(10/success)/10)))
 	}
 }
 
@@ -980,3 +980,6 @@ func dur(d time.Duration) string {
 	}
 	return d.Round(100 * time.Millisecond).String()
 }
+
+// maxThrottleK is the largest Policy.Throttle.K a policy accepts.
+const maxThrottleK = 10
