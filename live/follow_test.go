@@ -355,3 +355,22 @@ func TestFollow_ALateSubscriberSeesTheRecordsFromThenOn(t *testing.T) {
 	st.Last.Problems[0].Field = "changed by the reader"
 	assert.Equal(t, "default.min_requests", h.f.Status().Last.Problems[0].Field, "Status returns copies")
 }
+
+// A throttle pushed through a followed source reaches the running
+// breakers at once, and its change record names the nested fields.
+func TestFollow_APushedThrottleActsOnTheRunningBreakers(t *testing.T) {
+	h := newFollowHarness(t, breaker.GroupConfig{})
+	require.Equal(t, live.Applied, h.doc("v1", `{"default": {"error_ratio": 0.9}}`).Result)
+	h.calls("orders.Create", 3, nil)
+	h.calls("orders.Create", 17, errBoom) // 85% failed, under the ratio
+	b := mustGet(t, h.g, "orders.Create")
+	require.Equal(t, breaker.Closed, b.State())
+	require.Zero(t, b.Status().ThrottleProbability)
+
+	c := h.doc("v2", `{"default": {"error_ratio": 0.9, "throttle": {"enabled": true}}}`)
+	require.Equal(t, live.Applied, c.Result, "%+v", c)
+	assert.Contains(t, c.Changes, live.FieldChange{Key: "default", Path: "default.throttle.enabled", Field: "throttle.enabled", From: "false", To: "true"})
+	// p = (20 - 2·3) / 21, judged from the window the breaker already has.
+	assert.InDelta(t, 14.0/21, b.Status().ThrottleProbability, 1e-9)
+	assert.Equal(t, breaker.Closed, b.State())
+}
