@@ -93,6 +93,7 @@ func runGolden(t *testing.T, name string) (*Report, []byte) {
 // text and JSON output with its golden file (go test -update rewrites
 // them). Each case must raise the checks it was written for.
 func TestGolden_EveryFinding(t *testing.T) {
+	t.Parallel()
 	for _, c := range goldenCases {
 		t.Run(c.name, func(t *testing.T) {
 			r, got := runGolden(t, c.name)
