@@ -217,6 +217,7 @@ func TestReplayTrace_PolicyPerKey(t *testing.T) {
 // The chart is well-formed SVG with a panel per key that has something to
 // show, the eventful ones first.
 func TestTraceReport_WriteSVG(t *testing.T) {
+	t.Parallel()
 	rep, err := ReplayTrace(&syntheticTrace{total: 200_000}, breaker.GroupPolicy{})
 	require.NoError(t, err)
 	var buf bytes.Buffer
