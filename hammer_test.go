@@ -146,7 +146,7 @@ func TestRace_Hammer(t *testing.T) {
 	assert.Greater(t, opens.Load(), int64(steps/30), "the hammer must cycle through open many times")
 	assert.Greater(t, halfOpens.Load(), int64(steps/30), "and through half-open")
 	assert.NotEmpty(t, probesPerEpisode)
-	t.Logf("opens=%d half-opens=%d episodes with probes=%d counters=%+v", opens.Load(), halfOpens.Load(), len(probesPerEpisode), c)
+	t.Logf("%d steps: opens=%d half-opens=%d episodes with probes=%d counters=%+v", steps, opens.Load(), halfOpens.Load(), len(probesPerEpisode), c)
 }
 
 // TestRace_ClosedCountsAreExact hammers a breaker that stays closed and
