@@ -96,6 +96,7 @@ func TestGolden_EveryFinding(t *testing.T) {
 	t.Parallel()
 	for _, c := range goldenCases {
 		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
 			r, got := runGolden(t, c.name)
 			for _, check := range c.want {
 				if !hasCheck(r, check) {
