@@ -218,7 +218,7 @@ func TestReplayTrace_PolicyPerKey(t *testing.T) {
 // show, the eventful ones first.
 func TestTraceReport_WriteSVG(t *testing.T) {
 	t.Parallel()
-	rep, err := ReplayTrace(&syntheticTrace{total: 200_000}, breaker.GroupPolicy{})
+	rep, err := ReplayTrace(&syntheticTrace{total: 50_000}, breaker.GroupPolicy{})
 	require.NoError(t, err)
 	var buf bytes.Buffer
 	require.NoError(t, rep.WriteSVG(&buf))
