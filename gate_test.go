@@ -182,7 +182,10 @@ func TestGates_FailureThatCompletesTheSampleChecksTheSlowRule(t *testing.T) {
 // swaps the policy. The second phase is failures only, at one instant, so
 // the window only gets closer to the rules, and once they have all
 // returned the breaker is open exactly when the window meets a rule.
+// Each check steps the mock clock 20 times, so the suite runs 40 checks;
+// BREAKER_LONG=1 runs rapid's 100.
 func TestGates_AfterChurnConcurrentFailuresTripOnTheLastWindow(t *testing.T) {
+	rapidChecks(t, 40)
 	rapid.Check(t, func(t *rapid.T) {
 		draw := func(label string) Policy {
 			p := DefaultPolicy()

@@ -4,8 +4,11 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"flag"
 	"io"
 	"log/slog"
+	"os"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -23,6 +26,28 @@ func TestMain(m *testing.M) {
 var _ Clock = clock.NewMock()
 
 var errBoom = errors.New("boom")
+
+// long says whether to run the long variants of the tests: the race
+// hammers for their full length. scripts/stress.sh sets it.
+var long = os.Getenv("BREAKER_LONG") != ""
+
+// rapidChecks runs the rapid property tests that follow in t with n
+// checks, unless the command line set -rapid.checks or BREAKER_LONG is
+// set, where they keep rapid's own default (100) or the value given. For
+// tests whose every check takes long, such as those that step
+// *clock.Mock, which sleeps a millisecond a step.
+func rapidChecks(t *testing.T, n int) {
+	t.Helper()
+	f := flag.Lookup("rapid.checks")
+	set := false
+	flag.Visit(func(g *flag.Flag) { set = set || g.Name == f.Name })
+	if set || long {
+		return
+	}
+	old := f.Value.String()
+	require.NoError(t, f.Value.Set(strconv.Itoa(n)))
+	t.Cleanup(func() { _ = f.Value.Set(old) })
+}
 
 // harness drives one breaker on a mock clock. The jitter source returns
 // 0.5, which makes every cooldown exactly OpenFor·2^level.

@@ -29,6 +29,10 @@ const latRelErr = 1.0 / 33
 // quantile falls in the bin of d: the top of that bin.
 func latTop(d time.Duration) time.Duration { return latency.BinTop(latency.Bin(int64(d))) }
 
+// The tests of this file, but for the race hammer, share nothing and run in
+// parallel: most of their time goes to the mock clock's steps, which
+// sleep, and to simulations on one goroutine.
+
 // latHarness is a harness whose calls take a set time on the mock clock.
 type latHarness struct{ *harness }
 
@@ -70,6 +74,7 @@ func (h latHarness) latency() Latency {
 // nor a slow-call rule keeps no histogram, reports none, and its Status
 // has no latency.
 func TestLatency_UntimedBreakerHasNone(t *testing.T) {
+	t.Parallel()
 	h := newLatHarness(t, DefaultPolicy())
 	h.drive(2*time.Second, 100*time.Millisecond, 10*time.Millisecond, nil)
 	assert.Nil(t, h.b.rules.Load().lat)
@@ -83,6 +88,7 @@ func TestLatency_UntimedBreakerHasNone(t *testing.T) {
 // change of latency is the whole picture once one window has passed, and
 // an idle window is empty.
 func TestLatency_RollsWithTheWindow(t *testing.T) {
+	t.Parallel()
 	h := newLatHarness(t, policy(func(p *Policy) { p.SlowCall, p.SlowRatio = time.Second, 1 }))
 	// Calls every 100 ms; at t the window holds the ten 500 ms buckets
 	// up to the one holding t: 45 calls.
@@ -117,6 +123,7 @@ func TestLatency_RollsWithTheWindow(t *testing.T) {
 // lasted at least as long as it did; failures that answered are measured
 // like successes. A quantile beyond the longest call measured is unknown.
 func TestLatency_TimeoutsAreCensored(t *testing.T) {
+	t.Parallel()
 	h := newLatHarness(t, policy(func(p *Policy) { p.CallTimeout = 100 * time.Millisecond; p.MinRequests = 1000 }))
 	ctx := context.Background()
 	require.NoError(t, h.take(ctx, 10*time.Millisecond, nil))
@@ -157,6 +164,7 @@ func adaptivePolicy(f func(p *Policy)) Policy {
 // deadline is Policy.CallTimeout, or AdaptiveTimeout.Max when CallTimeout
 // is 0.
 func TestAdaptiveTimeout_StartsAtTimeoutOrMax(t *testing.T) {
+	t.Parallel()
 	h := newLatHarness(t, adaptivePolicy(nil))
 	assert.Equal(t, 2*time.Second, h.b.Timeout())
 	h2 := newLatHarness(t, adaptivePolicy(func(p *Policy) { p.CallTimeout = 300 * time.Millisecond }))
@@ -169,6 +177,7 @@ func TestAdaptiveTimeout_StartsAtTimeoutOrMax(t *testing.T) {
 // first call AdaptiveInterval after the histogram began, not before, and
 // then once an interval.
 func TestAdaptiveTimeout_RecomputedEveryInterval(t *testing.T) {
+	t.Parallel()
 	h := newLatHarness(t, adaptivePolicy(nil))
 	h.drive(AdaptiveInterval-200*time.Millisecond, 200*time.Millisecond, 50*time.Millisecond, nil)
 	assert.Equal(t, 2*time.Second, h.b.Timeout(), "before the first recompute")
@@ -187,6 +196,7 @@ func TestAdaptiveTimeout_RecomputedEveryInterval(t *testing.T) {
 // latency moves, up or down, the deadline follows at the next recompute:
 // clamp(P99 × factor + base, min, max).
 func TestAdaptiveTimeout_FollowsALatencyShiftWithinOneRecompute(t *testing.T) {
+	t.Parallel()
 	h := newLatHarness(t, adaptivePolicy(func(p *Policy) { p.AdaptiveTimeout.Base = 5 * time.Millisecond }))
 	h.drive(31*time.Second, 200*time.Millisecond, 50*time.Millisecond, nil)
 	first := h.b.Timeout()
@@ -205,6 +215,7 @@ func TestAdaptiveTimeout_FollowsALatencyShiftWithinOneRecompute(t *testing.T) {
 // would fall below AdaptiveTimeout.Min gets AdaptiveTimeout.Min, one whose deadline would
 // pass AdaptiveTimeout.Max gets AdaptiveTimeout.Max.
 func TestAdaptiveTimeout_StaysWithinMinAndMax(t *testing.T) {
+	t.Parallel()
 	h := newLatHarness(t, adaptivePolicy(nil))
 	h.drive(31*time.Second, 200*time.Millisecond, time.Millisecond, nil)
 	assert.Equal(t, 20*time.Millisecond, h.b.Timeout(), "2 ms clamped to the min")
@@ -223,6 +234,7 @@ func TestAdaptiveTimeout_StaysWithinMinAndMax(t *testing.T) {
 // climbing towards AdaptiveTimeout.Max. (The breaker is forced closed so that it
 // keeps calling through recomputes; in ModeAuto it trips.)
 func TestAdaptiveTimeout_HangEverythingDoesNotRaiseIt(t *testing.T) {
+	t.Parallel()
 	h := newLatHarness(t, adaptivePolicy(nil))
 	h.drive(31*time.Second, 200*time.Millisecond, 50*time.Millisecond, nil)
 	adapted := h.b.Timeout()
@@ -240,6 +252,7 @@ func TestAdaptiveTimeout_HangEverythingDoesNotRaiseIt(t *testing.T) {
 // TestAdaptiveTimeout_TooFewSamplesKeepThePreviousValue: a recompute over
 // a window with fewer than MinRequests completed calls changes nothing.
 func TestAdaptiveTimeout_TooFewSamplesKeepThePreviousValue(t *testing.T) {
+	t.Parallel()
 	h := newLatHarness(t, adaptivePolicy(nil))
 	h.drive(31*time.Second, 200*time.Millisecond, 50*time.Millisecond, nil)
 	adapted := h.b.Timeout()
@@ -255,6 +268,7 @@ func TestAdaptiveTimeout_TooFewSamplesKeepThePreviousValue(t *testing.T) {
 // TestAdaptiveTimeout_CallerDeadlineWins: the deadline a call gets is the
 // earlier of the caller's and the adaptive one.
 func TestAdaptiveTimeout_CallerDeadlineWins(t *testing.T) {
+	t.Parallel()
 	h := newLatHarness(t, adaptivePolicy(nil))
 	h.drive(31*time.Second, 200*time.Millisecond, 50*time.Millisecond, nil)
 	adapted := h.b.Timeout()
@@ -286,6 +300,7 @@ func TestAdaptiveTimeout_CallerDeadlineWins(t *testing.T) {
 // event (Reason timeout_adapted, no change of state, old → new and the
 // quantile it came from) and a log record; it is not a transition.
 func TestAdaptiveTimeout_ChangeIsAnEventAndALogRecord(t *testing.T) {
+	t.Parallel()
 	var buf bytes.Buffer
 	h := newLatHarness(t, adaptivePolicy(nil), WithLogger(slog.New(slog.NewTextHandler(&buf, nil))))
 	h.drive(31*time.Second, 200*time.Millisecond, 50*time.Millisecond, nil)
@@ -319,6 +334,7 @@ func TestAdaptiveTimeout_ChangeIsAnEventAndALogRecord(t *testing.T) {
 // the adaptive deadline it was given is a timeout, as under a fixed
 // Policy.CallTimeout, and censored.
 func TestAdaptiveTimeout_LateCallIsATimeout(t *testing.T) {
+	t.Parallel()
 	h := newLatHarness(t, adaptivePolicy(func(p *Policy) { p.CallTimeout = 100 * time.Millisecond }))
 	require.NoError(t, h.b.Do(context.Background(), func(context.Context) error {
 		h.clk.Add(150 * time.Millisecond)
@@ -335,6 +351,7 @@ func TestAdaptiveTimeout_LateCallIsATimeout(t *testing.T) {
 // window starts a new histogram but keeps the deadline in force, within
 // the new bounds.
 func TestAdaptiveTimeout_KeptAcrossAWindowChange(t *testing.T) {
+	t.Parallel()
 	h := newLatHarness(t, adaptivePolicy(nil))
 	h.drive(31*time.Second, 200*time.Millisecond, 50*time.Millisecond, nil)
 	adapted := h.b.Timeout()
@@ -353,6 +370,7 @@ func TestAdaptiveTimeout_KeptAcrossAWindowChange(t *testing.T) {
 // TestAdaptiveTimeout_PolicyValidation: the adaptive fields are checked
 // like the others, each problem naming its field.
 func TestAdaptiveTimeout_PolicyValidation(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		f       func(p *Policy)
 		field   string
@@ -394,6 +412,7 @@ func TestAdaptiveTimeout_PolicyValidation(t *testing.T) {
 // TestTimeoutChange_JSON: an event of a timeout change round-trips, with
 // its durations as strings; a transition's JSON has no timeout key.
 func TestTimeoutChange_JSON(t *testing.T) {
+	t.Parallel()
 	e := Event{Name: "a", Reason: ReasonTimeoutAdapted, Time: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC),
 		Timeout: &TimeoutChange{Old: 2 * time.Second, New: 240 * time.Millisecond, Quantile: 0.99, Latency: 120 * time.Millisecond, Samples: 40}}
 	data, err := e.MarshalJSON()
@@ -418,6 +437,7 @@ func TestTimeoutChange_JSON(t *testing.T) {
 // serves, carries its latency with durations in _ns keys; an untimed
 // breaker's has no latency key.
 func TestLatency_InStatusJSON(t *testing.T) {
+	t.Parallel()
 	h := newLatHarness(t, policy(func(p *Policy) { p.CallTimeout = 300 * time.Millisecond }))
 	h.drive(time.Second, 100*time.Millisecond, 20*time.Millisecond, nil)
 	data, err := json.Marshal(h.b.Status())
@@ -657,6 +677,7 @@ func lognormalOver(median time.Duration, sigma float64, d time.Duration) float64
 // Under the race detector only the first case runs (simCases). Run with
 // -v for the figures docs/latency.md quotes.
 func TestAdaptiveTimeout_SteadyLatencyKeepsASteadyDeadline(t *testing.T) {
+	t.Parallel()
 	const median, sigma = 2500 * time.Microsecond, 0.6
 	adaptive := func(q, f float64) Policy {
 		return adaptivePolicy(func(p *Policy) {
@@ -729,6 +750,7 @@ func TestAdaptiveTimeout_SteadyLatencyKeepsASteadyDeadline(t *testing.T) {
 // by a tenth of the calls each time. (Forced closed, so that the calls
 // go on whatever the breaker would make of the timeouts.)
 func TestAdaptiveTimeout_CutCallsHoldTheDeadlineUp(t *testing.T) {
+	t.Parallel()
 	const median, sigma = 2500 * time.Microsecond, 0.6
 	h := newLatHarness(t, adaptivePolicy(func(p *Policy) {
 		p.AdaptiveTimeout.Quantile, p.AdaptiveTimeout.Factor = 0.9, 1
@@ -784,6 +806,7 @@ func TestAdaptiveTimeout_CutCallsHoldTheDeadlineUp(t *testing.T) {
 // drifts to 3 × 0.4× from 90 to 150 min and back by 210 min, and jumps
 // to 4× at 240 min. Under the race detector only factor 1 runs.
 func TestAdaptiveTimeout_FollowsAShiftingLatency(t *testing.T) {
+	t.Parallel()
 	const base, sigma, q, n = 2500 * time.Microsecond, 0.6, 0.99, 1000
 	step := func(m int) time.Duration { return time.Duration(m)*time.Minute + 27*time.Second }
 	scale := func(at time.Duration) float64 {
@@ -857,6 +880,7 @@ func TestAdaptiveTimeout_FollowsAShiftingLatency(t *testing.T) {
 // quantile of the healthy ones. The 0.99 quantile, 1,000 calls a
 // window; under the race detector, factor 1 only.
 func TestAdaptiveTimeout_PartialHangHoldsIt(t *testing.T) {
+	t.Parallel()
 	const median, sigma, q, n = 2500 * time.Microsecond, 0.6, 0.99, 1000
 	hang := func(rng *rand.Rand, at time.Duration) (time.Duration, time.Duration) {
 		if rng.IntN(5) == 0 {
@@ -890,6 +914,7 @@ func TestAdaptiveTimeout_PartialHangHoldsIt(t *testing.T) {
 // fewer calls. The 0.99 quantile, 1,000 calls a window; under the race
 // detector, factor 1 only.
 func TestAdaptiveTimeout_CallerDeadlinesAreCensored(t *testing.T) {
+	t.Parallel()
 	const median, sigma, q, n = 2500 * time.Microsecond, 0.6, 0.99, 1000
 	draw := func(rng *rand.Rand, at time.Duration) (time.Duration, time.Duration) {
 		x, _ := lognormal(median, sigma)(rng, at)
@@ -928,6 +953,7 @@ func TestAdaptiveTimeout_CallerDeadlinesAreCensored(t *testing.T) {
 // OpenTelemetry saw breaker.latency.censored fall; a spell on a policy
 // that times nothing lost them too.
 func TestLatency_TotalsContinueThroughANewHistogram(t *testing.T) {
+	t.Parallel()
 	timed := policy(func(p *Policy) { p.CallTimeout = 100 * time.Millisecond })
 	h := newHarness(t, timed)
 	h.calls(5, nil)

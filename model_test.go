@@ -144,8 +144,8 @@ func TestModel(t *testing.T) {
 		// scripts/stress.sh runs thousands more under it.
 		checks = modelChecks / 3
 	}
-	modelFlagDefault("rapid.checks", checks)
-	modelFlagDefault("rapid.steps", modelSteps)
+	modelFlagDefault(t, "rapid.checks", checks)
+	modelFlagDefault(t, "rapid.steps", modelSteps)
 	t.Run("step", func(t *testing.T) {
 		rapid.Check(t, func(rt *rapid.T) { runModel(rt, &modelStepClock{}) })
 	})
@@ -164,14 +164,18 @@ func TestModel(t *testing.T) {
 const mockShare = 20
 
 // modelFlagDefault gives a rapid flag this test's default unless the command
-// line set it.
-func modelFlagDefault(name string, v int) {
+// line set it, and gives it back its value when t ends, so that the
+// property tests that follow keep theirs.
+func modelFlagDefault(t *testing.T, name string, v int) {
 	set := false
 	flag.Visit(func(f *flag.Flag) { set = set || f.Name == name })
 	if !set {
-		if err := flag.Set(name, fmt.Sprint(v)); err != nil {
+		f := flag.Lookup(name)
+		old := f.Value.String()
+		if err := f.Value.Set(fmt.Sprint(v)); err != nil {
 			panic(err)
 		}
+		t.Cleanup(func() { _ = f.Value.Set(old) })
 	}
 }
 

@@ -330,6 +330,7 @@ func TestPolicyDocument_DuplicateKeysAreRefusedWithTheirPath(t *testing.T) {
 // by a short prefix, with its length.
 // Regression (12e7bc0): a 10 MB bad duration gave a 10 MB message.
 func TestPolicyDocument_ErrorsQuoteOnlyAPrefixOfABadValue(t *testing.T) {
+	t.Parallel()
 	const n = 2 << 20 // twice the largest document a group takes
 	big := strings.Repeat("x", n)
 	docs := []struct {

@@ -149,6 +149,7 @@ func agreeCases() []agreeCase {
 // calls ever fill MinRequests depends on how they fall against the
 // buckets, which no rate-level model can say.
 func TestAgreement_NeverTripsAndTimeToTrip(t *testing.T) {
+	t.Parallel()
 	for _, c := range agreeCases() {
 		t.Run(c.name, func(t *testing.T) {
 			for _, rate := range c.rates {
@@ -320,6 +321,7 @@ func stepByStepTimeToTrip(p breaker.Policy, rate float64, b baseline, fe, ft, h 
 // min_requests, timeouts shorter and longer than the window, rates and
 // faults, windowTimeToTrip and the step-by-step model agree exactly.
 func TestTimeToTrip_SkipAgreesWithTheStepByStepModel(t *testing.T) {
+	t.Parallel()
 	n, skipped := 0, 0
 	for _, win := range []time.Duration{time.Millisecond, 10 * time.Millisecond, 100 * time.Millisecond, time.Second, 5 * time.Second} {
 		for _, buckets := range []int{1, 2, 10} {

@@ -481,6 +481,7 @@ func cheap(c gridCase) bool {
 // consecutive rule, error ratios near and far from the threshold, error
 // bursts, daily profiles and batched arrivals.
 func TestAgreement_Grid(t *testing.T) {
+	t.Parallel()
 	var rows []agreement
 	for _, c := range gridCases() {
 		t.Run(c.name, func(t *testing.T) {

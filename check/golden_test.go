@@ -93,8 +93,10 @@ func runGolden(t *testing.T, name string) (*Report, []byte) {
 // text and JSON output with its golden file (go test -update rewrites
 // them). Each case must raise the checks it was written for.
 func TestGolden_EveryFinding(t *testing.T) {
+	t.Parallel()
 	for _, c := range goldenCases {
 		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
 			r, got := runGolden(t, c.name)
 			for _, check := range c.want {
 				if !hasCheck(r, check) {

@@ -24,6 +24,7 @@ func checkOne(t *testing.T, p breaker.Policy, tr Traffic, o Options) *Report {
 // seconds. It was reported as never tripping, an error with no time to
 // trip; it is a breaker that trips on bursts, with its time.
 func TestNeverTrips_ABurstThatFillsTheWindowIsNotNever(t *testing.T) {
+	t.Parallel()
 	r := checkOne(t, breaker.DefaultPolicy(), Traffic{Rate: 3}, Options{SimCalls: 200_000})
 	_, never := finding(r, CheckNeverTrips)
 	assert.False(t, never, "never_trips for a breaker that trips")
@@ -78,6 +79,7 @@ func TestTimeToTrip_ConsecutiveWaitsForTheFaultsFirstCall(t *testing.T) {
 // the night's 0.5 calls/s never fill min_requests 20, whatever the day's
 // mean of 5 says.
 func TestGroup_ProfileReportsTheWorstPeriodAndWhen(t *testing.T) {
+	t.Parallel()
 	r := checkOne(t, breaker.DefaultPolicy(), diurnalRate(), Options{SimCalls: 100_000})
 	f, ok := finding(r, CheckNeverTrips)
 	require.True(t, ok, "the night never trips")
@@ -89,6 +91,7 @@ func TestGroup_ProfileReportsTheWorstPeriodAndWhen(t *testing.T) {
 // Error bursts on a 2% baseline trip the breaker: the day's false trips
 // count them, simulated, where the mean error ratio says next to none.
 func TestGroup_ErrorBurstsCountInTheFalseTrips(t *testing.T) {
+	t.Parallel()
 	tr := Traffic{Rate: 5, ErrorRatio: 0.02, Bursts: Bursts{PerDay: 6, Length: 5 * time.Minute, ErrorRatio: 0.42}}
 	r := checkOne(t, breaker.DefaultPolicy(), tr, Options{})
 	f, ok := finding(r, CheckFalseTrips)

@@ -58,6 +58,7 @@ func summaryRow(t *testing.T, out, name string) []string {
 // stays near the baseline, full answers drop to nothing. The summary
 // shows the two apart.
 func TestWriteText_FullAndDegradedApart(t *testing.T) {
+	t.Parallel()
 	rep := shippedReport(t, "seeds000")
 	with := rep.Run(WithBreaker)
 	var buf bytes.Buffer
@@ -77,6 +78,7 @@ func TestWriteText_FullAndDegradedApart(t *testing.T) {
 // The breaker closed 19.3 s after the fault; before that every answer was
 // degraded, so full service cannot have been back at +0s.
 func TestWriteText_FullServiceBackWhenTheBreakerCloses(t *testing.T) {
+	t.Parallel()
 	rep := shippedReport(t, "seeds000")
 	with := rep.Run(WithBreaker)
 	closed, ok := call(t, with, "orders->inventory").ClosedAt()
@@ -97,6 +99,7 @@ func TestWriteText_FullServiceBackWhenTheBreakerCloses(t *testing.T) {
 // row, and defines it: it printed the full answers' (32.35x for seeds000)
 // where the docs quoted the goodput's (7.5x) under the same name.
 func TestWriteText_AmplificationDefined(t *testing.T) {
+	t.Parallel()
 	rep := shippedReport(t, "seeds000")
 	no := rep.Run(NoBreaker)
 	var buf bytes.Buffer
@@ -113,6 +116,7 @@ func TestWriteText_AmplificationDefined(t *testing.T) {
 // "requests lost" counts requests, and agrees with the failed / timed out
 // split under it; the worst second is of full answers, as named.
 func TestWriteText_LostAndWorstSecondAgree(t *testing.T) {
+	t.Parallel()
 	rep := shippedReport(t, "seeds000")
 	var buf bytes.Buffer
 	require.NoError(t, rep.WriteText(&buf, TextOptions{}))
@@ -159,6 +163,7 @@ func svgShape(t *testing.T, data []byte) map[string]int {
 }
 
 func TestWriteSVG_Seeds000(t *testing.T) {
+	t.Parallel()
 	rep := shippedReport(t, "seeds000")
 	var buf bytes.Buffer
 	require.NoError(t, rep.WriteSVG(&buf))
@@ -185,6 +190,7 @@ func TestWriteSVG_Seeds000(t *testing.T) {
 // each gets a shaded band of degraded answers in each of the two panels,
 // lying between its full answers and its goodput.
 func TestWriteSVG_DegradedBand(t *testing.T) {
+	t.Parallel()
 	rep := shippedReport(t, "seeds000")
 	var buf bytes.Buffer
 	require.NoError(t, rep.WriteSVG(&buf))

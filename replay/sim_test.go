@@ -256,6 +256,7 @@ func TestRun_AmplificationWhenNothingIsAnswered(t *testing.T) {
 }
 
 func TestRun_ExtremeRatesEnd(t *testing.T) {
+	t.Parallel()
 	for _, rate := range []float64{1e-300, 0.01, MaxRate} {
 		s := pair(rate, 2*time.Second)
 		s.Tiers[1].Workers = MaxWorkers

@@ -25,10 +25,13 @@ step() {
 	echo "   $((SECONDS - start)) s"
 }
 
-# The race hammer, the model-based test and the chaos experiments, under the
-# race detector, many times over.
-step go test -race -timeout 0 -count="$count" -run 'TestRace_' .
+# The race hammers at their full length (BREAKER_LONG=1), the gates' and
+# the checker's property tests with rapid's own number of checks, the
+# model-based test and the chaos experiments, under the race detector,
+# many times over.
+step env BREAKER_LONG=1 go test -race -timeout 0 -count="$count" -run 'TestRace_|TestGates_' .
 step go test -race -timeout 0 -count=1 -run 'TestModel' . -rapid.checks="$checks"
+step env BREAKER_LONG=1 go test -race -timeout 0 -count=1 -run 'TestGroup_FindingsHoldOnAnyInput' ./check/
 step go test -race -timeout 0 -count="$count" -run 'TestChaos' ./breakerhttp/
 step bash -c "cd breakergrpc && go test -race -timeout 0 -count=$count -run 'TestChaos' ./..."
 
