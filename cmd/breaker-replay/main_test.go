@@ -144,7 +144,9 @@ func TestCandidatePolicy(t *testing.T) {
 // and its throttled calls are counted apart from the breaker's refusals.
 func TestCandidatePolicy_Throttling(t *testing.T) {
 	path := testutil.WriteFile(t, "throttled.json", `{"error_ratio": 0.8, "throttle": {"enabled": true, "k": 1.5}}`)
-	code, stdout, stderr := runCmd(t, "-scenario", "overload", "-policy", path, "-svg", "")
+	defer func(d time.Duration) { runFor = d }(runFor)
+	runFor = 20 * time.Second // the fault begins at 0:10
+	code, stdout, stderr := runCmd(t, "-scenario", "overload", "-policy", path, "-svg", "", "-seeds", "1")
 	require.Equal(t, exitOK, code, stderr)
 	assert.Contains(t, stdout, "throttled: default policy with error_ratio=0.8 throttle.enabled=true throttle.k=1.5")
 }
