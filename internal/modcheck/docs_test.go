@@ -532,7 +532,7 @@ func TestDocCommands(t *testing.T) {
 			}
 		}
 	}
-	assert.True(t, sawTestCommand, "the README's test command, go test -race github.com/govkit/breaker/..., is among the commands")
+	assert.True(t, sawTestCommand, "the README's test command, go test -race -p 3 github.com/govkit/breaker/..., is among the commands")
 	assert.True(t, sawReplay, "the replay's commands are among the commands")
 }
 
