@@ -60,7 +60,7 @@ func (b *Breaker) Do(ctx context.Context, fn func(context.Context) error) error 
 			if err != nil {
 				return err
 			}
-			return b.doThrottled(ctx, fn, token{gen: gen, role: roleShadow}, r)
+			return b.run(ctx, fn, token{gen: gen, role: roleShadow}, r)
 		}
 	}
 	returned := false
@@ -89,6 +89,12 @@ func (b *Breaker) do(ctx context.Context, fn func(context.Context) error, w word
 	if err != nil {
 		return err
 	}
+	return b.run(ctx, fn, tok, r)
+}
+
+// run runs fn for an admitted call and settles it: as finish if fn
+// returns, as abandon if it panics or calls Goexit.
+func (b *Breaker) run(ctx context.Context, fn func(context.Context) error, tok token, r *rules) error {
 	call, cancel := b.prepare(ctx, &tok, r)
 	if cancel != nil {
 		defer cancel()
@@ -99,7 +105,7 @@ func (b *Breaker) do(ctx context.Context, fn func(context.Context) error, w word
 			b.abandon(ctx, tok)
 		}
 	}()
-	err = fn(call)
+	err := fn(call)
 	returned = true
 	b.finish(ctx, tok, err, r)
 	return err

@@ -176,25 +176,6 @@ func (b *Breaker) throttleAdmit(w word) (uint8, error) {
 	return 0, t.err
 }
 
-// doThrottled runs fn for a call that throttleAdmit admitted as a shadow
-// breaker's would-be refusal: off the window, as do runs one.
-func (b *Breaker) doThrottled(ctx context.Context, fn func(context.Context) error, tok token, r *rules) error {
-	call, cancel := b.prepare(ctx, &tok, r)
-	if cancel != nil {
-		defer cancel()
-	}
-	returned := false
-	defer func() {
-		if !returned {
-			b.abandon(ctx, tok)
-		}
-	}()
-	err := fn(call)
-	returned = true
-	b.finish(ctx, tok, err, r)
-	return err
-}
-
 // endThrottleLocked starts the throttle of generation gen: no probability
 // and an empty window. Part of every change of generation (endGenLocked).
 // b.mu must be held.
