@@ -5,10 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"runtime"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/govkit/breaker"
@@ -94,13 +92,8 @@ type Comparison struct {
 // whose policy is refused does not run: its error is in Refused. An
 // invalid scenario, no seeds or a zero seed is an error.
 func Compare(s *Scenario, seeds []uint64, protections []Protection) (*Comparison, error) {
-	if len(seeds) == 0 {
-		return nil, fmt.Errorf("replay: no seeds to run")
-	}
-	for i, seed := range seeds {
-		if seed == 0 {
-			return nil, fmt.Errorf("replay: seeds[%d] is 0; seeds start at 1", i)
-		}
+	if err := checkSeeds(seeds); err != nil {
+		return nil, err
 	}
 	if err := s.Validate(); err != nil {
 		return nil, err
@@ -113,12 +106,7 @@ func Compare(s *Scenario, seeds []uint64, protections []Protection) (*Comparison
 		Runs:        make([][]*RunResult, len(protections)),
 		Baselines:   make([]*RunResult, len(seeds)),
 	}
-	if ws := s.FaultWindows(); len(ws) > 0 {
-		c.FaultStart = ws[0].Start
-		for _, w := range ws {
-			c.FaultEnd = max(c.FaultEnd, w.End)
-		}
-	}
+	c.FaultStart, c.FaultEnd = s.faultSpan()
 	specs := make([]*runSpec, len(protections))
 	for p, pr := range protections {
 		spec, err := s.protectionSpec(pr)
@@ -144,33 +132,25 @@ func Compare(s *Scenario, seeds []uint64, protections []Protection) (*Comparison
 	}
 	base := s.specs()[0]
 	errs := make([]error, len(jobs))
-	sem := make(chan struct{}, max(1, min(runtime.GOMAXPROCS(0), len(jobs))))
-	var wg sync.WaitGroup
-	for i, jb := range jobs {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			sc := *s
-			sc.Seed = seeds[jb.k]
-			spec := base
-			if jb.p >= 0 {
-				spec = *specs[jb.p]
-			}
-			sm, err := newSim(&sc, spec)
-			if err != nil {
-				errs[i] = err
-				return
-			}
-			if jb.p < 0 {
-				c.Baselines[jb.k] = sm.run()
-			} else {
-				c.Runs[jb.p][jb.k] = sm.run()
-			}
-		}()
-	}
-	wg.Wait()
+	inParallel(len(jobs), func(i int) {
+		jb := jobs[i]
+		sc := *s
+		sc.Seed = seeds[jb.k]
+		spec := base
+		if jb.p >= 0 {
+			spec = *specs[jb.p]
+		}
+		sm, err := newSim(&sc, spec)
+		if err != nil {
+			errs[i] = err
+			return
+		}
+		if jb.p < 0 {
+			c.Baselines[jb.k] = sm.run()
+		} else {
+			c.Runs[jb.p][jb.k] = sm.run()
+		}
+	})
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}

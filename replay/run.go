@@ -1,6 +1,7 @@
 package replay
 
 import (
+	"fmt"
 	"math"
 	"runtime"
 	"sync"
@@ -283,39 +284,69 @@ func Run(s *Scenario) (*Report, error) {
 	specs := s.specs()
 	runs := make([]*RunResult, len(specs))
 	errs := make([]error, len(specs))
-	sem := make(chan struct{}, max(1, min(runtime.GOMAXPROCS(0), len(specs))))
-	var wg sync.WaitGroup
-	for i, spec := range specs {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			sm, err := newSim(s, spec)
-			if err != nil {
-				errs[i] = err
-				return
-			}
-			runs[i] = sm.run()
-		}()
-	}
-	wg.Wait()
+	inParallel(len(specs), func(i int) {
+		sm, err := newSim(s, specs[i])
+		if err != nil {
+			errs[i] = err
+			return
+		}
+		runs[i] = sm.run()
+	})
 	for _, err := range errs {
 		if err != nil {
 			return nil, err
 		}
 	}
 	r := &Report{Scenario: s, Runs: runs}
-	if ws := s.FaultWindows(); len(ws) > 0 {
-		r.FaultStart = ws[0].Start
-		for _, w := range ws {
-			r.FaultEnd = max(r.FaultEnd, w.End)
-		}
-	}
+	r.FaultStart, r.FaultEnd = s.faultSpan()
 	for _, run := range runs[1:] {
 		r.compare(run, runs[0])
 	}
 	return r, nil
+}
+
+// faultSpan is the start of the first fault window and the end of the
+// last one; both zero if there are none.
+func (s *Scenario) faultSpan() (start, end time.Duration) {
+	ws := s.FaultWindows()
+	if len(ws) == 0 {
+		return 0, 0
+	}
+	start = ws[0].Start
+	for _, w := range ws {
+		end = max(end, w.End)
+	}
+	return start, end
+}
+
+// inParallel calls f(0), ..., f(n-1) on up to GOMAXPROCS goroutines and
+// returns once every call has returned.
+func inParallel(n int, f func(i int)) {
+	sem := make(chan struct{}, max(1, min(runtime.GOMAXPROCS(0), n)))
+	var wg sync.WaitGroup
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			f(i)
+		}()
+	}
+	wg.Wait()
+}
+
+// checkSeeds refuses an empty list of seeds or a zero seed.
+func checkSeeds(seeds []uint64) error {
+	if len(seeds) == 0 {
+		return fmt.Errorf("replay: no seeds to run")
+	}
+	for i, seed := range seeds {
+		if seed == 0 {
+			return fmt.Errorf("replay: seeds[%d] is 0; seeds start at 1", i)
+		}
+	}
+	return nil
 }
 
 func (s *Scenario) specs() []runSpec {

@@ -5,10 +5,8 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"runtime"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 )
 
@@ -40,33 +38,19 @@ func Seeds(first uint64, n int) []uint64 {
 // is the same for the same scenario and seeds. An empty list of seeds, a
 // zero seed or an invalid scenario is an error.
 func RunSeeds(s *Scenario, seeds []uint64) (*SeedsReport, error) {
-	if len(seeds) == 0 {
-		return nil, fmt.Errorf("replay: no seeds to run")
-	}
-	for i, seed := range seeds {
-		if seed == 0 {
-			return nil, fmt.Errorf("replay: seeds[%d] is 0; seeds start at 1", i)
-		}
+	if err := checkSeeds(seeds); err != nil {
+		return nil, err
 	}
 	if err := s.Validate(); err != nil {
 		return nil, err
 	}
 	reps := make([]*Report, len(seeds))
 	errs := make([]error, len(seeds))
-	sem := make(chan struct{}, max(1, min(runtime.GOMAXPROCS(0), len(seeds))))
-	var wg sync.WaitGroup
-	for i, seed := range seeds {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			c := *s
-			c.Seed = seed
-			reps[i], errs[i] = Run(&c)
-		}()
-	}
-	wg.Wait()
+	inParallel(len(seeds), func(i int) {
+		c := *s
+		c.Seed = seeds[i]
+		reps[i], errs[i] = Run(&c)
+	})
 	for _, err := range errs {
 		if err != nil {
 			return nil, err
