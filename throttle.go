@@ -119,31 +119,32 @@ func (b *Breaker) throttleNow(now int64, w word, r *rules, t *throttle) (q uint3
 // rethrottle judges the probability at now in generation gen and puts it
 // in force, unless the generation has moved on. It returns the
 // probability in force afterwards (another caller's, if one stored
-// first), and logs when throttling starts or ends.
-func (b *Breaker) rethrottle(now int64, gen uint64) uint32 {
+// first) and the window it was judged on, and logs when throttling
+// starts or ends.
+func (b *Breaker) rethrottle(now int64, gen uint64) (uint32, Snapshot) {
 	r := b.rules.Load()
 	t := r.thr
 	if t == nil {
-		return 0
+		return 0, Snapshot{}
 	}
 	v := t.p.Load()
 	w := b.state.Load()
 	if uint32(v>>32) != uint32(gen) || w.gen() != gen {
-		return 0
+		return 0, Snapshot{}
 	}
 	q, s, throttled := b.throttleNow(now, w, r, t)
 	if uint32(v) == q {
-		return q
+		return q, s
 	}
 	// The windows are read after v: a change of generation since has
 	// changed v, and fails the swap.
 	if !t.p.CompareAndSwap(v, v&^math.MaxUint32|uint64(q)) {
-		return uint32(t.p.Load())
+		return uint32(t.p.Load()), s
 	}
 	if (uint32(v) == 0) != (q == 0) {
 		b.logThrottle(q, s, throttled)
 	}
-	return q
+	return q, s
 }
 
 // throttleAdmit decides a closed-state call while the probability in
@@ -154,14 +155,15 @@ func (b *Breaker) rethrottle(now int64, gen uint64) uint32 {
 // and in Counters.Rejected or Counters.ShadowRejected.
 func (b *Breaker) throttleAdmit(w word) (uint8, error) {
 	now := b.opt.tb.Now()
-	q := b.rethrottle(now, w.gen())
-	t := b.rules.Load().thr
+	q, s := b.rethrottle(now, w.gen())
+	r := b.rules.Load()
+	t := r.thr
 	if q == 0 || t == nil || !(b.opt.random() < float64(q)/throttleOne) {
 		return roleCounted, nil
 	}
 	// The trip rules keep their sample: while the window holds fewer
 	// than MinRequests counted calls, the call goes through.
-	if r := b.rules.Load(); snapshot(b.win.Load(), now).Counted < uint64(r.p.MinRequests) {
+	if s.Counted < uint64(r.p.MinRequests) {
 		return roleCounted, nil
 	}
 	win := t.win.Load()
@@ -195,7 +197,7 @@ func (b *Breaker) rethrottlePolicy(now int64, was bool) {
 	if t == nil {
 		return
 	}
-	q := b.rethrottle(now, b.state.Load().gen())
+	q, _ := b.rethrottle(now, b.state.Load().gen())
 	if was && q == 0 && uint32(t.p.Load()) == 0 {
 		b.logThrottle(0, snapshot(b.win.Load(), now), 0)
 	}
