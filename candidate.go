@@ -3,48 +3,57 @@ package breaker
 import (
 	"context"
 	"errors"
-	"sync"
 	"sync/atomic"
+
+	"github.com/govkit/breaker/internal/shadowhook"
 )
 
 // A candidate is the candidate policy of one breaker: a shadow breaker
 // that runs it on the calls the breaker admits. It is the breaker's call
 // hook (Breaker.cand): Do and Allow hand it every call, which it runs
-// through the breaker's general path and settles on the shadow too
+// through the breaker's general path and settles on the shadow too; then
+// obs, package candidate's observer, compares the two and reports
 // (docs/api.md, "Candidates").
 type candidate struct {
-	g      *Group
-	b      *Breaker // the breaker whose calls it sees
-	shadow *Breaker // ModeShadow: reports, never refuses
-
+	b          *Breaker      // the breaker whose calls it sees
+	shadow     *Breaker      // ModeShadow: reports, never refuses
 	wouldAdmit atomic.Uint64 // calls refused that the candidate would have admitted
-	diffs      atomic.Uint64 // differences reported
-
-	// seen packs the states last reconciled, so that a call that changed
-	// neither costs atomic loads only. Written under mu.
-	seen atomic.Uint32
-
-	mu      sync.Mutex
-	version string
-	last    *Event // the candidate's last transition
+	obs        shadowhook.Observer
 }
 
-func newCandidate(g *Group, b *Breaker, r *rules, version string) *candidate {
-	c := &candidate{g: g, b: b, version: version}
+func init() {
+	shadowhook.Of = func(b any) shadowhook.Observer {
+		if c := b.(*Breaker).cand.Load(); c != nil {
+			return c.obs
+		}
+		return nil
+	}
+	shadowhook.StateOf = func(g any) *shadowhook.GroupState { return &g.(*Group).shadows }
+}
+
+// errNoCandidatePackage refuses a document with a candidate in a program
+// that does not link the package that reports on it.
+var errNoCandidatePackage = errors.New("breaker: the policy document has a candidate, which needs package github.com/govkit/breaker/candidate; import it (package live does)")
+
+// canRunCandidate says why gp's candidate cannot run, if it has one.
+func canRunCandidate(gp GroupPolicy) error {
+	if gp.Candidate != nil && shadowhook.Registered() == nil {
+		return errNoCandidatePackage
+	}
+	return nil
+}
+
+// newCandidate returns b's candidate, running r, with its observer made
+// by f.
+func newCandidate(g *Group, b *Breaker, r *rules, version string, f shadowhook.Factory) *candidate {
+	c := &candidate{b: b}
 	o := *g.opt
-	o.hooks = []func(Event){c.onEvent}
+	o.hooks = []func(Event){func(e Event) { c.obs.Transition(e) }}
 	o.logger, o.group = nil, nil
 	c.shadow = newBreaker(b.name, r, &o)
 	_ = c.shadow.SetMode(ModeShadow)
-	c.seen.Store(statePair(b.state.Load().state(), Closed))
+	c.obs = f(g, b, c.shadow, &c.wouldAdmit, version)
 	return c
-}
-
-// onEvent keeps the candidate's last transition, for reconcile.
-func (c *candidate) onEvent(e Event) {
-	c.mu.Lock()
-	c.last = &e
-	c.mu.Unlock()
 }
 
 // candidateCall is what the candidate needs to settle one call.
@@ -69,7 +78,7 @@ func (c *candidate) do(ctx context.Context, fn func(context.Context) error) erro
 	defer func() {
 		if !settled {
 			cc.abandon()
-			c.reconcile()
+			c.obs.Settled()
 		}
 	}()
 	r := b.rules.Load()
@@ -80,7 +89,7 @@ func (c *candidate) do(ctx context.Context, fn func(context.Context) error) erro
 	} else if errors.Is(err, ErrOpen) {
 		c.refused()
 	}
-	c.reconcile()
+	c.obs.Settled()
 	return err
 }
 
@@ -91,7 +100,7 @@ func (c *candidate) allow(ctx context.Context) (context.Context, func(error), er
 		if errors.Is(err, ErrOpen) {
 			c.refused()
 		}
-		c.reconcile()
+		c.obs.Settled()
 		return nil, nil, err
 	}
 	cc := &candidateCall{ctx: ctx, c: c, ran: true}
@@ -103,7 +112,7 @@ func (c *candidate) allow(ctx context.Context) (context.Context, func(error), er
 		}
 		done(err)
 		cc.settle(err)
-		c.reconcile()
+		c.obs.Settled()
 	}, nil
 }
 
@@ -174,11 +183,11 @@ func (b *Breaker) setCandidate(g *Group, r *rules, version string) {
 			b.cand.Store(nil)
 		}
 	case c == nil:
-		b.cand.Store(newCandidate(g, b, r, version))
+		if f := shadowhook.Registered(); f != nil { // else refused: canRunCandidate
+			b.cand.Store(newCandidate(g, b, r, version, f))
+		}
 	default:
-		c.mu.Lock()
-		c.version = version
-		c.mu.Unlock()
+		c.obs.Update(version)
 		c.shadow.setRules(r)
 	}
 }

@@ -121,8 +121,6 @@ type Status struct {
 	ErrorRatio float64  `json:"error_ratio"`
 	Counters   Counters `json:"counters"`
 	Policy     Policy   `json:"policy"`
-	// Candidate is what its candidate policy has done, if it has one.
-	Candidate *CandidateStatus `json:"candidate,omitempty"`
 	// Latency is the window's latency and the deadline, if timed.
 	Latency *Latency `json:"latency,omitempty"`
 	// ThrottleProbability is the probability with which Policy.Throttle
@@ -163,10 +161,6 @@ func (b *Breaker) Status() Status {
 		since := t
 		s.OpenSince = &since
 		s.OpenDuration = max(0, b.opt.tb.Time(b.opt.tb.Now()).Sub(t))
-	}
-	if c, ok := b.Candidate(); ok {
-		cs := c
-		s.Candidate = &cs
 	}
 	return s
 }

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/govkit/breaker/internal/shadowhook"
 )
 
 // A Group hands out one [Breaker] per key, creating it on first use: per
@@ -47,7 +49,8 @@ type Group struct {
 	pmu   sync.Mutex
 	label policyLabel
 	hold  *PolicyHold // the holder of the policies, if any
-	csubs atomic.Pointer[[]*candidateSubscriber]
+	// shadows is package candidate's state: its subscribers.
+	shadows shadowhook.GroupState
 }
 
 // GroupConfig configures a [Group].
@@ -112,7 +115,6 @@ func NewGroup(cfg GroupConfig, opts ...Option) (*Group, error) {
 	g.opt.group = g
 	g.rules.Store(gr)
 	g.subs.Store(&[]*subscriber{})
-	g.csubs.Store(&[]*candidateSubscriber{})
 	now := g.opt.tb.Now()
 	g.lastSweep.Store(now)
 	g.label = policyLabel{origin: OriginCode, appliedAt: now}

@@ -8,50 +8,6 @@ import (
 	"testing"
 )
 
-// BenchmarkCandidate compares closed-state g.Do on a breaker with no
-// candidate policy and on one with a candidate (see
-// GroupPolicy.Candidate), which records every outcome a second time: the
-// cost of trying a policy on real traffic. "none" is the path every
-// service without a candidate takes.
-func BenchmarkCandidate(b *testing.B) {
-	ctx := context.Background()
-	ok := func(context.Context) error { return nil }
-	for _, c := range []struct {
-		name string
-		doc  string
-	}{
-		{"none", `{"default": {"min_requests": 10}}`},
-		{"candidate", `{"default": {"min_requests": 10}, "candidate": {"default": {"error_ratio": 0.3}}}`},
-	} {
-		g, err := NewGroup(GroupConfig{}, WithLogger(discardLogger()))
-		if err != nil {
-			b.Fatal(err)
-		}
-		if err := g.LoadPolicies([]byte(c.doc)); err != nil {
-			b.Fatal(err)
-		}
-		const key = "inventory.GetStock"
-		br, _ := g.Get(key)
-		if _, has := br.Candidate(); has != (c.name == "candidate") {
-			b.Fatalf("%s: candidate %v", c.name, has)
-		}
-		b.Run(c.name+"/serial", func(b *testing.B) {
-			b.ReportAllocs()
-			for i := 0; i < b.N; i++ {
-				_ = g.Do(ctx, key, ok)
-			}
-		})
-		b.Run(c.name+"/parallel", func(b *testing.B) {
-			b.ReportAllocs()
-			b.RunParallel(func(pb *testing.PB) {
-				for pb.Next() {
-					_ = g.Do(ctx, key, ok)
-				}
-			})
-		})
-	}
-}
-
 // reloadGroup returns a group of n breakers, held for a reload loop, and
 // two documents that differ in one field of the default, so that every
 // reload changes every breaker's policy.

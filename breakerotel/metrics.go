@@ -125,6 +125,7 @@ import (
 	"sync"
 
 	"github.com/govkit/breaker"
+	"github.com/govkit/breaker/candidate"
 	"github.com/govkit/breaker/live"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
@@ -346,6 +347,7 @@ func (m *Metrics) observe(_ context.Context, o metric.Observer) error {
 		b           *breaker.Breaker
 		status      breaker.Status
 		transitions []breaker.TransitionCount
+		cand        *candidate.Status
 		inc         int64
 	}
 	// Read under Range, observed after it, so the group is not held while
@@ -354,7 +356,11 @@ func (m *Metrics) observe(_ context.Context, o metric.Observer) error {
 	m.g.Range(func(_ string, b *breaker.Breaker) bool {
 		// Status first: it notices an ended cooldown, and the transition
 		// it makes belongs in the counts read next.
-		all = append(all, breakerMetrics{b: b, status: b.Status(), transitions: b.Transitions()})
+		bm := breakerMetrics{b: b, status: b.Status(), transitions: b.Transitions()}
+		if cs, ok := candidate.Of(b); ok {
+			bm.cand = &cs
+		}
+		all = append(all, bm)
 		return true
 	})
 	m.incarnations(len(all), func(i int) *breaker.Breaker { return all[i].b }, func(i int, n int64) { all[i].inc = n })
@@ -366,7 +372,7 @@ func (m *Metrics) observe(_ context.Context, o metric.Observer) error {
 		}
 		id := breakerID{bm.status.Name, bm.inc}
 		m.observeStatus(o, id, bm.status)
-		if cs := bm.status.Candidate; cs != nil {
+		if cs := bm.cand; cs != nil {
 			m.observeCandidate(o, id, cs)
 		}
 		for _, t := range withUnmade(bm.transitions) {
@@ -553,7 +559,7 @@ func (m *Metrics) observeGroup(o metric.Observer, gs breaker.GroupStatus) {
 	o.ObserveInt64(m.groupEvicted, toInt64(e.HalfOpen), m.group(KeyState.String(breaker.HalfOpen.String())))
 }
 
-func (m *Metrics) observeCandidate(o metric.Observer, n breakerID, cs *breaker.CandidateStatus) {
+func (m *Metrics) observeCandidate(o metric.Observer, n breakerID, cs *candidate.Status) {
 	for _, st := range states {
 		var v int64
 		if cs.State == st {

@@ -114,6 +114,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/govkit/breaker"
+	"github.com/govkit/breaker/candidate"
 	"github.com/govkit/breaker/live"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -283,6 +284,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		key         string // the group's key; status.Name is its label value
 		status      breaker.Status
 		transitions []breaker.TransitionCount
+		cand        *candidate.Status
 	}
 	// Read under Range, sent after it: the registry reads ch while other
 	// collectors run, and the group must not wait for a scrape.
@@ -290,7 +292,11 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	c.g.Range(func(_ string, b *breaker.Breaker) bool {
 		// Status first: it notices an ended cooldown, and the transition
 		// it makes belongs in the counts read next.
-		all = append(all, breakerMetrics{status: b.Status(), transitions: b.Transitions()})
+		m := breakerMetrics{status: b.Status(), transitions: b.Transitions()}
+		if cs, ok := candidate.Of(b); ok {
+			m.cand = &cs
+		}
+		all = append(all, m)
 		return true
 	})
 	c.collectPolicy(ch, c.g.PolicyLabel(), followerStatus(c.f))
@@ -313,7 +319,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	var transitions []transition
 	for _, m := range all {
 		c.collectStatus(ch, m.status)
-		if cs := m.status.Candidate; cs != nil {
+		if cs := m.cand; cs != nil {
 			c.collectCandidate(ch, m.status.Name, cs)
 		}
 		for _, t := range withUnmade(m.transitions) {
@@ -522,7 +528,7 @@ func evictedIn(e breaker.Evictions, st breaker.State) uint64 {
 	return e.Closed
 }
 
-func (c *Collector) collectCandidate(ch chan<- prometheus.Metric, name string, cs *breaker.CandidateStatus) {
+func (c *Collector) collectCandidate(ch chan<- prometheus.Metric, name string, cs *candidate.Status) {
 	for _, st := range states {
 		v := 0.0
 		if cs.State == st {

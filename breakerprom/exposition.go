@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/govkit/breaker"
+	"github.com/govkit/breaker/candidate"
 	"github.com/govkit/breaker/live"
 )
 
@@ -290,7 +291,7 @@ func (sc *scrape) read(g *breaker.Group, f *live.Follower) {
 				sum:       l.SumTotal.Seconds(), timeout: l.Timeout.Seconds(),
 				count: l.SamplesTotal, censored: l.CensoredTotal})
 		}
-		if cs := s.Candidate; cs != nil {
+		if cs, ok := candidate.Of(k.b); ok {
 			sc.cands = append(sc.cands, candidateRow{row: i, state: cs.State,
 				wouldRefuse: cs.WouldRefuse, wouldAdmit: cs.WouldAdmit, differences: cs.Differences})
 			sc.ctrans = appendTransitions(sc.ctrans, i, cs.Transitions)

@@ -10,6 +10,9 @@ import (
 	"sync/atomic"
 
 	"github.com/govkit/breaker"
+	// A followed document may carry a candidate: linking package
+	// candidate is what lets the group run it.
+	_ "github.com/govkit/breaker/candidate"
 )
 
 // A Follower is the goroutine started by [Follow]. It applies each

@@ -101,9 +101,8 @@ func TestSnapshot_ShowsThePolicyInForce(t *testing.T) {
 	assert.Equal(t, live.Reloads{}, bare.Reloads)
 }
 
-// A group running a candidate shows its version and how many breakers
-// run one that differs from their own policy; the JSON keeps the shape
-// it had.
+// A group running a candidate shows its version, how many breakers run
+// one that differs from their own policy, and what each has done.
 func TestSnapshot_ShowsTheCandidateAGroupRuns(t *testing.T) {
 	gh := newGroupHarness(t, breaker.GroupConfig{})
 	hold, err := gh.g.HoldPolicies("test")
@@ -116,10 +115,17 @@ func TestSnapshot_ShowsTheCandidateAGroupRuns(t *testing.T) {
 	gh.calls("payment.Charge", 1, nil)
 	gh.calls("orders.Create", 1, nil)
 	ps := Snapshot(gh.g, Thresholds{}, nil).Policy
-	assert.Equal(t, &CandidateInfo{Version: "v7", Breakers: 1}, ps.Candidate)
+	require.NotNil(t, ps.Candidate)
+	assert.Equal(t, "v7", ps.Candidate.Version)
+	assert.Equal(t, 1, ps.Candidate.Breakers)
+	require.Contains(t, ps.Candidate.Statuses, "payment.Charge")
+	pay := ps.Candidate.Statuses["payment.Charge"]
+	assert.Equal(t, "v7", pay.Version)
+	assert.Equal(t, breaker.Closed, pay.State)
+	assert.Equal(t, 0.2, pay.Policy.ErrorRatio)
 	data, err := json.Marshal(ps)
 	require.NoError(t, err)
-	assert.Contains(t, string(data), `"candidate":{"version":"v7","breakers":1}`)
+	assert.Contains(t, string(data), `"candidate":{"version":"v7","breakers":1,"statuses":{"payment.Charge":{"version":"v7","state":"closed"`)
 
 	gp, err = gp.Promote()
 	require.NoError(t, err)

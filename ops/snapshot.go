@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/govkit/breaker"
+	"github.com/govkit/breaker/candidate"
 	"github.com/govkit/breaker/live"
 )
 
@@ -59,12 +60,14 @@ type CandidateInfo struct {
 	// Breakers is how many of the group's breakers run a candidate
 	// policy that differs from their own.
 	Breakers int `json:"breakers"`
+	// Statuses is what each of those breakers' candidate has done, by
+	// breaker name ([candidate.Of]).
+	Statuses map[string]candidate.Status `json:"statuses,omitempty"`
 }
 
-// policySnapshot reads the policy part of a snapshot; statuses are the
-// group's breakers', read at the same time, which tell how many run a
-// candidate.
-func policySnapshot(g *breaker.Group, f *live.Follower, statuses []breaker.Status) PolicySnapshot {
+// policySnapshot reads the policy part of a snapshot; bs are the group's
+// breakers, whose candidates it reads.
+func policySnapshot(g *breaker.Group, f *live.Follower, bs []*breaker.Breaker) PolicySnapshot {
 	ps := PolicySnapshot{PolicyLabel: g.PolicyLabel(), UnusedOverrides: g.UnusedOverrides()}
 	if f != nil {
 		st := f.Status()
@@ -75,8 +78,12 @@ func policySnapshot(g *breaker.Group, f *live.Follower, statuses []breaker.Statu
 	}
 	if g.Policies().Candidate != nil {
 		ps.Candidate = &CandidateInfo{Version: ps.Version}
-		for i := range statuses {
-			if statuses[i].Candidate != nil {
+		for _, b := range bs {
+			if cs, ok := candidate.Of(b); ok {
+				if ps.Candidate.Statuses == nil {
+					ps.Candidate.Statuses = make(map[string]candidate.Status)
+				}
+				ps.Candidate.Statuses[b.Name()] = cs
 				ps.Candidate.Breakers++
 			}
 		}
@@ -121,10 +128,15 @@ func Snapshot(g *breaker.Group, th Thresholds, f *live.Follower) GroupSnapshot {
 	}
 	slices.SortFunc(bs, func(a, b keyed) int { return strings.Compare(a.key, b.key) })
 	s := GroupSnapshot{Time: g.Now(), Group: g.Status(), Breakers: make([]breaker.Status, len(bs))}
+	var shadowed []*breaker.Breaker
+	hasCandidate := g.Policies().Candidate != nil
 	for i, k := range bs {
 		s.Breakers[i] = k.b.Status()
+		if hasCandidate {
+			shadowed = append(shadowed, k.b)
+		}
 	}
-	s.Policy = policySnapshot(g, f, s.Breakers)
+	s.Policy = policySnapshot(g, f, shadowed)
 	// The alerts are graded from the statuses just read, not from a second
 	// pass over the group: the snapshot's alerts then agree with its
 	// breakers, and the group's breakers are visited once.

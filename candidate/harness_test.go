@@ -1,0 +1,102 @@
+package candidate
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/benbjohnson/clock"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/govkit/breaker"
+	"github.com/govkit/breaker/internal/shadowhook"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+var errBoom = errors.New("boom")
+
+// harness is a group on a mock clock whose policy documents are applied
+// with a version, through a hold on its policies, as package live
+// applies them.
+type harness struct {
+	t    *testing.T
+	g    *breaker.Group
+	clk  *clock.Mock
+	hold *breaker.PolicyHold
+}
+
+func newHarness(t *testing.T, opts ...breaker.Option) *harness {
+	t.Helper()
+	h := &harness{t: t, clk: clock.NewMock()}
+	h.clk.Set(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
+	g, err := breaker.NewGroup(breaker.GroupConfig{}, append([]breaker.Option{breaker.WithClock(h.clk),
+		breaker.WithRand(func() float64 { return 0.5 }), breaker.WithLogger(discardLogger())}, opts...)...)
+	require.NoError(t, err)
+	h.g = g
+	h.hold, err = g.HoldPolicies("test:policies")
+	require.NoError(t, err)
+	t.Cleanup(h.hold.Release)
+	return h
+}
+
+// doc decodes data and applies it as version.
+func (h *harness) doc(version, data string) {
+	h.t.Helper()
+	gp, err := breaker.ParseGroupPolicy([]byte(data))
+	require.NoError(h.t, err)
+	require.NoError(h.t, h.hold.Apply(gp, "test:policies", version))
+}
+
+func (h *harness) calls(key string, n int, err error) {
+	for i := 0; i < n; i++ {
+		_ = h.g.Do(context.Background(), key, func(context.Context) error { return err })
+	}
+}
+
+func mustGet(t *testing.T, g *breaker.Group, key string) *breaker.Breaker {
+	t.Helper()
+	b, err := g.Get(key)
+	require.NoError(t, err)
+	return b
+}
+
+// shadowOf is the breaker that runs b's candidate.
+func shadowOf(b *breaker.Breaker) *breaker.Breaker { return shadowhook.Of(b).(*observer).shadow }
+
+func discardLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+// lockedBuffer is a log sink written by one goroutine while the test
+// reads it.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// slogTo logs as text to w, without the time, so that records compare.
+func slogTo(w io.Writer) *slog.Logger {
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{ReplaceAttr: func(groups []string, a slog.Attr) slog.Attr {
+		if len(groups) == 0 && a.Key == slog.TimeKey {
+			return slog.Attr{}
+		}
+		return a
+	}}))
+}

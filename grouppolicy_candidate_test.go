@@ -1,0 +1,149 @@
+package breaker
+
+import (
+	"context"
+	"encoding/json"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/govkit/breaker/internal/shadowhook"
+)
+
+// In JSON a candidate is a change to the document around it: its default
+// onto the document's, each key onto its own override.
+func TestGroupPolicy_ACandidateIsReadAsAChangeToTheDocument(t *testing.T) {
+	gp, err := ParseGroupPolicy([]byte(`{
+		"default":   {"min_requests": 10},
+		"overrides": {"payment.Charge": {"open_for": "45s", "max_open_for": "3m"}, "orders.Create": {"probes": 5}},
+		"candidate": {
+			"default":   {"error_ratio": 0.4},
+			"overrides": {"payment.Charge": {"error_ratio": 0.3}, "inventory.GetStock": {"call_timeout": "1s"}}
+		}}`))
+	require.NoError(t, err)
+	require.NotNil(t, gp.Candidate)
+	c := gp.Candidate
+	want := func(edit func(*Policy)) Policy {
+		p := DefaultPolicy()
+		p.MinRequests = 10
+		edit(&p)
+		return p
+	}
+	assert.Equal(t, want(func(p *Policy) { p.ErrorRatio = 0.4 }), c.Default)
+	assert.Equal(t, map[string]Policy{
+		"payment.Charge": want(func(p *Policy) {
+			p.OpenFor, p.MaxOpenFor, p.ErrorRatio = 45*time.Second, 3*time.Minute, 0.3
+		}),
+		"orders.Create":      want(func(p *Policy) { p.Probes, p.ErrorRatio = 5, 0.4 }),
+		"inventory.GetStock": want(func(p *Policy) { p.CallTimeout, p.ErrorRatio = time.Second, 0.4 }),
+	}, c.Overrides)
+	assert.Nil(t, c.Candidate)
+
+	// It round-trips through JSON, and promoting it gives the document
+	// that publishes it.
+	data, err := json.Marshal(gp)
+	require.NoError(t, err)
+	back, err := ParseGroupPolicy(data)
+	require.NoError(t, err)
+	assert.Equal(t, gp, back)
+	promoted, err := gp.Promote()
+	require.NoError(t, err)
+	assert.Equal(t, *c, promoted)
+	_, err = promoted.Promote()
+	assert.Error(t, err, "nothing to promote")
+
+	// A candidate of the keys alone leaves the default alone.
+	gp, err = ParseGroupPolicy([]byte(`{"candidate": {"overrides": {"payment.Charge": {"error_ratio": 0.3}}}}`))
+	require.NoError(t, err)
+	assert.Equal(t, DefaultPolicy(), gp.Candidate.Default)
+}
+
+func TestGroupPolicy_ABadCandidateIsRefusedByPath(t *testing.T) {
+	_, err := ParseGroupPolicy([]byte(`{
+		"overrides": {"payment.Charge": {"open_for": "45s", "max_open_for": "3m"}},
+		"candidate": {
+			"default":   {"error_ratio": 2},
+			"overrides": {"payment.Charge": {"max_open_for": "10s", "windw": "1s"}, "": {}},
+			"candidate": {},
+			"default": {}
+		}}`))
+	require.Error(t, err)
+	assert.Equal(t, []FieldError{
+		{Field: "candidate.default", Problem: "duplicate key"},
+		{Field: "candidate.overrides", Problem: "empty key"},
+		{Field: `candidate.overrides["payment.Charge"].windw`, Problem: "unknown field"},
+	}[:1], problemsOf(t, err)[:1])
+	fields := map[string]bool{}
+	for _, p := range problemsOf(t, err) {
+		fields[p.Field] = true
+	}
+	for _, f := range []string{"candidate.default", "candidate.candidate", "candidate.overrides",
+		`candidate.overrides["payment.Charge"].windw`} {
+		assert.True(t, fields[f], "%s in %v", f, err)
+	}
+
+	_, err = ParseGroupPolicy([]byte(`{"candidate": {"overrides": {"payment.Charge": {"open_for": "3m"}}}}`))
+	assert.EqualError(t, err, `breaker: invalid policy: candidate.overrides["payment.Charge"].max_open_for: must be at least open_for (3m0s), got 2m0s`)
+
+	inner := GroupPolicy{Candidate: &GroupPolicy{Candidate: &GroupPolicy{}}}
+	assert.EqualError(t, inner.Validate(), "breaker: invalid policy: candidate.candidate: a candidate has no candidate of its own")
+}
+
+// A program that does not link package candidate cannot run a candidate:
+// a document with one is refused, naming the package, and the policy in
+// force stays as it was. (This package's tests do not link it.)
+func TestGroup_ACandidateWithoutItsPackageIsRefused(t *testing.T) {
+	g, err := NewGroup(GroupConfig{}, WithLogger(discardLogger()))
+	require.NoError(t, err)
+	require.NoError(t, g.LoadPolicies([]byte(`{"default": {"min_requests": 10}}`)))
+	err = g.LoadPolicies([]byte(`{"default": {"min_requests": 20}, "candidate": {"default": {"error_ratio": 0.3}}}`))
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "github.com/govkit/breaker/candidate")
+	assert.Equal(t, 10, g.Policies().Default.MinRequests)
+	assert.Nil(t, g.Policies().Candidate)
+
+	_, err = NewGroup(GroupConfig{Policies: GroupPolicy{Candidate: &GroupPolicy{}}})
+	assert.ErrorContains(t, err, "github.com/govkit/breaker/candidate")
+}
+
+// nopObserver stands in for package candidate's observer, which this
+// package's tests cannot link.
+type nopObserver struct{}
+
+func (nopObserver) Settled()       {}
+func (nopObserver) Transition(any) {}
+func (nopObserver) Update(string)  {}
+
+// withCandidates has the group run candidates for the test's length.
+func withCandidates(t *testing.T) {
+	shadowhook.Register(func(_, _, _ any, _ *atomic.Uint64, _ string) shadowhook.Observer { return nopObserver{} })
+	t.Cleanup(func() { shadowhook.Register(nil) })
+}
+
+// A candidate's probe runs on the context of the breaker in force, which
+// is closed, so it is no probe there and makes no mark: a mark nobody can
+// see would only keep every closed call of the process looking for one.
+func TestCandidate_AProbeOfTheCandidateMakesNoMark(t *testing.T) {
+	withCandidates(t)
+	h := newDocHarness(t, GroupConfig{})
+	h.doc("v1", `{"default": {"min_requests": 10}, "candidate": {"overrides": {"payment.Charge": {"error_ratio": 0.2}}}}`)
+	h.calls("payment.Charge", 8, nil)
+	h.calls("payment.Charge", 2, errBoom)
+	pay := mustGet(t, h.g, "payment.Charge")
+	shadow := pay.cand.Load().shadow
+	require.Equal(t, Open, shadow.State())
+	h.clk.Add(30 * time.Second) // the candidate's cooldown
+	before := liveProbes.Load()
+	for i := 0; i < 3; i++ { // the candidate's probes
+		require.NoError(t, h.g.Do(context.Background(), "payment.Charge", func(ctx context.Context) error {
+			assert.False(t, IsProbe(ctx))
+			assert.Equal(t, before, liveProbes.Load())
+			return nil
+		}))
+	}
+	assert.Equal(t, Closed, shadow.State())
+	assert.Equal(t, Closed, pay.State())
+}
