@@ -1,10 +1,12 @@
-package candidate
+package candidate_test
 
 import (
 	"context"
 	"testing"
 
 	"github.com/govkit/breaker"
+	"github.com/govkit/breaker/candidate"
+	"github.com/govkit/breaker/internal/testutil"
 )
 
 // BenchmarkCandidate compares closed-state g.Do on a breaker with no
@@ -22,7 +24,7 @@ func BenchmarkCandidate(b *testing.B) {
 		{"none", `{"default": {"min_requests": 10}}`},
 		{"candidate", `{"default": {"min_requests": 10}, "candidate": {"default": {"error_ratio": 0.3}}}`},
 	} {
-		g, err := breaker.NewGroup(breaker.GroupConfig{}, breaker.WithLogger(discardLogger()))
+		g, err := breaker.NewGroup(breaker.GroupConfig{}, breaker.WithLogger(testutil.DiscardLogger()))
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -31,7 +33,7 @@ func BenchmarkCandidate(b *testing.B) {
 		}
 		const key = "inventory.GetStock"
 		br, _ := g.Get(key)
-		if _, has := Of(br); has != (c.name == "candidate") {
+		if _, has := candidate.Of(br); has != (c.name == "candidate") {
 			b.Fatalf("%s: candidate %v", c.name, has)
 		}
 		b.Run(c.name+"/serial", func(b *testing.B) {

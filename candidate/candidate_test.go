@@ -1,4 +1,4 @@
-package candidate
+package candidate_test
 
 import (
 	"context"
@@ -12,20 +12,22 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/govkit/breaker"
+	"github.com/govkit/breaker/candidate"
+	"github.com/govkit/breaker/internal/testutil"
 )
 
 // candidateDoc tries a lower error ratio on payment.Charge alone.
 const candidateDoc = `{"default": {"min_requests": 10},
 	"candidate": {"overrides": {"payment.Charge": {"error_ratio": 0.2}}}}`
 
-func (h *harness) candidates() chan Event {
-	ch := make(chan Event, 64)
-	h.t.Cleanup(Subscribe(h.g, func(e Event) { ch <- e }))
+func (h *harness) candidates() chan candidate.Event {
+	ch := make(chan candidate.Event, 64)
+	h.t.Cleanup(candidate.Subscribe(h.g, func(e candidate.Event) { ch <- e }))
 	return ch
 }
 
-func drain(ch chan Event) []Event {
-	var out []Event
+func drain(ch chan candidate.Event) []candidate.Event {
+	var out []candidate.Event
 	for {
 		select {
 		case e := <-ch:
@@ -39,8 +41,8 @@ func drain(ch chan Event) []Event {
 // The candidate would have opened where the policy in force stays
 // closed: it is reported with its tripping window, and refuses nothing.
 func TestCandidate_ReportsATripThePolicyInForceDoesNotMake(t *testing.T) {
-	logs := &lockedBuffer{}
-	h := newHarness(t, breaker.WithLogger(slogTo(logs)))
+	logs := &testutil.LogBuffer{}
+	h := newHarness(t, breaker.WithLogger(testutil.TextLogger(logs)))
 	ch := h.candidates()
 	h.doc("v7", candidateDoc)
 
@@ -53,7 +55,7 @@ func TestCandidate_ReportsATripThePolicyInForceDoesNotMake(t *testing.T) {
 	events := drain(ch)
 	require.Len(t, events, 1)
 	e := events[0]
-	assert.Equal(t, Event{Name: "payment.Charge", Version: "v7", Time: h.clk.Now(),
+	assert.Equal(t, candidate.Event{Name: "payment.Charge", Version: "v7", Time: h.clk.Now(),
 		Candidate: breaker.Open, Active: breaker.Closed, Moved: "candidate", Reason: breaker.ReasonErrorRatio,
 		Window: breaker.Snapshot{Counted: 10, Failures: 2}}, e)
 
@@ -63,7 +65,7 @@ func TestCandidate_ReportsATripThePolicyInForceDoesNotMake(t *testing.T) {
 		require.NoError(t, h.g.Do(context.Background(), "payment.Charge", func(context.Context) error { ran++; return nil }))
 	}
 	assert.Equal(t, 3, ran)
-	st, ok := Of(pay)
+	st, ok := candidate.Of(pay)
 	require.True(t, ok)
 	assert.Equal(t, "v7", st.Version)
 	assert.Equal(t, breaker.Open, st.State)
@@ -73,7 +75,7 @@ func TestCandidate_ReportsATripThePolicyInForceDoesNotMake(t *testing.T) {
 	assert.Equal(t, 0.2, st.Policy.ErrorRatio)
 	assert.Equal(t, []breaker.TransitionCount{{From: breaker.Closed, To: breaker.Open, Reason: breaker.ReasonErrorRatio, Count: 1}}, st.Transitions)
 
-	_, ok = Of(mustGet(t, h.g, "orders.Create"))
+	_, ok = candidate.Of(mustGet(t, h.g, "orders.Create"))
 	assert.False(t, ok, "a key whose candidate is its own policy runs none")
 
 	assert.Contains(t, logs.String(), `level=INFO msg="breaker candidate differs" breaker.name=payment.Charge breaker.candidate=true `+
@@ -88,7 +90,7 @@ func TestCandidate_ReportsATripThePolicyInForceDoesNotMake(t *testing.T) {
 	require.Len(t, events, 1, "half-open differs; closed agrees again")
 	assert.Equal(t, breaker.HalfOpen, events[0].Candidate)
 	assert.Equal(t, breaker.ReasonCooldown, events[0].Reason)
-	st, _ = Of(pay)
+	st, _ = candidate.Of(pay)
 	assert.Equal(t, breaker.Closed, st.State)
 }
 
@@ -106,13 +108,13 @@ func TestCandidate_ReportsATripTheCandidateWouldNotMake(t *testing.T) {
 	require.Equal(t, breaker.Open, pay.State())
 	events := drain(ch)
 	require.Len(t, events, 1)
-	assert.Equal(t, Event{Name: "payment.Charge", Version: "v1", Time: h.clk.Now(),
+	assert.Equal(t, candidate.Event{Name: "payment.Charge", Version: "v1", Time: h.clk.Now(),
 		Candidate: breaker.Closed, Active: breaker.Open, Moved: "active", Reason: breaker.ReasonErrorRatio,
 		Window: breaker.Snapshot{Counted: 10, Failures: 2}}, events[0])
 	for i := 0; i < 4; i++ {
 		require.ErrorIs(t, h.g.Do(context.Background(), "payment.Charge", func(context.Context) error { return nil }), breaker.ErrOpen)
 	}
-	st, _ := Of(pay)
+	st, _ := candidate.Of(pay)
 	assert.Equal(t, uint64(4), st.WouldAdmit)
 	assert.Empty(t, drain(ch), "the same difference is reported once")
 }
@@ -124,7 +126,7 @@ func TestCandidate_AnOutcomeThatTripsBothIsNoDifference(t *testing.T) {
 	h.doc("v1", `{"default": {"min_requests": 10}, "candidate": {"default": {"open_for": "45s", "max_open_for": "3m"}}}`)
 	h.calls("payment.Charge", 10, errBoom)
 	require.Equal(t, breaker.Open, mustGet(t, h.g, "payment.Charge").State())
-	st, _ := Of(mustGet(t, h.g, "payment.Charge"))
+	st, _ := candidate.Of(mustGet(t, h.g, "payment.Charge"))
 	assert.Equal(t, breaker.Open, st.State)
 	assert.Empty(t, drain(ch))
 }
@@ -144,12 +146,12 @@ func TestCandidate_SeesAllowAndPanickingCalls(t *testing.T) {
 		defer func() { assert.Equal(t, "bug", recover()) }()
 		_ = pay.Do(context.Background(), func(context.Context) error { panic("bug") })
 	}()
-	st, _ := Of(pay)
+	st, _ := candidate.Of(pay)
 	assert.Equal(t, breaker.Snapshot{Counted: 9, Failures: 1}, st.Window)
 	assert.Equal(t, breaker.Snapshot{Counted: 9, Failures: 1}, pay.Snapshot())
 	_, err := breaker.Call(context.Background(), pay, func(context.Context) (int, error) { return 0, errBoom })
 	require.ErrorIs(t, err, errBoom)
-	st, _ = Of(pay)
+	st, _ = candidate.Of(pay)
 	assert.Equal(t, breaker.Open, st.State, "2 of 10")
 }
 
@@ -172,7 +174,7 @@ func TestCandidate_PromotingPublishesItAsThePolicyInForce(t *testing.T) {
 
 	assert.Equal(t, 0.2, pay.Policy().ErrorRatio)
 	assert.Equal(t, snap, pay.Snapshot())
-	_, ok := Of(pay)
+	_, ok := candidate.Of(pay)
 	assert.False(t, ok)
 }
 
@@ -185,14 +187,14 @@ func TestCandidate_StaysAcrossAReloadAndReachesNewKeys(t *testing.T) {
 	h.calls("payment.Charge", 2, errBoom)
 	h.doc("v2", `{"default": {"min_requests": 10, "probes": 2},
 		"candidate": {"overrides": {"payment.Charge": {"error_ratio": 0.2}}}}`)
-	st, ok := Of(mustGet(t, h.g, "payment.Charge"))
+	st, ok := candidate.Of(mustGet(t, h.g, "payment.Charge"))
 	require.True(t, ok)
 	assert.Equal(t, breaker.Open, st.State, "kept")
 	assert.Equal(t, "v2", st.Version)
 	assert.Equal(t, 2, st.Policy.Probes)
 
 	h.doc("v3", `{"candidate": {"default": {"error_ratio": 0.3}}}`)
-	_, ok = Of(mustGet(t, h.g, "never.Seen@10.0.0.1"))
+	_, ok = candidate.Of(mustGet(t, h.g, "never.Seen@10.0.0.1"))
 	assert.True(t, ok)
 }
 
@@ -210,7 +212,7 @@ func TestCandidate_ANestedCallRunsItsOwnCandidate(t *testing.T) {
 		}))
 	}
 	for _, k := range []string{"outer.Call", "inner.Call"} {
-		st, ok := Of(mustGet(t, h.g, k))
+		st, ok := candidate.Of(mustGet(t, h.g, k))
 		require.True(t, ok)
 		assert.Equal(t, uint64(3), st.Window.Counted, k)
 	}
@@ -233,13 +235,13 @@ func TestCandidate_JudgesATimedCallByItsOwnRules(t *testing.T) {
 	}
 	pay := mustGet(t, h.g, "payment.Charge")
 	assert.Equal(t, breaker.Snapshot{Counted: 2}, pay.Snapshot())
-	st, _ := Of(pay)
+	st, _ := candidate.Of(pay)
 	assert.Equal(t, breaker.Snapshot{Counted: 2, Slow: 2}, st.Window, "slow for the candidate")
 	require.NoError(t, h.g.Do(context.Background(), "payment.Charge", func(ctx context.Context) error {
 		h.clk.Add(200 * time.Millisecond)
 		return nil
 	}))
-	st, _ = Of(pay)
+	st, _ = candidate.Of(pay)
 	assert.Equal(t, uint64(3), st.Window.Counted)
 	assert.Equal(t, uint64(1), st.Window.Timeouts, "past the candidate's timeout")
 	assert.Equal(t, uint64(0), pay.Snapshot().Timeouts)
@@ -263,9 +265,9 @@ func TestCandidate_JudgesACallByItsOwnAdaptiveDeadline(t *testing.T) {
 	}
 	pay := mustGet(t, h.g, "payment.Charge")
 	assert.Equal(t, breaker.Snapshot{Counted: 2}, pay.Snapshot(), "within the policy in force's 1s")
-	st, _ := Of(pay)
+	st, _ := candidate.Of(pay)
 	assert.Equal(t, breaker.Snapshot{Counted: 2, Failures: 1, Timeouts: 1}, st.Window, "past the candidate's 150ms")
-	lat, ok := shadowOf(pay).Latency()
+	lat, ok := candidate.ShadowOf(pay).Latency()
 	require.True(t, ok)
 	assert.Equal(t, uint64(1), lat.Samples)
 	assert.Equal(t, uint64(1), lat.Censored)
@@ -275,7 +277,7 @@ func TestCandidate_JudgesACallByItsOwnAdaptiveDeadline(t *testing.T) {
 // Calls, Allow and status reads race reloads that add, change and remove
 // a candidate; the race detector and the counts must agree.
 func TestCandidate_RaceHammer(t *testing.T) {
-	g, err := breaker.NewGroup(breaker.GroupConfig{}, breaker.WithLogger(discardLogger()))
+	g, err := breaker.NewGroup(breaker.GroupConfig{}, breaker.WithLogger(testutil.DiscardLogger()))
 	require.NoError(t, err)
 	hold, err := g.HoldPolicies("hammer")
 	require.NoError(t, err)
@@ -337,15 +339,15 @@ func TestCandidate_RaceHammer(t *testing.T) {
 
 // Running a candidate records every outcome twice, and allocates nothing.
 func TestCandidate_DoAllocatesNothing(t *testing.T) {
-	g, err := breaker.NewGroup(breaker.GroupConfig{}, breaker.WithLogger(discardLogger()))
+	g, err := breaker.NewGroup(breaker.GroupConfig{}, breaker.WithLogger(testutil.DiscardLogger()))
 	require.NoError(t, err)
 	require.NoError(t, g.LoadPolicies([]byte(`{"candidate": {"default": {"error_ratio": 0.3}}}`)))
 	ctx := context.Background()
 	ok := func(context.Context) error { return nil }
 	require.NoError(t, g.Do(ctx, "allocs.Candidate", ok))
-	_, has := Of(mustGet(t, g, "allocs.Candidate"))
+	_, has := candidate.Of(mustGet(t, g, "allocs.Candidate"))
 	require.True(t, has)
 	assert.Zero(t, testing.AllocsPerRun(1000, func() { _ = g.Do(ctx, "allocs.Candidate", ok) }))
-	st, _ := Of(mustGet(t, g, "allocs.Candidate"))
+	st, _ := candidate.Of(mustGet(t, g, "allocs.Candidate"))
 	assert.Equal(t, uint64(1002), st.Window.Counted)
 }

@@ -1,12 +1,8 @@
-package candidate
+package candidate_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
-	"io"
-	"log/slog"
-	"sync"
 	"testing"
 	"time"
 
@@ -15,7 +11,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/govkit/breaker"
-	"github.com/govkit/breaker/internal/shadowhook"
+	"github.com/govkit/breaker/internal/testutil"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -37,7 +33,7 @@ func newHarness(t *testing.T, opts ...breaker.Option) *harness {
 	h := &harness{t: t, clk: clock.NewMock()}
 	h.clk.Set(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
 	g, err := breaker.NewGroup(breaker.GroupConfig{}, append([]breaker.Option{breaker.WithClock(h.clk),
-		breaker.WithRand(func() float64 { return 0.5 }), breaker.WithLogger(discardLogger())}, opts...)...)
+		breaker.WithRand(func() float64 { return 0.5 }), breaker.WithLogger(testutil.DiscardLogger())}, opts...)...)
 	require.NoError(t, err)
 	h.g = g
 	h.hold, err = g.HoldPolicies("test:policies")
@@ -65,38 +61,4 @@ func mustGet(t *testing.T, g *breaker.Group, key string) *breaker.Breaker {
 	b, err := g.Get(key)
 	require.NoError(t, err)
 	return b
-}
-
-// shadowOf is the breaker that runs b's candidate.
-func shadowOf(b *breaker.Breaker) *breaker.Breaker { return shadowhook.Of(b).(*observer).shadow }
-
-func discardLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
-
-// lockedBuffer is a log sink written by one goroutine while the test
-// reads it.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
-// slogTo logs as text to w, without the time, so that records compare.
-func slogTo(w io.Writer) *slog.Logger {
-	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{ReplaceAttr: func(groups []string, a slog.Attr) slog.Attr {
-		if len(groups) == 0 && a.Key == slog.TimeKey {
-			return slog.Attr{}
-		}
-		return a
-	}}))
 }

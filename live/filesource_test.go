@@ -10,6 +10,7 @@ import (
 
 	"github.com/benbjohnson/clock"
 	"github.com/govkit/breaker"
+	"github.com/govkit/breaker/internal/testutil"
 	"github.com/govkit/breaker/live"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -32,18 +33,18 @@ type fileHarness struct {
 	ticks chan time.Time
 	done  chan struct{}
 	rec   chan live.Change
-	logs  *lockedBuffer
+	logs  *testutil.LogBuffer
 }
 
 func newFileHarness(t *testing.T, initial string) *fileHarness {
 	t.Helper()
-	h := &fileHarness{t: t, dir: t.TempDir(), ticks: make(chan time.Time), done: make(chan struct{}), rec: make(chan live.Change, 16), logs: &lockedBuffer{}}
+	h := &fileHarness{t: t, dir: t.TempDir(), ticks: make(chan time.Time), done: make(chan struct{}), rec: make(chan live.Change, 16), logs: &testutil.LogBuffer{}}
 	h.path = filepath.Join(h.dir, "breakers.json")
 	if initial != "" {
 		h.write(initial)
 	}
 	var err error
-	h.g, err = breaker.NewGroup(breaker.GroupConfig{}, breaker.WithLogger(slogTo(h.logs)))
+	h.g, err = breaker.NewGroup(breaker.GroupConfig{}, breaker.WithLogger(testutil.TextLogger(h.logs)))
 	require.NoError(t, err)
 	src, err := live.NewFileSource(h.path, live.FileConfig{Tick: func(time.Duration) (<-chan time.Time, func()) {
 		return h.ticks, func() {}
@@ -193,7 +194,7 @@ func TestFileSource_FollowsAConfigMapDataSymlinkSwap(t *testing.T) {
 	require.NoError(t, os.Symlink(filepath.Join("..data", "breakers.json"), filepath.Join(dir, "breakers.json")))
 
 	h := &fileHarness{t: t, dir: dir, path: filepath.Join(dir, "breakers.json"), ticks: make(chan time.Time), done: make(chan struct{}), rec: make(chan live.Change, 16)}
-	g, err := breaker.NewGroup(breaker.GroupConfig{}, breaker.WithLogger(discardLogger()))
+	g, err := breaker.NewGroup(breaker.GroupConfig{}, breaker.WithLogger(testutil.DiscardLogger()))
 	require.NoError(t, err)
 	h.g = g
 	src, err := live.NewFileSource(h.path, live.FileConfig{Tick: func(time.Duration) (<-chan time.Time, func()) { return h.ticks, func() {} }})
@@ -324,7 +325,7 @@ func TestFileSource_ChecksEverySecondByDefaultOnTheGivenClock(t *testing.T) {
 		return tk.C, tk.Stop
 	}})
 	require.NoError(t, err)
-	g, err := breaker.NewGroup(breaker.GroupConfig{}, breaker.WithClock(clk), breaker.WithLogger(discardLogger()))
+	g, err := breaker.NewGroup(breaker.GroupConfig{}, breaker.WithClock(clk), breaker.WithLogger(testutil.DiscardLogger()))
 	require.NoError(t, err)
 	rec := make(chan live.Change, 4)
 	f, err := live.Follow(context.Background(), g, src, live.OnChange(func(c live.Change) { rec <- c }))

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/govkit/breaker"
+	"github.com/govkit/breaker/internal/testutil"
 	"github.com/govkit/breaker/live"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -38,7 +39,7 @@ func releaseFIFO(path string) {
 // records on a channel.
 func followFile(t *testing.T, ctx context.Context, src *live.FileSource) (*live.Follower, <-chan live.Change) {
 	t.Helper()
-	g, err := breaker.NewGroup(breaker.GroupConfig{}, breaker.WithLogger(discardLogger()))
+	g, err := breaker.NewGroup(breaker.GroupConfig{}, breaker.WithLogger(testutil.DiscardLogger()))
 	require.NoError(t, err)
 	rec := make(chan live.Change, 16)
 	f, err := live.Follow(ctx, g, src, live.OnChange(func(c live.Change) { rec <- c }))

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/govkit/breaker"
+	"github.com/govkit/breaker/internal/testutil"
 	"github.com/govkit/breaker/live"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -147,7 +148,7 @@ func TestFollow_ASecondSourceIsRefused(t *testing.T) {
 }
 
 func TestFollow_StopsWithItsContextAndCloseLeavesNoGoroutine(t *testing.T) {
-	g, err := breaker.NewGroup(breaker.GroupConfig{}, breaker.WithLogger(discardLogger()))
+	g, err := breaker.NewGroup(breaker.GroupConfig{}, breaker.WithLogger(testutil.DiscardLogger()))
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	f, err := live.Follow(ctx, g, newChanSource("test:a"))
@@ -174,7 +175,7 @@ func TestFollow_StopsWithItsContextAndCloseLeavesNoGoroutine(t *testing.T) {
 // follower by cancelling the context given to Follow: Close would wait
 // for the subscriber itself.
 func TestFollow_ASubscriberStopsTheFollowerThroughItsContext(t *testing.T) {
-	g, err := breaker.NewGroup(breaker.GroupConfig{}, breaker.WithLogger(discardLogger()))
+	g, err := breaker.NewGroup(breaker.GroupConfig{}, breaker.WithLogger(testutil.DiscardLogger()))
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -203,7 +204,7 @@ type panicSource struct{}
 func (panicSource) Watch(context.Context, func(live.Document)) error { panic("source bug") }
 
 func TestFollow_ASourceThatGivesUpOrPanicsStopsTheFollower(t *testing.T) {
-	g, err := breaker.NewGroup(breaker.GroupConfig{}, breaker.WithLogger(discardLogger()))
+	g, err := breaker.NewGroup(breaker.GroupConfig{}, breaker.WithLogger(testutil.DiscardLogger()))
 	require.NoError(t, err)
 	broken := errors.New("no such store")
 	f, err := live.Follow(context.Background(), g, &chanSource{stop: broken})

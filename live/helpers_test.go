@@ -1,17 +1,14 @@
 package live_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
-	"io"
-	"log/slog"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/benbjohnson/clock"
 	"github.com/govkit/breaker"
+	"github.com/govkit/breaker/internal/testutil"
 	"github.com/govkit/breaker/live"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
@@ -67,7 +64,7 @@ func newFollowHarness(t *testing.T, cfg breaker.GroupConfig, opts ...breaker.Opt
 	h := &followHarness{t: t, clk: clock.NewMock(), src: newChanSource("test:policies"), rec: make(chan live.Change, 16)}
 	h.clk.Set(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
 	g, err := breaker.NewGroup(cfg, append([]breaker.Option{breaker.WithClock(h.clk), breaker.WithRand(func() float64 { return 0.5 }),
-		breaker.WithLogger(discardLogger())}, opts...)...)
+		breaker.WithLogger(testutil.DiscardLogger())}, opts...)...)
 	require.NoError(t, err)
 	h.g = g
 	h.f, err = live.Follow(context.Background(), g, h.src, live.OnChange(func(c live.Change) { h.rec <- c }))
@@ -106,35 +103,4 @@ func mustGet(t *testing.T, g *breaker.Group, key string) *breaker.Breaker {
 	b, err := g.Get(key)
 	require.NoError(t, err)
 	return b
-}
-
-func discardLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
-
-// lockedBuffer is a log sink written by the follower's goroutine while
-// the test reads it.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
-// slogTo logs as text to w, without the time, so that records compare.
-func slogTo(w io.Writer) *slog.Logger {
-	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{ReplaceAttr: func(groups []string, a slog.Attr) slog.Attr {
-		if len(groups) == 0 && a.Key == slog.TimeKey {
-			return slog.Attr{}
-		}
-		return a
-	}}))
 }

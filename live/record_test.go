@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/govkit/breaker"
+	"github.com/govkit/breaker/internal/testutil"
 	"github.com/govkit/breaker/live"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -17,8 +18,8 @@ import (
 
 // Every document ends in one log record, loud enough for its result.
 func TestFollow_EveryDocumentIsLogged(t *testing.T) {
-	logs := &lockedBuffer{}
-	h := newFollowHarness(t, breaker.GroupConfig{}, breaker.WithLogger(slogTo(logs)))
+	logs := &testutil.LogBuffer{}
+	h := newFollowHarness(t, breaker.GroupConfig{}, breaker.WithLogger(testutil.TextLogger(logs)))
 	h.calls("payment.Charge", 1, nil)
 	h.doc("v2", `{"overrides": {"payment.Charge": {"open_for": "45s", "max_open_for": "3m"}}}`)
 	h.doc("v3", `{"overrides": {"payment.Charge": {"max_open_for": "10s"}}}`)
@@ -38,9 +39,9 @@ level=INFO msg="breaker policy applied" breaker.origin=test:policies breaker.ver
 // A group without a logger still logs its policy records, to the default
 // logger: a change of policy is never silent.
 func TestFollow_WithoutALoggerRecordsGoToTheDefaultLogger(t *testing.T) {
-	logs := &lockedBuffer{}
+	logs := &testutil.LogBuffer{}
 	prev := slog.Default()
-	slog.SetDefault(slogTo(logs))
+	slog.SetDefault(testutil.TextLogger(logs))
 	defer slog.SetDefault(prev)
 	g, err := breaker.NewGroup(breaker.GroupConfig{})
 	require.NoError(t, err)
@@ -60,7 +61,7 @@ func TestFollow_WithoutALoggerRecordsGoToTheDefaultLogger(t *testing.T) {
 // its record of when it was applied and what it changed, where it used to
 // be logged as applied with no changes and lose that record.
 func TestFollow_TheVersionInForceDeliveredAgainIsUnchanged(t *testing.T) {
-	logs := &lockedBuffer{}
+	logs := &testutil.LogBuffer{}
 	h := newFollowHarness(t, breaker.GroupConfig{}, breaker.WithLogger(slog.New(slog.NewTextHandler(logs,
 		&slog.HandlerOptions{Level: slog.LevelDebug}))))
 	const v2 = `{"overrides": {"payment.Charge": {"open_for": "45s", "max_open_for": "3m"}}}`

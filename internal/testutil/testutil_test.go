@@ -518,3 +518,12 @@ func TestOnlyTestsImportTheHarness(t *testing.T) {
 	}
 	assert.Empty(t, outside, "packages of the root module build on these")
 }
+
+// A text logger writes records without their time, so that a test can
+// compare them whole; the buffer returns what was written.
+func TestTextLogger_WritesRecordsWithoutTheTime(t *testing.T) {
+	var buf LogBuffer
+	TextLogger(&buf).Info("breaker opened", "breaker.name", "payment.Charge")
+	assert.Equal(t, "level=INFO msg=\"breaker opened\" breaker.name=payment.Charge\n", buf.String())
+	DiscardLogger().Info("dropped")
+}
