@@ -48,7 +48,13 @@ func canRunCandidate(gp GroupPolicy) error {
 func newCandidate(g *Group, b *Breaker, r *rules, version string, f shadowhook.Factory) *candidate {
 	c := &candidate{b: b}
 	o := *g.opt
-	o.hooks = []func(Event){func(e Event) { c.obs.Transition(e) }}
+	// The observer is made once the shadow is: until then the shadow
+	// has no transition to report, and none is lost.
+	o.hooks = []func(Event){func(e Event) {
+		if c.obs != nil {
+			c.obs.Transition(e)
+		}
+	}}
 	o.logger, o.group = nil, nil
 	c.shadow = newBreaker(b.name, r, &o)
 	_ = c.shadow.SetMode(ModeShadow)
