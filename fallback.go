@@ -3,14 +3,18 @@ package breaker
 import (
 	"context"
 	"errors"
+	"reflect"
 )
 
 // Fallback calls fn through b. If b refuses the call, Fallback returns what
 // fallback returns, given the refusal (an *[OpenError]). Otherwise fn ran,
 // and its results come back unchanged, even an inner breaker's refusal
 // (see [FallbackResult] for that one). A served fallback is counted in
-// Counters.Fallbacks of the breaker that refused. If ctx is done before
-// the call, Fallback returns ctx.Err() and does not fall back.
+// Counters.Fallbacks of the breaker that refused: one that returned
+// anything but the error it was given (a value, a "try later" error, even
+// one that wraps it); one that hands that error back itself, as a cache
+// miss does, served nothing and is not counted. If ctx is done before the
+// call, Fallback returns ctx.Err() and does not fall back.
 // docs/fallbacks.md tells what to fall back to.
 func Fallback[T any](ctx context.Context, b *Breaker, fn func(context.Context) (T, error), fallback func(context.Context, error) (T, error)) (T, error) {
 	return callWithFallback(ctx, b, fn, fallback, false)
@@ -37,11 +41,12 @@ func FallbackResult[T any](ctx context.Context, v T, err error, fallback func(co
 	if fallback == nil {
 		return v, errors.New("breaker: nil fallback")
 	}
+	var b *Breaker
 	var oe *OpenError
 	if errors.As(err, &oe) {
-		oe.b.countFallback()
+		b = oe.b
 	}
-	return fallback(ctx, err)
+	return serve(ctx, b, err, fallback)
 }
 
 // FallbackResultOnFailure is [FallbackResult] that also falls back when
@@ -70,8 +75,7 @@ func FallbackResultOnFailure[T any](ctx context.Context, v T, err error, fallbac
 	if fallback == nil {
 		return v, errors.New("breaker: nil fallback")
 	}
-	b.countFallback()
-	return fallback(ctx, err)
+	return serve(ctx, b, err, fallback)
 }
 
 // outcomeCarrier is the error of a call guarded by an integration, which
@@ -106,8 +110,7 @@ func callWithFallback[T any](ctx context.Context, b *Breaker, fn func(context.Co
 		if !errors.As(err, &oe) {
 			return v, err // ctx was done before the call
 		}
-		oe.b.countFallback()
-		return fallback(ctx, err)
+		return serve(ctx, oe.b, err, fallback)
 	}
 	if !onFailure || ctx.Err() != nil {
 		return v, err
@@ -116,8 +119,30 @@ func callWithFallback[T any](ctx context.Context, b *Breaker, fn func(context.Co
 	if o := b.outcome(ctx, err, -1, b.rules.Load()); o != Failure && o != Timeout {
 		return v, err
 	}
-	b.countFallback()
-	return fallback(ctx, err)
+	return serve(ctx, b, err, fallback)
+}
+
+// serve calls fallback with err and counts it on b if it served
+// something: anything but err itself, which a fallback with nothing to
+// serve hands back.
+func serve[T any](ctx context.Context, b *Breaker, err error, fallback func(context.Context, error) (T, error)) (T, error) {
+	v, ferr := fallback(ctx, err)
+	if !sameError(ferr, err) {
+		b.countFallback()
+	}
+	return v, ferr
+}
+
+// sameError reports whether a is b. Two errors of a type that == cannot
+// compare (it would panic) are the same if they say the same.
+func sameError(a, b error) bool {
+	if a == nil || reflect.TypeOf(a) != reflect.TypeOf(b) {
+		return false
+	}
+	if !reflect.TypeOf(a).Comparable() {
+		return a.Error() == b.Error()
+	}
+	return a == b
 }
 
 // countFallback counts a served fallback on b, or on its key's current

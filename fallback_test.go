@@ -362,3 +362,76 @@ func TestFallback_CountedOnTheKeysCurrentBreakerAfterADrop(t *testing.T) {
 	assert.Equal(t, uint64(3), c.Fallbacks)
 	assert.Zero(t, kept.Counters().Fallbacks)
 }
+
+// TestFallback_CountsOnlyFallbacksThatServedSomething: Counters.Fallbacks
+// counts the fallbacks that answered with anything but the error they were
+// given: a value, or an error of their own (a "try later", which may wrap
+// the cause). A cache miss that hands the refusal or the failure back
+// served nothing. Such a fallback used to be counted (10 → 11) before it
+// ran. An error type that == cannot compare is compared without a panic.
+func TestFallback_CountsOnlyFallbacksThatServedSomething(t *testing.T) {
+	ctx := context.Background()
+	b, err := New("inventory.GetStock", DefaultPolicy())
+	require.NoError(t, err)
+	errTryLater := errors.New("try later")
+	fallbacks := []struct {
+		name   string
+		fb     func(context.Context, error) (int, error)
+		served bool
+	}{
+		{"cached value", func(context.Context, error) (int, error) { return 3, nil }, true},
+		{"try later", func(context.Context, error) (int, error) { return 0, errTryLater }, true},
+		{"cache miss", func(_ context.Context, err error) (int, error) { return 0, err }, false},
+		{"try later, wrapping the cause", func(_ context.Context, err error) (int, error) {
+			return 0, fmt.Errorf("try later: %w", err)
+		}, true},
+		{"an uncomparable error", func(context.Context, error) (int, error) { return 0, uncomparable{"no stock"} }, true},
+	}
+	fails := func(context.Context) (int, error) { return 0, errBoom }
+	helpers := []struct {
+		name string
+		call func(fb func(context.Context, error) (int, error)) error
+	}{
+		{"Fallback refused", func(fb func(context.Context, error) (int, error)) error {
+			require.NoError(t, b.SetMode(ModeForcedOpen))
+			_, err := Fallback(ctx, b, fails, fb)
+			return err
+		}},
+		{"FallbackOnFailure", func(fb func(context.Context, error) (int, error)) error {
+			require.NoError(t, b.SetMode(ModeAuto))
+			_, err := FallbackOnFailure(ctx, b, fails, fb)
+			return err
+		}},
+		{"FallbackResult", func(fb func(context.Context, error) (int, error)) error {
+			require.NoError(t, b.SetMode(ModeForcedOpen))
+			v, err := Call(ctx, b, fails)
+			_, err = FallbackResult(ctx, v, err, fb)
+			return err
+		}},
+		{"FallbackResultOnFailure", func(fb func(context.Context, error) (int, error)) error {
+			_, err := FallbackResultOnFailure(ctx, 0, &carried{err: errBoom, b: b, o: Failure}, fb)
+			return err
+		}},
+		{"FallbackOnFailure, uncomparable failure", func(fb func(context.Context, error) (int, error)) error {
+			require.NoError(t, b.SetMode(ModeAuto))
+			_, err := FallbackOnFailure(ctx, b, func(context.Context) (int, error) { return 0, uncomparable{"boom"} }, fb)
+			return err
+		}},
+	}
+	for _, h := range helpers {
+		for _, f := range fallbacks {
+			before := b.Counters().Fallbacks
+			_ = h.call(f.fb)
+			want := before
+			if f.served {
+				want++
+			}
+			assert.Equal(t, want, b.Counters().Fallbacks, "%s, %s", h.name, f.name)
+		}
+	}
+}
+
+// uncomparable is an error that == panics on.
+type uncomparable []string
+
+func (u uncomparable) Error() string { return u[0] }
