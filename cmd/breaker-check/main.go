@@ -13,6 +13,9 @@
 //	breaker-check -policy policies.json -snapshot http://127.0.0.1:8080/breakers -traffic latency.json
 //
 // Without -policy, the policies the snapshot's breakers run are checked.
+// -trace runs the real breaker under each key's policy over recorded
+// calls; with -traffic or -snapshot it runs beside the checks, which set
+// the exit code, and alone it takes none of the checks' flags.
 // It prints one block per key with its findings (-json for a document)
 // and exits 1 when a finding is at the -fail-on severity (error by
 // default), 2 on bad flags or input.
@@ -26,6 +29,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -77,7 +81,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		simCalls    = fs.Int("sim-calls", check.DefaultSimCalls, "the most calls one simulated estimate makes; -1 turns simulation off")
 	)
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "usage: breaker-check -policy file (-traffic file | -snapshot file-or-url) [flags]\n\n")
+		fmt.Fprintf(stderr, "usage: breaker-check -policy file (-traffic file | -snapshot file-or-url) [-trace file] [flags]\n")
+		fmt.Fprintf(stderr, "       breaker-check -policy file -trace file [-json]\n\n")
 		fmt.Fprintf(stderr, "Checks a group's breaker policies against the traffic of each key.\n")
 		fmt.Fprintf(stderr, "Exits 1 on a finding at the -fail-on severity, 2 on bad input.\n\n")
 		fs.PrintDefaults()
@@ -102,11 +107,40 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if err := gate.UnmarshalText([]byte(*failOn)); err != nil {
 		return fail("-fail-on: want info, warning or error, got %q", *failOn)
 	}
-	if *traceFile != "" {
+	if *traceFile != "" && *trafficFile == "" && *snapshot == "" {
 		if *policyFile == "" {
 			return fail("-trace needs -policy, the policies to run over the trace")
 		}
-		return runTrace(*traceFile, *policyFile, *asJSON, stdout, fail)
+		// A trace alone makes no findings: a flag of the checks would be
+		// dropped without a word, and a CI gate would pass by adding it.
+		var dropped []string
+		fs.Visit(func(f *flag.Flag) {
+			if checkOnly[f.Name] {
+				dropped = append(dropped, "-"+f.Name)
+			}
+		})
+		if len(dropped) > 0 {
+			return fail("-trace alone runs no checks, so %s would do nothing: add -traffic or -snapshot to run the checks and the trace together, or leave %s out",
+				strings.Join(dropped, ", "), plural(len(dropped), "it", "them"))
+		}
+		gp, code := readPolicy(*policyFile, fail)
+		if code != exitOK {
+			return code
+		}
+		tr, err := traceKeys(*traceFile, gp)
+		if err != nil {
+			return fail("%v", err)
+		}
+		if *asJSON {
+			if err := writeJSON(stdout, traceDoc{check.SourceTrace, tr.keys}); err != nil {
+				return fail("%v", err)
+			}
+			return exitOK
+		}
+		if err := tr.writeText(stdout); err != nil {
+			return fail("%v", err)
+		}
+		return exitOK
 	}
 	if *trafficFile == "" && *snapshot == "" {
 		return fail("give -traffic, -snapshot, both, or -trace (see -h)")
@@ -155,12 +189,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 		gp = check.PoliciesFromSnapshot(snap)
 	}
 	if *policyFile != "" {
-		data, err := readInput("-policy", *policyFile, breaker.MaxPolicyDocumentSize)
-		if err != nil {
-			return fail("%v", err)
-		}
-		if gp, err = breaker.ParseGroupPolicy(data); err != nil {
-			return fail("%s: %v", *policyFile, err)
+		var code int
+		if gp, code = readPolicy(*policyFile, fail); code != exitOK {
+			return code
 		}
 	}
 	if *simCalls == 0 || *simCalls < -1 {
@@ -178,6 +209,15 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 		if n > maxSuggestKeys {
 			return fail("-suggest replays each key for seconds, and %d keys are more than the %d it takes at a time: name some with -key", n, maxSuggestKeys)
+		}
+	}
+	// With the checks, a trace runs under the same policies, and its
+	// section follows theirs; the exit code is the checks'.
+	var tr *traceRun
+	if *traceFile != "" {
+		var err error
+		if tr, err = traceKeys(*traceFile, gp); err != nil {
+			return fail("%v", err)
 		}
 	}
 	rep, err := check.Group(gp, w, opt)
@@ -219,13 +259,15 @@ func run(args []string, stdout, stderr io.Writer) int {
 			Errors      int              `json:"errors"`
 			Warnings    int              `json:"warnings"`
 			Suggestions []keySuggestions `json:"suggestions,omitempty"`
-		}{&shown, rep.Count(check.Error), rep.Count(check.Warning), sugg}
+			Trace       *traceDoc        `json:"trace,omitempty"`
+		}{&shown, rep.Count(check.Error), rep.Count(check.Warning), sugg, nil}
 		if shown.Findings == nil {
 			shown.Findings = []check.Finding{}
 		}
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(out); err != nil {
+		if tr != nil {
+			out.Trace = &traceDoc{check.SourceTrace, tr.keys}
+		}
+		if err := writeJSON(stdout, out); err != nil {
 			return fail("%v", err)
 		}
 	} else {
@@ -234,6 +276,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 		for _, s := range sugg {
 			if err := s.writeText(stdout); err != nil {
+				return fail("%v", err)
+			}
+		}
+		if tr != nil {
+			fmt.Fprintln(stdout)
+			if err := tr.writeText(stdout); err != nil {
 				return fail("%v", err)
 			}
 		}
@@ -249,51 +297,84 @@ func run(args []string, stdout, stderr io.Writer) int {
 // maxTrace is the most the command reads of a trace.
 const maxTrace = 4 << 30
 
-// runTrace judges the policies of policyFile against the trace in
-// traceFile: the real breaker over the recorded calls, no model.
-func runTrace(traceFile, policyFile string, asJSON bool, stdout io.Writer, fail func(string, ...any) int) int {
-	data, err := readInput("-policy", policyFile, breaker.MaxPolicyDocumentSize)
+// checkOnly are the flags that choose what the checks and suggestions
+// judge, report or fail on: with -trace and neither -traffic nor
+// -snapshot there are no checks for them to act on. -seed and -sim-calls
+// only tune the models' numbers and are taken.
+var checkOnly = map[string]bool{
+	"fail-on": true, "min-severity": true, "suggest": true, "key": true, "top": true,
+	"fault-errors": true, "fault-timeouts": true, "fault-for": true, "max-false-trips": true,
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}
+
+// readPolicy reads and parses the group policy document.
+func readPolicy(path string, fail func(string, ...any) int) (breaker.GroupPolicy, int) {
+	data, err := readInput("-policy", path, breaker.MaxPolicyDocumentSize)
 	if err != nil {
-		return fail("%v", err)
+		return breaker.GroupPolicy{}, fail("%v", err)
 	}
 	gp, err := breaker.ParseGroupPolicy(data)
 	if err != nil {
-		return fail("%s: %v", policyFile, err)
+		return breaker.GroupPolicy{}, fail("%s: %v", path, err)
 	}
-	f, err := os.Open(traceFile)
+	return gp, exitOK
+}
+
+// traceRun is the real breaker run over a recorded trace under each
+// key's policy: no model.
+type traceRun struct {
+	file string
+	keys []check.TraceKey
+}
+
+// traceDoc is a trace run as JSON.
+type traceDoc struct {
+	Source string           `json:"source"`
+	Keys   []check.TraceKey `json:"keys"`
+}
+
+// traceKeys runs the policies of gp over the trace in file.
+func traceKeys(file string, gp breaker.GroupPolicy) (*traceRun, error) {
+	f, err := os.Open(file)
 	if err != nil {
-		return fail("-trace: %v", err)
+		return nil, fmt.Errorf("-trace: %v", err)
 	}
 	defer f.Close()
 	keys, err := check.Trace(io.LimitReader(f, maxTrace), gp)
 	if err != nil {
-		return fail("%s: %v", traceFile, err)
+		return nil, fmt.Errorf("%s: %v", file, err)
 	}
-	if asJSON {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(struct {
-			Source string           `json:"source"`
-			Keys   []check.TraceKey `json:"keys"`
-		}{check.SourceTrace, keys}); err != nil {
-			return fail("%v", err)
-		}
-		return exitOK
-	}
-	fmt.Fprintf(stdout, "ran the real breaker over %s (numbers from the trace: no model; calls the recorded breaker refused are told to the policy as ignored)\n", traceFile)
-	for _, k := range keys {
-		fmt.Fprintf(stdout, "\n%s  (%d calls over %v, %d failed, %d refused when recorded)\n", ops.Printable(k.Key), k.Calls, k.Span.Round(time.Second), k.Failures, k.Unknown)
-		fmt.Fprintf(stdout, "  trips %d, false trips %d (%s a day)\n", k.Trips, k.FalseTrips, fmtNum(k.FalseTripsPerDay()))
-		fmt.Fprintf(stdout, "  faults %d (seconds failing at error_ratio or more), caught %d", k.Faults, k.Caught)
+	return &traceRun{file, keys}, nil
+}
+
+func (tr *traceRun) writeText(w io.Writer) error {
+	bw := bufio.NewWriter(w)
+	fmt.Fprintf(bw, "ran the real breaker over %s (numbers from the trace: no model; calls the recorded breaker refused are told to the policy as ignored)\n", tr.file)
+	for _, k := range tr.keys {
+		fmt.Fprintf(bw, "\n%s  (%d calls over %v, %d failed, %d refused when recorded)\n", ops.Printable(k.Key), k.Calls, k.Span.Round(time.Second), k.Failures, k.Unknown)
+		fmt.Fprintf(bw, "  trips %d, false trips %d (%s a day)\n", k.Trips, k.FalseTrips, fmtNum(k.FalseTripsPerDay()))
+		fmt.Fprintf(bw, "  faults %d (seconds failing at error_ratio or more), caught %d", k.Faults, k.Caught)
 		if len(k.TimesToTrip) > 0 {
 			ts := append([]time.Duration(nil), k.TimesToTrip...)
 			sort.Slice(ts, func(i, j int) bool { return ts[i] < ts[j] })
-			fmt.Fprintf(stdout, "; time to trip median %v, p90 %v, max %v", ts[(len(ts)-1)/2].Round(time.Millisecond),
+			fmt.Fprintf(bw, "; time to trip median %v, p90 %v, max %v", ts[(len(ts)-1)/2].Round(time.Millisecond),
 				ts[min(len(ts)-1, int(math.Ceil(0.9*float64(len(ts))))-1)].Round(time.Millisecond), ts[len(ts)-1].Round(time.Millisecond))
 		}
-		fmt.Fprintln(stdout)
+		fmt.Fprintln(bw)
 	}
-	return exitOK
+	return bw.Flush()
+}
+
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
 }
 
 // maxInput is the most the command reads of a traffic document or a

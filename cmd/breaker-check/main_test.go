@@ -448,13 +448,79 @@ func TestTrace_JudgesAPolicyAgainstRecordedCalls(t *testing.T) {
 	}
 	trace := testutil.WriteFile(t, "trace.jsonl", sb.String())
 	def := testutil.WriteFile(t, "default.json", `{"default": {}}`)
-	code, stdout, stderr := runCmd(t, "-policy", def, "-trace", trace)
+	code, stdout, stderr := runFull(t, "-policy", def, "-trace", trace)
 	require.Equal(t, exitOK, code, stderr)
 	assert.Contains(t, stdout, "numbers from the trace")
 	assert.Contains(t, stdout, "false trips 0")
 	assert.Contains(t, stdout, "faults 1 (seconds failing at error_ratio or more), caught 1; time to trip median 2.476s")
 
-	code, _, stderr = runCmd(t, "-trace", trace)
+	code, _, stderr = runFull(t, "-trace", trace)
 	assert.Equal(t, exitUsage, code)
 	assert.Contains(t, stderr, "-trace needs -policy")
+}
+
+// traceOf writes a trace of n seconds of healthy calls to key at rate.
+func traceOf(t *testing.T, key string, rate float64, n int) string {
+	t.Helper()
+	var sb strings.Builder
+	t0 := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	for i := 0; i < int(rate)*n; i++ {
+		at := time.Duration(float64(i) / rate * float64(time.Second))
+		sb.Write(calltrace.Record{Time: t0.Add(at), Key: key, Duration: time.Millisecond, Outcome: breaker.Success}.AppendJSON(nil))
+		sb.WriteByte('\n')
+	}
+	return testutil.WriteFile(t, "trace.jsonl", sb.String())
+}
+
+// Scenario: -policy p -traffic t exited 1 (never_trips); adding -trace
+// calls.jsonl exited 0, running the trace alone and dropping -traffic,
+// -snapshot, -fail-on and -suggest without a word, so that a CI gate
+// passed by adding a flag. With -traffic or -snapshot the checks run
+// beside the trace and set the exit code; with a trace alone, a flag of
+// the checks is refused, naming it.
+func TestTrace_DoesNotDropTheChecks(t *testing.T) {
+	def := testutil.WriteFile(t, "default.json", `{"default": {}}`)
+	quiet := testutil.WriteFile(t, "quiet.json", `{"keys": {"reports.Export": {"rate": 1, "deadline": "1s"}}}`)
+	trace := traceOf(t, "reports.Export", 1, 60)
+
+	code, stdout, stderr := runFull(t, "-policy", def, "-traffic", quiet, "-trace", trace)
+	assert.Equal(t, exitFindings, code, stderr)
+	assert.Contains(t, stdout, "error    never_trips", "the checks ran")
+	assert.Contains(t, stdout, "ran the real breaker over "+trace, "and so did the trace")
+	assert.Contains(t, stdout, "reports.Export  (60 calls over 59s, 0 failed, 0 refused when recorded)")
+
+	code, stdout, stderr = runFull(t, "-policy", def, "-traffic", quiet, "-trace", trace, "-json")
+	assert.Equal(t, exitFindings, code, stderr)
+	var doc struct {
+		Errors int `json:"errors"`
+		Trace  struct {
+			Source string           `json:"source"`
+			Keys   []check.TraceKey `json:"keys"`
+		} `json:"trace"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(stdout), &doc))
+	assert.Equal(t, 1, doc.Errors)
+	assert.Equal(t, check.SourceTrace, doc.Trace.Source)
+	require.Len(t, doc.Trace.Keys, 1)
+	assert.Equal(t, 60, doc.Trace.Keys[0].Calls)
+
+	// -fail-on with the checks: a warning fails the gate, trace or not.
+	noJitter := testutil.WriteFile(t, "nojitter.json", `{"default": {"jitter": 0}}`)
+	busy := testutil.WriteFile(t, "busy.json", `{"keys": {"reports.Export": {"rate": 300, "p50": "10ms", "p99": "50ms", "deadline": "1s", "instances": 3}}}`)
+	code, _, stderr = runFull(t, "-policy", noJitter, "-traffic", busy, "-trace", trace, "-fail-on", "warning")
+	assert.Equal(t, exitFindings, code, stderr)
+
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-fail-on", "warning"}, "-trace alone runs no checks, so -fail-on would do nothing"},
+		{[]string{"-suggest"}, "-trace alone runs no checks, so -suggest would do nothing"},
+		{[]string{"-suggest", "-key", "reports.Export", "-fail-on", "warning"}, "so -fail-on, -key, -suggest would do nothing: add -traffic or -snapshot to run the checks and the trace together, or leave them out"},
+	} {
+		code, stdout, stderr := runFull(t, append([]string{"-policy", def, "-trace", trace}, c.args...)...)
+		assert.Equal(t, exitUsage, code, c.args)
+		assert.Empty(t, stdout)
+		assert.Contains(t, testutil.FirstLine(stderr), c.want)
+	}
 }
