@@ -14,131 +14,310 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// TestConsumerRecipe builds a consumer's module from the README's install
-// section as it is written: a checkout where the README's `git clone` puts
-// it, then either the README's go.work beside the consumer's go.mod, or the
-// README's require and replace lines in that go.mod with no workspace.
-// Each recipe must build a package that imports the modules it names, and
-// the go.work one must run the commands the README runs from the
-// consumer's module. Nothing is fetched: GOPROXY=off, and the third-party
-// modules come from the module cache the repository's own build filled.
+// TestConsumerRecipe follows the README's install section as a new user
+// pastes it: a checkout where its `git clone` puts it, a new module made by
+// `go mod init` (so its go line is the toolchain's, newer than the
+// repository's), a package importing every library package of the modules
+// the recipe names, and then each command of the section's sh blocks, in
+// order, as written. Afterwards:
+//   - `go mod tidy` has required each module of the repository the package
+//     imports directly, not as indirect, with the third-party modules
+//     they need, so that the build works with no workspace and
+//     `-mod=readonly`, and a second tidy changes nothing;
+//   - the commands run as tools (`go tool breaker-replay -list` lists the
+//     shipped scenarios; the others are built);
+//   - with the `go.work` the section's `go work init` writes, the module
+//     still builds, and `go mod tidy` there works and leaves go.mod as it
+//     was.
+//
+// Modules come from the module cache first (GOPROXY=off); one missing
+// there is fetched from the proxy `go env` names (`go mod tidy` needs the
+// test dependencies of grpc-go, which a build does not download). Without
+// a network, the test skips saying so, except in CI (CI=true), where it
+// fails.
 func TestConsumerRecipe(t *testing.T) {
 	if testing.Short() {
-		t.Skip("builds two consumer modules")
+		t.Skip("builds a consumer module")
 	}
 	install := readmeSection(t, "Install")
 	root, err := filepath.Abs(repoRoot)
 	require.NoError(t, err)
 
 	clone := ""
+	var scripts [][]string // the sh blocks' command lines, continuations joined
 	for _, b := range install.blocks {
 		for _, line := range b.lines {
 			if words := strings.Fields(line); len(words) == 4 && words[0] == "git" && words[1] == "clone" {
 				clone = words[3]
 			}
 		}
+		if b.info == "sh" {
+			scripts = append(scripts, commandLines(b.lines))
+		}
 	}
 	require.NotEmpty(t, clone, "the install section clones the repository: git clone URL DIR")
+	require.Len(t, scripts, 3, "the install section's sh blocks: the replace lines, the tools, the go.work")
+	setup, tools, work := scripts[0], scripts[1], scripts[2]
 
-	// consumer makes an empty module beside the checkout, as the README
-	// lays them out, and returns its directory.
-	consumer := func(t *testing.T) string {
-		base := t.TempDir()
-		dir := filepath.Join(base, "myservice")
-		require.NoError(t, os.Mkdir(dir, 0o755))
-		checkout := filepath.Join(dir, filepath.FromSlash(clone))
-		require.NoError(t, os.MkdirAll(filepath.Dir(checkout), 0o755))
-		require.NoError(t, os.Symlink(root, checkout))
-		return dir
+	base := t.TempDir()
+	dir := filepath.Join(base, "myservice")
+	require.NoError(t, os.Mkdir(dir, 0o755))
+	checkout := filepath.Join(dir, filepath.FromSlash(clone))
+	require.NoError(t, os.MkdirAll(filepath.Dir(checkout), 0o755))
+	require.NoError(t, os.Symlink(root, checkout))
+
+	r := &recipeRunner{t: t, dir: dir}
+	r.sh("go mod init example.com/myservice")
+	var mine modFile
+	require.NoError(t, goJSON(dir, &mine, "mod", "edit", "-json"))
+	highest := highestGoLine(t, root)
+	require.GreaterOrEqual(t, compareGo(mine.Go, highest), 0, "go mod init writes the toolchain's go line")
+	if compareGo(mine.Go, highest) == 0 {
+		t.Logf("the consumer's go line %s equals the repository's highest: the recipe is not tried against a newer one", mine.Go)
+	} else {
+		t.Logf("the consumer's go line is %s, the repository's highest %s", mine.Go, highest)
 	}
 
-	t.Run("go.work", func(t *testing.T) {
-		t.Parallel()
-		work := blockWith(t, install, "use (")
-		goLine := strings.TrimSpace(strings.SplitN(work, "\n", 2)[0])
-		require.True(t, strings.HasPrefix(goLine, "go 1."), "the go.work block starts with its go line, got %q", goLine)
-		dir := consumer(t)
-		writeFile(t, filepath.Join(dir, "go.work"), work)
-		writeFile(t, filepath.Join(dir, "go.mod"), "module example.com/myservice\n\n"+goLine+"\n")
-
-		var used []string // module directories the go.work uses, relative to the consumer
-		inUse := false
-		for _, line := range strings.Split(work, "\n") {
-			line = strings.TrimSpace(line)
-			switch {
-			case line == "use (":
-				inUse = true
-			case line == ")":
-				inUse = false
-			case inUse && line != "." && line != "" && !strings.HasPrefix(line, "//"):
-				used = append(used, line)
+	// The modules the recipe points at the checkout, and their packages.
+	replaced := map[string]string{} // module path -> directory, relative to the consumer
+	for _, line := range setup {
+		for _, w := range shellWords(t, line) {
+			if arg, ok := strings.CutPrefix(w, "-replace="); ok {
+				old, dest, ok := strings.Cut(arg, "=")
+				require.True(t, ok, "-replace=old=new: %s", w)
+				require.NotContains(t, old, "@", "the replace lines cover every version, so a module required at any version is found: %s", w)
+				replaced[old] = dest
 			}
 		}
-		require.NotEmpty(t, used)
-		var imports []string
-		for _, u := range used {
-			imports = append(imports, libraryPackages(t, filepath.Join(dir, filepath.FromSlash(u)))...)
+	}
+	mods := workModules(t)
+	for path, rel := range mods {
+		if strings.HasPrefix(rel, "examples") || rel == "benchmarks" {
+			continue // not for import
 		}
-		writeConsumer(t, dir, imports)
+		assert.Contains(t, replaced, path, "the recipe points module %s at the checkout", path)
+	}
+	var imports []string
+	imported := map[string]bool{} // modules whose packages the consumer imports
+	for path, dest := range replaced {
+		pkgs := libraryPackages(t, filepath.Join(dir, filepath.FromSlash(dest)))
+		if len(pkgs) > 0 {
+			imported[path] = true
+		}
+		imports = append(imports, pkgs...)
+	}
+	sort.Strings(imports)
+	require.NotEmpty(t, imports)
+	writeConsumer(t, dir, imports)
 
-		env := []string{"GOWORK=" + filepath.Join(dir, "go.work"), "GOFLAGS=-buildvcs=false"}
+	for _, line := range setup {
+		r.sh(line)
+	}
+	if t.Skipped() {
+		return
+	}
+	var tidied modFileFull
+	require.NoError(t, goJSON(dir, &tidied, "mod", "edit", "-json"))
+	direct := map[string]bool{}
+	for _, req := range tidied.Require {
+		if !req.Indirect {
+			direct[req.Path] = true
+		}
+	}
+	for path := range imported {
+		assert.True(t, direct[path], "go mod tidy requires %s, whose packages the consumer imports, directly", path)
+	}
+	required := map[string]bool{}
+	for _, req := range tidied.Require {
+		required[req.Path] = true
+	}
+	for _, third := range []string{"google.golang.org/grpc", "github.com/prometheus/client_golang"} {
+		assert.True(t, required[third], "go mod tidy requires %s, which the integrations need", third)
+	}
+	r.goOff("build", "./...")
+	before := readFile(t, filepath.Join(dir, "go.mod"))
+	r.sh("go mod tidy")
+	assert.Equal(t, before, readFile(t, filepath.Join(dir, "go.mod")), "a second go mod tidy changes nothing")
 
-		// The commands, as the install section runs them from the
-		// consumer's module: each is built with the consumer's package
-		// (which compiles it), and the cheap one is run.
-		build := []string{"build", "./..."}
-		var cheap [][]string
-		for _, b := range install.blocks {
-			for _, line := range b.lines {
-				words := shellWords(t, line)
-				if len(words) < 3 || words[0] != "go" || words[1] != "run" {
-					continue
-				}
-				build = append(build, words[2])
-				if len(words) == 4 && words[3] == "-list" {
-					cheap = append(cheap, words[1:])
-				}
+	// The commands, as tools.
+	var ran bool
+	for _, line := range tools {
+		words := shellWords(t, line)
+		if len(words) >= 3 && words[0] == "go" && words[1] == "tool" {
+			if words[len(words)-1] == "-list" {
+				out := r.sh(line)
+				assert.Contains(t, out, "seeds000", "%s lists the shipped scenarios", line)
+				ran = true
+			} else {
+				r.sh("go tool -n " + words[2]) // builds it
 			}
+			continue
 		}
-		require.Greater(t, len(build), 2, "the install section runs the commands from the consumer's module")
-		goIn(t, dir, env, build...)
-		var ran bool
-		for _, args := range cheap {
-			out := goIn(t, dir, env, args...)
-			assert.Contains(t, out, "seeds000", "go %s lists the shipped scenarios", strings.Join(args, " "))
-			ran = true
-		}
-		assert.True(t, ran, "the install section runs a command from the consumer's module")
-	})
+		r.sh(line)
+	}
+	assert.True(t, ran, "the install section runs go tool breaker-replay -list")
+	var withTools modFileFull
+	require.NoError(t, goJSON(dir, &withTools, "mod", "edit", "-json"))
+	assert.Len(t, withTools.Tool, 2, "the commands are the module's tools")
+	r.goOff("build", "./...")
 
-	t.Run("replace", func(t *testing.T) {
-		t.Parallel()
-		lines := blockWith(t, install, "require (")
-		require.Contains(t, lines, "replace (", "the go.mod recipe replaces the modules it requires")
-		dir := consumer(t)
-		writeFile(t, filepath.Join(dir, "go.mod"), "module example.com/myservice\n\ngo 1.26.0\n\n"+lines)
+	// The go.work, written by go work init.
+	before = readFile(t, filepath.Join(dir, "go.mod"))
+	for _, line := range work {
+		require.True(t, strings.HasPrefix(line, "go work "), "the go.work block only runs go work: %s", line)
+		r.sh(line)
+	}
+	require.FileExists(t, filepath.Join(dir, "go.work"))
+	r.sh("go build ./...")
+	r.sh("go mod tidy")
+	assert.Equal(t, before, readFile(t, filepath.Join(dir, "go.mod")), "go mod tidy beside the go.work leaves go.mod as it was")
+}
 
-		var imports []string
-		inRequire := false
-		for _, line := range strings.Split(lines, "\n") {
-			line = strings.TrimSpace(line)
-			switch {
-			case line == "require (":
-				inRequire = true
-			case line == ")":
-				inRequire = false
-			case inRequire && line != "":
-				path := strings.Fields(line)[0]
-				rel := strings.TrimPrefix(strings.TrimPrefix(path, "github.com/govkit/breaker"), "/")
-				imports = append(imports, libraryPackages(t, filepath.Join(root, filepath.FromSlash(rel)))...)
+// recipeRunner runs the recipe's commands in a consumer's directory, in a
+// shell environment like a new user's: no GOWORK or GOFLAGS of the test's
+// own, the local toolchain, no checksum database.
+type recipeRunner struct {
+	t   *testing.T
+	dir string
+}
+
+// sh runs one command line with sh and returns its output. The module
+// cache is tried first (GOPROXY=off); a module missing there is fetched
+// from the proxy that `go env` names. When that fails for want of a
+// network, the test is skipped outside CI.
+func (r *recipeRunner) sh(line string) string {
+	r.t.Helper()
+	if r.t.Skipped() {
+		return ""
+	}
+	run := func(proxy string) (string, error) {
+		cmd := exec.Command("sh", "-c", line)
+		cmd.Dir = r.dir
+		cmd.Env = append(cleanEnv(), "GOPROXY="+proxy, "GOSUMDB=off", "GOTOOLCHAIN=local", "GOFLAGS=-buildvcs=false")
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	out, err := run("off")
+	if err != nil && strings.Contains(out, "GOPROXY=off") {
+		proxy, perr := goEnv("GOPROXY")
+		require.NoError(r.t, perr)
+		r.t.Logf("%s: a module is missing from the module cache; trying again with GOPROXY=%s", line, proxy)
+		out, err = run(proxy)
+		if err != nil && offline(out) {
+			if os.Getenv("CI") == "true" {
+				r.t.Fatalf("%s needs the module proxy, which cannot be reached:\n%s", line, out)
 			}
+			r.t.Skipf("%s needs the module proxy for third-party modules, and it cannot be reached (no network?); skipped outside CI:\n%s", line, out)
 		}
-		require.NotEmpty(t, imports)
-		writeConsumer(t, dir, imports)
-		// -mod=mod lets the build add the third-party requirements, as the
-		// README's `go mod tidy` does.
-		goIn(t, dir, []string{"GOWORK=off", "GOFLAGS=-mod=mod -buildvcs=false"}, "build", "./...")
-	})
+	}
+	require.NoError(r.t, err, "%s in %s:\n%s", line, r.dir, out)
+	return out
+}
+
+// goOff runs a go command with no workspace and a read-only go.mod, as a
+// container build of the module does.
+func (r *recipeRunner) goOff(args ...string) {
+	r.t.Helper()
+	r.sh("GOWORK=off GOFLAGS=-mod=readonly go " + strings.Join(args, " "))
+}
+
+// cleanEnv is the test's environment without the go settings a test run
+// may carry.
+func cleanEnv() []string {
+	var out []string
+	for _, kv := range os.Environ() {
+		name, _, _ := strings.Cut(kv, "=")
+		switch name {
+		case "GOWORK", "GOFLAGS", "GOPROXY", "GOSUMDB", "GOTOOLCHAIN":
+			continue
+		}
+		out = append(out, kv)
+	}
+	return out
+}
+
+// offline reports whether a go command's output says the network could
+// not be reached.
+func offline(out string) bool {
+	for _, s := range []string{"dial tcp", "no such host", "network is unreachable", "i/o timeout", "connection refused", "TLS handshake timeout"} {
+		if strings.Contains(out, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// commandLines splits a shell block into its command lines, a line ending
+// in a backslash joined with the next.
+func commandLines(lines []string) []string {
+	var out []string
+	cur := ""
+	for _, line := range lines {
+		line = strings.TrimSpace(line)
+		if rest, ok := strings.CutSuffix(line, `\`); ok {
+			cur += rest + " "
+			continue
+		}
+		cur += line
+		if strings.TrimSpace(cur) != "" && !strings.HasPrefix(cur, "#") {
+			out = append(out, strings.TrimSpace(cur))
+		}
+		cur = ""
+	}
+	return out
+}
+
+// modFileFull is the part of `go mod edit -json` the recipe's checks read.
+type modFileFull struct {
+	Go      string
+	Require []struct {
+		Path     string
+		Version  string
+		Indirect bool
+	}
+	Tool []struct{ Path string }
+}
+
+// highestGoLine is the highest go line of the modules of go.work.
+func highestGoLine(t *testing.T, root string) string {
+	t.Helper()
+	high := ""
+	for _, rel := range workModules(t) {
+		var m modFile
+		require.NoError(t, goJSON(filepath.Join(root, rel), &m, "mod", "edit", "-json"))
+		if high == "" || compareGo(m.Go, high) > 0 {
+			high = m.Go
+		}
+	}
+	return high
+}
+
+// compareGo compares two go lines ("1.23", "1.26.0") by their numbers.
+func compareGo(a, b string) int {
+	as, bs := strings.Split(a, "."), strings.Split(b, ".")
+	for i := 0; i < len(as) || i < len(bs); i++ {
+		var x, y int
+		if i < len(as) {
+			fmt.Sscan(as[i], &x)
+		}
+		if i < len(bs) {
+			fmt.Sscan(bs[i], &y)
+		}
+		if x != y {
+			if x < y {
+				return -1
+			}
+			return 1
+		}
+	}
+	return 0
+}
+
+func readFile(t *testing.T, path string) string {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	require.NoError(t, err)
+	return string(data)
 }
 
 // readmeSection is the README's section under the heading "## name", up to
@@ -164,23 +343,6 @@ func readmeSection(t *testing.T, name string) page {
 	}
 	s.prose = p.prose[start:end]
 	return s
-}
-
-// blockWith returns the one fenced block of the section with a line that
-// reads want.
-func blockWith(t *testing.T, s page, want string) string {
-	t.Helper()
-	var found []string
-	for _, b := range s.blocks {
-		for _, line := range b.lines {
-			if strings.TrimSpace(line) == want {
-				found = append(found, strings.Join(b.lines, "\n")+"\n")
-				break
-			}
-		}
-	}
-	require.Len(t, found, 1, "one block of the install section has a line %q", want)
-	return found[0]
 }
 
 // libraryPackages lists the import paths of the packages a consumer may
@@ -260,30 +422,4 @@ func writeConsumer(t *testing.T, dir string, imports []string) {
 func writeFile(t *testing.T, path, content string) {
 	t.Helper()
 	require.NoError(t, os.WriteFile(path, []byte(content), 0o644))
-}
-
-// goIn runs the go command in dir with env added and returns its output;
-// it fails the test with that output on an error. Modules come from the
-// module cache only (GOPROXY=off, no checksum database): when one is
-// missing there, as on a machine that has not built the repository, the
-// command is tried again with the proxy that `go env` names.
-func goIn(t *testing.T, dir string, env []string, args ...string) string {
-	t.Helper()
-	run := func(proxy string) (string, error) {
-		cmd := exec.Command("go", args...)
-		cmd.Dir = dir
-		cmd.Env = append(os.Environ(), env...)
-		cmd.Env = append(cmd.Env, "GOPROXY="+proxy, "GOSUMDB=off", "GOTOOLCHAIN=local")
-		out, err := cmd.CombinedOutput()
-		return string(out), err
-	}
-	out, err := run("off")
-	if err != nil && strings.Contains(out, "disabled by GOPROXY=off") {
-		proxy, perr := goEnv("GOPROXY")
-		require.NoError(t, perr)
-		t.Logf("go %s: a module is missing from the module cache; trying again with GOPROXY=%s:\n%s", strings.Join(args, " "), proxy, out)
-		out, err = run(proxy)
-	}
-	require.NoError(t, err, "go %s in %s:\n%s", strings.Join(args, " "), dir, out)
-	return out
 }
