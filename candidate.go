@@ -58,6 +58,12 @@ func newCandidate(g *Group, b *Breaker, r *rules, version string, f shadowhook.F
 	o.logger, o.group = nil, nil
 	c.shadow = newBreaker(b.name, r, &o)
 	_ = c.shadow.SetMode(ModeShadow)
+	// The candidate runs on the same outcomes, warmup included: one that
+	// comes to a breaker whose target was marked cold counts from that
+	// mark, by its own Warmup (a later mark reaches it: markCold).
+	if until := b.warmUntil.Load(); until != never {
+		c.shadow.markCold(until - b.rules.Load().warmup)
+	}
 	c.obs = f(g, b, c.shadow, &c.wouldAdmit, version)
 	return c
 }

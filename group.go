@@ -208,10 +208,10 @@ func (g *Group) create(key string) *Breaker {
 	gr.markUsed(name)
 	r := gr.lookup(name)
 	b := newBreaker(name, r, g.opt)
-	if g.cfg.ColdTargets && isTargetKey(name) && r.warmup > 0 {
-		b.warmUntil.Store(now + r.warmup)
-	}
 	b.setCandidate(g, gr.candidateFor(name), gr.version)
+	if g.cfg.ColdTargets && isTargetKey(name) {
+		b.markCold(now) // the candidate too
+	}
 	g.m.Store(name, b)
 	g.n.Add(1)
 	g.cache.Put(name, b)

@@ -147,3 +147,78 @@ func TestCandidate_AProbeOfTheCandidateMakesNoMark(t *testing.T) {
 	assert.Equal(t, Closed, shadow.State())
 	assert.Equal(t, Closed, pay.State())
 }
+
+// A candidate runs on the same outcomes as the policy in force, warmup
+// included. A new pod's cold start, which the breaker in force leaves out
+// of its window (GroupConfig.ColdTargets), used to count in the
+// candidate's, so that a candidate differing only in min_requests opened
+// on it and was reported as differing.
+func TestCandidate_ColdTargetsAreColdForTheCandidateToo(t *testing.T) {
+	withCandidates(t)
+	h := newDocHarness(t, GroupConfig{ColdTargets: true})
+	h.doc("v1", `{"default": {"min_requests": 10}, "candidate": {"default": {"min_requests": 5}}}`)
+	key := TargetKey("inventory.GetStock", "10.0.0.7:443")
+	h.calls(key, 10, errBoom)
+	b := mustGet(t, h.g, key)
+	shadow := b.cand.Load().shadow
+	assert.Equal(t, Closed, b.State())
+	assert.Equal(t, uint64(10), b.Counters().Exempt)
+	assert.Equal(t, Closed, shadow.State(), "the candidate counted the cold start")
+	assert.Equal(t, uint64(10), shadow.Counters().Exempt)
+
+	// Past the warmup, both count, and the candidate opens first.
+	h.clk.Add(time.Minute)
+	h.calls(key, 5, errBoom)
+	assert.Equal(t, Closed, b.State())
+	assert.Equal(t, Open, shadow.State())
+}
+
+// MarkCold marks the breaker's candidate too, by the candidate's own
+// Warmup, even where the policy in force has none; it used to mark the
+// breaker in force alone.
+func TestCandidate_MarkColdMarksTheCandidate(t *testing.T) {
+	withCandidates(t)
+	h := newDocHarness(t, GroupConfig{})
+	h.doc("v1", `{"default": {"min_requests": 10},
+		"overrides": {"orders.Create": {"warmup": "0s"}},
+		"candidate": {"default": {"min_requests": 5}, "overrides": {"orders.Create": {"warmup": "30s"}}}}`)
+	for _, key := range []string{"payment.Charge", "orders.Create"} {
+		b := mustGet(t, h.g, key)
+		b.MarkCold()
+		h.calls(key, 5, errBoom)
+		shadow := b.cand.Load().shadow
+		assert.Equal(t, Closed, shadow.State(), key)
+		assert.Equal(t, uint64(5), shadow.Counters().Exempt, key)
+	}
+	assert.Equal(t, uint64(5), mustGet(t, h.g, "payment.Charge").Counters().Exempt)
+	assert.Zero(t, mustGet(t, h.g, "orders.Create").Counters().Exempt, "no warmup in force")
+}
+
+// A candidate that comes to a breaker whose target is cold is cold from
+// the same mark, by its own Warmup; a call's own mark (WithInstanceStart)
+// reaches the candidate in the caller's context.
+func TestCandidate_ALateCandidateAndACallsMarkAreCold(t *testing.T) {
+	withCandidates(t)
+	h := newDocHarness(t, GroupConfig{ColdTargets: true})
+	h.doc("v1", `{"default": {"min_requests": 10}}`)
+	key := TargetKey("inventory.GetStock", "10.0.0.7:443")
+	b := mustGet(t, h.g, key)
+	h.clk.Add(20 * time.Second) // 40s of the warmup left
+	h.doc("v2", `{"default": {"min_requests": 10}, "candidate": {"default": {"min_requests": 5, "warmup": "30s"}}}`)
+	shadow := b.cand.Load().shadow
+	h.calls(key, 5, errBoom)
+	assert.Equal(t, uint64(5), shadow.Counters().Exempt, "cold for 10s more")
+	h.clk.Add(10 * time.Second) // the candidate's warmup is over, not the breaker's
+	h.calls(key, 5, errBoom)
+	assert.Equal(t, Open, shadow.State())
+	assert.Equal(t, uint64(10), b.Counters().Exempt)
+
+	pay := mustGet(t, h.g, "payment.Charge")
+	started := WithInstanceStart(context.Background(), h.g.Now())
+	for i := 0; i < 5; i++ {
+		_ = pay.Do(started, func(context.Context) error { return errBoom })
+	}
+	ps := pay.cand.Load().shadow
+	assert.Equal(t, Closed, ps.State())
+	assert.Equal(t, uint64(5), ps.Counters().Exempt)
+}

@@ -10,10 +10,18 @@ import (
 // its outcomes are left out of the window (counted as Exempt). Call it when
 // the target behind a per-instance breaker restarts, or right after [New];
 // see also [GroupConfig.ColdTargets] and [WithInstanceStart]. It does
-// nothing if Warmup is 0.
-func (b *Breaker) MarkCold() {
+// nothing if Warmup is 0. A breaker's candidate policy (GroupPolicy
+// Candidate) is marked too, for its own Warmup.
+func (b *Breaker) MarkCold() { b.markCold(b.opt.tb.Now()) }
+
+// markCold marks b's target cold from now, for b and for its candidate,
+// each by its own rules.
+func (b *Breaker) markCold(now int64) {
 	if r := b.rules.Load(); r.warmup > 0 {
-		b.warmUntil.Store(b.opt.tb.Now() + r.warmup)
+		b.warmUntil.Store(now + r.warmup)
+	}
+	if c := b.cand.Load(); c != nil {
+		c.shadow.markCold(now)
 	}
 }
 

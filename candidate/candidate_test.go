@@ -119,6 +119,22 @@ func TestCandidate_ReportsATripTheCandidateWouldNotMake(t *testing.T) {
 	assert.Empty(t, drain(ch), "the same difference is reported once")
 }
 
+// A new pod's cold start, which the policy in force leaves out of its
+// window (ColdTargets), is no difference: the candidate leaves it out too.
+// A candidate differing only in min_requests used to count it, open and
+// be reported.
+func TestCandidate_AColdStartIsNoDifference(t *testing.T) {
+	h := newGroupHarness(t, breaker.GroupConfig{ColdTargets: true})
+	ch := h.candidates()
+	h.doc("v1", `{"default": {"min_requests": 10}, "candidate": {"default": {"min_requests": 5}}}`)
+	key := breaker.TargetKey("inventory.GetStock", "10.0.0.7:443")
+	h.calls(key, 10, errBoom)
+	st, ok := candidate.Of(mustGet(t, h.g, key))
+	require.True(t, ok)
+	assert.Equal(t, breaker.Closed, st.State)
+	assert.Empty(t, drain(ch))
+}
+
 // An outcome that trips both is no difference, whichever settles first.
 func TestCandidate_AnOutcomeThatTripsBothIsNoDifference(t *testing.T) {
 	h := newHarness(t)

@@ -30,9 +30,14 @@ type harness struct {
 
 func newHarness(t *testing.T, opts ...breaker.Option) *harness {
 	t.Helper()
+	return newGroupHarness(t, breaker.GroupConfig{}, opts...)
+}
+
+func newGroupHarness(t *testing.T, cfg breaker.GroupConfig, opts ...breaker.Option) *harness {
+	t.Helper()
 	h := &harness{t: t, clk: clock.NewMock()}
 	h.clk.Set(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
-	g, err := breaker.NewGroup(breaker.GroupConfig{}, append([]breaker.Option{breaker.WithClock(h.clk),
+	g, err := breaker.NewGroup(cfg, append([]breaker.Option{breaker.WithClock(h.clk),
 		breaker.WithRand(func() float64 { return 0.5 }), breaker.WithLogger(testutil.DiscardLogger())}, opts...)...)
 	require.NoError(t, err)
 	h.g = g
