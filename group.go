@@ -76,8 +76,8 @@ type GroupConfig struct {
 	// MaxBreakers bounds the number of breakers the group holds; 0 means
 	// 10,000, negative is an error. Past it nothing is
 	// refused: a call for a key without a breaker runs through the
-	// group's overflow breaker, "(overflow)", shared by all such keys,
-	// forced closed; the calls are counted ([GroupStatus].OverflowCalls)
+	// group's overflow breaker ([Group.IsOverflow]), shared by all such
+	// keys, forced closed; the calls are counted ([GroupStatus].OverflowCalls)
 	// and a Warn record "breaker group full" is logged at most once a
 	// minute (docs/groups.md).
 	MaxBreakers int
@@ -126,8 +126,9 @@ func NewGroup(cfg GroupConfig, opts ...Option) (*Group, error) {
 // Get returns the breaker for key, creating it if the group has none. It
 // returns an error only for an empty key. When the group holds
 // GroupConfig.MaxBreakers breakers and none of them is key's, Get returns
-// the group's overflow breaker, whose Name is "(overflow)": use it for
-// the call at hand, and ask again for the next, as [Group.Do] does.
+// the group's overflow breaker (tell it with [Group.IsOverflow], not by
+// its Name, "(overflow)", which a key may be too): use it for the call at
+// hand, and ask again for the next, as [Group.Do] does.
 func (g *Group) Get(key string) (*Breaker, error) {
 	if b := g.cache.find(key); b != nil {
 		return b, nil

@@ -34,6 +34,12 @@ func newOverflow(r *rules, opt *options) *Breaker {
 	return b
 }
 
+// IsOverflow reports whether b is g's overflow breaker, which [Group.Get]
+// hands out for a key past GroupConfig.MaxBreakers. Ask this, not the
+// Name: the overflow breaker's Name, "(overflow)", is for display, and a
+// key may be "(overflow)" too.
+func (g *Group) IsOverflow(b *Breaker) bool { return g != nil && b != nil && b == g.overflow }
+
 // overflowed counts a call sent past the cap at now, writes the warning
 // if it is due, and returns the overflow breaker.
 func (g *Group) overflowed(now int64) *Breaker {

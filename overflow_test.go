@@ -204,3 +204,31 @@ func TestNew_AnIdleBreakerStaysIn512Bytes(t *testing.T) {
 	require.Nil(t, b.hist, "an idle breaker has no history")
 	require.Equal(t, 3.0, testing.AllocsPerRun(100, func() { _, _ = New("idle", DefaultPolicy()) }))
 }
+
+// A key may be named "(overflow)", the Name of the overflow breaker, so
+// the Name cannot tell the two apart, as callers were told to: IsOverflow
+// does, for the group's overflow breaker alone.
+func TestGroup_IsOverflowTellsTheOverflowBreakerFromAKeyOfItsName(t *testing.T) {
+	g, err := NewGroup(GroupConfig{MaxBreakers: 2}, WithLogger(discardLogger()))
+	require.NoError(t, err)
+	key, err := g.Get("(overflow)")
+	require.NoError(t, err)
+	_, err = g.Get("a")
+	require.NoError(t, err)
+	past, err := g.Get("b") // past the cap
+	require.NoError(t, err)
+
+	assert.Equal(t, key.Name(), past.Name(), "the same Name")
+	assert.NotSame(t, key, past)
+	assert.False(t, g.IsOverflow(key), "a key's breaker")
+	assert.True(t, g.IsOverflow(past))
+	again, err := g.Get("(overflow)")
+	require.NoError(t, err)
+	assert.Same(t, key, again, "the key keeps its own breaker past the cap")
+
+	other, err := NewGroup(GroupConfig{})
+	require.NoError(t, err)
+	assert.False(t, other.IsOverflow(past), "another group's")
+	assert.False(t, g.IsOverflow(nil))
+	assert.False(t, (*Group)(nil).IsOverflow(past))
+}
