@@ -30,30 +30,32 @@ func samePolicies(a, b breaker.GroupPolicy) bool {
 
 // diffPolicies lists the fields that differ between two documents, key by
 // key: the default, then each override key of either, sorted, then the
-// same for their candidates.
+// same for their candidates. A candidate that was not there runs what the
+// document runs, so one that comes lists the fields in which it differs
+// from its document, from the value in force, and one that goes the
+// fields in which it differed, to "".
 func diffPolicies(old, new breaker.GroupPolicy) []FieldChange {
 	var out []FieldChange
-	diffDoc(&out, "", old, new, false, false)
-	oc, nc := old.Candidate, new.Candidate
-	if oc != nil || nc != nil {
-		var o, n breaker.GroupPolicy
-		if oc != nil {
-			o = *oc
-		}
-		if nc != nil {
-			n = *nc
-		}
-		diffDoc(&out, "candidate.", o, n, oc == nil, nc == nil)
+	diffDoc(&out, "", old, new, false)
+	switch oc, nc := old.Candidate, new.Candidate; {
+	case oc != nil && nc != nil:
+		diffDoc(&out, "candidate.", *oc, *nc, false)
+	case nc != nil:
+		diffDoc(&out, "candidate.", new, *nc, false)
+	case oc != nil:
+		diffDoc(&out, "candidate.", old, *oc, true)
 	}
 	return out
 }
 
-func diffDoc(out *[]FieldChange, prefix string, old, new breaker.GroupPolicy, oldNone, newNone bool) {
+// diffDoc lists the fields in which b differs from a, key by key; gone
+// lists them as b's values going, to "".
+func diffDoc(out *[]FieldChange, prefix string, a, b breaker.GroupPolicy, gone bool) {
 	keys := map[string]bool{}
-	for k := range old.Overrides {
+	for k := range a.Overrides {
 		keys[k] = true
 	}
-	for k := range new.Overrides {
+	for k := range b.Overrides {
 		keys[k] = true
 	}
 	sorted := make([]string, 0, len(keys))
@@ -61,36 +63,34 @@ func diffDoc(out *[]FieldChange, prefix string, old, new breaker.GroupPolicy, ol
 		sorted = append(sorted, k)
 	}
 	sort.Strings(sorted)
-	diffPolicy(out, "default", prefix+"default.", old.Default, new.Default, oldNone, newNone)
+	diffPolicy(out, "default", prefix+"default.", a.Default, b.Default, gone)
 	for _, k := range sorted {
-		o, ok := old.Overrides[k]
+		p, ok := a.Overrides[k]
 		if !ok {
-			o = old.Default
+			p = a.Default
 		}
-		n, ok := new.Overrides[k]
+		q, ok := b.Overrides[k]
 		if !ok {
-			n = new.Default
+			q = b.Default
 		}
-		diffPolicy(out, k, prefix+"overrides["+quoteKey(k)+"].", o, n, oldNone, newNone)
+		diffPolicy(out, k, prefix+"overrides["+quoteKey(k)+"].", p, q, gone)
 	}
 }
 
-func diffPolicy(out *[]FieldChange, key, prefix string, old, new breaker.Policy, oldNone, newNone bool) {
-	if old == new && oldNone == newNone {
+func diffPolicy(out *[]FieldChange, key, prefix string, a, b breaker.Policy, gone bool) {
+	if a == b {
 		return
 	}
-	from, to := fieldTexts(old), fieldTexts(new)
+	from, to := fieldTexts(a), fieldTexts(b)
 	for i := range from {
 		f, t := from[i].text, to[i].text
-		if oldNone {
-			f = ""
+		if f == t {
+			continue
 		}
-		if newNone {
-			t = ""
+		if gone {
+			f, t = t, ""
 		}
-		if f != t {
-			*out = append(*out, FieldChange{Key: key, Path: prefix + from[i].name, Field: from[i].name, From: f, To: t})
-		}
+		*out = append(*out, FieldChange{Key: key, Path: prefix + from[i].name, Field: from[i].name, From: f, To: t})
 	}
 }
 

@@ -110,8 +110,10 @@ type FieldChange struct {
 	Field string `json:"field"`
 	// From and To are the values before and after, as the document
 	// writes them ("30s", 0.5, 20). A field of a candidate has a Path
-	// that starts with "candidate.", and "" stands for a candidate that
-	// was not there, or is no longer.
+	// that starts with "candidate.". A candidate that comes lists the
+	// fields in which it differs from the policy in force, From being
+	// the value in force; one that goes lists the fields in which it
+	// differed, To being "".
 	From string `json:"from"`
 	To   string `json:"to"`
 }

@@ -96,18 +96,50 @@ func TestFollow_TheVersionInForceDeliveredAgainIsUnchanged(t *testing.T) {
 	assert.Empty(t, c.Changes)
 }
 
-// A candidate's fields show in the record under candidate., with "" for
-// a candidate that was not there, or is no longer; promoting it shows
-// as the document's own fields changing and the candidate's going.
+// A candidate that changes one field is logged as that field, from the
+// value in force, as a reload of the document itself is; and so is its
+// going. Its record used to list every field of every key (72 attributes
+// for three keys), each as " → value", and as many again when it went.
+func TestFollow_ACandidateIsLoggedAsWhatItChanges(t *testing.T) {
+	logs := &testutil.LogBuffer{}
+	h := newFollowHarness(t, breaker.GroupConfig{}, breaker.WithLogger(testutil.TextLogger(logs)))
+	const overrides = `"overrides": {"payment.Charge": {"open_for": "45s", "max_open_for": "3m"}, "orders.Create": {"probes": 5}}`
+	require.Equal(t, live.Applied, h.doc("v1", `{"default": {"slow_call": "200ms", "slow_ratio": 0.5}, `+overrides+`}`).Result)
+	c := h.doc("v2", `{"default": {"slow_call": "200ms", "slow_ratio": 0.5}, `+overrides+`, "candidate": {"default": {"slow_call": "300ms"}}}`)
+	require.Equal(t, live.Applied, c.Result)
+	var paths []string
+	for _, fc := range c.Changes {
+		paths = append(paths, fc.Path+" "+fc.From+" → "+fc.To)
+	}
+	assert.Equal(t, []string{
+		`candidate.default.slow_call 200ms → 300ms`,
+		`candidate.overrides["orders.Create"].slow_call 200ms → 300ms`,
+		`candidate.overrides["payment.Charge"].slow_call 200ms → 300ms`,
+	}, paths)
+	c = h.doc("v3", `{"default": {"slow_call": "200ms", "slow_ratio": 0.5}, `+overrides+`}`)
+	require.Len(t, c.Changes, 3)
+	assert.Equal(t, live.FieldChange{Key: "default", Path: "candidate.default.slow_call", Field: "slow_call",
+		From: "300ms", To: ""}, c.Changes[0])
+	records := strings.Split(strings.TrimSpace(logs.String()), "\n")
+	require.Len(t, records, 3)
+	assert.Equal(t, `level=INFO msg="breaker policy applied" breaker.origin=test:policies breaker.version=v2 `+
+		`breaker.changes.candidate.default.slow_call="200ms → 300ms" `+
+		`"breaker.changes.candidate.overrides[\"orders.Create\"].slow_call"="200ms → 300ms" `+
+		`"breaker.changes.candidate.overrides[\"payment.Charge\"].slow_call"="200ms → 300ms"`, records[1])
+}
+
+// A candidate's fields show in the record under candidate.: one that
+// comes, from the value in force; promoting it shows as the document's
+// own fields changing and the candidate's going, to "".
 func TestFollow_ACandidateShowsInTheChangesUnderItsPath(t *testing.T) {
 	h := newFollowHarness(t, breaker.GroupConfig{})
 	const doc = `{"default": {"min_requests": 10}, "candidate": {"overrides": {"payment.Charge": {"error_ratio": 0.2}}}}`
 	c := h.doc("v7", doc)
 	require.Equal(t, live.Applied, c.Result)
 	assert.Contains(t, c.Changes, live.FieldChange{Key: "payment.Charge",
-		Path: `candidate.overrides["payment.Charge"].error_ratio`, Field: "error_ratio", From: "", To: "0.2"})
+		Path: `candidate.overrides["payment.Charge"].error_ratio`, Field: "error_ratio", From: "0.5", To: "0.2"})
 	assert.Contains(t, c.Changes, live.FieldChange{Key: "default",
-		Path: "candidate.default.min_requests", Field: "min_requests", From: "", To: "10"})
+		Path: "default.min_requests", Field: "min_requests", From: "20", To: "10"})
 
 	gp, err := breaker.ParseGroupPolicy([]byte(doc))
 	require.NoError(t, err)
