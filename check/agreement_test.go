@@ -1,6 +1,7 @@
 package check
 
 import (
+	"container/heap"
 	"context"
 	"fmt"
 	"math"
@@ -36,10 +37,44 @@ type refTraffic struct {
 	errs    float64
 	batch   float64
 	bursts  Bursts
+	// p50 and p99, when given, are the healthy calls' latency: each ends
+	// after a lognormal time drawn from them, on the breaker's clock.
+	// Without them calls end at once.
+	p50, p99 time.Duration
 }
 
 func refOf(t Traffic) refTraffic {
-	return refTraffic{profile: t.Profile, rate: t.Rate, errs: t.ErrorRatio, batch: t.Batch, bursts: t.Bursts}
+	return refTraffic{profile: t.Profile, rate: t.Rate, errs: t.ErrorRatio, batch: t.Batch, bursts: t.Bursts, p50: t.P50, p99: t.P99}
+}
+
+// latency draws a healthy call's latency, or 0 without one.
+func (r refTraffic) latency(rng *rand.Rand) time.Duration {
+	if r.p50 <= 0 {
+		return 0
+	}
+	sigma := math.Log(float64(r.p99)/float64(r.p50)) / 2.3263478740408408
+	return time.Duration(float64(r.p50) * math.Exp(sigma*rng.NormFloat64()))
+}
+
+// refEnd is a call that ends later: at at, with err.
+type refEnd struct {
+	at   time.Duration
+	done func(error)
+	err  error
+}
+
+// refEnds is a min-heap of calls to end, by time.
+type refEnds []refEnd
+
+func (h refEnds) Len() int           { return len(h) }
+func (h refEnds) Less(i, j int) bool { return h[i].at < h[j].at }
+func (h refEnds) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *refEnds) Push(x any)        { *h = append(*h, x.(refEnd)) }
+func (h *refEnds) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
 }
 
 func (r refTraffic) at(d time.Duration) (rate, errs float64) {
@@ -115,21 +150,25 @@ func refRun(p breaker.Policy, tr refTraffic, f *refFault, span time.Duration, se
 		i := sort.Search(len(bursts), func(i int) bool { return bursts[i].to > at })
 		return i < len(bursts) && bursts[i].from <= at
 	}
-	type hang struct {
-		at   time.Duration
-		done func(error)
-	}
-	var hangs []hang
+	lrng := rand.New(rand.NewPCG(seed, 17))
+	var ends refEnds // hanging calls and calls with a latency
 	batch := max(tr.batch, 1)
 	lmax := tr.maxRate() / batch
 	ctx := context.Background()
 	at := time.Duration(0)
+	end := func(e refEnd) {
+		if e.at == at {
+			e.done(e.err)
+			return
+		}
+		heap.Push(&ends, e)
+	}
 	for {
 		at += time.Duration(rng.ExpFloat64() / lmax * float64(time.Second))
-		for len(hangs) > 0 && hangs[0].at <= at && hangs[0].at < span {
-			clk.now = t0.Add(hangs[0].at)
-			hangs[0].done(context.DeadlineExceeded)
-			hangs = hangs[1:]
+		for len(ends) > 0 && ends[0].at <= at && ends[0].at < span {
+			e := heap.Pop(&ends).(refEnd)
+			clk.now = t0.Add(e.at)
+			e.done(e.err)
 		}
 		if at >= span || (f != nil && res.firstOpen >= 0) {
 			res.span = min(at, span)
@@ -163,17 +202,17 @@ func refRun(p breaker.Policy, tr refTraffic, f *refFault, span time.Duration, se
 				}
 				if u < f.errors+f.timeouts {
 					if f.te > 0 {
-						hangs = append(hangs, hang{at + f.te, done})
+						end(refEnd{at + f.te, done, context.DeadlineExceeded})
 					}
 					continue
 				}
 				u = rng.Float64()
 			}
+			var outcome error
 			if u < errs {
-				done(errInjected)
-			} else {
-				done(nil)
+				outcome = errInjected
 			}
+			end(refEnd{at + tr.latency(lrng), done, outcome})
 		}
 	}
 }
@@ -254,6 +293,9 @@ func gridCases() []gridCase {
 		return p
 	}
 	def := pol(nil)
+	slow := func(d time.Duration, minReq int) breaker.Policy {
+		return pol(func(p *breaker.Policy) { p.SlowCall, p.SlowRatio, p.MinRequests = d, 0.5, minReq })
+	}
 	var cs []gridCase
 	for _, rate := range []float64{0.2, 1, 3, 5, 20, 100, 1000} {
 		cs = append(cs, gridCase{fmt.Sprintf("default, %v/s", rate), def, Traffic{Rate: rate}, "all"})
@@ -280,6 +322,15 @@ func gridCases() []gridCase {
 		gridCase{"default, 1000/s, 30% errors (far)", def, Traffic{Rate: 1000, ErrorRatio: 0.3}, "false"},
 		gridCase{"count 12, 20/s, 6.5% errors", pol(func(p *breaker.Policy) { p.ErrorRatio, p.ErrorCount = 0, 12 }), Traffic{Rate: 20, ErrorRatio: 0.065}, "false"},
 		gridCase{"consecutive 5, 10/s, 30% errors", pol(func(p *breaker.Policy) { p.ErrorRatio, p.ConsecutiveFailures = 0, 5 }), Traffic{Rate: 10, ErrorRatio: 0.3}, "false"},
+		// The slow-call rule against the latency: p50 210 ms puts 57% of
+		// the calls above slow_call 200 ms, over slow_ratio 0.5 (the
+		// healthy traffic trips it after every close); p50 190 ms and
+		// 180 ms put 44% and 38% there, near the line; slow_call 500 ms
+		// is far above it.
+		gridCase{"slow 200ms/0.5, min 10, 400/s, p50 210ms (over)", slow(200*time.Millisecond, 10), Traffic{Rate: 400, P50: 210 * time.Millisecond, P99: 400 * time.Millisecond}, "false"},
+		gridCase{"slow 200ms/0.5, min 100, 40/s, p50 190ms (near)", slow(200*time.Millisecond, 100), Traffic{Rate: 40, P50: 190 * time.Millisecond, P99: 400 * time.Millisecond}, "false"},
+		gridCase{"slow 200ms/0.5, min 10, 400/s, p50 180ms (near)", slow(200*time.Millisecond, 10), Traffic{Rate: 400, P50: 180 * time.Millisecond, P99: 400 * time.Millisecond}, "false"},
+		gridCase{"slow 500ms/0.5, min 10, 400/s, p50 210ms (far)", slow(500*time.Millisecond, 10), Traffic{Rate: 400, P50: 210 * time.Millisecond, P99: 400 * time.Millisecond}, "false"},
 		gridCase{"default, 5/s, 2% + six 5-min bursts at 42%", def, Traffic{Rate: 5, ErrorRatio: 0.02, Bursts: Bursts{PerDay: 6, Length: 5 * time.Minute, ErrorRatio: 0.42}}, "false"},
 		gridCase{"default, 5/s, errors 5–45% over the day", def, diurnalErrors(), "false"},
 		gridCase{"default, 0.5–9.5/s over the day", def, diurnalRate(), "all"},

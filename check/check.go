@@ -75,6 +75,8 @@ const (
 	CheckThrottleInert       = "throttle_inert"
 	CheckThrottleFloor       = "throttle_floor"
 	CheckThrottleHealthy     = "throttle_refuses_healthy"
+	CheckSlowTripsHealthy    = "slow_call_trips_healthy"
+	CheckSlowBelowLatency    = "slow_call_below_p99"
 )
 
 // Finding is one result of the checker about one key.
@@ -322,6 +324,7 @@ func (c *checker) run() {
 	if c.t.Rate > 0 && !never && !c.period {
 		c.falseTrips()
 	}
+	c.slowRule()
 	c.timeToTrip(never)
 	c.timeout()
 	c.probes()
@@ -940,6 +943,49 @@ func (c *checker) throttle() {
 			"refusal_probability": refuse, "suggested_k": math.Min(maxThrottleK, math.Ceil(10/success)/10)},
 			"a healthy downstream succeeds on %s of the calls (%s baseline failures), below 1/k = %s: the throttle refuses healthy traffic, %s of it before its own refusals count, and more as they do; raise k to at least %s, or set the errors it counts apart with a classifier",
 			pct(success), pct(bl.fail), pct(1/th.K), pct(refuse), num(math.Min(maxThrottleK, math.Ceil(10/success)/10)))
+	}
+}
+
+// slowRule judges the slow-call rule against the key's healthy latency:
+// the share of calls slower than SlowCall, from the lognormal fitted to
+// p50 and p99. At or above SlowRatio the healthy traffic alone holds the
+// window over the line, and the rule trips the breaker as soon as the
+// window holds MinRequests calls, after every close: an error. A
+// SlowCall below p99 marks more than 1% of the healthy calls slow: a
+// warning, and the false_trips finding gives what that costs.
+func (c *checker) slowRule() {
+	p, t := c.p, c.t
+	lat := fitLatency(t)
+	if p.SlowCall <= 0 || !lat.ok {
+		return
+	}
+	share := lat.over(p.SlowCall)
+	slowOnly := p
+	slowOnly.ErrorRatio, slowOnly.ErrorCount, slowOnly.ConsecutiveFailures = 0, 0, 0
+	healthy := t
+	healthy.ErrorRatio = 0
+	m := falseTrips(slowOnly, healthy)
+	below := "p99"
+	if p.SlowCall < t.P50 {
+		below = "p50"
+	}
+	nums := map[string]float64{
+		"slow_call_s": p.SlowCall.Seconds(), "slow_ratio": p.SlowRatio, "healthy_slow_ratio": share,
+		"p50_s": t.P50.Seconds(), "p99_s": t.P99.Seconds(), "min_requests": float64(p.MinRequests),
+		"slow_retrip_chance": m.retrip, "slow_false_trips_per_day": m.perDay,
+		"suggested_slow_call_s": time.Duration(1.5 * float64(t.P99)).Seconds(),
+	}
+	fix := fmt.Sprintf("set slow_call above p99 (%v; 1.5 × p99 is %v), or slow_ratio well above %s", t.P99, time.Duration(1.5*float64(t.P99)), pct(share))
+	switch {
+	case t.Rate > 0 && share >= p.SlowRatio:
+		c.source = SourceAnalytic
+		c.add(Error, CheckSlowTripsHealthy, nums,
+			"%s of healthy calls are slower than slow_call %v (lognormal from p50 %v and p99 %v), at or above slow_ratio %s: the healthy traffic alone trips the slow-call rule as soon as the window holds min_requests %d calls, after every close (%s false trips a day); %s",
+			pct(share), p.SlowCall, t.P50, t.P99, pct(p.SlowRatio), p.MinRequests, num(m.perDay), fix)
+	case p.SlowCall < t.P99:
+		c.add(Warning, CheckSlowBelowLatency, nums,
+			"slow_call %v is below the healthy %s (%v): %s of healthy calls count as slow, against slow_ratio %s; %s",
+			p.SlowCall, below, map[string]time.Duration{"p99": t.P99, "p50": t.P50}[below], pct(share), pct(p.SlowRatio), fix)
 	}
 }
 

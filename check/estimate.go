@@ -71,7 +71,7 @@ func faultTripRate(p breaker.Policy, t Traffic, f Fault) float64 {
 	}
 	q := (f.Errors + ft + h*b.fail) / counted
 	rc := t.Rate * counted
-	r := windowTripRate(rc, q, p.ErrorRatio, p.ErrorCount, p.MinRequests, p.Window, bucketWidth(p))
+	r := windowTripRate(rc, q, p.ErrorRatio, p.ErrorCount, p.MinRequests, p.Window, bucketWidth(p), false)
 	if c := p.ConsecutiveFailures; c > 0 && q < 1 {
 		r += rc * (1 - q) * math.Pow(q, float64(c))
 	}

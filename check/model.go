@@ -182,16 +182,25 @@ func falseTrips(p breaker.Policy, t Traffic) falseTripModel {
 	// calls for s seconds (s ≥ Window: a full window).
 	width := bucketWidth(p)
 	hazard := func(s float64) float64 {
+		// A healthy share at or above a rule's ratio keeps the window
+		// over its line: a marked call trips whenever the window with it
+		// holds the rule, not only when it crosses (overLine).
+		failOver := p.ErrorRatio > 0 && b.fail >= p.ErrorRatio
+		slowOver := p.SlowCall > 0 && b.slow >= p.SlowRatio
 		var r float64
 		if s >= p.Window.Seconds() {
-			r = windowTripRate(t.Rate, b.fail, p.ErrorRatio, p.ErrorCount, p.MinRequests, p.Window, width)
+			r = windowTripRate(t.Rate, b.fail, p.ErrorRatio, p.ErrorCount, p.MinRequests, p.Window, width, failOver)
 			if p.SlowCall > 0 {
-				r += windowTripRate(t.Rate, b.slow, p.SlowRatio, 0, p.MinRequests, p.Window, width)
+				r += windowTripRate(t.Rate, b.slow, p.SlowRatio, 0, p.MinRequests, p.Window, width, slowOver)
 			}
 		} else {
-			r = b.fail * t.Rate * ruleChance(t.Rate*b.fail*s, t.Rate*(1-b.fail)*s, p.ErrorRatio, p.ErrorCount, p.MinRequests)
+			r = b.fail * t.Rate * ruleChance(t.Rate*b.fail*s, t.Rate*(1-b.fail)*s, p.ErrorRatio, p.ErrorCount, p.MinRequests, failOver)
 			if p.SlowCall > 0 {
-				r += b.slow * t.Rate * ruleChance(t.Rate*b.slow*s, t.Rate*(1-b.slow)*s, p.SlowRatio, 0, p.MinRequests)
+				// A call is counted when it ends: in the first SlowCall
+				// after a close only calls faster than it have, and the
+				// slow ones that started since lag by at least SlowCall.
+				slowS := max(0, s-p.SlowCall.Seconds())
+				r += b.slow * t.Rate * ruleChance(t.Rate*b.slow*slowS, t.Rate*(1-b.slow)*s, p.SlowRatio, 0, p.MinRequests, slowOver)
 			}
 		}
 		if c := p.ConsecutiveFailures; c > 0 && b.fail > 0 {
@@ -269,15 +278,15 @@ func falseTrips(p breaker.Policy, t Traffic) falseTripModel {
 // holds Poisson(λqL) other marked calls and, independently, Poisson(λ(1-q)L)
 // unmarked ones. By PASTA, a marked call finds the window as a random
 // instant does, so the rate is λq·P[rule holds with the call added],
-// averaged over the window's length L.
-func windowTripRate(rate, q, ratio float64, count, minReq int, window, width time.Duration) float64 {
+// averaged over the window's length L. overLine is as for ruleChance.
+func windowTripRate(rate, q, ratio float64, count, minReq int, window, width time.Duration, overLine bool) float64 {
 	if q <= 0 || (ratio <= 0 && count <= 0) {
 		return 0
 	}
 	var sum float64
 	for j := 0; j < phases; j++ {
 		l := (window - width).Seconds() + (float64(j)+0.5)/phases*width.Seconds()
-		sum += ruleChance(rate*q*l, rate*(1-q)*l, ratio, count, minReq)
+		sum += ruleChance(rate*q*l, rate*(1-q)*l, ratio, count, minReq, overLine)
 	}
 	return rate * q * sum / phases
 }
@@ -286,8 +295,12 @@ func windowTripRate(rate, q, ratio float64, count, minReq int, window, width tim
 // did not with f], F ~ Poisson(a), S ~ Poisson(b) independent: the chance
 // that a marked call arriving at a random instant makes the window cross
 // the line. A window already over it does not count again: it tripped the
-// breaker when it crossed.
-func ruleChance(a, b, ratio float64, count, minReq int) float64 {
+// breaker when it crossed. That holds while the window is seldom over the
+// line; with overLine (the marked share is at or above the ratio, so the
+// window is over it more often than not, and is brought there by calls
+// that do not check: unmarked ones, and old buckets leaving) it is
+// P[the rule holds with f+1], every marked call that finds it so trips.
+func ruleChance(a, b, ratio float64, count, minReq int, overLine bool) float64 {
 	// holds returns the interval of s for which the rule holds with f
 	// marked calls: [lo, hi], empty if hi < lo.
 	holds := func(f int) (lo, hi int) {
@@ -340,6 +353,10 @@ func ruleChance(a, b, ratio float64, count, minReq int) float64 {
 		f := floF + i
 		// The rule is monotone in f, so the set where it holds with f is
 		// inside the set where it holds with f+1.
+		if overLine {
+			total += w * chance(holds(f+1))
+			continue
+		}
 		total += w * (chance(holds(f+1)) - chance(holds(f)))
 	}
 	return min(max(total, 0), 1)
