@@ -47,9 +47,6 @@ type Breaker struct {
 	// The rest is guarded by mu, which serialises transitions and is
 	// never taken on the closed path.
 	mu sync.Mutex
-	// outageEdge is the current outage's start while not Closed; while
-	// Closed, the last outage's end (never if none, or since Reset).
-	outageEdge int64
 	// hist is allocated at the first transition.
 	hist *history
 }
@@ -73,6 +70,15 @@ type history struct {
 	inflight []inflightProbe
 	// sealed holds the outcomes of the windows sealed so far.
 	sealed [window.Kinds]uint64
+	// openedAt is when the breaker last left Closed, never while Closed;
+	// closedAt when it last closed (never if it has not, or since Reset).
+	openedAt, closedAt int64
+	// out is the outage in progress, or the last one (see Outage).
+	out outage
+	// draw is the jitter draw of the running cooldown, in [0, 1).
+	draw float64
+	// lastTrip is the rule of the latest trip from Closed.
+	lastTrip Reason
 }
 
 // inflightProbe is a probe in flight: its admission offset, for the probe
@@ -110,7 +116,7 @@ func (b *Breaker) probesPassed() uint8 {
 // histLocked returns b.hist, allocating it. b.mu must be held.
 func (b *Breaker) histLocked() *history {
 	if b.hist == nil {
-		b.hist = &history{}
+		b.hist = &history{openedAt: never, closedAt: never}
 	}
 	return b.hist
 }
@@ -140,7 +146,7 @@ func New(name string, p Policy, opts ...Option) (*Breaker, error) {
 }
 
 func newBreaker(name string, r *rules, o *options) *Breaker {
-	b := &Breaker{name: name, opt: o, outageEdge: never}
+	b := &Breaker{name: name, opt: o}
 	if r.timed {
 		r = r.own(nil, o.tb.Now()) // with the breaker's latency histogram
 	}

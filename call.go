@@ -244,7 +244,7 @@ func (b *Breaker) finish(caller context.Context, tok token, err error, r *rules)
 		b.measure(now, elapsed, o, cur)
 	case roleProbe:
 		b.countOutcome(o)
-		b.verdict(caller, now, tok.gen, tok.slot, o, b.cold(caller, now, cur), false)
+		b.verdict(caller, now, tok.gen, tok.slot, o, elapsed, b.cold(caller, now, cur), false)
 	default:
 		b.countOutcome(o)
 	}
@@ -261,7 +261,7 @@ func (b *Breaker) abandon(caller context.Context, tok token) {
 	case roleProbe:
 		b.countOutcome(Failure)
 		now := b.opt.tb.Now()
-		b.verdict(caller, now, tok.gen, tok.slot, Failure, b.cold(caller, now, r), true)
+		b.verdict(caller, now, tok.gen, tok.slot, Failure, -1, b.cold(caller, now, r), true)
 	default:
 		b.countOutcome(Failure)
 	}

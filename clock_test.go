@@ -146,7 +146,7 @@ func TestClock_SteppingBackDoesNotStretchTheCooldown(t *testing.T) {
 	h.requireState(Open)
 	h.add(time.Second)
 	h.requireState(HalfOpen)
-	since, ok := h.b.OpenSince()
+	since, ok := openSince(h.b)
 	require.True(t, ok)
 	require.Equal(t, h.t0.Add(time.Hour), since)
 	ev := h.eventLog()

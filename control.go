@@ -45,7 +45,7 @@ func (b *Breaker) setRules(r *rules) {
 		b.handRunLocked(b.state.Load().gen(), false)
 	}
 	if w := b.state.Load(); w.state() == Open {
-		b.shortenCooldownLocked(old, r)
+		b.shortenCooldownLocked(r)
 	} else if w.state() == HalfOpen {
 		if uint64(b.probesPassed()) >= r.probes {
 			// Probes was lowered below the passes this episode already has.
@@ -59,24 +59,20 @@ func (b *Breaker) setRules(r *rules) {
 	b.rethrottlePolicy(now, throttling)
 }
 
-// shortenCooldownLocked cuts the running cooldown to what r would have
-// drawn for it, same jitter, when that is shorter. b.mu must be held.
-func (b *Breaker) shortenCooldownLocked(old, r *rules) {
+// shortenCooldownLocked cuts the running cooldown to what r gives it (its
+// doublings, its jitter at the running cooldown's draw) when that is
+// shorter. b.mu must be held.
+func (b *Breaker) shortenCooldownLocked(r *rules) {
 	e := b.openErr.Load()
 	if e == nil || e.Until.IsZero() || e.Cooldown <= 0 {
 		return
 	}
-	oldBase, newBase := b.baseCooldown(old), b.baseCooldown(r)
-	if newBase >= oldBase {
-		return
-	}
 	cd := int64(e.Cooldown)
-	until := b.transitionDue.Load()
-	start := until - cd
-	ncd := max(int64(float64(cd)*float64(newBase)/float64(oldBase)), 1)
+	ncd := b.jittered(r)
 	if ncd >= cd {
 		return
 	}
+	start := b.transitionDue.Load() - cd
 	b.transitionDue.Store(start + ncd)
 	ne := *e
 	ne.Until = b.opt.tb.Time(start + ncd)
@@ -100,26 +96,16 @@ func (b *Breaker) SetMode(m Mode) error {
 	switch {
 	case from == m:
 	case m == ModeForcedOpen:
-		cause, snap := b.trip()
-		if w.state() == Closed {
-			cause = ReasonForcedOpen
-			if b.outageEdge != never && now-b.outageEdge >= b.rules.Load().maxOpenFor {
-				// Stable for MaxOpenFor: the doubling starts over, as on a trip.
-				b.setDoublings(0)
-			}
-			b.outageEdge = now
+		if w.state() == Closed && b.beginOutageLocked(now, b.rules.Load(), Trip{Reason: ReasonForcedOpen}, false) {
+			// Settled: the doubling starts over, as on a trip.
+			b.setDoublings(0)
 		}
-		b.openErr.Store(&OpenError{
-			Name:       b.name,
-			State:      Open,
-			Reason:     ReasonForcedOpen,
-			TripReason: cause,
-			Snapshot:   snap,
-			Since:      b.opt.tb.Time(b.outageEdge),
-			b:          b,
-		})
-		b.countOpenLocked()
-		b.transitionLocked(now, Open, m, ReasonForcedOpen, snap, 0)
+		if w.state() == Closed {
+			b.histLocked().lastTrip = ReasonForcedOpen
+		}
+		b.openErr.Store(b.openError(Open, ReasonForcedOpen, never, 0))
+		b.countOpenLocked(now)
+		b.transitionLocked(now, Open, m, ReasonForcedOpen, b.histLocked().out.trip.Window, 0)
 		// No cooldown: it ends with the mode. After the state word.
 		b.transitionDue.Store(math.MaxInt64)
 	case m == ModeForcedClosed:
@@ -160,20 +146,19 @@ func (b *Breaker) Reset() {
 		m = ModeAuto
 	}
 	b.setDoublings(0)
+	h := b.histLocked()
+	h.out.active, h.lastTrip = false, "" // Reset ends the outage
 	b.closeLocked(now, m, ReasonReset)
-	b.outageEdge = never // as stable as a new breaker
+	h.closedAt = never // as settled as a new breaker
 	b.mu.Unlock()
 	b.flush()
 }
 
 // endForcedOpenLocked starts the outage afresh when a forced open ends, so
-// the alert clock counts from the release; OpenTime keeps the forced time.
-// b.mu must be held.
+// that its length counts from the release; OpenTime keeps the forced time,
+// and the outage keeps its trip. b.mu must be held.
 func (b *Breaker) endForcedOpenLocked(now int64) {
-	if b.outageEdge != never {
-		b.histLocked().openTotal += max(0, now-b.outageEdge)
-	}
-	b.outageEdge = now
+	b.histLocked().out.since = now
 	if e := b.openErr.Load(); e != nil {
 		ne := *e
 		ne.Since = b.opt.tb.Time(now)

@@ -73,7 +73,7 @@ func TestManual_ResetClosesOnAnEmptyWindowAtLevelZero(t *testing.T) {
 	h.b.Reset()
 	h.requireState(Closed)
 	assert.Zero(t, h.b.Snapshot().Counted)
-	_, open := h.b.OpenSince()
+	_, open := openSince(h.b)
 	assert.False(t, open)
 	h.trip()
 	ev := h.eventLog()

@@ -62,8 +62,8 @@ func (b *Breaker) Counters() Counters {
 		c.Opens = uint64(h.opens)
 		open = h.openTotal
 	}
-	if b.state.Load().state() != Closed && b.outageEdge != never {
-		open += max(0, now-b.outageEdge)
+	if b.hist != nil && b.hist.openedAt != never {
+		open += max(0, now-b.hist.openedAt)
 	}
 	b.mu.Unlock()
 	o := func(i int) uint64 { return b.other[i].Load() }
@@ -82,34 +82,19 @@ func (b *Breaker) Counters() Counters {
 	return c
 }
 
-// OpenSince returns when the current outage began: its trip, however often
-// it reopened since, or the end of a forced open, whichever came last. ok
-// is false while the breaker is closed.
-func (b *Breaker) OpenSince() (t time.Time, ok bool) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.state.Load().state() == Closed || b.outageEdge == never {
-		return time.Time{}, false
-	}
-	return b.opt.tb.Time(b.outageEdge), true
-}
-
 // Status is everything one breaker shows, for a dashboard or a health
 // endpoint.
 type Status struct {
 	Name  string `json:"name"`
 	State State  `json:"state"`
 	Mode  Mode   `json:"mode"`
-	// When the current outage began and how long it has lasted (not a
-	// cooldown); empty while closed.
-	OpenSince    *time.Time    `json:"open_since,omitempty"`
-	OpenDuration time.Duration `json:"open_duration_ns,omitempty"`
-	// TripReason and Trip are the rule and window that began the outage;
-	// Reason is why it is not closed now (the trip rule, or what reopened
-	// it since), as in [OpenError]. Empty while closed.
-	TripReason Reason   `json:"trip_reason,omitempty"`
-	Trip       Snapshot `json:"trip"`
-	Reason     Reason   `json:"reason,omitempty"`
+	// Outage is the outage in progress, what alerts grade: when it
+	// began, how long it has lasted, the trip that began it and what has
+	// happened since; nil once it has settled, or if none began.
+	Outage *Outage `json:"outage,omitempty"`
+	// Reason is why the breaker is not closed now: the trip rule, or
+	// what reopened it since, as in [OpenError]. Empty while closed.
+	Reason Reason `json:"reason,omitempty"`
 	// ProbeAt is when an open breaker's cooldown ends ([OpenError.Until]);
 	// empty in the other states and when forced open.
 	ProbeAt *time.Time `json:"probe_at,omitempty"`
@@ -148,7 +133,7 @@ func (b *Breaker) Status() Status {
 		s.Latency = &l
 	}
 	if e := b.openErr.Load(); e != nil && s.State != Closed {
-		s.Reason, s.TripReason, s.Trip = e.Reason, e.TripReason, e.Snapshot
+		s.Reason = e.Reason
 		// Only an open breaker has a probe time: an error read in a race
 		// with the cooldown's end may still carry a past one.
 		if s.State == Open && !e.Until.IsZero() {
@@ -156,11 +141,12 @@ func (b *Breaker) Status() Status {
 			s.ProbeAt, s.Cooldown = &u, e.Cooldown
 		}
 	}
-	if t, ok := b.OpenSince(); ok {
-		// A copy, as above.
-		since := t
-		s.OpenSince = &since
-		s.OpenDuration = max(0, b.opt.tb.Time(b.opt.tb.Now()).Sub(t))
+	b.mu.Lock()
+	o, ok := b.outageLocked(b.opt.tb.Now())
+	b.mu.Unlock()
+	if ok {
+		oc := o // a copy, as above
+		s.Outage = &oc
 	}
 	return s
 }

@@ -15,13 +15,13 @@ import (
 
 func TestOpenSince_SpansReopensUntilClose(t *testing.T) {
 	h := newHarness(t, DefaultPolicy())
-	_, ok := h.b.OpenSince()
+	_, ok := openSince(h.b)
 	assert.False(t, ok)
 	h.at(time.Second)
 	h.trip()
 	h.at(31 * time.Second)
 	require.ErrorIs(t, h.call(context.DeadlineExceeded), context.DeadlineExceeded)
-	since, ok := h.b.OpenSince()
+	since, ok := openSince(h.b)
 	require.True(t, ok)
 	assert.Equal(t, h.t0.Add(time.Second), since)
 }
@@ -41,7 +41,7 @@ func TestOpenSince_AgreesWithTheRefusalsAfterARelease(t *testing.T) {
 	defer done(nil)
 	var oe *OpenError
 	require.ErrorAs(t, h.call(nil), &oe)
-	since, ok := h.b.OpenSince()
+	since, ok := openSince(h.b)
 	require.True(t, ok)
 	assert.Equal(t, h.t0.Add(2*time.Hour), since)
 	assert.Equal(t, since, oe.Since)
@@ -190,11 +190,11 @@ func TestSnapshot_OfATripIsNeverTorn(t *testing.T) {
 		wg.Wait()
 		var oe *OpenError
 		require.ErrorAs(t, b.Do(ctx, timeout), &oe)
-		require.Empty(t, snapshotBroken(oe.Snapshot), "round %d: open error", round)
-		require.Equal(t, oe.Snapshot.Counted, oe.Snapshot.Timeouts, "round %d: only timeouts were recorded: %+v", round, oe.Snapshot)
+		require.Empty(t, snapshotBroken(oe.Trip.Window), "round %d: open error", round)
+		require.Equal(t, oe.Trip.Window.Counted, oe.Trip.Window.Timeouts, "round %d: only timeouts were recorded: %+v", round, oe.Trip.Window)
 		mu.Lock()
 		require.Len(t, evs, 1)
-		require.Equal(t, oe.Snapshot, evs[0].Snapshot, "round %d", round)
+		require.Equal(t, oe.Trip.Window, evs[0].Snapshot, "round %d", round)
 		mu.Unlock()
 	}
 }
@@ -216,26 +216,26 @@ func TestStatus_SaysWhyTheBreakerIsNotClosed(t *testing.T) {
 	st := b.Status()
 	assert.Equal(t, Open, st.State)
 	assert.Equal(t, ReasonErrorRatio, st.Reason)
-	assert.Equal(t, trip, st.Trip)
+	assert.Equal(t, trip, st.Outage.Trip.Window)
 	var oe *OpenError
 	require.ErrorAs(t, b.Do(context.Background(), func(context.Context) error { return nil }), &oe)
 	assert.Equal(t, oe.Reason, st.Reason, "the status and the refusal agree")
-	assert.Equal(t, oe.Snapshot, st.Trip)
+	assert.Equal(t, oe.Trip.Window, st.Outage.Trip.Window)
 
 	gh.clk.Add(defaultOpenFor)
 	st = b.Status()
 	assert.Equal(t, HalfOpen, st.State)
 	assert.Equal(t, ReasonErrorRatio, st.Reason, "half-open: still the trip's reason")
-	assert.Equal(t, trip, st.Trip)
-	assert.Equal(t, gh.t0, *st.OpenSince)
-	assert.Equal(t, gh.g.Now().Sub(gh.t0), st.OpenDuration)
+	assert.Equal(t, trip, st.Outage.Trip.Window)
+	assert.Equal(t, gh.t0, st.Outage.Since)
+	assert.Equal(t, gh.g.Now().Sub(gh.t0), st.Outage.Duration)
 
 	data, err := json.Marshal([]Status{st})
 	require.NoError(t, err)
 	var doc []map[string]any
 	require.NoError(t, json.Unmarshal(data, &doc))
 	assert.Equal(t, "error_ratio", doc[0]["reason"])
-	assert.Equal(t, float64(12), doc[0]["trip"].(map[string]any)["failures"])
+	assert.Equal(t, float64(12), doc[0]["outage"].(map[string]any)["trip"].(map[string]any)["window"].(map[string]any)["failures"])
 	var back []Status
 	require.NoError(t, json.Unmarshal(data, &back), "a status decodes back")
 	assert.Equal(t, []Status{st}, back)
@@ -244,15 +244,18 @@ func TestStatus_SaysWhyTheBreakerIsNotClosed(t *testing.T) {
 	st = b.Status()
 	require.Equal(t, Closed, st.State)
 	assert.Empty(t, st.Reason, "closed")
-	assert.Zero(t, st.Trip)
+	require.NotNil(t, st.Outage, "closed, but the outage has not settled")
+	assert.True(t, st.Outage.Recovering())
 	data, err = json.Marshal(st)
 	require.NoError(t, err)
-	assert.NotContains(t, string(data), `"reason"`)
+	var top map[string]any
+	require.NoError(t, json.Unmarshal(data, &top))
+	assert.NotContains(t, top, "reason")
 
 	require.NoError(t, b.SetMode(ModeForcedOpen))
 	st = b.Status()
 	assert.Equal(t, ReasonForcedOpen, st.Reason)
-	assert.Equal(t, b.Snapshot(), st.Trip, "the window when it was forced open")
+	assert.Equal(t, trip, st.Outage.Trip.Window, "forced open before the outage settled: still its trip")
 
 	var s State
 	assert.Error(t, s.UnmarshalText([]byte("ajar")))

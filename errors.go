@@ -2,7 +2,6 @@ package breaker
 
 import (
 	"errors"
-	"strconv"
 	"time"
 )
 
@@ -28,11 +27,10 @@ type OpenError struct {
 	State State
 	// Reason is why it is open now: the trip rule, or what reopened it.
 	Reason Reason
-	// TripReason and Snapshot are the rule (or ReasonForcedOpen) and the
-	// window that began the outage, the same until the breaker closes.
-	TripReason Reason
-	Snapshot   Snapshot
-	// Since is when the breaker opened.
+	// Trip is the trip that began the outage (see [Outage]), with the
+	// evidence of its rule, the same for the whole outage.
+	Trip Trip
+	// Since is when the outage began.
 	Since time.Time
 	// Until is when the breaker will admit probes; zero when half-open or
 	// forced open. Cooldown is the length, jittered, of that cooldown.
@@ -53,18 +51,14 @@ func (e *OpenError) RetryAfter() time.Duration {
 }
 
 func (e *OpenError) Error() string {
-	// The cause of the outage leads; a later reason follows it.
-	cause := e.TripReason
-	if cause == "" {
-		cause = e.Reason
+	// The cause of the outage leads, with the evidence of its rule; a
+	// later reason follows it.
+	t := e.Trip
+	if t.Reason == "" {
+		t.Reason = e.Reason
 	}
-	s := "breaker: " + e.Name + " is " + e.State.String() + " (" + string(cause)
-	if e.Snapshot.Counted > 0 {
-		s += ", " + strconv.FormatUint(e.Snapshot.Failures, 10) + "/" +
-			strconv.FormatUint(e.Snapshot.Counted, 10) + " failed, " +
-			strconv.FormatUint(e.Snapshot.Timeouts, 10) + " timeouts"
-	}
-	if e.Reason != cause {
+	s := "breaker: " + e.Name + " is " + e.State.String() + " (" + string(t.Reason) + t.brief()
+	if e.Reason != t.Reason {
 		s += "; then " + string(e.Reason)
 	}
 	if d := e.RetryAfter(); d > 0 {

@@ -24,12 +24,17 @@ type Event struct {
 	Snapshot Snapshot `json:"snapshot"`
 	// Cooldown is how long a transition to Open lasts; 0 if forced.
 	Cooldown time.Duration `json:"cooldown"`
-	// Doublings is how many times in a row the cooldown has doubled.
+	// Doublings is how many times in a row the cooldown has doubled; it
+	// stops rising once the cooldown has reached Policy.MaxOpenFor.
 	Doublings int `json:"doublings"`
 	// Mode is the mode after the transition.
 	Mode Mode `json:"mode"`
 	// Timeout is the change of the adaptive timeout; nil on a transition.
 	Timeout *TimeoutChange `json:"timeout,omitempty"`
+	// Outage is the outage in progress after the transition, as [Status]
+	// has it; nil when there is none (a transition of a settled breaker
+	// that begins none, a Reset).
+	Outage *Outage `json:"outage,omitempty"`
 }
 
 // eventJSON is an Event as JSON has it; the outer Cooldown, shallower,

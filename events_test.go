@@ -54,6 +54,11 @@ func TestHooks_EventCarriesTheWholeStory(t *testing.T) {
 		Cooldown:  30 * time.Second,
 		Doublings: 0,
 		Mode:      ModeAuto,
+		Outage: &Outage{
+			Since: h.t0.Add(2 * time.Second),
+			Trip:  Trip{Reason: ReasonErrorRatio, Window: Snapshot{Counted: 20, Failures: 15, Timeouts: 10}},
+			Trips: 1,
+		},
 	}, ev)
 	assert.InDelta(t, 0.75, ev.Snapshot.ErrorRatio(), 1e-12)
 }
@@ -117,7 +122,10 @@ func TestEvent_JSONRoundTrip(t *testing.T) {
 	require.NoError(t, err)
 	assert.JSONEq(t, `{"name":"inventory.GetStock","from":"half_open","to":"open","reason":"probe_failed",
 		"time":`+string(wantTime)+`,"snapshot":{"counted":20,"failures":20,"timeouts":0,"slow":0},
-		"cooldown":"1m0s","doublings":1,"mode":"auto"}`, string(data))
+		"cooldown":"1m0s","doublings":1,"mode":"auto",
+		"outage":{"since":"2026-01-02T03:04:05Z","duration_ns":30000000000,
+			"trip":{"reason":"error_ratio","window":{"counted":20,"failures":20,"timeouts":0,"slow":0},"run":0,"slow_call_ns":0},
+			"trips":1,"reopens":1,"refused":0,"probes_passed":0,"probes_failed":1,"probes_passed_on_error":0}}`, string(data))
 
 	for _, ev := range append(events, Event{}, Event{Name: "x", To: HalfOpen, Mode: ModeShadow, Cooldown: 1500 * time.Millisecond, Snapshot: Snapshot{Counted: 3, Failures: 2, Timeouts: 1, Slow: 1}}) {
 		data, err := json.Marshal(ev)

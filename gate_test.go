@@ -60,8 +60,8 @@ func TestGates_ConcurrentFailuresTripOnTheLastWindow(t *testing.T) {
 			// Open: the window that tripped it met a rule, and the
 			// rest of the run could only add failures to it.
 			st := b.Status()
-			want = b.tripReason(b.rules.Load(), st.Trip) != ""
-			require.True(t, want, "tripped on %+v, which meets no rule of %+v", st.Trip, p)
+			want = b.tripReason(b.rules.Load(), st.Outage.Trip.Window) != ""
+			require.True(t, want, "tripped on %+v, which meets no rule of %+v", st.Outage.Trip.Window, p)
 		}
 		require.Equal(t, want, b.State() == Open, "state %v, window %+v, policy %+v", b.State(), b.Snapshot(), p)
 	})
@@ -258,7 +258,7 @@ func TestGates_AfterChurnConcurrentFailuresTripOnTheLastWindow(t *testing.T) {
 			require.Empty(t, b.tripReason(r, b.Snapshot()), "closed on a window that meets a rule: %+v, policy %+v", b.Snapshot(), b.Policy())
 		} else {
 			st := b.Status()
-			require.NotEmpty(t, b.tripReason(r, st.Trip), "tripped on %+v, which meets no rule of %+v", st.Trip, b.Policy())
+			require.NotEmpty(t, b.tripReason(r, st.Outage.Trip.Window), "tripped on %+v, which meets no rule of %+v", st.Outage.Trip.Window, b.Policy())
 		}
 	})
 }

@@ -121,7 +121,7 @@ func TestGenerations_AResultCheckedBeforeATripLeavesTheOpenWindowAsItTripped(t *
 	late.land(Success)
 	var oe *OpenError
 	require.ErrorAs(t, h.call(nil), &oe)
-	assert.Equal(t, oe.Snapshot, h.b.Snapshot())
+	assert.Equal(t, oe.Trip.Window, h.b.Snapshot())
 	assert.Equal(t, Snapshot{Counted: defaultMinRequests, Failures: defaultMinRequests}, h.b.Snapshot())
 	assert.Equal(t, uint64(1), h.b.Counters().Successes)
 }

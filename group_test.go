@@ -772,11 +772,11 @@ func TestLogger_OneRecordPerTransitionAndProbesApart(t *testing.T) {
 	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
 	require.Len(t, lines, 6, buf.String())
 	assert.Equal(t, `level=WARN msg="breaker opened" breaker.name=orders.Create breaker.state=open breaker.from=closed breaker.reason=error_ratio breaker.ratio=0.5 breaker.counted=44 breaker.failures=22 breaker.timeouts=13 breaker.cooldown=30s`, lines[0])
-	assert.Equal(t, `level=INFO msg="breaker half-open" breaker.name=orders.Create breaker.state=half_open breaker.from=open breaker.reason=cooldown_elapsed breaker.ratio=0.5 breaker.counted=44 breaker.failures=22 breaker.timeouts=13`, lines[1])
+	assert.Equal(t, `level=INFO msg="breaker half-open" breaker.name=orders.Create breaker.state=half_open breaker.from=open breaker.reason=cooldown_elapsed breaker.trip_reason=error_ratio breaker.ratio=0.5 breaker.counted=44 breaker.failures=22 breaker.timeouts=13 breaker.outage_since=2026-03-04T05:06:07.000Z breaker.outage_for=30s breaker.trips=1 breaker.refused=0`, lines[1])
 	assert.Equal(t, `level=INFO msg="probe passed" breaker.name=orders.Create breaker.probe=true breaker.outcome=success breaker.verdict=pass`, lines[2])
 	assert.Equal(t, lines[2], lines[3])
 	assert.Equal(t, `level=INFO msg="probe passed" breaker.name=orders.Create breaker.probe=true breaker.outcome=success breaker.verdict=pass`, lines[4])
-	assert.Equal(t, `level=INFO msg="breaker closed" breaker.name=orders.Create breaker.state=closed breaker.from=half_open breaker.reason=probes_passed breaker.ratio=0 breaker.counted=0 breaker.failures=0 breaker.timeouts=0`, lines[5])
+	assert.Equal(t, `level=INFO msg="breaker closed" breaker.name=orders.Create breaker.state=closed breaker.from=half_open breaker.reason=probes_passed breaker.trip_reason=error_ratio breaker.ratio=0 breaker.counted=0 breaker.failures=0 breaker.timeouts=0 breaker.outage_since=2026-03-04T05:06:07.000Z breaker.outage_for=30s breaker.trips=1 breaker.refused=0 breaker.settles_at=2026-03-04T05:08:37.000Z`, lines[5])
 }
 
 func TestLogger_NilLogsNothing(t *testing.T) {

@@ -291,3 +291,11 @@ func (h *docHarness) calls(key string, n int, err error) {
 		_ = h.g.Do(context.Background(), key, func(context.Context) error { return err })
 	}
 }
+
+// openSince is when b's outage in progress began, as its Status says.
+func openSince(b *Breaker) (time.Time, bool) {
+	if o := b.Status().Outage; o != nil {
+		return o.Since, true
+	}
+	return time.Time{}, false
+}

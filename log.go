@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"math"
+	"time"
 )
 
 // logGroup is the key of the slog group of a breaker's attributes.
@@ -47,19 +48,30 @@ func logEvent(l *slog.Logger, e Event) {
 	if e.To == Open && e.Mode != ModeShadow {
 		level = slog.LevelWarn
 	}
-	attrs := make([]slog.Attr, 0, 13)
+	attrs := make([]slog.Attr, 0, 20)
 	attrs = append(attrs,
 		slog.String("name", e.Name),
 		slog.String("state", e.To.String()),
 		slog.String("from", e.From.String()),
 		slog.String("reason", string(e.Reason)),
+	)
+	// The outage's cause leads, with the evidence of its rule: the slow
+	// calls for the slow rule, the run for the consecutive rule.
+	if o := e.Outage; o != nil && o.Trip.Reason != e.Reason {
+		attrs = append(attrs, slog.String("trip_reason", string(o.Trip.Reason)))
+	}
+	attrs = append(attrs,
 		slog.Float64("ratio", math.Round(e.Snapshot.ErrorRatio()*100)/100),
 		slog.Uint64("counted", e.Snapshot.Counted),
 		slog.Uint64("failures", e.Snapshot.Failures),
 		slog.Uint64("timeouts", e.Snapshot.Timeouts),
 	)
 	if e.Snapshot.Slow > 0 {
-		attrs = append(attrs, slog.Uint64("slow", e.Snapshot.Slow))
+		attrs = append(attrs, slog.Uint64("slow", e.Snapshot.Slow),
+			slog.Float64("slow_ratio", math.Round(e.Snapshot.SlowRatio()*100)/100))
+	}
+	if o := e.Outage; o != nil && o.Trip.Run > 0 && e.To == Open {
+		attrs = append(attrs, slog.Uint64("run", o.Trip.Run))
 	}
 	if e.To == Open && e.Cooldown > 0 {
 		// A string, so that both handlers write "30s".
@@ -70,6 +82,18 @@ func logEvent(l *slog.Logger, e Event) {
 	}
 	if e.Mode != ModeAuto {
 		attrs = append(attrs, slog.String("mode", e.Mode.String()))
+	}
+	if o := e.Outage; o != nil && !o.Since.Equal(e.Time) {
+		// The outage so far: at a close, what it cost; it is over only
+		// once the breaker stays closed until SettlesAt.
+		attrs = append(attrs,
+			slog.Time("outage_since", o.Since),
+			slog.String("outage_for", o.Duration.Round(time.Millisecond).String()),
+			slog.Int("trips", o.Trips),
+			slog.Uint64("refused", o.Refused))
+		if e.To == Closed {
+			attrs = append(attrs, slog.Time("settles_at", o.SettlesAt))
+		}
 	}
 	l.LogAttrs(context.Background(), level, transitionMessage(e.To),
 		slog.Attr{Key: logGroup, Value: slog.GroupValue(attrs...)})

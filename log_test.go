@@ -89,13 +89,17 @@ func TestLogger_JSONRecordsKeepTheBreakerInOneGroup(t *testing.T) {
 		"cooldown", "30s")}, recs[0])
 	assert.Equal(t, map[string]any{"level": "INFO", "msg": "breaker half-open", "breaker": group(
 		"name", "inventory.GetStock", "state", "half_open", "from", "open", "reason", "cooldown_elapsed",
-		"ratio", n("0.75"), "counted", n("20"), "failures", n("15"), "timeouts", n("10"))}, recs[1])
+		"trip_reason", "error_ratio",
+		"ratio", n("0.75"), "counted", n("20"), "failures", n("15"), "timeouts", n("10"),
+		"outage_since", "2026-01-02T03:04:05Z", "outage_for", "30s", "trips", n("1"), "refused", n("0"))}, recs[1])
 	assert.Equal(t, map[string]any{"level": "INFO", "msg": "probe failed", "breaker": group(
 		"name", "inventory.GetStock", "probe", true, "outcome", "timeout", "verdict", "fail")}, recs[2])
 	assert.Equal(t, map[string]any{"level": "WARN", "msg": "breaker opened", "breaker": group(
 		"name", "inventory.GetStock", "state", "open", "from", "half_open", "reason", "probe_failed",
+		"trip_reason", "error_ratio",
 		"ratio", n("0.75"), "counted", n("20"), "failures", n("15"), "timeouts", n("10"),
-		"cooldown", "1m0s", "doublings", n("1"))}, recs[3])
+		"cooldown", "1m0s", "doublings", n("1"),
+		"outage_since", "2026-01-02T03:04:05Z", "outage_for", "30s", "trips", n("1"), "refused", n("0"))}, recs[3])
 }
 
 // The text handler writes the same group as dotted keys; a shadow breaker's

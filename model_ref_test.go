@@ -29,8 +29,12 @@ type refModel struct {
 	gen   uint64 // bumped on every transition and when a closed window is reshaped
 
 	level     int
-	since     int64 // closed: last close after an outage; otherwise outage start
-	openUntil int64 // open: end of the cooldown
+	openedAt  int64 // when it last left Closed; refNever while closed
+	closedAt  int64 // when it last closed; refNever if never, or since Reset
+	out       refOutage
+	lastTrip  Reason  // the rule of the latest trip from Closed
+	draw      float64 // the running cooldown's jitter draw
+	openUntil int64   // open: end of the cooldown
 	oe        *OpenError
 
 	// Half-open episode.
@@ -47,6 +51,17 @@ type refModel struct {
 	c         Counters // every field but OpenTime
 	openTotal int64
 	events    []Event
+}
+
+// refOutage is the outage in progress, as docs/behaviour.md (§4 Outages)
+// has it.
+type refOutage struct {
+	active                 bool
+	since                  int64
+	trip                   Trip
+	trips, reopens         int
+	refused0               uint64
+	passed, failed, onErr  int
 }
 
 type refEntry struct {
@@ -81,7 +96,7 @@ func newRefModel(name string, base time.Time, p Policy, u float64, startCold boo
 	}
 	m := &refModel{
 		name: name, base: base, clk: base, u: u, pol: p,
-		since: refNever, warmUntil: refNever,
+		openedAt: refNever, closedAt: refNever, warmUntil: refNever,
 		inflight: map[int]int64{},
 	}
 	if startCold && p.Warmup > 0 {
@@ -186,18 +201,78 @@ func (m *refModel) baseCooldown() int64 {
 }
 
 func (m *refModel) cooldown() int64 {
+	m.draw = 0.5
+	if m.pol.Jitter > 0 {
+		m.draw = m.u
+	}
+	return m.jittered()
+}
+
+// jittered is the policy's base cooldown at the running cooldown's draw.
+func (m *refModel) jittered() int64 {
 	d := m.baseCooldown()
 	if j := m.pol.Jitter; j > 0 {
-		d = int64(float64(d) * (1 - j + 2*j*m.u))
+		d = int64(float64(d) * (1 - j + 2*j*m.draw))
 	}
 	return max(d, 1)
 }
 
-func (m *refModel) tripCause() (Reason, Snapshot) {
-	if m.oe != nil {
-		return m.oe.TripReason, m.oe.Snapshot
+// nextLevel is the doublings after a reopen: they stop rising once the
+// cooldown has reached MaxOpenFor.
+func (m *refModel) nextLevel() int {
+	if m.level >= maxRefLevel || m.baseCooldown() >= int64(m.pol.MaxOpenFor) {
+		return m.level
 	}
-	return "", Snapshot{}
+	return m.level + 1
+}
+
+// settled reports whether no outage is in progress at now.
+func (m *refModel) settled(now int64) bool {
+	return !m.out.active ||
+		(m.state == Closed && m.closedAt != refNever && now-m.closedAt >= int64(m.pol.MaxOpenFor))
+}
+
+// begin starts an outage with trip t if the breaker has settled, or
+// counts a trip into the one in progress; it reports whether it began one.
+func (m *refModel) begin(now int64, t Trip, trip bool) bool {
+	if !m.settled(now) {
+		if trip {
+			m.out.trips++
+		}
+		return false
+	}
+	m.out = refOutage{active: true, since: now, trip: t, refused0: m.c.Rejected}
+	if trip {
+		m.out.trips = 1
+	}
+	return true
+}
+
+// outage is Status().Outage at now.
+func (m *refModel) outage(now int64) *Outage {
+	if m.settled(now) {
+		return nil
+	}
+	o := m.out
+	out := &Outage{
+		Since: m.at(o.since), Duration: time.Duration(max(0, now-o.since)), Trip: o.trip,
+		Trips: o.trips, Reopens: o.reopens, Refused: m.c.Rejected - o.refused0,
+		ProbesPassed: o.passed, ProbesFailed: o.failed, ProbesPassedOnError: o.onErr,
+	}
+	if m.state == Closed && m.closedAt != refNever {
+		out.ClosedAt = m.at(m.closedAt)
+		out.SettlesAt = m.at(m.closedAt + int64(m.pol.MaxOpenFor))
+	}
+	return out
+}
+
+func (m *refModel) openError(s State, reason Reason, until int64, cd int64) *OpenError {
+	e := &OpenError{Name: m.name, State: s, Reason: reason, Trip: m.out.trip, Since: m.at(m.out.since),
+		Cooldown: time.Duration(cd)}
+	if until != refNever {
+		e.Until = m.at(until)
+	}
+	return e
 }
 
 func (m *refModel) transition(now int64, to State, mode Mode, reason Reason, snap Snapshot, cd int64) {
@@ -211,52 +286,66 @@ func (m *refModel) transition(now int64, to State, mode Mode, reason Reason, sna
 		m.events = append(m.events, Event{
 			Name: m.name, From: from, To: to, Reason: reason, Time: m.at(now),
 			Snapshot: snap, Cooldown: time.Duration(cd), Doublings: m.level, Mode: mode,
+			Outage: m.outage(now),
 		})
 	}
 }
 
-func (m *refModel) open(now int64, reason, cause Reason, snap Snapshot) {
+func (m *refModel) open(now int64, reason Reason, snap Snapshot) {
 	cd := m.cooldown()
 	m.openUntil = now + cd
-	m.oe = &OpenError{Name: m.name, State: Open, Reason: reason, TripReason: cause, Snapshot: snap,
-		Since: m.at(m.since), Until: m.at(m.openUntil), Cooldown: time.Duration(cd)}
-	m.c.Opens++
+	m.oe = m.openError(Open, reason, m.openUntil, cd)
+	m.countOpen(now)
 	m.transition(now, Open, m.mode, reason, snap, cd)
 }
 
-func (m *refModel) trip(now int64, reason Reason, snap Snapshot) {
-	if m.since != refNever && now-m.since < int64(m.pol.MaxOpenFor) {
-		m.level = min(m.level+1, maxRefLevel)
-	} else {
-		m.level = 0
+// countOpen counts a transition to Open about to be made.
+func (m *refModel) countOpen(now int64) {
+	if m.state == Closed {
+		m.openedAt = now
 	}
-	m.since = now
-	m.open(now, reason, reason, snap)
+	if m.state != Open {
+		m.c.Opens++
+	}
+}
+
+func (m *refModel) trip(now int64, reason Reason, snap Snapshot) {
+	t := Trip{Reason: reason, Window: snap, SlowCall: m.pol.SlowCall}
+	if m.pol.ConsecutiveFailures > 0 {
+		t.Run = uint64(m.consec)
+	}
+	m.lastTrip = reason
+	if m.begin(now, t, true) {
+		m.level = 0
+	} else {
+		m.level = m.nextLevel()
+	}
+	m.open(now, reason, snap)
 }
 
 func (m *refModel) reopen(now int64, reason Reason) {
-	m.level = min(m.level+1, maxRefLevel)
-	cause, snap := m.tripCause()
-	m.open(now, reason, cause, snap)
+	m.level = m.nextLevel()
+	m.out.reopens++
+	m.open(now, reason, m.out.trip.Window)
 }
 
 func (m *refModel) halfOpen(now int64, mode Mode, reason Reason) {
-	_, snap := m.tripCause() // every event of an outage carries its trip's window
+	why := reason
 	if m.oe != nil {
-		e := *m.oe
-		e.State, e.Until, e.Cooldown = HalfOpen, time.Time{}, 0
-		m.oe = &e
+		why = m.oe.Reason
 	}
-	m.transition(now, HalfOpen, mode, reason, snap, 0)
+	m.oe = m.openError(HalfOpen, why, refNever, 0)
+	// Every event of an outage carries its trip's window.
+	m.transition(now, HalfOpen, mode, reason, m.out.trip.Window, 0)
 }
 
 func (m *refModel) close(now int64, mode Mode, reason Reason) {
 	m.win = nil
 	m.consec = 0
-	if m.state != Closed && m.since != refNever {
-		m.openTotal += max(0, now-m.since)
+	if m.openedAt != refNever {
+		m.openTotal += max(0, now-m.openedAt)
 	}
-	m.since = now
+	m.openedAt, m.closedAt = refNever, now
 	m.oe = nil
 	m.transition(now, Closed, mode, reason, Snapshot{}, 0)
 }
@@ -303,8 +392,8 @@ func (m *refModel) Counters() Counters {
 	now := m.read()
 	c := m.c
 	open := m.openTotal
-	if m.state != Closed && m.since != refNever {
-		open += max(0, now-m.since)
+	if m.openedAt != refNever {
+		open += max(0, now-m.openedAt)
 	}
 	c.OpenTime = time.Duration(open)
 	return c
@@ -313,6 +402,11 @@ func (m *refModel) Counters() Counters {
 // refCall is an admitted call, as the model sees it. Its result is judged
 // by the rules in force when it is recorded; the policy at admission only
 // sets the call's deadline and whether its start was taken.
+// timed reports whether the call's start was taken at its admission.
+func (c refCall) timed() bool {
+	return c.pol.CallTimeout > 0 || c.pol.SlowCall > 0 || c.pol.AdaptiveTimeout.Enabled
+}
+
 type refCall struct {
 	id    int
 	role  uint8
@@ -575,17 +669,25 @@ func (m *refModel) verdict(now int64, c refCall, o Outcome) {
 	}
 	delete(m.inflight, c.id)
 	pass := o == Success || (o == Failure && !m.pol.StrictProbes)
+	if pass && m.lastTrip == ReasonSlowRatio && m.pol.SlowCall > 0 && c.timed() && now-c.start > int64(m.pol.SlowCall) {
+		pass, o = false, Failure // a slow probe of a breaker its slowness opened
+	}
 	switch {
 	case o == Ignored || (cold && !pass):
 		m.release(c)
 	case pass:
 		m.c.ProbesPassed++
 		m.passed++
+		m.out.passed++
+		if o != Success {
+			m.out.onErr++
+		}
 		if m.passed >= m.pol.Probes {
 			m.close(now, m.mode, ReasonProbesPassed)
 		}
 	default:
 		m.c.ProbesFailed++
+		m.out.failed++
 		m.reopen(now, ReasonProbeFailed)
 	}
 }
@@ -594,21 +696,17 @@ func (m *refModel) verdict(now int64, c refCall, o Outcome) {
 func (m *refModel) SetPolicy(p Policy) {
 	now := m.read()
 	old := m.pol
-	oldBase := m.baseCooldown()
 	m.pol = p
 	if m.state == Open && m.oe != nil && m.oe.Cooldown > 0 {
-		// A lower OpenFor or MaxOpenFor cuts the running cooldown to
-		// what the new policy gives it, with the same jitter, from when
-		// it began; a higher one waits for the next cooldown.
-		if newBase := m.baseCooldown(); newBase < oldBase {
-			cd := int64(m.oe.Cooldown)
-			ncd := max(int64(float64(cd)*float64(newBase)/float64(oldBase)), 1)
-			if ncd < cd {
-				m.openUntil += ncd - cd
-				e := *m.oe
-				e.Until, e.Cooldown = m.at(m.openUntil), time.Duration(ncd)
-				m.oe = &e
-			}
+		// The running cooldown is cut to what the new policy gives it
+		// (its doublings, its jitter at the same draw), from when it
+		// began, if that is shorter; it is never lengthened.
+		cd := int64(m.oe.Cooldown)
+		if ncd := m.jittered(); ncd < cd {
+			m.openUntil += ncd - cd
+			e := *m.oe
+			e.Until, e.Cooldown = m.at(m.openUntil), time.Duration(ncd)
+			m.oe = &e
 		}
 	}
 	if old.Window != p.Window || old.Buckets != p.Buckets {
@@ -646,22 +744,18 @@ func (m *refModel) SetMode(mode Mode) {
 	switch {
 	case from == mode:
 	case mode == ModeForcedOpen:
-		cause, snap := m.tripCause()
 		if m.state == Closed {
-			cause = ReasonForcedOpen
-			// The level returns to 0 once the breaker has stayed closed
-			// for MaxOpenFor, whatever ends the closed spell.
-			if m.since != refNever && now-m.since >= int64(m.pol.MaxOpenFor) {
+			// The level returns to 0 once the breaker has settled, as on
+			// a trip; a forced open begins an outage then, but is no trip.
+			if m.begin(now, Trip{Reason: ReasonForcedOpen}, false) {
 				m.level = 0
 			}
-			m.since = now
+			m.lastTrip = ReasonForcedOpen
 		}
 		m.openUntil = int64(^uint64(0) >> 1)
-		m.oe = &OpenError{Name: m.name, State: Open, Reason: ReasonForcedOpen, TripReason: cause, Snapshot: snap, Since: m.at(m.since)}
-		if m.state != Open {
-			m.c.Opens++
-		}
-		m.transition(now, Open, mode, ReasonForcedOpen, snap, 0)
+		m.oe = m.openError(Open, ReasonForcedOpen, refNever, 0)
+		m.countOpen(now)
+		m.transition(now, Open, mode, ReasonForcedOpen, m.out.trip.Window, 0)
 	case mode == ModeForcedClosed:
 		if m.state != Closed {
 			m.close(now, mode, ReasonForcedClosed)
@@ -669,13 +763,9 @@ func (m *refModel) SetMode(mode Mode) {
 			m.mode = mode
 		}
 	case from == ModeForcedOpen:
-		// A forced open is not an outage: from the release on, the
-		// breaker is judged afresh (OpenSince, the open error's Since),
-		// while the time spent open so far stays in OpenTime.
-		if m.since != refNever {
-			m.openTotal += max(0, now-m.since)
-		}
-		m.since = now
+		// The outage's length counts from the release (the open error's
+		// Since too), while the time spent open so far stays in OpenTime.
+		m.out.since = now
 		if m.oe != nil {
 			e := *m.oe
 			e.Since = m.at(now)
@@ -694,8 +784,9 @@ func (m *refModel) Reset() {
 		mode = ModeAuto
 	}
 	m.level = 0
+	m.out.active, m.lastTrip = false, ""
 	m.close(now, mode, ReasonReset)
-	m.since = refNever
+	m.closedAt = refNever
 }
 
 func (m *refModel) MarkCold() {

@@ -448,8 +448,8 @@ func (r *modelRun) step(t *rapid.T) {
 	if m.warmUntil != refNever {
 		targets = append(targets, m.warmUntil)
 	}
-	if m.since != refNever {
-		targets = append(targets, m.since+int64(m.pol.MaxOpenFor))
+	if m.out.active && m.closedAt != refNever {
+		targets = append(targets, m.closedAt+int64(m.pol.MaxOpenFor))
 	}
 	if d, ok := m.probeDeadline(); ok {
 		targets = append(targets, d)
@@ -627,8 +627,8 @@ func (r *modelRun) checkRefusal(t *rapid.T, err error, want *OpenError) {
 	if msg := oe.Error(); !strings.HasPrefix(msg, "breaker: "+want.Name+" is ") {
 		t.Fatalf("refusal message %q", msg)
 	}
-	if oe.Name != want.Name || oe.State != want.State || oe.Reason != want.Reason || oe.TripReason != want.TripReason ||
-		oe.Snapshot != want.Snapshot || oe.Cooldown != want.Cooldown ||
+	if oe.Name != want.Name || oe.State != want.State || oe.Reason != want.Reason || oe.Trip != want.Trip ||
+		oe.Cooldown != want.Cooldown ||
 		!oe.Since.Equal(want.Since) || !oe.Until.Equal(want.Until) || oe.Until.IsZero() != want.Until.IsZero() {
 		t.Fatalf("refusal:\n got %s\nwant %s", modelFmtOpenErr(r.m, oe), modelFmtOpenErr(r.m, want))
 	}
@@ -642,12 +642,21 @@ func modelFmtOpenErr(m *refModel, e *OpenError) string {
 	if !e.Until.IsZero() {
 		until = e.Until.Sub(m.base).String()
 	}
-	return fmt.Sprintf("{%s %s %s trip=%s snap=%+v since=%v until=%s cooldown=%v}", e.Name, e.State, e.Reason, e.TripReason, e.Snapshot, e.Since.Sub(m.base), until, e.Cooldown)
+	return fmt.Sprintf("{%s %s %s trip=%+v since=%v until=%s cooldown=%v}", e.Name, e.State, e.Reason, e.Trip, e.Since.Sub(m.base), until, e.Cooldown)
 }
 
 func modelFmtEvent(m *refModel, e Event) string {
-	return fmt.Sprintf("{%s %s->%s %s t=%v snap=%+v cooldown=%v doublings=%d mode=%s}",
-		e.Name, e.From, e.To, e.Reason, e.Time.Sub(m.base), e.Snapshot, e.Cooldown, e.Doublings, e.Mode)
+	return fmt.Sprintf("{%s %s->%s %s t=%v snap=%+v cooldown=%v doublings=%d mode=%s outage=%s}",
+		e.Name, e.From, e.To, e.Reason, e.Time.Sub(m.base), e.Snapshot, e.Cooldown, e.Doublings, e.Mode, modelFmtOutage(m, e.Outage))
+}
+
+func modelFmtOutage(m *refModel, o *Outage) string {
+	if o == nil {
+		return "none"
+	}
+	return fmt.Sprintf("{since=%v for=%v trip=%+v trips=%d reopens=%d refused=%d probes=%d/%d/%d closed=%v settles=%v}",
+		o.Since.Sub(m.base), o.Duration, o.Trip, o.Trips, o.Reopens, o.Refused, o.ProbesPassed, o.ProbesFailed,
+		o.ProbesPassedOnError, o.ClosedAt, o.SettlesAt)
 }
 
 // check compares everything observable. State comes first: like the
@@ -680,10 +689,8 @@ func (r *modelRun) check(t *rapid.T) {
 	if gc.Admitted != gc.Successes+gc.Failures+gc.Timeouts+gc.Ignored {
 		t.Fatalf("inconsistent Counters() %+v", gc)
 	}
-	since, ok := r.b.OpenSince()
-	wok := m.state != Closed && m.since != refNever
-	if ok != wok || (ok && !since.Equal(m.at(m.since))) {
-		t.Fatalf("OpenSince() = %v, %v; want %v, %v", since.Sub(m.base), ok, time.Duration(m.since), wok)
+	if g, w := r.b.Status().Outage, m.outage(m.read()); !reflect.DeepEqual(g, w) {
+		t.Fatalf("Status().Outage = %s, want %s", modelFmtOutage(m, g), modelFmtOutage(m, w))
 	}
 	r.mu.Lock()
 	got := append([]Event(nil), r.events...)

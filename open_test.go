@@ -30,7 +30,7 @@ func TestOpen_RefusesWithAnOpenError(t *testing.T) {
 	assert.Equal(t, "inventory.GetStock", oe.Name)
 	assert.Equal(t, Open, oe.State)
 	assert.Equal(t, ReasonErrorRatio, oe.Reason)
-	assert.Equal(t, Snapshot{Counted: 24, Failures: 12, Timeouts: 8}, oe.Snapshot)
+	assert.Equal(t, Snapshot{Counted: 24, Failures: 12, Timeouts: 8}, oe.Trip.Window)
 	assert.Equal(t, 20*time.Second, oe.RetryAfter())
 	assert.Equal(t, h.t0, oe.Since)
 	assert.Equal(t, h.t0.Add(30*time.Second), oe.Until)
@@ -78,7 +78,7 @@ func TestOpen_TripReasonStaysForTheWholeOutage(t *testing.T) {
 	h.calls(10, context.DeadlineExceeded) // 10/20: error_ratio
 	h.requireState(Open)
 	st := h.b.Status()
-	assert.Equal(t, ReasonErrorRatio, st.TripReason)
+	assert.Equal(t, ReasonErrorRatio, st.Outage.Trip.Reason)
 	assert.Equal(t, ReasonErrorRatio, st.Reason)
 	assert.Equal(t, 30*time.Second, st.Cooldown)
 
@@ -86,22 +86,22 @@ func TestOpen_TripReasonStaysForTheWholeOutage(t *testing.T) {
 	require.ErrorIs(t, h.call(errBoom), errBoom) // a failed probe reopens it
 	h.requireState(Open)
 	st = h.b.Status()
-	assert.Equal(t, ReasonErrorRatio, st.TripReason, "the cause of the outage")
+	assert.Equal(t, ReasonErrorRatio, st.Outage.Trip.Reason, "the cause of the outage")
 	assert.Equal(t, ReasonProbeFailed, st.Reason, "what reopened it")
-	assert.Equal(t, Snapshot{Counted: 20, Failures: 10, Timeouts: 10}, st.Trip)
+	assert.Equal(t, Snapshot{Counted: 20, Failures: 10, Timeouts: 10}, st.Outage.Trip.Window)
 	assert.Equal(t, 60*time.Second, st.Cooldown, "the doubled cooldown that is running")
 
 	err := h.call(nil)
 	var oe *OpenError
 	require.ErrorAs(t, err, &oe)
-	assert.Equal(t, ReasonErrorRatio, oe.TripReason)
+	assert.Equal(t, ReasonErrorRatio, oe.Trip.Reason)
 	assert.Equal(t, ReasonProbeFailed, oe.Reason)
 	assert.Equal(t, "breaker: inventory.GetStock is open (error_ratio, 10/20 failed, 10 timeouts; then probe_failed, retry in 1m0s)", err.Error())
 
 	h.at(90 * time.Second) // half-open: the cause is still the trip's
 	h.requireState(HalfOpen)
 	st = h.b.Status()
-	assert.Equal(t, ReasonErrorRatio, st.TripReason)
+	assert.Equal(t, ReasonErrorRatio, st.Outage.Trip.Reason)
 	assert.Zero(t, st.Cooldown)
 
 	for range 3 {
@@ -109,8 +109,11 @@ func TestOpen_TripReasonStaysForTheWholeOutage(t *testing.T) {
 	}
 	h.requireState(Closed)
 	st = h.b.Status()
-	assert.Empty(t, st.TripReason)
+	require.NotNil(t, st.Outage, "closed, the outage not yet settled")
+	assert.Equal(t, ReasonErrorRatio, st.Outage.Trip.Reason, "the outage keeps its cause until it settles")
 	assert.Empty(t, st.Reason)
+	h.add(h.b.Policy().MaxOpenFor)
+	assert.Nil(t, h.b.Status().Outage, "settled after MaxOpenFor closed")
 }
 
 // behaviour.md §4 Manual control: forcing a closed breaker open makes
@@ -118,13 +121,13 @@ func TestOpen_TripReasonStaysForTheWholeOutage(t *testing.T) {
 func TestOpen_ForcedOpenTripReason(t *testing.T) {
 	h := newHarness(t, DefaultPolicy())
 	require.NoError(t, h.b.SetMode(ModeForcedOpen))
-	assert.Equal(t, ReasonForcedOpen, h.b.Status().TripReason)
+	assert.Equal(t, ReasonForcedOpen, h.b.Status().Outage.Trip.Reason)
 
 	h = newHarness(t, DefaultPolicy())
 	h.trip()
 	require.NoError(t, h.b.SetMode(ModeForcedOpen))
 	st := h.b.Status()
-	assert.Equal(t, ReasonErrorRatio, st.TripReason)
+	assert.Equal(t, ReasonErrorRatio, st.Outage.Trip.Reason)
 	assert.Equal(t, ReasonForcedOpen, st.Reason)
 	assert.Zero(t, st.Cooldown, "a forced open has no cooldown")
 }

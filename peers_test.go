@@ -87,7 +87,7 @@ func TestPeer_GobreakerStateChangeCallbackDeadlock(t *testing.T) {
 			_ = b.State()
 			_ = b.Counters()
 			_ = b.Snapshot()
-			_, _ = b.OpenSince()
+			_, _ = openSince(b)
 			_ = b.Status()
 			seen = append(seen, e.From.String()+">"+e.To.String())
 			if e.To == Open {
@@ -123,7 +123,7 @@ func TestPeer_GobreakerStateChangeCallbackDeadlock(t *testing.T) {
 			}
 			g.Range(func(_ string, b *Breaker) bool { // what a snapshot and an alert read
 				_ = b.Status()
-				_, _ = b.OpenSince()
+				_, _ = openSince(b)
 				return true
 			})
 			_ = g.Now()
@@ -229,7 +229,7 @@ func TestPeer_GobreakerCountsClearedOnTripHideTheCause(t *testing.T) {
 
 	var oe *OpenError
 	require.ErrorAs(t, h.call(nil), &oe)
-	assert.Equal(t, trip, oe.Snapshot, "every refusal says why")
+	assert.Equal(t, trip, oe.Trip.Window, "every refusal says why")
 	assert.Equal(t, trip, h.b.Snapshot(), "the window still shows the calls that tripped it")
 
 	// Recover, then check nothing of the outage was forgotten.

@@ -142,11 +142,14 @@ func (b *Breaker) refusal() error {
 // panicked probe never passes: it frees its slot, or under StrictProbes
 // fails the episode. The rules are read under b.mu, so a verdict never
 // counts passes against a replaced probe count.
-func (b *Breaker) verdict(ctx context.Context, now int64, gen uint64, slot uint8, o Outcome, excused, panicked bool) {
+func (b *Breaker) verdict(ctx context.Context, now int64, gen uint64, slot uint8, o Outcome, elapsed int64, excused, panicked bool) {
 	b.mu.Lock()
 	r := b.rules.Load()
 	strict := r.p.StrictProbes
 	pass := o == Success || (o == Failure && !strict && !panicked)
+	if pass && b.slowFails(r, elapsed) {
+		pass, o = false, Failure // too slow for a breaker its slowness opened
+	}
 	w := b.state.Load()
 	if w.gen() != gen || w.state() != HalfOpen {
 		b.mu.Unlock()
@@ -165,17 +168,31 @@ func (b *Breaker) verdict(ctx context.Context, now int64, gen uint64, slot uint8
 		h := b.histLocked()
 		h.probesOK++
 		h.passed++
+		h.out.passed++
+		if o != Success {
+			h.out.onError++
+		}
 		if uint64(h.passed) >= r.probes {
 			b.closeLocked(now, w.mode(), ReasonProbesPassed)
 		}
 	default:
-		b.histLocked().probesBad++
+		h := b.histLocked()
+		h.probesBad++
+		h.out.failed++
 		b.reopenLocked(now, r, ReasonProbeFailed)
 	}
 	b.mu.Unlock()
 	// Deferred: a panicking log handler must not leave the event queued.
 	defer b.flush()
 	b.logProbe(ctx, o, verdict)
+}
+
+// slowFails reports whether a probe that took elapsed (-1: not timed)
+// fails for its slowness: the trip that opened the breaker this time was
+// the slow-call rule's, and the probe was slower than SlowCall, whatever
+// StrictProbes says (docs/behaviour.md §4, Half-open). b.mu must be held.
+func (b *Breaker) slowFails(r *rules, elapsed int64) bool {
+	return r.slowCall > 0 && elapsed > r.slowCall && b.hist != nil && b.hist.lastTrip == ReasonSlowRatio
 }
 
 // releaseLocked gives back one probe slot of episode gen, if it is still

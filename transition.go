@@ -29,6 +29,13 @@ func (b *Breaker) transitionLocked(now int64, to State, m Mode, reason Reason, s
 		b.endProbesLocked()
 	}
 	b.countTransitionLocked(from, to, reason)
+	if !b.opt.observed() {
+		return
+	}
+	var out *Outage
+	if o, ok := b.outageLocked(now); ok {
+		out = &o
+	}
 	b.queueLocked(Event{
 		Name:      b.name,
 		From:      from,
@@ -39,70 +46,96 @@ func (b *Breaker) transitionLocked(now int64, to State, m Mode, reason Reason, s
 		Cooldown:  time.Duration(cooldown),
 		Doublings: int(b.doublings()),
 		Mode:      m,
+		Outage:    out,
 	})
 }
 
-// tripLocked opens a closed breaker. b.mu must be held.
+// tripLocked opens a closed breaker on rule reason and the evidence snap.
+// b.mu must be held.
 func (b *Breaker) tripLocked(now int64, r *rules, reason Reason, snap Snapshot) {
-	if b.outageEdge != never && now-b.outageEdge < r.maxOpenFor {
-		// Not stable for MaxOpenFor since the last outage: back off further.
-		b.setDoublings(min(b.doublings()+1, maxLevel))
-	} else {
-		b.setDoublings(0)
+	t := Trip{Reason: reason, Window: snap, SlowCall: time.Duration(r.slowCall)}
+	if r.consec > 0 {
+		t.Run = b.runLength()
 	}
-	b.outageEdge = now
-	b.openLocked(now, r, reason, reason, snap)
+	b.histLocked().lastTrip = reason
+	if b.beginOutageLocked(now, r, t, true) {
+		b.setDoublings(0)
+	} else {
+		// Not settled since the last close: back off further.
+		b.setDoublings(b.nextLevel(r))
+	}
+	b.openLocked(now, r, reason, snap)
 }
 
 // reopenLocked sends a half-open breaker back to open with a longer
 // cooldown. b.mu must be held.
 func (b *Breaker) reopenLocked(now int64, r *rules, reason Reason) {
-	b.setDoublings(min(b.doublings()+1, maxLevel))
-	cause, snap := b.trip()
-	b.openLocked(now, r, reason, cause, snap)
+	b.setDoublings(b.nextLevel(r))
+	h := b.histLocked()
+	h.out.reopens++
+	b.openLocked(now, r, reason, h.out.trip.Window)
 }
 
 // maxLevel bounds the doublings; OpenFor·2^62 overflows nothing we
 // compute because baseCooldown checks before shifting.
 const maxLevel = 62
 
-// trip is the reason and window that began the outage, from its error.
-func (b *Breaker) trip() (Reason, Snapshot) {
-	if e := b.openErr.Load(); e != nil {
-		return e.TripReason, e.Snapshot
+// nextLevel is the doublings after one more reopen under r: one more,
+// until the cooldown has reached MaxOpenFor, where it stays, so that
+// Event.Doublings counts the doublings in effect. b.mu must be held.
+func (b *Breaker) nextLevel(r *rules) uint8 {
+	l := b.doublings()
+	if l >= maxLevel || r.openFor > r.maxOpenFor>>l || r.openFor<<l >= r.maxOpenFor {
+		return l
 	}
-	return "", Snapshot{}
+	return l + 1
 }
 
 // openLocked opens the breaker for a cooldown: reason is what opened it
-// now, cause and snap what began the outage. b.mu must be held.
-func (b *Breaker) openLocked(now int64, r *rules, reason, cause Reason, snap Snapshot) {
+// now, snap the window of this transition's event. b.mu must be held.
+func (b *Breaker) openLocked(now int64, r *rules, reason Reason, snap Snapshot) {
 	cd := b.cooldown(r)
 	until := now + cd
 	if until < now {
 		until = math.MaxInt64
 	}
-	b.openErr.Store(&OpenError{
-		Name:       b.name,
-		State:      Open,
-		Reason:     reason,
-		TripReason: cause,
-		Snapshot:   snap,
-		Since:      b.opt.tb.Time(b.outageEdge),
-		Until:      b.opt.tb.Time(until),
-		Cooldown:   time.Duration(cd),
-		b:          b,
-	})
-	b.countOpenLocked()
+	b.openErr.Store(b.openError(Open, reason, until, cd))
+	b.countOpenLocked(now)
 	b.transitionLocked(now, Open, b.state.Load().mode(), reason, snap, cd)
 	b.transitionDue.Store(until) // after the state word: see transitionDue
 }
 
+// openError is the error of the calls refused in state s for reason,
+// with the cooldown cd ending at until (0, never: none). b.mu must be
+// held.
+func (b *Breaker) openError(s State, reason Reason, until, cd int64) *OpenError {
+	o := b.histLocked().out
+	e := &OpenError{
+		Name:     b.name,
+		State:    s,
+		Reason:   reason,
+		Trip:     o.trip,
+		Since:    b.opt.tb.Time(o.since),
+		Cooldown: time.Duration(cd),
+		b:        b,
+	}
+	if until != never {
+		e.Until = b.opt.tb.Time(until)
+	}
+	return e
+}
+
 // countOpenLocked counts a transition to Open about to be made, not a
-// forced open of an open breaker. b.mu must be held.
-func (b *Breaker) countOpenLocked() {
-	if b.state.Load().state() != Open {
-		b.histLocked().opens++
+// forced open of an open breaker, and notes when the breaker left Closed.
+// b.mu must be held.
+func (b *Breaker) countOpenLocked(now int64) {
+	h := b.histLocked()
+	switch b.state.Load().state() {
+	case Closed:
+		h.openedAt = now
+		fallthrough
+	case HalfOpen:
+		h.opens++
 	}
 }
 
@@ -115,12 +148,23 @@ func (b *Breaker) baseCooldown(r *rules) int64 {
 }
 
 // cooldown is the base cooldown scaled by a jitter factor drawn uniformly
-// from [1-Jitter, 1+Jitter].
+// from [1-Jitter, 1+Jitter]; the draw is kept in b.draw (0.5, a factor of
+// 1, without jitter) for a cut. b.mu must be held.
 func (b *Breaker) cooldown(r *rules) int64 {
+	h := b.histLocked()
+	h.draw = 0.5
+	if r.p.Jitter > 0 {
+		h.draw = b.opt.random()
+	}
+	return b.jittered(r)
+}
+
+// jittered is r's base cooldown scaled by the factor of b.draw under r's
+// jitter. b.mu must be held.
+func (b *Breaker) jittered(r *rules) int64 {
 	d := b.baseCooldown(r)
 	if j := r.p.Jitter; j > 0 {
-		u := b.opt.random()
-		d = int64(float64(d) * (1 - j + 2*j*u))
+		d = int64(float64(d) * (1 - j + 2*j*b.histLocked().draw))
 	}
 	return max(d, 1)
 }
@@ -133,15 +177,12 @@ func (b *Breaker) halfOpenLocked(now int64, m Mode, reason Reason) {
 		b.endProbesLocked()
 		h.inflight = h.inflight[:0]
 	}
-	_, snap := b.trip()
+	why := reason
 	if e := b.openErr.Load(); e != nil {
-		he := *e
-		he.State = HalfOpen
-		he.Until = time.Time{}
-		he.Cooldown = 0
-		b.openErr.Store(&he)
+		why = e.Reason
 	}
-	b.transitionLocked(now, HalfOpen, m, reason, snap, 0)
+	b.openErr.Store(b.openError(HalfOpen, why, never, 0))
+	b.transitionLocked(now, HalfOpen, m, reason, b.histLocked().out.trip.Window, 0)
 	// After the state word (see transitionDue).
 	b.transitionDue.Store(math.MaxInt64)
 }
@@ -149,10 +190,11 @@ func (b *Breaker) halfOpenLocked(now int64, m Mode, reason Reason) {
 // closeLocked closes the breaker on an empty window, stored after the
 // generation has moved on (see recordSuccess).
 func (b *Breaker) closeLocked(now int64, m Mode, reason Reason) {
-	if b.state.Load().state() != Closed && b.outageEdge != never {
-		b.histLocked().openTotal += max(0, now-b.outageEdge)
+	h := b.histLocked()
+	if h.openedAt != never {
+		h.openTotal += max(0, now-h.openedAt)
 	}
-	b.outageEdge = now
+	h.openedAt, h.closedAt = never, now
 	b.openErr.Store(nil)
 	b.transitionLocked(now, Closed, m, reason, Snapshot{}, 0)
 	b.win.Store(b.nextWindow(b.rules.Load()))

@@ -118,6 +118,8 @@
 package breakerotel
 
 import (
+	"time"
+
 	"context"
 	"errors"
 	"slices"
@@ -498,19 +500,24 @@ func (m *Metrics) observeStatus(o metric.Observer, n breakerID, s breaker.Status
 	o.ObserveInt64(m.probes, toInt64(k.ProbesFailed), m.with(n, KeyProbeResult.String("failed")))
 	o.ObserveFloat64(m.notClosedTime, k.OpenTime.Seconds(), m.with(n))
 
-	// OpenDuration is measured on the group's clock, the one OpenSince was
-	// read from; time.Now would disagree under a mock or a skewed clock.
-	o.ObserveFloat64(m.openDuration, s.OpenDuration.Seconds(), m.with(n))
+	// The outage's length is measured on the group's clock, the one its
+	// start was read from; time.Now would disagree under a mock or a
+	// skewed clock. It runs on through the outage's closes until it settles.
+	var outageFor time.Duration
+	if s.Outage != nil {
+		outageFor = s.Outage.Duration
+	}
+	o.ObserveFloat64(m.openDuration, outageFor.Seconds(), m.with(n))
 	o.ObserveInt64(m.windowCalls, toInt64(s.Window.Counted), m.with(n))
 	o.ObserveFloat64(m.windowRatio, s.ErrorRatio, m.with(n))
 	o.ObserveFloat64(m.throttleProbability, s.ThrottleProbability, m.with(n))
-	if s.State != breaker.Closed {
-		if s.TripReason != "" {
-			o.ObserveInt64(m.trip, 1, m.with(n, KeyTripReason.String(string(s.TripReason))))
+	if out := s.Outage; out != nil {
+		if out.Trip.Reason != "" {
+			o.ObserveInt64(m.trip, 1, m.with(n, KeyTripReason.String(string(out.Trip.Reason))))
 		}
-		o.ObserveInt64(m.tripCalls, toInt64(s.Trip.Counted), m.with(n))
-		o.ObserveInt64(m.tripFailures, toInt64(s.Trip.Failures), m.with(n))
-		o.ObserveInt64(m.tripTimeouts, toInt64(s.Trip.Timeouts), m.with(n))
+		o.ObserveInt64(m.tripCalls, toInt64(out.Trip.Window.Counted), m.with(n))
+		o.ObserveInt64(m.tripFailures, toInt64(out.Trip.Window.Failures), m.with(n))
+		o.ObserveInt64(m.tripTimeouts, toInt64(out.Trip.Window.Timeouts), m.with(n))
 	}
 
 	if l := s.Latency; l != nil {

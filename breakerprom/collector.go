@@ -444,9 +444,10 @@ func (c *Collector) collectStatus(ch chan<- prometheus.Metric, s breaker.Status)
 	counter(c.probes, k.ProbesPassed, "passed")
 	ch <- prometheus.MustNewConstMetric(c.notClosedTime, prometheus.CounterValue, k.OpenTime.Seconds(), s.Name)
 
-	// OpenDuration is measured on the group's clock, the one OpenSince was
-	// read from; time.Now would disagree under a mock or a skewed clock.
-	gauge(c.openDuration, s.OpenDuration.Seconds())
+	// The outage's length is measured on the group's clock, the one its
+	// start was read from; time.Now would disagree under a mock or a
+	// skewed clock.
+	gauge(c.openDuration, outageSeconds(s))
 	gauge(c.windowCalls, float64(s.Window.Counted))
 	gauge(c.windowRatio, s.ErrorRatio)
 	gauge(c.policyRatio, s.Policy.ErrorRatio)
@@ -466,13 +467,13 @@ func (c *Collector) collectStatus(ch chan<- prometheus.Metric, s breaker.Status)
 	}
 	// Why the outage began, for as long as it lasts: the reason above
 	// becomes probe_failed at the first failed probe.
-	if s.State != breaker.Closed {
-		if s.TripReason != "" {
-			gauge(c.tripReason, 1, string(s.TripReason))
+	if o := s.Outage; o != nil {
+		if o.Trip.Reason != "" {
+			gauge(c.tripReason, 1, string(o.Trip.Reason))
 		}
-		gauge(c.tripCalls, float64(s.Trip.Counted))
-		gauge(c.tripFailures, float64(s.Trip.Failures))
-		gauge(c.tripTimeouts, float64(s.Trip.Timeouts))
+		gauge(c.tripCalls, float64(o.Trip.Window.Counted))
+		gauge(c.tripFailures, float64(o.Trip.Window.Failures))
+		gauge(c.tripTimeouts, float64(o.Trip.Window.Timeouts))
 	}
 
 	if l := s.Latency; l != nil {
@@ -543,4 +544,12 @@ func (c *Collector) collectCandidate(ch chan<- prometheus.Metric, name string, c
 	ch <- prometheus.MustNewConstMetric(c.candWouldRefuse, prometheus.CounterValue, float64(cs.WouldRefuse), name)
 	ch <- prometheus.MustNewConstMetric(c.candWouldAdmit, prometheus.CounterValue, float64(cs.WouldAdmit), name)
 	ch <- prometheus.MustNewConstMetric(c.candDiffs, prometheus.CounterValue, float64(cs.Differences), name)
+}
+
+// outageSeconds is the length of s's outage in progress, 0 if none.
+func outageSeconds(s breaker.Status) float64 {
+	if s.Outage == nil {
+		return 0
+	}
+	return s.Outage.Duration.Seconds()
 }

@@ -274,16 +274,17 @@ func (sc *scrape) read(g *breaker.Group, f *live.Follower) {
 			failures: c.Failures, ignored: c.Ignored, successes: c.Successes, timeouts: c.Timeouts,
 			slow: c.Slow, rejected: c.Rejected, shadowRejected: c.ShadowRejected, fallback: c.Fallbacks,
 			probesFailed: c.ProbesFailed, probesPassed: c.ProbesPassed, window: s.Window.Counted,
-			notClosed: c.OpenTime.Seconds(), openDuration: s.OpenDuration.Seconds(),
+			notClosed: c.OpenTime.Seconds(), openDuration: outageSeconds(s),
 			errorRatio: s.ErrorRatio, policyRatio: s.Policy.ErrorRatio,
 			throttled: c.Throttled, throttleProbability: s.ThrottleProbability,
 		}
 		if s.State != breaker.Closed && s.Reason != "" {
 			r.reason = escapeLabelValue(string(s.Reason))
 		}
-		if s.State != breaker.Closed {
-			r.tripReason = escapeLabelValue(string(s.TripReason))
-			r.tripCalls, r.tripFailures, r.tripTimeouts = s.Trip.Counted, s.Trip.Failures, s.Trip.Timeouts
+		if o := s.Outage; o != nil {
+			w := o.Trip.Window
+			r.tripReason = escapeLabelValue(string(o.Trip.Reason))
+			r.tripCalls, r.tripFailures, r.tripTimeouts = w.Counted, w.Failures, w.Timeouts
 		}
 		if l := s.Latency; l != nil {
 			sc.lats = append(sc.lats, latencyRow{row: i,

@@ -93,7 +93,10 @@ func (o *observer) Settled() {
 	} else {
 		e.Moved, e.Time = "active", o.g.Now()
 		if st := o.b.Status(); active != breaker.Closed {
-			e.Reason, e.Window = st.Reason, st.Trip
+			e.Reason = st.Reason
+			if st.Outage != nil {
+				e.Window = st.Outage.Trip.Window
+			}
 		} else {
 			e.Window = st.Window
 		}

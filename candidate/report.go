@@ -72,8 +72,8 @@ func Of(b *breaker.Breaker) (st Status, ok bool) {
 		Transitions: o.shadow.Transitions(),
 		Policy:      cs.Policy,
 	}
-	if st.State != breaker.Closed {
-		st.Trip = cs.Trip
+	if st.State != breaker.Closed && cs.Outage != nil {
+		st.Trip = cs.Outage.Trip.Window
 	}
 	return st, true
 }

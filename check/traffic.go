@@ -731,8 +731,8 @@ func FromSnapshot(s ops.GroupSnapshot, base Workload) Workload {
 		p := st.Policy
 		span := (p.Window - bucketWidth(p)/2).Seconds()
 		snap := st.Window
-		if st.State != breaker.Closed {
-			snap = st.Trip
+		if st.State != breaker.Closed && st.Outage != nil {
+			snap = st.Outage.Trip.Window
 		}
 		if span > 0 {
 			t.Rate = float64(snap.Counted) / span

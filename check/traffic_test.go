@@ -85,7 +85,7 @@ func TestFromSnapshot_MeasuresRateAndErrors(t *testing.T) {
 	p := breaker.DefaultPolicy() // 5 s in 10 buckets: mean length 4.75 s
 	snap := ops.GroupSnapshot{Breakers: []breaker.Status{
 		{Name: "a", State: breaker.Closed, Window: breaker.Snapshot{Counted: 950, Failures: 19}, Policy: p},
-		{Name: "b", State: breaker.Open, Window: breaker.Snapshot{Counted: 1}, Trip: breaker.Snapshot{Counted: 95, Failures: 60}, Policy: p},
+		{Name: "b", State: breaker.Open, Window: breaker.Snapshot{Counted: 1}, Outage: &breaker.Outage{Trip: breaker.Trip{Window: breaker.Snapshot{Counted: 95, Failures: 60}}}, Policy: p},
 	}}
 	base := Workload{
 		Defaults: Traffic{Deadline: time.Second},

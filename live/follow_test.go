@@ -320,7 +320,7 @@ func TestFollow_APushDuringAnOutageCutsTheRunningCooldown(t *testing.T) {
 	h.calls("payment.Charge", 1, errBoom) // and again: 2m
 	st := pay.Status()
 	require.Equal(t, 2*time.Minute, st.Cooldown)
-	require.Equal(t, breaker.ReasonErrorRatio, st.TripReason)
+	require.Equal(t, breaker.ReasonErrorRatio, st.Outage.Trip.Reason)
 	reopened := h.clk.Now()
 
 	h.clk.Add(5 * time.Second)
@@ -330,7 +330,7 @@ func TestFollow_APushDuringAnOutageCutsTheRunningCooldown(t *testing.T) {
 	assert.Equal(t, 20*time.Second, st.Cooldown)
 	require.NotNil(t, st.ProbeAt)
 	assert.Equal(t, reopened.Add(20*time.Second), *st.ProbeAt)
-	assert.Equal(t, breaker.ReasonErrorRatio, st.TripReason, "the outage keeps its cause")
+	assert.Equal(t, breaker.ReasonErrorRatio, st.Outage.Trip.Reason, "the outage keeps its cause")
 	h.clk.Add(15 * time.Second)
 	assert.Equal(t, breaker.HalfOpen, pay.State())
 

@@ -154,20 +154,14 @@ func alerts(g *breaker.Group, now time.Time, th Thresholds) []Alert {
 func scan(g *breaker.Group, now time.Time, th Thresholds, out func(key string, since time.Time)) []Alert {
 	var found []Alert
 	g.Range(func(key string, b *breaker.Breaker) bool {
-		// The cheap checks first: most breakers are closed, and Status
-		// reads the counters and the policy too.
-		if b.State() == breaker.Closed {
-			return true
-		}
-		if b.Mode() != breaker.ModeAuto {
-			if since, ok := b.OpenSince(); ok && out != nil {
-				out(key, since)
-			}
-			return true
-		}
+		// A closed breaker may still be in an outage that has not
+		// settled, so every breaker's status is read.
 		st := b.Status()
-		if st.OpenSince != nil && out != nil {
-			out(key, *st.OpenSince)
+		if st.Outage != nil && out != nil {
+			out(key, st.Outage.Since)
+		}
+		if st.Mode != breaker.ModeAuto {
+			return true
 		}
 		if a, ok := alertOf(st, now, th); ok {
 			found = append(found, a)
@@ -202,17 +196,17 @@ func sortAlerts(a []Alert) {
 
 // alertOf grades one breaker's status at now.
 func alertOf(st breaker.Status, now time.Time, th Thresholds) (Alert, bool) {
-	if st.State == breaker.Closed || st.Mode != breaker.ModeAuto || st.OpenSince == nil {
+	if st.Mode != breaker.ModeAuto || st.Outage == nil {
 		return Alert{}, false
 	}
-	since := *st.OpenSince
+	since := st.Outage.Since
 	open := now.Sub(since)
 	sev := th.Severity(open)
 	if sev == SeverityNone {
 		return Alert{}, false
 	}
 	a := Alert{Severity: sev, Name: st.Name, State: st.State, Since: since, OpenDuration: open,
-		TripReason: st.TripReason, Snapshot: st.Trip, Reason: st.Reason}
+		TripReason: st.Outage.Trip.Reason, Snapshot: st.Outage.Trip.Window, Reason: st.Reason}
 	if a.TripReason == "" {
 		a.TripReason = a.Reason
 	}

@@ -22,13 +22,13 @@ func TestSnapshot_ServesAsJSON(t *testing.T) {
 	inv := s.Breakers[0]
 	assert.Equal(t, "inventory.GetStock", inv.Name, "sorted by name")
 	assert.Equal(t, breaker.HalfOpen, inv.State)
-	require.NotNil(t, inv.OpenSince)
-	assert.Equal(t, gh.t0, *inv.OpenSince)
+	require.NotNil(t, inv.Outage)
+	assert.Equal(t, gh.t0, inv.Outage.Since)
 	assert.Equal(t, uint64(12), inv.Counters.Timeouts)
 	assert.Equal(t, breaker.ReasonErrorRatio, inv.Reason, "why it is open")
-	assert.Equal(t, breaker.Snapshot{Counted: 20, Failures: 20, Timeouts: 12}, inv.Trip)
+	assert.Equal(t, breaker.Snapshot{Counted: 20, Failures: 20, Timeouts: 12}, inv.Outage.Trip.Window)
 	assert.Equal(t, gh.g.Now(), s.Time)
-	assert.Nil(t, s.Breakers[1].OpenSince)
+	assert.Nil(t, s.Breakers[1].Outage)
 	require.Len(t, s.Alerts, 1)
 
 	data, err := json.Marshal(s)
@@ -40,7 +40,7 @@ func TestSnapshot_ServesAsJSON(t *testing.T) {
 	assert.Equal(t, "auto", br["mode"])
 	assert.Equal(t, "5s", br["policy"].(map[string]any)["window"])
 	assert.Equal(t, "P3", doc["alerts"].([]any)[0].(map[string]any)["severity"])
-	assert.Equal(t, 90*time.Second, inv.OpenDuration)
+	assert.Equal(t, 90*time.Second, inv.Outage.Duration)
 
 	var back GroupSnapshot
 	require.NoError(t, json.Unmarshal(data, &back), "a snapshot decodes back")

@@ -265,9 +265,11 @@ func TestService_AnIncidentWithPrometheus(t *testing.T) {
 	})
 	st, _ := statusOf(t, base, keyPrice)
 	require.NotEqual(t, breaker.Closed, st.State)
-	cause := fmt.Sprintf("opened on error_ratio: %d of %d calls failed, %d of them timeouts", st.Trip.Failures, st.Trip.Counted, st.Trip.Timeouts)
-	assert.Equal(t, breaker.ReasonErrorRatio, st.TripReason)
-	assert.Equal(t, st.Trip.Failures, st.Trip.Timeouts, "a slow downstream: every failure a timeout")
+	require.NotNil(t, st.Outage)
+	trip := st.Outage.Trip.Window
+	cause := fmt.Sprintf("opened on error_ratio: %d of %d calls failed, %d of them timeouts", trip.Failures, trip.Counted, trip.Timeouts)
+	assert.Equal(t, breaker.ReasonErrorRatio, st.Outage.Trip.Reason)
+	assert.Equal(t, trip.Failures, trip.Timeouts, "a slow downstream: every failure a timeout")
 	assert.Equal(t, "error_ratio", p3.Labels["trip_reason"])
 	assert.Equal(t, keyPrice, p3.Labels["method"])
 	assert.Equal(t, addr, p3.Labels["instance"])
@@ -310,7 +312,7 @@ func TestService_AnIncidentWithPrometheus(t *testing.T) {
 		}
 		if q.title == "Window that tripped the breaker, while not closed" && len(v) > 0 && v[0].Metric["reason"] != "" {
 			assert.Equal(t, "error_ratio", v[0].Metric["reason"], q.expr)
-			assert.Equal(t, fmt.Sprint(st.Trip.Counted), v[0].Value[1], q.expr)
+			assert.Equal(t, fmt.Sprint(st.Outage.Trip.Window.Counted), v[0].Value[1], q.expr)
 		}
 	}
 
