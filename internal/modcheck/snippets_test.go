@@ -265,6 +265,13 @@ var (
 )
 `,
 	"docs/live-policies.md": "import clientv3 \"go.etcd.io/etcd/client/v3\"\n\nvar cli *clientv3.Client\n",
+	"docs/migrating.md": `
+// rule stands for a sentinel-golang circuitbreaker.Rule, with its types.
+var rule struct {
+	RetryTimeoutMs, StatIntervalMs uint32
+	MaxAllowedRtMs                 uint64
+}
+`,
 	"docs/observability.md": `
 import "github.com/govkit/breaker/ops"
 
