@@ -29,11 +29,13 @@ type Follower struct {
 	over   atomic.Bool // Watch has returned: late deliveries are dropped
 	origin atomic.Pointer[string]
 
-	mu      sync.Mutex // guards the fields below, and changes to subs
-	reloads Reloads
-	last    *Change
-	applied *Change
-	subs    atomic.Pointer[[]*subscriber]
+	mu       sync.Mutex // guards the fields below, and changes to subs
+	reloads  Reloads
+	last     *Change
+	applied  *Change
+	down     *Change // the source gone or unreadable since its last readable document
+	rejected *Change // refused, with no valid document since
+	subs     atomic.Pointer[[]*subscriber]
 }
 
 // An Option configures a [Follower] as [Follow] starts it.

@@ -146,13 +146,23 @@ type Status struct {
 	// changed; a document delivered since that changed nothing
 	// ([Unchanged]) leaves it. Nil before the first.
 	Applied *Change `json:"applied,omitempty"`
+	// Down is the record of the last gone or unreadable delivery while
+	// the source has delivered no readable document since; nil while the
+	// source delivers. The version in force keeps running meanwhile.
+	Down *Change `json:"down,omitempty"`
+	// Rejected is the record of the last document refused while no
+	// valid document has been delivered since; nil otherwise. A gone or
+	// unreadable source does not clear it: only a valid document (applied,
+	// or the version in force put back) does.
+	Rejected *Change `json:"rejected,omitempty"`
 }
 
 // Status returns what the follower has done so far; it may be called
 // after it has stopped. It takes no lock a call needs.
 func (f *Follower) Status() Status {
 	f.mu.Lock()
-	st := Status{Reloads: f.reloads, Last: copyChange(f.last), Applied: copyChange(f.applied)}
+	st := Status{Reloads: f.reloads, Last: copyChange(f.last), Applied: copyChange(f.applied),
+		Down: copyChange(f.down), Rejected: copyChange(f.rejected)}
 	f.mu.Unlock()
 	if !f.over.Load() {
 		st.Following = f.Origin()
@@ -212,14 +222,19 @@ func (f *Follower) apply(doc Document) Change {
 	case Applied:
 		f.reloads.Applied++
 		f.applied = copyChange(&rec)
+		f.down, f.rejected = nil, nil
 	case Rejected:
 		f.reloads.Rejected++
+		f.down, f.rejected = nil, copyChange(&rec)
 	case Gone:
 		f.reloads.Gone++
+		f.down = copyChange(&rec)
 	case Unreadable:
 		f.reloads.Unreadable++
+		f.down = copyChange(&rec)
 	case Unchanged:
 		f.reloads.Unchanged++
+		f.down, f.rejected = nil, nil
 	}
 	f.last = copyChange(&rec)
 	f.mu.Unlock()
