@@ -64,6 +64,9 @@ func newCandidate(g *Group, b *Breaker, r *rules, version string, f shadowhook.F
 	if until := b.warmUntil.Load(); until != never {
 		c.shadow.markCold(until - b.rules.Load().warmup)
 	}
+	// It looks for a call's WithInstanceStart on every call rather than
+	// sample for one first, so that it misses none the breaker has seen.
+	c.shadow.marks.Store(marksSeen)
 	c.obs = f(g, b, c.shadow, &c.wouldAdmit, version)
 	return c
 }

@@ -222,3 +222,27 @@ func TestCandidate_ALateCandidateAndACallsMarkAreCold(t *testing.T) {
 	assert.Equal(t, Closed, ps.State())
 	assert.Equal(t, uint64(5), ps.Counters().Exempt)
 }
+
+// The candidate looks for a call's WithInstanceStart mark on every call.
+// It used to sample plain successes for one, as a breaker that has seen
+// none does, so that when its candidate came to a breaker that had seen
+// marks, the marked successes after an unmarked one went into the
+// candidate's window while the breaker left them out.
+func TestCandidate_SeesEveryMarkedSuccessTheBreakerSees(t *testing.T) {
+	withCandidates(t)
+	h := newDocHarness(t, GroupConfig{})
+	h.doc("v1", `{"default": {"min_requests": 10}}`)
+	pay := mustGet(t, h.g, "payment.Charge")
+	started := WithInstanceStart(context.Background(), h.g.Now())
+	require.NoError(t, pay.Do(started, func(context.Context) error { return nil }))
+	require.Equal(t, uint64(1), pay.Counters().Exempt, "the breaker has seen a mark")
+	h.doc("v2", `{"default": {"min_requests": 10}, "candidate": {"default": {"min_requests": 5}}}`)
+	shadow := pay.cand.Load().shadow
+	require.NoError(t, pay.Do(context.Background(), func(context.Context) error { return nil }))
+	for range 5 {
+		require.NoError(t, pay.Do(started, func(context.Context) error { return nil }))
+	}
+	assert.Equal(t, uint64(6), pay.Counters().Exempt)
+	assert.Equal(t, uint64(5), shadow.Counters().Exempt)
+	assert.Equal(t, pay.Snapshot(), shadow.Snapshot())
+}
