@@ -72,10 +72,16 @@ const logGroup = "breaker"
 //	level=ERROR msg="breaker policy rejected" breaker.origin=file:/etc/app/breakers.json breaker.version=sha256:7f83b1657ff1fc53 breaker.in_force=sha256:5d41402abc4b2a76 "breaker.problems.overrides[\"payment.Charge\"].max_open_for"="must be at least open_for (30s), got 10s"
 //	level=WARN msg="breaker policy gone" breaker.origin=file:/etc/app/breakers.json breaker.in_force=sha256:5d41402abc4b2a76
 //
-// A rejection is logged at Error, a document gone or unreadable at Warn,
-// an applied one at Info, and an unchanged one at Debug (it changes
-// nothing, and a source may deliver the same document again):
+// A rejection is logged at Error, an applied document at Info, and a
+// document gone or unreadable at Warn when the source goes down (the same
+// state delivered again while it stays down, at Debug, as "breaker policy
+// still gone"). The version in force delivered again is logged at Info
+// when it ends a spell of the source down, or of a refused document (the
+// source is back, and nothing changed), and at Debug otherwise (a source
+// may deliver the same document again):
 //
+//	level=INFO msg="breaker policy source back, unchanged" breaker.origin=file:/etc/app/breakers.json breaker.version=sha256:5d41402abc4b2a76 breaker.in_force=sha256:5d41402abc4b2a76 breaker.after=gone
+//	level=INFO msg="breaker policy put back, unchanged" breaker.origin=file:/etc/app/breakers.json breaker.version=sha256:5d41402abc4b2a76 breaker.in_force=sha256:5d41402abc4b2a76 breaker.after=rejected breaker.rejected=sha256:7f83b1657ff1fc53
 //	level=DEBUG msg="breaker policy unchanged" breaker.origin=file:/etc/app/breakers.json breaker.version=sha256:5d41402abc4b2a76 breaker.in_force=sha256:5d41402abc4b2a76
 type Change struct {
 	Origin  string `json:"origin"`
@@ -218,6 +224,7 @@ func (f *Follower) apply(doc Document) Change {
 	rec.InForce = g.PolicyLabel().Version
 
 	f.mu.Lock()
+	before := prior{down: f.down, rejected: f.rejected}
 	switch rec.Result {
 	case Applied:
 		f.reloads.Applied++
@@ -239,7 +246,7 @@ func (f *Follower) apply(doc Document) Change {
 	f.last = copyChange(&rec)
 	f.mu.Unlock()
 
-	logChange(g.Logger(), rec)
+	logChange(g.Logger(), rec, before)
 	f.dispatch(rec)
 	return rec
 }
@@ -253,7 +260,17 @@ func documentProblems(err error) []breaker.FieldError {
 	return []breaker.FieldError{{Field: "(document)", Problem: err.Error()}}
 }
 
-func logChange(l *slog.Logger, rec Change) {
+// prior is what the follower knew before a record: the source down, a
+// document refused (see [Status.Down], [Status.Rejected]).
+type prior struct{ down, rejected *Change }
+
+// logChange logs one record. A document that is the version in force is
+// logged at Info when it ends a spell of the source gone or unreadable,
+// or of a refused document (the source, or the version in force, is
+// back), and at Debug otherwise; a source that stays gone, or keeps
+// failing with the same error, is logged at Warn once, at the start, and
+// at Debug after that.
+func logChange(l *slog.Logger, rec Change, before prior) {
 	attrs := []slog.Attr{slog.String("origin", rec.Origin)}
 	if rec.Version != "" {
 		attrs = append(attrs, slog.String("version", rec.Version))
@@ -280,13 +297,30 @@ func logChange(l *slog.Logger, rec Change) {
 		attrs = append(attrs, slog.Attr{Key: "problems", Value: slog.GroupValue(pr...)})
 	case Gone:
 		level, msg = slog.LevelWarn, "breaker policy gone"
+		if before.down != nil && before.down.Result == Gone {
+			level, msg = slog.LevelDebug, "breaker policy still gone"
+		}
 		attrs = append(attrs, slog.String("in_force", rec.InForce))
 	case Unreadable:
 		level, msg = slog.LevelWarn, "breaker policy unreadable"
+		if before.down != nil && before.down.Result == Unreadable && before.down.Err == rec.Err {
+			level, msg = slog.LevelDebug, "breaker policy still unreadable"
+		}
 		attrs = append(attrs, slog.String("in_force", rec.InForce), slog.String("error", rec.Err))
 	case Unchanged:
 		level, msg = slog.LevelDebug, "breaker policy unchanged"
 		attrs = append(attrs, slog.String("in_force", rec.InForce))
+		switch {
+		case before.down != nil:
+			level, msg = slog.LevelInfo, "breaker policy source back, unchanged"
+			attrs = append(attrs, slog.String("after", before.down.Result.String()))
+		case before.rejected != nil:
+			level, msg = slog.LevelInfo, "breaker policy put back, unchanged"
+			attrs = append(attrs, slog.String("after", Rejected.String()))
+		}
+		if before.rejected != nil {
+			attrs = append(attrs, slog.String("rejected", before.rejected.Version))
+		}
 	}
 	l.LogAttrs(context.Background(), level, msg, slog.Attr{Key: logGroup, Value: slog.GroupValue(attrs...)})
 }

@@ -57,9 +57,10 @@ func TestFollow_WithoutALoggerRecordsGoToTheDefaultLogger(t *testing.T) {
 
 // The version in force delivered again (a refused edit undone, so the
 // file's hash is the one in force) changes nothing: it is counted and
-// recorded as unchanged, logged at Debug, and the version in force keeps
-// its record of when it was applied and what it changed, where it used to
-// be logged as applied with no changes and lose that record.
+// recorded as unchanged, logged at Info as put back (at Debug when
+// nothing was refused before it), and the version in force keeps its
+// record of when it was applied and what it changed, where it used to be
+// logged as applied with no changes and lose that record.
 func TestFollow_TheVersionInForceDeliveredAgainIsUnchanged(t *testing.T) {
 	logs := &testutil.LogBuffer{}
 	h := newFollowHarness(t, breaker.GroupConfig{}, breaker.WithLogger(slog.New(slog.NewTextHandler(logs,
@@ -86,8 +87,10 @@ func TestFollow_TheVersionInForceDeliveredAgainIsUnchanged(t *testing.T) {
 	assert.Equal(t, live.Reloads{Applied: 1, Rejected: 1, Unchanged: 1}, st.Reloads)
 	require.NotNil(t, st.Last)
 	assert.Equal(t, live.Unchanged, st.Last.Result, "the refused version is no longer the last word")
-	assert.Contains(t, logs.String(), `level=DEBUG msg="breaker policy unchanged" breaker.origin=test:policies breaker.version=v2 breaker.in_force=v2`)
+	assert.Contains(t, logs.String(), `level=INFO msg="breaker policy put back, unchanged" breaker.origin=test:policies breaker.version=v2 breaker.in_force=v2 breaker.after=rejected breaker.rejected=v3`)
 	assert.Equal(t, 1, strings.Count(logs.String(), "breaker policy applied"))
+	assert.Equal(t, live.Unchanged, h.doc("v2", v2).Result, "a plain re-delivery")
+	assert.Contains(t, logs.String(), `level=DEBUG msg="breaker policy unchanged" breaker.origin=test:policies breaker.version=v2 breaker.in_force=v2`+"\n")
 
 	// Another version of the same content is applied: the version in
 	// force is the one delivered, and it changed nothing.
