@@ -8,7 +8,8 @@
 //	    -o breaker-alerts.yml
 //
 // Thresholds scaled down to seconds make a drill that fires in a minute.
-// A bad flag is an error that names it, and nothing is written.
+// A bad flag is an error that names it (exit status 2), and nothing is
+// written; -h prints the flags and exits 0.
 package main
 
 import (
@@ -23,12 +24,19 @@ import (
 )
 
 func main() {
-	if err := run(os.Args[1:], os.Stdout, os.Stderr); err != nil {
-		if !errors.Is(err, flag.ErrHelp) {
-			fmt.Fprintln(os.Stderr, "breaker-alerts:", err)
-		}
-		os.Exit(2)
+	os.Exit(exitCode(run(os.Args[1:], os.Stdout, os.Stderr), os.Stderr))
+}
+
+// exitCode is the command's exit status for run's error: 0 for none and
+// for a request for help (-h, -help: the usage is printed, as asked), 2
+// for anything else, after the error is printed to stderr.
+func exitCode(err error, stderr io.Writer) int {
+	switch {
+	case err == nil, errors.Is(err, flag.ErrHelp):
+		return 0
 	}
+	fmt.Fprintln(stderr, "breaker-alerts:", err)
+	return 2
 }
 
 // run parses args, and writes the rules to stdout or to the file of -o.

@@ -56,3 +56,21 @@ func TestRun_BadFlagsAreErrors(t *testing.T) {
 	err = run([]string{"rules.yml"}, &bytes.Buffer{}, &bytes.Buffer{})
 	assert.ErrorContains(t, err, `unexpected argument "rules.yml"`)
 }
+
+// Help is not an error: -h (and -help) prints the usage and exits 0. It
+// exited 2, as a bad flag does, so a script that checks the command with
+// -h failed.
+func TestHelp_ExitsZero(t *testing.T) {
+	for _, arg := range []string{"-h", "-help", "--help"} {
+		var out, errb bytes.Buffer
+		code := exitCode(run([]string{arg}, &out, &errb), &errb)
+		assert.Equal(t, 0, code, arg)
+		assert.Contains(t, errb.String(), "usage: breaker-alerts [flags]", arg)
+		assert.Contains(t, errb.String(), "-throttle-share", arg)
+		assert.NotContains(t, errb.String(), "breaker-alerts: flag", arg)
+		assert.Empty(t, out.String(), "no rules written", arg)
+	}
+	var errb bytes.Buffer
+	assert.Equal(t, 2, exitCode(run([]string{"-p4", "1m"}, &bytes.Buffer{}, &errb), &errb), "a bad flag still exits 2")
+	assert.Contains(t, errb.String(), "breaker-alerts: flag provided but not defined: -p4")
+}
