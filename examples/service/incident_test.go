@@ -34,16 +34,22 @@ var transcript = flag.String("incident.transcript", "", "write the incident's tr
 
 // The incident's policy: the built-in one with cooldowns and a window of
 // seconds, so that an outage, its probes and its recovery take seconds;
-// pricing's deadline 100ms. incidentBad is an edit that is refused: its
+// both deadlines 100ms. incidentBad is an edit that is refused: its
 // open_for is beyond max_open_for.
 const (
 	incidentPolicy = `{
   "default":   {"window": "2s", "min_requests": 10, "open_for": "1s", "max_open_for": "4s"},
-  "overrides": {"pricing.GetPrice": {"call_timeout": "100ms"}}
+  "overrides": {
+    "inventory.GetStock": {"call_timeout": "100ms"},
+    "pricing.GetPrice":   {"call_timeout": "100ms"}
+  }
 }`
 	incidentBad = `{
   "default":   {"window": "2s", "min_requests": 10, "open_for": "1s", "max_open_for": "4s"},
-  "overrides": {"pricing.GetPrice": {"call_timeout": "100ms", "open_for": "10s"}}
+  "overrides": {
+    "inventory.GetStock": {"call_timeout": "100ms"},
+    "pricing.GetPrice":   {"call_timeout": "100ms", "open_for": "10s"}
+  }
 }`
 )
 

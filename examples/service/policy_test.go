@@ -18,15 +18,24 @@ import (
 const (
 	policyV1 = `{
   "default":   {"min_requests": 10, "open_for": "15s", "max_open_for": "1m"},
-  "overrides": {"pricing.GetPrice": {"call_timeout": "300ms"}}
+  "overrides": {
+    "inventory.GetStock": {"call_timeout": "200ms"},
+    "pricing.GetPrice":   {"call_timeout": "300ms"}
+  }
 }`
 	policyV2 = `{
   "default":   {"min_requests": 10, "open_for": "15s", "max_open_for": "1m"},
-  "overrides": {"pricing.GetPrice": {"call_timeout": "300ms", "open_for": "45s"}}
+  "overrides": {
+    "inventory.GetStock": {"call_timeout": "200ms"},
+    "pricing.GetPrice":   {"call_timeout": "300ms", "open_for": "45s"}
+  }
 }`
 	policyBad = `{
   "default":   {"min_requests": 10, "open_for": "15s", "max_open_for": "1m"},
-  "overrides": {"pricing.GetPrice": {"call_timeout": "300ms", "open_for": "2m"}}
+  "overrides": {
+    "inventory.GetStock": {"call_timeout": "200ms"},
+    "pricing.GetPrice":   {"call_timeout": "300ms", "open_for": "2m"}
+  }
 }`
 )
 

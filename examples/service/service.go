@@ -30,11 +30,17 @@ const (
 // policies is the group's policy document, as it might be read from a
 // config file. Ten calls in the window are enough to judge here so that a
 // few curls show a trip; the default, twenty, suits production traffic.
-// Pricing gets a deadline of its own: a product page should not wait more
-// than 300ms for a price it can take from the catalogue.
+// Every downstream gets a deadline: without one a hung dependency makes
+// every page as slow as it is, and its breaker, which sees only calls that
+// return, never trips on it. Inventory answers in milliseconds when
+// healthy, so 200ms is already far off; the page waits no more than 300ms
+// for a price it can take from the catalogue.
 const policies = `{
   "default":   {"min_requests": 10, "open_for": "15s", "max_open_for": "1m"},
-  "overrides": {"pricing.GetPrice": {"call_timeout": "300ms"}}
+  "overrides": {
+    "inventory.GetStock": {"call_timeout": "200ms"},
+    "pricing.GetPrice":   {"call_timeout": "300ms"}
+  }
 }`
 
 // service is the example's HTTP service: a product endpoint that calls two
@@ -218,25 +224,27 @@ func (s *service) faults(w http.ResponseWriter, _ *http.Request) {
 }
 
 // setFaults answers POST /faults?pricing=error (or inventory=, with ok,
-// error or slow): the demo's way to make a downstream sick. Every
-// parameter is checked before any is applied.
+// error or slow, and for the last two an optional share of the calls:
+// inventory=error:0.7 fails 70% of them): the demo's way to make a
+// downstream sick, wholly or in part. Every parameter is checked before
+// any is applied; setting a switch starts its count of calls again.
 func (s *service) setFaults(w http.ResponseWriter, r *http.Request) {
 	targets := map[string]*downstream{"inventory": &s.inventory.downstream, "pricing": &s.pricing.downstream}
 	q := r.URL.Query()
 	if len(q) == 0 {
-		http.Error(w, "want inventory= or pricing= with ok, error or slow", http.StatusBadRequest)
+		http.Error(w, "want inventory= or pricing= with ok, error or slow (error:0.7 for a share of the calls)", http.StatusBadRequest)
 		return
 	}
-	set := map[*downstream]fault{}
+	set := map[*downstream]setting{}
 	for name, vals := range q {
 		d, ok := targets[name]
 		if !ok {
-			http.Error(w, "unknown downstream "+strconv.Quote(name), http.StatusBadRequest)
+			http.Error(w, "unknown downstream "+strconv.Quote(name)+": want inventory or pricing", http.StatusBadRequest)
 			return
 		}
-		f, ok := parseFault(vals[len(vals)-1])
-		if !ok {
-			http.Error(w, "unknown fault "+strconv.Quote(vals[len(vals)-1])+": want ok, error or slow", http.StatusBadRequest)
+		f, err := parseSetting(vals[len(vals)-1])
+		if err != nil {
+			http.Error(w, name+": "+err.Error(), http.StatusBadRequest)
 			return
 		}
 		set[d] = f

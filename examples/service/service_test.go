@@ -325,6 +325,11 @@ func TestService_BadRequests(t *testing.T) {
 		{"POST", "/faults?billing=error", http.StatusBadRequest},
 		{"POST", "/faults?pricing=broken", http.StatusBadRequest},
 		{"POST", "/faults?pricing=error&billing=error", http.StatusBadRequest},
+		{"POST", "/faults?inventory=error:0", http.StatusBadRequest},
+		{"POST", "/faults?inventory=error:1.5", http.StatusBadRequest},
+		{"POST", "/faults?inventory=error:most", http.StatusBadRequest},
+		{"POST", "/faults?inventory=ok:0.5", http.StatusBadRequest},
+		{"POST", "/faults?inventory=error:0.5&pricing=slow:2", http.StatusBadRequest},
 		{"GET", "/nowhere", http.StatusNotFound},
 		{"POST", "/product?sku=42", http.StatusMethodNotAllowed},
 	} {
@@ -339,4 +344,113 @@ func TestService_BadRequests(t *testing.T) {
 	code, body := in.get("/faults")
 	require.Equal(t, http.StatusOK, code)
 	assert.JSONEq(t, `{"inventory":"ok","pricing":"ok"}`, body)
+}
+
+// The fault switch takes a share of the calls: error:0.3 fails 3 calls
+// of every 10, spread through them, so a partial outage (one that
+// throttling answers, or that stays under the trip ratio) can be shown.
+// A bad share is refused, naming what is wrong.
+func TestService_FaultSwitchTakesAShareOfTheCalls(t *testing.T) {
+	in := start(t)
+	in.fault("inventory=error:0.3")
+	code, body := in.get("/faults")
+	require.Equal(t, http.StatusOK, code)
+	assert.JSONEq(t, `{"inventory":"error:0.3","pricing":"ok"}`, body)
+	var failed []int
+	for i := 1; i <= 20; i++ {
+		code, body := in.get("/product?sku=42")
+		switch code {
+		case http.StatusOK:
+		case http.StatusBadGateway:
+			failed = append(failed, i)
+		default:
+			t.Fatalf("call %d: %d %s", i, code, body)
+		}
+	}
+	assert.Equal(t, []int{1, 4, 7, 11, 14, 17}, failed, "3 of every 10, the first one hit")
+	bs := in.breakers()
+	assert.Equal(t, "closed", bs[keyStock].State, "30% is under the policy's error ratio")
+	assert.Equal(t, uint64(6), bs[keyStock].Counters.Failures)
+	assert.Equal(t, uint64(14), bs[keyStock].Counters.Successes)
+	assert.Contains(t, in.logs.String(), `msg="fault injected" downstream=inventory fault=error:0.3`)
+
+	// Setting the switch again starts its count again; error alone is
+	// every call.
+	in.fault("inventory=error")
+	code, body = in.get("/faults")
+	require.Equal(t, http.StatusOK, code)
+	assert.JSONEq(t, `{"inventory":"error","pricing":"ok"}`, body)
+
+	resp, err := in.client.Post(in.base+"/faults?inventory=error:1.5", "", nil)
+	require.NoError(t, err)
+	msg, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusBadRequest, resp.StatusCode)
+	assert.Equal(t, `inventory: fault "error:1.5": the share must be a number in (0, 1], such as 0.7`+"\n", string(msg))
+}
+
+func TestParseSetting(t *testing.T) {
+	for _, c := range []struct{ in, out string }{
+		{"ok", "ok"}, {"error", "error"}, {"slow", "slow"},
+		{"error:0.7", "error:0.7"}, {"slow:0.25", "slow:0.25"}, {"error:1", "error"},
+	} {
+		s, err := parseSetting(c.in)
+		require.NoError(t, err, c.in)
+		assert.Equal(t, c.out, s.String(), c.in)
+	}
+	for in, want := range map[string]string{
+		"broken":     `unknown fault "broken": want ok, error or slow`,
+		"ok:0.5":     `fault "ok:0.5": ok takes no share`,
+		"error:0":    `fault "error:0": the share must be a number in (0, 1]`,
+		"error:-0.1": `fault "error:-0.1": the share must be`,
+		"error:NaN":  `fault "error:NaN": the share must be`,
+		"error:":     `fault "error:": the share must be`,
+	} {
+		_, err := parseSetting(in)
+		assert.ErrorContains(t, err, want, in)
+	}
+	// Every run of calls gets its share, give or take one.
+	for _, share := range []float64{0.1, 0.25, 0.3, 0.5, 0.7, 0.9, 1} {
+		s := setting{fault: failing, share: share}
+		hits := 0
+		for n := uint64(0); n < 1000; n++ {
+			if s.hit(n) {
+				hits++
+			}
+			if want := share * float64(n+1); float64(hits) < want-1 || float64(hits) > want+1 {
+				t.Fatalf("share %v: %d hits in %d calls", share, hits, n+1)
+			}
+		}
+	}
+}
+
+// Inventory has a deadline: a hung inventory makes no page wait more than
+// 200ms, and its breaker trips on the timeouts after ten calls (the
+// policy's minimum), where without a deadline every page would take as
+// long as inventory and the breaker would see nothing. The real clock:
+// the deadline is what cuts the fake's 1s answer.
+func TestService_AHungInventoryIsCutByItsDeadline(t *testing.T) {
+	in := launch(&instance{t: t, logs: &syncBuffer{}}, nil, nil)
+	in.fault("inventory=slow")
+	for i := 1; i <= 10; i++ {
+		began := time.Now()
+		code, body := in.get("/product?sku=42")
+		took := time.Since(began)
+		require.Equal(t, http.StatusBadGateway, code, "call %d: %s", i, body)
+		assert.Contains(t, body, "context deadline exceeded")
+		assert.Less(t, took, slowFor*3/4, "call %d waited for inventory", i)
+	}
+	code, body := in.get("/product?sku=42")
+	assert.Equal(t, http.StatusServiceUnavailable, code)
+	assert.Contains(t, body, "breaker: inventory.GetStock is open (error_ratio, 10/10 failed, 10 timeouts")
+	m := in.metrics()
+	for _, line := range []string{
+		`breaker_timeout_seconds{name="inventory.GetStock"} 0.2`,
+		`breaker_latency_censored_total{name="inventory.GetStock"} 10`,
+		`breaker_calls_total{name="inventory.GetStock",outcome="timeout"} 10`,
+	} {
+		assert.Contains(t, m, line+"\n")
+	}
+	assert.Contains(t, m, `breaker_latency_seconds{name="inventory.GetStock",quantile="0.99"}`, "a latency series for inventory")
+	assert.Contains(t, in.logs.String(), `breaker.reason=error_ratio breaker.ratio=1 breaker.counted=10 breaker.failures=10 breaker.timeouts=10`)
 }
