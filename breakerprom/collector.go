@@ -111,6 +111,7 @@ package breakerprom
 import (
 	"slices"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/govkit/breaker"
@@ -180,9 +181,13 @@ type Collector struct {
 	fallbacks, probes, notClosedTime, openDuration, windowCalls, windowRatio,
 	policyRatio, mode, openReason *prometheus.Desc
 
-	tripReason, tripCalls, tripFailures, tripTimeouts *prometheus.Desc
+	outageTrips, outageProbesFailed, outageProbesPassed, outageProbesPassedOnError, outageRefused *prometheus.Desc
 
-	policyInfo, policyApplied, policyReloads, policyLastReload *prometheus.Desc
+	windowSlow, windowSlowRatio, policySlowRatio, policySlowCall *prometheus.Desc
+
+	tripReason, tripCalls, tripFailures, tripTimeouts, tripSlow, tripRun, tripSlowCall *prometheus.Desc
+
+	policyInfo, policyApplied, policyReloads, policyLastReload, policySourceDown, policyRejected *prometheus.Desc
 
 	groupBreakers, groupMax, groupOverflow, groupEvicted *prometheus.Desc
 
@@ -227,22 +232,39 @@ func NewCollector(g *breaker.Group, opts ...Option) *Collector {
 		tripCalls:           desc(famTripCalls),
 		tripFailures:        desc(famTripFailures),
 		tripTimeouts:        desc(famTripTimeouts),
-		policyInfo:          desc(famPolicyInfo),
-		policyApplied:       desc(famPolicyApplied),
-		policyReloads:       desc(famPolicyReloads),
-		policyLastReload:    desc(famPolicyLastReload),
-		groupBreakers:       desc(famGroupBreakers),
-		groupMax:            desc(famGroupMax),
-		groupOverflow:       desc(famGroupOverflow),
-		groupEvicted:        desc(famGroupEvicted),
-		candState:           desc(famCandState),
-		candTransitions:     desc(famCandTransitions),
-		candWouldRefuse:     desc(famCandWouldRefuse),
-		candWouldAdmit:      desc(famCandWouldAdmit),
-		candDiffs:           desc(famCandDiffs),
-		latency:             desc(famLatency),
-		censored:            desc(famCensored),
-		timeout:             desc(famTimeout),
+		tripSlow:            desc(famTripSlow),
+		tripRun:             desc(famTripRun),
+		tripSlowCall:        desc(famTripSlowCall),
+
+		outageTrips:               desc(famOutageTrips),
+		outageProbesFailed:        desc(famOutageProbesFailed),
+		outageProbesPassed:        desc(famOutageProbesPassed),
+		outageProbesPassedOnError: desc(famOutageProbesPassedOnError),
+		outageRefused:             desc(famOutageRefused),
+
+		windowSlow:      desc(famWindowSlow),
+		windowSlowRatio: desc(famWindowSlowRatio),
+		policySlowRatio: desc(famPolicySlowRatio),
+		policySlowCall:  desc(famPolicySlowCall),
+
+		policySourceDown: desc(famPolicySourceDown),
+		policyRejected:   desc(famPolicyRejected),
+		policyInfo:       desc(famPolicyInfo),
+		policyApplied:    desc(famPolicyApplied),
+		policyReloads:    desc(famPolicyReloads),
+		policyLastReload: desc(famPolicyLastReload),
+		groupBreakers:    desc(famGroupBreakers),
+		groupMax:         desc(famGroupMax),
+		groupOverflow:    desc(famGroupOverflow),
+		groupEvicted:     desc(famGroupEvicted),
+		candState:        desc(famCandState),
+		candTransitions:  desc(famCandTransitions),
+		candWouldRefuse:  desc(famCandWouldRefuse),
+		candWouldAdmit:   desc(famCandWouldAdmit),
+		candDiffs:        desc(famCandDiffs),
+		latency:          desc(famLatency),
+		censored:         desc(famCensored),
+		timeout:          desc(famTimeout),
 	}
 	return c
 }
@@ -256,8 +278,10 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 		c.throttled, c.throttleProbability,
 		c.fallbacks, c.probes, c.notClosedTime, c.openDuration, c.windowCalls, c.windowRatio,
 		c.policyRatio, c.mode, c.openReason,
-		c.tripReason, c.tripCalls, c.tripFailures, c.tripTimeouts,
-		c.policyInfo, c.policyApplied, c.policyReloads, c.policyLastReload,
+		c.outageTrips, c.outageProbesFailed, c.outageProbesPassed, c.outageProbesPassedOnError, c.outageRefused,
+		c.windowSlow, c.windowSlowRatio, c.policySlowRatio, c.policySlowCall,
+		c.tripReason, c.tripCalls, c.tripFailures, c.tripTimeouts, c.tripSlow, c.tripRun, c.tripSlowCall,
+		c.policyInfo, c.policyApplied, c.policyReloads, c.policyLastReload, c.policySourceDown, c.policyRejected,
 		c.groupBreakers, c.groupMax, c.groupOverflow, c.groupEvicted,
 		c.candState, c.candTransitions, c.candWouldRefuse, c.candWouldAdmit, c.candDiffs,
 		c.latency, c.censored, c.timeout,
@@ -451,6 +475,10 @@ func (c *Collector) collectStatus(ch chan<- prometheus.Metric, s breaker.Status)
 	gauge(c.windowCalls, float64(s.Window.Counted))
 	gauge(c.windowRatio, s.ErrorRatio)
 	gauge(c.policyRatio, s.Policy.ErrorRatio)
+	gauge(c.windowSlow, float64(s.Window.Slow))
+	gauge(c.windowSlowRatio, s.Window.SlowRatio())
+	gauge(c.policySlowRatio, s.Policy.SlowRatio)
+	gauge(c.policySlowCall, s.Policy.SlowCall.Seconds())
 	gauge(c.throttleProbability, s.ThrottleProbability)
 	for _, m := range modes {
 		v := 0.0
@@ -465,21 +493,40 @@ func (c *Collector) collectStatus(ch chan<- prometheus.Metric, s breaker.Status)
 	if s.State != breaker.Closed && s.Reason != "" {
 		gauge(c.openReason, 1, string(s.Reason))
 	}
-	// Why the outage began, for as long as it lasts: the reason above
-	// becomes probe_failed at the first failed probe.
+	// The outage in progress and why it began, for as long as it lasts,
+	// closes and re-trips included: the reason above becomes
+	// probe_failed at the first failed probe. None while there is no
+	// outage, so that a count never stands for an earlier outage's, nor
+	// an earlier process's.
 	if o := s.Outage; o != nil {
-		if o.Trip.Reason != "" {
-			gauge(c.tripReason, 1, string(o.Trip.Reason))
+		gauge(c.outageTrips, float64(o.Trips))
+		gauge(c.outageProbesFailed, float64(o.ProbesFailed))
+		gauge(c.outageProbesPassed, float64(o.ProbesPassed))
+		gauge(c.outageProbesPassedOnError, float64(o.ProbesPassedOnError))
+		gauge(c.outageRefused, float64(o.Refused))
+		t := o.Trip
+		if t.Reason != "" {
+			gauge(c.tripReason, 1, string(t.Reason))
 		}
-		gauge(c.tripCalls, float64(o.Trip.Window.Counted))
-		gauge(c.tripFailures, float64(o.Trip.Window.Failures))
-		gauge(c.tripTimeouts, float64(o.Trip.Window.Timeouts))
+		gauge(c.tripCalls, float64(t.Window.Counted))
+		gauge(c.tripFailures, float64(t.Window.Failures))
+		gauge(c.tripTimeouts, float64(t.Window.Timeouts))
+		gauge(c.tripSlow, float64(t.Window.Slow))
+		gauge(c.tripRun, float64(t.Run))
+		gauge(c.tripSlowCall, t.SlowCall.Seconds())
 	}
 
 	if l := s.Latency; l != nil {
-		ch <- prometheus.MustNewConstSummary(c.latency, l.SamplesTotal, l.SumTotal.Seconds(), map[float64]float64{
-			0.5: l.P50.Seconds(), 0.9: l.P90.Seconds(), 0.99: l.P99.Seconds(), 0.999: l.P999.Seconds(),
-		}, s.Name)
+		// A quantile that is unknown (Latency reports 0) is left out,
+		// so that a panel shows a gap where it used to show 0: in a
+		// timeout outage every call is cut by the deadline.
+		qs := make(map[float64]float64, 4)
+		for i, q := range latencyQuantileValues(*l) {
+			if q > 0 {
+				qs[latencyQuantileFloats[i]] = q.Seconds()
+			}
+		}
+		ch <- prometheus.MustNewConstSummary(c.latency, l.SamplesTotal, l.SumTotal.Seconds(), qs, s.Name)
 		counter(c.censored, l.CensoredTotal)
 		gauge(c.timeout, l.Timeout.Seconds())
 	}
@@ -507,6 +554,22 @@ func (c *Collector) collectPolicy(ch chan<- prometheus.Metric, label breaker.Pol
 	if l := ps.Last; l != nil {
 		ch <- prometheus.MustNewConstMetric(c.policyLastReload, prometheus.GaugeValue, 1, l.Result.String(), validLabelValue(l.Version))
 	}
+	if d := ps.Down; d != nil {
+		ch <- prometheus.MustNewConstMetric(c.policySourceDown, prometheus.GaugeValue, 1, validLabelValue(d.Origin))
+	}
+	if r := ps.Rejected; r != nil {
+		ch <- prometheus.MustNewConstMetric(c.policyRejected, prometheus.GaugeValue, 1, validLabelValue(r.Origin), validLabelValue(r.Version))
+	}
+}
+
+// latencyQuantileFloats are the quantiles of the latency summary, in the
+// order of latencyQuantileValues.
+var latencyQuantileFloats = [4]float64{0.5, 0.9, 0.99, 0.999}
+
+// latencyQuantileValues is l's quantiles, in the order of
+// latencyQuantileFloats; 0 for one that is unknown.
+func latencyQuantileValues(l breaker.Latency) [4]time.Duration {
+	return [4]time.Duration{l.P50, l.P90, l.P99, l.P999}
 }
 
 func (c *Collector) collectGroup(ch chan<- prometheus.Metric, gs breaker.GroupStatus) {

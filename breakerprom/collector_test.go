@@ -110,7 +110,7 @@ breaker_group_overflow_calls_total 0
 breaker_latency_censored_total{name="inventory.GetStock"} 0
 breaker_latency_censored_total{name="payment.Charge"} 0
 breaker_latency_censored_total{name="pricing.GetPrice"} 0
-# HELP breaker_latency_seconds Latency of the calls: quantiles over the sliding window, the calls cut by a deadline counted as lasting at least what they ran, 0 when unknown; count and sum of the calls that returned, since the breaker began timing calls.
+# HELP breaker_latency_seconds Latency of the calls: quantiles over the sliding window, the calls cut by a deadline counted as lasting at least what they ran, and a quantile absent while it is unknown; count and sum of the calls that returned, since the breaker began timing calls.
 # TYPE breaker_latency_seconds summary
 breaker_latency_seconds{name="inventory.GetStock",quantile="0.5"} 5.12e-07
 breaker_latency_seconds{name="inventory.GetStock",quantile="0.9"} 3.018407571
@@ -124,17 +124,8 @@ breaker_latency_seconds{name="payment.Charge",quantile="0.99"} 5.12e-07
 breaker_latency_seconds{name="payment.Charge",quantile="0.999"} 5.12e-07
 breaker_latency_seconds_sum{name="payment.Charge"} 2.048e-06
 breaker_latency_seconds_count{name="payment.Charge"} 4
-breaker_latency_seconds{name="pricing.GetPrice",quantile="0.5"} 0
-breaker_latency_seconds{name="pricing.GetPrice",quantile="0.9"} 0
-breaker_latency_seconds{name="pricing.GetPrice",quantile="0.99"} 0
-breaker_latency_seconds{name="pricing.GetPrice",quantile="0.999"} 0
 breaker_latency_seconds_sum{name="pricing.GetPrice"} 2.048e-06
 breaker_latency_seconds_count{name="pricing.GetPrice"} 4
-# HELP breaker_open_duration_seconds Time since the current outage began; 0 while the breaker is closed.
-# TYPE breaker_open_duration_seconds gauge
-breaker_open_duration_seconds{name="inventory.GetStock"} 0
-breaker_open_duration_seconds{name="payment.Charge"} 8
-breaker_open_duration_seconds{name="pricing.GetPrice"} 0
 # HELP breaker_mode Current mode of the breaker: 1 for the mode it is in, 0 for the others.
 # TYPE breaker_mode gauge
 breaker_mode{mode="auto",name="inventory.GetStock"} 1
@@ -149,14 +140,39 @@ breaker_mode{mode="forced_open",name="pricing.GetPrice"} 0
 breaker_mode{mode="shadow",name="inventory.GetStock"} 0
 breaker_mode{mode="shadow",name="payment.Charge"} 1
 breaker_mode{mode="shadow",name="pricing.GetPrice"} 0
-# HELP breaker_open_reason 1 while the breaker is open or half-open, labelled with the reason; absent while it is closed.
-# TYPE breaker_open_reason gauge
-breaker_open_reason{name="payment.Charge",reason="error_ratio"} 1
 # HELP breaker_not_closed_seconds_total Time the breaker has spent open or half-open, the current outage included.
 # TYPE breaker_not_closed_seconds_total counter
 breaker_not_closed_seconds_total{name="inventory.GetStock"} 0
 breaker_not_closed_seconds_total{name="payment.Charge"} 8
 breaker_not_closed_seconds_total{name="pricing.GetPrice"} 30
+# HELP breaker_open_duration_seconds Length of the outage in progress: from the trip that began it, its closes and re-trips included, until the breaker has stayed closed for the policy's max_open_for; 0 while there is none.
+# TYPE breaker_open_duration_seconds gauge
+breaker_open_duration_seconds{name="inventory.GetStock"} 0
+breaker_open_duration_seconds{name="payment.Charge"} 8
+breaker_open_duration_seconds{name="pricing.GetPrice"} 38
+# HELP breaker_open_reason 1 while the breaker is open or half-open, labelled with the reason; absent while it is closed.
+# TYPE breaker_open_reason gauge
+breaker_open_reason{name="payment.Charge",reason="error_ratio"} 1
+# HELP breaker_outage_probes_failed Half-open probes that failed, timeouts included, in the outage in progress; absent while there is none.
+# TYPE breaker_outage_probes_failed gauge
+breaker_outage_probes_failed{name="payment.Charge"} 0
+breaker_outage_probes_failed{name="pricing.GetPrice"} 1
+# HELP breaker_outage_probes_passed Half-open probes that passed in the outage in progress; absent while there is none.
+# TYPE breaker_outage_probes_passed gauge
+breaker_outage_probes_passed{name="payment.Charge"} 0
+breaker_outage_probes_passed{name="pricing.GetPrice"} 1
+# HELP breaker_outage_probes_passed_on_error Half-open probes in the outage in progress that answered with an error and passed, as they do while the policy's strict_probes is off; absent while there is none.
+# TYPE breaker_outage_probes_passed_on_error gauge
+breaker_outage_probes_passed_on_error{name="payment.Charge"} 0
+breaker_outage_probes_passed_on_error{name="pricing.GetPrice"} 0
+# HELP breaker_outage_refused Calls refused with ErrOpen in the outage in progress; absent while there is none.
+# TYPE breaker_outage_refused gauge
+breaker_outage_refused{name="payment.Charge"} 0
+breaker_outage_refused{name="pricing.GetPrice"} 3
+# HELP breaker_outage_trips Trips from closed in the outage in progress, the first included; absent while there is none.
+# TYPE breaker_outage_trips gauge
+breaker_outage_trips{name="payment.Charge"} 1
+breaker_outage_trips{name="pricing.GetPrice"} 1
 # HELP breaker_policy_applied_timestamp_seconds When the policy document in force was applied, in Unix seconds on the group's clock.
 # TYPE breaker_policy_applied_timestamp_seconds gauge
 breaker_policy_applied_timestamp_seconds 1.767323045e+09
@@ -175,6 +191,16 @@ breaker_policy_reloads_total{result="gone"} 0
 breaker_policy_reloads_total{result="rejected"} 0
 breaker_policy_reloads_total{result="unchanged"} 0
 breaker_policy_reloads_total{result="unreadable"} 0
+# HELP breaker_policy_slow_call_seconds The policy's slow_call: a call slower than it counts as slow; 0 when the slow rule is off.
+# TYPE breaker_policy_slow_call_seconds gauge
+breaker_policy_slow_call_seconds{name="inventory.GetStock"} 2
+breaker_policy_slow_call_seconds{name="payment.Charge"} 2
+breaker_policy_slow_call_seconds{name="pricing.GetPrice"} 2
+# HELP breaker_policy_slow_ratio The policy's slow ratio: the breaker trips when the window's slow ratio reaches it; 0 when that rule is off.
+# TYPE breaker_policy_slow_ratio gauge
+breaker_policy_slow_ratio{name="inventory.GetStock"} 1
+breaker_policy_slow_ratio{name="payment.Charge"} 1
+breaker_policy_slow_ratio{name="pricing.GetPrice"} 1
 # HELP breaker_probes_total Half-open probe verdicts.
 # TYPE breaker_probes_total counter
 breaker_probes_total{name="inventory.GetStock",result="failed"} 0
@@ -231,18 +257,34 @@ breaker_timeout_seconds{name="pricing.GetPrice"} 0
 		"pricing.GetPrice closed open error_ratio 1",
 		"pricing.GetPrice half_open open probe_failed 1",
 		"pricing.GetPrice half_open closed probes_passed 1",
-		"pricing.GetPrice open half_open cooldown_elapsed 2") + `# HELP breaker_trip_reason 1 while the breaker is open or half-open, labelled with the rule that began the outage, which failed probes do not change; absent while it is closed.
+		"pricing.GetPrice open half_open cooldown_elapsed 2") + `# HELP breaker_trip_reason 1 while an outage is in progress, labelled with the rule of the trip that began it, which failed probes and re-trips do not change; absent while there is none.
 # TYPE breaker_trip_reason gauge
 breaker_trip_reason{name="payment.Charge",reason="error_ratio"} 1
-# HELP breaker_trip_window_calls Counted calls in the sliding window when the breaker tripped, for the whole outage; absent while it is closed.
+breaker_trip_reason{name="pricing.GetPrice",reason="error_ratio"} 1
+# HELP breaker_trip_run Consecutive failures at the trip that began the outage in progress, counted while the policy's consecutive_failures is set (0 otherwise); absent while there is none.
+# TYPE breaker_trip_run gauge
+breaker_trip_run{name="payment.Charge"} 0
+breaker_trip_run{name="pricing.GetPrice"} 0
+# HELP breaker_trip_slow_call_seconds The policy's slow_call at the trip that began the outage in progress, what trip_window_slow counts calls slower than; 0 if the slow rule was off; absent while there is none.
+# TYPE breaker_trip_slow_call_seconds gauge
+breaker_trip_slow_call_seconds{name="payment.Charge"} 2
+breaker_trip_slow_call_seconds{name="pricing.GetPrice"} 2
+# HELP breaker_trip_window_calls Counted calls in the sliding window that the rule judged at the trip that began the outage in progress; absent while there is none.
 # TYPE breaker_trip_window_calls gauge
 breaker_trip_window_calls{name="payment.Charge"} 4
-# HELP breaker_trip_window_failures Failures, timeouts included, in the sliding window when the breaker tripped, for the whole outage; absent while it is closed.
+breaker_trip_window_calls{name="pricing.GetPrice"} 4
+# HELP breaker_trip_window_failures Failures, timeouts included, in the window of the trip that began the outage in progress; absent while there is none.
 # TYPE breaker_trip_window_failures gauge
 breaker_trip_window_failures{name="payment.Charge"} 2
-# HELP breaker_trip_window_timeouts Timeouts in the sliding window when the breaker tripped, for the whole outage; absent while it is closed.
+breaker_trip_window_failures{name="pricing.GetPrice"} 2
+# HELP breaker_trip_window_slow Calls slower than the policy's slow_call in the window of the trip that began the outage in progress; absent while there is none.
+# TYPE breaker_trip_window_slow gauge
+breaker_trip_window_slow{name="payment.Charge"} 0
+breaker_trip_window_slow{name="pricing.GetPrice"} 0
+# HELP breaker_trip_window_timeouts Timeouts in the window of the trip that began the outage in progress; absent while there is none.
 # TYPE breaker_trip_window_timeouts gauge
 breaker_trip_window_timeouts{name="payment.Charge"} 0
+breaker_trip_window_timeouts{name="pricing.GetPrice"} 0
 # HELP breaker_window_calls Counted calls (successes, failures and timeouts) in the sliding window.
 # TYPE breaker_window_calls gauge
 breaker_window_calls{name="inventory.GetStock"} 4
@@ -253,6 +295,16 @@ breaker_window_calls{name="pricing.GetPrice"} 0
 breaker_window_error_ratio{name="inventory.GetStock"} 0
 breaker_window_error_ratio{name="payment.Charge"} 0.5
 breaker_window_error_ratio{name="pricing.GetPrice"} 0
+# HELP breaker_window_slow_calls Counted calls in the sliding window slower than the policy's slow_call; 0 while that rule is off.
+# TYPE breaker_window_slow_calls gauge
+breaker_window_slow_calls{name="inventory.GetStock"} 1
+breaker_window_slow_calls{name="payment.Charge"} 0
+breaker_window_slow_calls{name="pricing.GetPrice"} 0
+# HELP breaker_window_slow_ratio Slow calls divided by counted calls in the sliding window; 0 when it is empty.
+# TYPE breaker_window_slow_ratio gauge
+breaker_window_slow_ratio{name="inventory.GetStock"} 0.25
+breaker_window_slow_ratio{name="payment.Charge"} 0
+breaker_window_slow_ratio{name="pricing.GetPrice"} 0
 `)
 
 	problems, err := promtest.CollectAndLint(f.c)
@@ -271,6 +323,7 @@ func TestCollector_StateAndOpenTimeFollowAnOutage(t *testing.T) {
 		t2 = 10 * time.Second // the first cooldown ends
 		t3 = 30 * time.Second // the second (doubled) cooldown ends
 		t4 = 45 * time.Second
+		t5 = 70 * time.Second // closed for MaxOpenFor (40s): the outage has settled
 	)
 	steps := []struct {
 		at   time.Duration
@@ -309,10 +362,17 @@ breaker_not_closed_seconds_total{name="pricing.GetPrice"} 10
 breaker_state{name="pricing.GetPrice",state="closed"} 1
 breaker_state{name="pricing.GetPrice",state="half_open"} 0
 breaker_state{name="pricing.GetPrice",state="open"} 0
-breaker_open_duration_seconds{name="pricing.GetPrice"} 0
+breaker_open_duration_seconds{name="pricing.GetPrice"} 30
 breaker_not_closed_seconds_total{name="pricing.GetPrice"} 30
 ` + transitionLines([]string{pricing}, "pricing.GetPrice closed open error_ratio 1", "pricing.GetPrice half_open open probe_failed 1", "pricing.GetPrice half_open closed probes_passed 1", "pricing.GetPrice open half_open cooldown_elapsed 2")},
 		{t4, nil, `
+breaker_state{name="pricing.GetPrice",state="closed"} 1
+breaker_state{name="pricing.GetPrice",state="half_open"} 0
+breaker_state{name="pricing.GetPrice",state="open"} 0
+breaker_open_duration_seconds{name="pricing.GetPrice"} 45
+breaker_not_closed_seconds_total{name="pricing.GetPrice"} 30
+` + transitionLines([]string{pricing}, "pricing.GetPrice closed open error_ratio 1", "pricing.GetPrice half_open open probe_failed 1", "pricing.GetPrice half_open closed probes_passed 1", "pricing.GetPrice open half_open cooldown_elapsed 2")},
+		{t5, nil, `
 breaker_state{name="pricing.GetPrice",state="closed"} 1
 breaker_state{name="pricing.GetPrice",state="half_open"} 0
 breaker_state{name="pricing.GetPrice",state="open"} 0
@@ -337,7 +397,7 @@ func withHeaders(samples string) string {
 	var sb strings.Builder
 	for _, h := range []struct{ name, typ, help string }{
 		{"breaker_state", "gauge", "Current state of the breaker: 1 for the state it is in, 0 for the others."},
-		{"breaker_open_duration_seconds", "gauge", "Time since the current outage began; 0 while the breaker is closed."},
+		{"breaker_open_duration_seconds", "gauge", famOpenDuration.help},
 		{"breaker_not_closed_seconds_total", "counter", "Time the breaker has spent open or half-open, the current outage included."},
 		{"breaker_transitions_total", "counter", "State transitions of the breaker, by the rule or event that caused them."},
 		{"breaker_mode", "gauge", "Current mode of the breaker: 1 for the mode it is in, 0 for the others."},
@@ -346,6 +406,14 @@ func withHeaders(samples string) string {
 		{"breaker_trip_window_calls", "gauge", famTripCalls.help},
 		{"breaker_trip_window_failures", "gauge", famTripFailures.help},
 		{"breaker_trip_window_timeouts", "gauge", famTripTimeouts.help},
+		{"breaker_trip_window_slow", "gauge", famTripSlow.help},
+		{"breaker_trip_run", "gauge", famTripRun.help},
+		{"breaker_trip_slow_call_seconds", "gauge", famTripSlowCall.help},
+		{"breaker_outage_trips", "gauge", famOutageTrips.help},
+		{"breaker_outage_probes_failed", "gauge", famOutageProbesFailed.help},
+		{"breaker_outage_probes_passed", "gauge", famOutageProbesPassed.help},
+		{"breaker_outage_probes_passed_on_error", "gauge", famOutageProbesPassedOnError.help},
+		{"breaker_outage_refused", "gauge", famOutageRefused.help},
 	} {
 		header := "# HELP " + h.name + " " + h.help + "\n# TYPE " + h.name + " " + h.typ + "\n"
 		for _, line := range strings.Split(samples, "\n") {
@@ -663,6 +731,9 @@ func TestCollector_TransitionsAreAtZeroFromTheBreakersCreation(t *testing.T) {
 // closes. A failed probe used to turn the only reason a rule could read
 // into probe_failed, and the window the alert needs was nowhere.
 func TestCollector_TripReasonAndWindowStayForTheWholeOutage(t *testing.T) {
+	// The trip series follow Status.Outage: they stay through a failed
+	// probe and through the close that begins the recovery, and leave
+	// only once the breaker has stayed closed for MaxOpenFor (40s).
 	f := newFixture(t)
 	f.Calls(pricing, 2, nil)
 	f.Calls(pricing, 1, errBoom)
@@ -672,16 +743,61 @@ breaker_trip_reason{name="pricing.GetPrice",reason="error_ratio"} 1
 breaker_trip_window_calls{name="pricing.GetPrice"} 4
 breaker_trip_window_failures{name="pricing.GetPrice"} 2
 breaker_trip_window_timeouts{name="pricing.GetPrice"} 1
+breaker_trip_window_slow{name="pricing.GetPrice"} 0
+breaker_trip_run{name="pricing.GetPrice"} 0
+breaker_trip_slow_call_seconds{name="pricing.GetPrice"} 2
 `
 	names := []string{"breaker_open_reason", "breaker_trip_reason", "breaker_trip_window_calls",
-		"breaker_trip_window_failures", "breaker_trip_window_timeouts"}
+		"breaker_trip_window_failures", "breaker_trip_window_timeouts", "breaker_trip_window_slow",
+		"breaker_trip_run", "breaker_trip_slow_call_seconds"}
 	f.expect(withHeaders(trip+`breaker_open_reason{name="pricing.GetPrice",reason="error_ratio"} 1`), names...)
 	f.At(10 * time.Second)
 	f.Calls(pricing, 1, context.DeadlineExceeded) // the probe times out
 	f.expect(withHeaders(trip+`breaker_open_reason{name="pricing.GetPrice",reason="probe_failed"} 1`), names...)
 	f.At(30 * time.Second)
-	f.Calls(pricing, 1, nil) // closed
+	f.Calls(pricing, 1, nil) // closed: recovering, the outage goes on
+	f.expect(withHeaders(trip), names...)
+	f.At(69 * time.Second)
+	f.expect(withHeaders(trip), names...)
+	f.At(70 * time.Second) // closed for MaxOpenFor: settled
 	f.expect("", names...)
+}
+
+// The outage's counts: a hard error outage whose probes answer with
+// errors and pass (StrictProbes off) closes at each cooldown's end and
+// trips again; the counts grow across the closes, as one outage, and
+// leave once it settles. A new process (a new group) on the same
+// downstream starts from its own first trip: nothing of the earlier
+// process's outage.
+func TestCollector_OutageCountsGrowAcrossClosesAndStartAfreshInANewProcess(t *testing.T) {
+	names := []string{"breaker_open_duration_seconds", "breaker_outage_trips", "breaker_outage_probes_failed",
+		"breaker_outage_probes_passed", "breaker_outage_probes_passed_on_error", "breaker_outage_refused"}
+	want := func(dur, trips, failed, passed, onError, refused int) string {
+		return withHeaders(fmt.Sprintf(`
+breaker_open_duration_seconds{name="pricing.GetPrice"} %d
+breaker_outage_trips{name="pricing.GetPrice"} %d
+breaker_outage_probes_failed{name="pricing.GetPrice"} %d
+breaker_outage_probes_passed{name="pricing.GetPrice"} %d
+breaker_outage_probes_passed_on_error{name="pricing.GetPrice"} %d
+breaker_outage_refused{name="pricing.GetPrice"} %d
+`, dur, trips, failed, passed, onError, refused))
+	}
+	f := newFixture(t)
+	f.Calls(pricing, 4, errBoom) // trips at 0s
+	f.Refused(pricing, 2)
+	f.expect(want(0, 1, 0, 0, 0, 2), names...)
+	f.At(10 * time.Second)
+	f.Calls(pricing, 1, errBoom) // the probe answers with an error and passes: closed
+	f.Calls(pricing, 4, errBoom) // trips again
+	f.expect(want(10, 2, 0, 1, 1, 2), names...)
+	f.At(40 * time.Second) // the doubled cooldown (20s) is over
+	f.Calls(pricing, 1, context.DeadlineExceeded) // a probe timeout fails it
+	f.expect(want(40, 2, 1, 1, 1, 2), names...)
+
+	// The process restarts: a new group, the same downstream, failing.
+	g := newFixture(t)
+	g.Calls(pricing, 4, errBoom)
+	g.expect(want(0, 1, 0, 0, 0, 0), names...)
 }
 
 // An operator confirms a change from the metrics: the version in force,
@@ -937,4 +1053,66 @@ func TestCollector_ThrottledCallsAndTheRefusalProbability(t *testing.T) {
 	h, err := NewHandler(f.Group, nil)
 	require.NoError(t, err)
 	assert.Equal(t, registryText(t, NewCollector(f.Group)), handlerText(t, h))
+}
+
+// A timeout outage: every call is cut by the deadline, so no quantile is
+// known (Status.Latency reports 0). The summary leaves the quantiles out,
+// and a panel shows a gap, where it used to show a p99 of 0 for the whole
+// outage; count and sum stay. The handler writes the same.
+func TestCollector_AnUnknownQuantileIsLeftOutNotZero(t *testing.T) {
+	clk := clock.NewMock()
+	timed := breaker.DefaultPolicy()
+	timed.CallTimeout = 100 * time.Millisecond
+	g, err := breaker.NewGroup(breaker.GroupConfig{Policies: breaker.GroupPolicy{Default: timed}}, breaker.WithClock(clk))
+	require.NoError(t, err)
+	ctx := context.Background()
+	for i := 0; i < 5; i++ {
+		_ = g.Do(ctx, inventory, func(ctx context.Context) error {
+			clk.Add(200 * time.Millisecond)
+			return ctx.Err()
+		})
+	}
+	b, err := g.Get(inventory)
+	require.NoError(t, err)
+	lat := b.Status()
+	require.NotNil(t, lat.Latency)
+	require.Zero(t, lat.Latency.P99, "the fixture: p99 unknown")
+	c := NewCollector(g)
+	got := registryText(t, c)
+	assert.NotContains(t, got, `quantile="0.99"`)
+	assert.Contains(t, got, `breaker_latency_seconds_count{name="inventory.GetStock"}`)
+	h, err := NewHandler(g, nil)
+	require.NoError(t, err)
+	assert.Equal(t, got, handlerText(t, h))
+}
+
+// A followed source that is gone: policy_source_down says so until a
+// readable document is delivered, and policy_rejected_info keeps the
+// refused version through the gone source (it used to read "resolved" the
+// moment last_reload_info became gone); the version in force put back
+// ends both.
+func TestCollector_AGoneSourceIsDownAndKeepsTheRefusedDocument(t *testing.T) {
+	f := newFixture(t)
+	fl, deliver := f.Follow()
+	f.c = NewCollector(f.Group, WithFollower(fl))
+	h, err := NewHandler(f.Group, nil, WithFollower(fl))
+	require.NoError(t, err)
+	const origin = "file:/etc/app/breakers.json"
+	good := live.Document{Origin: origin, Version: "sha256:5d41402abc4b2a76", Data: []byte(`{"default": {"min_requests": 10}}`)}
+	names := []string{"breaker_policy_source_down", "breaker_policy_rejected_info"}
+	down := "# HELP breaker_policy_source_down " + famPolicySourceDown.help + "\n# TYPE breaker_policy_source_down gauge\n" +
+		`breaker_policy_source_down{origin="file:/etc/app/breakers.json"} 1` + "\n"
+	rejected := "# HELP breaker_policy_rejected_info " + famPolicyRejected.help + "\n# TYPE breaker_policy_rejected_info gauge\n" +
+		`breaker_policy_rejected_info{origin="file:/etc/app/breakers.json",version="sha256:7f83b1657ff1fc53"} 1` + "\n"
+
+	require.Equal(t, live.Applied, deliver(good))
+	f.expect("", names...)
+	require.Equal(t, live.Rejected, deliver(live.Document{Origin: origin,
+		Version: "sha256:7f83b1657ff1fc53", Data: []byte(`{"default": {"min_requests": -1}}`)}))
+	f.expect(rejected, names...)
+	require.Equal(t, live.Gone, deliver(live.Document{Origin: origin, Gone: true}))
+	f.expect(rejected+down, names...)
+	assert.Equal(t, registryText(t, f.c), handlerText(t, h), "the handler writes the same")
+	require.Equal(t, live.Unchanged, deliver(good))
+	f.expect("", names...)
 }

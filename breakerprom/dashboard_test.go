@@ -156,7 +156,12 @@ func TestDashboard_QueriesOnlyTheCollectorsFamilies(t *testing.T) {
 	assert.Equal(t, []string{
 		"breaker_candidate_differences_total", "breaker_candidate_transitions_total",
 		"breaker_candidate_would_admit_total", "breaker_mode", "breaker_open_reason",
+		"breaker_outage_probes_failed", "breaker_outage_probes_passed", "breaker_outage_probes_passed_on_error",
+		"breaker_outage_refused", "breaker_outage_trips",
 		"breaker_policy_applied_timestamp_seconds", "breaker_policy_last_reload_info",
+		"breaker_policy_rejected_info", "breaker_policy_slow_call_seconds", "breaker_policy_slow_ratio",
+		"breaker_policy_source_down", "breaker_trip_run", "breaker_trip_slow_call_seconds",
+		"breaker_trip_window_slow", "breaker_window_slow_calls", "breaker_window_slow_ratio",
 	}, unused)
 }
 

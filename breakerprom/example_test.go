@@ -56,8 +56,11 @@ func ExampleNewCollector() {
 	// breaker_transitions_total{from="closed",name="pricing.GetPrice",reason="forced_open",to="open"} 0
 	// breaker_transitions_total{from="closed",name="pricing.GetPrice",reason="slow_ratio",to="open"} 0
 	// breaker_trip_reason{name="pricing.GetPrice",reason="error_ratio"} 1
+	// breaker_trip_run{name="pricing.GetPrice"} 0
+	// breaker_trip_slow_call_seconds{name="pricing.GetPrice"} 0
 	// breaker_trip_window_calls{name="pricing.GetPrice"} 20
 	// breaker_trip_window_failures{name="pricing.GetPrice"} 20
+	// breaker_trip_window_slow{name="pricing.GetPrice"} 0
 	// breaker_trip_window_timeouts{name="pricing.GetPrice"} 0
 }
 

@@ -42,6 +42,10 @@ type scrape struct {
 	// lastResult and lastVersion are the last reload's, escaped; empty
 	// result: none yet.
 	lastResult, lastVersion string
+	// down and rejected say whether the follower's source is down and
+	// whether a refused document stands; their labels escaped.
+	down, rejected                         bool
+	downOrigin, rejectedOrigin, rejVersion string
 }
 
 type keyed struct {
@@ -128,6 +132,15 @@ type row struct {
 	reason                                   string // escaped; empty while closed
 	tripReason                               string // escaped; empty while closed
 	tripCalls, tripFailures, tripTimeouts    uint64
+	tripSlow, tripRun                        uint64
+	tripSlowCall                             float64
+	outage                                   bool // an outage is in progress: the outage and trip families have a sample
+	outageTrips, outageProbesFailed          uint64
+	outageProbesPassed, outageOnError        uint64
+	outageRefused                            uint64
+	windowSlow                               uint64
+	windowSlowRatio, policySlowRatio         float64
+	policySlowCall                           float64
 	state                                    breaker.State
 	mode                                     breaker.Mode
 	failures, ignored, successes, timeouts   uint64
@@ -180,6 +193,7 @@ func (sc *scrape) clear() {
 	sc.label, sc.reloads, sc.origin, sc.version, sc.w = breaker.PolicyLabel{}, live.Reloads{}, "", "", nil
 	sc.group = breaker.GroupStatus{}
 	sc.lastResult, sc.lastVersion = "", ""
+	sc.down, sc.rejected, sc.downOrigin, sc.rejectedOrigin, sc.rejVersion = false, false, "", "", ""
 }
 
 // Write appends p to the text, for the encoder of the other metrics.
@@ -277,20 +291,30 @@ func (sc *scrape) read(g *breaker.Group, f *live.Follower) {
 			notClosed: c.OpenTime.Seconds(), openDuration: outageSeconds(s),
 			errorRatio: s.ErrorRatio, policyRatio: s.Policy.ErrorRatio,
 			throttled: c.Throttled, throttleProbability: s.ThrottleProbability,
+			windowSlow: s.Window.Slow, windowSlowRatio: s.Window.SlowRatio(),
+			policySlowRatio: s.Policy.SlowRatio, policySlowCall: s.Policy.SlowCall.Seconds(),
 		}
 		if s.State != breaker.Closed && s.Reason != "" {
 			r.reason = escapeLabelValue(string(s.Reason))
 		}
 		if o := s.Outage; o != nil {
-			w := o.Trip.Window
-			r.tripReason = escapeLabelValue(string(o.Trip.Reason))
-			r.tripCalls, r.tripFailures, r.tripTimeouts = w.Counted, w.Failures, w.Timeouts
+			t := o.Trip
+			w := t.Window
+			r.outage = true
+			r.outageTrips, r.outageProbesFailed = uint64(max(o.Trips, 0)), uint64(max(o.ProbesFailed, 0))
+			r.outageProbesPassed, r.outageOnError = uint64(max(o.ProbesPassed, 0)), uint64(max(o.ProbesPassedOnError, 0))
+			r.outageRefused = o.Refused
+			r.tripReason = escapeLabelValue(string(t.Reason))
+			r.tripCalls, r.tripFailures, r.tripTimeouts, r.tripSlow = w.Counted, w.Failures, w.Timeouts, w.Slow
+			r.tripRun, r.tripSlowCall = t.Run, t.SlowCall.Seconds()
 		}
 		if l := s.Latency; l != nil {
-			sc.lats = append(sc.lats, latencyRow{row: i,
-				quantiles: [4]float64{l.P50.Seconds(), l.P90.Seconds(), l.P99.Seconds(), l.P999.Seconds()},
-				sum:       l.SumTotal.Seconds(), timeout: l.Timeout.Seconds(),
-				count: l.SamplesTotal, censored: l.CensoredTotal})
+			lr := latencyRow{row: i, sum: l.SumTotal.Seconds(), timeout: l.Timeout.Seconds(),
+				count: l.SamplesTotal, censored: l.CensoredTotal}
+			for j, q := range latencyQuantileValues(*l) {
+				lr.quantiles[j] = q.Seconds() // 0: unknown, not written
+			}
+			sc.lats = append(sc.lats, lr)
 		}
 		if cs, ok := candidate.Of(k.b); ok {
 			sc.cands = append(sc.cands, candidateRow{row: i, state: cs.State,
@@ -317,6 +341,13 @@ func (sc *scrape) read(g *breaker.Group, f *live.Follower) {
 	sc.origin, sc.version = escapeLabelValue(sc.label.Origin), escapeLabelValue(sc.label.Version)
 	if l := fs.Last; l != nil {
 		sc.lastResult, sc.lastVersion = l.Result.String(), escapeLabelValue(l.Version)
+	}
+	if d := fs.Down; d != nil {
+		sc.down, sc.downOrigin = true, escapeLabelValue(d.Origin)
+	}
+	if r := fs.Rejected; r != nil {
+		sc.rejected = true
+		sc.rejectedOrigin, sc.rejVersion = escapeLabelValue(r.Origin), escapeLabelValue(r.Version)
 	}
 }
 
@@ -566,19 +597,51 @@ func newExpFamily(ns string, f family, consts []constLabel) expFamily {
 				}
 			}
 		}
-	case famTripCalls.name, famTripFailures.name, famTripTimeouts.name:
-		v := map[string]func(r *row) uint64{
-			famTripCalls.name:    func(r *row) uint64 { return r.tripCalls },
-			famTripFailures.name: func(r *row) uint64 { return r.tripFailures },
-			famTripTimeouts.name: func(r *row) uint64 { return r.tripTimeouts },
+	case famTripCalls.name, famTripFailures.name, famTripTimeouts.name, famTripSlow.name, famTripRun.name, famTripSlowCall.name,
+		famOutageTrips.name, famOutageProbesFailed.name, famOutageProbesPassed.name, famOutageProbesPassedOnError.name, famOutageRefused.name:
+		v := map[string]func(r *row) float64{
+			famTripCalls.name:                 func(r *row) float64 { return float64(r.tripCalls) },
+			famTripFailures.name:              func(r *row) float64 { return float64(r.tripFailures) },
+			famTripTimeouts.name:              func(r *row) float64 { return float64(r.tripTimeouts) },
+			famTripSlow.name:                  func(r *row) float64 { return float64(r.tripSlow) },
+			famTripRun.name:                   func(r *row) float64 { return float64(r.tripRun) },
+			famTripSlowCall.name:              func(r *row) float64 { return r.tripSlowCall },
+			famOutageTrips.name:               func(r *row) float64 { return float64(r.outageTrips) },
+			famOutageProbesFailed.name:        func(r *row) float64 { return float64(r.outageProbesFailed) },
+			famOutageProbesPassed.name:        func(r *row) float64 { return float64(r.outageProbesPassed) },
+			famOutageProbesPassedOnError.name: func(r *row) float64 { return float64(r.outageOnError) },
+			famOutageRefused.name:             func(r *row) float64 { return float64(r.outageRefused) },
 		}[f.name]
+		// Only while an outage is in progress, as the collector does.
 		e.write = func(sc *scrape) {
 			var l vals
 			for i := range sc.rows {
-				if r := &sc.rows[i]; r.state != breaker.Closed {
+				if r := &sc.rows[i]; r.outage {
 					l[0] = r.name
-					sc.sample(t, &l, float64(v(r)))
+					sc.sample(t, &l, v(r))
 				}
+			}
+		}
+	case famWindowSlow.name:
+		e.write = perBreaker(func(r *row) float64 { return float64(r.windowSlow) })
+	case famWindowSlowRatio.name:
+		e.write = perBreaker(func(r *row) float64 { return r.windowSlowRatio })
+	case famPolicySlowRatio.name:
+		e.write = perBreaker(func(r *row) float64 { return r.policySlowRatio })
+	case famPolicySlowCall.name:
+		e.write = perBreaker(func(r *row) float64 { return r.policySlowCall })
+	case famPolicySourceDown.name:
+		e.write = func(sc *scrape) {
+			if sc.down {
+				l := vals{sc.downOrigin}
+				sc.sample(t, &l, 1)
+			}
+		}
+	case famPolicyRejected.name:
+		e.write = func(sc *scrape) {
+			if sc.rejected {
+				l := vals{sc.rejectedOrigin, sc.rejVersion}
+				sc.sample(t, &l, 1)
 			}
 		}
 	case famPolicyLastReload.name:
@@ -671,8 +734,10 @@ func newExpFamily(ns string, f family, consts []constLabel) expFamily {
 				lr := &sc.lats[i]
 				l[0] = sc.rows[lr.row].name
 				for j, v := range lr.quantiles {
-					l[1] = latencyQuantiles[j]
-					sc.sample(q, &l, v)
+					if v > 0 { // 0: unknown, left out as the collector does
+						l[1] = latencyQuantiles[j]
+						sc.sample(q, &l, v)
+					}
 				}
 				sc.sample(sum, &l, lr.sum)
 				sc.sample(count, &l, float64(lr.count))

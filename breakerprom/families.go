@@ -48,13 +48,40 @@ var (
 		"Time the breaker has spent open or half-open, the current outage included.",
 		"counter", []string{"name"}}
 	famOpenDuration = family{"open_duration_seconds",
-		"Time since the current outage began; 0 while the breaker is closed.",
+		"Length of the outage in progress: from the trip that began it, its closes and re-trips included, until the breaker has stayed closed for the policy's max_open_for; 0 while there is none.",
+		"gauge", []string{"name"}}
+	famOutageTrips = family{"outage_trips",
+		"Trips from closed in the outage in progress, the first included; absent while there is none.",
+		"gauge", []string{"name"}}
+	famOutageProbesFailed = family{"outage_probes_failed",
+		"Half-open probes that failed, timeouts included, in the outage in progress; absent while there is none.",
+		"gauge", []string{"name"}}
+	famOutageProbesPassed = family{"outage_probes_passed",
+		"Half-open probes that passed in the outage in progress; absent while there is none.",
+		"gauge", []string{"name"}}
+	famOutageProbesPassedOnError = family{"outage_probes_passed_on_error",
+		"Half-open probes in the outage in progress that answered with an error and passed, as they do while the policy's strict_probes is off; absent while there is none.",
+		"gauge", []string{"name"}}
+	famOutageRefused = family{"outage_refused",
+		"Calls refused with ErrOpen in the outage in progress; absent while there is none.",
 		"gauge", []string{"name"}}
 	famWindowCalls = family{"window_calls",
 		"Counted calls (successes, failures and timeouts) in the sliding window.",
 		"gauge", []string{"name"}}
 	famWindowRatio = family{"window_error_ratio",
 		"Failures divided by counted calls in the sliding window; 0 when it is empty.",
+		"gauge", []string{"name"}}
+	famWindowSlow = family{"window_slow_calls",
+		"Counted calls in the sliding window slower than the policy's slow_call; 0 while that rule is off.",
+		"gauge", []string{"name"}}
+	famWindowSlowRatio = family{"window_slow_ratio",
+		"Slow calls divided by counted calls in the sliding window; 0 when it is empty.",
+		"gauge", []string{"name"}}
+	famPolicySlowRatio = family{"policy_slow_ratio",
+		"The policy's slow ratio: the breaker trips when the window's slow ratio reaches it; 0 when that rule is off.",
+		"gauge", []string{"name"}}
+	famPolicySlowCall = family{"policy_slow_call_seconds",
+		"The policy's slow_call: a call slower than it counts as slow; 0 when the slow rule is off.",
 		"gauge", []string{"name"}}
 	famPolicyRatio = family{"policy_error_ratio",
 		"The policy's error ratio: the breaker trips when the window's error ratio reaches it; 0 when that rule is off.",
@@ -66,16 +93,25 @@ var (
 		"1 while the breaker is open or half-open, labelled with the reason; absent while it is closed.",
 		"gauge", []string{"name", "reason"}}
 	famTripReason = family{"trip_reason",
-		"1 while the breaker is open or half-open, labelled with the rule that began the outage, which failed probes do not change; absent while it is closed.",
+		"1 while an outage is in progress, labelled with the rule of the trip that began it, which failed probes and re-trips do not change; absent while there is none.",
 		"gauge", []string{"name", "reason"}}
 	famTripCalls = family{"trip_window_calls",
-		"Counted calls in the sliding window when the breaker tripped, for the whole outage; absent while it is closed.",
+		"Counted calls in the sliding window that the rule judged at the trip that began the outage in progress; absent while there is none.",
 		"gauge", []string{"name"}}
 	famTripFailures = family{"trip_window_failures",
-		"Failures, timeouts included, in the sliding window when the breaker tripped, for the whole outage; absent while it is closed.",
+		"Failures, timeouts included, in the window of the trip that began the outage in progress; absent while there is none.",
 		"gauge", []string{"name"}}
 	famTripTimeouts = family{"trip_window_timeouts",
-		"Timeouts in the sliding window when the breaker tripped, for the whole outage; absent while it is closed.",
+		"Timeouts in the window of the trip that began the outage in progress; absent while there is none.",
+		"gauge", []string{"name"}}
+	famTripSlow = family{"trip_window_slow",
+		"Calls slower than the policy's slow_call in the window of the trip that began the outage in progress; absent while there is none.",
+		"gauge", []string{"name"}}
+	famTripRun = family{"trip_run",
+		"Consecutive failures at the trip that began the outage in progress, counted while the policy's consecutive_failures is set (0 otherwise); absent while there is none.",
+		"gauge", []string{"name"}}
+	famTripSlowCall = family{"trip_slow_call_seconds",
+		"The policy's slow_call at the trip that began the outage in progress, what trip_window_slow counts calls slower than; 0 if the slow rule was off; absent while there is none.",
 		"gauge", []string{"name"}}
 
 	famPolicyInfo = family{"policy_info",
@@ -90,6 +126,13 @@ var (
 	famPolicyLastReload = family{"policy_last_reload_info",
 		"The last document a followed source delivered: 1, with what became of it and its version; absent until one is delivered.",
 		"gauge", []string{"result", "version"}}
+
+	famPolicySourceDown = family{"policy_source_down",
+		"1 while the followed source is gone or unreadable and has delivered nothing readable since, with its origin; absent while it delivers. The version in force keeps running.",
+		"gauge", []string{"origin"}}
+	famPolicyRejected = family{"policy_rejected_info",
+		"1 while the last document refused has not been followed by a valid one, with its origin and version; a gone or unreadable source does not end it; absent otherwise.",
+		"gauge", []string{"origin", "version"}}
 
 	famGroupBreakers = family{"group_breakers",
 		"Breakers the group holds.",
@@ -121,7 +164,7 @@ var (
 		"counter", []string{"name"}}
 
 	famLatency = family{"latency_seconds",
-		"Latency of the calls: quantiles over the sliding window, the calls cut by a deadline counted as lasting at least what they ran, 0 when unknown; count and sum of the calls that returned, since the breaker began timing calls.",
+		"Latency of the calls: quantiles over the sliding window, the calls cut by a deadline counted as lasting at least what they ran, and a quantile absent while it is unknown; count and sum of the calls that returned, since the breaker began timing calls.",
 		"summary", []string{"name"}}
 	famCensored = family{"latency_censored_total",
 		"Calls cut by a deadline, which the quantiles count as lasting at least what they ran.",
