@@ -94,7 +94,7 @@ func decodePolicyInto(p *Policy, data []byte, prefix string) []jsondoc.Problem {
 	q := *p
 	q.decode(&v, data, prefix)
 	if len(v.List) == 0 {
-		q.check(&v, prefix)
+		q.checkDocument(&v, prefix, data)
 	}
 	if len(v.List) == 0 {
 		*p = q

@@ -796,3 +796,43 @@ func otherValues(t *testing.T, v any) []any {
 	t.Fatalf("a policy field of type %T; teach otherValues and the table's users about it", v)
 	return nil
 }
+
+// A document that raises open_for above the max_open_for it does not set
+// (the default's, or the group default's for an override) is refused at
+// open_for, the field the user edited; it was refused at max_open_for
+// ("must be at least open_for (5m0s), got 2m0s"), a field the document
+// does not name. A document that sets both, or only max_open_for, is
+// refused at max_open_for, naming open_for in the problem; a policy value
+// has no document, and is refused there too.
+func TestPolicyDocument_OpenForAboveMaxOpenForNamesTheFieldTheDocumentSets(t *testing.T) {
+	for _, tc := range []struct {
+		name, doc string
+		want      []FieldError
+	}{
+		{"open_for alone", `{"default": {"open_for": "5m"}}`, []FieldError{
+			{Field: "default.open_for", Problem: "5m0s is above max_open_for (2m0s); lower it, or set max_open_for to at least 5m0s"}}},
+		{"an override's open_for over the default's max_open_for", `{"default": {"max_open_for": "1m"}, "overrides": {"payment.Charge": {"open_for": "90s"}}}`, []FieldError{
+			{Field: `overrides["payment.Charge"].open_for`, Problem: "1m30s is above max_open_for (1m0s); lower it, or set max_open_for to at least 1m30s"}}},
+		{"both", `{"default": {"open_for": "5m", "max_open_for": "2m"}}`, []FieldError{
+			{Field: "default.max_open_for", Problem: "must be at least open_for (5m0s), got 2m0s"}}},
+		{"max_open_for alone", `{"overrides": {"payment.Charge": {"max_open_for": "10s"}}}`, []FieldError{
+			{Field: `overrides["payment.Charge"].max_open_for`, Problem: "must be at least open_for (30s), got 10s"}}},
+		{"open_for invalid on its own", `{"default": {"open_for": "25h"}}`, []FieldError{
+			{Field: "default.open_for", Problem: "must be at most 24h0m0s, got 25h0m0s"}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := ParseGroupPolicy([]byte(tc.doc))
+			var pe *PolicyError
+			require.ErrorAs(t, err, &pe)
+			assert.Equal(t, tc.want, pe.Problems)
+		})
+	}
+
+	_, err := ParsePolicy([]byte(`{"open_for": "5m"}`))
+	assert.EqualError(t, err, "breaker: invalid policy: open_for: 5m0s is above max_open_for (2m0s); lower it, or set max_open_for to at least 5m0s")
+	p := DefaultPolicy()
+	p.MaxOpenFor = time.Minute
+	assert.EqualError(t, p.UnmarshalJSON([]byte(`{"open_for": "90s"}`)), "breaker: invalid policy: open_for: 1m30s is above max_open_for (1m0s); lower it, or set max_open_for to at least 1m30s")
+	p.OpenFor = 5 * time.Minute
+	assert.EqualError(t, p.Validate(), "breaker: invalid policy: max_open_for: must be at least open_for (5m0s), got 1m0s")
+}

@@ -57,6 +57,21 @@ type policyField struct {
 	// It may read other fields (max_open_for must be at least open_for),
 	// but it reports only on its own. nil means every value is valid.
 	check func(p *Policy) string
+	// pair, if set, is a rule between this field and another one that
+	// check enforces too (max_open_for at least open_for); see pairRule.
+	pair *pairRule
+}
+
+// A pairRule is a rule between two fields of a policy, checked at the
+// field whose policyField holds it. When a document sets the other field
+// and not this one (an edit of open_for that passes the max_open_for it
+// inherits), the problem is the other field's, and is reported there in
+// place of check's.
+type pairRule struct {
+	other string // the other field's name
+	// problem says what is wrong with the other field's value in p, or
+	// returns "" if the rule holds (or the problem is this field's own).
+	problem func(p *Policy) string
 }
 
 // policyFields lists the fields of Policy in the struct's order, which is
@@ -198,6 +213,12 @@ var policyFields = []policyField{{
 		}
 		return ""
 	},
+	pair: &pairRule{other: "open_for", problem: func(p *Policy) string {
+		if p.MaxOpenFor <= 0 || p.MaxOpenFor >= p.OpenFor || positiveDuration(p.OpenFor) != "" {
+			return "" // max_open_for's own problem, or open_for's
+		}
+		return fmt.Sprintf("%v is above max_open_for (%v); lower it, or set max_open_for to at least %v", p.OpenFor, p.MaxOpenFor, p.OpenFor)
+	}},
 }, {
 	name: "jitter", def: defaultJitter,
 	at: func(p *Policy) any { return &p.Jitter },

@@ -1,6 +1,7 @@
 package breaker
 
 import (
+	"encoding/json"
 	"strconv"
 	"strings"
 
@@ -73,13 +74,56 @@ func policyError(problems []jsondoc.Problem) error {
 
 // check records a problem for each invalid field of p, its name prefixed
 // with prefix.
-func (p Policy) check(v *validator, prefix string) {
+func (p Policy) check(v *validator, prefix string) { p.checkSet(v, prefix, nil) }
+
+// checkDocument is check for p decoded from data, a policy document that
+// sets some of p's fields: a rule between two fields that the document
+// breaks by setting one of them is reported at the one it set (see
+// pairRule), so that the problem names the field the user edited.
+func (p Policy) checkDocument(v *validator, prefix string, data []byte) {
+	p.checkSet(v, prefix, documentFields(data))
+}
+
+// checkSet is check, where set, if not nil, holds the names of the fields
+// a document sets.
+func (p Policy) checkSet(v *validator, prefix string, set map[string]bool) {
 	for _, f := range policyFields {
 		if f.check == nil {
 			continue
 		}
-		if problem := f.check(&p); problem != "" {
-			v.List = append(v.List, jsondoc.Problem{Field: prefix + f.name, Problem: problem})
+		problem := f.check(&p)
+		if problem == "" {
+			continue
+		}
+		field := f.name
+		if r := f.pair; r != nil && set != nil && !set[f.name] && set[r.other] {
+			if there := r.problem(&p); there != "" {
+				field, problem = r.other, there
+			} else if o, _ := policyFieldNamed(r.other); o.check != nil && o.check(&p) != "" {
+				continue // the other field's own problem says it all
+			}
+		}
+		v.List = append(v.List, jsondoc.Problem{Field: prefix + field, Problem: problem})
+	}
+}
+
+// documentFields returns the names of the fields a policy document sets,
+// a nested object's as its path ("throttle.k"), or an empty set if data
+// is not a JSON object.
+func documentFields(data []byte) map[string]bool {
+	set := map[string]bool{}
+	var top map[string]json.RawMessage
+	if json.Unmarshal(data, &top) != nil {
+		return set
+	}
+	for name, raw := range top {
+		set[name] = true
+		var nested map[string]json.RawMessage
+		if json.Unmarshal(raw, &nested) == nil {
+			for sub := range nested {
+				set[name+"."+sub] = true
+			}
 		}
 	}
+	return set
 }

@@ -388,7 +388,7 @@ func TestService_AnIncidentWithPrometheus(t *testing.T) {
 	assert.Equal(t, "file:"+path, rejected.Labels["origin"])
 	assert.Equal(t, base+"/status", rejected.Annotations["status_url"])
 	page := html.UnescapeString(pageText(get(t, base+"/status")))
-	assert.Contains(t, page, "was rejected: not live (overrides[\"pricing.GetPrice\"].max_open_for: must be at least open_for (10s), got 4s);")
+	assert.Contains(t, page, "was rejected: not live (overrides[\"pricing.GetPrice\"].open_for: 10s is above max_open_for (4s); lower it, or set max_open_for to at least 10s);")
 	n.block("", alertText(rejected))
 	if i, j := strings.Index(page, "Policy: "), strings.Index(page, " Alerts "); i >= 0 && j > i {
 		n.block("", page[i:j])

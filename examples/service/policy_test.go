@@ -146,7 +146,7 @@ func TestService_FollowsThePolicyFileWhileItRuns(t *testing.T) {
 	assert.Equal(t, v2.Version, p.Policy.Version, "the last good version stays")
 	assert.Equal(t, "rejected", p.Policy.Last.Result)
 	require.Len(t, p.Policy.Last.Problems, 1)
-	assert.Equal(t, `overrides["pricing.GetPrice"].max_open_for`, p.Policy.Last.Problems[0].Field)
+	assert.Equal(t, `overrides["pricing.GetPrice"].open_for`, p.Policy.Last.Problems[0].Field)
 	assert.Contains(t, in.logs.String(), `level=ERROR msg="breaker policy rejected" breaker.origin=file:`+path)
 	assert.Contains(t, in.metrics(), `breaker_policy_info{origin="file:`+path+`",version="`+v2.Version+`"} 1`)
 }
