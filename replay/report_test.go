@@ -2,6 +2,7 @@ package replay
 
 import (
 	"bytes"
+	"encoding/json"
 	"encoding/xml"
 	"errors"
 	"fmt"
@@ -184,6 +185,81 @@ func TestWriteSVG_Seeds000(t *testing.T) {
 	assert.Equal(t, 2, strings.Count(out, `fill="#262626"`), "the one open span of the inventory breaker, and the legend's swatch")
 	assert.NotContains(t, out, "NaN")
 	assert.NotContains(t, out, "Inf")
+}
+
+// titleTexts returns the chart's title lines: its text elements in the
+// title's font size, unescaped.
+func titleTexts(t *testing.T, svg []byte) []string {
+	t.Helper()
+	var out []string
+	dec := xml.NewDecoder(bytes.NewReader(svg))
+	in := false
+	for {
+		tok, err := dec.Token()
+		if errors.Is(err, io.EOF) {
+			return out
+		}
+		require.NoError(t, err)
+		switch tok := tok.(type) {
+		case xml.StartElement:
+			in = false
+			for _, a := range tok.Attr {
+				in = in || (tok.Name.Local == "text" && a.Name.Local == "font-size" && a.Value == fmt.Sprint(titleSize))
+			}
+		case xml.CharData:
+			if in {
+				out = append(out, string(tok))
+			}
+		case xml.EndElement:
+			in = false
+		}
+	}
+}
+
+// The chart's title names the scenario. A long name ran past the chart's
+// right edge, cut there; the title now fits the chart's width: on one
+// line when it can, the name on a line of its own when it cannot, and a
+// name too long for a line shortened with "…".
+func TestWriteSVG_LongScenarioNameFitsTheTitle(t *testing.T) {
+	t.Parallel()
+	chart := func(name string) []byte {
+		m := minimalDoc(t)
+		m["name"] = name
+		m["duration"] = "12s"
+		data, err := json.Marshal(m)
+		require.NoError(t, err)
+		s, err := ParseScenario(data)
+		require.NoError(t, err)
+		rep, err := Run(s)
+		require.NoError(t, err)
+		var buf bytes.Buffer
+		require.NoError(t, rep.WriteSVG(&buf))
+		return buf.Bytes()
+	}
+	width := float64(chartWidth - plotLeft - plotRight)
+	fits := func(lines []string) {
+		for _, l := range lines {
+			assert.LessOrEqual(t, boldWidth(l, titleSize), width, "%q fits the chart", l)
+		}
+	}
+
+	short := titleTexts(t, chart("seeds000"))
+	assert.Equal(t, []string{"seeds000: " + chartTitle}, short, "a short name keeps the title on one line")
+
+	name := "checkout-pricing-partial-outage-with-retries-and-a-slow-ledger"
+	long := chart(name)
+	lines := titleTexts(t, long)
+	assert.Equal(t, []string{name + ":", chartTitle}, lines, "the name on a line of its own, whole")
+	fits(lines)
+	assert.Contains(t, string(long), `y="74" font-size="13"`, "the subtitle moves down a line")
+
+	huge := strings.Repeat("very-long-scenario-name-", 12)
+	lines = titleTexts(t, chart(huge))
+	require.Len(t, lines, 2)
+	fits(lines)
+	assert.True(t, strings.HasSuffix(lines[0], "…:"), "a name too long for a line is shortened, visibly: %q", lines[0])
+	assert.True(t, strings.HasPrefix(huge, strings.TrimSuffix(lines[0], "…:")))
+	assert.Greater(t, len([]rune(lines[0])), 60, "and keeps most of a line")
 }
 
 // Both faulted runs of seeds000 answer some requests from the fallback:

@@ -87,10 +87,14 @@ type chart struct {
 	degraded bool
 	plotW    float64
 	legend   [][]legendItem
-	panels   []panel
-	bands    []band
-	bandTop  int
-	height   int
+	// title is the title's lines; head is how much lower than on a
+	// one-line title everything below it is drawn.
+	title   []string
+	head    int
+	panels  []panel
+	bands   []band
+	bandTop int
+	height  int
 }
 
 // panel is one plot of goodput over [from, to).
@@ -135,8 +139,10 @@ func newChart(r *Report) *chart {
 	for _, run := range r.Runs {
 		c.degraded = c.degraded || sum(run.Entry.Degraded) > 0
 	}
+	c.title = titleLines(r.Scenario.Name, c.plotW)
+	c.head = (len(c.title) - 1) * titleLine
 	c.legend = c.legendLines()
-	top := legendTop + len(c.legend)*legendLine + 2
+	top := c.head + legendTop + len(c.legend)*legendLine + 2
 	d := r.Scenario.Duration
 	if from, to, ok := c.zoom(); ok {
 		c.panels = []panel{
@@ -188,14 +194,16 @@ func (c *chart) write(w *bufio.Writer) {
 	fmt.Fprintf(w, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="DejaVu Sans, Helvetica, Arial, sans-serif">`+"\n",
 		chartWidth, c.height, chartWidth, c.height)
 	fmt.Fprintf(w, `<rect width="100%%" height="100%%" fill="#ffffff"/>`+"\n")
-	fmt.Fprintf(w, `<text x="%d" y="28" font-size="18" font-weight="bold" fill="#1a1a1a">%s: entry goodput per second (shaded: the part degraded by a fallback)</text>`+"\n",
-		plotLeft, esc(s.Name))
+	for i, line := range c.title {
+		fmt.Fprintf(w, `<text x="%d" y="%d" font-size="%d" font-weight="bold" fill="#1a1a1a">%s</text>`+"\n",
+			plotLeft, 28+i*titleLine, titleSize, esc(line))
+	}
 	var faults []string
 	for _, f := range s.Faults {
 		faults = append(faults, f.Summary())
 	}
 	sub := fmt.Sprintf("%s req/s at %s · fault: %s", trimFloat(s.Entry.Rate), s.Entry.Tier, strings.Join(faults, "; "))
-	fmt.Fprintf(w, `<text x="%d" y="50" font-size="13" fill="#404040">%s</text>`+"\n", plotLeft, esc(trunc(sub, 130)))
+	fmt.Fprintf(w, `<text x="%d" y="%d" font-size="13" fill="#404040">%s</text>`+"\n", plotLeft, 50+c.head, esc(trunc(sub, 130)))
 	c.writeLegend(w)
 	for i, p := range c.panels {
 		c.writePanel(w, i, p)
@@ -260,7 +268,7 @@ func (c *chart) legendLines() [][]legendItem {
 
 func (c *chart) writeLegend(w *bufio.Writer) {
 	for i, line := range c.legend {
-		x, y := float64(plotLeft), float64(legendTop+i*legendLine)
+		x, y := float64(plotLeft), float64(c.head+legendTop+i*legendLine)
 		for _, it := range line {
 			fmt.Fprintln(w, it.swatch(x, y))
 			fmt.Fprintf(w, `<text x="%.1f" y="%.1f" font-size="13" fill="#1a1a1a">%s</text>`+"\n", x+26, y+4.5, esc(it.label))
@@ -413,6 +421,42 @@ func (c *chart) writeBands(w *bufio.Writer, p panel) {
 func textWidth(s string, size float64) float64 {
 	return float64(len([]rune(s))) * size * 0.58
 }
+
+// titleSize is the font size of the chart's title, titleLine the
+// distance between its lines.
+const (
+	titleSize = 18
+	titleLine = 24
+)
+
+// chartTitle is what the title says after the scenario's name.
+const chartTitle = "entry goodput per second (shaded: the part degraded by a fallback)"
+
+// titleLines lays the chart's title out in lines of at most width: the
+// scenario's name and chartTitle on one line if they fit, else the name
+// on a line of its own, shortened with "…" if it alone is too wide, so
+// that the title is never cut at the chart's edge.
+func titleLines(name string, width float64) []string {
+	fits := func(s string) bool { return boldWidth(s, titleSize) <= width }
+	if one := name + ": " + chartTitle; fits(one) {
+		return []string{one}
+	}
+	head := name + ":"
+	if !fits(head) {
+		r := []rune(name)
+		n := max(int(width/(boldWidth("x", titleSize)))-2, 1)
+		for n > 1 && !fits(string(r[:min(n, len(r))])+"…:") {
+			n--
+		}
+		head = string(r[:min(n, len(r))]) + "…:"
+	}
+	return []string{head, chartTitle}
+}
+
+// boldWidth estimates the width of s in bold at size, with a margin for
+// wide letters: textWidth's estimate fits a bold title of lower-case
+// words (seeds000's, 804 units wide in Chromium, is estimated at 804).
+func boldWidth(s string, size float64) float64 { return textWidth(s, size) * 1.05 }
 
 // niceCeil rounds v up to a round number a grid divides well.
 func niceCeil(v float64) float64 {

@@ -95,10 +95,11 @@ func thousands(n int64) string {
 func trimFloat(f float64) string { return strconv.FormatFloat(f, 'f', -1, 64) }
 
 func trunc(s string, n int) string {
-	if len(s) <= n {
+	r := []rune(s)
+	if len(r) <= n {
 		return s
 	}
-	return s[:n]
+	return string(r[:max(n-1, 0)]) + "…"
 }
 
 func arrivals(a Arrivals) string {
