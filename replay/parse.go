@@ -1,6 +1,7 @@
 package replay
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 
@@ -62,7 +63,7 @@ func decodeScenario(p *problems, data []byte) *Scenario {
 	}
 	if raw := o.take("candidate"); raw != nil {
 		if co, ok := newObject(p, "candidate", raw); ok {
-			s.Candidate = decodeCandidate(co, s.Policy)
+			s.Candidate = decodeCandidate(co)
 		}
 	}
 	o.done()
@@ -174,10 +175,29 @@ func decodeFault(o object) Fault {
 	return f
 }
 
-func decodeCandidate(o object, base breaker.Policy) *Candidate {
-	c := &Candidate{Policy: base}
+// decodeCandidate reads the candidate. Its policy is kept as written, a
+// change that Validate lays over each call's own policy; its policies,
+// a group policy document, are decoded as a group reads them.
+func decodeCandidate(o object) *Candidate {
+	c := &Candidate{}
 	o.str("label", &c.Label)
-	o.policy("policy", &c.Policy)
+	if raw := o.take("policy"); raw != nil {
+		// A JSON object; its fields are checked over each call's policy.
+		if _, ok := newObject(o.p, o.field("policy"), raw); ok {
+			var buf bytes.Buffer
+			if json.Compact(&buf, raw) == nil {
+				c.Overlay = buf.String()
+			}
+		}
+	}
+	if raw := o.take("policies"); raw != nil {
+		gp, err := breaker.ParseGroupPolicy(raw)
+		if err != nil {
+			o.policyProblems(o.field("policies"), err)
+		} else {
+			c.Policies = &gp
+		}
+	}
 	if items, ok := o.array("calls"); ok {
 		for i, raw := range items {
 			var name string

@@ -371,10 +371,12 @@ func (s *Scenario) specs() []runSpec {
 	}
 	if c := s.Candidate; c != nil {
 		cand := append([]*breaker.Policy(nil), with...)
-		pol := c.Policy
 		for e, ref := range edges {
-			if with[e] != nil && (len(c.Calls) == 0 || contains(c.Calls, ref.name)) {
-				cand[e] = &pol
+			if with[e] != nil && c.appliesTo(ref.name) {
+				// Validate has refused a candidate that fails here.
+				if p, err := c.policyOn(ref, *with[e]); err == nil {
+					cand[e] = &p
+				}
 			}
 		}
 		label := c.Label

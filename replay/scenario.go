@@ -239,15 +239,64 @@ const (
 	OutageRefuse Outage = "refuse"
 )
 
-// Candidate is a second policy to try in its own run.
+// Candidate is a second policy to try in its own run, on the calls in
+// Calls. It is given one of three ways: Overlay, a change laid over the
+// policy each call runs under; Policies, a group policy document that
+// gives each call the policy a group would; or Policy, one policy for
+// every call. Setting more than one is an error.
 type Candidate struct {
 	// Label names the run in reports; default "candidate".
 	Label string
-	// Policy replaces the policy of the calls in Calls.
+	// Overlay is a breaker policy document ({"window": "5s"}) laid over
+	// the policy each call in Calls runs under: its own, or the
+	// scenario's. It names only the fields that change, and keeps the
+	// rest of each call's policy. The scenario document's
+	// candidate.policy is read into it.
+	Overlay string
+	// Policies is a group policy document, the one breaker.Group and the
+	// command breaker-check read: each call in Calls runs the override
+	// named by the call ("orders->inventory") or else by the tier it
+	// calls ("inventory"), or else Policies.Default (its zero value is
+	// breaker.DefaultPolicy()). An override that names neither a call
+	// nor a called tier is an error. The scenario document's
+	// candidate.policies is read into it.
+	Policies *breaker.GroupPolicy
+	// Policy, if Overlay and Policies are not set, replaces the policy of
+	// each call in Calls. The zero Policy means breaker.DefaultPolicy().
 	Policy breaker.Policy
 	// Calls names the calls ("orders->inventory") the candidate applies
 	// to; empty means every call with a breaker.
 	Calls []string
+}
+
+// policyOn is the candidate's policy for the call ref, whose own policy
+// (or the scenario's) is own.
+func (c *Candidate) policyOn(ref edgeRef, own breaker.Policy) (breaker.Policy, error) {
+	switch {
+	case c.Overlay != "":
+		p := own
+		err := p.UnmarshalJSON([]byte(c.Overlay))
+		return p, err
+	case c.Policies != nil:
+		gp := *c.Policies
+		for _, key := range []string{ref.name, ref.to} {
+			if p, ok := gp.Overrides[key]; ok {
+				return p, nil
+			}
+		}
+		if gp.Default == (breaker.Policy{}) {
+			return breaker.DefaultPolicy(), nil
+		}
+		return gp.Default, nil
+	case c.Policy == (breaker.Policy{}):
+		return breaker.DefaultPolicy(), nil
+	}
+	return c.Policy, nil
+}
+
+// appliesTo says whether the candidate applies to the call named name.
+func (c *Candidate) appliesTo(name string) bool {
+	return len(c.Calls) == 0 || contains(c.Calls, name)
 }
 
 // Limits that keep one run to a bounded amount of memory and time. A

@@ -84,14 +84,128 @@ func TestParseScenario_PoliciesOverlay(t *testing.T) {
 	require.NotNil(t, s.Tiers[0].Calls[0].Policy)
 	assert.Equal(t, call, *s.Tiers[0].Calls[0].Policy, "a call's policy is laid over the scenario's")
 
-	cand := want
+	cand := call
 	cand.Warmup = 0
 	require.NotNil(t, s.Candidate)
-	assert.Equal(t, cand, s.Candidate.Policy, "the candidate is laid over the scenario's policy")
+	assert.JSONEq(t, `{"warmup": "0s"}`, s.Candidate.Overlay, "the candidate's policy is kept as the change it is")
 	assert.Equal(t, "", s.Candidate.Label)
 	specs := s.specs()
 	require.Len(t, specs, 4)
 	assert.Equal(t, "candidate", specs[3].label, "label default")
+	require.NotNil(t, specs[3].policies[0])
+	assert.Equal(t, cand, *specs[3].policies[0], "the candidate is laid over the call's own policy")
+}
+
+// pricingScenario is a chain of two guarded calls, checkout->pricing with
+// a policy of its own and checkout->stock on the scenario's.
+const pricingScenario = `{
+  "name": "pricing",
+  "duration": "30s",
+  "entry": {"tier": "checkout", "rate": 50, "timeout": "1s"},
+  "policy": {"min_requests": 30},
+  "tiers": [
+    {"name": "checkout", "workers": 10, "service": {"mean": "5ms"},
+     "calls": [
+       {"to": "pricing", "timeout": "500ms",
+        "policy": {"call_timeout": "250ms", "open_for": "20s", "max_open_for": "1m", "probes": 5}},
+       {"to": "stock", "timeout": "500ms"}]},
+    {"name": "pricing", "workers": 10, "service": {"mean": "10ms"}},
+    {"name": "stock", "workers": 10, "service": {"mean": "10ms"}}
+  ]%s
+}`
+
+// candidatePolicies parses pricingScenario with the candidate given and
+// returns the candidate run's policy of each call, by name.
+func candidatePolicies(t *testing.T, candidate string) map[string]breaker.Policy {
+	t.Helper()
+	s, err := ParseScenario([]byte(fmt.Sprintf(pricingScenario, `, "candidate": `+candidate)))
+	require.NoError(t, err)
+	specs := s.specs()
+	require.Len(t, specs, 4)
+	out := map[string]breaker.Policy{}
+	for e, ref := range s.calls() {
+		require.NotNil(t, specs[3].policies[e], ref.name)
+		out[ref.name] = *specs[3].policies[e]
+	}
+	return out
+}
+
+// A candidate's policy is a change laid over the policy each call runs
+// under. It was laid over the scenario's policy: {"window": "10s"} on
+// pricing ran pricing without its own call_timeout, open_for,
+// max_open_for and probes, and said nothing.
+func TestCandidate_IsLaidOverEachCallsOwnPolicy(t *testing.T) {
+	got := candidatePolicies(t, `{"policy": {"window": "10s"}}`)
+
+	pricing := breaker.DefaultPolicy()
+	pricing.MinRequests = 30
+	pricing.CallTimeout, pricing.OpenFor, pricing.MaxOpenFor, pricing.Probes = 250*time.Millisecond, 20*time.Second, time.Minute, 5
+	pricing.Window = 10 * time.Second
+	assert.Equal(t, pricing, got["checkout->pricing"], "pricing keeps its own policy, with the window changed")
+
+	stock := breaker.DefaultPolicy()
+	stock.MinRequests = 30
+	stock.Window = 10 * time.Second
+	assert.Equal(t, stock, got["checkout->stock"], "stock keeps the scenario's policy, with the window changed")
+
+	// The same change given as a Candidate in Go.
+	s, err := ParseScenario([]byte(fmt.Sprintf(pricingScenario, "")))
+	require.NoError(t, err)
+	s.Candidate = &Candidate{Overlay: `{"window": "10s"}`, Calls: []string{"checkout->pricing"}}
+	require.NoError(t, s.Validate())
+	specs := s.specs()
+	assert.Equal(t, pricing, *specs[3].policies[0])
+	assert.Equal(t, *specs[2].policies[1], *specs[3].policies[1], "a call the candidate does not name keeps its policy")
+}
+
+// A candidate may be a group policy document, the one a breaker.Group
+// and breaker-check read: each call runs the override named by the call,
+// or else by the tier it calls, or else the document's default.
+func TestCandidate_GroupPolicyDocument(t *testing.T) {
+	got := candidatePolicies(t, `{"policies": {
+	  "default": {"error_ratio": 0.3},
+	  "overrides": {"pricing": {"probes": 7}}}}`)
+	def := breaker.DefaultPolicy()
+	def.ErrorRatio = 0.3
+	pricing := def
+	pricing.Probes = 7
+	assert.Equal(t, pricing, got["checkout->pricing"], "the override named by the called tier, over the document's default")
+	assert.Equal(t, def, got["checkout->stock"], "the document's default, not the scenario's policy")
+
+	got = candidatePolicies(t, `{"policies": {"overrides": {"pricing": {"probes": 7}, "checkout->pricing": {"probes": 9}}}}`)
+	assert.Equal(t, 9, got["checkout->pricing"].Probes, "the call's name before the tier's")
+
+	for _, c := range []struct{ candidate, field, problem string }{
+		{`{"policies": {"overrides": {"payments": {"probes": 7}}}}`, `candidate.policies.overrides["payments"]`, "names no call and no called tier (calls: checkout->pricing, checkout->stock)"},
+		{`{"policies": {"overrides": {"pricing": {"probes": 0}}}}`, `candidate.policies.overrides["pricing"].probes`, "must be in [1, 100]"},
+		{`{"policies": {"defualt": {}}}`, `candidate.policies.defualt`, "unknown field"},
+		{`{"policies": {}, "policy": {"probes": 2}}`, "candidate", "give one of policy"},
+		{`{"policy": {"buckets": 7}}`, "candidate.policy.buckets", "must divide window"},
+		{`{"policy": {"windw": "7s"}}`, "candidate.policy.windw", "unknown field"},
+		{`{"policy": [1]}`, "candidate.policy", "want a JSON object"},
+	} {
+		_, err := ParseScenario([]byte(fmt.Sprintf(pricingScenario, `, "candidate": `+c.candidate)))
+		var se *ScenarioError
+		require.True(t, errors.As(err, &se), "%s: %v", c.candidate, err)
+		found := false
+		for _, p := range se.Problems {
+			found = found || (p.Field == c.field && strings.Contains(p.Problem, c.problem))
+		}
+		assert.True(t, found, "%s: want %s: %s; got %v", c.candidate, c.field, c.problem, err)
+	}
+}
+
+// A change that makes one call's policy invalid and not another's names
+// the call it does so on.
+func TestCandidate_OverlayInvalidOnOneCallNamesIt(t *testing.T) {
+	// max_open_for 25s is below stock's open_for, the default 30s, and
+	// above pricing's own 20s.
+	_, err := ParseScenario([]byte(fmt.Sprintf(pricingScenario, `, "candidate": {"policy": {"max_open_for": "25s"}}`)))
+	var se *ScenarioError
+	require.True(t, errors.As(err, &se), "%v", err)
+	require.Len(t, se.Problems, 1, "%v", err)
+	assert.Equal(t, "candidate.policy.max_open_for", se.Problems[0].Field)
+	assert.Contains(t, se.Problems[0].Problem, "(laid over the policy of checkout->stock)")
 }
 
 // TestParseScenario_ErrorsNameTheField is the contract for bad input: every

@@ -379,12 +379,22 @@ func (s *Scenario) checkCandidate(p *problems) {
 	if c == nil {
 		return
 	}
-	policyProblems(p, "candidate.policy", c.Policy)
 	checkShows(p, "candidate.label", c.Label)
+	given := 0
+	for _, set := range []bool{c.Overlay != "", c.Policies != nil, c.Policy != (breaker.Policy{})} {
+		if set {
+			given++
+		}
+	}
+	if given > 1 {
+		p.add("candidate", "give one of policy (a change to each call's policy), policies (a group policy document) and, in Go, Policy")
+		return
+	}
 	guarded := map[string]bool{}
 	for _, e := range s.calls() {
 		guarded[e.name] = !e.call.NoBreaker
 	}
+	s.checkCandidatePolicies(p)
 	for i, name := range c.Calls {
 		on, ok := guarded[name]
 		switch {
@@ -400,6 +410,81 @@ func (s *Scenario) checkCandidate(p *problems) {
 	}
 	if !someGuarded {
 		p.add("candidate", "no call has a breaker to try it on")
+	}
+}
+
+// checkCandidatePolicies reports the policy problems of the candidate on
+// each call it applies to: an overlay that does not decode, or makes a
+// call's policy invalid (named with the calls it does so on, unless it
+// does so on every one), a group document that is invalid or has an
+// override for no call, a whole policy that is invalid.
+func (s *Scenario) checkCandidatePolicies(p *problems) {
+	c := s.Candidate
+	switch {
+	case c.Overlay != "":
+	case c.Policies != nil:
+		o := object{p: p}
+		if err := c.Policies.Validate(); err != nil {
+			o.policyProblems("candidate.policies", err)
+			return
+		}
+		if c.Policies.Candidate != nil {
+			p.add("candidate.policies.candidate", "the replay runs the document's own policies and not its candidate: leave the candidate out, or give the candidate's document")
+		}
+		names := map[string]bool{}
+		for _, e := range s.calls() {
+			names[e.name], names[e.to] = true, true
+		}
+		keys := make([]string, 0, len(c.Policies.Overrides))
+		for k := range c.Policies.Overrides {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			if !names[k] {
+				p.add(fmt.Sprintf("candidate.policies.overrides[%q]", ops.Printable(k)),
+					"names no call and no called tier (calls: %s)", s.callNames())
+			}
+		}
+		return
+	default:
+		policyProblems(p, "candidate.policy", c.Policy)
+		return
+	}
+	type problem struct{ field, text string }
+	var order []problem
+	on := map[problem][]string{}
+	n := 0
+	base := s.policy()
+	for _, ref := range s.calls() {
+		if ref.call.NoBreaker || !c.appliesTo(ref.name) {
+			continue
+		}
+		n++
+		own := base
+		if ref.call.Policy != nil {
+			own = *ref.call.Policy
+		}
+		_, err := c.policyOn(ref, own)
+		if err == nil {
+			continue
+		}
+		var q problems
+		(object{p: &q}).policyProblems("candidate.policy", err)
+		for _, fe := range q.list {
+			k := problem{fe.Field, fe.Problem}
+			if _, seen := on[k]; !seen {
+				order = append(order, k)
+			}
+			on[k] = append(on[k], ops.Printable(ref.name))
+		}
+	}
+	for _, k := range order {
+		if calls := on[k]; len(calls) < n {
+			p.add(k.field, "%s (laid over the policy of %s)", k.text, listNames(calls))
+		} else {
+			p.add(k.field, "%s", k.text)
+		}
 	}
 }
 

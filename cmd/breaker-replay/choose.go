@@ -30,6 +30,9 @@ func runChoose(names []string, first uint64, n int, only string, stdout, stderr 
 	if first == 0 {
 		first = 1
 	}
+	if err := checkSeedRange(first, n); err != nil {
+		return fail(exitUsage, "%v", err)
+	}
 	protections := replay.Protections()
 	if only != "" {
 		var picked []replay.Protection

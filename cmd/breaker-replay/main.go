@@ -43,13 +43,16 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -108,6 +111,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "breaker-replay: "+format+"\n", args...)
 		return code
 	}
+	if err := checkFlags(fs); err != nil {
+		return fail(exitUsage, "%v", err)
+	}
 	if *tracef != "" {
 		return runTrace(*tracef, *policy, *active, *svg, stdout, stderr)
 	}
@@ -154,10 +160,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if *seeds < 1 || *seeds > maxSeeds {
 		return fail(exitUsage, "-seeds: must be in [1, %d], got %d", maxSeeds, *seeds)
 	}
+	if err := checkSeedRange(s.Seed, *seeds); err != nil {
+		return fail(exitUsage, "%v", err)
+	}
 	if *sens {
-		if *policy != "" || *on != "" {
-			return fail(exitUsage, "-sensitivity varies the scenario, not a candidate; leave out -policy and -on")
-		}
 		start := time.Now()
 		if err := writeSensitivity(stdout, data, replay.Seeds(s.Seed, *seeds), knobs); err != nil {
 			return fail(exitUsage, "%v", err)
@@ -166,13 +172,16 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return exitOK
 	}
 	if *policy != "" {
-		c, err := candidate(s, *policy, *on)
+		c, err := candidate(*policy, *on)
 		if err != nil {
 			return fail(exitUsage, "%v", err)
 		}
 		s.Candidate = c
 		if err := s.Validate(); err != nil {
-			return fail(exitUsage, "-on: %v", err)
+			if *on != "" {
+				return fail(exitUsage, "-policy %s -on %s: %v", *policy, *on, err)
+			}
+			return fail(exitUsage, "-policy %s: %v", *policy, err)
 		}
 	} else if *on != "" {
 		return fail(exitUsage, "-on applies to a -policy candidate; give -policy too")
@@ -211,6 +220,79 @@ func run(args []string, stdout, stderr io.Writer) int {
 	return exitOK
 }
 
+// modes are the flags that choose what the command does, in the order it
+// looks at them, each with the other flags that apply to it. The replay
+// of a scenario, the mode without any of these, takes the flags in
+// scenarioFlags. A flag that does not apply to the mode is refused by
+// name, rather than ignored: a command line that says more than the
+// command does is a mistake.
+var modes = []struct {
+	flag  string
+	takes []string
+}{
+	{"trace", []string{"policy", "active", "svg"}},
+	{"choose", []string{"scenario", "seed", "seeds", "protections"}},
+	{"list", nil},
+	{"show", []string{"scenario"}},
+	{"sensitivity", []string{"scenario", "seed", "seeds"}},
+}
+
+var scenarioFlags = []string{"scenario", "policy", "on", "svg", "seed", "seeds", "full"}
+
+// checkFlags refuses a flag given with a mode it does not apply to, and
+// two modes at once. An -svg of "" (no chart) applies to every mode.
+func checkFlags(fs *flag.FlagSet) error {
+	set := map[string]bool{}
+	var order []string
+	fs.Visit(func(f *flag.Flag) {
+		if f.Name == "svg" && f.Value.String() == "" {
+			return
+		}
+		set[f.Name] = true
+		order = append(order, f.Name)
+	})
+	mode, takes := "", scenarioFlags
+	for _, m := range modes {
+		if set[m.flag] {
+			mode, takes = m.flag, m.takes
+			break
+		}
+	}
+	if mode == "sensitivity" && (set["policy"] || set["on"]) {
+		return errors.New("-sensitivity varies the scenario, not a candidate; leave out -policy and -on")
+	}
+	for _, name := range order {
+		if name == mode || slices.Contains(takes, name) {
+			continue
+		}
+		if mode == "" {
+			return fmt.Errorf("-%s applies to %s only; leave it out", name, appliesTo(name))
+		}
+		return fmt.Errorf("-%s does not apply with -%s; leave it out", name, mode)
+	}
+	return nil
+}
+
+// appliesTo names the modes a flag that the replay of a scenario does not
+// take applies to.
+func appliesTo(name string) string {
+	var in []string
+	for _, m := range modes {
+		if slices.Contains(m.takes, name) {
+			in = append(in, "-"+m.flag)
+		}
+	}
+	return strings.Join(in, " and ")
+}
+
+// checkSeedRange refuses seeds that run past the largest seed.
+func checkSeedRange(first uint64, n int) error {
+	if first > math.MaxUint64-uint64(n-1) {
+		return fmt.Errorf("-seed: %d seeds from %d run past the largest seed, %d", n, first, uint64(math.MaxUint64))
+	}
+	return nil
+}
+
 // readScenario reads a scenario file, or a shipped scenario by name. A
 // name with a path separator or a .json suffix is a file.
 func readScenario(arg string) ([]byte, error) {
@@ -246,27 +328,53 @@ func readInput(flag, path string, limit int64) ([]byte, error) {
 	return data, nil
 }
 
-// candidate reads a policy document and lays it over the scenario's
-// policy, as a scenario's own candidate is.
-func candidate(s *replay.Scenario, path, on string) (*replay.Candidate, error) {
+// candidate reads the -policy document: a group policy document
+// ({"default": ..., "overrides": ...}, the one breaker-check and a
+// breaker.Group read), whose policy for each call's key runs in the
+// candidate run, or a single policy document, laid over the policy each
+// call runs under.
+func candidate(path, on string) (*replay.Candidate, error) {
 	data, err := readInput("-policy", path, breaker.MaxPolicyDocumentSize)
 	if err != nil {
 		return nil, err
 	}
-	p := s.Policy
-	if err := p.UnmarshalJSON(data); err != nil {
-		return nil, fmt.Errorf("-policy %s: %w", path, err)
+	c := &replay.Candidate{Label: strings.TrimSuffix(filepath.Base(path), ".json")}
+	if isGroupDocument(data) {
+		gp, err := breaker.ParseGroupPolicy(data)
+		if err != nil {
+			return nil, fmt.Errorf("-policy %s: %w", path, err)
+		}
+		c.Policies = &gp
+	} else {
+		// Validated by the scenario's validation, over each call's
+		// policy: a change such as {"window": "10s"} may be invalid over
+		// the default policy and valid over a call's own.
+		if len(bytes.TrimSpace(data)) == 0 {
+			return nil, fmt.Errorf("-policy %s: want a JSON object, got nothing", path)
+		}
+		c.Overlay = string(data)
 	}
-	if err := p.Validate(); err != nil {
-		return nil, fmt.Errorf("-policy %s: %w", path, err)
-	}
-	c := &replay.Candidate{Label: strings.TrimSuffix(filepath.Base(path), ".json"), Policy: p}
 	for _, name := range strings.Split(on, ",") {
 		if name = strings.TrimSpace(name); name != "" {
 			c.Calls = append(c.Calls, name)
 		}
 	}
 	return c, nil
+}
+
+// isGroupDocument says whether a policy document is a group's: its top
+// level names "default", "overrides" or "candidate".
+func isGroupDocument(data []byte) bool {
+	var top map[string]json.RawMessage
+	if json.Unmarshal(data, &top) != nil {
+		return false
+	}
+	for _, k := range []string{"default", "overrides", "candidate"} {
+		if _, ok := top[k]; ok {
+			return true
+		}
+	}
+	return false
 }
 
 // defaultSeeds is how many seeds the command runs by default: enough for a
@@ -303,26 +411,30 @@ func millions(n int64) string {
 
 // runTrace replays a recorded trace through the candidate: the -policy
 // document (a group policy document, {"default": ..., "overrides": ...},
-// or a single policy laid over the default policy), or the default policy.
+// or a single policy laid over the policy each key ran under, -active's),
+// or the default policy.
 func runTrace(path, policy, active, svg string, stdout, stderr io.Writer) int {
 	fail := func(code int, format string, args ...any) int {
 		fmt.Fprintf(stderr, "breaker-replay: "+format+"\n", args...)
 		return code
 	}
 	var gp, ap breaker.GroupPolicy
-	for _, f := range []struct {
-		flag, path string
-		into       *breaker.GroupPolicy
-	}{{"-policy", policy, &gp}, {"-active", active, &ap}} {
-		if f.path == "" {
-			continue
-		}
-		data, err := readInput(f.flag, f.path, breaker.MaxPolicyDocumentSize)
+	if active != "" {
+		data, err := readInput("-active", active, breaker.MaxPolicyDocumentSize)
 		if err != nil {
 			return fail(exitUsage, "%v", err)
 		}
-		if *f.into, err = parseCandidate(data); err != nil {
-			return fail(exitUsage, "%s %s: %v", f.flag, f.path, err)
+		if ap, err = parseActive(data); err != nil {
+			return fail(exitUsage, "-active %s: %v", active, err)
+		}
+	}
+	if policy != "" {
+		data, err := readInput("-policy", policy, breaker.MaxPolicyDocumentSize)
+		if err != nil {
+			return fail(exitUsage, "%v", err)
+		}
+		if gp, err = traceCandidate(data, ap); err != nil {
+			return fail(exitUsage, "-policy %s: %v", policy, err)
 		}
 	}
 	f, err := os.Open(path)
@@ -348,21 +460,50 @@ func runTrace(path, policy, active, svg string, stdout, stderr io.Writer) int {
 	return exitOK
 }
 
-// parseCandidate reads a group policy document, or a single policy
-// document as the group's default. A document is a group's if its top
-// level has "default" or "overrides".
-func parseCandidate(data []byte) (breaker.GroupPolicy, error) {
-	var top map[string]json.RawMessage
-	if json.Unmarshal(data, &top) == nil {
-		_, d := top["default"]
-		_, o := top["overrides"]
-		if d || o {
-			return breaker.ParseGroupPolicy(data)
-		}
+// parseActive reads the -active document: a group policy document, or a
+// single policy document as the group's default.
+func parseActive(data []byte) (breaker.GroupPolicy, error) {
+	if isGroupDocument(data) {
+		return breaker.ParseGroupPolicy(data)
 	}
 	p, err := breaker.ParsePolicy(data)
 	if err != nil {
 		return breaker.GroupPolicy{}, err
 	}
 	return breaker.GroupPolicy{Default: p}, nil
+}
+
+// traceCandidate reads the -policy document of a trace replay: a group
+// policy document as it is, or a single policy document laid over each
+// policy of active (its default, the default policy if it has none, and
+// each override), so that every key keeps the rest of the policy it ran
+// under.
+func traceCandidate(data []byte, active breaker.GroupPolicy) (breaker.GroupPolicy, error) {
+	if isGroupDocument(data) {
+		return breaker.ParseGroupPolicy(data)
+	}
+	def := active.Default
+	if def == (breaker.Policy{}) {
+		def = breaker.DefaultPolicy()
+	}
+	if err := def.UnmarshalJSON(data); err != nil {
+		return breaker.GroupPolicy{}, err
+	}
+	gp := breaker.GroupPolicy{Default: def}
+	keys := make([]string, 0, len(active.Overrides))
+	for k := range active.Overrides {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		p := active.Overrides[k]
+		if err := p.UnmarshalJSON(data); err != nil {
+			return breaker.GroupPolicy{}, fmt.Errorf("laid over -active's policy of %q: %w", k, err)
+		}
+		if gp.Overrides == nil {
+			gp.Overrides = map[string]breaker.Policy{}
+		}
+		gp.Overrides[k] = p
+	}
+	return gp, nil
 }

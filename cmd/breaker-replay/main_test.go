@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/govkit/breaker"
 	"github.com/govkit/breaker/internal/testutil"
 	"github.com/govkit/breaker/replay"
 	"github.com/stretchr/testify/assert"
@@ -140,6 +141,56 @@ func TestCandidatePolicy(t *testing.T) {
 	assert.Contains(t, stdout, "breakers, eager run")
 }
 
+// -policy takes the group policy document that breaker-check and a
+// breaker.Group read, so that a team's breakers.json runs as it is. It
+// refused it ("default: unknown field; overrides: unknown field"), and a
+// single policy was laid over the scenario's policy rather than over each
+// call's own.
+func TestCandidatePolicy_GroupDocument(t *testing.T) {
+	group := testutil.WriteFile(t, "breakers.json", `{"default": {"open_for": "10s"}, "overrides": {"ledger": {"min_requests": 5}}}`)
+	code, stdout, stderr := runCmd(t, "-scenario", "low-traffic", "-policy", group, "-svg", "", "-seeds", "1")
+	require.Equal(t, exitOK, code, stderr)
+	assert.Contains(t, stdout, "breakers: default policy with min_requests=5 open_for=10s on reconcile->ledger", "the override for the called tier, over the document's default")
+
+	// A single policy is laid over each call's own: seeds000's calls keep
+	// what the scenario gives them.
+	data := strings.Replace(mustJSON(t, "low-traffic"), `"to": "ledger",`, `"to": "ledger", "policy": {"probes": 5},`, 1)
+	require.Contains(t, data, `"probes": 5`)
+	scen := testutil.WriteFile(t, "own.json", data)
+	change := testutil.WriteFile(t, "window.json", `{"window": "10s"}`)
+	code, stdout, stderr = runCmd(t, "-scenario", scen, "-policy", change, "-svg", "", "-seeds", "1")
+	require.Equal(t, exitOK, code, stderr)
+	assert.Contains(t, stdout, "window: default policy with window=10s probes=5 on reconcile->ledger")
+}
+
+// With -trace, a single -policy is laid over the policy each key ran
+// under (-active's), not over the default policy.
+func TestTrace_SinglePolicyIsLaidOverTheActiveOnes(t *testing.T) {
+	active := breaker.GroupPolicy{Default: breaker.DefaultPolicy(), Overrides: map[string]breaker.Policy{}}
+	pricing := breaker.DefaultPolicy()
+	pricing.CallTimeout, pricing.Probes = 250*time.Millisecond, 5
+	active.Overrides["pricing"] = pricing
+	gp, err := traceCandidate([]byte(`{"window": "10s"}`), active)
+	require.NoError(t, err)
+	want := pricing
+	want.Window = 10 * time.Second
+	assert.Equal(t, want, gp.Overrides["pricing"])
+	def := breaker.DefaultPolicy()
+	def.Window = 10 * time.Second
+	assert.Equal(t, def, gp.Default)
+
+	gp, err = traceCandidate([]byte(`{"overrides": {"pricing": {"probes": 2}}}`), active)
+	require.NoError(t, err)
+	assert.Equal(t, 2, gp.Overrides["pricing"].Probes, "a group document is taken as it is")
+	assert.Equal(t, breaker.DefaultPolicy().CallTimeout, gp.Overrides["pricing"].CallTimeout)
+
+	pricing.OpenFor = 100 * time.Second
+	pricing.MaxOpenFor = 200 * time.Second
+	active.Overrides["pricing"] = pricing
+	_, err = traceCandidate([]byte(`{"max_open_for": "90s"}`), active)
+	assert.ErrorContains(t, err, `laid over -active's policy of "pricing"`)
+}
+
 // A throttling policy document replays: the run is named by its throttle,
 // and its throttled calls are counted apart from the breaker's refusals.
 func TestCandidatePolicy_Throttling(t *testing.T) {
@@ -191,8 +242,59 @@ func TestBadInput(t *testing.T) {
 		}, `candidate.calls[0]: no call is named "reconcile->ledgr"`},
 		{"-on without -policy", func(*testing.T) []string { return []string{"-on", "orders->inventory"} }, "give -policy too"},
 		{"stray argument", func(*testing.T) []string { return []string{"seeds000"} }, `unexpected argument "seeds000"`},
+		{"-sensitivity on a seeds000 of one tier", func(t *testing.T) []string {
+			return []string{"-sensitivity", "-scenario", oneTierSeeds000(t)}
+		}, `-sensitivity varies the tier gateway of seeds000, and scenario "seeds000" has no tier gateway`},
+		{"-sensitivity on a seeds000 without orders->inventory", func(t *testing.T) []string {
+			data := strings.Replace(mustJSON(t, "seeds000"), `"to": "inventory"`, `"to": "orders-db"`, 1)
+			data = strings.Replace(data, `"name": "inventory"`, `"name": "orders-db"`, 1)
+			data = strings.ReplaceAll(data, `"tier": "inventory"`, `"tier": "orders-db"`)
+			return []string{"-sensitivity", "-scenario", testutil.WriteFile(t, "seeds000", data)}
+		}, `-sensitivity varies the call orders->inventory of seeds000, and scenario "seeds000" has no such call`},
+		{"seeds past the largest", func(*testing.T) []string {
+			return []string{"-scenario", "low-traffic", "-seed", "18446744073709551615", "-seeds", "2"}
+		}, "-seed: 2 seeds from 18446744073709551615 run past the largest seed"},
+		{"-choose seeds past the largest", func(*testing.T) []string {
+			return []string{"-choose", "-scenario", "low-traffic", "-seed", "18446744073709551614", "-seeds", "3"}
+		}, "-seed: 3 seeds from 18446744073709551614 run past the largest seed"},
+		{"-trace with -scenario", func(t *testing.T) []string {
+			return []string{"-trace", testutil.WriteFile(t, "t.jsonl", "\n"), "-scenario", "flapping"}
+		}, "-scenario does not apply with -trace; leave it out"},
+		{"-trace with -choose", func(t *testing.T) []string {
+			return []string{"-trace", testutil.WriteFile(t, "t.jsonl", "\n"), "-choose"}
+		}, "-choose does not apply with -trace; leave it out"},
+		{"-choose with -policy", func(*testing.T) []string { return []string{"-choose", "-policy", good} },
+			"-policy does not apply with -choose; leave it out"},
+		{"-list with -scenario", func(*testing.T) []string { return []string{"-list", "-scenario", "flapping"} },
+			"-scenario does not apply with -list; leave it out"},
+		{"-show with -seed", func(*testing.T) []string { return []string{"-show", "-seed", "3"} },
+			"-seed does not apply with -show; leave it out"},
+		{"-active without -trace", func(*testing.T) []string { return []string{"-active", good} },
+			"-active applies to -trace only; leave it out"},
+		{"-protections without -choose", func(*testing.T) []string { return []string{"-protections", "none"} },
+			"-protections applies to -choose only; leave it out"},
+		{"-sensitivity with -full", func(*testing.T) []string { return []string{"-sensitivity", "-full"} },
+			"-full does not apply with -sensitivity; leave it out"},
+		{"group document with an override for no call", func(t *testing.T) []string {
+			return []string{"-scenario", "low-traffic", "-policy", testutil.WriteFile(t, "g.json", `{"overrides": {"payments": {"min_requests": 5}}}`)}
+		}, `candidate.policies.overrides["payments"]: names no call and no called tier (calls: reconcile->ledger)`},
+		{"group document with a bad override", func(t *testing.T) []string {
+			return []string{"-scenario", "low-traffic", "-policy", testutil.WriteFile(t, "g.json", `{"overrides": {"ledger": {"min_requests": -5}}}`)}
+		}, `overrides["ledger"].min_requests`},
+		{"malformed policy", func(t *testing.T) []string {
+			return []string{"-scenario", "low-traffic", "-policy", testutil.WriteFile(t, "p.json", `{"window": `)}
+		}, "-policy "},
+		{"policy not an object", func(t *testing.T) []string {
+			return []string{"-scenario", "low-traffic", "-policy", testutil.WriteFile(t, "p.json", `[1, 2]`)}
+		}, "-policy "},
 		{"unknown flag", func(*testing.T) []string { return []string{"-scenaro", "x"} }, "flag provided but not defined"},
 	}
+	// A chart asked of a mode that draws none: the table's runs end in
+	// -svg "", which every mode takes.
+	code, stdout, stderr := runCmd(t, "-sensitivity", "-svg", "x.svg")
+	assert.Equal(t, exitUsage, code)
+	assert.Empty(t, stdout)
+	assert.Contains(t, stderr, "-svg does not apply with -sensitivity; leave it out")
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			code, stdout, stderr := runCmd(t, append(tt.args(t), "-svg", "")...)
@@ -201,6 +303,25 @@ func TestBadInput(t *testing.T) {
 			assert.Contains(t, stderr, tt.want)
 		})
 	}
+}
+
+// oneTierSeeds000 writes a scenario file named seeds000, whose scenario
+// is named seeds000 too, with one tier.
+func oneTierSeeds000(t *testing.T) string {
+	return testutil.WriteFile(t, "seeds000", `{"name": "seeds000", "duration": "10s",
+  "entry": {"tier": "api", "rate": 10, "timeout": "1s"},
+  "tiers": [{"name": "api", "workers": 10, "service": {"mean": "1ms"}}]}`)
+}
+
+// -sensitivity varies seeds000's gateway queue, orders' timeout on
+// inventory and the load. Given a file named seeds000 whose scenario is
+// named seeds000 and has one tier, it panicked (index out of range); it
+// now refuses the file, naming the tier it lacks, before it runs.
+func TestSensitivity_ScenarioWithoutSeeds000sTiersIsRefused(t *testing.T) {
+	code, stdout, stderr := runCmd(t, "-sensitivity", "-seeds", "1", "-scenario", oneTierSeeds000(t))
+	assert.Equal(t, exitUsage, code)
+	assert.Empty(t, stdout)
+	assert.Equal(t, "breaker-replay: -sensitivity varies the tier gateway of seeds000, and scenario \"seeds000\" has no tier gateway\n", stderr)
 }
 
 func mustJSON(t *testing.T, name string) string {

@@ -11,11 +11,13 @@ import (
 )
 
 // A knob is a parameter of seeds000 that was chosen rather than taken
-// from the incident, with the values the sensitivity table tries.
+// from the incident, with the values the sensitivity table tries. get and
+// set find the parameter by the names of its tier and call, and say so
+// when the scenario has no such tier or call.
 type knob struct {
 	name   string
 	values []string
-	get    func(s *replay.Scenario) string
+	get    func(s *replay.Scenario) (string, error)
 	set    func(s *replay.Scenario, v string) error
 }
 
@@ -25,40 +27,81 @@ var knobs = []knob{
 	{
 		name:   "gateway queue (requests)",
 		values: []string{"950", "980", "1000", "1010", "1020", "1040", "1080", "unbounded"},
-		get: func(s *replay.Scenario) string {
-			if s.Tiers[0].Queue == replay.Unbounded {
-				return "unbounded"
+		get: func(s *replay.Scenario) (string, error) {
+			t, err := tierNamed(s, "gateway")
+			if err != nil {
+				return "", err
 			}
-			return fmt.Sprint(s.Tiers[0].Queue)
+			if t.Queue == replay.Unbounded {
+				return "unbounded", nil
+			}
+			return fmt.Sprint(t.Queue), nil
 		},
 		set: func(s *replay.Scenario, v string) error {
+			t, err := tierNamed(s, "gateway")
+			if err != nil {
+				return err
+			}
 			if v == "unbounded" {
-				s.Tiers[0].Queue = replay.Unbounded
+				t.Queue = replay.Unbounded
 				return nil
 			}
-			_, err := fmt.Sscan(v, &s.Tiers[0].Queue)
+			_, err = fmt.Sscan(v, &t.Queue)
 			return err
 		},
 	},
 	{
 		name:   "orders' timeout on inventory",
 		values: []string{"400ms", "500ms", "600ms", "700ms", "800ms"},
-		get:    func(s *replay.Scenario) string { return s.Tiers[1].Calls[0].Timeout.String() },
+		get: func(s *replay.Scenario) (string, error) {
+			c, err := callNamed(s, "orders", "inventory")
+			if err != nil {
+				return "", err
+			}
+			return c.Timeout.String(), nil
+		},
 		set: func(s *replay.Scenario, v string) error {
-			d, err := time.ParseDuration(v)
-			s.Tiers[1].Calls[0].Timeout = d
+			c, err := callNamed(s, "orders", "inventory")
+			if err != nil {
+				return err
+			}
+			c.Timeout, err = time.ParseDuration(v)
 			return err
 		},
 	},
 	{
 		name:   "load (req/s)",
 		values: []string{"1100", "1150", "1200", "1250", "1300"},
-		get:    func(s *replay.Scenario) string { return fmt.Sprint(s.Entry.Rate) },
+		get:    func(s *replay.Scenario) (string, error) { return fmt.Sprint(s.Entry.Rate), nil },
 		set: func(s *replay.Scenario, v string) error {
 			_, err := fmt.Sscan(v, &s.Entry.Rate)
 			return err
 		},
 	},
+}
+
+// tierNamed is the scenario's tier of that name.
+func tierNamed(s *replay.Scenario, name string) (*replay.Tier, error) {
+	for i := range s.Tiers {
+		if s.Tiers[i].Name == name {
+			return &s.Tiers[i], nil
+		}
+	}
+	return nil, fmt.Errorf("-sensitivity varies the tier %s of %s, and scenario %q has no tier %s", name, replay.DefaultScenario, s.Name, name)
+}
+
+// callNamed is the call from tier from to tier to.
+func callNamed(s *replay.Scenario, from, to string) (*replay.Call, error) {
+	t, err := tierNamed(s, from)
+	if err != nil {
+		return nil, err
+	}
+	for i := range t.Calls {
+		if t.Calls[i].To == to {
+			return &t.Calls[i], nil
+		}
+	}
+	return nil, fmt.Errorf("-sensitivity varies the call %s->%s of %s, and scenario %q has no such call", from, to, replay.DefaultScenario, s.Name)
 }
 
 // sensitivityRun is how long each run of the table lasts: the fault of
@@ -85,6 +128,14 @@ func writeSensitivity(w io.Writer, data []byte, seeds []uint64, knobs []knob) er
 	if s.Name != replay.DefaultScenario {
 		return fmt.Errorf("-sensitivity varies the chosen parameters of %s; got scenario %q", replay.DefaultScenario, s.Name)
 	}
+	// Every knob finds its parameter before anything runs: a file named
+	// seeds000 need not have seeds000's tiers.
+	shipped := make([]string, len(knobs))
+	for i, k := range knobs {
+		if shipped[i], err = k.get(s); err != nil {
+			return err
+		}
+	}
 	bw := bufio.NewWriter(w)
 	fmt.Fprintf(bw, "sensitivity of %s to the parameters chosen rather than taken from the incident\n", s.Name)
 	var end time.Duration
@@ -93,7 +144,7 @@ func writeSensitivity(w io.Writer, data []byte, seeds []uint64, knobs []knob) er
 	}
 	fmt.Fprintf(bw, "each cell: median [least, greatest] over %d seeds (%s), runs cut at %s (the fault ends at %s)\n",
 		len(seeds), seedRange(seeds), clockOf(sensitivityRun), clockOf(end))
-	for _, k := range knobs {
+	for i, k := range knobs {
 		fmt.Fprintf(bw, "\n%s\n", k.name)
 		rows := [][]string{{"value", "no breaker: worst second (req/s)", "default policy: worst drop"}}
 		for _, v := range k.values {
@@ -110,7 +161,7 @@ func writeSensitivity(w io.Writer, data []byte, seeds []uint64, knobs []knob) er
 				return fmt.Errorf("%s = %s: %w", k.name, v, err)
 			}
 			label := v
-			if k.get(s) == v {
+			if shipped[i] == v {
 				label += " (shipped)"
 			}
 			g := all.Spread(replay.NoBreaker, replay.WorstGoodput)
