@@ -54,7 +54,7 @@ func BenchmarkSimulate(b *testing.B) {
 		b.ReportAllocs()
 		for i := 0; i < b.N; i++ {
 			start := time.Now()
-			if _, _, err := simFalseTrips(breaker.DefaultPolicy(), Traffic{Rate: 1000, ErrorRatio: 0.48}, day, 1, 1_000_000); err != nil {
+			if _, _, _, err := simFalseTrips(breaker.DefaultPolicy(), Traffic{Rate: 1000, ErrorRatio: 0.48}, day, 1, 1_000_000); err != nil {
 				b.Fatal(err)
 			}
 			b.ReportMetric(1e6/time.Since(start).Seconds(), "calls/s")

@@ -116,7 +116,22 @@ type Options struct {
 	SimCalls int
 	// Seed seeds the simulations: the same seed gives the same report.
 	Seed uint64
+	// SimCallsPerRun is the most calls the simulations of one [Group]
+	// make in all: each key's estimates share an even part of it, fixed
+	// before any key is checked (so a key's report does not depend on the
+	// order of the others), each estimate at most SimCalls. 0 is
+	// DefaultSimCallsPerRun.
+	SimCallsPerRun int64
 }
+
+// DefaultSimCallsPerRun is the default bound on the calls the
+// simulations of one [Group] make: about a hundred seconds of a core.
+const DefaultSimCallsPerRun = 200_000_000
+
+// MaxModelSteps bounds the work of the formulas of one [Group], as
+// [Group] estimates it before it checks anything (see ModelSteps): about
+// two minutes of a core. A workload beyond it is refused.
+const MaxModelSteps = 240_000_000
 
 // DefaultSimCalls is the default budget of a simulated estimate.
 const DefaultSimCalls = simBudget
@@ -139,6 +154,9 @@ func (o Options) validate() error {
 	if v := o.MaxFalseTripsPerDay; !(v > 0) || math.IsInf(v, 1) {
 		return fmt.Errorf("check: Options.MaxFalseTripsPerDay must be a positive number (0 for the default), got %v", v)
 	}
+	if o.SimCallsPerRun < 0 {
+		return fmt.Errorf("check: Options.SimCallsPerRun must be positive (0 for the default), got %d", o.SimCallsPerRun)
+	}
 	return o.Fault.validate()
 }
 
@@ -154,6 +172,11 @@ type Report struct {
 	MaxFalseTripsPerDay float64 `json:"max_false_trips_per_day"`
 	// Assumptions states, by source, what the findings' numbers rest on.
 	Assumptions map[string]string `json:"assumptions"`
+	// SimulatedCalls are the calls the simulations made, at most
+	// Options.SimCallsPerRun; ModelSteps the work of the formulas as
+	// estimated before the check (see [ModelSteps]).
+	SimulatedCalls int64   `json:"simulated_calls"`
+	ModelSteps     float64 `json:"model_steps"`
 }
 
 // Assumptions of each source of numbers.
@@ -207,8 +230,17 @@ func Group(gp breaker.GroupPolicy, w Workload, o Options) (*Report, error) {
 	if err := o.validate(); err != nil {
 		return nil, err
 	}
-	r := &Report{Fault: o.Fault, MaxFalseTripsPerDay: o.MaxFalseTripsPerDay, Assumptions: assumptions}
+	steps := ModelSteps(gp, w)
+	if steps > MaxModelSteps {
+		return nil, fmt.Errorf("check: the formulas would take about %s steps for these %s (%s of a core), more than the %s a check takes (%s): check fewer keys at a time, or with fewer periods in their profiles",
+			num(steps), plural(len(w.Keys), "key"), coreTime(steps), num(MaxModelSteps), coreTime(MaxModelSteps))
+	}
+	r := &Report{Fault: o.Fault, MaxFalseTripsPerDay: o.MaxFalseTripsPerDay, Assumptions: assumptions, ModelSteps: steps}
 	covered := map[string]bool{}
+	share := int64(0)
+	if len(w.Keys) > 0 {
+		share = o.runBudget() / int64(len(w.Keys))
+	}
 	for _, k := range sortedKeys(w.Keys) {
 		t := w.Keys[k]
 		key, lookupKey := k, k
@@ -227,7 +259,8 @@ func Group(gp breaker.GroupPolicy, w Workload, o Options) (*Report, error) {
 		p, src := policyFor(gp, lookupKey)
 		covered[src] = true
 		r.Keys = append(r.Keys, KeyReport{Key: key, Traffic: t, Policy: p, Source: src})
-		c := checker{key: key, p: p, t: t, o: o, perTarget: perTarget}
+		left := share
+		c := checker{key: key, p: p, t: t, o: o, perTarget: perTarget, left: &left, used: &r.SimulatedCalls}
 		c.run()
 		r.Findings = append(r.Findings, c.out...)
 	}
@@ -298,6 +331,9 @@ type checker struct {
 	all *tripEstimate
 	// bursty says a trips_on_bursts finding was made.
 	bursty bool
+	// left is what is left of the key's share of the run's simulated
+	// calls, shared by its periods; used counts the run's.
+	left, used *int64
 }
 
 func (c *checker) add(s Severity, check string, nums map[string]float64, format string, args ...any) {
@@ -343,7 +379,7 @@ func (c *checker) runProfile() {
 		pt := day
 		pt.Profile, pt.Bursts = nil, Bursts{}
 		pt.Rate, pt.ErrorRatio = per.Rate, per.ErrorRatio
-		pc := checker{key: c.key, p: c.p, t: pt, o: c.o, perTarget: c.perTarget, period: true}
+		pc := checker{key: c.key, p: c.p, t: pt, o: c.o, perTarget: c.perTarget, period: true, left: c.left, used: c.used}
 		pc.run()
 		when := fmt.Sprintf("worst from %s to %s (%s calls/s, %s errors)", clockOf(per.From), clockOf(per.From+day.periodLength(i)), num(per.Rate), pct(per.ErrorRatio))
 		for _, f := range pc.out {
@@ -561,8 +597,13 @@ func (c *checker) falseTrips() {
 	simulate := c.o.SimCalls >= 0 && p.SlowCall <= 0 &&
 		(!t.steady() || m.retrip > 0.01 || t.Rate*p.Window.Seconds() > 1000) &&
 		(v >= c.o.MaxFalseTripsPerDay/10 || !t.steady())
-	if simulate {
-		n, span, err := simFalseTrips(p, t, day, c.o.Seed, c.o.simBudget())
+	budget, why := c.budget()
+	if simulate && budget <= 0 {
+		simNote = " (analytic; the key's share of the run's simulations is spent)"
+	}
+	if simulate && budget > 0 {
+		n, span, used, err := simFalseTrips(p, t, day, c.o.Seed, budget)
+		c.spend(used)
 		if err == nil && span > 0 {
 			d := span.Hours() / 24
 			lo, hi := poissonInterval(n)
@@ -575,7 +616,7 @@ func (c *checker) falseTrips() {
 				figure, source = est, SourceSimulated
 				simNote = fmt.Sprintf(" (simulated: %d trips in %v, 95%% interval [%s, %s] a day; analytic %s)", n, span.Round(time.Minute), num(lo/d), num(hi/d), num(v))
 			} else {
-				simNote = fmt.Sprintf(" (analytic; a simulation of %v saw %d trips, at most %s a day)", span.Round(time.Minute), n, num(hi/d))
+				simNote = fmt.Sprintf(" (analytic; a simulation of %v%s saw %d trips, at most %s a day)", span.Round(time.Minute), why, n, num(hi/d))
 			}
 		}
 	}

@@ -129,15 +129,17 @@ func (c *checker) tripTime(f Fault) tripEstimate {
 		}
 		return e
 	}
-	if lead := t.Rate * 1.5 * p.Window.Seconds(); float64(c.o.simBudget()) < minTrials*lead {
-		e.why = "too costly to simulate at this rate"
+	budget, why := c.budget()
+	if lead := t.Rate * 1.5 * p.Window.Seconds(); float64(budget) < minTrials*lead {
+		e.why = "too costly to simulate at this rate" + why
 		return e
 	}
 	// The trials stop when the budget runs out: a fault that trips in
 	// seconds costs little, one that never trips ten minutes of calls.
-	xs, err := simTimeToTrip(p, t, f, simTrials, horizon, c.o.Seed, c.o.simBudget())
+	xs, used, err := simTimeToTrip(p, t, f, simTrials, horizon, c.o.Seed, budget)
+	c.spend(used)
 	if err != nil || len(xs) < minTrials {
-		e.why = "too costly to simulate at this rate"
+		e.why = "too costly to simulate at this rate" + why
 		return e
 	}
 	s := newSample(xs)
@@ -245,10 +247,103 @@ func (o Options) simBudget() int {
 	return simBudget
 }
 
+// runBudget is the most calls the simulations of one Group make.
+func (o Options) runBudget() int64 {
+	if o.SimCallsPerRun > 0 {
+		return o.SimCallsPerRun
+	}
+	return DefaultSimCallsPerRun
+}
+
+// budget is the most calls the checker's next simulated estimate may
+// make: SimCalls, or what is left of the key's share of the run's, and
+// a note for a message when it is the share that bounds it.
+func (c *checker) budget() (int, string) {
+	b := c.o.simBudget()
+	if c.left == nil || *c.left >= int64(b) {
+		return b, ""
+	}
+	return int(max(*c.left, 0)), fmt.Sprintf(" within the key's share of the run's simulations (%s calls left)", num(float64(max(*c.left, 0))))
+}
+
+// spend takes n simulated calls from the key's share.
+func (c *checker) spend(n int) {
+	if c.left != nil {
+		*c.left -= int64(n)
+	}
+	if c.used != nil {
+		*c.used += int64(n)
+	}
+}
+
 // secs formats seconds for a message: "17.2s", "beyond 10m0s".
 func secs(s float64) string {
 	if math.IsInf(s, 1) {
 		return "beyond " + horizon.String()
 	}
 	return dur(seconds(s))
+}
+
+// Costs of the formulas, in steps of about half a microsecond of a core,
+// the time of a simulated call, measured on the costliest inputs within
+// the limits (busy windows, 1,440-period profiles, long runs of
+// consecutive failures); they err high.
+const (
+	stepsPerPeriod = 500  // a period's formulas at a small rate
+	stepsPerRootLW = 35   // and per √(λW): the Poisson ranges they sum over
+	stepsPerRunSq  = 1.4  // per C² of a consecutive_failures rule C
+	maxCostlyRun   = 2000 // beyond it the run's spread is an exponential
+	secondsPerStep = 0.5e-6
+	profileFactor  = 2 // a profile's periods are judged, then its day's false trips
+	burstsFactor   = 1 // bursts add a false-trip model at their error ratio
+)
+
+// ModelSteps estimates the work of the formulas [Group] runs for gp and
+// w, in steps of about half a microsecond of a core (a simulated call
+// takes about one): each period of a key's day (a steady key is one
+// period) costs 500 + 35·√(λW) steps, λ its rate per target and W its
+// policy's window in seconds; twice that for a key with a profile (its
+// periods are judged, then its day's false trips), once more with error
+// bursts; a consecutive_failures rule C adds 1.4·min(C, 2000)² a period.
+// The estimate errs high. [Group] refuses a workload whose estimate is
+// above MaxModelSteps before it checks anything; its simulations are
+// bounded apart, by Options.SimCallsPerRun.
+func ModelSteps(gp breaker.GroupPolicy, w Workload) float64 {
+	if gp.Default == (breaker.Policy{}) {
+		gp.Default = breaker.DefaultPolicy()
+	}
+	var steps float64
+	for k, t := range w.Keys {
+		lookup := k
+		targets := 1.0
+		if t.Targets > 1 {
+			lookup, targets = breaker.TargetKey(k, ""), float64(t.Targets)
+		}
+		p, _ := policyFor(gp, lookup)
+		c := min(float64(p.ConsecutiveFailures), maxCostlyRun)
+		period := func(rate float64) float64 {
+			return stepsPerPeriod + stepsPerRootLW*math.Sqrt(max(0, rate/targets*p.Window.Seconds())) + stepsPerRunSq*c*c
+		}
+		var key float64
+		if len(t.Profile) == 0 {
+			key = period(t.Rate)
+		}
+		for _, per := range t.Profile {
+			key += profileFactor * period(per.Rate)
+		}
+		if t.Bursts.PerDay > 0 {
+			key += burstsFactor * period(t.Rate)
+		}
+		steps += key
+	}
+	return steps
+}
+
+// coreTime is how long steps take a core: "about 2m0s".
+func coreTime(steps float64) string {
+	d := time.Duration(steps * secondsPerStep * float64(time.Second))
+	if d < time.Second {
+		return "under a second"
+	}
+	return "about " + d.Round(time.Second).String()
 }

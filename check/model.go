@@ -181,17 +181,17 @@ func falseTrips(p breaker.Policy, t Traffic) falseTripModel {
 	// hazard is the trip rate of a closed breaker whose window has held
 	// calls for s seconds (s ≥ Window: a full window).
 	width := bucketWidth(p)
-	hazard := func(s float64) float64 {
+	// slowPart is the slow-call rule's part of it.
+	hazard := func(s float64) (r, slowPart float64) {
 		// A healthy share at or above a rule's ratio keeps the window
 		// over its line: a marked call trips whenever the window with it
 		// holds the rule, not only when it crosses (overLine).
 		failOver := p.ErrorRatio > 0 && b.fail >= p.ErrorRatio
 		slowOver := p.SlowCall > 0 && b.slow >= p.SlowRatio
-		var r float64
 		if s >= p.Window.Seconds() {
 			r = windowTripRate(t.Rate, b.fail, p.ErrorRatio, p.ErrorCount, p.MinRequests, p.Window, width, failOver)
 			if p.SlowCall > 0 {
-				r += windowTripRate(t.Rate, b.slow, p.SlowRatio, 0, p.MinRequests, p.Window, width, slowOver)
+				slowPart = windowTripRate(t.Rate, b.slow, p.SlowRatio, 0, p.MinRequests, p.Window, width, slowOver)
 			}
 		} else {
 			r = b.fail * t.Rate * ruleChance(t.Rate*b.fail*s, t.Rate*(1-b.fail)*s, p.ErrorRatio, p.ErrorCount, p.MinRequests, failOver)
@@ -200,7 +200,7 @@ func falseTrips(p breaker.Policy, t Traffic) falseTripModel {
 				// after a close only calls faster than it have, and the
 				// slow ones that started since lag by at least SlowCall.
 				slowS := max(0, s-p.SlowCall.Seconds())
-				r += b.slow * t.Rate * ruleChance(t.Rate*b.slow*slowS, t.Rate*(1-b.slow)*s, p.SlowRatio, 0, p.MinRequests, slowOver)
+				slowPart = b.slow * t.Rate * ruleChance(t.Rate*b.slow*slowS, t.Rate*(1-b.slow)*s, p.SlowRatio, 0, p.MinRequests, slowOver)
 			}
 		}
 		if c := p.ConsecutiveFailures; c > 0 && b.fail > 0 {
@@ -210,22 +210,31 @@ func falseTrips(p breaker.Policy, t Traffic) falseTripModel {
 		}
 		// A trip is decided on a failure or a slow call, so there are
 		// no more of them than of those.
-		return min(r, t.Rate*min(1, b.fail+b.slow))
+		total := min(r+slowPart, t.Rate*min(1, b.fail+b.slow))
+		if r+slowPart > 0 {
+			slowPart *= total / (r + slowPart)
+		}
+		return total, slowPart
 	}
-	m := falseTripModel{full: hazard(p.Window.Seconds())}
+	full, fullSlow := hazard(p.Window.Seconds())
+	m := falseTripModel{full: full}
 	// The window's first Window after a close, in steps that are fine
 	// where the hazard moves fast: the window's first calls.
 	const steps = 200
 	w := p.Window.Seconds()
-	var cum, closed float64 // ∫hazard, ∫survival
+	var cum, closed, slowTrips float64 // ∫hazard, ∫survival, ∫survival·slow hazard
 	prev := 0.0
 	for i := 1; i <= steps; i++ {
 		s := w * math.Pow(float64(i)/steps, 3)
 		mid := (prev + s) / 2
-		h := hazard(mid)
+		h, hs := hazard(mid)
 		surv := math.Exp(-cum)
 		cum += h * (s - prev)
-		closed += (surv + math.Exp(-cum)) / 2 * (s - prev)
+		next := math.Exp(-cum)
+		closed += (surv + next) / 2 * (s - prev)
+		if h > 0 {
+			slowTrips += (surv - next) * hs / h
+		}
 		prev = s
 	}
 	survW := math.Exp(-cum)
@@ -247,27 +256,101 @@ func falseTrips(p breaker.Policy, t Traffic) falseTripModel {
 	} else {
 		short = 1 - survW*math.Exp(-m.full*(stable-w))
 	}
-	// The doublings at a trip form a chain: up by one on a short spell
-	// closed, back to 0 on a long one. The cooldown is min(OpenFor·2^d,
-	// MaxOpenFor) (jitter has mean 1), then the probes arrive, Probes
-	// calls at the key's rate.
-	probes := float64(p.Probes) / t.Rate
-	var cycle, share float64
-	for d := 0; ; d++ {
-		cool := math.Min(p.OpenFor.Seconds()*math.Pow(2, float64(d)), p.MaxOpenFor.Seconds())
-		pd := math.Pow(short, float64(d)) * (1 - short) // P(d doublings)
-		if cool >= p.MaxOpenFor.Seconds() || d > 60 {
-			pd = math.Pow(short, float64(d)) // the cap holds the rest
-			cycle += pd * cool
-			share += pd
-			break
-		}
-		cycle += pd * cool
-		share += pd
+	// The share of trips the slow-call rule makes: those of the refill,
+	// then those of a full window.
+	slowShare := slowTrips
+	if full > 0 {
+		slowShare += survW * fullSlow / full
 	}
-	cycle = cycle/share + probes + meanClosed
-	m.perDay = 86400 / cycle
+	open := openSpell(p, t, b, slowShare, short)
+	if math.IsInf(open, 1) {
+		return m // its probes never pass: it stays open
+	}
+	m.perDay = 86400 / (open + meanClosed)
 	return m
+}
+
+// openSpell is the mean time a breaker under p spends open after a false
+// trip, on the healthy traffic t: its probe episodes until one passes.
+// The cooldowns follow the doublings, a chain: d rises by one on each
+// failed probe episode and on a trip after a short spell closed (short is
+// its chance), and returns to 0 after a long one. The cooldown is
+// min(OpenFor·2^d, MaxOpenFor) (jitter has mean 1), then the probes
+// arrive, Probes calls at the key's rate. Every probe must pass: one
+// fails on a timeout (with StrictProbes, on any failure), and, after a
+// trip of the slow-call rule (a share slowShare of them), on a call
+// slower than SlowCall. +Inf: the probes never pass.
+func openSpell(p breaker.Policy, t Traffic, b baseline, slowShare, short float64) float64 {
+	probeFail := b.timeouts
+	slowFail := max(b.timeouts, b.slow)
+	if p.StrictProbes {
+		probeFail = b.fail
+		slowFail = 1 - (1-b.fail)*(1-b.slow)
+	}
+	probes := float64(p.Probes) / t.Rate
+	dcap := 0 // the doublings at which the cooldown reaches MaxOpenFor
+	for dcap < 60 && p.OpenFor.Seconds()*math.Pow(2, float64(dcap)) < p.MaxOpenFor.Seconds() {
+		dcap++
+	}
+	cool := func(d int) float64 {
+		return math.Min(p.OpenFor.Seconds()*math.Pow(2, float64(d)), p.MaxOpenFor.Seconds())
+	}
+	// For each kind of trip: the pass chance of an episode, the mean open
+	// time from d, and the chance of each d at the close.
+	type kind struct {
+		weight, pass float64
+	}
+	kinds := []kind{{1 - slowShare, math.Pow(1-probeFail, float64(p.Probes))}, {slowShare, math.Pow(1-slowFail, float64(p.Probes))}}
+	openFrom := make([]float64, dcap+1)
+	next := make([][]float64, dcap+1) // next[d][d'] the chance of d' at the next trip
+	for d := range next {
+		next[d] = make([]float64, dcap+1)
+	}
+	for _, k := range kinds {
+		if k.weight <= 0 {
+			continue
+		}
+		if k.pass <= 0 {
+			return math.Inf(1)
+		}
+		for d := 0; d <= dcap; d++ {
+			// Episode i (from 0) comes at d+i doublings, with the chance
+			// (1-pass)^i that the ones before it failed.
+			var spell float64
+			reach := 1.0
+			i := 0
+			for ; d+i < dcap; i++ {
+				spell += reach * (cool(d+i) + probes)
+				// It closes after this episode with the chance pass.
+				at := d + i
+				next[d][min(at+1, dcap)] += k.weight * reach * k.pass * short
+				next[d][0] += k.weight * reach * k.pass * (1 - short)
+				reach *= 1 - k.pass
+			}
+			// At the cap, every episode is alike.
+			spell += reach * (cool(dcap) + probes) / k.pass
+			next[d][dcap] += k.weight * reach * short
+			next[d][0] += k.weight * reach * (1 - short)
+			openFrom[d] += k.weight * spell
+		}
+	}
+	// The chain's stationary chances, by iteration from d = 0.
+	pi := make([]float64, dcap+1)
+	pi[0] = 1
+	for range 500 {
+		np := make([]float64, dcap+1)
+		for d, v := range pi {
+			for e, q := range next[d] {
+				np[e] += v * q
+			}
+		}
+		pi = np
+	}
+	var open float64
+	for d, v := range pi {
+		open += v * openFrom[d]
+	}
+	return open
 }
 
 // windowTripRate is the rate, per second, of the marked calls (failures,

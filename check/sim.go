@@ -219,14 +219,15 @@ const simBudget = 4_000_000
 // simFalseTrips simulates up to span of healthy traffic t under p (from
 // midnight, through the periods of its profile and its error bursts) and
 // returns the breaker's trips and the simulated time they were counted
-// over, which is shorter than span when the budget of calls runs out.
-func simFalseTrips(p breaker.Policy, t Traffic, span time.Duration, seed uint64, budget int) (int, time.Duration, error) {
+// over, which is shorter than span when the budget of calls runs out,
+// and the calls it made.
+func simFalseTrips(p breaker.Policy, t Traffic, span time.Duration, seed uint64, budget int) (int, time.Duration, int, error) {
 	s, err := newSim(p, t, seed, 0)
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, 0, err
 	}
 	s.run(span, false, budget)
-	return s.trips, s.now(), nil
+	return s.trips, s.now(), s.calls, nil
 }
 
 // simTimeToTrip runs trials of a fault f in steady traffic t under p: a
@@ -234,8 +235,8 @@ func simFalseTrips(p breaker.Policy, t Traffic, span time.Duration, seed uint64,
 // that the fault begins anywhere in a bucket), then the fault for up to
 // horizon. It returns each trial's time to trip, +Inf for a trial that did
 // not trip within the horizon; fewer trials than asked when the budget of
-// calls runs out, but at least one.
-func simTimeToTrip(p breaker.Policy, t Traffic, f Fault, trials int, horizon time.Duration, seed uint64, budget int) ([]float64, error) {
+// calls runs out, but at least one; and the calls it made.
+func simTimeToTrip(p breaker.Policy, t Traffic, f Fault, trials int, horizon time.Duration, seed uint64, budget int) ([]float64, int, error) {
 	t.Profile, t.Bursts = nil, Bursts{}
 	te := effectiveTimeout(p, t)
 	out := make([]float64, 0, trials)
@@ -243,7 +244,7 @@ func simTimeToTrip(p breaker.Policy, t Traffic, f Fault, trials int, horizon tim
 	for i := range trials {
 		s, err := newSim(p, t, seed+uint64(i)*0x9e3779b97f4a7c15, 0)
 		if err != nil {
-			return nil, err
+			return nil, used, err
 		}
 		lead := p.Window + time.Duration(s.rng.Float64()*float64(p.Window))
 		s.fault, s.faultAt, s.te = f, lead, te
@@ -268,5 +269,5 @@ func simTimeToTrip(p breaker.Policy, t Traffic, f Fault, trials int, horizon tim
 			break
 		}
 	}
-	return out, nil
+	return out, used, nil
 }

@@ -33,8 +33,8 @@ func findingsOf(t *testing.T, p breaker.Policy, tr Traffic) map[string]Finding {
 // The false-trip model counted only the failures that cross the line,
 // while this window is over it most of the time. Now the slow rule is
 // judged against the latency: an error finding, and a false-trip figure
-// bound by the cooldowns (the agreement grid holds it against the real
-// breaker).
+// bound by the cooldowns and the probes (the agreement grid holds it
+// against the real breaker).
 func TestSlowRule_HealthyLatencyOverTheLineIsAnError(t *testing.T) {
 	tr := Traffic{Rate: 400, P50: 210 * time.Millisecond, P99: 400 * time.Millisecond, Deadline: 2 * time.Second, Instances: 3}
 	fs := findingsOf(t, slowPolicy(200*time.Millisecond), tr)
@@ -45,7 +45,10 @@ func TestSlowRule_HealthyLatencyOverTheLineIsAnError(t *testing.T) {
 	assert.Contains(t, f.Message, "57% of healthy calls are slower than slow_call 200ms (lognormal from p50 210ms and p99 400ms), at or above slow_ratio 50%")
 	ft := fs[CheckFalseTrips]
 	assert.Equal(t, Warning, ft.Severity)
-	assert.Greater(t, ft.Numbers["false_trips_per_day"], 300.0, "a trip after every close, bound by the cooldowns")
+	// A trip after every close, bound by the cooldowns and by the slow
+	// probes that fail most episodes (57% of calls are slow: all three
+	// pass 8% of the time).
+	assert.Greater(t, ft.Numbers["false_trips_per_day"], 30.0)
 }
 
 // A slow_call below the latency's p99 (or p50) that the healthy traffic

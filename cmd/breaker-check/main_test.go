@@ -524,3 +524,27 @@ func TestTrace_DoesNotDropTheChecks(t *testing.T) {
 		assert.Contains(t, testutil.FirstLine(stderr), c.want)
 	}
 }
+
+// Scenario: 10,000 keys (the documented maximum) of bursty traffic, every
+// value in range, ran for hours (about six of work). The check estimates
+// its work before it simulates and refuses beyond its bound, exit 2 with
+// the figure and the bound.
+func TestMaximumWorkload_AnswersAtOnce(t *testing.T) {
+	var b strings.Builder
+	b.WriteString(`{"defaults": {"rate": 10000000, "p50": "5ms", "p99": "50ms", "error_ratio": 0.3, "deadline": "1s",
+		"bursts": {"per_day": 86400, "length": "500ms", "error_ratio": 0.9}}, "keys": {`)
+	for i := range check.MaxKeys {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, `"svc.Method%d": {}`, i)
+	}
+	b.WriteString("}}")
+	traffic := testutil.WriteFile(t, "max.json", b.String())
+	def := testutil.WriteFile(t, "default.json", `{"default": {}}`)
+	code, stdout, stderr := runFull(t, "-policy", def, "-traffic", traffic)
+	assert.Equal(t, exitUsage, code)
+	assert.Empty(t, stdout)
+	assert.Contains(t, testutil.FirstLine(stderr), "breaker-check: check: the formulas would take about 5e+09 steps for these 10000 keys")
+	assert.Contains(t, testutil.FirstLine(stderr), "more than the 2.4e+08 a check takes (about 2m0s): check fewer keys at a time")
+}
