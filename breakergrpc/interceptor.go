@@ -277,7 +277,7 @@ func (c *config) admit(ctx context.Context, key string) (context.Context, *break
 	call, done, err := b.Allow(ctx)
 	if err != nil {
 		if errors.Is(err, breaker.ErrOpen) {
-			tr.refused()
+			tr.refused(err)
 			return nil, nil, nil, nil, newOpenError(err)
 		}
 		// The caller's context was already done, as gRPC would report it.

@@ -11,7 +11,8 @@ import (
 //   - Key is the key of the breaker that guarded the call (see [WithKey]
 //     and [WithTarget]).
 //   - A call the breaker refused is recorded as refused: it never reached
-//     the network.
+//     the network. A refusal by the throttle (Policy.Throttle) is recorded
+//     as throttled too.
 //   - Any other is recorded when its outcome is decided (for a stream,
 //     see [StreamClientInterceptor]), with the outcome the interceptor
 //     reported to the breaker, whether it was a half-open probe of that
@@ -53,12 +54,14 @@ func (c *config) track(key string) *tracked {
 	return &tracked{r: c.rec, g: c.group, rec: calltrace.Record{Time: c.group.Now(), Key: key}}
 }
 
-// refused records the call as refused by its breaker.
-func (t *tracked) refused() {
+// refused records the call as refused by its breaker, with err, the
+// refusal, telling the throttle's from an open breaker's.
+func (t *tracked) refused(err error) {
 	if t == nil {
 		return
 	}
 	t.rec.Refused = true
+	t.rec.Throttled = calltrace.IsThrottled(err)
 	t.r.Record(t.rec)
 }
 

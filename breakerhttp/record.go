@@ -11,7 +11,8 @@ import (
 //   - Key is the key of the breaker that guarded the request (see
 //     [WithKey] and [WithRequestKey]).
 //   - A request the breaker refused is recorded as refused: the base was
-//     not called.
+//     not called. A refusal by the throttle (Policy.Throttle) is recorded
+//     as throttled too.
 //   - Any other is recorded when its exchange ends (see [Transport]),
 //     with the outcome the Transport reported to the breaker, whether it
 //     was a half-open probe of that breaker, and its duration: from when
@@ -53,12 +54,14 @@ func (t *Transport) track(key string) *tracked {
 	return &tracked{r: t.rec, g: t.group, rec: calltrace.Record{Time: t.group.Now(), Key: key}}
 }
 
-// refused records the request as refused by its breaker.
-func (c *tracked) refused() {
+// refused records the request as refused by its breaker, with err, the
+// refusal, telling the throttle's from an open breaker's.
+func (c *tracked) refused(err error) {
 	if c == nil {
 		return
 	}
 	c.rec.Refused = true
+	c.rec.Throttled = calltrace.IsThrottled(err)
 	c.r.Record(c.rec)
 }
 

@@ -282,7 +282,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		// Refused, or the caller had already gone. The network is not
 		// touched, but a RoundTripper must close the body on every path.
 		if errors.Is(err, breaker.ErrOpen) {
-			tr.refused()
+			tr.refused(err)
 		}
 		closeRequestBody(req)
 		return nil, err

@@ -109,6 +109,7 @@ const (
 	hasCooldown
 	hasDoublings
 	hasOrigin
+	hasThrottled
 )
 
 // parseLine reads one line. The format is flat and fixed, so a small
@@ -201,6 +202,11 @@ func parseLine(b []byte, line int, keys map[string]string) (Record, error) {
 			if r.Refused, ok = p.boolean(); !ok {
 				return bad("refused", "want true or false, got %s", p.rest())
 			}
+		case "throttled":
+			bit = hasThrottled
+			if r.Throttled, ok = p.boolean(); !ok {
+				return bad("throttled", "want true or false, got %s", p.rest())
+			}
 		case "to":
 			bit = hasTo
 			s, ok := p.str()
@@ -254,7 +260,7 @@ func parseLine(b []byte, line int, keys map[string]string) (Record, error) {
 	if p.space(); p.i != len(b) {
 		return bad("", "unexpected text after the object at column %d", p.i+1)
 	}
-	const callFields = hasD | hasO | hasProbe | hasRefused
+	const callFields = hasD | hasO | hasProbe | hasRefused | hasThrottled
 	switch {
 	case seen&hasT == 0:
 		return bad("t", "required")
@@ -289,6 +295,8 @@ func parseLine(b []byte, line int, keys map[string]string) (Record, error) {
 		return bad("d", "a refused call has no duration")
 	case r.Refused && r.Probe:
 		return bad("probe", "a refused call is not a probe")
+	case r.Throttled && !r.Refused:
+		return bad("throttled", `a throttled call is refused: give "refused": true`)
 	case !r.Refused && seen&hasD == 0:
 		return bad("d", "required unless refused")
 	case !r.Refused && seen&hasO == 0:
@@ -301,7 +309,7 @@ func parseLine(b []byte, line int, keys map[string]string) (Record, error) {
 
 // fieldName names the first field of bits, for an error.
 func fieldName(bits int) string {
-	for i, name := range []string{"t", "k", "d", "o", "probe", "refused", "to", "cooldown", "doublings", "origin"} {
+	for i, name := range []string{"t", "k", "d", "o", "probe", "refused", "to", "cooldown", "doublings", "origin", "throttled"} {
 		if bits&(1<<i) != 0 {
 			return name
 		}

@@ -10,17 +10,22 @@
 //	{"t":1764504000123456,"k":"inventory.GetStock","d":1523,"o":"success"}
 //	{"t":1764504000124090,"k":"inventory.GetStock","d":600012,"o":"timeout","probe":true}
 //	{"t":1764504000125001,"k":"inventory.GetStock","refused":true}
+//	{"t":1764504000125307,"k":"inventory.GetStock","refused":true,"throttled":true}
 //
-//	t        when the call was made: Unix time in microseconds, from 0 to
-//	         MaxTime (required)
-//	k        the breaker's key or name (required, not empty)
-//	d        how long the call took, in microseconds, from 0 to 2^62 ns
-//	         (required unless refused)
-//	o        the outcome the breaker counted: "success", "failure", "timeout"
-//	         or "ignored" (required unless refused)
-//	probe    true if the call was a half-open probe (default false)
-//	refused  true if the breaker refused the call: it never ran, so it has
-//	         no "d" and no "o" (default false)
+//	t          when the call was made: Unix time in microseconds, from 0
+//	           to MaxTime (required)
+//	k          the breaker's key or name (required, not empty)
+//	d          how long the call took, in microseconds, from 0 to 2^62 ns
+//	           (required unless refused)
+//	o          the outcome the breaker counted: "success", "failure",
+//	           "timeout" or "ignored" (required unless refused)
+//	probe      true if the call was a half-open probe (default false)
+//	refused    true if the breaker refused the call: it never ran, so it
+//	           has no "d" and no "o" (default false)
+//	throttled  with refused: true if the refusal was the throttle's
+//	           (Policy.Throttle), the breaker closed, rather than an open
+//	           breaker's (default false). A trace written before the field
+//	           existed reads every refusal as an open breaker's
 //
 // A trace may also hold what a replay needs to reproduce the recorded
 // breakers' refusals:
@@ -44,7 +49,8 @@
 // than by start, and a clock stepped back writes earlier times after later
 // ones; readers sort them. A line is at most MaxLine bytes. [Decoder]
 // reads a trace strictly: an unknown field, a missing or malformed one, a
-// value out of range, or a refused call with an outcome is an error
+// value out of range, a refused call with an outcome, or a throttled call
+// that is not refused is an error
 // naming the line and the field and quoting the value (*[LineError]).
 //
 // # Recording

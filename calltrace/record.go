@@ -1,6 +1,7 @@
 package calltrace
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -27,6 +28,11 @@ type Record struct {
 	Probe bool
 	// Refused is true if the breaker refused the call.
 	Refused bool
+	// Throttled is true, with Refused, if the refusal was the throttle's
+	// (Policy.Throttle): the breaker was closed and refused the call at
+	// random (an *breaker.OpenError with State Closed and Reason
+	// breaker.ReasonThrottled; see IsThrottled), rather than open.
+	Throttled bool
 
 	// kind marks a record that is not a call: a transition (tr) or the
 	// breakers' time origin, written by the Recorder.
@@ -78,6 +84,9 @@ func (r Record) AppendJSON(dst []byte) []byte {
 	dst = append(dst, `,"k":`...)
 	dst = appendString(dst, r.Key)
 	if r.Refused {
+		if r.Throttled {
+			return append(dst, `,"refused":true,"throttled":true}`...)
+		}
 		return append(dst, `,"refused":true}`...)
 	}
 	dst = append(dst, `,"d":`...)
@@ -93,6 +102,15 @@ func (r Record) AppendJSON(dst []byte) []byte {
 		dst = append(dst, `,"probe":true`...)
 	}
 	return append(dst, '}')
+}
+
+// IsThrottled reports whether err, the error of a call a breaker refused,
+// is the throttle's refusal: an *breaker.OpenError with State Closed and
+// Reason breaker.ReasonThrottled. A recorder sets Record.Throttled with
+// it.
+func IsThrottled(err error) bool {
+	var oe *breaker.OpenError
+	return errors.As(err, &oe) && oe.State == breaker.Closed && oe.Reason == breaker.ReasonThrottled
 }
 
 // appendJSON appends the transition's line:

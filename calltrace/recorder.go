@@ -281,7 +281,8 @@ func (r *Recorder) watch(g *breaker.Group) {
 
 // Do calls fn through g's breaker for key, exactly as g.Do(ctx, key, fn)
 // does, and records the call: when it was made, how long fn took, the
-// outcome, and whether it was a probe or refused. A call that never reached
+// outcome, and whether it was a probe or refused (and whether the refusal
+// was the throttle's). A call that never reached
 // the breaker (ctx already done, a bad key) is not recorded. With a nil
 // Recorder, Do is g.Do.
 func (r *Recorder) Do(ctx context.Context, g *breaker.Group, key string, fn func(context.Context) error) error {
@@ -302,6 +303,7 @@ func (r *Recorder) Do(ctx context.Context, g *breaker.Group, key string, fn func
 	if !c.ran && !errors.Is(err, breaker.ErrOpen) {
 		return err
 	}
+	c.rec.Throttled = !c.ran && IsThrottled(err)
 	r.Record(c.rec)
 	return err
 }
@@ -335,6 +337,7 @@ func Track[T any](r *Recorder, key string, fn func(context.Context) (T, error)) 
 		if !c.ran && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
 			return
 		}
+		c.rec.Throttled = !c.ran && IsThrottled(err)
 		r.Record(c.rec)
 	}
 	return wrapped, done

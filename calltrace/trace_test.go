@@ -690,3 +690,116 @@ func TestDecoder_TransitionAndOriginLinesAreChecked(t *testing.T) {
 	_, err := NewDecoder(strings.NewReader("{\"t\":1,\"origin\":true}\n{\"t\":2,\"origin\":true}\n")).Next()
 	assert.ErrorContains(t, err, `line 2: field "origin": a second origin, 2, where an earlier line gave 1`)
 }
+
+// A refusal by the throttle (the breaker closed, refusing at random) is
+// recorded apart from an open breaker's: "throttled": true beside
+// "refused": true. Every refusal was written the same, so a replay read a
+// throttling breaker's refusals as an open breaker, one span each.
+func TestRecorder_ThrottledRefusalsAreToldFromOpenOnes(t *testing.T) {
+	clk := clock.NewMock()
+	clk.Set(t0)
+	pol := breaker.DefaultPolicy()
+	pol.Jitter = 0
+	pol.ErrorRatio = 0 // the ratio rule off: the throttle alone acts on a partial fault
+	pol.ConsecutiveFailures = 30
+	pol.Throttle = breaker.Throttle{Enabled: true, K: 2, MinRequests: 20}
+	// Every draw refuses while the throttle's probability is above 0.
+	g, err := breaker.NewGroup(breaker.GroupConfig{Policies: breaker.GroupPolicy{Default: pol}},
+		breaker.WithClock(clk), breaker.WithRand(func() float64 { return 0 }))
+	require.NoError(t, err)
+	b, err := g.Get("inv")
+	require.NoError(t, err)
+	ctx := context.Background()
+	var buf bytes.Buffer
+	r, err := NewRecorder(&buf, Options{Clock: clk})
+	require.NoError(t, err)
+	ok := func(context.Context) error { clk.Add(time.Millisecond); return nil }
+	failing := func(context.Context) error { clk.Add(time.Millisecond); return errDown }
+	// 85% of the calls fail, in runs shorter than ConsecutiveFailures:
+	// the throttle refuses, through Do and through Track.
+	doThrottled, trackThrottled := 0, 0
+	for i := 0; i < 2000 && (doThrottled == 0 || trackThrottled == 0); i++ {
+		call := ok
+		if i%20 < 17 {
+			call = failing
+		}
+		if i%2 == 0 {
+			if IsThrottled(r.Do(ctx, g, "inv", call)) {
+				doThrottled++
+			}
+			continue
+		}
+		fn, done := Track(r, "inv", func(ctx context.Context) (int, error) { return 1, call(ctx) })
+		_, err := breaker.Call(ctx, b, fn)
+		done(err)
+		if IsThrottled(err) {
+			trackThrottled++
+		}
+	}
+	require.Positive(t, doThrottled, "Do met the throttle")
+	require.Positive(t, trackThrottled, "Track met the throttle")
+	// Then every call fails: the breaker opens (once the throttle, which
+	// refuses nearly every call, lets enough through) and refuses as open.
+	for i := 0; i < 5000 && b.State() != breaker.Open; i++ {
+		clk.Add(10 * time.Millisecond)
+		_ = r.Do(ctx, g, "inv", failing)
+	}
+	require.Equal(t, breaker.Open, b.State())
+	openErr := r.Do(ctx, g, "inv", ok)
+	require.ErrorIs(t, openErr, breaker.ErrOpen)
+	require.False(t, IsThrottled(openErr))
+	require.NoError(t, r.Close())
+	require.Zero(t, r.Dropped())
+
+	var throttled int
+	var last Record
+	d := NewDecoder(bytes.NewReader(buf.Bytes()))
+	for {
+		rec, err := d.Next()
+		if err == io.EOF {
+			break
+		}
+		require.NoError(t, err)
+		if rec.Throttled {
+			require.True(t, rec.Refused)
+			throttled++
+		}
+		last = rec
+	}
+	assert.GreaterOrEqual(t, throttled, doThrottled+trackThrottled, "every throttled refusal recorded as one")
+	assert.True(t, last.Refused && !last.Throttled, "the open breaker's refusal, as open: %+v", last)
+	assert.Contains(t, buf.String(), `,"refused":true,"throttled":true}`+"\n")
+}
+
+// The field decodes, is checked, and a trace without it (written before
+// it existed) reads every refusal as an open breaker's.
+func TestDecoder_Throttled(t *testing.T) {
+	rec := Record{Time: t0, Key: "inv", Refused: true, Throttled: true}
+	line := string(rec.AppendJSON(nil))
+	assert.Equal(t, `{"t":1796040000000000,"k":"inv","refused":true,"throttled":true}`, line)
+	old := `{"t":1796040000000001,"k":"inv","refused":true}`
+	d := NewDecoder(strings.NewReader(line + "\n" + old + "\n" + `{"t":1796040000000002,"k":"inv","refused":true,"throttled":false}` + "\n"))
+	got, err := d.Next()
+	require.NoError(t, err)
+	assert.Equal(t, rec, got)
+	for range 2 {
+		got, err = d.Next()
+		require.NoError(t, err)
+		assert.True(t, got.Refused)
+		assert.False(t, got.Throttled)
+	}
+	for _, tc := range []struct{ line, field, problem string }{
+		{`{"t":1,"k":"a","d":1,"o":"success","throttled":true}`, "throttled", `a throttled call is refused: give "refused": true`},
+		{`{"t":1,"k":"a","throttled":true}`, "throttled", "a throttled call is refused"},
+		{`{"t":1,"k":"a","refused":true,"throttled":"yes"}`, "throttled", "want true or false"},
+		{`{"t":1,"k":"a","refused":true,"throttled":true,"throttled":true}`, "throttled", "appears twice"},
+		{`{"t":1,"k":"a","to":"open","throttled":true}`, "throttled", "a transition is not a call"},
+		{`{"t":1,"origin":true,"throttled":true}`, "throttled", "an origin line has"},
+	} {
+		_, err := NewDecoder(strings.NewReader(tc.line)).Next()
+		var le *LineError
+		require.ErrorAs(t, err, &le, tc.line)
+		assert.Equal(t, tc.field, le.Field, tc.line)
+		assert.Contains(t, le.Problem, tc.problem, tc.line)
+	}
+}
