@@ -50,9 +50,9 @@ func TestSnapshot_ServesAsJSON(t *testing.T) {
 	assert.Error(t, sev.UnmarshalText([]byte("P0")))
 }
 
-// behaviour.md §6 Observability: severity from open duration, P3 ≥1m, P2
-// ≥10m, P1 ≥30m, with the method and the snapshot at trip time.
-func TestAlerts_SeverityGrowsWithTheOpenDuration(t *testing.T) {
+// behaviour.md §6 Observability: severity from the outage's length, P3
+// ≥1m, P2 ≥10m, P1 ≥30m, with the method and the trip's evidence.
+func TestAlerts_SeverityGrowsWithTheOutagesLength(t *testing.T) {
 	gh := newGroupHarness(t, breaker.GroupConfig{})
 	gh.calls("inventory.GetStock@10.0.0.7", 8, nil)
 	gh.calls("inventory.GetStock@10.0.0.7", 7, context.DeadlineExceeded)
@@ -82,14 +82,14 @@ func TestAlerts_SeverityGrowsWithTheOpenDuration(t *testing.T) {
 		assert.Equal(t, s.want, a.Severity, "at %v", s.at)
 		assert.Equal(t, "inventory.GetStock", a.Method)
 		assert.Equal(t, "10.0.0.7", a.Target)
-		assert.Equal(t, breaker.ReasonErrorRatio, a.TripReason)
+		assert.Equal(t, breaker.ReasonErrorRatio, a.Trip.Reason)
 		assert.Equal(t, breaker.ReasonErrorRatio, a.Reason)
-		assert.Equal(t, breaker.Snapshot{Counted: 20, Failures: 12, Timeouts: 7}, a.Snapshot)
-		assert.Equal(t, s.at, a.OpenDuration)
+		assert.Equal(t, breaker.Snapshot{Counted: 20, Failures: 12, Timeouts: 7}, a.Trip.Window)
+		assert.Equal(t, s.at, a.Duration)
 	}
 	a := Alerts(gh.g, Thresholds{})[0]
-	assert.Equal(t, "P1: breaker inventory.GetStock@10.0.0.7 has been open for 30m0s "+
-		"(opened on error_ratio: 12 of 20 calls failed, 7 of them timeouts); check the health of inventory.GetStock on 10.0.0.7", a.Message)
+	assert.Equal(t, "P1: breaker inventory.GetStock@10.0.0.7 has been failing for 30m0s "+
+		"(opened on error_ratio: 12 of 20 calls failed, 7 of them timeouts; probing now); check the health of inventory.GetStock on 10.0.0.7", a.Message)
 }
 
 // An alert leads with why the breaker opened, the rule and the window
@@ -107,10 +107,10 @@ func TestAlerts_LeadWithTheTripNotTheLastProbe(t *testing.T) {
 	alerts := Alerts(gh.g, Thresholds{})
 	require.Len(t, alerts, 1)
 	a := alerts[0]
-	assert.Equal(t, breaker.ReasonErrorRatio, a.TripReason)
+	assert.Equal(t, breaker.ReasonErrorRatio, a.Trip.Reason)
 	assert.Equal(t, breaker.ReasonProbeFailed, a.Reason)
-	assert.Equal(t, breaker.Snapshot{Counted: 20, Failures: 11, Timeouts: 9}, a.Snapshot)
-	assert.Equal(t, "P3: breaker inventory.GetStock has been open for 1m11s (opened on error_ratio: 11 of 20 calls failed, "+
+	assert.Equal(t, breaker.Snapshot{Counted: 20, Failures: 11, Timeouts: 9}, a.Trip.Window)
+	assert.Equal(t, "P3: breaker inventory.GetStock has been failing for 1m11s (opened on error_ratio: 11 of 20 calls failed, "+
 		"9 of them timeouts; now probe_failed); check the health of inventory.GetStock", a.Message)
 }
 
@@ -163,7 +163,7 @@ func TestAlerts_ReleasingAForcedOpenRaisesNoAlert(t *testing.T) {
 			alerts := Alerts(gh.g, Thresholds{})
 			require.Len(t, alerts, 1)
 			assert.Equal(t, SeverityP3, alerts[0].Severity)
-			assert.Equal(t, time.Minute, alerts[0].OpenDuration)
+			assert.Equal(t, time.Minute, alerts[0].Duration)
 
 			// The time spent open still counts every minute of it.
 			open := 2*time.Hour + time.Minute

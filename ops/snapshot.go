@@ -48,6 +48,13 @@ type PolicySnapshot struct {
 	Following string       `json:"following,omitempty"`
 	Reloads   live.Reloads `json:"reloads"`
 	Last      *live.Change `json:"last,omitempty"`
+	// Down is the follower's record of its source's last gone or
+	// unreadable delivery, while the source has delivered nothing
+	// readable since; nil while it delivers. Rejected is the record of
+	// the last document refused while no valid one has come since, which
+	// a gone source does not clear. Both are [live.Status]'s.
+	Down     *live.Change `json:"down,omitempty"`
+	Rejected *live.Change `json:"rejected,omitempty"`
 	// Candidate is the candidate the group's breakers run in shadow; nil
 	// without one (see [breaker.GroupPolicy.Candidate]).
 	Candidate *CandidateInfo `json:"candidate,omitempty"`
@@ -72,6 +79,7 @@ func policySnapshot(g *breaker.Group, f *live.Follower, bs []*breaker.Breaker) P
 	if f != nil {
 		st := f.Status()
 		ps.Following, ps.Reloads, ps.Last = st.Following, st.Reloads, st.Last
+		ps.Down, ps.Rejected = st.Down, st.Rejected
 		if a := st.Applied; a != nil && a.Origin == ps.Origin && a.Version == ps.Version {
 			ps.Changes = a.Changes
 		}
@@ -140,6 +148,6 @@ func Snapshot(g *breaker.Group, th Thresholds, f *live.Follower) GroupSnapshot {
 	// The alerts are graded from the statuses just read, not from a second
 	// pass over the group: the snapshot's alerts then agree with its
 	// breakers, and the group's breakers are visited once.
-	s.Alerts = alertsOf(s.Breakers, s.Time, th.orDefault())
+	s.Alerts = alertsOf(s.Breakers, th.orDefault())
 	return s
 }

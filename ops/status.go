@@ -3,6 +3,7 @@ package ops
 import (
 	"bytes"
 	_ "embed"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"html/template"
@@ -194,19 +195,22 @@ func (p *StatusPage) view() statusView {
 				c.Recent = append(c.Recent, transitionOf(s.e, now))
 			}
 		}
-		switch st.State {
-		case breaker.Open:
+		switch {
+		case st.State == breaker.Open:
 			v.Open++
-		case breaker.HalfOpen:
+		case st.State == breaker.HalfOpen:
 			v.HalfOpen++
+		case c.Recovering:
+			v.Recovering++
 		}
 		if c.ThrottlePct > 0 {
 			v.Throttling++
 		}
 		v.Breakers = append(v.Breakers, c)
 	}
-	// Trouble first: open, then half-open, then closed; by name within.
-	sort.SliceStable(v.Breakers, func(i, j int) bool { return rank(v.Breakers[i].State) < rank(v.Breakers[j].State) })
+	// Trouble first: open, then half-open, then recovering, then closed;
+	// by name within.
+	sort.SliceStable(v.Breakers, func(i, j int) bool { return rank(v.Breakers[i]) < rank(v.Breakers[j]) })
 	for _, sev := range []Severity{SeverityP1, SeverityP2, SeverityP3} {
 		g := alertGroup{Severity: sev, Action: severityAction[sev]}
 		for _, a := range snap.Alerts {
@@ -227,15 +231,18 @@ func (p *StatusPage) view() statusView {
 	return v
 }
 
-// rank orders the cards: open, then half-open, then closed.
-func rank(s breaker.State) int {
-	switch s {
-	case breaker.Open:
+// rank orders the cards: open, then half-open, then closed in an
+// outage (recovering), then closed.
+func rank(c card) int {
+	switch {
+	case c.State == breaker.Open:
 		return 0
-	case breaker.HalfOpen:
+	case c.State == breaker.HalfOpen:
 		return 1
+	case c.Recovering:
+		return 2
 	}
-	return 2
+	return 3
 }
 
 var severityAction = map[Severity]string{
@@ -250,6 +257,9 @@ type statusView struct {
 	Th       Thresholds
 	Open     int
 	HalfOpen int
+	// Recovering counts the closed breakers whose outage has not
+	// settled yet.
+	Recovering int
 	// Throttling counts the closed breakers whose throttle refuses calls
 	// now (a refusal probability above 0).
 	Throttling int
@@ -275,12 +285,20 @@ type card struct {
 	// 0 only while a closed breaker's throttle refuses calls.
 	ThrottlePct float64
 	NextProbe   time.Duration
-	Counts      []breaker.TransitionCount
-	Recent      []transition
+	// Recovering: closed in an outage that has not settled; SettlesIn is
+	// how long until it settles if the breaker stays closed.
+	Recovering bool
+	SettlesIn  time.Duration
+	Counts     []breaker.TransitionCount
+	Recent     []transition
 }
 
 func cardOf(st breaker.Status, now time.Time) card {
 	c := card{Status: st}
+	if o := st.Outage; o != nil && o.Recovering() {
+		c.Recovering = true
+		c.SettlesIn = max(0, o.SettlesAt.Sub(now))
+	}
 	c.Method, c.Target = breaker.SplitKey(st.Name)
 	c.RatioPct = 100 * st.ErrorRatio
 	c.ThresholdPct = 100 * st.Policy.ErrorRatio
@@ -294,14 +312,39 @@ func cardOf(st breaker.Status, now time.Time) card {
 	return c
 }
 
-// transition is one event as a line of the page.
+// transition is one event as a line of the page. Trip is the evidence
+// of a trip from closed, empty for the other transitions.
 type transition struct {
 	breaker.Event
-	Ago time.Duration
+	Ago  time.Duration
+	Trip string
 }
 
 func transitionOf(e breaker.Event, now time.Time) transition {
-	return transition{Event: e, Ago: max(0, now.Sub(e.Time))}
+	t := transition{Event: e, Ago: max(0, now.Sub(e.Time))}
+	if trip, ok := tripOf(e); ok {
+		t.Trip = trip.String()
+	}
+	return t
+}
+
+// tripOf is the trip an event records, if it is a trip from closed by a
+// rule: the outage's own for the trip that began it, with all its
+// evidence; for a later trip in the outage, its rule and window (the run
+// of a consecutive-failures trip is kept only for the first).
+func tripOf(e breaker.Event) (breaker.Trip, bool) {
+	if e.From != breaker.Closed || e.To != breaker.Open || e.Reason == breaker.ReasonForcedOpen {
+		return breaker.Trip{}, false
+	}
+	o := e.Outage
+	if o != nil && o.Since.Equal(e.Time) && o.Trip.Reason == e.Reason {
+		return o.Trip, true
+	}
+	t := breaker.Trip{Reason: e.Reason, Window: e.Snapshot}
+	if o != nil {
+		t.SlowCall = o.Trip.SlowCall
+	}
+	return t, true
 }
 
 // policyView is the page's policy line.
@@ -311,40 +354,138 @@ type policyView struct {
 	Origin    string
 	Version   string
 	AppliedAt time.Time
-	// Rejected is the version of the last document refused since, if
-	// the last one delivered was refused: the page says it is not live,
-	// and why (Problems).
-	Rejected  string
-	Problems  []breaker.FieldError
+	// Rejected is the version of the last document refused while no
+	// valid one has been delivered since, a gone or unreadable source
+	// notwithstanding: the page says it is not live, and why (Problems).
+	Rejected string
+	Problems []breaker.FieldError
+	// Down is the record of the source's last gone or unreadable
+	// delivery while it has delivered nothing readable since: the page
+	// shows a banner until it is back.
+	Down      *live.Change
 	Default   breaker.Policy
-	Overrides []string
+	Overrides []override
 	// Unused are the override keys no breaker has used yet: a typo, or
 	// a downstream not called yet.
 	Unused []string
 }
 
+// override is an override key of the policy line, with what it sets:
+// the fields in which its policy differs from the default.
+type override struct {
+	Key  string
+	Sets []fieldValue
+}
+
 // policyInForce is what the page says of the policy in force: where it
 // comes from and its version (from ps, the snapshot's), the group's
-// default policy and the keys it overrides.
+// default policy and the keys it overrides, with what each sets.
 func policyInForce(g *breaker.Group, ps PolicySnapshot) policyView {
 	gp := g.Policies()
 	v := policyView{Default: gp.Default, Origin: ps.Origin, Version: ps.Version, AppliedAt: ps.AppliedAt,
-		Unused: ps.UnusedOverrides}
-	if ps.Last != nil && ps.Last.Result == live.Rejected {
-		v.Rejected = ps.Last.Version
+		Unused: ps.UnusedOverrides, Down: ps.Down}
+	if r := ps.Rejected; r != nil {
+		v.Rejected = r.Version
 		if v.Rejected == "" {
 			v.Rejected = "(no version)"
 		}
-		v.Problems = ps.Last.Problems
+		v.Problems = r.Problems
 	}
 	if v.Default == (breaker.Policy{}) {
 		v.Default = breaker.DefaultPolicy()
 	}
-	for k := range gp.Overrides {
-		v.Overrides = append(v.Overrides, k)
+	for k, p := range gp.Overrides {
+		v.Overrides = append(v.Overrides, override{Key: k, Sets: policyDiff(v.Default, p)})
 	}
-	sort.Strings(v.Overrides)
+	sort.Slice(v.Overrides, func(i, j int) bool { return v.Overrides[i].Key < v.Overrides[j].Key })
 	return v
+}
+
+// fieldValue is one field of a policy as a document writes it:
+// open_for 45s, adaptive_timeout.max 2s.
+type fieldValue struct{ Field, Value string }
+
+// policyDiff lists the fields of p that differ from base, in the order
+// of the policy's JSON, nested fields by their path.
+func policyDiff(base, p breaker.Policy) []fieldValue {
+	if base == p {
+		return nil
+	}
+	a, b := policyFields(base), policyFields(p)
+	var out []fieldValue
+	for i := range b {
+		if i >= len(a) || a[i] != b[i] {
+			out = append(out, b[i])
+		}
+	}
+	return out
+}
+
+// policyFields lists the fields of p as its JSON writes them.
+func policyFields(p breaker.Policy) []fieldValue {
+	data, err := json.Marshal(p)
+	if err != nil {
+		return nil // a NaN or an infinity, which no valid policy holds
+	}
+	var out []fieldValue
+	objectFields(data, "", &out)
+	return out
+}
+
+// objectFields appends the members of the JSON object data to out, in
+// their order, each named with prefix, a nested object's by its path.
+func objectFields(data []byte, prefix string, out *[]fieldValue) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if _, err := dec.Token(); err != nil { // {
+		return
+	}
+	for dec.More() {
+		k, err := dec.Token()
+		if err != nil {
+			return
+		}
+		name, _ := k.(string)
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); err != nil {
+			return
+		}
+		if len(raw) > 0 && raw[0] == '{' {
+			objectFields(raw, prefix+name+".", out)
+			continue
+		}
+		val := string(raw)
+		if uq, err := strconv.Unquote(val); err == nil {
+			val = uq
+		}
+		*out = append(*out, fieldValue{prefix + name, val})
+	}
+}
+
+// cooldownOf says what the policy's cooldown is: "30s, doubling to 2m0s,
+// each drawn within ±20% (jitter)"; a cooldown that does not double
+// (MaxOpenFor = OpenFor) says no doubling, and no jitter says none.
+func cooldownOf(p breaker.Policy) string {
+	s := durText(p.OpenFor)
+	if p.MaxOpenFor > p.OpenFor {
+		s += ", doubling to " + durText(p.MaxOpenFor)
+	}
+	if p.Jitter > 0 {
+		each := "each "
+		if p.MaxOpenFor <= p.OpenFor {
+			each = ""
+		}
+		s += ", " + each + "drawn within ±" + strconv.FormatFloat(100*p.Jitter, 'f', -1, 64) + "% (jitter)"
+	}
+	return s
+}
+
+// durText writes a duration to the second, or to the millisecond under a
+// second: 2m5s, 450ms.
+func durText(d time.Duration) string {
+	if d > 0 && d < time.Second {
+		return d.Round(time.Millisecond).String()
+	}
+	return d.Round(time.Second).String()
 }
 
 //go:embed status.html
@@ -366,16 +507,13 @@ var statusTemplate = template.Must(template.New("status").Funcs(template.FuncMap
 			func(k string) { b.WriteString(string(printableHTML(k))) })
 		return template.HTML(b.String())
 	},
-	// dur writes a duration to the second, or to the millisecond under
-	// a second: 2m5s, 450ms.
-	"dur": func(d time.Duration) string {
-		if d > 0 && d < time.Second {
-			return d.Round(time.Millisecond).String()
-		}
-		return d.Round(time.Second).String()
-	},
-	"clock": func(t time.Time) string { return t.Format("15:04:05") },
-	"pct":   func(f float64) string { return strconv.FormatFloat(f, 'f', 0, 64) + "%" },
+	"dur":      durText,
+	"cooldown": cooldownOf,
+	"tally":    tally,
+	"diagnose": diagnosis,
+	"isGone":   func(r live.Result) bool { return r == live.Gone },
+	"clock":    func(t time.Time) string { return t.Format("15:04:05") },
+	"pct":      func(f float64) string { return strconv.FormatFloat(f, 'f', 0, 64) + "%" },
 	// share writes a probability in percent above 0 as at least "<1%",
 	// so that a throttle that refuses few calls does not read as none.
 	"share": func(pct float64) string {

@@ -75,17 +75,17 @@ func TestStatusPage_ShowsAnOpenBreakerWhyAndUntilWhen(t *testing.T) {
 		"(1 open) Circuit breakers",
 		"2 breakers 1 open 0 half-open as of 05:06:09",
 		"Policy: set by code; default: trips at 50% errors over at least 20 calls in 5s, open 30s to 2m0s, 3 probes; overrides: pricing.GetPrice",
-		"inventory.GetStock @10.0.0.7 open for 2s , since 05:06:07",
+		"inventory.GetStock @10.0.0.7 open failing for 2s , since 05:06:07",
 		"opened on error_ratio: 12 of 20 calls failed, 7 of them timeouts",
-		"Next probe at 05:06:37 (in 28s), at the end of a cooldown of 30s ; the policy's cooldown is 30s, doubling to 2m0s.",
+		"Next probe at 05:06:37 (in 28s), at the end of a cooldown of 30s ; the policy's cooldown is 30s, doubling to 2m0s, each drawn within ±20% (jitter).",
 		"Window (5s): 20 calls, error ratio 60% of 50%, 7 timeouts",
 		"05:06:07 closed → open error_ratio , cooldown 30s",
-		"Alerts None: no breaker has been open for 1m0s.",
-		"This page's own grading of this process's breakers, by how long each has been open (ops.Alerts): 1m0s P3, record; 10m0s P2, page; 30m0s P1, escalate. It is not the state of Prometheus's alerts",
-		"overrides: pricing.GetPrice; not used by any breaker yet: pricing.GetPrice",
+		"Alerts None: no outage has lasted 1m0s.",
+		"This page's own grading of this process's breakers, by how long each outage has lasted, from its first trip until the breaker has stayed closed long enough to settle (ops.Alerts): 1m0s P3, record; 10m0s P2, page; 30m0s P1, escalate. It is not the state of Prometheus's alerts",
+		"overrides: pricing.GetPrice (as the default); not used by any breaker yet: pricing.GetPrice",
 		"orders.Create closed Window (5s): 5 calls (judged from 20), error ratio 0% of 50%, 0 timeouts",
 		"5 ok · 0 failed · 0 timeouts · 0 ignored · 0 refused · 0 fallbacks",
-		"05:06:07 2s ago inventory.GetStock@10.0.0.7 closed → open error_ratio, cooldown 30s 12/20 failed, 7 timeouts",
+		"05:06:07 2s ago inventory.GetStock@10.0.0.7 closed → open error_ratio: 12 of 20 calls failed, 7 of them timeouts 30s",
 	} {
 		assert.Contains(t, txt, want)
 	}
@@ -97,10 +97,10 @@ func TestStatusPage_ShowsAnOpenBreakerWhyAndUntilWhen(t *testing.T) {
 	txt = text(render(t, page))
 	for _, want := range []string{
 		"0 open 1 half-open",
-		"inventory.GetStock @10.0.0.7 half-open for 1m30s , since 05:06:07",
+		"inventory.GetStock @10.0.0.7 half-open failing for 1m30s , since 05:06:07",
 		"Probing: 3 calls go through; all must pass to close.",
 		"05:07:37 open → half-open cooldown_elapsed",
-		"P3 record P3: breaker inventory.GetStock@10.0.0.7 has been open for 1m30s (opened on error_ratio: 12 of 20 calls failed, 7 of them timeouts); check the health of inventory.GetStock on 10.0.0.7",
+		"P3 record P3: breaker inventory.GetStock@10.0.0.7 has been failing for 1m30s (opened on error_ratio: 12 of 20 calls failed, 7 of them timeouts; probing now); check the health of inventory.GetStock on 10.0.0.7",
 		"All transitions closed → open (error_ratio): 1 open → half-open (cooldown_elapsed): 1",
 	} {
 		assert.Contains(t, txt, want)
@@ -112,7 +112,7 @@ func TestStatusPage_ShowsAnOpenBreakerWhyAndUntilWhen(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, b.SetMode(breaker.ModeForcedOpen))
 	txt = text(render(t, page))
-	assert.Contains(t, txt, "open forced_open for")
+	assert.Contains(t, txt, "open forced_open in an outage for 1m30s , since 05:06:07")
 	assert.Contains(t, txt, "No probe until an operator releases it")
 	assert.Contains(t, txt, "Alerts None")
 }
@@ -150,7 +150,7 @@ func TestStatusPage_KeepsTheLatestTransitions(t *testing.T) {
 	gh.clk.Add(time.Second)
 	require.NoError(t, b.SetMode(breaker.ModeAuto))
 	txt = text(render(t, page))
-	assert.Contains(t, txt, "half-open for 0s , since 05:06:12", "released")
+	assert.Contains(t, txt, "half-open failing for 0s , since 05:06:12", "released: the outage counts from the release")
 	assert.NotContains(t, txt, "05:06:12 open → half-open", "closed: nothing new recorded")
 }
 
@@ -265,7 +265,7 @@ func TestStatusPage_ShowsTheRunningCooldownAndTheTripApartFromTheProbe(t *testin
 	txt := text(render(t, page))
 	for _, want := range []string{
 		"opened on error_ratio: 10 of 20 calls failed, 10 of them timeouts; reopened on probe_failed . The breaker only stops the bleeding: check the health of pricing.GetPrice.",
-		"Next probe at 05:07:37 (in 50s), at the end of a cooldown of 1m0s ; the policy's cooldown is 30s, doubling to 2m0s.",
+		"Next probe at 05:07:37 (in 50s), at the end of a cooldown of 1m0s ; the policy's cooldown is 30s, doubling to 2m0s, each drawn within ±20% (jitter).",
 	} {
 		assert.Contains(t, txt, want)
 	}
@@ -324,7 +324,7 @@ func TestStatusPage_TextThatDoesNotShowAsItselfIsEscaped(t *testing.T) {
 		`<span class="target">@&#34;` + esc(`\xfe`) + `&#34;</span>`,
 		`<span class="name">&#34;pricing.Get` + esc(`\u200b`) + `Price&#34;</span>`,
 		// The alert and the latest transitions.
-		`P3: breaker &#34;inventory.GetStock@` + esc(`\u202e`) + `7.0.0.01&#34; has been open for 1m0s`,
+		`P3: breaker &#34;inventory.GetStock@` + esc(`\u202e`) + `7.0.0.01&#34; has been failing for 1m0s`,
 		`check the health of inventory.GetStock on &#34;` + esc(`\u202e`) + `7.0.0.01&#34;</li>`,
 		`<td class="key">&#34;inventory.GetStock@` + esc(`\u202e`) + `7.0.0.01&#34;</td>`,
 		// The policy line.
@@ -339,7 +339,7 @@ func TestStatusPage_TextThatDoesNotShowAsItselfIsEscaped(t *testing.T) {
 	alerts := Alerts(gh.g, Thresholds{})
 	require.Len(t, alerts, 1)
 	assert.Equal(t, poser, alerts[0].Name, "the alert keeps the key itself")
-	assert.Equal(t, `P3: breaker "inventory.GetStock@\u202e7.0.0.01" has been open for 1m0s (opened on error_ratio: 20 of 20 calls failed, 0 of them timeouts); check the health of inventory.GetStock on "\u202e7.0.0.01"`,
+	assert.Equal(t, `P3: breaker "inventory.GetStock@\u202e7.0.0.01" has been failing for 1m0s (opened on error_ratio: 20 of 20 calls failed, 0 of them timeouts; probing now); check the health of inventory.GetStock on "\u202e7.0.0.01"`,
 		alerts[0].Message)
 }
 

@@ -62,16 +62,19 @@ type Watcher struct {
 // idle breakers (see [breaker.Group.EvictIdle]) and calls notify for each
 // alert whose severity has risen since it was last notified.
 //
-// Every outage (a breaker's spell out of Closed, from its trip, or from
-// the end of a forced open, to its close; [Alert.Since] is its start) is
-// notified on its own: at the severity a round first finds it at, then
-// at each higher one, once each. An outage that begins between two
-// rounds is a new one, even when its breaker was notified at P1 just
-// before, closed and tripped again, or was dropped from the group and
-// made again under its key, and even when the new outage has reached the
-// same severity. An outage keeps what was notified of it while it lasts,
-// through a spell in another mode too; the end of an outage is not
-// notified.
+// Every outage ([breaker.Outage]: from a breaker's trip, or the end of a
+// forced open, until it has stayed closed for Policy.MaxOpenFor) is
+// notified on its own, named by its key and its start ([Alert.Since]),
+// which its closes do not change: at the severity a round first finds it
+// at, then at each higher one, once each. A breaker that closes and trips
+// again before its outage has settled is the same outage, and is not
+// notified again at a severity already notified. An outage that begins
+// after the last one settled, or on a breaker dropped from the group and
+// made again under its key (a restart of the process too), is a new one,
+// notified from its first severity, even when its breaker was notified
+// at P1 just before. An outage keeps what was notified of it while it
+// lasts, through a spell in another mode too; its end (it settles) is
+// not notified.
 //
 // notify runs on the watcher's goroutine, one call at a time, and may
 // call any method of the group or of the watcher, [Watcher.Close]
@@ -177,15 +180,15 @@ func (w *Watcher) stopTicks(stop func()) {
 	stop()
 }
 
-// An outage is one spell of a breaker out of Closed, from the trip (or
-// the end of a forced open) to the close, named by its key and when it
-// began on the group's clock, to the nanosecond. The key alone is not
-// enough: a breaker may close and trip again, or be dropped and made
-// again under its key, between two rounds; its counters then start from
-// zero. The start tells outages apart: the group's time never goes back,
-// and an outage alerts only once it has lasted the P3 threshold, so a
-// later outage of the key began after the round that saw this one
-// alert, at a later instant.
+// An outage is one outage of a breaker ([breaker.Outage]), named by its
+// key and when it began on the group's clock, to the nanosecond. Its start
+// stays the same through its closes and trips until it settles. The key
+// alone is not enough: an outage may settle and another begin, or the
+// breaker be dropped and made again under its key, between two rounds;
+// the new outage's counts then start from zero. The start tells outages
+// apart: the group's time never goes back, and an outage alerts only once
+// it has lasted the P3 threshold, so a later outage of the key began
+// after the round that saw this one alert, at a later instant.
 type outage struct {
 	key  string
 	sec  int64 // since.Unix(), defined for every time, unlike UnixNano
@@ -198,7 +201,7 @@ func outageOf(key string, since time.Time) outage {
 
 // round is one round of the watcher: it notifies every outage that has
 // reached a severity above the one last notified for it, and forgets the
-// outages that have ended. It reports false when the watcher was stopped
+// outages that have settled or whose breaker is gone. It reports false when the watcher was stopped
 // during the round (by notify calling Close, say).
 func (w *Watcher) round(notified map[outage]Severity) (goOn bool) {
 	defer func() {
@@ -215,7 +218,7 @@ func (w *Watcher) round(notified map[outage]Severity) (goOn bool) {
 	// severity, not only while it alerts: one that is shadowed for a
 	// while and comes back, still the same outage, is not notified again.
 	live := make(map[outage]bool, len(notified))
-	alerts := scan(w.g, w.g.Now(), w.th, func(key string, since time.Time) {
+	alerts := scan(w.g, w.th, func(key string, since time.Time) {
 		if o := outageOf(key, since); notified[o] != SeverityNone {
 			live[o] = true
 		}
@@ -236,7 +239,7 @@ func (w *Watcher) round(notified map[outage]Severity) (goOn bool) {
 	}
 	for o := range notified {
 		if !live[o] {
-			delete(notified, o) // closed, or gone from the group
+			delete(notified, o) // settled, or gone from the group
 		}
 	}
 	return true

@@ -62,10 +62,11 @@ func runWatchRows(t *testing.T, gh *groupHarness, got <-chan Alert, rows []watch
 	}
 }
 
-// Watch notifies each rise of an alert's severity once (P3 at one minute
-// open, P2 at ten, P1 at thirty) and nothing in the rounds between or
-// after. A breaker that recovers is forgotten, and its next outage alerts
-// anew from P3.
+// Watch notifies each rise of an alert's severity once (P3 once the
+// outage has lasted one minute, P2 ten, P1 thirty) and nothing in the
+// rounds between or after. An outage that has settled (the breaker stayed
+// closed for MaxOpenFor, 2m) is forgotten, and the breaker's next outage
+// alerts anew from P3.
 func TestWatch_NotifiesEachRiseOnceAndCloseStopsIt(t *testing.T) {
 	const key = "inventory.GetStock"
 	gh := newGroupHarness(t, breaker.GroupConfig{})
@@ -80,8 +81,8 @@ func TestWatch_NotifiesEachRiseOnceAndCloseStopsIt(t *testing.T) {
 		t2 = t0 + 10*time.Minute // open 10m
 		t3 = t0 + 30*time.Minute // open 30m
 		t4 = t3 + 5*time.Minute  // the probes pass
-		t5 = t4 + time.Minute    // the breaker trips again
-		t6 = t5 + time.Minute    // open 1m, the new outage
+		t5 = t4 + 3*time.Minute  // settled at t4+2m; the breaker trips again
+		t6 = t5 + time.Minute    // the new outage has lasted 1m
 	)
 	trip := func() { gh.calls(key, 20, errBoom) }
 	runWatchRows(t, gh, got, []watchRow{
@@ -171,7 +172,7 @@ func TestWatch_AMockClockTickerDrivesTheWatcher(t *testing.T) {
 	select {
 	case a := <-got:
 		assert.Equal(t, SeverityP3, a.Severity)
-		assert.Equal(t, time.Minute, a.OpenDuration)
+		assert.Equal(t, time.Minute, a.Duration)
 	case <-time.After(watchWait):
 		t.Fatal("the mock's tick made no round")
 	}
@@ -445,7 +446,7 @@ func ExampleWatch() {
 	case <-time.After(10 * time.Second):
 		fmt.Println("no alert")
 	}
-	// Output: P3: breaker inventory.GetStock has been open for 1m0s (opened on error_ratio: 20 of 20 calls failed, 0 of them timeouts); check the health of inventory.GetStock
+	// Output: P3: breaker inventory.GetStock has been failing for 1m0s (opened on error_ratio: 20 of 20 calls failed, 0 of them timeouts; probing now); check the health of inventory.GetStock
 }
 
 // A WatchConfig encodes as JSON (a function field would make json.Marshal
@@ -474,7 +475,7 @@ func (gh *groupHarness) roundAt(at time.Duration, got <-chan Alert) []Severity {
 }
 
 // Scenario: with an interval longer than the P3 threshold, a breaker
-// notified at P1 closed and tripped again between two rounds. The
+// notified at P1 closed, settled and tripped again between two rounds. The
 // watcher knew the key as notified at P1, saw it alerting again at the
 // next round, and notified nothing for the whole new outage, not even
 // when it reached P1 again.
@@ -490,15 +491,16 @@ func TestWatch_AnOutageThatBeginsBetweenRoundsIsNotifiedFromItsFirstSeverity(t *
 	gh.clk.Set(gh.t0.Add(65 * time.Minute))
 	gh.calls(key, 3, nil) // the probes pass
 	require.Equal(t, breaker.Closed, gh.state(key))
-	gh.clk.Set(gh.t0.Add(66 * time.Minute))
-	gh.calls(key, 20, errBoom) // the second outage
-	assert.Equal(t, []Severity{SeverityP1}, gh.roundAt(2*time.Hour, got), "t0+2h: the second outage, open 54m")
+	gh.clk.Set(gh.t0.Add(68 * time.Minute))
+	gh.calls(key, 20, errBoom) // settled at 67m: the second outage
+	assert.Equal(t, []Severity{SeverityP1}, gh.roundAt(2*time.Hour, got), "t0+2h: the second outage, 52m long")
 	assert.Empty(t, gh.roundAt(3*time.Hour, got), "t0+3h: the second outage is notified once")
 }
 
 // Scenario: the same as above with a short interval and a notify that
 // blocked, a pager slow to answer: while it blocked on the P1, the
-// breaker closed and tripped again, and the new outage went unnotified.
+// breaker closed, settled and tripped again, and the new outage went
+// unnotified.
 func TestWatch_AnOutageThatBeginsDuringASlowNotifyIsNotified(t *testing.T) {
 	const key = "inventory.GetStock"
 	gh := newGroupHarness(t, breaker.GroupConfig{})
@@ -520,12 +522,12 @@ func TestWatch_AnOutageThatBeginsDuringASlowNotifyIsNotified(t *testing.T) {
 	gh.clk.Set(gh.t0.Add(35 * time.Minute))
 	gh.calls(key, 3, nil)
 	require.Equal(t, breaker.Closed, gh.state(key))
-	gh.clk.Set(gh.t0.Add(36 * time.Minute))
-	gh.calls(key, 20, errBoom)
+	gh.clk.Set(gh.t0.Add(38 * time.Minute))
+	gh.calls(key, 20, errBoom) // settled at 37m: the second outage
 	close(release)
-	assert.Equal(t, []Severity{SeverityP1, SeverityP3}, gh.roundAt(37*time.Minute, got),
-		"the P1 returns; the next round sees the second outage, open 1m")
-	assert.Equal(t, []Severity{SeverityP2}, gh.roundAt(46*time.Minute, got), "open 10m")
+	assert.Equal(t, []Severity{SeverityP1, SeverityP3}, gh.roundAt(39*time.Minute, got),
+		"the P1 returns; the next round sees the second outage, 1m long")
+	assert.Equal(t, []Severity{SeverityP2}, gh.roundAt(48*time.Minute, got), "10m long")
 }
 
 // Scenario: a breaker notified at P1 was dropped from the group (Remove,
