@@ -33,10 +33,10 @@
 // Every document ends in one [Change] record: logged to the group's
 // logger (a change of policy is never silent), given to the follower's
 // subscribers ([Follower.Subscribe], [OnChange]), and counted in
-// [Follower.Status]. A source gone or unreadable is logged once, when it
-// goes down, and stays in [Status].Down until it delivers a readable
-// document; a refused document stays in [Status].Rejected until a valid
-// one comes. The version in force keeps running meanwhile. The metrics
-// packages and package ops show the status of the follower they are
-// given, beside the group's label.
+// [Follower.Status]. A source gone or unreadable is logged at Warn once,
+// when it goes down, and stays in [Status].Down until it delivers a
+// readable document; a refused document stays in [Status].Rejected until
+// a valid one comes. The version in force keeps running meanwhile. The
+// metrics packages and package ops show the status of the follower they
+// are given, beside the group's label.
 package live
