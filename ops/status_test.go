@@ -2,6 +2,7 @@ package ops
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"regexp"
@@ -414,4 +415,178 @@ func TestStatusPage_ShowsAClosedBreakerThatThrottles(t *testing.T) {
 	assert.NotContains(t, txt, "Throttling")
 	assert.NotContains(t, txt, "throttling as of")
 	assert.Contains(t, txt, "2 refused (2 throttled)")
+}
+
+// cardText is the text of key's card on the page.
+func cardText(t *testing.T, html, key string) string {
+	t.Helper()
+	at := strings.Index(html, `data-breaker="`+key+`"`)
+	require.GreaterOrEqual(t, at, 0, "no card for %s", key)
+	start := strings.LastIndex(html[:at], "<article")
+	end := at + strings.Index(html[at:], "</article>")
+	return text(html[start:end])
+}
+
+// Scenario: a breaker whose probes passed and that closed, in an outage
+// that had not settled, showed as a healthy closed breaker, and the alert
+// vanished at the close. The card says it is recovering, since when it
+// has failed, when the outage settles; it comes before the healthy ones,
+// and the alert stays until the outage settles. Then the card is plain
+// closed again.
+func TestStatusPage_ShowsARecoveringOutageUntilItSettles(t *testing.T) {
+	gh := newGroupHarness(t, breaker.GroupConfig{})
+	page := gh.statusPage(StatusConfig{})
+	gh.calls("orders.Create", 1, nil)
+	gh.calls("catalog.List", 20, errBoom) // t0: trips
+	gh.clk.Add(30 * time.Second)
+	gh.calls("catalog.List", 3, nil) // the probes pass: closed at 05:06:37
+	gh.clk.Add(60 * time.Second)
+
+	html := render(t, page)
+	assert.Contains(t, html, `<article class="card state-closed recovering" data-breaker="catalog.List" data-state="closed" data-outage-since="2026-03-04T05:06:07Z">`)
+	assert.Less(t, strings.Index(html, `data-breaker="catalog.List"`), strings.Index(html, `data-breaker="orders.Create"`), "recovering first")
+	txt := text(html)
+	assert.Contains(t, txt, "2 breakers 0 open 0 half-open 1 recovering as of")
+	assert.Contains(t, txt, "P3 record P3: breaker catalog.List has been failing for 1m30s (opened on error_ratio: 20 of 20 calls failed, 0 of them timeouts; "+
+		"closed at 05:06:37 UTC, settles at 05:08:37 UTC if it stays closed); check the health of catalog.List")
+	assert.Equal(t, "catalog.List closed recovering failing for 1m30s , since 05:06:07 "+
+		"Recovering: closed at 05:06:37, after its probes passed; the outage settles at 05:08:37 (in 1m0s) if it stays closed, and a trip before then is part of it. "+
+		"opened on error_ratio: 20 of 20 calls failed, 0 of them timeouts. The breaker only stops the bleeding: check the health of catalog.List. "+
+		"Window (5s): 0 calls (judged from 20), error ratio 0% of 50%, 0 timeouts 3 ok · 20 failed · 0 timeouts · 0 ignored · 0 refused · 0 fallbacks · probes 3 passed, 0 failed "+
+		"05:06:37 half-open → closed probes_passed 05:06:37 open → half-open cooldown_elapsed 05:06:07 closed → open error_ratio , cooldown 30s "+
+		"All transitions closed → open (error_ratio): 1 open → half-open (cooldown_elapsed): 1 half-open → closed (probes_passed): 1",
+		cardText(t, html, "catalog.List"))
+
+	gh.clk.Add(time.Minute) // closed for 2m: settled
+	html = render(t, page)
+	txt = text(html)
+	assert.Contains(t, txt, "Alerts None")
+	assert.NotContains(t, txt, "recovering")
+	card := cardText(t, html, "catalog.List")
+	assert.True(t, strings.HasPrefix(card, "catalog.List closed Window"), card)
+	assert.NotContains(t, html, "data-outage-since")
+}
+
+// Scenario: a breaker opened by the slow-call rule was described as
+// "opened on slow_ratio: 0 of 169 calls failed, 0 of them timeouts", and
+// one opened by the consecutive rule by its window alone. Every view of
+// a trip on the page (the card, the alert, the transitions) leads with
+// the evidence of the rule that tripped: the slow calls, the run.
+func TestStatusPage_ShowsTheEvidenceOfEachRule(t *testing.T) {
+	slow := breaker.DefaultPolicy()
+	slow.SlowCall, slow.SlowRatio = 200*time.Millisecond, 0.5
+	consec := breaker.DefaultPolicy()
+	consec.ConsecutiveFailures, consec.MinRequests = 7, 100
+	gh := newGroupHarness(t, breaker.GroupConfig{Policies: breaker.GroupPolicy{Default: breaker.DefaultPolicy(),
+		Overrides: map[string]breaker.Policy{"search.Query": slow, "ledger.Post": consec}}})
+	page := gh.statusPage(StatusConfig{})
+	for i := 0; i < 20; i++ {
+		d := 10 * time.Millisecond
+		if i%2 == 1 {
+			d = 300 * time.Millisecond
+		}
+		require.NoError(t, gh.g.Do(context.Background(), "search.Query", func(context.Context) error { gh.clk.Add(d); return nil }))
+	}
+	gh.calls("ledger.Post", 2, nil)
+	gh.calls("ledger.Post", 7, errBoom)
+	gh.clk.Add(time.Minute)
+
+	html := render(t, page)
+	txt := text(html)
+	const slowTrip = "slow_ratio: 10 of 20 calls slower than 200ms (0 failed)"
+	const runTrip = "consecutive_failures: 7 failures in a row (7 of 9 calls failed)"
+	for _, want := range []string{
+		"opened on " + slowTrip + ".",
+		"opened on " + runTrip + ".",
+		"P3: breaker search.Query has been failing for 1m",
+		"(opened on " + slowTrip + "; probing now)",
+		"(opened on " + runTrip + "; probing now)",
+		"search.Query closed → open " + slowTrip + " 30s",
+		"ledger.Post closed → open " + runTrip + " 30s",
+	} {
+		assert.Contains(t, txt, want)
+	}
+	assert.NotContains(t, txt, "slow_ratio: 0 of")
+	// The policy line names what each override sets.
+	assert.Contains(t, txt, "overrides: ledger.Post (min_requests 100, consecutive_failures 7), search.Query (slow_call 200ms, slow_ratio 0.5)")
+}
+
+// Scenario (issue: "cooldown is 5s, doubling to 5s"): a fixed cooldown
+// (MaxOpenFor = OpenFor) was said to double to itself, and a running
+// cooldown above the policy's maximum ("1m11s" beside "doubling to 1m0s")
+// was not explained: the jitter was not shown. The page says doubling
+// only when the cooldown doubles, and the jitter when there is one.
+func TestStatusPage_SaysTheCooldownDoublesOnlyWhenItDoes(t *testing.T) {
+	fixed := breaker.DefaultPolicy()
+	fixed.OpenFor, fixed.MaxOpenFor, fixed.Jitter = 5*time.Second, 5*time.Second, 0
+	fixedJitter := fixed
+	fixedJitter.Jitter = 0.1
+	capped := breaker.DefaultPolicy()
+	capped.MaxOpenFor = time.Minute
+	gh := newGroupHarness(t, breaker.GroupConfig{Policies: breaker.GroupPolicy{Default: fixed,
+		Overrides: map[string]breaker.Policy{"a.Jittered": fixedJitter, "b.Capped": capped}}},
+		breaker.WithRand(func() float64 { return 0.975 })) // a jitter factor of 1 + 0.95·J
+	page := gh.statusPage(StatusConfig{})
+	gh.calls("c.Fixed", 20, errBoom)
+	gh.calls("a.Jittered", 20, errBoom)
+	gh.calls("b.Capped", 20, errBoom)
+	gh.clk.Add(2 * time.Second)
+	html := render(t, page)
+	assert.Contains(t, cardText(t, html, "c.Fixed"), "at the end of a cooldown of 5s ; the policy's cooldown is 5s.")
+	assert.Contains(t, cardText(t, html, "a.Jittered"), "at the end of a cooldown of 5s ; the policy's cooldown is 5s, drawn within ±10% (jitter).")
+	gh.clk.Add(38 * time.Second)
+	gh.calls("b.Capped", 1, context.DeadlineExceeded) // a probe times out: doubled to the cap, jittered above it
+	html = render(t, page)
+	assert.Contains(t, cardText(t, html, "b.Capped"), "at the end of a cooldown of 1m11s ; the policy's cooldown is 30s, doubling to 1m0s, each drawn within ±20% (jitter).")
+	txt := text(html)
+	assert.NotContains(t, txt, "doubling to 5s")
+	assert.Contains(t, txt, "default: trips at 50% errors over at least 20 calls in 5s, open 5s, 3 probes;")
+}
+
+// Scenario (issue: a policy source that is gone is silent, and looks
+// fixed): the followed file was deleted after a push had been refused.
+// The page showed nothing of the gone source, and dropped the rejection,
+// as though the fix had landed. It shows a banner while the source is
+// gone or unreadable, and the rejection until a valid document comes.
+func TestStatusPage_ABannerWhileThePolicySourceIsDownAndTheRejectionStays(t *testing.T) {
+	gh := newGroupHarness(t, breaker.GroupConfig{})
+	src := make(docSource)
+	done := make(chan live.Change)
+	f, err := live.Follow(context.Background(), gh.g, src, live.OnChange(func(c live.Change) { done <- c }))
+	require.NoError(t, err)
+	defer func() { require.NoError(t, f.Close()) }()
+	page := gh.statusPage(StatusConfig{Follower: f})
+	const origin = "file:/etc/shop/breakers.json"
+	good := live.Document{Origin: origin, Version: "v1", Data: []byte(`{"default": {"min_requests": 10}}`)}
+	deliver := func(d live.Document, want live.Result) {
+		t.Helper()
+		gh.clk.Add(time.Second)
+		src <- d
+		require.Equal(t, want, (<-done).Result)
+	}
+	const rejected = "version v2 was rejected: not live (default.min_requests: must not be negative, got -1);"
+	deliver(good, live.Applied)
+	deliver(live.Document{Origin: origin, Version: "v2", Data: []byte(`{"default": {"min_requests": -1}}`)}, live.Rejected)
+	html := render(t, page)
+	assert.NotContains(t, html, `id="source-down"`)
+	assert.Contains(t, text(html), rejected)
+
+	deliver(live.Document{Origin: origin, Gone: true}, live.Gone)
+	html = render(t, page)
+	assert.Contains(t, html, `<p class="banner" id="source-down" role="alert">`)
+	txt := text(html)
+	assert.Contains(t, txt, "Policy source gone: file:/etc/shop/breakers.json no longer exists (last reported 05:06:10). "+
+		"The breakers keep running on version v1; no change to their policy can reach them until the source is back.")
+	assert.Contains(t, txt, rejected, "a gone source is no fix")
+
+	deliver(live.Document{Origin: origin, Err: errors.New("open /etc/shop/breakers.json: permission denied")}, live.Unreadable)
+	txt = text(render(t, page))
+	assert.Contains(t, txt, "Policy source unreadable: file:/etc/shop/breakers.json cannot be read (open /etc/shop/breakers.json: permission denied) (last reported 05:06:11).")
+	assert.Contains(t, txt, rejected)
+
+	deliver(good, live.Unchanged) // the version in force, put back
+	html = render(t, page)
+	assert.NotContains(t, html, `id="source-down"`)
+	assert.NotContains(t, html, `id="rejected"`)
+	assert.Contains(t, text(html), "Policy: version v1 from file:/etc/shop/breakers.json")
 }
