@@ -8,6 +8,8 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"regexp"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -15,6 +17,7 @@ import (
 	"github.com/benbjohnson/clock"
 	"github.com/govkit/breaker"
 	"github.com/govkit/breaker/live"
+	"github.com/govkit/breaker/ops"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
@@ -453,4 +456,97 @@ func TestService_AHungInventoryIsCutByItsDeadline(t *testing.T) {
 	}
 	assert.Contains(t, m, `breaker_latency_seconds{name="inventory.GetStock",quantile="0.99"}`, "a latency series for inventory")
 	assert.Contains(t, in.logs.String(), `breaker.reason=error_ratio breaker.ratio=1 breaker.counted=10 breaker.failures=10 breaker.timeouts=10`)
+}
+
+// A hard error outage of inventory, on the mock clock: every call is a 503
+// at once, and with StrictProbes off (the default) the three probes at the
+// end of each cooldown pass on their answers, errors as they are, so the
+// breaker closes and trips again ten calls later. It is one outage: the
+// cooldown keeps doubling across the closes, each close's log record says
+// how long the outage has lasted, its trips and refusals, and when it
+// settles if the breaker stays closed; /breakers shows it until the
+// breaker has stayed closed for max_open_for (1m). README.md quotes these
+// records.
+func TestService_AHardErrorOutageIsOneOutageAcrossItsCloses(t *testing.T) {
+	in := start(t)
+	in.fault("inventory=error")
+	failTen := func() {
+		t.Helper()
+		for i := 0; i < 10; i++ {
+			code, body := in.get("/product?sku=42")
+			require.Equal(t, http.StatusBadGateway, code, "call %d: %s", i+1, body)
+		}
+	}
+	refuse := func(n int) {
+		t.Helper()
+		for i := 0; i < n; i++ {
+			code, body := in.get("/product?sku=42")
+			require.Equal(t, http.StatusServiceUnavailable, code, body)
+		}
+	}
+	probe := func() {
+		t.Helper()
+		for i := 0; i < 3; i++ {
+			code, body := in.get("/product?sku=42")
+			require.Equal(t, http.StatusBadGateway, code, "probe %d: %s", i+1, body)
+		}
+	}
+	failTen() // the first trip: cooldown 15s
+	refuse(5)
+	in.clk.Add(15 * time.Second)
+	probe() // pass on their errors: closed, 15s into the outage
+	failTen()
+	refuse(5)
+	in.clk.Add(30 * time.Second) // the cooldown doubled across the close
+	probe()
+	require.Equal(t, "closed", in.breakers()[keyStock].State)
+
+	resp, err := in.client.Get(in.base + "/breakers")
+	require.NoError(t, err)
+	var snap ops.GroupSnapshot
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&snap))
+	resp.Body.Close()
+	var o *breaker.Outage
+	for _, st := range snap.Breakers {
+		if st.Name == keyStock {
+			o = st.Outage
+		}
+	}
+	require.NotNil(t, o, "closed, but the outage is not over")
+	assert.Equal(t, 45*time.Second, o.Duration, "from the first trip, its close included")
+	assert.Equal(t, 2, o.Trips)
+	assert.Equal(t, uint64(10), o.Refused)
+	assert.Equal(t, 6, o.ProbesPassedOnError)
+	assert.True(t, o.Recovering())
+	assert.Equal(t, in.clk.Now().Add(time.Minute), o.SettlesAt.In(time.UTC))
+
+	var closes []string
+	for _, l := range strings.Split(in.logs.String(), "\n") {
+		if strings.Contains(l, `msg="breaker closed" breaker.name=inventory.GetStock`) ||
+			strings.Contains(l, `msg="breaker opened" breaker.name=inventory.GetStock`) {
+			closes = append(closes, regexp.MustCompile(`^time=\S+ `).ReplaceAllString(l, ""))
+		}
+	}
+	assert.Equal(t, []string{
+		`level=WARN msg="breaker opened" breaker.name=inventory.GetStock breaker.state=open breaker.from=closed breaker.reason=error_ratio breaker.ratio=1 breaker.counted=10 breaker.failures=10 breaker.timeouts=0 breaker.cooldown=15s`,
+		`level=INFO msg="breaker closed" breaker.name=inventory.GetStock breaker.state=closed breaker.from=half_open breaker.reason=probes_passed breaker.trip_reason=error_ratio breaker.ratio=0 breaker.counted=0 breaker.failures=0 breaker.timeouts=0 breaker.outage_since=2026-01-02T03:04:05.000Z breaker.outage_for=15s breaker.trips=1 breaker.refused=5 breaker.settles_at=2026-01-02T03:05:20.000Z`,
+		`level=WARN msg="breaker opened" breaker.name=inventory.GetStock breaker.state=open breaker.from=closed breaker.reason=error_ratio breaker.ratio=1 breaker.counted=10 breaker.failures=10 breaker.timeouts=0 breaker.cooldown=30s breaker.doublings=1 breaker.outage_since=2026-01-02T03:04:05.000Z breaker.outage_for=15s breaker.trips=2 breaker.refused=5`,
+		`level=INFO msg="breaker closed" breaker.name=inventory.GetStock breaker.state=closed breaker.from=half_open breaker.reason=probes_passed breaker.trip_reason=error_ratio breaker.ratio=0 breaker.counted=0 breaker.failures=0 breaker.timeouts=0 breaker.doublings=1 breaker.outage_since=2026-01-02T03:04:05.000Z breaker.outage_for=45s breaker.trips=2 breaker.refused=10 breaker.settles_at=2026-01-02T03:05:50.000Z`,
+	}, closes)
+
+	// Inventory stays healthy: a minute closed and the outage is over.
+	in.fault("inventory=ok")
+	in.product()
+	in.clk.Add(time.Minute)
+	in.product()
+	resp, err = in.client.Get(in.base + "/breakers")
+	require.NoError(t, err)
+	snap = ops.GroupSnapshot{}
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&snap))
+	resp.Body.Close()
+	for _, st := range snap.Breakers {
+		if st.Name == keyStock {
+			assert.Nil(t, st.Outage, "settled")
+		}
+	}
 }
