@@ -72,7 +72,8 @@ func headless(t *testing.T, bin, url string, width, height int, args ...string) 
 // outage (recovering, with when it settles), the P3 alerts, the rejected
 // push and the banner of a policy source that is gone. (The screenshot in
 // the repository's docs/status-page.png is this test's laptop.png, kept
-// with -args -status.screenshots=DIR and reduced to 256 colours.)
+// with -args -status.screenshots=DIR and reduced to 256 colours by
+// pngquant 256.)
 func TestStatusPage_RendersInChromium(t *testing.T) {
 	bin := needChromium(t)
 	gh := newGroupHarness(t, breaker.GroupConfig{})
@@ -131,7 +132,7 @@ func TestStatusPage_RendersInChromium(t *testing.T) {
 	for _, size := range []struct {
 		name          string
 		width, height int
-	}{{"laptop", 1280, 1100}, {"phone", 390, 844}} {
+	}{{"laptop", 1280, 1400}, {"phone", 390, 844}} {
 		shot := filepath.Join(dir, size.name+".png")
 		headless(t, bin, srv.URL, size.width, size.height, "--screenshot="+shot)
 		png, err := os.ReadFile(shot)
