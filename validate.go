@@ -81,12 +81,18 @@ func (p Policy) check(v *validator, prefix string) { p.checkSet(v, prefix, nil) 
 // breaks by setting one of them is reported at the one it set (see
 // pairRule), so that the problem names the field the user edited.
 func (p Policy) checkDocument(v *validator, prefix string, data []byte) {
-	p.checkSet(v, prefix, documentFields(data))
+	var set map[string]bool
+	p.checkSet(v, prefix, func() map[string]bool {
+		if set == nil { // read only for a broken pair rule
+			set = documentFields(data)
+		}
+		return set
+	})
 }
 
-// checkSet is check, where set, if not nil, holds the names of the fields
-// a document sets.
-func (p Policy) checkSet(v *validator, prefix string, set map[string]bool) {
+// checkSet is check, where fields, if not nil, returns the names of the
+// fields a document sets.
+func (p Policy) checkSet(v *validator, prefix string, fields func() map[string]bool) {
 	for _, f := range policyFields {
 		if f.check == nil {
 			continue
@@ -96,7 +102,7 @@ func (p Policy) checkSet(v *validator, prefix string, set map[string]bool) {
 			continue
 		}
 		field := f.name
-		if r := f.pair; r != nil && set != nil && !set[f.name] && set[r.other] {
+		if r := f.pair; r != nil && fields != nil && !fields()[f.name] && fields()[r.other] {
 			if there := r.problem(&p); there != "" {
 				field, problem = r.other, there
 			} else if o, _ := policyFieldNamed(r.other); o.check != nil && o.check(&p) != "" {
