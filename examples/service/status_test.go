@@ -67,12 +67,13 @@ func TestService_StatusPageInChromium(t *testing.T) {
 	for _, want := range []string{
 		"service: breakers",
 		"2 breakers 1 open 0 half-open",
-		"inventory.GetStock open for 5s",
+		"inventory.GetStock open failing for 5s , since 03:04:05",
 		"opened on error_ratio: 7 of 10 calls failed, 0 of them timeouts",
-		"(in 10s), at the end of a cooldown of 15s ; the policy's cooldown is 15s, doubling to 1m0s.",
+		"Since then: 1 call refused.",
+		"(in 10s), at the end of a cooldown of 15s ; the policy's cooldown is 15s, doubling to 1m0s, each drawn within ±20% (jitter).",
 		"closed → open error_ratio , cooldown 15s",
 		"pricing.GetPrice closed",
-		"overrides: pricing.GetPrice",
+		"overrides: inventory.GetStock (call_timeout 200ms), pricing.GetPrice (call_timeout 300ms)",
 	} {
 		assert.Contains(t, txt, want)
 	}
