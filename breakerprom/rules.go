@@ -21,17 +21,26 @@ import (
 // Defaults of [AlertConfig] beyond the thresholds, which are
 // [ops.DefaultThresholds].
 const (
-	// DefaultFlapOpens trips in DefaultFlapWindow make a breaker flapping:
-	// it keeps closing on a downstream that is not well, and its cooldown
-	// doubling cannot hold it open.
-	DefaultFlapOpens  = 5
+	// DefaultFlapOpens trips in one outage make a breaker flapping: it
+	// has closed twice on a downstream that was not well, and tripped
+	// again each time. (Five trips in an hour, the rule before outages,
+	// missed a flapping incident of four trips.)
+	DefaultFlapOpens = 3
+	// DefaultFlapWindow is the former window of FlapOpens.
+	//
+	// Deprecated: trips are counted within the outage; AlertRules checks
+	// FlapWindow and uses it no more.
 	DefaultFlapWindow = time.Hour
-	// DefaultProbeFailures failed probes in DefaultProbeWindow mean the
+	// DefaultProbeFailures failed probes in one outage mean the
 	// downstream fails every time it is tried: with the default cooldowns
 	// (30s doubling to 2m) three failures take about three and a half
 	// minutes.
 	DefaultProbeFailures = 3
-	DefaultProbeWindow   = 30 * time.Minute
+	// DefaultProbeWindow is the former window of ProbeFailures.
+	//
+	// Deprecated: failed probes are counted within the outage;
+	// AlertRules checks ProbeWindow and uses it no more.
+	DefaultProbeWindow = 30 * time.Minute
 	// DefaultThrottleShare of the calls throttled over
 	// DefaultThrottleWindow is a closed breaker that refuses as much as
 	// it lets through, for long enough that it is no passing burst: the
@@ -50,22 +59,34 @@ type AlertConfig struct {
 	// Thresholds are the open durations of the P3, P2 and P1 alerts; the
 	// zero value means ops.DefaultThresholds, the grading of ops.Alerts.
 	Thresholds ops.Thresholds
-	// FlapOpens trips from closed within FlapWindow raise BreakerFlapping.
-	// Each zero field means its default: DefaultFlapOpens,
-	// DefaultFlapWindow.
-	FlapOpens  int
+	// FlapOpens trips from closed in one outage raise BreakerFlapping;
+	// zero means DefaultFlapOpens.
+	FlapOpens int
+	// FlapWindow was the window FlapOpens were counted in.
+	//
+	// Deprecated: trips are counted within the outage, so that the alert
+	// resolves when the outage settles; it is checked and not used.
 	FlapWindow time.Duration
-	// ProbeFailures failed probes within ProbeWindow raise
-	// BreakerProbesFailing. Each zero field means its default:
-	// DefaultProbeFailures, DefaultProbeWindow.
+	// ProbeFailures failed probes in one outage raise
+	// BreakerProbesFailing; zero means DefaultProbeFailures.
 	ProbeFailures int
-	ProbeWindow   time.Duration
-	// ThrottleShare, in (0, 1], of the calls refused by the policy's
-	// throttle within ThrottleWindow, while the breaker is closed, raise
-	// BreakerThrottling. Each zero field means its default:
-	// DefaultThrottleShare, DefaultThrottleWindow.
+	// ProbeWindow was the window ProbeFailures were counted in.
+	//
+	// Deprecated: failed probes are counted within the outage, so that
+	// no count crosses outages or processes; it is checked and not used.
+	ProbeWindow time.Duration
+	// ThrottleShare, in (0, 1], of the calls the application made within
+	// ThrottleWindow (those an open breaker refused included) refused by
+	// the policy's throttle, outside an outage, raise BreakerThrottling.
+	// Each zero field means its default: DefaultThrottleShare,
+	// DefaultThrottleWindow.
 	ThrottleShare  float64
 	ThrottleWindow time.Duration
+	// ThrottleResolveShare, in (0, ThrottleShare], is the share below
+	// which a firing BreakerThrottling resolves: a share that hovers at
+	// ThrottleShare does not make the alert flicker. Zero means half of
+	// ThrottleShare.
+	ThrottleResolveShare float64
 	// Windows and thresholds must be whole milliseconds, the finest unit
 	// of a Prometheus duration.
 
@@ -75,7 +96,10 @@ type AlertConfig struct {
 	// may use the alert's labels: http://{{ $labels.instance }}/status
 	// for the status page each instance serves (see ops.StatusPage), or
 	// https://grafana.example.com/d/govkit-breaker?var-job={{ $labels.job }}&var-name={{ $labels.name }}.
-	// Empty: no link. Neither may hold a line break.
+	// Empty: no link. Neither may hold a line break, and each must be a
+	// template Prometheus accepts (AlertRules parses it as Prometheus
+	// does); the policy alerts, which have no breaker, read $labels.name
+	// in DashboardURL as "$__all", Grafana's value for every breaker.
 	StatusURL    string
 	DashboardURL string
 }
@@ -108,6 +132,9 @@ func (c AlertConfig) orDefault() (AlertConfig, error) {
 	if c.ThrottleWindow == 0 {
 		c.ThrottleWindow = DefaultThrottleWindow
 	}
+	if c.ThrottleResolveShare == 0 {
+		c.ThrottleResolveShare = c.ThrottleShare / 2
+	}
 	var errs []error
 	if !metricName.MatchString(c.Namespace) {
 		errs = append(errs, fmt.Errorf("breakerprom: AlertConfig.Namespace %q is not a metric name prefix", c.Namespace))
@@ -132,12 +159,17 @@ func (c AlertConfig) orDefault() (AlertConfig, error) {
 	if !(c.ThrottleShare > 0 && c.ThrottleShare <= 1) {
 		errs = append(errs, fmt.Errorf("breakerprom: AlertConfig.ThrottleShare %v is not in (0, 1]", c.ThrottleShare))
 	}
+	if !(c.ThrottleResolveShare > 0 && c.ThrottleResolveShare <= c.ThrottleShare) {
+		errs = append(errs, fmt.Errorf("breakerprom: AlertConfig.ThrottleResolveShare %v is not in (0, ThrottleShare %v]", c.ThrottleResolveShare, c.ThrottleShare))
+	}
 	if c.ProbeFailures < 0 {
 		errs = append(errs, fmt.Errorf("breakerprom: AlertConfig.ProbeFailures %d is negative", c.ProbeFailures))
 	}
 	for _, u := range []struct{ name, v string }{{"StatusURL", c.StatusURL}, {"DashboardURL", c.DashboardURL}} {
 		if strings.ContainsFunc(u.v, unicode.IsControl) {
 			errs = append(errs, fmt.Errorf("breakerprom: AlertConfig.%s %q holds a control character, such as a line break", u.name, u.v))
+		} else if err := checkPromTemplate(u.v); err != nil {
+			errs = append(errs, fmt.Errorf("breakerprom: AlertConfig.%s %q is not a template Prometheus accepts: %w", u.name, u.v, err))
 		}
 	}
 	return c, errors.Join(errs...)
@@ -153,6 +185,23 @@ var rulesTemplate = template.Must(template.New("rules").Delims("[[", "]]").Funcs
 	"span":    promDuration,
 	"window":  func(d time.Duration) string { return "[" + promDuration(d) + "]" },
 	"percent": func(f float64) string { return strconv.FormatFloat(f*100, 'f', -1, 64) + "%" },
+	"list":    func(s ...string) []string { return s },
+	// before and after split "calls:trip_window_calls" at the colon.
+	"before": func(s string) string { b, _, _ := strings.Cut(s, ":"); return b },
+	"after":  func(s string) string { _, a, _ := strings.Cut(s, ":"); return a },
+	"group":  groupLinks,
+	// selector is the query of "state:state%s == 1": the family and
+	// where the selector goes (after the name unless it says).
+	"selector": func(s string) string {
+		_, a, _ := strings.Cut(s, ":")
+		if !strings.Contains(a, "%s") {
+			a += "%s"
+		}
+		return a
+	},
+	"need": func(d rulesData, need ...string) readData {
+		return readData{d.Namespace, need}
+	},
 	// yaml quotes a string for YAML: a JSON string is a YAML one.
 	"yaml": func(s string) (string, error) {
 		b, err := json.Marshal(s)
@@ -199,11 +248,7 @@ func AlertRules(cfg AlertConfig) ([]byte, error) {
 	}
 	def, _ := AlertConfig{}.orDefault()
 	th := cfg.Thresholds
-	data := struct {
-		AlertConfig
-		Default    bool // the shipped file's config
-		Severities []severity
-	}{cfg, cfg == def, []severity{
+	data := rulesData{cfg, cfg == def, []severity{
 		{"P3", "record", th.P3},
 		{"P2", "page", th.P2},
 		{"P1", "escalate", th.P1},
@@ -213,6 +258,60 @@ func AlertRules(cfg AlertConfig) ([]byte, error) {
 		return nil, fmt.Errorf("breakerprom: alert rules: %w", err)
 	}
 	return b.Bytes(), nil
+}
+
+// rulesData is what rules.yml.tmpl is executed on.
+type rulesData struct {
+	AlertConfig
+	Default    bool // the shipped file's config
+	Severities []severity
+}
+
+// readData is what the template "read" reads: the namespace, and the
+// figures of the outage an annotation needs, each "variable:family".
+type readData struct {
+	Namespace string
+	Need      []string
+}
+
+// links are the links of an alert, as the templates "links" and "urls"
+// write them.
+type links struct{ StatusURL, DashboardURL string }
+
+// groupLinks are the links of an alert of the group as a whole, which
+// has no label name: $labels.name in the dashboard's link reads "$__all",
+// Grafana's value for every breaker, so that the link does not select a
+// breaker named "".
+func groupLinks(d rulesData) links {
+	return links{d.StatusURL, labelsName.ReplaceAllString(d.DashboardURL, `(or $$labels.name "$$__all")`)}
+}
+
+var labelsName = regexp.MustCompile(`\$labels\.name\b`)
+
+// promFuncs are the names of the functions of Prometheus's templates
+// (github.com/prometheus/prometheus/template, 2.x), which AlertRules
+// parses a link with; their bodies are never run.
+var promFuncs = func() template.FuncMap {
+	m := template.FuncMap{}
+	for _, name := range []string{"query", "first", "label", "value", "strvalue", "args", "reReplaceAll", "safeHtml",
+		"match", "title", "toUpper", "toLower", "graphLink", "tableLink", "sortByLabel", "humanize", "humanize1024",
+		"humanizeDuration", "humanizePercentage", "humanizeTimestamp", "toTime", "pathPrefix", "externalURL",
+		"parseDuration", "stripPort", "stripDomain", "toDuration", "now"} {
+		m[name] = func(...any) any { return nil }
+	}
+	return m
+}()
+
+// promPreamble is what Prometheus puts before an annotation's template:
+// the variables an annotation may use.
+const promPreamble = "{{$labels := .Labels}}{{$externalLabels := .ExternalLabels}}{{$externalURL := .ExternalURL}}{{$value := .Value}}"
+
+// checkPromTemplate parses s as Prometheus parses an annotation: text/template
+// with Prometheus's functions and its variables. An error is what
+// Prometheus would refuse the rules file for.
+func checkPromTemplate(s string) error {
+	_, err := template.New("link").Funcs(promFuncs).Option("missingkey=zero").Parse(promPreamble + s)
+	return err
 }
 
 // severity is one grade of BreakerOpen: its name, what it asks of the

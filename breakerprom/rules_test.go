@@ -3,6 +3,7 @@ package breakerprom
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -30,7 +31,8 @@ func TestAlertRules_ShippedFileIsGenerated(t *testing.T) {
 		ThrottleShare: DefaultThrottleShare, ThrottleWindow: DefaultThrottleWindow})
 	require.NoError(t, err)
 	assert.Equal(t, string(want), string(explicit), "the zero config means the defaults")
-	for _, s := range []string{"open_duration_seconds >= 60)", "open_duration_seconds >= 600)", "open_duration_seconds >= 1800)"} {
+	for _, s := range []string{"open_duration_seconds >= 60)", "open_duration_seconds >= 600)", "open_duration_seconds >= 1800)",
+		"outage_probes_failed >= 3)", "outage_trips >= 3)"} {
 		assert.Contains(t, string(got), s)
 	}
 }
@@ -53,23 +55,31 @@ func TestAlertRules_PromtoolCheckRules(t *testing.T) {
 		path := filepath.Join(dir, name)
 		require.NoError(t, os.WriteFile(path, rules, 0o644))
 		out := runTool(t, promtool, "check", "rules", path)
-		assert.Contains(t, out, "SUCCESS: 7 rules found", name)
+		assert.Contains(t, out, "SUCCESS: 8 rules found", name)
 	}
 }
 
-// The unit tests of testdata/breaker-alerts_test.yml: every alert fires,
-// leading with the trip's rule and window, and resolves once what it names
-// is over. BreakerOpen's grades at their thresholds, with name, method,
-// target, reason and trip_reason, none for a forced-open or shadow
-// breaker; failing probes, resolved when the breaker closes (it used to
-// fire on for half an hour after); flapping, whatever the trips' rules, over
-// an hour after; a refused policy push, over when the version in force is
-// put back; a closed breaker that throttles most of its calls, over when
-// it opens, none for a shadow breaker.
+// The unit tests of testdata/*_test.yml: every alert fires, leading with
+// the evidence of the trip's rule, and resolves once what it names is
+// over. outage_test.yml: a hard error outage whose answered probes close
+// the breaker every other minute for 40 minutes, graded P3, P2 and P1 by
+// the outage's length, each firing once and staying through the closes,
+// with Flapping saying the probes pass on errors, all resolved when it
+// settles; an alert whose labels stay when its first probe fails;
+// ProbesFailing counting within one outage and resolving when it settles;
+// a clean recovery; a flapping downstream; a process restart that counts
+// nothing of the earlier process; two groups with const labels whose
+// alerts each read their own breaker. breaker-alerts_test.yml: none for a
+// forced-open or shadow breaker; throttling that counts the open
+// breaker's refusals and does not flicker at its line; a refused policy
+// push that a gone source does not resolve; a gone source.
 func TestAlertRules_PromtoolTestRules(t *testing.T) {
 	promtool := needTool(t, "promtool", "prometheus")
-	out := runTool(t, promtool, "test", "rules", "testdata/breaker-alerts_test.yml")
-	assert.Contains(t, out, "SUCCESS")
+	files, err := filepath.Glob("testdata/*_test.yml")
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, len(files), 2)
+	out := runTool(t, promtool, append([]string{"test", "rules"}, files...)...)
+	assert.Equal(t, len(files), strings.Count(out, "SUCCESS"), out)
 }
 
 // The parameters reach the expressions and the links the annotations:
@@ -86,7 +96,17 @@ func TestAlertRules_ScaledThresholdsFireAndCarryLinks(t *testing.T) {
 	dir := t.TempDir()
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "rules.yml"), rules, 0o644))
 	const links = ` Status page: http://10.0.0.3:8080/status Dashboard: https://grafana.example.com/d/govkit-breaker?var-name=orders.Create`
-	const test = `
+	const cause = `slow_ratio: 30 of 40 calls slower than 250ms (2 failed)`
+	open := func(sev, action string) string {
+		return `
+          - exp_labels: {severity: ` + sev + `, name: orders.Create, method: orders.Create, instance: "10.0.0.3:8080"}
+            exp_annotations:
+              summary: 'Breaker orders.Create opened on ` + cause + `; an outage of 4s, 1 trip, 0 failed probes, now open'
+              description: '` + sev + ` (` + action + `): the breaker orders.Create on 10.0.0.3:8080 opened on ` + cause + `. Its outage has lasted 4s, its closes included: 1 trip, 0 failed probes, 7 calls refused; now open. The breaker only stops the bleeding: check the health of orders.Create. This resolves when the outage settles: the breaker has stayed closed for the policy''s max_open_for.` + links + `'
+              status_url: 'http://10.0.0.3:8080/status'
+              dashboard_url: 'https://grafana.example.com/d/govkit-breaker?var-name=orders.Create'`
+	}
+	test := `
 rule_files: [rules.yml]
 evaluation_interval: 1s
 tests:
@@ -94,6 +114,8 @@ tests:
     input_series:
       - series: 'shop_breaker_open_duration_seconds{name="orders.Create", instance="10.0.0.3:8080"}'
         values: '0+1x5 0x4'
+      - series: 'shop_breaker_state{name="orders.Create", state="open", instance="10.0.0.3:8080"}'
+        values: '1x5 0x4'
       - series: 'shop_breaker_open_reason{name="orders.Create", reason="slow_ratio", instance="10.0.0.3:8080"}'
         values: '1x5 stale'
       - series: 'shop_breaker_trip_reason{name="orders.Create", reason="slow_ratio", instance="10.0.0.3:8080"}'
@@ -102,8 +124,14 @@ tests:
         values: '40x5 stale'
       - series: 'shop_breaker_trip_window_failures{name="orders.Create", instance="10.0.0.3:8080"}'
         values: '2x5 stale'
-      - series: 'shop_breaker_trip_window_timeouts{name="orders.Create", instance="10.0.0.3:8080"}'
-        values: '0x5 stale'
+      - series: 'shop_breaker_trip_window_slow{name="orders.Create", instance="10.0.0.3:8080"}'
+        values: '30x5 stale'
+      - series: 'shop_breaker_trip_slow_call_seconds{name="orders.Create", instance="10.0.0.3:8080"}'
+        values: '0.25x5 stale'
+      - series: 'shop_breaker_outage_trips{name="orders.Create", instance="10.0.0.3:8080"}'
+        values: '1x5 stale'
+      - series: 'shop_breaker_outage_refused{name="orders.Create", instance="10.0.0.3:8080"}'
+        values: '7x5 stale'
       - series: 'shop_breaker_mode{name="orders.Create", mode="auto", instance="10.0.0.3:8080"}'
         values: '1x10'
     alert_rule_test:
@@ -112,19 +140,7 @@ tests:
         exp_alerts: []
       - eval_time: 4s
         alertname: BreakerOpen
-        exp_alerts:
-          - exp_labels: {severity: P3, name: orders.Create, method: orders.Create, reason: slow_ratio, trip_reason: slow_ratio, instance: "10.0.0.3:8080"}
-            exp_annotations:
-              summary: 'Breaker orders.Create has been open for 4s (opened on slow_ratio: 2 of 40 calls failed, 0 of them timeouts)'
-              description: 'P3 (record): the breaker orders.Create on 10.0.0.3:8080 opened on slow_ratio: 2 of 40 calls failed, 0 of them timeouts, and has refused calls for 4s. The breaker only stops the bleeding: check the health of orders.Create.` + links + `'
-              status_url: 'http://10.0.0.3:8080/status'
-              dashboard_url: 'https://grafana.example.com/d/govkit-breaker?var-name=orders.Create'
-          - exp_labels: {severity: P2, name: orders.Create, method: orders.Create, reason: slow_ratio, trip_reason: slow_ratio, instance: "10.0.0.3:8080"}
-            exp_annotations:
-              summary: 'Breaker orders.Create has been open for 4s (opened on slow_ratio: 2 of 40 calls failed, 0 of them timeouts)'
-              description: 'P2 (page): the breaker orders.Create on 10.0.0.3:8080 opened on slow_ratio: 2 of 40 calls failed, 0 of them timeouts, and has refused calls for 4s. The breaker only stops the bleeding: check the health of orders.Create.` + links + `'
-              status_url: 'http://10.0.0.3:8080/status'
-              dashboard_url: 'https://grafana.example.com/d/govkit-breaker?var-name=orders.Create'
+        exp_alerts:` + open("P3", "record") + open("P2", "page") + `
       - eval_time: 6s
         alertname: BreakerOpen
         exp_alerts: []
@@ -132,6 +148,80 @@ tests:
 	path := filepath.Join(dir, "rules_test.yml")
 	require.NoError(t, os.WriteFile(path, []byte(test), 0o644))
 	runTool(t, promtool, "test", "rules", path)
+}
+
+// A link's template is parsed as Prometheus parses an annotation: one
+// Prometheus accepts (its functions, $labels, $value, $externalLabels)
+// makes a file promtool accepts; a typo, which made breaker-alerts write
+// a file Prometheus then refused to load, is an error naming the field.
+func TestAlertRules_RefusesALinkTemplatePrometheusWouldRefuse(t *testing.T) {
+	good := AlertConfig{
+		StatusURL:    `http://{{ $labels.instance | stripPort }}:8080/status?q={{ $value | humanize }}`,
+		DashboardURL: `{{ $externalLabels.grafana }}/d/govkit-breaker?var-job={{ $labels.job }}&var-name={{ $labels.name }}&{{ if $labels.target }}var-target={{ reReplaceAll ":.*" "" $labels.target }}{{ end }}`,
+	}
+	rules, err := AlertRules(good)
+	require.NoError(t, err)
+	for _, bad := range []struct{ field, url, want string }{
+		{"StatusURL", "http://{{ $label.instance }}/status", `undefined variable "$label"`},
+		{"DashboardURL", "https://g/d/x?var-name={{ $labels.name | urlescape }}", `function "urlescape" not defined`},
+		{"StatusURL", "http://{{ $labels.instance }/status", "unexpected"},
+		{"DashboardURL", "https://g/d/x{{ end }}", "unexpected {{end}}"},
+	} {
+		cfg := AlertConfig{}
+		if bad.field == "StatusURL" {
+			cfg.StatusURL = bad.url
+		} else {
+			cfg.DashboardURL = bad.url
+		}
+		_, err := AlertRules(cfg)
+		require.Error(t, err, bad.url)
+		assert.ErrorContains(t, err, "AlertConfig."+bad.field, bad.url)
+		assert.ErrorContains(t, err, bad.want, bad.url)
+	}
+	promtool := needTool(t, "promtool", "prometheus")
+	path := filepath.Join(t.TempDir(), "links.yml")
+	require.NoError(t, os.WriteFile(path, rules, 0o644))
+	assert.Contains(t, runTool(t, promtool, "check", "rules", path), "SUCCESS: 8 rules found")
+}
+
+// The policy alerts have no breaker: their dashboard link selects every
+// breaker, where $labels.name left an empty var-name= that selected
+// none; the breaker alerts' links keep the breaker's name.
+func TestAlertRules_APolicyAlertLinksToEveryBreaker(t *testing.T) {
+	promtool := needTool(t, "promtool", "prometheus")
+	rules, err := AlertRules(AlertConfig{DashboardURL: "https://grafana.example.com/d/govkit-breaker?var-instance={{ $labels.instance }}&var-name={{ $labels.name }}"})
+	require.NoError(t, err)
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "rules.yml"), rules, 0o644))
+	test := `
+rule_files: [rules.yml]
+evaluation_interval: 1m
+tests:
+  - interval: 1m
+    input_series:
+      - series: 'breaker_policy_info{origin="file:/b.json", version="v1", instance="a:9090"}'
+        values: '1x3'
+      - series: 'breaker_policy_rejected_info{origin="file:/b.json", version="v2", instance="a:9090"}'
+        values: '1x3'
+      - series: 'breaker_open_duration_seconds{name="pay", instance="a:9090"}'
+        values: '0+60x3'
+      - series: 'breaker_mode{name="pay", mode="auto", instance="a:9090"}'
+        values: '1x3'
+    alert_rule_test:
+      - eval_time: 2m
+        alertname: BreakerPolicyRejected
+        exp_alerts:
+          - exp_labels: {severity: P3, version: v2, origin: "file:/b.json", in_force: v1, instance: "a:9090"}
+            exp_annotations:
+              summary: 'Policy version v2 refused on a:9090; version v1 stays in force'
+              description: 'The policy document version v2 from file:/b.json was refused on a:9090: its breakers keep running on version v1. The log record msg="breaker policy rejected", and the status page, name every bad field. This resolves when a valid document is delivered (applied, or the version in force put back); a source that is gone meanwhile does not resolve it. Dashboard: https://grafana.example.com/d/govkit-breaker?var-instance=a:9090&var-name=$__all'
+              dashboard_url: 'https://grafana.example.com/d/govkit-breaker?var-instance=a:9090&var-name=$__all'
+`
+	path := filepath.Join(dir, "rules_test.yml")
+	require.NoError(t, os.WriteFile(path, []byte(test), 0o644))
+	runTool(t, promtool, "test", "rules", path)
+	assert.Contains(t, string(rules), `dashboard_url: "https://grafana.example.com/d/govkit-breaker?var-instance={{ $labels.instance }}\u0026var-name={{ $labels.name }}"`,
+		"a breaker alert's link is the template as given")
 }
 
 func TestAlertRules_BadConfigNamesEachField(t *testing.T) {
@@ -142,9 +232,10 @@ func TestAlertRules_BadConfigNamesEachField(t *testing.T) {
 		ProbeWindow:   time.Microsecond,
 		ThrottleShare: -0.5,
 		StatusURL:     "http://a/status\n- alert: Injected",
+		DashboardURL:  "https://g/d/x?var-name={{ $labels.nme }",
 	})
 	require.Error(t, err)
-	for _, s := range []string{"Namespace \"shop-breaker\"", "Thresholds", "FlapOpens -1", "ProbeWindow 1µs", "ThrottleShare -0.5", "StatusURL"} {
+	for _, s := range []string{"Namespace \"shop-breaker\"", "Thresholds", "FlapOpens -1", "ProbeWindow 1µs", "ThrottleShare -0.5", "StatusURL", "DashboardURL"} {
 		assert.ErrorContains(t, err, s)
 	}
 	rules, err := AlertRules(AlertConfig{Thresholds: ops.Thresholds{P3: 1500 * time.Millisecond, P2: 90 * time.Second, P1: 2 * time.Hour}})

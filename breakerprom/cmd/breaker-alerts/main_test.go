@@ -32,8 +32,8 @@ func TestRun_FlagsReachTheRules(t *testing.T) {
 	require.NoError(t, err)
 	for _, s := range []string{
 		"(shop_breaker_open_duration_seconds >= 10)", "(shop_breaker_open_duration_seconds >= 60)", "(shop_breaker_open_duration_seconds >= 300)",
-		`increase(shop_breaker_probes_total{result="failed"}[90s]) >= 2`, `to="open"}[10m]))`, ">= 3,",
-		"increase(shop_breaker_throttled_total[2m])", ") >= 0.25\n", "less than 25% of the calls",
+		"(shop_breaker_outage_probes_failed >= 2)", "(shop_breaker_outage_trips >= 3)",
+		"increase(shop_breaker_throttled_total[2m])", ") >= 0.25,\n", ") >= 0.125\n", "less than 12.5% of the calls",
 		`status_url: "http://{{ $labels.instance }}/status"`, `dashboard_url: "https://grafana.example.com/d/govkit-breaker"`,
 	} {
 		assert.Contains(t, string(rules), s)
@@ -51,6 +51,12 @@ func TestRun_BadFlagsAreErrors(t *testing.T) {
 	assert.ErrorContains(t, err, "ProbeWindow 1µs")
 	err = run([]string{"-throttle-share", "1.5"}, &bytes.Buffer{}, &bytes.Buffer{})
 	assert.ErrorContains(t, err, "ThrottleShare 1.5 is not in (0, 1]")
+	// A typo in a link's template, which Prometheus would refuse the
+	// whole file for, is refused here, naming the field.
+	err = run([]string{"-status-url", "http://{{ $label.instance }}/status", "-o", path}, &bytes.Buffer{}, &bytes.Buffer{})
+	assert.ErrorContains(t, err, "StatusURL")
+	assert.ErrorContains(t, err, `undefined variable "$label"`)
+	assert.NoFileExists(t, path)
 	err = run([]string{"-p3"}, &bytes.Buffer{}, &bytes.Buffer{})
 	assert.ErrorContains(t, err, "flag needs an argument: -p3")
 	err = run([]string{"rules.yml"}, &bytes.Buffer{}, &bytes.Buffer{})
