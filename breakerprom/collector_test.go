@@ -790,7 +790,7 @@ breaker_outage_refused{name="pricing.GetPrice"} %d
 	f.Calls(pricing, 1, errBoom) // the probe answers with an error and passes: closed
 	f.Calls(pricing, 4, errBoom) // trips again
 	f.expect(want(10, 2, 0, 1, 1, 2), names...)
-	f.At(40 * time.Second) // the doubled cooldown (20s) is over
+	f.At(40 * time.Second)                        // the doubled cooldown (20s) is over
 	f.Calls(pricing, 1, context.DeadlineExceeded) // a probe timeout fails it
 	f.expect(want(40, 2, 1, 1, 1, 2), names...)
 
