@@ -715,7 +715,12 @@ func (c *checker) timeToTrip(never bool) {
 		c.source = all.source
 		c.add(all.severity(), CheckTimeToTrip, tripNums(all, t), "opens %s after every call starts failing, at %s calls/s", all.describe(), num(t.Rate))
 	}
+	c.faultTimeToTrip()
+}
 
+// faultTimeToTrip adds the time to trip during the fault of the options.
+func (c *checker) faultTimeToTrip() {
+	p, t := c.p, c.t
 	f := c.o.Fault
 	e := c.tripTime(f)
 	te := effectiveTimeout(p, t)
@@ -761,6 +766,37 @@ func (c *checker) timeToTrip(never bool) {
 		when = "errors counted as they happen"
 	}
 	c.add(e.severity(), CheckFaultTimeToTrip, nums, "opens %s into a fault of %s (%s)", e.describe(), f, when)
+}
+
+// FaultTimeToTrip is the fault_time_to_trip finding [Group] makes for a
+// key named key under policy p with traffic t: how long after the fault
+// o.Fault begins the breaker opens, as a median and a 90th percentile
+// (numbers time_to_trip_s and time_to_trip_p90_s, absent when it does not
+// open within 10 minutes), from the same model, with its source and,
+// simulated, the 95% interval of each (time_to_trip_low_s, ...). The
+// traffic is taken as steady at its Rate and ErrorRatio, for one breaker
+// (its profile, bursts and targets left out). The same options give the
+// same figure as Group where Group's simulations were not bounded by the
+// key's share of SimCallsPerRun; this call has SimCalls alone.
+func FaultTimeToTrip(key string, p breaker.Policy, t Traffic, o Options) (Finding, error) {
+	if err := p.Validate(); err != nil {
+		return Finding{}, err
+	}
+	t = t.withMeans()
+	t.Profile, t.Bursts, t.Targets = nil, Bursts{}, 0
+	if err := t.Validate(); err != nil {
+		return Finding{}, err
+	}
+	o = o.orDefault()
+	if err := o.validate(); err != nil {
+		return Finding{}, err
+	}
+	if t.Rate <= 0 {
+		return Finding{}, fmt.Errorf("check: the key has no traffic (rate 0): no time to trip")
+	}
+	c := checker{key: key, p: p, t: t, o: o}
+	c.faultTimeToTrip()
+	return c.out[0], nil
 }
 
 // tripNums are the numbers of a time to trip.

@@ -70,3 +70,26 @@ func TestSlowRule_BelowP99IsAWarning(t *testing.T) {
 	assert.NotContains(t, fs, CheckSlowTripsHealthy)
 	assert.NotContains(t, fs, CheckSlowBelowLatency)
 }
+
+// FaultTimeToTrip is the fault_time_to_trip finding of Group for the
+// same key, policy, traffic and options: -suggest shows the check's
+// figure for each candidate through it.
+func TestFaultTimeToTrip_IsGroupsFinding(t *testing.T) {
+	p := breaker.DefaultPolicy()
+	p.MinRequests = 10
+	for _, tr := range []Traffic{
+		{Rate: 3, P50: 5 * time.Millisecond, P99: 30 * time.Millisecond, Deadline: time.Second},
+		{Rate: 400, P50: 5 * time.Millisecond, P99: 30 * time.Millisecond, Deadline: time.Second},
+	} {
+		o := Options{SimCalls: 20000, Seed: 3}
+		r, err := Group(breaker.GroupPolicy{Default: p}, Workload{Keys: map[string]Traffic{"k": tr}}, o)
+		require.NoError(t, err)
+		want, ok := finding(r, CheckFaultTimeToTrip)
+		require.True(t, ok)
+		got, err := FaultTimeToTrip("k", p, tr, o)
+		require.NoError(t, err)
+		assert.Equal(t, want, got)
+	}
+	_, err := FaultTimeToTrip("k", p, Traffic{}, Options{})
+	assert.ErrorContains(t, err, "rate 0")
+}

@@ -23,7 +23,9 @@
 // With -suggest it also replays the described traffic through a fault
 // (by default 40% errors and 20% slow calls for 20 s) for a small grid of
 // candidate policies around each key's current one, and prints the best
-// few, ranked by goodput lost and false trips, each with its changes.
+// few, ranked by goodput lost, false trips, the calls sent into the fault
+// and the time open after it, each with its changes and the check's own
+// time to trip for it.
 //
 // The checks and their formulas are in docs/checking-policies.md.
 package main
@@ -227,7 +229,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 
 	var sugg []keySuggestions
 	if *suggest {
-		cfg := suggestConfig{fault: opt.Fault, faultFor: *faultFor, seed: *seed, maxFalse: *maxFalse, top: *top}
+		cfg := suggestConfig{fault: opt.Fault, faultFor: *faultFor, seed: *seed, maxFalse: *maxFalse, top: *top, simCalls: *simCalls}
 		want, err := pickKeys(rep, *keys)
 		if err != nil {
 			return fail("%v", err)
@@ -237,7 +239,13 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 		start := time.Now()
 		for _, kr := range want {
-			s, err := suggestFor(kr, cfg)
+			var current *check.Finding
+			for i, f := range rep.Findings {
+				if f.Key == kr.Key && f.Check == check.CheckFaultTimeToTrip {
+					current = &rep.Findings[i]
+				}
+			}
+			s, err := suggestFor(kr, current, cfg)
 			if err != nil {
 				return fail("-suggest %s: %v", ops.Printable(kr.Key), err)
 			}

@@ -282,7 +282,7 @@ func TestSuggest_JSON(t *testing.T) {
 	assert.Greater(t, s.Tried, 5)
 	for _, c := range s.Best {
 		assert.NoError(t, c.Policy.Validate())
-		assert.True(t, c.Opened, "a suggestion opens during the fault")
+		assert.True(t, c.Opens.InFault, "a suggestion opens during the fault")
 	}
 	assert.True(t, strings.HasPrefix(s.Fault, "40% errors + 20% timeouts for 20s"), s.Fault)
 }
@@ -547,4 +547,69 @@ func TestMaximumWorkload_AnswersAtOnce(t *testing.T) {
 	assert.Empty(t, stdout)
 	assert.Contains(t, testutil.FirstLine(stderr), "breaker-check: check: the formulas would take about 5e+09 steps for these 10000 keys")
 	assert.Contains(t, testutil.FirstLine(stderr), "more than the 2.4e+08 a check takes (about 2m0s): check fewer keys at a time")
+}
+
+// Scenario: for one key and fault, -suggest said "opened after 3.8s" (its
+// replay's one draw of the fault) while the check said "opens in 17.1s
+// (median; p90 46s)". The time to open of every candidate is now the
+// check's figure for that policy, from the same model, with its source
+// and interval: for the current policy, the check's own finding.
+func TestSuggest_OpensIsTheChecksFigure(t *testing.T) {
+	def := testutil.WriteFile(t, "p.json", `{"default": {"min_requests": 10}}`)
+	quiet := testutil.WriteFile(t, "t.json", `{"keys": {"reports.Export": {"rate": 3, "p50": "5ms", "p99": "30ms", "deadline": "1s"}}}`)
+	code, stdout, stderr := runCmd(t, "-policy", def, "-traffic", quiet, "-suggest", "-json")
+	require.Equal(t, exitOK, code, stderr)
+	var out struct {
+		Findings    []check.Finding  `json:"findings"`
+		Suggestions []keySuggestions `json:"suggestions"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(stdout), &out))
+	var fault check.Finding
+	for _, f := range out.Findings {
+		if f.Check == check.CheckFaultTimeToTrip {
+			fault = f
+		}
+	}
+	require.Equal(t, check.SourceSimulated, fault.Source, "a quiet key's time to trip is simulated")
+	require.Len(t, out.Suggestions, 1)
+	s := out.Suggestions[0]
+	cur := s.Current.Opens
+	assert.Equal(t, fault.Source, cur.Source)
+	assert.Equal(t, fault.Numbers["time_to_trip_s"], cur.Median)
+	assert.Equal(t, fault.Numbers["time_to_trip_p90_s"], cur.P90)
+	assert.Equal(t, fault.Numbers["time_to_trip_low_s"], cur.Low)
+	assert.Equal(t, fault.Numbers["time_to_trip_high_s"], cur.High)
+	assert.Equal(t, fault.Message, cur.Message)
+
+	opt := check.Options{Fault: check.DefaultFault, SimCalls: 20000, Seed: 1}
+	tr := check.Traffic{Rate: 3, P50: 5 * time.Millisecond, P99: 30 * time.Millisecond, Deadline: time.Second}
+	for _, c := range s.Best {
+		f, err := check.FaultTimeToTrip("reports.Export", c.Policy, tr, opt)
+		require.NoError(t, err)
+		assert.Equal(t, f.Numbers["time_to_trip_s"], c.Opens.Median, c.Changes)
+		assert.Equal(t, f.Source, c.Opens.Source, c.Changes)
+	}
+}
+
+// Scenario: with fallback: true every candidate lost nothing, so all tied
+// on goodput and false trips and the ranking said nothing: the current
+// policy came first on fewest changes. Ties are now broken on what still
+// differs: the calls sent into the fault that failed, then how long the
+// breaker stayed open after it.
+func TestSuggest_FallbackTiesAreBrokenByWhatDiffers(t *testing.T) {
+	code, stdout, stderr := runCmd(t, "-policy", "testdata/service-policy.json", "-traffic", "testdata/service-traffic.json",
+		"-suggest", "-key", "pricing.GetPrice", "-json", "-top", "3")
+	require.Equal(t, exitOK, code, stderr)
+	s := parseSuggestions(t, stdout)[0]
+	tie := ties{lost: s.Tie, falseTrips: 0.01 * check.DefaultMaxFalseTripsPerDay, openAfter: time.Second}
+	for _, c := range append(s.Best, s.Current) {
+		assert.InDelta(t, s.Current.Lost, c.Lost, s.Tie, "with a fallback, goodput ties")
+	}
+	best := s.Best[0]
+	assert.NotEmpty(t, best.Changes, "the current policy is not first by default")
+	assert.True(t, better(best, s.Current, tie))
+	assert.Less(t, best.Wasted, s.Current.Wasted-s.Tie, "the first sends fewer calls into the fault")
+	for i := 1; i < len(s.Best); i++ {
+		assert.False(t, better(s.Best[i], s.Best[i-1], tie), "ranked in order")
+	}
 }

@@ -23,19 +23,30 @@ import (
 // A request of the caller is good when it is answered, by the downstream
 // or by a fallback, within the client's deadline.
 //
+// When a candidate opens is the checker's figure, the one its
+// fault_time_to_trip finding gives for that policy (check.FaultTimeToTrip:
+// the same model, source and interval), not the replay's one draw of the
+// fault: one figure, from one model.
+//
 // Candidates are ranked by, in order: whether they are acceptable, which
-// is to open during the fault (the fault is one the breaker is there to
-// catch: without a fallback an open breaker answers nothing, so on
-// goodput alone the replay of a single call would always prefer a breaker
-// that never opens, blind to what a failing downstream costs beyond this
-// call) with expected false trips a day at the baseline within the
-// threshold (the checker's model: a replay long enough to see a
-// once-a-week trip would take a simulated week); the goodput the caller lost from the start of the fault to
-// the end of the replay, against a run with neither fault nor breaker
-// (two candidates within 1% of the fault's calls of each other tie: the
-// replay draws its own arrivals and faults, and a difference that small
-// is its noise); the expected false trips; and how few changes they make,
-// so that among equals the current policy comes first.
+// is to open during the fault (the checker's median time to trip within
+// it: the fault is one the breaker is there to catch, and without a
+// fallback an open breaker answers nothing, so on goodput alone the
+// replay of a single call would always prefer a breaker that never opens,
+// blind to what a failing downstream costs beyond this call) with
+// expected false trips a day at the baseline within the threshold (the
+// checker's model: a replay long enough to see a once-a-week trip would
+// take a simulated week); the goodput the caller lost from the start of
+// the fault to the end of the replay, against a run with neither fault
+// nor breaker (two candidates within 1% of the fault's calls of each
+// other tie: the replay draws its own arrivals and faults, and a
+// difference that small is its noise); the expected false trips; the
+// calls sent into the fault that failed (the load the breaker spares the
+// failing downstream; within 1% of the fault's calls, a tie); how long
+// the breaker stayed open after the fault (refusing a recovered
+// downstream; within a second, a tie); and how few changes they make, so
+// that among equals the current policy comes first. With a fallback
+// every candidate loses about nothing: the last three tell them apart.
 
 // suggestConfig is what the command's flags say about suggestions.
 type suggestConfig struct {
@@ -44,6 +55,7 @@ type suggestConfig struct {
 	seed     uint64
 	maxFalse float64
 	top      int
+	simCalls int
 }
 
 // Limits that keep a suggestion within a few seconds of wall time.
@@ -102,16 +114,52 @@ type candidate struct {
 	// FalseTripsPerDay is the checker's expected false trips a day at the
 	// baseline.
 	FalseTripsPerDay float64 `json:"false_trips_per_day"`
-	// OpenedAfter is how long into the fault the breaker first opened;
-	// Opened is false if it did not. BaselineOpens counts the openings
-	// the replay saw outside the fault.
-	OpenedAfter   time.Duration `json:"opened_after_ns"`
-	Opened        bool          `json:"opened"`
+	// Opens is when the breaker opens into the fault: the checker's
+	// figure for this policy.
+	Opens opens `json:"opens"`
+	// Wasted are the calls sent into the fault that failed or timed out,
+	// at the key's real rate; OpenAfter how long the breaker stayed open
+	// or half-open after the fault ended. BaselineOpens counts the
+	// openings the replay saw outside the fault.
+	Wasted        float64       `json:"wasted"`
+	OpenAfter     time.Duration `json:"open_after_fault_ns"`
 	BaselineOpens int           `json:"baseline_opens"`
 	Acceptable    bool          `json:"acceptable"`
 }
 
-func suggestFor(kr check.KeyReport, cfg suggestConfig) (keySuggestions, error) {
+// opens is the checker's time to trip into the fault (its
+// fault_time_to_trip finding): the median and p90 in seconds, with the
+// 95% interval of the median when simulated, its source, and whether
+// the median is within the fault.
+type opens struct {
+	Median  float64 `json:"median_s,omitempty"`
+	P90     float64 `json:"p90_s,omitempty"`
+	Low     float64 `json:"median_low_s,omitempty"`
+	High    float64 `json:"median_high_s,omitempty"`
+	Source  string  `json:"source"`
+	Never   bool    `json:"never"`
+	InFault bool    `json:"in_fault"`
+	Message string  `json:"message"`
+}
+
+// opensOf reads a fault_time_to_trip finding; a breaker whose median is
+// beyond the fault does not open during it.
+func opensOf(f check.Finding, faultFor time.Duration) opens {
+	o := opens{Source: f.Source, Message: f.Message}
+	med, ok := f.Numbers["time_to_trip_s"]
+	if !ok {
+		o.Never = true
+		return o
+	}
+	o.Median, o.P90 = med, f.Numbers["time_to_trip_p90_s"]
+	o.Low, o.High = f.Numbers["time_to_trip_low_s"], f.Numbers["time_to_trip_high_s"]
+	o.InFault = med <= faultFor.Seconds()
+	return o
+}
+
+// suggestFor ranks the candidates for one key; current is the check's
+// fault_time_to_trip finding for the key's policy, if it made one.
+func suggestFor(kr check.KeyReport, current *check.Finding, cfg suggestConfig) (keySuggestions, error) {
 	t, cur := kr.Traffic, kr.Policy
 	out := keySuggestions{Key: kr.Key, Rate: t.Rate, Seed: cfg.seed,
 		Fault: fmt.Sprintf("%s for %v", cfg.fault, cfg.faultFor)}
@@ -130,7 +178,7 @@ func suggestFor(kr check.KeyReport, cfg suggestConfig) (keySuggestions, error) {
 		return out, fmt.Errorf("the policy's window (%v) and cooldowns need a replay of %v, longer than the %v a replay covers", cur.Window, n, replay.MaxDuration)
 	}
 	out.SimRate = math.Min(t.Rate, maxSimRate)
-	tie := ties{lost: math.Max(1, 0.01*t.Rate*cfg.faultFor.Seconds()), falseTrips: 0.01 * cfg.maxFalse}
+	tie := ties{lost: math.Max(1, 0.01*t.Rate*cfg.faultFor.Seconds()), falseTrips: 0.01 * cfg.maxFalse, openAfter: time.Second}
 	out.Tie = tie.lost
 	var cands []breaker.Policy
 	for _, p := range grid(cur, t) {
@@ -139,14 +187,24 @@ func suggestFor(kr check.KeyReport, cfg suggestConfig) (keySuggestions, error) {
 		}
 	}
 	var results []candidate
+	opt := check.Options{Fault: cfg.fault, MaxFalseTripsPerDay: cfg.maxFalse, SimCalls: cfg.simCalls, Seed: cfg.seed}
 	try := func(p breaker.Policy) (candidate, error) {
 		c, err := replayOne(p, t, cfg)
 		if err != nil {
 			return c, err
 		}
+		f := current
+		if p != cur || f == nil {
+			ft, err := check.FaultTimeToTrip(kr.Key, p, t, opt)
+			if err != nil {
+				return c, err
+			}
+			f = &ft
+		}
+		c.Opens = opensOf(*f, cfg.faultFor)
 		c.Changes = diff(cur, p)
 		c.FalseTripsPerDay = check.FalseTripsPerDay(p, t)
-		c.Acceptable = c.Opened && c.FalseTripsPerDay <= cfg.maxFalse
+		c.Acceptable = c.Opens.InFault && c.FalseTripsPerDay <= cfg.maxFalse
 		results = append(results, c)
 		return c, nil
 	}
@@ -170,9 +228,13 @@ func suggestFor(kr check.KeyReport, cfg suggestConfig) (keySuggestions, error) {
 }
 
 // ties are the differences below which two candidates' figures are the
-// same: goodput lost within 1% of the fault's calls, false trips within 1%
-// of the threshold.
-type ties struct{ lost, falseTrips float64 }
+// same: goodput lost and calls wasted within 1% of the fault's calls,
+// false trips within 1% of the threshold, time open after the fault
+// within a second.
+type ties struct {
+	lost, falseTrips float64
+	openAfter        time.Duration
+}
 
 // better orders candidates for the ranking.
 func better(a, b candidate, tie ties) bool {
@@ -183,6 +245,10 @@ func better(a, b candidate, tie ties) bool {
 		return a.Lost < b.Lost
 	case math.Abs(a.FalseTripsPerDay-b.FalseTripsPerDay) > tie.falseTrips:
 		return a.FalseTripsPerDay < b.FalseTripsPerDay
+	case math.Abs(a.Wasted-b.Wasted) > tie.lost:
+		return a.Wasted < b.Wasted
+	case a.OpenAfter-b.OpenAfter > tie.openAfter || b.OpenAfter-a.OpenAfter > tie.openAfter:
+		return a.OpenAfter < b.OpenAfter
 	}
 	return len(a.Changes) < len(b.Changes)
 }
@@ -324,20 +390,38 @@ func replayOne(p breaker.Policy, t check.Traffic, cfg suggestConfig) (candidate,
 	}
 	c.Lost = math.Max(0, float64(lost)/scale)
 	faultEnd := lead + cfg.faultFor
-	for _, tr := range run.Calls[0].Transitions {
-		if tr.To != breaker.Open {
+	call := run.Calls[0]
+	for _, tr := range call.Transitions {
+		if tr.To != breaker.Open || tr.From != breaker.Closed {
 			continue
 		}
-		switch {
-		case tr.At >= lead && tr.At < faultEnd && !c.Opened:
-			c.Opened, c.OpenedAfter = true, tr.At-lead
-		case tr.At < lead || (tr.At >= faultEnd && tr.Reason != breaker.ReasonProbeFailed && tr.Reason != breaker.ReasonProbeTimeout):
-			if tr.From == breaker.Closed {
-				c.BaselineOpens++
-			}
+		if tr.At < lead || tr.At >= faultEnd {
+			c.BaselineOpens++
 		}
 	}
+	// The replay's baseline errors fail the same calls for every
+	// candidate; what differs is how many the breaker let into the fault.
+	c.Wasted = float64(call.Wasted()) / scale
+	c.OpenAfter = notClosed(call.Transitions, faultEnd, s.Duration)
 	return c, nil
+}
+
+// notClosed is how long the breaker whose transitions are ts was open or
+// half-open between from and to.
+func notClosed(ts []replay.Transition, from, to time.Duration) time.Duration {
+	var total time.Duration
+	st, since := breaker.Closed, time.Duration(0)
+	span := func(until time.Duration) {
+		if st != breaker.Closed {
+			total += max(0, min(until, to)-max(since, from))
+		}
+	}
+	for _, tr := range ts {
+		span(tr.At)
+		st, since = tr.To, tr.At
+	}
+	span(to)
+	return total
 }
 
 // scenario builds the replay of traffic t through the fault under p, and
@@ -443,12 +527,17 @@ func (s keySuggestions) writeText(w io.Writer) error {
 	if s.SimRate < s.Rate {
 		fmt.Fprintf(bw, " (the key's %s scaled down, with min_requests and workers)", fmtNum(s.Rate))
 	}
-	fmt.Fprintf(bw, ", seed %d; goodput lost within %s requests ties\n", s.Seed, fmtNum(s.Tie))
-	fmt.Fprintf(bw, "  %-4s  %8s  %6s  %10s  %13s  %s\n", "rank", "lost", "worst", "opened", "false trips/d", "changes")
+	fmt.Fprintf(bw, ", seed %d; goodput lost and calls wasted within %s requests tie\n", s.Seed, fmtNum(s.Tie))
+	fmt.Fprintf(bw, "  opens: the check's time to trip into the fault for each policy (median [its 95%% interval], p90; source); wasted: calls sent into the fault that failed; open after: how long the breaker stayed open after it\n")
+	fmt.Fprintf(bw, "  %-4s  %8s  %6s  %-42s  %8s  %10s  %13s  %s\n", "rank", "lost", "worst", "opens", "wasted", "open after", "false trips/d", "changes")
 	row := func(rank string, c candidate) {
-		opened := "never"
-		if c.Opened {
-			opened = "after " + c.OpenedAfter.Round(100*time.Millisecond).String()
+		op := "never within 10m (" + c.Opens.Source + ")"
+		switch {
+		case c.Opens.Never:
+		case c.Opens.Source == check.SourceSimulated:
+			op = fmt.Sprintf("%s [%s, %s], p90 %s, simulated", secs(c.Opens.Median), secs(c.Opens.Low), secs(c.Opens.High), secs(c.Opens.P90))
+		default:
+			op = fmt.Sprintf("%s, p90 %s, %s", secs(c.Opens.Median), secs(c.Opens.P90), c.Opens.Source)
 		}
 		changes := strings.Join(c.Changes, ", ")
 		if changes == "" {
@@ -456,12 +545,13 @@ func (s keySuggestions) writeText(w io.Writer) error {
 		}
 		mark := ""
 		switch {
-		case !c.Opened:
+		case !c.Opens.InFault:
 			mark = " (lets the fault through)"
 		case !c.Acceptable:
 			mark = " (over the false-trip threshold)"
 		}
-		fmt.Fprintf(bw, "  %-4s  %8.0f  %5.0f%%  %10s  %13s  %s%s\n", rank, c.Lost, c.WorstDrop*100, opened, fmtNum(c.FalseTripsPerDay), changes, mark)
+		fmt.Fprintf(bw, "  %-4s  %8.0f  %5.0f%%  %-42s  %8.0f  %10s  %13s  %s%s\n", rank, c.Lost, c.WorstDrop*100, op, c.Wasted,
+			c.OpenAfter.Round(100*time.Millisecond), fmtNum(c.FalseTripsPerDay), changes, mark)
 	}
 	for i, c := range s.Best {
 		row(fmt.Sprint(i+1), c)
@@ -479,6 +569,21 @@ func seenCandidate(list []candidate, c candidate) bool {
 		}
 	}
 	return false
+}
+
+// secs formats a time to trip in seconds to three digits: "17.1s",
+// "3.17s".
+func secs(v float64) string {
+	d := time.Duration(v * float64(time.Second))
+	switch {
+	case d >= 100*time.Second:
+		return d.Round(time.Second).String()
+	case d >= 10*time.Second:
+		return d.Round(100 * time.Millisecond).String()
+	case d >= time.Second:
+		return d.Round(10 * time.Millisecond).String()
+	}
+	return d.Round(time.Millisecond).String()
 }
 
 func fmtNum(v float64) string {
