@@ -3,9 +3,12 @@ package ops
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"testing"
 	"time"
 
+	"github.com/benbjohnson/clock"
 	"github.com/govkit/breaker"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -200,4 +203,32 @@ func TestThresholds_ZeroMeansTheDefaultsAndDisorderIsAnError(t *testing.T) {
 	require.NoError(t, sev.UnmarshalText([]byte("P2")))
 	assert.Equal(t, SeverityP2, sev)
 	assert.Equal(t, "severity(9)", Severity(9).String())
+}
+
+// A downstream that answers every call with an error, under the default
+// policy: its probes pass on their answers, so the breaker closes at the
+// end of each cooldown and trips again half a second later. It is one
+// outage, graded by its length: a P2 at ten minutes, whose message tells
+// what the outage has cost and where it stands (here just after a close,
+// recovering) and which kind of outage it is.
+func ExampleAlerts_anOutageThroughItsCloses() {
+	mock := clock.NewMock() // starts at 00:00:00 UTC
+	g, _ := breaker.NewGroup(breaker.GroupConfig{}, breaker.WithClock(mock), breaker.WithRand(func() float64 { return 0.5 }))
+	const key = "inventory.GetStock"
+	b, _ := g.Get(key)
+	fail := func(context.Context) error { return errors.New("503 Service Unavailable") }
+	for {
+		for range 20 { // 20 calls every half second
+			_ = g.Do(context.Background(), key, fail)
+		}
+		if b.State() == breaker.Closed && mock.Now().Sub(time.Unix(0, 0)) >= 10*time.Minute {
+			break // closed by its probes, ten minutes into the outage
+		}
+		mock.Add(500 * time.Millisecond)
+	}
+	for _, a := range Alerts(g, Thresholds{}) {
+		fmt.Println(a.Message)
+	}
+	// Output:
+	// P2: breaker inventory.GetStock has been failing for 11m33s (opened on error_ratio: 20 of 20 calls failed, 0 of them timeouts; tripped 7 times, 27562 calls refused; closed at 00:11:33 UTC, settles at 00:13:33 UTC if it stays closed); 21 of its probes passed on errors (the downstream answers, but with errors), so the breaker closes and trips again: Policy.StrictProbes would keep it open until the downstream answers without errors; check the health of inventory.GetStock
 }
