@@ -29,13 +29,30 @@
 //	breaker.fallbacks           Counter        {call}
 //	breaker.probes              Counter        {probe}       breaker.probe.result: passed, failed
 //	breaker.not_closed.time     Counter        s             (time open or half-open, current outage included)
-//	breaker.open.duration       Gauge          s             (length of the current outage, 0 when closed)
+//	breaker.open.duration       Gauge          s             (length of the outage in progress, its closes included; 0 when none)
 //	breaker.window.calls        UpDownCounter  {call}        (counted calls in the sliding window)
 //	breaker.window.error_ratio  Gauge          1             (failures/counted in the window)
-//	breaker.trip                UpDownCounter  {breaker}     breaker.trip.reason: 1 while open or half-open, with the rule that began the outage
-//	breaker.trip.window.calls   Gauge          {call}        (counted calls in the window that tripped it, while open or half-open)
+//	breaker.window.slow_calls   UpDownCounter  {call}        (counted calls in the window slower than slow_call)
+//	breaker.window.slow_ratio   Gauge          1             (slow/counted in the window)
+//	breaker.policy.slow_ratio   Gauge          1             (the policy's SlowRatio, the trip threshold of the line above; 0: rule off)
+//	breaker.policy.slow_call    Gauge          s             (the policy's SlowCall)
+//
+// and, while an outage is in progress (from a trip until the breaker has
+// stayed closed for the policy's MaxOpenFor, its closes and re-trips
+// included; see [breaker.Outage]), these, none while there is none:
+//
+//	breaker.outage.trips        Gauge          {trip}        (trips from closed in it, the first included)
+//	breaker.outage.probes.failed Gauge         {probe}       (failed probes in it, timeouts included)
+//	breaker.outage.probes.passed Gauge         {probe}       (passed probes in it)
+//	breaker.outage.probes.passed_on_error Gauge {probe}      (passed probes that answered with an error: StrictProbes off)
+//	breaker.outage.refused      Gauge          {call}        (calls refused with ErrOpen in it)
+//	breaker.trip                UpDownCounter  {breaker}     breaker.trip.reason: 1, with the rule of the trip that began it
+//	breaker.trip.window.calls   Gauge          {call}        (counted calls in the window that trip judged)
 //	breaker.trip.window.failures Gauge         {call}        (failures, timeouts included, in that window)
 //	breaker.trip.window.timeouts Gauge         {call}        (timeouts in that window)
+//	breaker.trip.window.slow    Gauge          {call}        (calls slower than slow_call in that window)
+//	breaker.trip.run            Gauge          {call}        (the run of consecutive failures at that trip)
+//	breaker.trip.slow_call      Gauge          s             (the policy's SlowCall at that trip)
 //
 // Every transition a breaker can make ([breaker.PossibleTransitions]) is
 // reported from its creation, at 0 until it is made, so that a backend
@@ -53,6 +70,8 @@
 //	breaker.policy.applied_at   Gauge          s             when it was applied, in Unix seconds
 //	breaker.policy.reloads      Counter        {document}    breaker.policy.result: applied, rejected, gone, unreadable, unchanged
 //	breaker.policy.last_reload  Gauge          1             1, with breaker.policy.result and .version of the last document delivered
+//	breaker.policy.source_down  Gauge          1             1, with breaker.policy.origin, while the source is gone or unreadable
+//	breaker.policy.rejected     Gauge          1             1, with breaker.policy.origin and .version, while a refused document stands
 //
 // and these, of the group as a whole too, for its cap on breakers and its
 // idle eviction (see [breaker.GroupConfig.MaxBreakers] and
@@ -75,7 +94,7 @@
 // and, for a breaker that times its calls (a timeout, a slow-call rule or
 // an adaptive timeout):
 //
-//	breaker.latency             Gauge          s             breaker.latency.quantile: 0.5, 0.9, 0.99, 0.999 over the window
+//	breaker.latency             Gauge          s             breaker.latency.quantile: 0.5, 0.9, 0.99, 0.999 over the window; none for an unknown one
 //	breaker.latency.censored    Counter        {call}        (calls cut by a deadline, in the quantiles as lasting at least what they ran)
 //	breaker.timeout             Gauge          s             (the deadline in force: the adaptive timeout's current value)
 //
@@ -194,7 +213,15 @@ type Metrics struct {
 	fallbacks, probes, windowCalls, censored metric.Int64Observable
 	notClosedTime, openDuration, windowRatio, latency, timeout, throttleProbability metric.Float64Observable
 
-	trip, tripCalls, tripFailures, tripTimeouts metric.Int64Observable
+	trip, tripCalls, tripFailures, tripTimeouts, tripSlow, tripRun metric.Int64Observable
+	tripSlowCall                                                   metric.Float64Observable
+
+	outageTrips, outageProbesFailed, outageProbesPassed, outageOnError, outageRefused metric.Int64Observable
+
+	windowSlow                                       metric.Int64Observable
+	windowSlowRatio, policySlowRatio, policySlowCall metric.Float64Observable
+
+	policySourceDown, policyRejected metric.Int64Observable
 
 	policyInfo, policyReloads, policyLastReload metric.Int64Observable
 	policyApplied                               metric.Float64Observable
@@ -267,19 +294,43 @@ func Register(g *breaker.Group, mp metric.MeterProvider, opts ...Option) (*Metri
 	f64(&m.notClosedTime)(meter.Float64ObservableCounter("breaker.not_closed.time",
 		desc("Time the breaker has spent open or half-open, the current outage included."), unit("s")))
 	f64(&m.openDuration)(meter.Float64ObservableGauge("breaker.open.duration",
-		desc("Time since the current outage began; 0 while the breaker is closed."), unit("s")))
+		desc("Length of the outage in progress: from the trip that began it, its closes and re-trips included, until the breaker has stayed closed for the policy's max_open_for; 0 while there is none."), unit("s")))
 	i64(&m.windowCalls)(meter.Int64ObservableUpDownCounter("breaker.window.calls",
 		desc("Counted calls (successes, failures and timeouts) in the sliding window."), unit("{call}")))
 	f64(&m.windowRatio)(meter.Float64ObservableGauge("breaker.window.error_ratio",
 		desc("Failures divided by counted calls in the sliding window; 0 when it is empty."), unit("1")))
+	i64(&m.outageTrips)(meter.Int64ObservableGauge("breaker.outage.trips",
+		desc("Trips from closed in the outage in progress, the first included; not reported while there is none."), unit("{trip}")))
+	i64(&m.outageProbesFailed)(meter.Int64ObservableGauge("breaker.outage.probes.failed",
+		desc("Half-open probes that failed, timeouts included, in the outage in progress; not reported while there is none."), unit("{probe}")))
+	i64(&m.outageProbesPassed)(meter.Int64ObservableGauge("breaker.outage.probes.passed",
+		desc("Half-open probes that passed in the outage in progress; not reported while there is none."), unit("{probe}")))
+	i64(&m.outageOnError)(meter.Int64ObservableGauge("breaker.outage.probes.passed_on_error",
+		desc("Half-open probes in the outage in progress that answered with an error and passed, as they do while the policy's strict_probes is off; not reported while there is none."), unit("{probe}")))
+	i64(&m.outageRefused)(meter.Int64ObservableGauge("breaker.outage.refused",
+		desc("Calls refused with ErrOpen in the outage in progress; not reported while there is none."), unit("{call}")))
+	i64(&m.windowSlow)(meter.Int64ObservableUpDownCounter("breaker.window.slow_calls",
+		desc("Counted calls in the sliding window slower than the policy's slow_call; 0 while that rule is off."), unit("{call}")))
+	f64(&m.windowSlowRatio)(meter.Float64ObservableGauge("breaker.window.slow_ratio",
+		desc("Slow calls divided by counted calls in the sliding window; 0 when it is empty."), unit("1")))
+	f64(&m.policySlowRatio)(meter.Float64ObservableGauge("breaker.policy.slow_ratio",
+		desc("The policy's slow ratio: the breaker trips when the window's slow ratio reaches it; 0 when that rule is off."), unit("1")))
+	f64(&m.policySlowCall)(meter.Float64ObservableGauge("breaker.policy.slow_call",
+		desc("The policy's slow_call: a call slower than it counts as slow; 0 when the slow rule is off."), unit("s")))
 	i64(&m.trip)(meter.Int64ObservableUpDownCounter("breaker.trip",
-		desc("1 while the breaker is open or half-open, with the rule that began the outage, which failed probes do not change."), unit("{breaker}")))
+		desc("1 while an outage is in progress, with the rule of the trip that began it, which failed probes and re-trips do not change."), unit("{breaker}")))
 	i64(&m.tripCalls)(meter.Int64ObservableGauge("breaker.trip.window.calls",
-		desc("Counted calls in the sliding window when the breaker tripped, for the whole outage."), unit("{call}")))
+		desc("Counted calls in the sliding window that the rule judged at the trip that began the outage in progress."), unit("{call}")))
 	i64(&m.tripFailures)(meter.Int64ObservableGauge("breaker.trip.window.failures",
-		desc("Failures, timeouts included, in the sliding window when the breaker tripped, for the whole outage."), unit("{call}")))
+		desc("Failures, timeouts included, in the window of the trip that began the outage in progress."), unit("{call}")))
 	i64(&m.tripTimeouts)(meter.Int64ObservableGauge("breaker.trip.window.timeouts",
-		desc("Timeouts in the sliding window when the breaker tripped, for the whole outage."), unit("{call}")))
+		desc("Timeouts in the window of the trip that began the outage in progress."), unit("{call}")))
+	i64(&m.tripSlow)(meter.Int64ObservableGauge("breaker.trip.window.slow",
+		desc("Calls slower than the policy's slow_call in the window of the trip that began the outage in progress."), unit("{call}")))
+	i64(&m.tripRun)(meter.Int64ObservableGauge("breaker.trip.run",
+		desc("Consecutive failures at the trip that began the outage in progress, counted while the policy's consecutive_failures is set (0 otherwise)."), unit("{call}")))
+	f64(&m.tripSlowCall)(meter.Float64ObservableGauge("breaker.trip.slow_call",
+		desc("The policy's slow_call at the trip that began the outage in progress, what breaker.trip.window.slow counts calls slower than; 0 if the slow rule was off."), unit("s")))
 	i64(&m.policyInfo)(meter.Int64ObservableGauge("breaker.policy.info",
 		desc("The policy document in force: 1, with its origin and version (empty for a policy set by code)."), unit("1")))
 	f64(&m.policyApplied)(meter.Float64ObservableGauge("breaker.policy.applied_at",
@@ -296,6 +347,10 @@ func Register(g *breaker.Group, mp metric.MeterProvider, opts ...Option) (*Metri
 		desc("Breakers dropped as idle, by the state they were in."), unit("{breaker}")))
 	i64(&m.policyLastReload)(meter.Int64ObservableGauge("breaker.policy.last_reload",
 		desc("The last document a followed source delivered: 1, with what became of it and its version."), unit("1")))
+	i64(&m.policySourceDown)(meter.Int64ObservableGauge("breaker.policy.source_down",
+		desc("1 while the followed source is gone or unreadable and has delivered nothing readable since, with its origin; not reported while it delivers. The version in force keeps running."), unit("1")))
+	i64(&m.policyRejected)(meter.Int64ObservableGauge("breaker.policy.rejected",
+		desc("1 while the last document refused has not been followed by a valid one, with its origin and version; a gone or unreadable source does not end it."), unit("1")))
 	i64(&m.candState)(meter.Int64ObservableUpDownCounter("breaker.candidate.state",
 		desc("State of the breaker's candidate policy, run in shadow: 1 for the state it is in, 0 for the others."), unit("{breaker}")))
 	i64(&m.candTransitions)(meter.Int64ObservableCounter("breaker.candidate.transitions",
@@ -307,7 +362,7 @@ func Register(g *breaker.Group, mp metric.MeterProvider, opts ...Option) (*Metri
 	i64(&m.candDiffs)(meter.Int64ObservableCounter("breaker.candidate.differences",
 		desc("Times the breaker's candidate policy and its policy in force came to differ in state."), unit("{difference}")))
 	f64(&m.latency)(meter.Float64ObservableGauge("breaker.latency",
-		desc("Latency of the calls, by quantile over the sliding window, the calls cut by a deadline counted as lasting at least what they ran; 0 when unknown."), unit("s")))
+		desc("Latency of the calls, by quantile over the sliding window, the calls cut by a deadline counted as lasting at least what they ran; a quantile is not reported while it is unknown."), unit("s")))
 	i64(&m.censored)(meter.Int64ObservableCounter("breaker.latency.censored",
 		desc("Calls cut by a deadline, which the quantiles count as lasting at least what they ran."), unit("{call}")))
 	f64(&m.timeout)(meter.Float64ObservableGauge("breaker.timeout",
@@ -320,8 +375,10 @@ func Register(g *breaker.Group, mp metric.MeterProvider, opts ...Option) (*Metri
 		m.state, m.transitions, m.calls, m.slow, m.rejected, m.shadowRejected,
 		m.throttled, m.throttleProbability,
 		m.fallbacks, m.probes, m.notClosedTime, m.openDuration, m.windowCalls, m.windowRatio,
-		m.trip, m.tripCalls, m.tripFailures, m.tripTimeouts,
-		m.policyInfo, m.policyApplied, m.policyReloads, m.policyLastReload,
+		m.trip, m.tripCalls, m.tripFailures, m.tripTimeouts, m.tripSlow, m.tripRun, m.tripSlowCall,
+		m.outageTrips, m.outageProbesFailed, m.outageProbesPassed, m.outageOnError, m.outageRefused,
+		m.windowSlow, m.windowSlowRatio, m.policySlowRatio, m.policySlowCall,
+		m.policyInfo, m.policyApplied, m.policyReloads, m.policyLastReload, m.policySourceDown, m.policyRejected,
 		m.groupBreakers, m.groupMax, m.groupOverflow, m.groupEvicted,
 		m.candState, m.candTransitions, m.candWouldRefuse, m.candWouldAdmit, m.candDiffs,
 		m.latency, m.censored, m.timeout)
@@ -511,21 +568,43 @@ func (m *Metrics) observeStatus(o metric.Observer, n breakerID, s breaker.Status
 	o.ObserveInt64(m.windowCalls, toInt64(s.Window.Counted), m.with(n))
 	o.ObserveFloat64(m.windowRatio, s.ErrorRatio, m.with(n))
 	o.ObserveFloat64(m.throttleProbability, s.ThrottleProbability, m.with(n))
+	o.ObserveInt64(m.windowSlow, toInt64(s.Window.Slow), m.with(n))
+	o.ObserveFloat64(m.windowSlowRatio, s.Window.SlowRatio(), m.with(n))
+	o.ObserveFloat64(m.policySlowRatio, s.Policy.SlowRatio, m.with(n))
+	o.ObserveFloat64(m.policySlowCall, s.Policy.SlowCall.Seconds(), m.with(n))
+	// The outage in progress and why it began, for as long as it lasts,
+	// closes and re-trips included; nothing while there is none, so that
+	// a count never stands for an earlier outage's, nor an earlier
+	// process's.
 	if out := s.Outage; out != nil {
-		if out.Trip.Reason != "" {
-			o.ObserveInt64(m.trip, 1, m.with(n, KeyTripReason.String(string(out.Trip.Reason))))
+		t := out.Trip
+		if t.Reason != "" {
+			o.ObserveInt64(m.trip, 1, m.with(n, KeyTripReason.String(string(t.Reason))))
 		}
-		o.ObserveInt64(m.tripCalls, toInt64(out.Trip.Window.Counted), m.with(n))
-		o.ObserveInt64(m.tripFailures, toInt64(out.Trip.Window.Failures), m.with(n))
-		o.ObserveInt64(m.tripTimeouts, toInt64(out.Trip.Window.Timeouts), m.with(n))
+		o.ObserveInt64(m.tripCalls, toInt64(t.Window.Counted), m.with(n))
+		o.ObserveInt64(m.tripFailures, toInt64(t.Window.Failures), m.with(n))
+		o.ObserveInt64(m.tripTimeouts, toInt64(t.Window.Timeouts), m.with(n))
+		o.ObserveInt64(m.tripSlow, toInt64(t.Window.Slow), m.with(n))
+		o.ObserveInt64(m.tripRun, toInt64(t.Run), m.with(n))
+		o.ObserveFloat64(m.tripSlowCall, t.SlowCall.Seconds(), m.with(n))
+		o.ObserveInt64(m.outageTrips, int64(out.Trips), m.with(n))
+		o.ObserveInt64(m.outageProbesFailed, int64(out.ProbesFailed), m.with(n))
+		o.ObserveInt64(m.outageProbesPassed, int64(out.ProbesPassed), m.with(n))
+		o.ObserveInt64(m.outageOnError, int64(out.ProbesPassedOnError), m.with(n))
+		o.ObserveInt64(m.outageRefused, toInt64(out.Refused), m.with(n))
 	}
 
 	if l := s.Latency; l != nil {
+		// A quantile that is unknown (Latency reports 0: in a timeout
+		// outage every call is cut by the deadline) is not reported, so
+		// that a panel shows a gap rather than a latency of 0.
 		for _, q := range []struct {
 			q float64
-			v float64
-		}{{0.5, l.P50.Seconds()}, {0.9, l.P90.Seconds()}, {0.99, l.P99.Seconds()}, {0.999, l.P999.Seconds()}} {
-			o.ObserveFloat64(m.latency, q.v, m.with(n, KeyLatencyQuantile.Float64(q.q)))
+			v time.Duration
+		}{{0.5, l.P50}, {0.9, l.P90}, {0.99, l.P99}, {0.999, l.P999}} {
+			if q.v > 0 {
+				o.ObserveFloat64(m.latency, q.v.Seconds(), m.with(n, KeyLatencyQuantile.Float64(q.q)))
+			}
 		}
 		o.ObserveInt64(m.censored, toInt64(l.CensoredTotal), m.with(n))
 		o.ObserveFloat64(m.timeout, l.Timeout.Seconds(), m.with(n))
@@ -553,6 +632,12 @@ func (m *Metrics) observePolicy(o metric.Observer, label breaker.PolicyLabel) {
 	o.ObserveInt64(m.policyReloads, toInt64(r.Unchanged), m.group(KeyPolicyResult.String("unchanged")))
 	if l := ps.Last; l != nil {
 		o.ObserveInt64(m.policyLastReload, 1, m.group(KeyPolicyResult.String(l.Result.String()), KeyPolicyVersion.String(l.Version)))
+	}
+	if d := ps.Down; d != nil {
+		o.ObserveInt64(m.policySourceDown, 1, m.group(KeyPolicyOrigin.String(d.Origin)))
+	}
+	if r := ps.Rejected; r != nil {
+		o.ObserveInt64(m.policyRejected, 1, m.group(KeyPolicyOrigin.String(r.Origin), KeyPolicyVersion.String(r.Version)))
 	}
 }
 

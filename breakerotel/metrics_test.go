@@ -127,40 +127,54 @@ func stripIncarnation[N int64 | float64](pts []metricdata.DataPoint[N]) []metric
 // The expected side of every instrument: its description and unit are
 // part of what the test asserts.
 var instruments = map[string]struct{ desc, unit string }{
-	"breaker.state":                  {"Current state of the breaker: 1 for the state it is in, 0 for the others.", "{breaker}"},
-	"breaker.transitions":            {"State transitions of the breaker, by the rule or event that caused them.", "{transition}"},
-	"breaker.calls":                  {"Admitted calls that have returned, by outcome; probes included.", "{call}"},
-	"breaker.slow_calls":             {"Closed-state calls slower than the policy's slow_call.", "{call}"},
-	"breaker.rejected":               {"Calls refused without calling the downstream.", "{call}"},
-	"breaker.shadow_rejected":        {"Calls a shadow breaker admitted but would have refused.", "{call}"},
-	"breaker.throttled":              {"Calls the policy's throttle refused while the breaker was closed; a subset of breaker.rejected, or of breaker.shadow_rejected for a shadow breaker, which admits them.", "{call}"},
-	"breaker.throttle.probability":   {"Probability with which the policy's throttle refuses the breaker's next call; 0 while it throttles nothing, and for a breaker that does not throttle.", "1"},
-	"breaker.fallbacks":              {"Results served by a fallback instead of the downstream.", "{call}"},
-	"breaker.probes":                 {"Half-open probe verdicts.", "{probe}"},
-	"breaker.not_closed.time":        {"Time the breaker has spent open or half-open, the current outage included.", "s"},
-	"breaker.open.duration":          {"Time since the current outage began; 0 while the breaker is closed.", "s"},
-	"breaker.window.calls":           {"Counted calls (successes, failures and timeouts) in the sliding window.", "{call}"},
-	"breaker.window.error_ratio":     {"Failures divided by counted calls in the sliding window; 0 when it is empty.", "1"},
-	"breaker.policy.info":            {"The policy document in force: 1, with its origin and version (empty for a policy set by code).", "1"},
-	"breaker.policy.applied_at":      {"When the policy document in force was applied, in Unix seconds on the group's clock.", "s"},
-	"breaker.policy.reloads":         {"Policy documents a followed source delivered, by what became of them.", "{document}"},
-	"breaker.group.breakers":         {"Breakers the group holds.", "{breaker}"},
-	"breaker.group.max_breakers":     {"The most breakers the group holds; calls for further keys run through its overflow breaker.", "{breaker}"},
-	"breaker.group.overflow_calls":   {"Calls for keys that had no breaker while the group was full, run through its overflow breaker.", "{call}"},
-	"breaker.group.evicted":          {"Breakers dropped as idle, by the state they were in.", "{breaker}"},
-	"breaker.policy.last_reload":     {"The last document a followed source delivered: 1, with what became of it and its version.", "1"},
-	"breaker.trip":                   {"1 while the breaker is open or half-open, with the rule that began the outage, which failed probes do not change.", "{breaker}"},
-	"breaker.trip.window.calls":      {"Counted calls in the sliding window when the breaker tripped, for the whole outage.", "{call}"},
-	"breaker.trip.window.failures":   {"Failures, timeouts included, in the sliding window when the breaker tripped, for the whole outage.", "{call}"},
-	"breaker.trip.window.timeouts":   {"Timeouts in the sliding window when the breaker tripped, for the whole outage.", "{call}"},
-	"breaker.candidate.state":        {"State of the breaker's candidate policy, run in shadow: 1 for the state it is in, 0 for the others.", "{breaker}"},
-	"breaker.candidate.transitions":  {"State transitions of the breaker's candidate policy, by the rule or event that caused them.", "{transition}"},
-	"breaker.candidate.would_refuse": {"Calls the breaker admitted that its candidate policy would have refused.", "{call}"},
-	"breaker.candidate.would_admit":  {"Calls the breaker refused that its candidate policy would have admitted.", "{call}"},
-	"breaker.candidate.differences":  {"Times the breaker's candidate policy and its policy in force came to differ in state.", "{difference}"},
-	"breaker.latency":                {"Latency of the calls, by quantile over the sliding window, the calls cut by a deadline counted as lasting at least what they ran; 0 when unknown.", "s"},
-	"breaker.latency.censored":       {"Calls cut by a deadline, which the quantiles count as lasting at least what they ran.", "{call}"},
-	"breaker.timeout":                {"The deadline the breaker gives calls now: the policy's timeout, or the adaptive timeout in force; 0 for none.", "s"},
+	"breaker.state":                         {"Current state of the breaker: 1 for the state it is in, 0 for the others.", "{breaker}"},
+	"breaker.transitions":                   {"State transitions of the breaker, by the rule or event that caused them.", "{transition}"},
+	"breaker.calls":                         {"Admitted calls that have returned, by outcome; probes included.", "{call}"},
+	"breaker.slow_calls":                    {"Closed-state calls slower than the policy's slow_call.", "{call}"},
+	"breaker.rejected":                      {"Calls refused without calling the downstream.", "{call}"},
+	"breaker.shadow_rejected":               {"Calls a shadow breaker admitted but would have refused.", "{call}"},
+	"breaker.throttled":                     {"Calls the policy's throttle refused while the breaker was closed; a subset of breaker.rejected, or of breaker.shadow_rejected for a shadow breaker, which admits them.", "{call}"},
+	"breaker.throttle.probability":          {"Probability with which the policy's throttle refuses the breaker's next call; 0 while it throttles nothing, and for a breaker that does not throttle.", "1"},
+	"breaker.fallbacks":                     {"Results served by a fallback instead of the downstream.", "{call}"},
+	"breaker.probes":                        {"Half-open probe verdicts.", "{probe}"},
+	"breaker.not_closed.time":               {"Time the breaker has spent open or half-open, the current outage included.", "s"},
+	"breaker.open.duration":                 {"Length of the outage in progress: from the trip that began it, its closes and re-trips included, until the breaker has stayed closed for the policy's max_open_for; 0 while there is none.", "s"},
+	"breaker.window.calls":                  {"Counted calls (successes, failures and timeouts) in the sliding window.", "{call}"},
+	"breaker.window.error_ratio":            {"Failures divided by counted calls in the sliding window; 0 when it is empty.", "1"},
+	"breaker.outage.trips":                  {"Trips from closed in the outage in progress, the first included; not reported while there is none.", "{trip}"},
+	"breaker.outage.probes.failed":          {"Half-open probes that failed, timeouts included, in the outage in progress; not reported while there is none.", "{probe}"},
+	"breaker.outage.probes.passed":          {"Half-open probes that passed in the outage in progress; not reported while there is none.", "{probe}"},
+	"breaker.outage.probes.passed_on_error": {"Half-open probes in the outage in progress that answered with an error and passed, as they do while the policy's strict_probes is off; not reported while there is none.", "{probe}"},
+	"breaker.outage.refused":                {"Calls refused with ErrOpen in the outage in progress; not reported while there is none.", "{call}"},
+	"breaker.window.slow_calls":             {"Counted calls in the sliding window slower than the policy's slow_call; 0 while that rule is off.", "{call}"},
+	"breaker.window.slow_ratio":             {"Slow calls divided by counted calls in the sliding window; 0 when it is empty.", "1"},
+	"breaker.policy.slow_ratio":             {"The policy's slow ratio: the breaker trips when the window's slow ratio reaches it; 0 when that rule is off.", "1"},
+	"breaker.policy.slow_call":              {"The policy's slow_call: a call slower than it counts as slow; 0 when the slow rule is off.", "s"},
+	"breaker.trip":                          {"1 while an outage is in progress, with the rule of the trip that began it, which failed probes and re-trips do not change.", "{breaker}"},
+	"breaker.trip.window.calls":             {"Counted calls in the sliding window that the rule judged at the trip that began the outage in progress.", "{call}"},
+	"breaker.trip.window.failures":          {"Failures, timeouts included, in the window of the trip that began the outage in progress.", "{call}"},
+	"breaker.trip.window.timeouts":          {"Timeouts in the window of the trip that began the outage in progress.", "{call}"},
+	"breaker.trip.window.slow":              {"Calls slower than the policy's slow_call in the window of the trip that began the outage in progress.", "{call}"},
+	"breaker.trip.run":                      {"Consecutive failures at the trip that began the outage in progress, counted while the policy's consecutive_failures is set (0 otherwise).", "{call}"},
+	"breaker.trip.slow_call":                {"The policy's slow_call at the trip that began the outage in progress, what breaker.trip.window.slow counts calls slower than; 0 if the slow rule was off.", "s"},
+	"breaker.policy.info":                   {"The policy document in force: 1, with its origin and version (empty for a policy set by code).", "1"},
+	"breaker.policy.applied_at":             {"When the policy document in force was applied, in Unix seconds on the group's clock.", "s"},
+	"breaker.policy.reloads":                {"Policy documents a followed source delivered, by what became of them.", "{document}"},
+	"breaker.group.breakers":                {"Breakers the group holds.", "{breaker}"},
+	"breaker.group.max_breakers":            {"The most breakers the group holds; calls for further keys run through its overflow breaker.", "{breaker}"},
+	"breaker.group.overflow_calls":          {"Calls for keys that had no breaker while the group was full, run through its overflow breaker.", "{call}"},
+	"breaker.group.evicted":                 {"Breakers dropped as idle, by the state they were in.", "{breaker}"},
+	"breaker.policy.last_reload":            {"The last document a followed source delivered: 1, with what became of it and its version.", "1"},
+	"breaker.policy.source_down":            {"1 while the followed source is gone or unreadable and has delivered nothing readable since, with its origin; not reported while it delivers. The version in force keeps running.", "1"},
+	"breaker.policy.rejected":               {"1 while the last document refused has not been followed by a valid one, with its origin and version; a gone or unreadable source does not end it.", "1"},
+	"breaker.candidate.state":               {"State of the breaker's candidate policy, run in shadow: 1 for the state it is in, 0 for the others.", "{breaker}"},
+	"breaker.candidate.transitions":         {"State transitions of the breaker's candidate policy, by the rule or event that caused them.", "{transition}"},
+	"breaker.candidate.would_refuse":        {"Calls the breaker admitted that its candidate policy would have refused.", "{call}"},
+	"breaker.candidate.would_admit":         {"Calls the breaker refused that its candidate policy would have admitted.", "{call}"},
+	"breaker.candidate.differences":         {"Times the breaker's candidate policy and its policy in force came to differ in state.", "{difference}"},
+	"breaker.latency":                       {"Latency of the calls, by quantile over the sliding window, the calls cut by a deadline counted as lasting at least what they ran; a quantile is not reported while it is unknown.", "s"},
+	"breaker.latency.censored":              {"Calls cut by a deadline, which the quantiles count as lasting at least what they ran.", "{call}"},
+	"breaker.timeout":                       {"The deadline the breaker gives calls now: the policy's timeout, or the adaptive timeout in force; 0 for none.", "s"},
 }
 
 // groupPoint is a point of a group-wide instrument, without breaker.name.
@@ -282,13 +296,27 @@ func TestMetrics_ReportEveryInstrument(t *testing.T) {
 			point[int64](0, payment, result("passed")), point[int64](0, payment, result("failed")),
 			point[int64](1, pricing, result("passed")), point[int64](1, pricing, result("failed"))),
 		counter("breaker.not_closed.time", point(0.0, inventory), point(8.0, payment), point(30.0, pricing)),
-		gauge("breaker.open.duration", point(0.0, inventory), point(8.0, payment), point(0.0, pricing)),
+		// Pricing closed at 30s and is recovering: its outage (38s) and
+		// the trip that began it are reported until it settles.
+		gauge("breaker.open.duration", point(0.0, inventory), point(8.0, payment), point(38.0, pricing)),
 		upDown("breaker.window.calls", point[int64](4, inventory), point[int64](4, payment), point[int64](0, pricing)),
 		gauge("breaker.window.error_ratio", point(0.0, inventory), point(0.5, payment), point(0.0, pricing)),
-		upDown("breaker.trip", point[int64](1, payment, KeyTripReason.String("error_ratio"))),
-		gauge("breaker.trip.window.calls", point[int64](4, payment)),
-		gauge("breaker.trip.window.failures", point[int64](2, payment)),
-		gauge("breaker.trip.window.timeouts", point[int64](0, payment)),
+		upDown("breaker.window.slow_calls", point[int64](1, inventory), point[int64](0, payment), point[int64](0, pricing)),
+		gauge("breaker.window.slow_ratio", point(0.25, inventory), point(0.0, payment), point(0.0, pricing)),
+		gauge("breaker.policy.slow_ratio", point(1.0, inventory), point(1.0, payment), point(1.0, pricing)),
+		gauge("breaker.policy.slow_call", point(2.0, inventory), point(2.0, payment), point(2.0, pricing)),
+		gauge("breaker.outage.trips", point[int64](1, payment), point[int64](1, pricing)),
+		gauge("breaker.outage.probes.failed", point[int64](0, payment), point[int64](1, pricing)),
+		gauge("breaker.outage.probes.passed", point[int64](0, payment), point[int64](1, pricing)),
+		gauge("breaker.outage.probes.passed_on_error", point[int64](0, payment), point[int64](0, pricing)),
+		gauge("breaker.outage.refused", point[int64](0, payment), point[int64](3, pricing)),
+		upDown("breaker.trip", point[int64](1, payment, KeyTripReason.String("error_ratio")), point[int64](1, pricing, KeyTripReason.String("error_ratio"))),
+		gauge("breaker.trip.window.calls", point[int64](4, payment), point[int64](4, pricing)),
+		gauge("breaker.trip.window.failures", point[int64](2, payment), point[int64](2, pricing)),
+		gauge("breaker.trip.window.timeouts", point[int64](0, payment), point[int64](0, pricing)),
+		gauge("breaker.trip.window.slow", point[int64](0, payment), point[int64](0, pricing)),
+		gauge("breaker.trip.run", point[int64](0, payment), point[int64](0, pricing)),
+		gauge("breaker.trip.slow_call", point(2.0, payment), point(2.0, pricing)),
 		gauge("breaker.policy.info", groupPoint[int64](1, KeyPolicyOrigin.String("code"), KeyPolicyVersion.String(""))),
 		gauge("breaker.policy.applied_at", groupPoint(float64(f.T0.Unix()))),
 		counter("breaker.policy.reloads",
@@ -307,12 +335,12 @@ func TestMetrics_ReportEveryInstrument(t *testing.T) {
 		// The test policy times calls (a slow-call rule). A call of no
 		// mock time is in the histogram's first bin, reported as 512 ns;
 		// the 3 s call as the point of its bin, within 3.1%. Pricing's
-		// calls have left the window; payment's shadow admission is not
+		// calls have left the window, so its quantiles are unknown and
+		// not reported (they read 0); payment's shadow admission is not
 		// measured, as it is not counted.
 		gauge("breaker.latency", slices.Concat(
 			quantiles(inventory, 512, 3018407571, 3018407571, 3018407571),
-			quantiles(payment, 512, 512, 512, 512),
-			quantiles(pricing, 0, 0, 0, 0))...),
+			quantiles(payment, 512, 512, 512, 512))...),
 		counter("breaker.latency.censored", point[int64](0, inventory), point[int64](0, payment), point[int64](0, pricing)),
 		gauge("breaker.timeout", point(0.0, inventory), point(0.0, payment), point(0.0, pricing)),
 	}, false)
@@ -547,11 +575,78 @@ func TestMetrics_TransitionsFromZeroAndTheTripForTheWholeOutage(t *testing.T) {
 	}
 	f.expect(trip, true)
 	f.At(30 * time.Second)
-	f.Calls(pricing, 1, nil) // closed
+	f.Calls(pricing, 1, nil) // closed: recovering, the outage goes on
+	f.expect(trip, true)
+	f.At(70 * time.Second) // closed for MaxOpenFor (40s): settled
 	got := f.collect()
 	for _, m := range got.Metrics {
-		assert.NotContains(t, []string{"breaker.trip", "breaker.trip.window.calls"}, m.Name, "reported while closed")
+		assert.NotContains(t, []string{"breaker.trip", "breaker.trip.window.calls", "breaker.trip.run", "breaker.outage.trips"}, m.Name, "reported once settled")
 	}
+}
+
+// The outage's instruments: a hard error outage whose probes answer with
+// errors and pass (StrictProbes off) closes and trips again; its counts
+// grow across the close, as one outage. A new process (a new group) on
+// the same downstream starts from its own first trip.
+func TestMetrics_OutageCountsGrowAcrossClosesAndStartAfreshInANewProcess(t *testing.T) {
+	want := func(dur float64, trips, failed, passed, onError, refused int64) []metricdata.Metrics {
+		return []metricdata.Metrics{
+			gauge("breaker.open.duration", point(dur, pricing)),
+			gauge("breaker.outage.trips", point(trips, pricing)),
+			gauge("breaker.outage.probes.failed", point(failed, pricing)),
+			gauge("breaker.outage.probes.passed", point(passed, pricing)),
+			gauge("breaker.outage.probes.passed_on_error", point(onError, pricing)),
+			gauge("breaker.outage.refused", point(refused, pricing)),
+		}
+	}
+	f := newFixture(t)
+	f.Calls(pricing, 4, errBoom) // trips at 0s
+	f.Refused(pricing, 2)
+	f.expect(want(0, 1, 0, 0, 0, 2), true)
+	f.At(10 * time.Second)
+	f.Calls(pricing, 1, errBoom) // the probe answers with an error and passes: closed
+	f.Calls(pricing, 4, errBoom) // trips again
+	f.expect(want(10, 2, 0, 1, 1, 2), true)
+	f.At(40 * time.Second)
+	f.Calls(pricing, 1, context.DeadlineExceeded) // a probe timeout fails it
+	f.expect(want(40, 2, 1, 1, 1, 2), true)
+
+	g := newFixture(t) // the process restarts
+	g.Calls(pricing, 4, errBoom)
+	g.expect(want(0, 1, 0, 0, 0, 0), true)
+}
+
+// A followed source that is gone is reported as down, and the refused
+// document stands through it; a readable valid document ends both.
+func TestMetrics_AGoneSourceIsDownAndKeepsTheRefusedDocument(t *testing.T) {
+	f := newFixture(t)
+	fl, deliver := f.Follow()
+	m, err := Register(f.Group, f.mp, WithFollower(fl))
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, m.Unregister()) })
+	require.NoError(t, f.m.Unregister()) // the fixture's, without the follower
+	const origin = "file:/etc/app/breakers.json"
+	good := live.Document{Origin: origin, Version: "v1", Data: []byte(`{"default": {"min_requests": 10}}`)}
+	names := []string{"breaker.policy.source_down", "breaker.policy.rejected"}
+	has := func() map[string]bool {
+		out := map[string]bool{}
+		for _, m := range f.collect().Metrics {
+			if slices.Contains(names, m.Name) {
+				out[m.Name] = true
+			}
+		}
+		return out
+	}
+	require.Equal(t, live.Applied, deliver(good))
+	assert.Empty(t, has())
+	require.Equal(t, live.Rejected, deliver(live.Document{Origin: origin, Version: "v2", Data: []byte(`{"default": {"min_requests": -1}}`)}))
+	require.Equal(t, live.Gone, deliver(live.Document{Origin: origin, Gone: true}))
+	f.expect([]metricdata.Metrics{
+		gauge("breaker.policy.source_down", groupPoint[int64](1, KeyPolicyOrigin.String(origin))),
+		gauge("breaker.policy.rejected", groupPoint[int64](1, KeyPolicyOrigin.String(origin), KeyPolicyVersion.String("v2"))),
+	}, true)
+	require.Equal(t, live.Unchanged, deliver(good))
+	assert.Empty(t, has())
 }
 
 // An operator confirms a change from the metrics: the version in force,
