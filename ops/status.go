@@ -40,16 +40,21 @@ type StatusConfig struct {
 	// keeps to show; zero means DefaultStatusTransitions.
 	Transitions int `json:"transitions"`
 	// Follower, if not nil, is the follower the group's policy comes
-	// from ([live.Follow]): the page says when the last document its
-	// source delivered was refused, and why.
+	// from ([live.Follow]): the page says when a document its source
+	// delivered was refused, and why, until a valid one comes, and shows
+	// a banner while the source is gone or unreadable.
 	Follower *live.Follower `json:"-"`
 }
 
 // A StatusPage is an [http.Handler] that shows a group's breakers as one
-// HTML page, for a person with a browser: each breaker's state and for
-// how long, the window against the policy's threshold, the cooldown and
-// the next probe, its latest transitions with their reasons, and the
-// alerts by severity. The page reloads itself, fits a laptop and a phone,
+// HTML page, for a person with a browser: each breaker's state, its
+// outage ([breaker.Outage]: failing since when and for how long, the
+// trip's evidence, what it has cost, and, for a breaker closed in an
+// outage that has not settled, when it settles), the window against the
+// policy's threshold, the cooldown and the next probe, its latest
+// transitions with their reasons, and the alerts by severity; with a
+// follower, a rejected policy document until a valid one comes, and a
+// banner while the policy source is gone or unreadable. The page reloads itself, fits a laptop and a phone,
 // and needs nothing but itself: no script, no external style sheet, font
 // or image.
 //
