@@ -150,18 +150,17 @@ func TestDashboard_QueriesOnlyTheCollectorsFamilies(t *testing.T) {
 	// Not every family needs a panel; these are the ones left out, on
 	// purpose: the mode and the reason are in the alerts' labels, when a
 	// policy was applied is in the version panel's changes, the last
-	// reload's result in the reloads panel and an alert, and a
-	// candidate's transitions, differences and would-admit counts are
-	// details of the two candidate series shown.
+	// reload's result in the reloads panel and an alert, a candidate's
+	// transitions, differences and would-admit counts are details of the
+	// two candidate series shown, the outage's passed probes and the slow
+	// rule's slow_call and counts are in the alerts' text beside the
+	// ratios and the failures shown.
 	assert.Equal(t, []string{
 		"breaker_candidate_differences_total", "breaker_candidate_transitions_total",
 		"breaker_candidate_would_admit_total", "breaker_mode", "breaker_open_reason",
-		"breaker_outage_probes_failed", "breaker_outage_probes_passed", "breaker_outage_probes_passed_on_error",
-		"breaker_outage_refused", "breaker_outage_trips",
+		"breaker_outage_probes_passed",
 		"breaker_policy_applied_timestamp_seconds", "breaker_policy_last_reload_info",
-		"breaker_policy_rejected_info", "breaker_policy_slow_call_seconds", "breaker_policy_slow_ratio",
-		"breaker_policy_source_down", "breaker_trip_run", "breaker_trip_slow_call_seconds",
-		"breaker_trip_window_slow", "breaker_window_slow_calls", "breaker_window_slow_ratio",
+		"breaker_policy_slow_call_seconds", "breaker_trip_slow_call_seconds", "breaker_window_slow_calls",
 	}, unused)
 }
 
@@ -203,10 +202,12 @@ func TestDashboard_HasThePanelsAnOperatorNeeds(t *testing.T) {
 		"Current outage length":                                          "timeseries",
 		"Time not closed in the range":                                   "bargauge",
 		"Window error ratio against the threshold":                       "timeseries",
-		"Window that tripped the breaker, while not closed":              "timeseries",
+		"Window that tripped the breaker, for the outage":                "timeseries",
+		"Window slow ratio against the threshold":                        "timeseries",
+		"The outage in progress: trips, probes and refusals":             "timeseries",
 		"Latency p99 over the window, and the share cut by the deadline": "timeseries",
-		"Transitions":                                                    "timeseries",
-		"Breaker alerts firing":                                          "table",
+		"Transitions":           "timeseries",
+		"Breaker alerts firing": "table",
 	} {
 		assert.Equal(t, typ, titles[title], "panel %q", title)
 	}
@@ -266,7 +267,7 @@ func TestDashboard_TripAnnotationAndPanelsAcrossAFirstTripAndARestart(t *testing
 	exprs := dashboardExprs(t)
 	annotation := exprs[`annotation "Breaker trips"`]
 	transitions := exprs[`panel "Transitions" target 0`]
-	tripWindow := exprs[`panel "Window that tripped the breaker, while not closed" target 0`]
+	tripWindow := exprs[`panel "Window that tripped the breaker, for the outage" target 0`]
 	require.NotEmpty(t, annotation)
 	require.NotEmpty(t, transitions)
 	require.NotEmpty(t, tripWindow)
