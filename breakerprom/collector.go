@@ -36,16 +36,34 @@
 //	breaker_fallbacks_total                    counter
 //	breaker_probes_total{result}               counter  passed, failed
 //	breaker_not_closed_seconds_total           counter  time open or half-open, current outage included
-//	breaker_open_duration_seconds              gauge    length of the current outage, 0 when closed
+//	breaker_open_duration_seconds              gauge    length of the outage in progress, closes included; 0 when none
 //	breaker_window_calls                       gauge    counted calls in the sliding window
 //	breaker_window_error_ratio                 gauge    failures/counted in the window
 //	breaker_policy_error_ratio                 gauge    the policy's ErrorRatio, the trip threshold of the line above (0: rule off)
+//	breaker_window_slow_calls                  gauge    counted calls in the window slower than slow_call
+//	breaker_window_slow_ratio                  gauge    slow/counted in the window
+//	breaker_policy_slow_ratio                  gauge    the policy's SlowRatio, the trip threshold of the line above (0: rule off)
+//	breaker_policy_slow_call_seconds           gauge    the policy's SlowCall
 //	breaker_mode{mode}                         gauge    1 for the current mode, 0 for the others
 //	breaker_open_reason{reason}                gauge    1 while open or half-open, with the reason; absent while closed
-//	breaker_trip_reason{reason}                gauge    1 while open or half-open, with the rule that began the outage; absent while closed
-//	breaker_trip_window_calls                  gauge    counted calls in the window that tripped it; absent while closed
-//	breaker_trip_window_failures               gauge    failures, timeouts included, in that window; absent while closed
-//	breaker_trip_window_timeouts               gauge    timeouts in that window; absent while closed
+//
+// and, while an outage is in progress ([breaker.Status.Outage]: from a
+// trip until the breaker has stayed closed for the policy's MaxOpenFor,
+// its closes and re-trips included), these, absent while there is none,
+// so that no count stands for an earlier outage or an earlier process:
+//
+//	breaker_outage_trips                       gauge    trips from closed in it, the first included
+//	breaker_outage_probes_failed               gauge    failed probes in it, timeouts included
+//	breaker_outage_probes_passed               gauge    passed probes in it
+//	breaker_outage_probes_passed_on_error      gauge    passed probes that answered with an error (StrictProbes off)
+//	breaker_outage_refused                     gauge    calls refused with ErrOpen in it
+//	breaker_trip_reason{reason}                gauge    1, with the rule of the trip that began it
+//	breaker_trip_window_calls                  gauge    counted calls in the window that trip judged
+//	breaker_trip_window_failures               gauge    failures, timeouts included, in that window
+//	breaker_trip_window_timeouts               gauge    timeouts in that window
+//	breaker_trip_window_slow                   gauge    calls slower than slow_call in that window
+//	breaker_trip_run                           gauge    consecutive failures at that trip
+//	breaker_trip_slow_call_seconds             gauge    the policy's SlowCall at that trip
 //
 // Every transition a breaker can make ([breaker.PossibleTransitions]) is
 // a series from its creation, at 0 until it is made: a series that first
@@ -57,7 +75,7 @@
 // [github.com/govkit/breaker/ops.Alerts] does, and say why a breaker
 // opened: open_reason becomes probe_failed at the first failed probe,
 // while trip_reason and the trip's window stay what they were at the trip
-// for the whole outage. [AlertRules] writes such rules, and the module
+// for the whole outage, its closes and re-trips included. [AlertRules] writes such rules, and the module
 // ships them, with a Grafana dashboard for these families, in its rules/
 // and dashboards/ directories.
 //
@@ -70,6 +88,8 @@
 //	breaker_policy_applied_timestamp_seconds   gauge    when it was applied, in Unix seconds
 //	breaker_policy_reloads_total{result}       counter  documents delivered: applied, rejected, gone, unreadable, unchanged
 //	breaker_policy_last_reload_info{result,version} gauge 1 for the last document delivered; absent until one is
+//	breaker_policy_source_down{origin}         gauge    1 while the source is gone or unreadable; absent while it delivers
+//	breaker_policy_rejected_info{origin,version} gauge  1 while a refused document stands (no valid one since); absent otherwise
 //
 // and these, of the group as a whole too, for its cap on breakers and its
 // idle eviction (see [breaker.GroupConfig.MaxBreakers] and
@@ -92,7 +112,7 @@
 // A breaker that times its calls (a timeout, a slow-call rule or an
 // adaptive timeout) adds these, with the label name:
 //
-//	breaker_latency_seconds{quantile}          summary  0.5, 0.9, 0.99, 0.999 over the window; _count and _sum since creation
+//	breaker_latency_seconds{quantile}          summary  0.5, 0.9, 0.99, 0.999 over the window, each absent while unknown; _count and _sum since creation
 //	breaker_latency_censored_total             counter  calls cut by a deadline, in the quantiles as lasting at least what they ran
 //	breaker_timeout_seconds                    gauge    the deadline in force (the adaptive timeout's current value)
 //

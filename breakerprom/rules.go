@@ -210,37 +210,46 @@ var rulesTemplate = template.Must(template.New("rules").Delims("[[", "]]").Funcs
 }).Parse(rulesText))
 
 // AlertRules returns a Prometheus rules file (YAML) with the alerts on the
-// collector's metrics:
+// collector's metrics. The breaker alerts speak of an outage
+// ([breaker.Outage]: from a trip until the breaker has stayed closed for
+// the policy's MaxOpenFor, its closes and re-trips included): each fires
+// once in an outage, stays firing through its closes and re-trips, and
+// resolves when it settles.
 //
-//   - BreakerOpen, severity P3, P2 and P1: a breaker has been open, or
-//     half-open without recovering, for the threshold of that severity.
-//     The grades overlap (a breaker open for half an hour raises all
-//     three, so each routes on its own); an Alertmanager inhibit rule
-//     with equal: [name] keeps only the highest. Breakers forced open or
+//   - BreakerOpen, severity P3, P2 and P1: the outage has lasted the
+//     threshold of that severity (open_duration_seconds). The grades
+//     overlap (an outage of half an hour raises all three, so each
+//     routes on its own); an Alertmanager inhibit rule equal on every
+//     label but severity keeps only the highest. Breakers forced open or
 //     in shadow mode raise none, as with ops.Alerts.
-//   - BreakerProbesFailing: ProbeFailures half-open probes failed in
-//     ProbeWindow, while the breaker is still not closed.
+//   - BreakerProbesFailing: ProbeFailures half-open probes failed in the
+//     outage (outage_probes_failed).
 //   - BreakerFlapping: the breaker tripped from closed FlapOpens times in
-//     FlapWindow. It resolves once fewer trips remain in the window: a
-//     pattern that ends when the breaker stays closed, up to FlapWindow
-//     after its last trip.
+//     the outage (outage_trips); its text says whether its probes passed
+//     on error answers (StrictProbes off: set it) or the downstream
+//     recovers and falls again.
 //   - BreakerThrottling: the policy's throttle refused ThrottleShare of
-//     the calls in ThrottleWindow while the breaker stayed closed, which
-//     no open-state alert sees; it resolves when the share falls below
-//     that, or when the breaker opens and BreakerOpen takes over. Shadow
+//     the calls the application made in ThrottleWindow (those an open
+//     breaker refused included), outside an outage, which no open-state
+//     alert sees; it stays firing until the share falls below
+//     ThrottleResolveShare, and resolves when an outage begins. Shadow
 //     breakers, which refuse nothing, raise none.
-//   - BreakerPolicyRejected: the last policy document a followed source
-//     delivered was refused; it resolves when a valid one is delivered.
+//   - BreakerPolicyRejected: a followed source's document was refused and
+//     no valid one has been delivered since (policy_rejected_info); a
+//     source that is gone meanwhile does not resolve it.
+//   - BreakerPolicySourceDown: the followed source is gone or unreadable
+//     (policy_source_down), until it delivers a readable document.
 //
-// The breaker alerts carry the labels name, method and target (the key's
-// parts before and after "@"), and lead their text with why the breaker
-// opened: the label trip_reason, the rule that tripped it for the whole
-// outage, and the window that tripped it ("opened on error_ratio: 9 of 18
-// calls failed, 9 of them timeouts"), read from the trip_* families.
-// BreakerOpen also carries reason, what keeps it open now (probe_failed
-// after a failed probe). BreakerPolicyRejected carries the refused
-// version, its origin, and in_force, the version that stays. An error
-// names each bad field of cfg.
+// The breaker alerts' labels name what each is about: name, method and
+// target (the key's parts before and after "@"), the series' instance,
+// job and const labels, and severity; what changes during the outage is
+// in the annotations, read from the series when the alert is sent, all of
+// the alert's labels matched so that groups with const labels do not
+// cross. Each annotation leads with the evidence of the rule that tripped
+// the breaker, in the words of [breaker.Trip.String] ("opened on
+// error_ratio: 9 of 18 calls failed, 9 of them timeouts"). The policy
+// alerts carry the version and origin, and in_force, the version that
+// stays. An error names each bad field of cfg.
 func AlertRules(cfg AlertConfig) ([]byte, error) {
 	cfg, err := cfg.orDefault()
 	if err != nil {
