@@ -71,6 +71,9 @@ type alert struct {
 	Labels      map[string]string `json:"labels"`
 	Annotations map[string]string `json:"annotations"`
 	State       string            `json:"state"`
+	// ActiveAt is when the alert's condition began to hold: the same for
+	// as long as it is one alert.
+	ActiveAt time.Time `json:"activeAt"`
 }
 
 func (p *promServer) alerts() []alert {
