@@ -132,3 +132,41 @@ func TestSnapshot_ShowsTheCandidateAGroupRuns(t *testing.T) {
 	require.NoError(t, hold.Apply(gp, "test", "v8"))
 	assert.Nil(t, Snapshot(gh.g, Thresholds{}, nil).Policy.Candidate)
 }
+
+// The snapshot carries the follower's record of a source that is down and
+// of the last rejected document, which a gone source does not clear: what
+// the status page's banner and rejection read.
+func TestSnapshot_CarriesASourceThatIsDownAndTheRejectionItKeeps(t *testing.T) {
+	gh := newGroupHarness(t, breaker.GroupConfig{}, breaker.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+	src := make(docSource)
+	done := make(chan live.Change)
+	f, err := live.Follow(context.Background(), gh.g, src, live.OnChange(func(c live.Change) { done <- c }))
+	require.NoError(t, err)
+	defer func() { require.NoError(t, f.Close()) }()
+	const origin = "file:/etc/shop/breakers.json"
+	for _, d := range []live.Document{
+		{Origin: origin, Version: "v1", Data: []byte(`{}`)},
+		{Origin: origin, Version: "v2", Data: []byte(`{"default": {"min_requests": -1}}`)},
+		{Origin: origin, Gone: true},
+	} {
+		src <- d
+		<-done
+	}
+	ps := Snapshot(gh.g, Thresholds{}, f).Policy
+	require.NotNil(t, ps.Down)
+	assert.Equal(t, live.Gone, ps.Down.Result)
+	assert.Equal(t, "v1", ps.Down.InForce)
+	require.NotNil(t, ps.Rejected)
+	assert.Equal(t, "v2", ps.Rejected.Version)
+	assert.Equal(t, live.Gone, ps.Last.Result)
+	data, err := json.Marshal(ps)
+	require.NoError(t, err)
+	assert.Contains(t, string(data), `"down":{"origin":"file:/etc/shop/breakers.json","version":"","result":"gone"`)
+	assert.Contains(t, string(data), `"rejected":{"origin":"file:/etc/shop/breakers.json","version":"v2","result":"rejected"`)
+
+	src <- live.Document{Origin: origin, Version: "v1", Data: []byte(`{}`)} // put back
+	<-done
+	ps = Snapshot(gh.g, Thresholds{}, f).Policy
+	assert.Nil(t, ps.Down)
+	assert.Nil(t, ps.Rejected)
+}
