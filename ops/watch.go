@@ -72,7 +72,8 @@ type Watcher struct {
 // after the last one settled, or on a breaker dropped from the group and
 // made again under its key (a restart of the process too), is a new one,
 // notified from its first severity, even when its breaker was notified
-// at P1 just before. An outage keeps what was notified of it while it
+// at P1 just before. So is the outage of a breaker released from a
+// forced open: the release starts its clock again ([breaker.Outage]). An outage keeps what was notified of it while it
 // lasts, through a spell in another mode too; its end (it settles) is
 // not notified.
 //
