@@ -617,3 +617,32 @@ func TestWatch_APanickingNotifyLosesNoOtherAlertOfTheRound(t *testing.T) {
 	defer mu.Unlock()
 	assert.Equal(t, 1, strings.Count(buf.String(), `msg="ops: watcher recovered a panic" breaker.name=a.Panics panic="alert sink bug"`), buf.String())
 }
+
+// An operator forces open a breaker whose outage was notified at P2, and
+// releases it two minutes later; its probes time out. The release starts
+// the outage's clock again (a hold is not the downstream's outage), so
+// the watcher notifies it from P3, a minute after the release, and not at
+// the forced open.
+func TestWatch_AReleaseFromAForcedOpenStartsANewOutage(t *testing.T) {
+	const key = "payment.Charge"
+	gh := newGroupHarness(t, breaker.GroupConfig{})
+	got := make(chan Alert, 16)
+	_, err := gh.watch(WatchConfig{Interval: time.Minute}, func(a Alert) { got <- a })
+	require.NoError(t, err)
+	gh.calls(key, 20, errBoom)
+	b, err := gh.g.Get(key)
+	require.NoError(t, err)
+	runWatchRows(t, gh, got, []watchRow{
+		{name: "t1", at: time.Minute, want: []Severity{SeverityP3}},
+		{name: "t10", at: 10 * time.Minute, want: []Severity{SeverityP2}},
+		{name: "forced", at: 11 * time.Minute, do: func() { require.NoError(t, b.SetMode(breaker.ModeForcedOpen)) }},
+		{name: "released", at: 13 * time.Minute, do: func() {
+			require.NoError(t, b.SetMode(breaker.ModeAuto))
+			gh.calls(key, 1, context.DeadlineExceeded) // the probe times out
+		}},
+		{name: "t14", at: 14 * time.Minute, want: []Severity{SeverityP3}},
+	})
+	a := Alerts(gh.g, Thresholds{})
+	require.Len(t, a, 1)
+	assert.Equal(t, gh.t0.Add(13*time.Minute), a[0].Since)
+}
