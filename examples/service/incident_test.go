@@ -229,7 +229,9 @@ func logLines(logs string, words ...string) string {
 // error_ratio, the P3 leads with that cause and the window that tripped
 // it, then the failing probes raise BreakerProbesFailing; the status page,
 // in Chromium, says the same, with the cooldown that runs. Pricing heals:
-// the breaker closes and every alert resolves within seconds. A refused
+// the breaker closes, its log record tells the outage (its length, trips,
+// refusals, when it settles), and every alert fires until the outage has
+// settled (closed for max_open_for) and resolves within seconds after. A refused
 // policy push raises BreakerPolicyRejected, which resolves when the file is
 // put back, the version in force keeping its record. The service
 // restarts, pricing trips again: the dashboard's trip annotation marks
@@ -273,13 +275,17 @@ func TestService_AnIncidentWithPrometheus(t *testing.T) {
 	require.NotEqual(t, breaker.Closed, st.State)
 	require.NotNil(t, st.Outage)
 	trip := st.Outage.Trip.Window
-	cause := fmt.Sprintf("opened on error_ratio: %d of %d calls failed, %d of them timeouts", trip.Failures, trip.Counted, trip.Timeouts)
+	cause := "opened on " + st.Outage.Trip.String()
+	assert.Equal(t, fmt.Sprintf("opened on error_ratio: %d of %d calls failed, %d of them timeouts", trip.Failures, trip.Counted, trip.Timeouts), cause)
 	assert.Equal(t, breaker.ReasonErrorRatio, st.Outage.Trip.Reason)
 	assert.Equal(t, trip.Failures, trip.Timeouts, "a slow downstream: every failure a timeout")
-	assert.Equal(t, "error_ratio", p3.Labels["trip_reason"])
+	// The labels name what the alert is about; what changes during the
+	// outage is in its text.
 	assert.Equal(t, keyPrice, p3.Labels["method"])
 	assert.Equal(t, addr, p3.Labels["instance"])
-	assert.Contains(t, p3.Annotations["summary"], "("+cause+")", "the alert leads with the trip's rule and window")
+	assert.NotContains(t, p3.Labels, "reason")
+	assert.NotContains(t, p3.Labels, "trip_reason")
+	assert.Contains(t, p3.Annotations["summary"], "Breaker pricing.GetPrice "+cause+"; an outage of", "the alert leads with the trip's rule and window")
 	assert.Contains(t, p3.Annotations["description"], "P3 (record): the breaker pricing.GetPrice on "+addr+" "+cause)
 	assert.Contains(t, p3.Annotations["description"], "check the health of pricing.GetPrice.")
 	assert.Equal(t, base+"/status", p3.Annotations["status_url"])
@@ -298,16 +304,22 @@ func TestService_AnIncidentWithPrometheus(t *testing.T) {
 		return len(all) == 1, fmt.Sprint(p.alerts())
 	})
 	n.step("its probes fail")
-	assert.Equal(t, "error_ratio", probes.Labels["trip_reason"])
-	assert.Contains(t, probes.Annotations["summary"], "("+cause+")", "still led by the trip, not the probe")
-	assert.Contains(t, probes.Annotations["description"], "the downstream has not recovered since the breaker "+cause)
+	assert.NotContains(t, probes.Labels, "trip_reason")
+	assert.Contains(t, probes.Annotations["summary"], "Breaker pricing.GetPrice "+cause+";", "still led by the trip, not the probe")
+	assert.Contains(t, probes.Annotations["description"], "The breaker pricing.GetPrice on "+addr+" "+cause+", and pricing.GetPrice")
+	assert.Contains(t, probes.Annotations["description"], "the downstream has not recovered")
 	n.block("", alertText(probes))
-	p.Eventually("the P3 with the probe's reason behind the cause", func() (bool, string) {
+	// The first failed probe changes the P3's text, not the alert: the
+	// same labels, the same activeAt.
+	p.Eventually("the P3 saying the probe's reason behind the cause", func() (bool, string) {
 		all := p.firing("BreakerOpen", pricingAlert)
-		return len(all) == 1 && all[0].Labels["reason"] == "probe_failed" && all[0].Labels["trip_reason"] == "error_ratio" &&
-			strings.Contains(all[0].Annotations["description"], cause+", and has refused calls for"), fmt.Sprint(all)
+		return len(all) == 1 && strings.Contains(all[0].Annotations["summary"], cause+"; an outage of") &&
+			strings.Contains(all[0].Annotations["summary"], "now open on probe_failed"), fmt.Sprint(all)
 	})
-	n.block("", alertText(p.firing("BreakerOpen", pricingAlert)[0]))
+	now := p.firing("BreakerOpen", pricingAlert)[0]
+	assert.Equal(t, p3.Labels, now.Labels, "one alert through the failed probes")
+	assert.Equal(t, p3.ActiveAt, now.ActiveAt, "one alert through the failed probes")
+	n.block("", alertText(now))
 	// The dashboard's panels on an outage have data, the window that
 	// tripped the breaker among them.
 	for _, q := range dashboardQueries(t) {
@@ -338,22 +350,39 @@ func TestService_AnIncidentWithPrometheus(t *testing.T) {
 		"This page's own grading of this process's breakers", "It is not the state of Prometheus's alerts"} {
 		assert.Contains(t, dom, want)
 	}
-	assert.Regexp(t, `Next probe at \d\d:\d\d:\d\d \(in \d+(ms|s)\), at the end of a cooldown of [1-5]s ; the policy's cooldown is 1s, doubling to 4s\.`, dom)
+	assert.Regexp(t, `Next probe at \d\d:\d\d:\d\d \(in \d+(ms|s)\), at the end of a cooldown of [1-5]s ; the policy's cooldown is 1s, doubling to 4s`, dom)
 	n.step("the status page")
 	n.block("", card(dom, "pricing.GetPrice"))
 	chromium(t, chromiumBin, base+"/status", "--window-size=1100,860", "--screenshot="+filepath.Join(dir, "status.png"))
 
-	// Pricing heals: the breaker closes, and every alert on it resolves.
+	// Pricing heals: the breaker closes, and the outage is over once it
+	// has stayed closed for max_open_for (4s). The alerts on it stay until
+	// then, and resolve within a few evaluations after.
 	n.step("pricing heals")
 	resp, err = http.Post(base+"/faults?pricing=ok", "", nil)
 	require.NoError(t, err)
 	resp.Body.Close()
-	var closedAt time.Time
-	p.Eventually("pricing closed", func() (bool, string) {
+	var settles time.Time
+	p.Eventually("pricing closed, recovering", func() (bool, string) {
 		st, _ := statusOf(t, base, keyPrice)
-		closedAt = time.Now()
-		return st.State == breaker.Closed, st.State.String()
+		if st.State == breaker.Closed && st.Outage != nil && st.Outage.Recovering() {
+			settles = st.Outage.SettlesAt
+			return true, ""
+		}
+		return false, fmt.Sprintf("%s %+v", st.State, st.Outage)
 	})
+	var left []alert
+	for time.Now().Before(settles.Add(-time.Second)) {
+		left = nil
+		for _, a := range p.alerts() {
+			if pricingAlert(a) && a.Labels["alertname"] == "BreakerOpen" {
+				left = append(left, a)
+			}
+		}
+		require.NotEmpty(t, left, "BreakerOpen resolved at %s, before the outage settled at %s",
+			time.Now().Format(time.TimeOnly), settles.Format(time.TimeOnly))
+		time.Sleep(p.Every / 2)
+	}
 	p.Eventually("every pricing alert resolved", func() (bool, string) {
 		var left []alert
 		for _, a := range p.alerts() {
@@ -363,9 +392,15 @@ func TestService_AnIncidentWithPrometheus(t *testing.T) {
 		}
 		return len(left) == 0, fmt.Sprint(left)
 	})
-	resolved := time.Since(closedAt)
-	assert.Less(t, resolved, 5*time.Second, "resolved within a few evaluations of the close")
-	n.block("", logLines(logs.String(), `msg="breaker closed"`)+fmt.Sprintf("\n(every pricing alert resolved %s after the breaker closed)", resolved.Round(500*time.Millisecond)))
+	resolved := time.Since(settles)
+	assert.Less(t, resolved, 3*time.Second, "resolved within a few evaluations of the outage's end")
+	st, _ = statusOf(t, base, keyPrice)
+	assert.Nil(t, st.Outage, "settled")
+	closeLine := logLines(logs.String(), `msg="breaker closed" breaker.name=pricing.GetPrice`)
+	for _, want := range []string{"breaker.outage_since=", "breaker.outage_for=", "breaker.trips=1 ", "breaker.refused=", "breaker.settles_at="} {
+		assert.Contains(t, closeLine, want, "the close tells the outage")
+	}
+	n.block("", closeLine+fmt.Sprintf("\n(the alerts fired until the outage settled, max_open_for after the close, and resolved %s after)", resolved.Round(500*time.Millisecond)))
 
 	// A refused push: Prometheus says so, with the versions, and the page
 	// names the bad field; putting the file back resolves it, the version
