@@ -490,6 +490,13 @@ func TestStatusPage_ShowsTheEvidenceOfEachRule(t *testing.T) {
 	gh.calls("ledger.Post", 2, nil)
 	gh.calls("ledger.Post", 7, errBoom)
 	gh.clk.Add(time.Minute)
+	for i := 0; i < 10; i++ { // another target of search.Query: 2 slow calls of 10
+		d := 10 * time.Millisecond
+		if i < 2 {
+			d = 300 * time.Millisecond
+		}
+		require.NoError(t, gh.g.Do(context.Background(), "search.Query@b", func(context.Context) error { gh.clk.Add(d); return nil }))
+	}
 
 	html := render(t, page)
 	txt := text(html)
@@ -507,6 +514,8 @@ func TestStatusPage_ShowsTheEvidenceOfEachRule(t *testing.T) {
 		assert.Contains(t, txt, want)
 	}
 	assert.NotContains(t, txt, "slow_ratio: 0 of")
+	// The slow rule's window against its threshold.
+	assert.Contains(t, cardText(t, html, "search.Query@b"), "Window (5s): 10 calls (judged from 20), error ratio 0% of 50%, 0 timeouts, slow ratio 20% of 50% (2 slower than 200ms)")
 	// The policy line names what each override sets.
 	assert.Contains(t, txt, "overrides: ledger.Post (min_requests 100, consecutive_failures 7), search.Query (slow_call 200ms, slow_ratio 0.5)")
 }
