@@ -849,15 +849,22 @@ func TestMetrics_ThrottledCallsAndTheRefusalProbability(t *testing.T) {
 	require.NoError(t, f.Group.SetPolicies(breaker.GroupPolicy{Default: testutil.MetricsPolicy(),
 		Overrides: map[string]breaker.Policy{pricing: throttle, payment: throttle}}))
 	require.NoError(t, f.Breaker(payment).SetMode(breaker.ModeShadow))
+	// Failures until the throttle refuses (in shadow, would refuse) a
+	// call: how many it takes is the core's rule of the throttle's
+	// sample. The draws are 0.5, so from then on it refuses every call.
 	for _, key := range []string{pricing, payment} {
-		f.Calls(key, 4, errBoom) // p = 4/5, above the draw of 0.5
+		for i := 0; f.Breaker(key).Status().Counters.Throttled == 0; i++ {
+			require.Less(t, i, 1000, "%s never throttled", key)
+			_ = f.Call(key, errBoom)
+		}
 	}
-	f.Refused(pricing, 2)      // p = 5/6, then 6/7
-	f.Calls(payment, 2, nil)   // admitted, counted as would-be refusals
+	f.Refused(pricing, 1)      // a second
+	f.Calls(payment, 1, nil)   // admitted, counted as a would-be refusal
 	f.Calls(inventory, 1, nil) // does not throttle
 	require.Equal(t, breaker.Closed, f.Breaker(pricing).State())
 
-	// The probability is a fraction of 2^32 near 6/7: read, then compared.
+	// The probability is a fraction of 2^32, the one Status reports: read,
+	// then compared.
 	var p6, p7 float64
 	for _, mt := range f.collect().Metrics {
 		if mt.Name != "breaker.throttle.probability" {
@@ -874,8 +881,10 @@ func TestMetrics_ThrottledCallsAndTheRefusalProbability(t *testing.T) {
 			}
 		}
 	}
-	assert.InDelta(t, 6.0/7, p6, 1e-9)
-	assert.InDelta(t, 6.0/7, p7, 1e-9)
+	assert.Equal(t, f.Breaker(pricing).Status().ThrottleProbability, p6)
+	assert.Equal(t, f.Breaker(payment).Status().ThrottleProbability, p7)
+	assert.Greater(t, p6, 0.5)
+	assert.Greater(t, p7, 0.5)
 	f.expect([]metricdata.Metrics{
 		counter("breaker.rejected", point[int64](0, inventory), point[int64](0, payment), point[int64](2, pricing)),
 		counter("breaker.shadow_rejected", point[int64](0, inventory), point[int64](2, payment), point[int64](0, pricing)),
