@@ -143,7 +143,11 @@
 //	                                    // breaker.DefaultPolicy(); default the default
 //	  "candidate": {                    // a second policy, run on its own; default none
 //	    "label": "no warmup",           // the run's name; default "candidate"
-//	    "policy": {"warmup": "0s"},     // over the scenario's policy
+//	    "policy": {"warmup": "0s"},     // a change, over each call's own policy (or the
+//	                                    // scenario's); or, instead, "policies": a group
+//	                                    // policy document, {"default": ..., "overrides":
+//	                                    // {"inventory": ...}}, keyed by the call's name or
+//	                                    // the tier it calls
 //	    "calls": ["orders->inventory"]  // calls it applies to; default every guarded call
 //	  }
 //	}
@@ -167,7 +171,7 @@
 // [ReplayTrace] answers "what would this policy have done last Tuesday?":
 // it reads a trace recorded with package github.com/govkit/breaker/calltrace
 // (one JSON line per call: when, key, duration, outcome, probe or
-// refused) and replays each key's calls through a breaker with the
+// refused, and whether a refusal was the throttle's) and replays each key's calls through a breaker with the
 // candidate's policy, on the trace's own time. A recorded call the
 // candidate would have refused counts, by its recorded outcome, as a
 // failure avoided or a success lost; a recorded refusal the candidate

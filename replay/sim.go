@@ -149,6 +149,7 @@ const (
 	streamService  = 0x100
 	streamFault    = 0x200
 	streamJitter   = 0x300
+	streamThrottle = 0x400
 )
 
 func newSim(sc *Scenario, spec runSpec) (*sim, error) {

@@ -36,6 +36,9 @@ type TraceReport struct {
 	// the recorded breakers admitted.
 	Active                     breaker.GroupPolicy
 	Refused, Reproduced, Extra int
+	// Throttled is the number of the recorded refusals that were the
+	// throttle's (calltrace.Record.Throttled), the breaker closed.
+	Throttled int
 	// Transitions is the number of breaker transitions the trace records,
 	// and Origin the recorded breakers' time origin, on which the replay
 	// aligns its windows' buckets (zero if the trace has none: the
@@ -63,9 +66,10 @@ type KeyReport struct {
 	// Policy is the candidate's policy for the key.
 	Policy breaker.Policy
 	// Calls is the number of recorded calls; Refused those the recorded
-	// breaker refused, Failed those that failed or timed out, Probes the
+	// breaker refused, Throttled those of them its throttle refused (the
+	// breaker closed), Failed those that failed or timed out, Probes the
 	// recorded probes.
-	Calls, Refused, Failed, Probes int
+	Calls, Refused, Throttled, Failed, Probes int
 	// BothAdmitted and BothRefused are the calls on which the candidate
 	// agrees with what happened.
 	BothAdmitted, BothRefused int
@@ -74,14 +78,18 @@ type KeyReport struct {
 	// that it would have refused; IgnoredRefused calls with an ignored
 	// outcome that it would have refused.
 	FailuresAvoided, SuccessesLost, IgnoredRefused int
+	// CandidateThrottled are the calls the candidate's throttle would
+	// have refused, the candidate closed: of those it refuses.
+	CandidateThrottled int
 	// Unknown are calls the recorded breaker refused and the candidate
 	// would have admitted. The candidate is told nothing about them (they
 	// end as ignored: no verdict), which is the most it can honestly be
 	// told.
 	Unknown int
-	// Recorded are the spans in which the recorded breaker refused calls:
-	// from its first refusal to the first call it admitted that was not a
-	// probe (or the end of the trace).
+	// Recorded are the spans in which the recorded breaker was open and
+	// refused calls: from its first refusal as open to the first call it
+	// admitted that was not a probe, or refused as throttled (or the end
+	// of the trace). The throttle's refusals are in Seconds.
 	Recorded []Span
 	// Transitions are the candidate breaker's state changes.
 	Transitions []Transition
@@ -101,8 +109,10 @@ type Span struct{ From, To time.Duration }
 type TraceSecond struct {
 	// Calls recorded; Failed of them failed or timed out; Refused of them
 	// the recorded breaker refused; CandidateRefused the candidate would
-	// have refused.
+	// have refused. Throttled and CandidateThrottled are those of the
+	// refusals that were a throttle's, the breaker closed.
 	Calls, Failed, Refused, CandidateRefused int32
+	Throttled, CandidateThrottled            int32
 }
 
 // MaxTraceSpan bounds the time a trace covers, from its first call's
@@ -132,6 +142,7 @@ const maxCallDuration = time.Duration(math.MaxUint32) * time.Microsecond
 const (
 	flagProbe uint8 = 1 << iota
 	flagRefused
+	flagThrottled
 )
 
 // recordedErrors are what a replayed call reports to the candidate, by
@@ -221,6 +232,9 @@ func ReplayTraceWith(r io.Reader, candidate breaker.GroupPolicy, opt TraceOption
 		if rec.Refused {
 			c.flags |= flagRefused
 		}
+		if rec.Throttled {
+			c.flags |= flagThrottled
+		}
 		lists[k].add(c)
 	}
 	rep := &TraceReport{Candidate: candidate, Active: opt.Active, Start: time.Unix(0, t0).UTC(), Calls: n}
@@ -289,14 +303,16 @@ func ReplayTraceWith(r io.Reader, candidate breaker.GroupPolicy, opt TraceOption
 	for _, k := range order {
 		key := keys[k]
 		pol := policyFor(candidate, key)
-		kr, err := replayKey(key, byKey[k], pol, rep.Start, nsec, end, originOff, opens[key])
+		kr, err := replayKey(key, byKey[k], pol, rep.Start, nsec, end, originOff, opens[key], false)
 		if err != nil {
 			return nil, err
 		}
 		if kr.Refused > 0 {
 			act := kr
-			if ap := policyFor(opt.Active, key); ap != pol {
-				if act, err = replayKey(key, byKey[k], ap, rep.Start, nsec, end, originOff, opens[key]); err != nil {
+			// The policy that ran follows the recording's throttle; a
+			// candidate draws its own.
+			if ap := policyFor(opt.Active, key); ap != pol || ap.Throttle.Enabled {
+				if act, err = replayKey(key, byKey[k], ap, rep.Start, nsec, end, originOff, opens[key], true); err != nil {
 					return nil, err
 				}
 			}
@@ -304,6 +320,7 @@ func ReplayTraceWith(r io.Reader, candidate breaker.GroupPolicy, opt TraceOption
 			kr.ActiveExtra = act.FailuresAvoided + act.SuccessesLost + act.IgnoredRefused
 		}
 		rep.Refused += kr.Refused
+		rep.Throttled += kr.Throttled
 		rep.Reproduced += kr.Reproduced
 		rep.Extra += kr.ActiveExtra
 		rep.Keys = append(rep.Keys, kr)
@@ -354,6 +371,43 @@ func (j *jitter) next() float64 {
 	}
 	j.used[best] = true
 	return drawFor(j.pol, j.opens[best])
+}
+
+// draws is a replayed breaker's source of random draws
+// (breaker.WithRand), which the breaker makes for two things: the
+// throttle's decision, while it admits a call in the closed state, and
+// the cooldown jitter, as it opens. Each has a source of its own, so that
+// the throttle's draws never take the one a recorded opening's cooldown
+// was matched to (they did: a throttling policy replayed a recorded
+// 11.5 s cooldown as 10.8 s).
+//
+// The throttle's draws come from a source seeded by the key, or, to
+// follow the recording (the replay of the policy that ran), are the
+// recorded decisions: 0, which refuses whatever the probability, for a
+// call the recorded throttle refused, and just below 1, which admits, for
+// any other. The replay of the policy that ran then refuses what the
+// recorded throttle refused, as it opens for the recorded cooldowns.
+type draws struct {
+	jit      *jitter
+	throttle func() float64 // nil: follow the recording
+	// admitting is set while a call is being admitted, with its flags in
+	// cur; closed is the breaker's state as its last transition left it.
+	admitting bool
+	closed    bool
+	cur       uint8
+}
+
+func (d *draws) next() float64 {
+	if !d.admitting || !d.closed {
+		return d.jit.next()
+	}
+	switch {
+	case d.throttle != nil:
+		return d.throttle()
+	case d.cur&flagThrottled != 0:
+		return 0
+	}
+	return math.Nextafter(1, 0)
 }
 
 func abs64(v int64) int64 {
@@ -471,7 +525,10 @@ func (c *traceClock) WithTimeout(ctx context.Context, _ time.Duration) (context.
 	return ctx, func() {}
 }
 
-func replayKey(key string, calls []traceCall, pol breaker.Policy, start time.Time, nsec int, end, originOff int64, opens []opening) (*KeyReport, error) {
+// replayKey replays one key's calls through a breaker on pol. follow
+// makes its throttle follow the recorded throttle's decisions (see
+// draws).
+func replayKey(key string, calls []traceCall, pol breaker.Policy, start time.Time, nsec int, end, originOff int64, opens []opening, follow bool) (*KeyReport, error) {
 	kr := &KeyReport{Key: key, Policy: pol, Seconds: make([]TraceSecond, nsec)}
 	// The breaker's time starts where the recorded breakers' did (the
 	// first call's instant if the trace does not say): its first reading
@@ -481,8 +538,13 @@ func replayKey(key string, calls []traceCall, pol breaker.Policy, start time.Tim
 	h.Write([]byte(key))
 	own := rand.New(rand.NewPCG(h.Sum64(), streamJitter))
 	jit := &jitter{clk: &clk, pol: pol, opens: opens, used: make([]bool, len(opens)), own: own.Float64}
-	br, err := breaker.New(key, pol, breaker.WithClock(&clk), breaker.WithRand(jit.next),
+	dr := &draws{jit: jit, closed: true}
+	if !follow {
+		dr.throttle = rand.New(rand.NewPCG(h.Sum64(), streamThrottle)).Float64
+	}
+	br, err := breaker.New(key, pol, breaker.WithClock(&clk), breaker.WithRand(dr.next),
 		breaker.OnTransition(func(ev breaker.Event) {
+			dr.closed = ev.To == breaker.Closed
 			kr.Transitions = append(kr.Transitions, Transition{
 				At: clk.since(ev.Time), From: ev.From, To: ev.To, Reason: ev.Reason,
 				Snapshot: ev.Snapshot, Cooldown: ev.Cooldown, Doublings: ev.Doublings,
@@ -508,6 +570,7 @@ func replayKey(key string, calls []traceCall, pol breaker.Policy, start time.Tim
 		err error
 	}
 	run := func(context.Context) error {
+		dr.admitting = false
 		cur.ran = true
 		clk.set(cur.end)
 		return cur.err
@@ -519,14 +582,26 @@ func replayKey(key string, calls []traceCall, pol breaker.Policy, start time.Tim
 		sec.Calls++
 		kr.Calls++
 		refused := c.flags&flagRefused != 0
+		throttled := refused && c.flags&flagThrottled != 0
 		failed := !refused && (c.outcome == breaker.Failure || c.outcome == breaker.Timeout)
-		if refused {
+		switch {
+		case throttled:
+			// The recorded breaker was closed: an open span ends.
+			kr.Refused++
+			sec.Refused++
+			kr.Throttled++
+			sec.Throttled++
+			if refusedSince >= 0 {
+				kr.Recorded = append(kr.Recorded, Span{time.Duration(refusedSince), time.Duration(c.at)})
+				refusedSince = -1
+			}
+		case refused:
 			kr.Refused++
 			sec.Refused++
 			if refusedSince < 0 {
 				refusedSince = c.at
 			}
-		} else {
+		default:
 			if c.flags&flagProbe != 0 {
 				kr.Probes++
 			} else if refusedSince >= 0 {
@@ -550,12 +625,15 @@ func replayKey(key string, calls []traceCall, pol breaker.Policy, start time.Tim
 			callEnd = c.at
 		}
 		var done func(error)
+		dr.admitting, dr.cur = true, c.flags
 		if len(inflight) == 0 && (i+1 == len(calls) || callEnd <= calls[i+1].at) {
 			// Nothing else happens while this call runs: Do runs it
 			// start to end, without the allocation of the two-step form
 			// (calls of a key's quiet spells).
 			cur.ran, cur.end, cur.err = false, callEnd, outcome
-			if err = br.Do(ctx, run); cur.ran {
+			err = br.Do(ctx, run)
+			dr.admitting = false
+			if cur.ran {
 				if refused {
 					kr.Unknown++
 				} else {
@@ -565,9 +643,14 @@ func replayKey(key string, calls []traceCall, pol breaker.Policy, start time.Tim
 			}
 		} else {
 			_, done, err = br.Allow(ctx)
+			dr.admitting = false
 		}
 		if err != nil {
 			sec.CandidateRefused++
+			if calltrace.IsThrottled(err) {
+				sec.CandidateThrottled++
+				kr.CandidateThrottled++
+			}
 			switch {
 			case refused:
 				kr.BothRefused++

@@ -2,6 +2,7 @@ package replay
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/xml"
 	"errors"
@@ -9,6 +10,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -439,4 +441,257 @@ func TestReplayTrace_ActivePolicyReproducesTheRecordedRefusals(t *testing.T) {
 	t.Logf("without transitions and origin: reproduced %d of %d, %d more", bare.Reproduced, bare.Refused, bare.Extra)
 	assert.Equal(t, rep.Refused, bare.Refused)
 	assert.Less(t, bare.Reproduced, rep.Reproduced)
+}
+
+// throttlingPolicy is docs/policy.md's advice for a partial fault:
+// throttling first, the ratio rule at 0.8 for a failure that turns hard.
+func throttlingPolicy() breaker.Policy {
+	p := breaker.DefaultPolicy()
+	p.ErrorRatio = 0.8
+	p.OpenFor, p.MaxOpenFor = 10*time.Second, 40*time.Second
+	p.Throttle = breaker.Throttle{Enabled: true, K: 2, MinRequests: 20}
+	return p
+}
+
+// recordThrottling runs 50 calls a second for 3 minutes through a real
+// breaker on p, recorded with calltrace: 60% of the calls fail from 0:20
+// to 1:00 (the throttle refuses some), every call from 1:00 to 1:30 (the
+// breaker opens, and reopens), none after. The breaker draws its
+// throttle's decisions and its jitter from math/rand, so only the trace
+// knows them.
+func recordThrottling(t *testing.T, p breaker.Policy) []byte {
+	t.Helper()
+	clk := &manualClock{t: time.Date(2026, 11, 30, 12, 0, 0, 123456000, time.UTC)}
+	g, err := breaker.NewGroup(breaker.GroupConfig{Policies: breaker.GroupPolicy{Default: p}}, breaker.WithClock(clk))
+	require.NoError(t, err)
+	origin := clk.Now()
+	var buf bytes.Buffer
+	rec, err := calltrace.NewRecorder(&buf, calltrace.Options{Clock: clk, Origin: origin, Buffer: calltrace.MaxBuffer})
+	require.NoError(t, err)
+	outcomes := rand.New(rand.NewPCG(3, 4))
+	start := origin.Add(870 * time.Millisecond)
+	failing := errors.New("pricing: unavailable")
+	for i := range 50 * 180 {
+		at := time.Duration(i) * 20 * time.Millisecond
+		clk.t = start.Add(at)
+		fail := (at >= 20*time.Second && at < 60*time.Second && outcomes.Float64() < 0.6) ||
+			(at >= 60*time.Second && at < 90*time.Second)
+		_ = rec.Do(context.Background(), g, "pricing", func(context.Context) error {
+			clk.t = clk.t.Add(5 * time.Millisecond)
+			if fail {
+				return failing
+			}
+			return nil
+		})
+	}
+	require.NoError(t, rec.Close())
+	require.Zero(t, rec.Dropped())
+	return buf.Bytes()
+}
+
+// A throttling breaker's trace replays the recorded openings' cooldowns
+// exactly, and the policy that ran refuses what the breaker refused. The
+// throttle's random draws came from the source the cooldown jitter came
+// from, and took the draw a recorded opening's cooldown was matched to
+// (10.8 s replayed for a recorded 11.5 s), so the self-check was off; the
+// throttle now draws from a source of its own, and the replay of the
+// policy that ran follows the recorded throttle's decisions. Throttled
+// refusals are read as the throttle's: they open no span of an open
+// breaker.
+func TestReplayTrace_ThrottlingPolicyReplaysTheRecordedCooldowns(t *testing.T) {
+	p := throttlingPolicy()
+	trace := recordThrottling(t, p)
+	dec := calltrace.NewDecoder(bytes.NewReader(trace))
+	throttled := 0
+	for {
+		rec, err := dec.Next()
+		if err == io.EOF {
+			break
+		}
+		require.NoError(t, err)
+		if rec.Throttled {
+			throttled++
+		}
+	}
+	var recorded []calltrace.Transition
+	for _, tr := range dec.Transitions() {
+		if tr.To == breaker.Open {
+			recorded = append(recorded, tr)
+		}
+	}
+	require.Positive(t, throttled, "the recorded throttle refused calls")
+	require.NotEmpty(t, recorded, "the recorded breaker opened")
+
+	active := breaker.GroupPolicy{Default: p}
+	rep, err := ReplayTraceWith(bytes.NewReader(trace), active, TraceOptions{Active: active})
+	require.NoError(t, err)
+	require.Len(t, rep.Keys, 1)
+	k := rep.Keys[0]
+	assert.Equal(t, throttled, k.Throttled)
+	assert.Equal(t, throttled, rep.Throttled)
+	t.Logf("%d refusals recorded, %d of them throttled; %d reproduced, %d more; %d recorded openings",
+		rep.Refused, rep.Throttled, rep.Reproduced, rep.Extra, len(recorded))
+	assert.Equal(t, rep.Refused, rep.Reproduced, "every recorded refusal reproduced, the throttle's included")
+	assert.Zero(t, rep.Extra, "and no call refused that the breaker admitted")
+	for _, s := range k.Recorded {
+		assert.GreaterOrEqual(t, s.To-s.From, 5*time.Second, "a span of an open breaker, not a throttled refusal: %v", s)
+	}
+
+	// The replay of the policy that ran opens when the breaker did, for
+	// as long, to the trace's microsecond.
+	calls := traceCallsOf(t, trace)
+	t0 := rep.Start.UnixNano()
+	var opens []opening
+	for _, tr := range recorded {
+		opens = append(opens, opening{at: tr.Time.UnixNano() - t0, cooldown: tr.Cooldown, doublings: tr.Doublings})
+	}
+	act, err := replayKey("pricing", calls, p, rep.Start, len(k.Seconds), int64(rep.Length), rep.Origin.UnixNano()-t0, opens, true)
+	require.NoError(t, err)
+	var replayed []Transition
+	for _, tr := range act.Transitions {
+		if tr.To == breaker.Open {
+			replayed = append(replayed, tr)
+		}
+	}
+	require.Len(t, replayed, len(recorded))
+	for i, tr := range recorded {
+		assert.InDelta(t, tr.Time.Sub(rep.Start), replayed[i].At, float64(time.Microsecond), "opening %d at the recorded instant", i)
+		assert.InDelta(t, tr.Cooldown, replayed[i].Cooldown, float64(time.Microsecond), "opening %d for the recorded cooldown", i)
+	}
+
+	// The candidate draws its throttle's decisions from its own source:
+	// it refuses other calls at random, and an opening within a second
+	// of a recorded one still takes that opening's jitter draw (its
+	// cooldown over the base cooldown at its doublings).
+	factor := func(cooldown time.Duration, doublings int) float64 {
+		return float64(cooldown) / float64(min(p.OpenFor<<doublings, p.MaxOpenFor))
+	}
+	matched := 0
+	for _, tr := range k.Transitions {
+		if tr.To != breaker.Open {
+			continue
+		}
+		for _, o := range recorded {
+			if d := tr.At - o.Time.Sub(rep.Start); d >= -time.Second && d <= time.Second {
+				assert.InDelta(t, factor(o.Cooldown, o.Doublings), factor(tr.Cooldown, tr.Doublings), 1e-6, "the candidate's opening at %v", tr.At)
+				matched++
+			}
+		}
+	}
+	assert.Positive(t, matched, "the candidate opens near a recorded opening")
+}
+
+// traceCallsOf reads a trace's calls as the replay holds them, relative
+// to the first call, in order of start.
+func traceCallsOf(t *testing.T, trace []byte) []traceCall {
+	t.Helper()
+	dec := calltrace.NewDecoder(bytes.NewReader(trace))
+	var calls []traceCall
+	for {
+		rec, err := dec.Next()
+		if err == io.EOF {
+			break
+		}
+		require.NoError(t, err)
+		c := traceCall{at: rec.Time.UnixNano(), dur: uint32(rec.Duration.Microseconds()), outcome: rec.Outcome}
+		if rec.Probe {
+			c.flags |= flagProbe
+		}
+		if rec.Refused {
+			c.flags |= flagRefused
+		}
+		if rec.Throttled {
+			c.flags |= flagThrottled
+		}
+		calls = append(calls, c)
+	}
+	t0 := calls[0].at
+	for _, c := range calls {
+		t0 = min(t0, c.at)
+	}
+	for i := range calls {
+		calls[i].at -= t0
+	}
+	slices.SortStableFunc(calls, func(a, b traceCall) int { return cmp.Compare(a.at, b.at) })
+	return calls
+}
+
+// Throttled refusals are the throttle's, the breaker closed: the report
+// counts them apart, marks their seconds "t" rather than open, and draws
+// them apart on the chart. Each was read as a span of an open breaker.
+// A trace written before the field existed reads as it did.
+func TestTraceReport_ThrottledRefusalsAreShownApart(t *testing.T) {
+	const k = "pricing"
+	ms := time.Millisecond
+	var recs []calltrace.Record
+	for i := range 400 { // 0:00-0:04: every fourth call throttled, the others admitted, half of them failing
+		at := tat(0.01 * float64(i))
+		if i%4 == 3 {
+			recs = append(recs, calltrace.Record{Time: at, Key: k, Refused: true, Throttled: true})
+			continue
+		}
+		o := breaker.Success
+		if i%2 == 0 {
+			o = breaker.Failure
+		}
+		recs = append(recs, calltrace.Record{Time: at, Key: k, Duration: 5 * ms, Outcome: o})
+	}
+	trace := traceOf(recs...)
+	pol := breaker.DefaultPolicy()
+	pol.MinRequests = 1000 // the candidate never opens
+	rep, err := ReplayTrace(strings.NewReader(trace), breaker.GroupPolicy{Default: pol})
+	require.NoError(t, err)
+	kr := rep.Keys[0]
+	assert.Equal(t, 100, kr.Refused)
+	assert.Equal(t, 100, kr.Throttled)
+	assert.Empty(t, kr.Recorded, "no span of an open breaker")
+	assert.Equal(t, 100, rep.Throttled)
+
+	var out bytes.Buffer
+	require.NoError(t, rep.WriteText(&out))
+	text := out.String()
+	for _, s := range []string{
+		"recorded   400 calls, 200 failed or timed out, 100 refused (100 by the throttle), 0 probes\n",
+		"really     never open\n",
+		"really     throttled 100 calls, closed, from 0:00 to 0:04\n",
+		"t closed and throttling (refusing some calls)",
+		"100 of the recorded refusals were a throttle's",
+	} {
+		assert.Contains(t, text, s)
+	}
+	assert.Regexp(t, `(?m)^  0:01 +100 +50 \| +25 +0 \| t\.$`, text, "the recorded breaker closed and throttling, not open")
+	assert.NotContains(t, text, "refused calls from")
+
+	var svg bytes.Buffer
+	require.NoError(t, rep.WriteSVG(&svg))
+	assert.Contains(t, svg.String(), "recorded: throttled")
+	assert.Contains(t, svg.String(), "blue: closed, throttling")
+	assert.Contains(t, svg.String(), `fill="`+throttleColor+`"`)
+
+	// A throttling candidate: its throttle's refusals are counted apart
+	// and its closed, throttling seconds marked t.
+	thr := breaker.DefaultPolicy()
+	thr.ErrorRatio = 0.9
+	thr.Throttle = breaker.Throttle{Enabled: true, K: 1.1, MinRequests: 20}
+	crep, err := ReplayTrace(strings.NewReader(trace), breaker.GroupPolicy{Default: thr})
+	require.NoError(t, err)
+	ck := crep.Keys[0]
+	require.Positive(t, ck.CandidateThrottled)
+	assert.Empty(t, ck.Transitions, "the candidate stays closed")
+	out.Reset()
+	require.NoError(t, crep.WriteText(&out))
+	assert.Contains(t, out.String(), fmt.Sprintf("  candidate  refuses %d (%d by its throttle): ", ck.CandidateThrottled, ck.CandidateThrottled))
+	assert.Regexp(t, `(?m)\| tt$`, out.String(), "both throttling in a second")
+
+	// The same trace without the field: every refusal an open breaker's.
+	old, err := ReplayTrace(strings.NewReader(strings.ReplaceAll(trace, `,"throttled":true`, "")), breaker.GroupPolicy{Default: pol})
+	require.NoError(t, err)
+	assert.Zero(t, old.Keys[0].Throttled)
+	assert.Len(t, old.Keys[0].Recorded, 100, "one span per refusal, as read before")
+	out.Reset()
+	require.NoError(t, old.WriteText(&out))
+	assert.NotContains(t, out.String(), "by the throttle")
+	svg.Reset()
+	require.NoError(t, old.WriteSVG(&svg))
+	assert.NotContains(t, svg.String(), "throttl")
 }

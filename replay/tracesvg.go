@@ -89,9 +89,9 @@ func (r *TraceReport) writeKeyPanel(p func(string, ...any), k *KeyReport, top in
 
 	p(`<text x="%d" y="%d" font-size="14" font-weight="bold">%s</text>`+"\n", plotLeft, top+18, esc(ops.Printable(k.Key)))
 	p(`<text x="%d" y="%d" fill="#555">%s</text>`+"\n", plotLeft, top+36, esc(trunc("candidate: "+describePolicy(k.Policy), 140)))
-	summary := fmt.Sprintf("recorded %s calls, %s refused; the candidate refuses %s: failures avoided %s, successes lost %s; unknown %s",
-		thousands(int64(k.Calls)), thousands(int64(k.Refused)),
-		thousands(int64(k.FailuresAvoided+k.SuccessesLost+k.IgnoredRefused+k.BothRefused)),
+	summary := fmt.Sprintf("recorded %s calls, %s refused%s; the candidate refuses %s%s: failures avoided %s, successes lost %s; unknown %s",
+		thousands(int64(k.Calls)), thousands(int64(k.Refused)), byThrottle(k.Throttled, "the"),
+		thousands(int64(k.FailuresAvoided+k.SuccessesLost+k.IgnoredRefused+k.BothRefused)), byThrottle(k.CandidateThrottled, "its"),
 		thousands(int64(k.FailuresAvoided)), thousands(int64(k.SuccessesLost)), thousands(int64(k.Unknown)))
 	p(`<text x="%d" y="%d" fill="#555">%s</text>`+"\n", plotLeft, top+52, esc(trunc(summary, 140)))
 
@@ -102,8 +102,13 @@ func (r *TraceReport) writeKeyPanel(p func(string, ...any), k *KeyReport, top in
 	}{
 		{"calls/s", "#8c8c8c", 1.5, func(s TraceSecond) int { return int(s.Calls) }},
 		{"failed or timed out", "#d62728", 2.5, func(s TraceSecond) int { return int(s.Failed) }},
-		{"refused in the recording", "#262626", 2, func(s TraceSecond) int { return int(s.Refused) }},
+		{"recorded: open, refused", "#262626", 2, func(s TraceSecond) int { return int(s.Refused - s.Throttled) }},
+		{"recorded: throttled", throttleColor, 2, func(s TraceSecond) int { return int(s.Throttled) }},
 		{"refused by the candidate", runColor[CandidateRun], 1.5, func(s TraceSecond) int { return int(s.CandidateRefused) }},
+	}
+	if !k.throttles() {
+		series = append(series[:3], series[4])
+		series[2].label = "refused in the recording"
 	}
 	lx := plotLeft
 	for _, s := range series {
@@ -129,14 +134,24 @@ func (r *TraceReport) writeKeyPanel(p func(string, ...any), k *KeyReport, top in
 
 	// The two bands: recorded refusals, and the candidate's states.
 	by := int(y0) + traceFooter
-	p(`<text x="%d" y="%d">recorded breaker (black: refusing calls)</text>`+"\n", plotLeft, by+12)
+	label := "recorded breaker (black: refusing calls)"
+	if k.throttles() {
+		label = "recorded breaker (black: open, refusing calls; blue: closed, throttling)"
+	}
+	p(`<text x="%d" y="%d">%s</text>`+"\n", plotLeft, by+12, label)
 	p(`<rect x="%d" y="%d" width="%g" height="%d" fill="%s"/>`+"\n", plotLeft, by+16, plotW, bandHeight, stateColor[breaker.Closed])
+	throttledSeconds(p, k, func(s TraceSecond) bool { return s.Throttled > 0 }, x, by+16)
 	for _, s := range k.Recorded {
 		p(`<rect x="%.1f" y="%d" width="%.1f" height="%d" fill="%s"/>`+"\n", x(s.From.Seconds()), by+16, max(x(s.To.Seconds())-x(s.From.Seconds()), 1), bandHeight, stateColor[breaker.Open])
 	}
 	by += bandRow
-	p(`<text x="%d" y="%d">candidate breaker (black: open, amber: half-open)</text>`+"\n", plotLeft, by+12)
+	label = "candidate breaker (black: open, amber: half-open)"
+	if k.throttles() {
+		label = "candidate breaker (black: open, amber: half-open, blue: closed, throttling)"
+	}
+	p(`<text x="%d" y="%d">%s</text>`+"\n", plotLeft, by+12, label)
 	p(`<rect x="%d" y="%d" width="%g" height="%d" fill="%s"/>`+"\n", plotLeft, by+16, plotW, bandHeight, stateColor[breaker.Closed])
+	throttledSeconds(p, k, func(s TraceSecond) bool { return s.CandidateThrottled > 0 }, x, by+16)
 	for i, t := range k.Transitions {
 		if t.To == breaker.Closed {
 			continue
@@ -146,5 +161,30 @@ func (r *TraceReport) writeKeyPanel(p func(string, ...any), k *KeyReport, top in
 			end = k.Transitions[i+1].At
 		}
 		p(`<rect x="%.1f" y="%d" width="%.1f" height="%d" fill="%s"/>`+"\n", x(t.At.Seconds()), by+16, max(x(end.Seconds())-x(t.At.Seconds()), 1), bandHeight, stateColor[t.To])
+	}
+}
+
+// throttleColor marks the throttle's refusals: a closed breaker refusing
+// some calls.
+const throttleColor = "#4a90c2"
+
+// throttles says whether the recorded breaker or the candidate throttled
+// calls of the key: the chart then tells the throttle's refusals apart.
+func (k *KeyReport) throttles() bool { return k.Throttled+k.CandidateThrottled > 0 }
+
+// throttledSeconds marks on a band, at y, the seconds in which a throttle
+// refused calls (in), each run of them as one rectangle; the open spans
+// drawn after it cover the seconds a breaker was open.
+func throttledSeconds(p func(string, ...any), k *KeyReport, in func(TraceSecond) bool, x func(float64) float64, y int) {
+	for sec := 0; sec < len(k.Seconds); sec++ {
+		if !in(k.Seconds[sec]) {
+			continue
+		}
+		end := sec + 1
+		for end < len(k.Seconds) && in(k.Seconds[end]) {
+			end++
+		}
+		p(`<rect x="%.1f" y="%d" width="%.1f" height="%d" fill="%s"/>`+"\n", x(float64(sec)), y, max(x(float64(end))-x(float64(sec)), 1), bandHeight, throttleColor)
+		sec = end
 	}
 }

@@ -25,18 +25,25 @@ func (r *TraceReport) WriteText(w io.Writer) error {
 	for _, k := range r.Keys {
 		p("\n%s\n", ops.Printable(k.Key))
 		p("  policy     %s\n", describePolicy(k.Policy))
-		p("  recorded   %s calls, %s failed or timed out, %s refused, %d probes\n",
-			thousands(int64(k.Calls)), thousands(int64(k.Failed)), thousands(int64(k.Refused)), k.Probes)
-		p("  candidate  refuses %s: failures avoided %s, successes lost %s, ignored %s\n",
-			thousands(int64(k.FailuresAvoided+k.SuccessesLost+k.IgnoredRefused+k.BothRefused)),
+		p("  recorded   %s calls, %s failed or timed out, %s refused%s, %d probes\n",
+			thousands(int64(k.Calls)), thousands(int64(k.Failed)), thousands(int64(k.Refused)), byThrottle(k.Throttled, "the"), k.Probes)
+		p("  candidate  refuses %s%s: failures avoided %s, successes lost %s, ignored %s\n",
+			thousands(int64(k.FailuresAvoided+k.SuccessesLost+k.IgnoredRefused+k.BothRefused)), byThrottle(k.CandidateThrottled, "its"),
 			thousands(int64(k.FailuresAvoided)), thousands(int64(k.SuccessesLost)), thousands(int64(k.IgnoredRefused)))
 		p("             refused by both %s; unknown %s (refused in the recording, admitted by the candidate)\n",
 			thousands(int64(k.BothRefused)), thousands(int64(k.Unknown)))
-		if len(k.Recorded) == 0 {
+		switch {
+		case len(k.Recorded) == 0 && k.Throttled == 0:
 			p("  really     never refused a call\n")
+		case len(k.Recorded) == 0:
+			p("  really     never open\n")
 		}
 		for _, s := range k.Recorded {
 			p("  really     refused calls from %s to %s (%s)\n", clock(s.From), clock(s.To), span(s.To-s.From))
+		}
+		if k.Throttled > 0 {
+			first, last := k.throttledSpan()
+			p("  really     throttled %s calls, closed, from %s to %s\n", thousands(int64(k.Throttled)), clockSec(first), clockSec(last+1))
 		}
 		if len(k.Transitions) == 0 {
 			p("  candidate  never opened\n")
@@ -68,7 +75,7 @@ func (r *TraceReport) WriteText(w io.Writer) error {
 		}
 		flush(len(k.Seconds))
 	}
-	p("\nstates: . closed (or admitting), O open (refusing), h half-open; really is read from the recorded refusals\n")
+	p("\nstates: . closed (or admitting), t closed and throttling (refusing some calls), O open (refusing), h half-open; really is read from the recorded refusals\n")
 	return bw.Flush()
 }
 
@@ -86,6 +93,9 @@ func (r *TraceReport) selfCheck() []string {
 	} else {
 		out = append(out, fmt.Sprintf("self-check  replaying the policy that ran (%s) refuses %.1f%% of the calls the recorded breakers refused (%s of %s), and %s calls they admitted",
 			active, 100*float64(r.Reproduced)/float64(r.Refused), thousands(int64(r.Reproduced)), thousands(int64(r.Refused)), thousands(int64(r.Extra))))
+		if r.Throttled > 0 {
+			out = append(out, fmt.Sprintf("            %s of the recorded refusals were a throttle's, the breaker closed: that replay follows the recorded throttle's decisions, a candidate draws its own", thousands(int64(r.Throttled))))
+		}
 	}
 	held := fmt.Sprintf("holds the breakers' %d transitions with their cooldowns", r.Transitions)
 	if r.Transitions == 0 {
@@ -103,7 +113,31 @@ func statePair(k *KeyReport, from, to int) string {
 	return "states " + k.recordedAt(to) + k.stateAt(to)
 }
 
-// stateAt is the candidate's state at the end of second sec, as a letter.
+// byThrottle says how many of the refusals were whose throttle's, if any.
+func byThrottle(n int, whose string) string {
+	if n == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" (%s by %s throttle)", thousands(int64(n)), whose)
+}
+
+// throttledSpan is the first and last second in which the recorded
+// throttle refused a call.
+func (k *KeyReport) throttledSpan() (first, last int) {
+	first = -1
+	for sec, s := range k.Seconds {
+		if s.Throttled > 0 {
+			if first < 0 {
+				first = sec
+			}
+			last = sec
+		}
+	}
+	return max(first, 0), last
+}
+
+// stateAt is the candidate's state at the end of second sec, as a letter:
+// t if it was closed and its throttle refused calls in that second.
 func (k *KeyReport) stateAt(sec int) string {
 	st := breaker.Closed
 	end := time.Duration(sec+1) * time.Second
@@ -119,17 +153,24 @@ func (k *KeyReport) stateAt(sec int) string {
 	case breaker.HalfOpen:
 		return "h"
 	}
+	if k.Seconds[sec].CandidateThrottled > 0 {
+		return "t"
+	}
 	return "."
 }
 
 // recordedAt is the recorded breaker's state at the end of second sec:
-// O inside a span of refusals.
+// O inside a span of refusals, t if it was closed and its throttle
+// refused calls in that second.
 func (k *KeyReport) recordedAt(sec int) string {
 	end := time.Duration(sec+1) * time.Second
 	for _, s := range k.Recorded {
 		if s.From < end && end <= s.To {
 			return "O"
 		}
+	}
+	if k.Seconds[sec].Throttled > 0 {
+		return "t"
 	}
 	return "."
 }
