@@ -11,6 +11,9 @@
 //	go run ./cmd/breaker-replay
 //
 // Try another shipped scenario, or your own file, and a candidate policy:
+// a policy document, laid over the policy each call runs under, or the
+// group policy document that breaker-check and a breaker.Group read
+// (its overrides keyed by call, "orders->inventory", or by called tier):
 //
 //	go run ./cmd/breaker-replay -list
 //	go run ./cmd/breaker-replay -scenario flapping
@@ -23,7 +26,9 @@
 //
 // The trace report begins with its self-check: the share of the recorded
 // refusals that a replay of the policy that ran (-active, by default the
-// default policy) reproduces.
+// default policy) reproduces. A flag that does not apply to what the
+// command is asked to do (-scenario with -trace, -policy with -choose) is
+// refused by name, with exit status 2, as is any other bad input.
 //
 // How the default scenario's figures move with the parameters that were
 // chosen rather than taken from the incident (see docs/replay.md):
@@ -76,7 +81,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	var (
 		scenario = fs.String("scenario", replay.DefaultScenario, "a shipped scenario's `name` (see -list) or a scenario JSON file")
-		policy   = fs.String("policy", "", "a breaker policy JSON `file` to try as the candidate, laid over the scenario's policy")
+		policy   = fs.String("policy", "", "a policy JSON `file` to try as the candidate: a policy document, laid over the policy each call runs under, or a group policy document ({\"default\": ..., \"overrides\": ...}, keyed by call or called tier)")
 		on       = fs.String("on", "", "comma-separated `calls` (\"orders->inventory\") the -policy candidate applies to; default every guarded call")
 		svg      = fs.String("svg", "replay.svg", "write the chart to this `file`; empty for none")
 		seed     = fs.Uint64("seed", 0, "override the scenario's seed (0 keeps it)")
