@@ -453,9 +453,9 @@ func titleLines(name string, width float64) []string {
 	return []string{head, chartTitle}
 }
 
-// boldWidth estimates the width of s in bold at size, with a margin for
-// wide letters: textWidth's estimate fits a bold title of lower-case
-// words (seeds000's, 804 units wide in Chromium, is estimated at 804).
+// boldWidth estimates the width of s in bold at size: textWidth's
+// estimate, which fits a bold title of lower-case words, with a margin
+// for wider letters.
 func boldWidth(s string, size float64) float64 { return textWidth(s, size) * 1.05 }
 
 // niceCeil rounds v up to a round number a grid divides well.

@@ -378,8 +378,7 @@ func (j *jitter) next() float64 {
 // throttle's decision, while it admits a call in the closed state, and
 // the cooldown jitter, as it opens. Each has a source of its own, so that
 // the throttle's draws never take the one a recorded opening's cooldown
-// was matched to (they did: a throttling policy replayed a recorded
-// 11.5 s cooldown as 10.8 s).
+// was matched to.
 //
 // The throttle's draws come from a source seeded by the key, or, to
 // follow the recording (the replay of the policy that ran), are the
