@@ -17,8 +17,8 @@
 //	h, err := breakerprom.NewHandler(group, prometheus.DefaultGatherer)
 //	mux.Handle("/metrics", h)
 //
-// A scrape of 10,000 breakers costs about 20 ms and 10 allocations
-// through the handler, against a second and 6 million allocations
+// A scrape of 10,000 breakers costs about 15 ms and 10 allocations
+// through the handler, against a second and 6.6 million allocations
 // through a registry, and the handler's cost grows in proportion to the
 // group.
 //
