@@ -9,8 +9,10 @@ import (
 	"net"
 	"net/http"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -175,6 +177,7 @@ type breakerView struct {
 		Ignored   uint64 `json:"ignored"`
 		Rejected  uint64 `json:"rejected"`
 		Fallbacks uint64 `json:"fallbacks"`
+		Throttled uint64 `json:"throttled"`
 	} `json:"counters"`
 }
 
@@ -548,5 +551,73 @@ func TestService_AHardErrorOutageIsOneOutageAcrossItsCloses(t *testing.T) {
 		if st.Name == keyStock {
 			assert.Nil(t, st.Outage, "settled")
 		}
+	}
+}
+
+// staticSource delivers one policy document and holds it.
+type staticSource struct{ doc live.Document }
+
+func (s staticSource) Watch(ctx context.Context, deliver func(live.Document)) error {
+	deliver(s.doc)
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+// throttlePolicy gives inventory a throttle, with an error ratio above
+// 1 - 1/K (0.5 at the default K of 2) so that the throttle acts before the
+// ratio rule trips the breaker.
+const throttlePolicy = `{
+  "default":   {"min_requests": 10, "open_for": "15s", "max_open_for": "1m"},
+  "overrides": {
+    "inventory.GetStock": {"call_timeout": "200ms", "error_ratio": 0.9, "throttle": {"enabled": true}},
+    "pricing.GetPrice":   {"call_timeout": "300ms"}
+  }
+}`
+
+// A partial outage is what the throttle is for, and the share of the
+// fault switch shows it: inventory failing 70% of its calls stays under
+// the policy's error ratio, so the breaker stays closed, and the throttle
+// refuses a share of the calls at once (a 503 naming it) instead of
+// sending all of them, or none. At 30% it refuses nothing: with K 2 it
+// acts only while fewer than half the calls succeed. Twenty calls a
+// second on the mock clock, so the window slides as it would.
+func TestService_AThrottleAnswersAPartialOutage(t *testing.T) {
+	for _, c := range []struct {
+		fault     string
+		throttles bool
+	}{{"inventory=error:0.7", true}, {"inventory=error:0.3", false}} {
+		t.Run(c.fault, func(t *testing.T) {
+			in := &instance{t: t, clk: clock.NewMock(), logs: &syncBuffer{}}
+			in.clk.Set(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
+			var draws atomic.Uint64
+			// Evenly spread draws: a share p of them is below p.
+			draw := func() float64 { return (float64(draws.Add(1)%100) + 0.5) / 100 }
+			launch(in, staticSource{live.Document{Origin: "test", Version: "throttle", Data: []byte(throttlePolicy)}}, nil,
+				breaker.WithClock(in.clk), breaker.WithRand(draw))
+			for deadline := time.Now().Add(5 * time.Second); in.policy().Policy.Version != "throttle"; time.Sleep(10 * time.Millisecond) {
+				require.True(t, time.Now().Before(deadline), "the throttle policy was not applied")
+			}
+			in.fault(c.fault)
+			codes := map[int]int{}
+			for i := 0; i < 400; i++ {
+				code, body := in.get("/product?sku=42")
+				codes[code]++
+				if code == http.StatusServiceUnavailable {
+					require.Contains(t, body, "breaker: inventory.GetStock is closed (throttled)")
+				}
+				in.clk.Add(50 * time.Millisecond)
+			}
+			t.Logf("%s: %d ok, %d failed, %d throttled", c.fault, codes[http.StatusOK], codes[http.StatusBadGateway], codes[http.StatusServiceUnavailable])
+			bs := in.breakers()
+			assert.Equal(t, "closed", bs[keyStock].State, "under the error ratio: %v", codes)
+			assert.Equal(t, uint64(codes[http.StatusServiceUnavailable]), bs[keyStock].Counters.Throttled)
+			if !c.throttles {
+				assert.Zero(t, codes[http.StatusServiceUnavailable], "nothing throttled: %v", codes)
+				return
+			}
+			assert.Greater(t, codes[http.StatusServiceUnavailable], 100, "a share refused at once: %v", codes)
+			assert.Greater(t, codes[http.StatusOK]+codes[http.StatusBadGateway], 50, "a share still sent: %v", codes)
+			assert.Contains(t, in.metrics(), `breaker_throttled_total{name="inventory.GetStock"} `+strconv.Itoa(codes[http.StatusServiceUnavailable])+"\n")
+		})
 	}
 }
