@@ -79,6 +79,10 @@ type history struct {
 	draw float64
 	// lastTrip is the rule of the latest trip from Closed.
 	lastTrip Reason
+	// thrEnded is set when a change of generation ended throttling, for
+	// flush to record after the lock, with thrWhy, what changed it.
+	thrEnded bool
+	thrWhy   string
 }
 
 // inflightProbe is a probe in flight: its admission offset, for the probe

@@ -120,6 +120,14 @@ func (b *Breaker) flush() {
 		return
 	}
 	b.mu.Lock()
+	if h := b.hist; h != nil && h.thrEnded {
+		// A change of generation ended throttling (endThrottleLocked).
+		why := h.thrWhy
+		h.thrEnded, h.thrWhy = false, ""
+		b.mu.Unlock()
+		b.logThrottle(0, Snapshot{}, 0, why)
+		b.mu.Lock()
+	}
 	if b.hist == nil || b.hist.events.delivering {
 		b.mu.Unlock()
 		return

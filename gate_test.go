@@ -55,12 +55,12 @@ func TestGates_ConcurrentFailuresTripOnTheLastWindow(t *testing.T) {
 		run(fails, errBoom)
 		var want bool
 		if b.State() == Closed {
-			want = b.tripReason(b.rules.Load(), b.Snapshot()) != ""
+			want = b.tripReason(b.rules.Load(), b.Snapshot(), b.opt.tb.Now(), b.state.Load().gen()) != ""
 		} else {
 			// Open: the window that tripped it met a rule, and the
 			// rest of the run could only add failures to it.
 			st := b.Status()
-			want = b.tripReason(b.rules.Load(), st.Outage.Trip.Window) != ""
+			want = b.tripReason(b.rules.Load(), st.Outage.Trip.Window, b.opt.tb.Now(), b.state.Load().gen()) != ""
 			require.True(t, want, "tripped on %+v, which meets no rule of %+v", st.Outage.Trip.Window, p)
 		}
 		require.Equal(t, want, b.State() == Open, "state %v, window %+v, policy %+v", b.State(), b.Snapshot(), p)
@@ -255,10 +255,10 @@ func TestGates_AfterChurnConcurrentFailuresTripOnTheLastWindow(t *testing.T) {
 		wg.Wait()
 		r := b.rules.Load()
 		if b.State() == Closed {
-			require.Empty(t, b.tripReason(r, b.Snapshot()), "closed on a window that meets a rule: %+v, policy %+v", b.Snapshot(), b.Policy())
+			require.Empty(t, b.tripReason(r, b.Snapshot(), b.opt.tb.Now(), b.state.Load().gen()), "closed on a window that meets a rule: %+v, policy %+v", b.Snapshot(), b.Policy())
 		} else {
 			st := b.Status()
-			require.NotEmpty(t, b.tripReason(r, st.Outage.Trip.Window), "tripped on %+v, which meets no rule of %+v", st.Outage.Trip.Window, b.Policy())
+			require.NotEmpty(t, b.tripReason(r, st.Outage.Trip.Window, b.opt.tb.Now(), b.state.Load().gen()), "tripped on %+v, which meets no rule of %+v", st.Outage.Trip.Window, b.Policy())
 		}
 	})
 }

@@ -43,7 +43,8 @@ type refModel struct {
 
 	win       []refEntry // outcomes recorded in the current window
 	thr       []int64    // when each call the throttle refused in this generation was
-	thrQ      uint32     // the throttle's refusal probability in force, × 2^32
+	thrQ      uint32     // the throttle's refusal probability in force, × 2^32; 1 while its end waits
+	thrUp     int64      // when the probability was last judged above 0
 	consec    int
 	warmUntil int64
 	marks     int64 // refMarksSeen, or when a plain success is next looked at for a mark
@@ -56,12 +57,12 @@ type refModel struct {
 // refOutage is the outage in progress, as docs/behaviour.md (§4 Outages)
 // has it.
 type refOutage struct {
-	active                 bool
-	since                  int64
-	trip                   Trip
-	trips, reopens         int
-	refused0               uint64
-	passed, failed, onErr  int
+	active                bool
+	since                 int64
+	trip                  Trip
+	trips, reopens        int
+	refused0              uint64
+	passed, failed, onErr int
 }
 
 type refEntry struct {
@@ -160,14 +161,7 @@ func (m *refModel) throttleQ(now int64) uint32 {
 		return 0
 	}
 	s := m.sum(now)
-	width := int64(m.pol.Window) / int64(m.pol.Buckets)
-	hi := refFloorDiv(now, width)
-	requests := s.Counted
-	for _, at := range m.thr {
-		if i := refFloorDiv(at, width); i > hi-int64(m.pol.Buckets) && i <= hi {
-			requests++
-		}
-	}
+	requests := s.Counted + m.refusedInWindow(now)
 	if requests == 0 || requests < uint64(t.MinRequests) {
 		return 0
 	}
@@ -175,7 +169,52 @@ func (m *refModel) throttleQ(now int64) uint32 {
 	if p <= 0 {
 		return 0
 	}
-	return uint32(min(p*(1<<32), 1<<32-1))
+	return uint32(min(max(p*(1<<32), 2), 1<<32-1))
+}
+
+// judgeThrottle is a judgement of the throttle's probability at now: a
+// probability above 0 is put in force; 0, after throttling, waits as 1
+// until the probability has stayed 0 for one Window.
+func (m *refModel) judgeThrottle(now int64) {
+	q := m.throttleQ(now)
+	switch {
+	case q > 1:
+		m.thrUp = now
+	case m.thrQ != 0:
+		q = 1
+		if now-m.thrUp >= int64(m.pol.Window)/int64(m.pol.Buckets)*int64(m.pol.Buckets) {
+			q = 0
+		}
+	}
+	m.thrQ = q
+}
+
+// refusedInWindow is the throttle's refusals in the window at now.
+func (m *refModel) refusedInWindow(now int64) uint64 {
+	width := int64(m.pol.Window) / int64(m.pol.Buckets)
+	hi := refFloorDiv(now, width)
+	var n uint64
+	for _, at := range m.thr {
+		if i := refFloorDiv(at, width); i > hi-int64(m.pol.Buckets) && i <= hi {
+			n++
+		}
+	}
+	return n
+}
+
+// throttleFloor is the counted calls below which the throttle refuses
+// nothing.
+func (m *refModel) throttleFloor() uint64 { return 3 * uint64(m.pol.MinRequests) }
+
+// refConfident is the Wilson score interval's lower bound at three
+// standard errors reaching ratio, or every call failed.
+func refConfident(failures, counted uint64, ratio float64) bool {
+	if failures >= counted {
+		return counted > 0
+	}
+	n, z := float64(counted), 3.0
+	f := float64(failures) / n
+	return (f+z*z/(2*n)-z*math.Sqrt(f*(1-f)/n+z*z/(4*n*n)))/(1+z*z/n) >= ratio
 }
 
 func (m *refModel) countOff(o Outcome) {
@@ -424,10 +463,10 @@ func (m *refModel) admit(id int, now int64, inst *time.Time) (refCall, *OpenErro
 		case Closed:
 			if m.thrQ != 0 {
 				// Throttling: the probability is judged anew, then drawn.
-				m.thrQ = m.throttleQ(now)
+				m.judgeThrottle(now)
 				// It refuses nothing while the window holds fewer than
-				// MinRequests counted calls: the trip rules keep their sample.
-				if m.thrQ != 0 && m.u < float64(m.thrQ)/(1<<32) && m.sum(now).Counted >= uint64(m.pol.MinRequests) {
+				// 3·MinRequests counted calls: the trip rules keep their sample.
+				if m.thrQ > 1 && m.sum(now).Counted >= m.throttleFloor() && m.u < float64(m.thrQ)/(1<<32) {
 					m.thr = append(m.thr, now)
 					m.c.Throttled++
 					if m.mode == ModeShadow {
@@ -632,7 +671,7 @@ func (m *refModel) record(now int64, c refCall, o Outcome, slow bool) {
 	if m.mode != ModeForcedClosed {
 		m.evaluate(now)
 		if o != Success && c.gen == m.gen {
-			m.thrQ = m.throttleQ(now) // after a failure, once the trip rules have had their say
+			m.judgeThrottle(now) // after a failure, once the trip rules have had their say
 		}
 	}
 }
@@ -641,9 +680,12 @@ func (m *refModel) evaluate(now int64) {
 	p := m.pol
 	snap := m.sum(now)
 	var reason Reason
+	// While the throttle refuses calls, the ratio rule asks for confidence.
+	throttling := m.thrQ > 1 && m.refusedInWindow(now) > 0
 	if snap.Counted >= uint64(p.MinRequests) && snap.Counted > 0 {
 		switch {
-		case p.ErrorRatio > 0 && float64(snap.Failures)/float64(snap.Counted) >= p.ErrorRatio:
+		case p.ErrorRatio > 0 && float64(snap.Failures)/float64(snap.Counted) >= p.ErrorRatio &&
+			(!throttling || refConfident(snap.Failures, snap.Counted, p.ErrorRatio)):
 			reason = ReasonErrorRatio
 		case p.ErrorCount > 0 && snap.Failures >= uint64(p.ErrorCount):
 			reason = ReasonErrorCount
@@ -724,15 +766,22 @@ func (m *refModel) SetPolicy(p Policy) {
 		// Fewer probes now: the passed ones are enough.
 		m.close(now, m.mode, ReasonProbesPassed)
 	}
-	// The throttle's probability is judged under the new policy at once.
-	m.thrQ = m.throttleQ(now)
+	if !p.Throttle.Enabled || old.Window != p.Window || old.Buckets != p.Buckets {
+		m.thrQ = 0 // a throttle turned off, or on a new window, starts over
+	}
+	// The throttle's probability is judged under the new policy at once;
+	// a policy that ends throttling ends it without waiting.
+	m.judgeThrottle(now)
+	if m.thrQ == 1 {
+		m.thrQ = 0
+	}
 }
 
 // ThrottleProbability is Status.ThrottleProbability: the probability the
 // next call faces, judged at now, while the one in force is above 0.
 func (m *refModel) ThrottleProbability() float64 {
 	now := m.read()
-	if m.thrQ == 0 {
+	if m.thrQ <= 1 || m.sum(now).Counted < m.throttleFloor() {
 		return 0
 	}
 	return float64(m.throttleQ(now)) / (1 << 32)

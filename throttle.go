@@ -33,9 +33,21 @@ const ReasonThrottled Reason = "throttled"
 // every closed-state call while it is above 0, so after every success and
 // every throttled refusal and as the window slides, and by SetPolicy. A
 // healthy breaker, whose probability is 0, judges nothing.
+//
+// A judgement of 0 after throttling does not store 0 at once but
+// qLinger, which refuses nothing and keeps the judgements going, until
+// the probability has stayed 0 for one Window since it was last above 0
+// (throttle.upAt): only then is 0 stored and the end recorded, so that a
+// probability that touches 0 as the window slides does not end and start
+// throttling again within a bucket.
 
-// throttleOne is probability 1 in throttle.p's fixed point.
-const throttleOne = 1 << 32
+// throttleOne is probability 1 in throttle.p's fixed point; qLinger, the
+// least probability above 0, marks a throttle whose probability is 0 but
+// whose end is not recorded yet (see above).
+const (
+	throttleOne = 1 << 32
+	qLinger     = 1
+)
 
 // throttle is a breaker's throttling state.
 type throttle struct {
@@ -51,6 +63,9 @@ type throttle struct {
 	total window.Tally
 	// err is the error of every throttled call.
 	err *OpenError
+	// upAt is the offset at which the probability was last judged above
+	// 0.
+	upAt atomic.Int64
 }
 
 // withThrottle returns r as breaker b, whose rules were prev (nil for a
@@ -100,7 +115,7 @@ func throttleProbability(requests, accepts uint64, k float64, minRequests uint64
 	if !(p > 0) {
 		return 0
 	}
-	return uint32(min(p*throttleOne, throttleOne-1))
+	return uint32(min(max(p*throttleOne, qLinger+1), throttleOne-1))
 }
 
 // throttleNow is the probability the windows give at now under r for a
@@ -133,7 +148,17 @@ func (b *Breaker) rethrottle(now int64, gen uint64) (uint32, Snapshot) {
 		return 0, Snapshot{}
 	}
 	q, s, throttled := b.throttleNow(now, w, r, t)
-	if uint32(v) == q {
+	old := uint32(v)
+	if q > qLinger {
+		t.upAt.Store(now)
+	} else if old != 0 {
+		// Throttling ends once the probability has stayed 0 for a Window.
+		q = qLinger
+		if now-t.upAt.Load() >= r.width*int64(r.buckets) {
+			q = 0
+		}
+	}
+	if old == q {
 		return q, s
 	}
 	// The windows are read after v: a change of generation since has
@@ -141,10 +166,53 @@ func (b *Breaker) rethrottle(now int64, gen uint64) (uint32, Snapshot) {
 	if !t.p.CompareAndSwap(v, v&^math.MaxUint32|uint64(q)) {
 		return uint32(t.p.Load()), s
 	}
-	if (uint32(v) == 0) != (q == 0) {
-		b.logThrottle(q, s, throttled)
+	if old == 0 || q == 0 {
+		b.logThrottle(q, s, throttled, "")
 	}
 	return q, s
+}
+
+// throttleFloor is the counted calls below which the throttle refuses
+// nothing: throttleSample·MinRequests, so that the trip rules keep a
+// sample they can judge with confidence.
+func throttleFloor(r *rules) uint64 { return throttleSample * uint64(r.p.MinRequests) }
+
+// throttling reports whether the throttle is refusing calls of
+// generation gen at now: the probability in force is above 0 and the
+// window holds calls it refused, which have thinned the window's sample.
+// Then the ratio rule asks for confidence (tripReason).
+func (b *Breaker) throttling(r *rules, now int64, gen uint64) bool {
+	t := r.thr
+	if t == nil {
+		return false
+	}
+	v := t.p.Load()
+	return uint32(v) > qLinger && uint32(v>>32) == uint32(gen) && t.win.Load().Sum(now).Counted > 0
+}
+
+// throttleZ is the normal quantile of the one-sided confidence the ratio
+// rule asks for while the throttle refuses calls: three standard errors.
+const throttleZ = 3
+
+// throttleSample is how many times MinRequests counted calls the throttle
+// leaves in the window (throttleFloor).
+const throttleSample = 3
+
+// confidentlyAbove reports whether failures of counted calls show a
+// failure ratio of at least ratio with confidence: every call failed, or
+// the lower bound of the Wilson score interval at throttleZ reaches
+// ratio.
+func confidentlyAbove(failures, counted uint64, ratio float64) bool {
+	if counted == 0 {
+		return false
+	}
+	if failures >= counted {
+		return true
+	}
+	n, z := float64(counted), float64(throttleZ)
+	f := float64(failures) / n
+	lower := (f + z*z/(2*n) - z*math.Sqrt(f*(1-f)/n+z*z/(4*n*n))) / (1 + z*z/n)
+	return lower >= ratio
 }
 
 // throttleAdmit decides a closed-state call while the probability in
@@ -158,12 +226,9 @@ func (b *Breaker) throttleAdmit(w word) (uint8, error) {
 	q, s := b.rethrottle(now, w.gen())
 	r := b.rules.Load()
 	t := r.thr
-	if q == 0 || t == nil || !(b.opt.random() < float64(q)/throttleOne) {
-		return roleCounted, nil
-	}
 	// The trip rules keep their sample: while the window holds fewer
-	// than MinRequests counted calls, the call goes through.
-	if s.Counted < uint64(r.p.MinRequests) {
+	// than throttleFloor counted calls, the call goes through.
+	if q <= qLinger || t == nil || s.Counted < throttleFloor(r) || !(b.opt.random() < float64(q)/throttleOne) {
 		return roleCounted, nil
 	}
 	win := t.win.Load()
@@ -179,12 +244,15 @@ func (b *Breaker) throttleAdmit(w word) (uint8, error) {
 }
 
 // endThrottleLocked starts the throttle of generation gen: no probability
-// and an empty window. Part of every change of generation (endGenLocked).
-// b.mu must be held.
+// and an empty window. Part of every change of generation (endGenLocked);
+// a throttling that it ends is recorded by flush, after the lock. b.mu
+// must be held.
 func (b *Breaker) endThrottleLocked(gen uint64) {
 	r := b.rules.Load()
 	if t := r.thr; t != nil {
-		t.p.Store(uint64(uint32(gen)) << 32)
+		if old := t.p.Swap(uint64(uint32(gen)) << 32); uint32(old) != 0 && b.opt.logger != nil {
+			b.histLocked().thrEnded = true
+		}
 		t.win.Store(window.New(r.width, r.buckets))
 	}
 }
@@ -198,8 +266,13 @@ func (b *Breaker) rethrottlePolicy(now int64, was bool) {
 		return
 	}
 	q, _ := b.rethrottle(now, b.state.Load().gen())
-	if was && q == 0 && uint32(t.p.Load()) == 0 {
-		b.logThrottle(0, snapshot(b.win.Load(), now), 0)
+	if v := t.p.Load(); q == qLinger && uint32(v) == qLinger && t.p.CompareAndSwap(v, v&^math.MaxUint32) {
+		q = 0 // a policy that ends throttling ends it at once
+	} else if q != 0 || uint32(v) != 0 {
+		return
+	}
+	if was {
+		b.logThrottle(0, snapshot(b.win.Load(), now), 0, "policy")
 	}
 }
 
@@ -214,10 +287,13 @@ func (b *Breaker) throttleProbabilityNow(now int64) float64 {
 	}
 	v := t.p.Load()
 	w := b.state.Load()
-	if uint32(v) == 0 || uint32(v>>32) != uint32(w.gen()) {
+	if uint32(v) <= qLinger || uint32(v>>32) != uint32(w.gen()) {
 		return 0
 	}
-	q, _, _ := b.throttleNow(now, w, r, t)
+	q, s, _ := b.throttleNow(now, w, r, t)
+	if s.Counted < throttleFloor(r) {
+		return 0 // the floor lets the next call through
+	}
 	return float64(q) / throttleOne
 }
 
@@ -230,10 +306,11 @@ func (b *Breaker) throttledTotal() uint64 {
 }
 
 // logThrottle records the start (q > 0) or the end (q == 0) of throttling,
-// at Info:
+// at Info, with what ended it if not the probability (because: the
+// transition's reason, or "policy"):
 //
 //	level=INFO msg="breaker throttling" breaker.name=orders.Create breaker.probability=0.2 breaker.counted=40 breaker.failures=24 breaker.throttled=0 breaker.window=5s
-func (b *Breaker) logThrottle(q uint32, s Snapshot, throttled uint64) {
+func (b *Breaker) logThrottle(q uint32, s Snapshot, throttled uint64, because string) {
 	l := b.opt.logger
 	if l == nil {
 		return
@@ -243,11 +320,17 @@ func (b *Breaker) logThrottle(q uint32, s Snapshot, throttled uint64) {
 		msg = "breaker throttling"
 	}
 	p := math.Round(float64(q)/throttleOne*1000) / 1000
-	l.LogAttrs(context.Background(), slog.LevelInfo, msg, slog.Attr{Key: logGroup, Value: slog.GroupValue(
-		slog.String("name", b.name),
-		slog.Float64("probability", p),
-		slog.Uint64("counted", s.Counted),
-		slog.Uint64("failures", s.Failures),
-		slog.Uint64("throttled", throttled),
-		slog.String("window", b.rules.Load().p.Window.String()))})
+	attrs := []slog.Attr{slog.String("name", b.name), slog.Float64("probability", p)}
+	if because == "" || because == "policy" {
+		// A transition's record says what the window held.
+		attrs = append(attrs,
+			slog.Uint64("counted", s.Counted),
+			slog.Uint64("failures", s.Failures),
+			slog.Uint64("throttled", throttled),
+			slog.String("window", b.rules.Load().p.Window.String()))
+	}
+	if because != "" {
+		attrs = append(attrs, slog.String("because", because))
+	}
+	l.LogAttrs(context.Background(), slog.LevelInfo, msg, slog.Attr{Key: logGroup, Value: slog.GroupValue(attrs...)})
 }

@@ -15,11 +15,14 @@ import (
 	"pgregory.net/rapid"
 )
 
-// throttlePolicy is DefaultPolicy with throttling on, and error_ratio high
-// enough that the partial outages of these tests do not trip it.
+// throttlePolicy is DefaultPolicy with throttling on, error_ratio high
+// enough that the partial outages of these tests do not trip it, and
+// MinRequests 6, so that the throttle's floor (3·MinRequests counted
+// calls) is 18: a window of 20 calls holds it.
 func throttlePolicy(f func(p *Policy)) Policy {
 	return policy(func(p *Policy) {
 		p.ErrorRatio = 0.9
+		p.MinRequests = 6
 		p.Throttle.Enabled = true
 		if f != nil {
 			f(p)
@@ -169,6 +172,12 @@ func TestThrottle_FollowsAPartialOutageDownAndBackUp(t *testing.T) {
 	}
 	assert.NotZero(t, zeroAt)
 	assert.Less(t, zeroAt, 10, "p must reach 0 before the outage's bucket leaves the window")
+	// The end is recorded once p has stayed 0 for a whole window, so that
+	// a p that touches 0 as the window slides does not end and start
+	// throttling again within a bucket.
+	assert.NotContains(t, buf.String(), `msg="breaker throttling ended"`, "p has been 0 for less than a window")
+	h.add(5 * time.Second)
+	h.attempt(nil)
 	assert.Contains(t, buf.String(), `msg="breaker throttling ended"`)
 	n := h.b.Counters().Throttled
 	h.calls(100, nil)
@@ -211,16 +220,18 @@ func TestThrottle_ARefusalIsAnOpenErrorOfTheClosedBreaker(t *testing.T) {
 func TestThrottle_FloorAndIgnoredOutcomes(t *testing.T) {
 	h := newThrottleHarness(t, throttlePolicy(func(p *Policy) {
 		p.ErrorRatio, p.ConsecutiveFailures = 0, 1000 // no trip in this test
-		p.MinRequests, p.Throttle.MinRequests = 10, 10
+		p.MinRequests, p.Throttle.MinRequests = 4, 10
 	}), &draws{fixed: 0})
 	h.calls(9, errBoom)
 	assert.Zero(t, h.probability(), "one below the floor")
 	h.calls(30, Ignore(errors.New("bad request")))
 	assert.Zero(t, h.probability(), "ignored calls are not requests")
 	h.calls(1, errBoom)
-	assert.InDelta(t, 10.0/11, h.probability(), 1e-9, "at the floor")
+	assert.Zero(t, h.probability(), "p is 10/11, but the window holds fewer than 3·MinRequests counted calls")
+	h.calls(2, errBoom)
+	assert.InDelta(t, 12.0/13, h.probability(), 1e-9, "at both floors")
 	require.True(t, h.attempt(Ignore(errors.New("bad request"))))
-	assert.InDelta(t, 11.0/12, h.probability(), 1e-9, "the throttled call is a request")
+	assert.InDelta(t, 13.0/14, h.probability(), 1e-9, "the throttled call is a request")
 }
 
 // behaviour.md §4 Throttling: the trip rules still open the breaker on a
@@ -327,7 +338,7 @@ func TestThrottle_SetPolicyTakesEffectAtOnce(t *testing.T) {
 // and a new document changes it on the running breakers.
 func TestThrottle_GroupOverridesAndReload(t *testing.T) {
 	h := newDocHarness(t, GroupConfig{}, WithRand(func() float64 { return 0 }))
-	h.doc("v1", `{"default": {"error_ratio": 0.9}, "overrides": {"orders.Create": {"throttle": {"enabled": true}}}}`)
+	h.doc("v1", `{"default": {"error_ratio": 0.9, "min_requests": 6}, "overrides": {"orders.Create": {"throttle": {"enabled": true}}}}`)
 	for _, key := range []string{"orders.Create", "orders.List"} {
 		h.calls(key, 3, nil)
 		h.calls(key, 17, errBoom)
@@ -336,7 +347,7 @@ func TestThrottle_GroupOverridesAndReload(t *testing.T) {
 	require.ErrorIs(t, err, ErrOpen)
 	require.NoError(t, h.g.Do(context.Background(), "orders.List", func(context.Context) error { return nil }))
 
-	h.doc("v2", `{"default": {"error_ratio": 0.9, "throttle": {"enabled": true, "k": 2}}}`)
+	h.doc("v2", `{"default": {"error_ratio": 0.9, "min_requests": 6, "throttle": {"enabled": true, "k": 2}}}`)
 	err = h.g.Do(context.Background(), "orders.List", func(context.Context) error { return nil })
 	require.ErrorIs(t, err, ErrOpen, "the reload throttles the running breaker")
 	list := mustGet(t, h.g, "orders.List")
@@ -576,7 +587,7 @@ func TestThrottle_ConcurrentCallsAndPolicyChanges(t *testing.T) {
 // MinRequests counted calls, so the trip rules always have their sample.
 func TestThrottle_NeverStarvesTheTripRulesOfTheirSample(t *testing.T) {
 	d := &draws{spread: 100}
-	h := newThrottleHarness(t, throttlePolicy(nil), d)
+	h := newThrottleHarness(t, throttlePolicy(func(p *Policy) { p.MinRequests = 20 }), d)
 	// A partial outage, 70% failed, at 100 calls a second for 4 s.
 	for i := 0; i < 400; i++ {
 		err := error(nil)
@@ -590,7 +601,7 @@ func TestThrottle_NeverStarvesTheTripRulesOfTheirSample(t *testing.T) {
 	}
 	h.requireState(Closed)
 	require.Greater(t, h.probability(), 0.5, "the throttle refuses most calls")
-	assert.GreaterOrEqual(t, h.b.Snapshot().Counted, uint64(20), "yet the window keeps MinRequests counted calls")
+	assert.GreaterOrEqual(t, h.b.Snapshot().Counted, uint64(60), "yet the window keeps 3·MinRequests counted calls")
 
 	// The outage turns hard: the ratio rule opens the breaker within a
 	// window.

@@ -14,6 +14,9 @@ const never = math.MinInt64
 // generation and the run, and queues the event. b.mu must be held.
 func (b *Breaker) transitionLocked(now int64, to State, m Mode, reason Reason, snap Snapshot, cooldown int64) {
 	b.endGenLocked(b.state.Load().gen(), false)
+	if h := b.hist; h != nil && h.thrEnded && h.thrWhy == "" {
+		h.thrWhy = string(reason)
+	}
 	var from State
 	for {
 		w := b.state.Load()
@@ -275,7 +278,7 @@ func (b *Breaker) evaluate(now int64, gen uint64) {
 	if w.gen() == gen && w.state() == Closed && w.mode() != ModeForcedClosed {
 		r := b.rules.Load()
 		snap := snapshot(b.win.Load(), now)
-		if reason := b.tripReason(r, snap); reason != "" {
+		if reason := b.tripReason(r, snap, now, gen); reason != "" {
 			b.tripLocked(now, r, reason, snap)
 		}
 	}
@@ -284,9 +287,17 @@ func (b *Breaker) evaluate(now int64, gen uint64) {
 }
 
 // tripReason names the trip rule of r that snap or the run of
-// consecutive failures meets, or is "".
-func (b *Breaker) tripReason(r *rules, snap Snapshot) Reason {
-	switch r.trip.Holds(window.Counts(snap)) {
+// consecutive failures meets at now in generation gen, or is "". While
+// the throttle refuses calls, the ratio rule holds only when the failure
+// ratio is above ErrorRatio with confidence (see throttle.go).
+func (b *Breaker) tripReason(r *rules, snap Snapshot, now int64, gen uint64) Reason {
+	rule := r.trip.Holds(window.Counts(snap))
+	if rule == window.ErrorRatioRule && b.throttling(r, now, gen) && !confidentlyAbove(snap.Failures, snap.Counted, r.p.ErrorRatio) {
+		others := r.trip
+		others.ErrorRatio = 0
+		rule = others.Holds(window.Counts(snap))
+	}
+	switch rule {
 	case window.ErrorRatioRule:
 		return ReasonErrorRatio
 	case window.ErrorCountRule:
