@@ -146,8 +146,8 @@
 //	    "policy": {"warmup": "0s"},     // a change, over each call's own policy (or the
 //	                                    // scenario's); or, instead, "policies": a group
 //	                                    // policy document, {"default": ..., "overrides":
-//	                                    // {"inventory": ...}}, keyed by the call's name or
-//	                                    // the tier it calls
+//	                                    // {"inventory": ...}}, keyed by the call's name,
+//	                                    // the tier it calls or a method of it
 //	    "calls": ["orders->inventory"]  // calls it applies to; default every guarded call
 //	  }
 //	}

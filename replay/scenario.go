@@ -255,11 +255,15 @@ type Candidate struct {
 	Overlay string
 	// Policies is a group policy document, the one breaker.Group and the
 	// command breaker-check read: each call in Calls runs the override
-	// named by the call ("orders->inventory") or else by the tier it
-	// calls ("inventory"), or else Policies.Default (its zero value is
-	// breaker.DefaultPolicy()). An override that names neither a call
-	// nor a called tier is an error. The scenario document's
-	// candidate.policies is read into it.
+	// named by the call ("orders->inventory"), or else by the tier it
+	// calls ("inventory"), or else by a method of that tier
+	// ("inventory.GetStock", or a per-target key of one,
+	// "inventory.GetStock@10.0.0.7"), or else Policies.Default (its zero
+	// value is breaker.DefaultPolicy()). An override that names no call,
+	// no called tier and no method of one is an error, and so are two
+	// methods of one tier with different policies (a call of the scenario
+	// is one breaker). The scenario document's candidate.policies is read
+	// into it.
 	Policies *breaker.GroupPolicy
 	// Policy, if Overlay and Policies are not set, replaces the policy of
 	// each call in Calls. The zero Policy means breaker.DefaultPolicy().
@@ -284,6 +288,9 @@ func (c *Candidate) policyOn(ref edgeRef, own breaker.Policy) (breaker.Policy, e
 				return p, nil
 			}
 		}
+		if methods := methodsOf(gp, ref.to); len(methods) > 0 {
+			return gp.Overrides[methods[0]], nil
+		}
 		if gp.Default == (breaker.Policy{}) {
 			return breaker.DefaultPolicy(), nil
 		}
@@ -292,6 +299,19 @@ func (c *Candidate) policyOn(ref edgeRef, own breaker.Policy) (breaker.Policy, e
 		return breaker.DefaultPolicy(), nil
 	}
 	return c.Policy, nil
+}
+
+// methodsOf lists, in order, the keys of gp's overrides that name a
+// method of tier ("tier.Method", or "tier.Method@target").
+func methodsOf(gp breaker.GroupPolicy, tier string) []string {
+	var out []string
+	for k := range gp.Overrides {
+		if m, _ := breaker.SplitKey(k); strings.HasPrefix(m, tier+".") {
+			out = append(out, k)
+		}
+	}
+	sort.Strings(out)
+	return out
 }
 
 // appliesTo says whether the candidate applies to the call named name.

@@ -175,8 +175,18 @@ func TestCandidate_GroupPolicyDocument(t *testing.T) {
 	got = candidatePolicies(t, `{"policies": {"overrides": {"pricing": {"probes": 7}, "checkout->pricing": {"probes": 9}}}}`)
 	assert.Equal(t, 9, got["checkout->pricing"].Probes, "the call's name before the tier's")
 
+	// A service's document keyed by method, as breakerhttp and
+	// breakergrpc key per method: the method's tier is the called tier.
+	got = candidatePolicies(t, `{"policies": {"overrides": {"pricing.GetPrice": {"probes": 4}, "stock.Get@10.0.0.7": {"probes": 6}}}}`)
+	assert.Equal(t, 4, got["checkout->pricing"].Probes, "a method of the called tier")
+	assert.Equal(t, 6, got["checkout->stock"].Probes, "a per-target key of a method of the called tier")
+	got = candidatePolicies(t, `{"policies": {"overrides": {"pricing.GetPrice": {"probes": 4}, "pricing.List": {"probes": 4}, "pricing": {"probes": 2}}}}`)
+	assert.Equal(t, 2, got["checkout->pricing"].Probes, "the tier's name before its methods'")
+
 	for _, c := range []struct{ candidate, field, problem string }{
-		{`{"policies": {"overrides": {"payments": {"probes": 7}}}}`, `candidate.policies.overrides["payments"]`, "names no call and no called tier (calls: checkout->pricing, checkout->stock)"},
+		{`{"policies": {"overrides": {"payments": {"probes": 7}}}}`, `candidate.policies.overrides["payments"]`, "names no call, no called tier and no method of one (calls: checkout->pricing, checkout->stock)"},
+		{`{"policies": {"overrides": {"checkout.Get": {"probes": 7}}}}`, `candidate.policies.overrides["checkout.Get"]`, "names no call, no called tier and no method of one"},
+		{`{"policies": {"overrides": {"pricing.GetPrice": {"probes": 4}, "pricing.List": {"probes": 5}}}}`, `candidate.policies.overrides["pricing.List"]`, `a method of tier pricing, as "pricing.GetPrice" is, with another policy: a call of the scenario is one breaker; name the call ("checkout->pricing") or the tier`},
 		{`{"policies": {"overrides": {"pricing": {"probes": 0}}}}`, `candidate.policies.overrides["pricing"].probes`, "must be in [1, 100]"},
 		{`{"policies": {"defualt": {}}}`, `candidate.policies.defualt`, "unknown field"},
 		{`{"policies": {}, "policy": {"probes": 2}}`, "candidate", "give one of policy"},

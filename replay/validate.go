@@ -441,9 +441,28 @@ func (s *Scenario) checkCandidatePolicies(p *problems) {
 		}
 		sort.Strings(keys)
 		for _, k := range keys {
-			if !names[k] {
+			m, _ := breaker.SplitKey(k)
+			tier, _, _ := strings.Cut(m, ".")
+			if !names[k] && !(m != tier && names[tier]) {
 				p.add(fmt.Sprintf("candidate.policies.overrides[%q]", ops.Printable(k)),
-					"names no call and no called tier (calls: %s)", s.callNames())
+					"names no call, no called tier and no method of one (calls: %s)", s.callNames())
+			}
+		}
+		seen := map[string]bool{}
+		for _, e := range s.calls() {
+			_, byCall := c.Policies.Overrides[e.name]
+			_, byTier := c.Policies.Overrides[e.to]
+			methods := methodsOf(*c.Policies, e.to)
+			if byCall || byTier || seen[e.to] || len(methods) < 2 {
+				continue
+			}
+			seen[e.to] = true
+			for _, k := range methods[1:] {
+				if c.Policies.Overrides[k] != c.Policies.Overrides[methods[0]] {
+					p.add(fmt.Sprintf("candidate.policies.overrides[%q]", ops.Printable(k)),
+						"a method of tier %s, as %q is, with another policy: a call of the scenario is one breaker; name the call (%q) or the tier", ops.Printable(e.to), ops.Printable(methods[0]), ops.Printable(e.name))
+					break
+				}
 			}
 		}
 		return

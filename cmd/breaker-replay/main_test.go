@@ -277,7 +277,7 @@ func TestBadInput(t *testing.T) {
 			"-full does not apply with -sensitivity; leave it out"},
 		{"group document with an override for no call", func(t *testing.T) []string {
 			return []string{"-scenario", "low-traffic", "-policy", testutil.WriteFile(t, "g.json", `{"overrides": {"payments": {"min_requests": 5}}}`)}
-		}, `candidate.policies.overrides["payments"]: names no call and no called tier (calls: reconcile->ledger)`},
+		}, `candidate.policies.overrides["payments"]: names no call, no called tier and no method of one (calls: reconcile->ledger)`},
 		{"group document with a bad override", func(t *testing.T) []string {
 			return []string{"-scenario", "low-traffic", "-policy", testutil.WriteFile(t, "g.json", `{"overrides": {"ledger": {"min_requests": -5}}}`)}
 		}, `overrides["ledger"].min_requests`},
