@@ -361,14 +361,15 @@ func TestFollow_ALateSubscriberSeesTheRecordsFromThenOn(t *testing.T) {
 // breakers at once, and its change record names the nested fields.
 func TestFollow_APushedThrottleActsOnTheRunningBreakers(t *testing.T) {
 	h := newFollowHarness(t, breaker.GroupConfig{})
-	require.Equal(t, live.Applied, h.doc("v1", `{"default": {"error_ratio": 0.9}}`).Result)
+	// MinRequests 6: the throttle's floor, 3·MinRequests, is 18.
+	require.Equal(t, live.Applied, h.doc("v1", `{"default": {"error_ratio": 0.9, "min_requests": 6}}`).Result)
 	h.calls("orders.Create", 3, nil)
 	h.calls("orders.Create", 17, errBoom) // 85% failed, under the ratio
 	b := mustGet(t, h.g, "orders.Create")
 	require.Equal(t, breaker.Closed, b.State())
 	require.Zero(t, b.Status().ThrottleProbability)
 
-	c := h.doc("v2", `{"default": {"error_ratio": 0.9, "throttle": {"enabled": true}}}`)
+	c := h.doc("v2", `{"default": {"error_ratio": 0.9, "min_requests": 6, "throttle": {"enabled": true}}}`)
 	require.Equal(t, live.Applied, c.Result, "%+v", c)
 	assert.Contains(t, c.Changes, live.FieldChange{Key: "default", Path: "default.throttle.enabled", Field: "throttle.enabled", From: "false", To: "true"})
 	// p = (20 - 2·3) / 21, judged from the window the breaker already has.
