@@ -130,7 +130,7 @@ func commonPrefix(a, b string) int {
 type row struct {
 	name                                     string
 	reason                                   string // escaped; empty while closed
-	tripReason                               string // escaped; empty while closed
+	tripReason                               string // escaped; empty while no outage is in progress
 	tripCalls, tripFailures, tripTimeouts    uint64
 	tripSlow, tripRun                        uint64
 	tripSlowCall                             float64
