@@ -239,6 +239,8 @@ func logLines(logs string, words ...string) string {
 func TestService_AnIncidentWithPrometheus(t *testing.T) {
 	bin := needTool(t, "prometheus", "prometheus")
 	chromiumBin := needTool(t, "chromium", "chromium")
+	// Beside the other real-time test: both mostly wait on the clock.
+	t.Parallel()
 	dir := t.TempDir()
 	path := filepath.Join(dir, "breakers.json")
 	require.NoError(t, os.WriteFile(path, []byte(incidentPolicy), 0o644))

@@ -6,7 +6,9 @@
 // the endpoint answers 503 with Retry-After. Price is not: when pricing
 // fails or its breaker is open, the catalogue's list price is served.
 // Both downstreams are in-process fakes whose faults can be switched with
-// POST /faults. GET /metrics serves the breakers' Prometheus metrics,
+// POST /faults: ok, error (a 503 at once) or slow (an answer after 1s),
+// for every call or a share of them (inventory=error:0.7). Each has a
+// deadline, so that a hung downstream trips its breaker on timeouts. GET /metrics serves the breakers' Prometheus metrics,
 // GET /breakers the group's snapshot as JSON, GET /status the same as a
 // page for a browser; every transition is logged with log/slog.
 //

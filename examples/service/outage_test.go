@@ -172,6 +172,8 @@ func cardOf(dom, name string) string {
 func TestService_AHardErrorOutageIsOneAlert(t *testing.T) {
 	bin := needTool(t, "prometheus", "prometheus")
 	chromiumBin := needTool(t, "chromium", "chromium")
+	// Beside the other real-time test: both mostly wait on the clock.
+	t.Parallel()
 	dir := t.TempDir()
 	path := filepath.Join(dir, "breakers.json")
 	require.NoError(t, os.WriteFile(path, []byte(drillPolicy), 0o644))
