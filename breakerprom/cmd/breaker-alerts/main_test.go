@@ -25,7 +25,7 @@ func TestRun_FlagsReachTheRules(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "drill.yml")
 	require.NoError(t, run([]string{"-p3", "10s", "-p2", "1m", "-p1", "5m", "-namespace", "shop_breaker",
 		"-probe-failures", "2", "-probe-window", "90s", "-flap-opens", "3", "-flap-window", "10m",
-		"-throttle-share", "0.25", "-throttle-window", "2m",
+		"-throttle-share", "0.25", "-throttle-window", "2m", "-throttle-resolve-share", "0.2",
 		"-status-url", "http://{{ $labels.instance }}/status", "-dashboard-url", "https://grafana.example.com/d/govkit-breaker",
 		"-o", path}, &bytes.Buffer{}, &bytes.Buffer{}))
 	rules, err := os.ReadFile(path)
@@ -33,7 +33,7 @@ func TestRun_FlagsReachTheRules(t *testing.T) {
 	for _, s := range []string{
 		"(shop_breaker_open_duration_seconds >= 10)", "(shop_breaker_open_duration_seconds >= 60)", "(shop_breaker_open_duration_seconds >= 300)",
 		"(shop_breaker_outage_probes_failed >= 2)", "(shop_breaker_outage_trips >= 3)",
-		"increase(shop_breaker_throttled_total[2m])", ") >= 0.25,\n", ") >= 0.125\n", "less than 12.5% of the calls",
+		"increase(shop_breaker_throttled_total[2m])", ") >= 0.25,\n", ") >= 0.2\n", "less than 20% of the calls",
 		`status_url: "http://{{ $labels.instance }}/status"`, `dashboard_url: "https://grafana.example.com/d/govkit-breaker"`,
 	} {
 		assert.Contains(t, string(rules), s)
