@@ -1,12 +1,15 @@
 package breakerprom
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/govkit/breaker"
 	"github.com/govkit/breaker/ops"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -242,4 +245,57 @@ func TestAlertRules_BadConfigNamesEachField(t *testing.T) {
 	require.NoError(t, err)
 	assert.Contains(t, string(rules), ">= 1.5)")
 	assert.Contains(t, string(rules), "P3 (record) after 1500ms, P2 (page) after 90s, P1 (escalate) after 2h.")
+}
+
+// The alerts lead with the trip's evidence in the words of
+// breaker.Trip.String(), for every rule: the slow calls of a slow trip
+// (it read "0 of 169 calls failed"), the run of a consecutive one, the
+// failures and timeouts of a ratio one, the reason alone of a forced
+// open. Each breaker's series are the trip's fields as the collector
+// writes them.
+func TestAlertRules_LeadWithTheWordsOfTripString(t *testing.T) {
+	promtool := needTool(t, "promtool", "prometheus")
+	trips := map[string]breaker.Trip{
+		"a.Ratio":       {Reason: breaker.ReasonErrorRatio, Window: breaker.Snapshot{Counted: 18, Failures: 9, Timeouts: 9}},
+		"b.Slow":        {Reason: breaker.ReasonSlowRatio, Window: breaker.Snapshot{Counted: 169, Slow: 88}, SlowCall: 200 * time.Millisecond},
+		"c.Consecutive": {Reason: breaker.ReasonConsecutiveFailures, Window: breaker.Snapshot{Counted: 9, Failures: 7}, Run: 7},
+		"d.Count":       {Reason: breaker.ReasonErrorCount, Window: breaker.Snapshot{Counted: 40, Failures: 12, Timeouts: 1}},
+		"e.Forced":      {Reason: breaker.ReasonForcedOpen},
+	}
+	rules, err := AlertRules(AlertConfig{})
+	require.NoError(t, err)
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "rules.yml"), rules, 0o644))
+	var series, alerts strings.Builder
+	names := make([]string, 0, len(trips))
+	for name := range trips {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		tr := trips[name]
+		l := fmt.Sprintf(`name=%q, instance="a:9090"`, name)
+		for _, s := range []struct {
+			family string
+			value  float64
+		}{{"open_duration_seconds", 60}, {"outage_trips", 1}, {"outage_probes_failed", 0}, {"outage_refused", 0},
+			{"trip_window_calls", float64(tr.Window.Counted)}, {"trip_window_failures", float64(tr.Window.Failures)},
+			{"trip_window_timeouts", float64(tr.Window.Timeouts)}, {"trip_window_slow", float64(tr.Window.Slow)},
+			{"trip_run", float64(tr.Run)}, {"trip_slow_call_seconds", tr.SlowCall.Seconds()}} {
+			fmt.Fprintf(&series, "      - series: 'breaker_%s{%s}'\n        values: '%vx2'\n", s.family, l, s.value)
+		}
+		fmt.Fprintf(&series, "      - series: 'breaker_trip_reason{%s, reason=%q}'\n        values: '1x2'\n", l, tr.Reason)
+		fmt.Fprintf(&series, "      - series: 'breaker_state{%s, state=\"open\"}'\n        values: '1x2'\n", l)
+		fmt.Fprintf(&series, "      - series: 'breaker_mode{%s, mode=\"auto\"}'\n        values: '1x2'\n", l)
+		fmt.Fprintf(&alerts, `          - exp_labels: {severity: P3, name: %s, method: %s, instance: "a:9090"}
+            exp_annotations:
+              summary: 'Breaker %s opened on %s; an outage of 1m 0s, 1 trip, 0 failed probes, now open'
+              description: 'P3 (record): the breaker %s on a:9090 opened on %s. Its outage has lasted 1m 0s, its closes included: 1 trip, 0 failed probes, 0 calls refused; now open. The breaker only stops the bleeding: check the health of %s. This resolves when the outage settles: the breaker has stayed closed for the policy''s max_open_for.'
+`, name, name, name, tr.String(), name, tr.String(), name)
+	}
+	test := "rule_files: [rules.yml]\nevaluation_interval: 1m\ntests:\n  - interval: 1m\n    input_series:\n" + series.String() +
+		"    alert_rule_test:\n      - eval_time: 1m\n        alertname: BreakerOpen\n        exp_alerts:\n" + alerts.String()
+	path := filepath.Join(dir, "rules_test.yml")
+	require.NoError(t, os.WriteFile(path, []byte(test), 0o644))
+	runTool(t, promtool, "test", "rules", path)
 }
