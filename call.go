@@ -3,10 +3,9 @@ package breaker
 import (
 	"context"
 	"errors"
+	"sync"
+	"sync/atomic"
 	"time"
-
-	"github.com/govkit/breaker/internal/clockctx"
-	"github.com/govkit/breaker/internal/onceflag"
 )
 
 // token is what admission hands to the end of a call.
@@ -173,8 +172,8 @@ func (b *Breaker) allow(ctx context.Context) (context.Context, func(error), erro
 		return nil, nil, err
 	}
 	call, cancel := b.prepare(ctx, &tok, r)
-	// One allocation: the closure; its once-flag comes from internal/onceflag.
-	t, used := tok, onceflag.New()
+	// One allocation: the closure; its once-flag comes from a block.
+	t, used := tok, newOnceFlag()
 	done := func(err error) {
 		if !used.CompareAndSwap(false, true) {
 			return
@@ -207,8 +206,8 @@ func (b *Breaker) prepare(ctx context.Context, tok *token, r *rules) (context.Co
 	if d <= 0 {
 		return ctx, nil
 	}
-	if c, ok := b.opt.tb.Clock().(clockctx.TimeoutClock); ok {
-		return clockctx.WithTimeout(c, ctx, time.Duration(d))
+	if c, ok := b.opt.tb.Clock().(timeoutClock); ok {
+		return withClockTimeout(c, ctx, time.Duration(d))
 	}
 	return context.WithTimeout(ctx, time.Duration(d))
 }
@@ -265,4 +264,31 @@ func (b *Breaker) abandon(caller context.Context, tok token) {
 	default:
 		b.countOutcome(Failure)
 	}
+}
+
+// flagBlock is a block of once-flags, for a done that may be called
+// more than once. A flag is handed out once and never reused,
+// so code holding one, even long after, can never take another's; a
+// block is collected when the last holder of one of its flags is. Blocks
+// are handed out through a sync.Pool, so that goroutines on different
+// processors take flags from different blocks without sharing a counter.
+type flagBlock struct {
+	next  int
+	flags [flagsPerBlock]atomic.Bool
+}
+
+// flagsPerBlock is the number of flags in a block: a flag costs 1/64 of a
+// block's allocation, and a long-lived one keeps its block alive.
+const flagsPerBlock = 64
+
+var flagPool = sync.Pool{New: func() any { return new(flagBlock) }}
+
+// newOnceFlag returns a false flag no one else has. It is safe for concurrent use.
+func newOnceFlag() *atomic.Bool {
+	blk := flagPool.Get().(*flagBlock)
+	f := &blk.flags[blk.next]
+	if blk.next++; blk.next < len(blk.flags) {
+		flagPool.Put(blk)
+	}
+	return f
 }

@@ -2,6 +2,8 @@ package breaker
 
 import (
 	"context"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -135,4 +137,40 @@ func TestAllow_OneAllocationAndDoneOnce(t *testing.T) {
 	c := b.Counters()
 	assert.Equal(t, before+300, c.Successes)
 	assert.Zero(t, c.Failures)
+}
+
+// No flag is handed out twice, from one goroutine or many, across more
+// flags than a block holds; each starts false.
+func TestOnceFlag_NeverHandsOutAFlagTwice(t *testing.T) {
+	const goroutines, each = 4, 3 * flagsPerBlock
+	var mu sync.Mutex
+	seen := map[*atomic.Bool]bool{}
+	var wg sync.WaitGroup
+	for g := 0; g < goroutines; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			mine := make([]*atomic.Bool, 0, each)
+			for i := 0; i < each; i++ {
+				f := newOnceFlag()
+				require.False(t, f.Load(), "a flag handed out set")
+				f.Store(true)
+				mine = append(mine, f)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			for _, f := range mine {
+				require.False(t, seen[f], "a flag handed out twice")
+				seen[f] = true
+			}
+		}()
+	}
+	wg.Wait()
+	assert.Len(t, seen, goroutines*each)
+}
+
+// A flag costs a block's allocation spread over the block's flags.
+func TestOnceFlag_AllocatesOnceABlock(t *testing.T) {
+	allocs := testing.AllocsPerRun(10*flagsPerBlock, func() { _ = newOnceFlag() })
+	assert.Less(t, allocs, 0.1)
 }
