@@ -113,11 +113,11 @@ func TestSnapshot_DeadTargetsLeaveAfterIdleAfter(t *testing.T) {
 func TestSnapshot_ShowsThrottlingAndRaisesNoAlertForIt(t *testing.T) {
 	p := breaker.DefaultPolicy()
 	p.ErrorRatio = 0
-	p.MinRequests = 4
+	p.MinRequests = 2 // the throttle refuses nothing under 3·MinRequests counted calls
 	p.Throttle = breaker.Throttle{Enabled: true, K: 2, MinRequests: 4}
 	gh := newGroupHarness(t, breaker.GroupConfig{Policies: breaker.GroupPolicy{Default: p}})
 	const quote = "quote.Get@10.0.0.9"
-	gh.calls(quote, 4, errBoom) // p = 4/5, above the draw of 0.5
+	gh.calls(quote, 6, errBoom) // p = 6/7, above the draw of 0.5
 	for range 3 {
 		require.ErrorIs(t, gh.g.Do(context.Background(), quote, func(context.Context) error { return nil }), breaker.ErrOpen)
 	}
@@ -143,5 +143,5 @@ func TestSnapshot_ShowsThrottlingAndRaisesNoAlertForIt(t *testing.T) {
 	assert.Equal(t, "closed", b.State)
 	assert.Equal(t, uint64(3), b.Counters.Throttled)
 	assert.Equal(t, uint64(3), b.Counters.Rejected)
-	assert.InDelta(t, 7.0/8, b.ThrottleProbability, 1e-9)
+	assert.InDelta(t, 9.0/10, b.ThrottleProbability, 1e-9)
 }

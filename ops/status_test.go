@@ -379,7 +379,7 @@ func TestStatusPage_ACardListsOnlyItsOwnBreakersTransitions(t *testing.T) {
 func TestStatusPage_ShowsAClosedBreakerThatThrottles(t *testing.T) {
 	p := breaker.DefaultPolicy()
 	p.ErrorRatio = 0
-	p.MinRequests = 4
+	p.MinRequests = 2 // the throttle refuses nothing under 3·MinRequests counted calls
 	p.Throttle = breaker.Throttle{Enabled: true, K: 2, MinRequests: 4}
 	gh := newGroupHarness(t, breaker.GroupConfig{Policies: breaker.GroupPolicy{Default: p}})
 	page := gh.statusPage(StatusConfig{})
@@ -387,8 +387,8 @@ func TestStatusPage_ShowsAClosedBreakerThatThrottles(t *testing.T) {
 	b, err := gh.g.Get(shadow)
 	require.NoError(t, err)
 	require.NoError(t, b.SetMode(breaker.ModeShadow))
-	gh.calls(quote, 4, errBoom)  // p = 4/5, above the draw of 0.5
-	gh.calls(shadow, 4, errBoom) // the same, in shadow
+	gh.calls(quote, 6, errBoom)  // p = 6/7, above the draw of 0.5
+	gh.calls(shadow, 6, errBoom) // the same, in shadow
 	for range 2 {
 		require.ErrorIs(t, gh.g.Do(context.Background(), quote, func(context.Context) error { return nil }), breaker.ErrOpen)
 	}
@@ -399,15 +399,15 @@ func TestStatusPage_ShowsAClosedBreakerThatThrottles(t *testing.T) {
 	txt := text(html)
 	for _, want := range []string{
 		"3 breakers 0 open 0 half-open 2 throttling as of",
-		"default: trips at its other rules over at least 4 calls in 5s, open 30s to 2m0s, 3 probes, throttles with K 2 from 4 requests",
-		"quote.Get @10.0.0.9 closed Throttling 86% : closed, but too few of its calls succeed, so the policy's throttle refuses that share of them (2 throttled so far). Check the health of quote.Get on 10.0.0.9.",
-		"0 ok · 4 failed · 0 timeouts · 0 ignored · 2 refused (2 throttled) · 0 fallbacks",
-		"quote.Shadow closed shadow Throttling 86% : closed, but too few of its calls succeed, so the policy's throttle would refuse that share of them (2 so far); a shadow breaker admits them.",
+		"default: trips at its other rules over at least 2 calls in 5s, open 30s to 2m0s, 3 probes, throttles with K 2 from 4 requests",
+		"quote.Get @10.0.0.9 closed Throttling 89% : closed, but too few of its calls succeed, so the policy's throttle refuses that share of them (2 throttled so far). Check the health of quote.Get on 10.0.0.9.",
+		"0 ok · 6 failed · 0 timeouts · 0 ignored · 2 refused (2 throttled) · 0 fallbacks",
+		"quote.Shadow closed shadow Throttling 89% : closed, but too few of its calls succeed, so the policy's throttle would refuse that share of them (2 so far); a shadow breaker admits them.",
 		"Alerts None",
 	} {
 		assert.Contains(t, txt, want)
 	}
-	assert.Regexp(t, `data-breaker="quote.Get@10.0.0.9" data-state="closed">\s*<h3>.*</h3>\s*<p class="state">[^<]*<span class="badge">closed</span>\s*</p>\s*<p class="throttle warn" data-throttle="0.857`, html)
+	assert.Regexp(t, `data-breaker="quote.Get@10.0.0.9" data-state="closed">\s*<h3>.*</h3>\s*<p class="state">[^<]*<span class="badge">closed</span>\s*</p>\s*<p class="throttle warn" data-throttle="0.888`, html)
 	assert.Equal(t, 2, strings.Count(html, `class="throttle warn"`), "orders.Create does not throttle")
 
 	gh.clk.Add(10 * time.Second) // the window has emptied
