@@ -1002,14 +1002,17 @@ func (c *checker) throttle() {
 	if t.Rate <= 0 {
 		return
 	}
+	// The throttle refuses nothing below throttle.min_requests requests,
+	// nor while the window holds fewer than 3·min_requests counted calls
+	// (the trip rules' sample).
 	full := t.Rate * p.Window.Seconds()
-	floor := max(th.MinRequests, p.MinRequests)
+	floor := max(th.MinRequests, 3*p.MinRequests)
 	if float64(floor) > full {
 		c.add(Warning, CheckThrottleFloor, map[string]float64{
 			"throttle_min_requests": float64(th.MinRequests), "min_requests": float64(p.MinRequests),
 			"rate": t.Rate, "window_s": p.Window.Seconds(), "window_calls": full, "suggested_min": math.Max(1, math.Floor(full/2))},
-			"throttle.min_requests %d and min_requests %d: the throttle refuses nothing while the window holds fewer requests or counted calls, and at %s calls/s the %v window holds %s on average, so throttling never acts; lower them to at most %s",
-			th.MinRequests, p.MinRequests, num(t.Rate), p.Window, num(full), num(math.Max(1, math.Floor(full/2))))
+			"throttle.min_requests %d and min_requests %d: the throttle refuses nothing while the window holds fewer than %d requests or %d counted calls (3 × min_requests), and at %s calls/s the %v window holds %s on average, so throttling never acts; lower them so that both are at most %s",
+			th.MinRequests, p.MinRequests, th.MinRequests, 3*p.MinRequests, num(t.Rate), p.Window, num(full), num(math.Max(1, math.Floor(full/2))))
 		return
 	}
 	bl := baselineOf(p, t)
