@@ -32,7 +32,7 @@ func (g *Group) forgetLocked(key string, b *Breaker) {
 	g.m.Delete(key)
 	g.n.Add(-1)
 	delete(g.activity, b)
-	g.cache.Forget(b)
+	g.cache.forget(b)
 }
 
 // droppedBit marks a breaker its group has let go of. Calls made on it,

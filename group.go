@@ -108,7 +108,7 @@ func NewGroup(cfg GroupConfig, opts ...Option) (*Group, error) {
 	if g.max == 0 {
 		g.max = defaultMaxBreakers
 	}
-	g.cache.Seed = maphash.MakeSeed()
+	g.cache.seed = maphash.MakeSeed()
 	// Its own options, never the shared defaults: they point back at g,
 	// which delivers the events to the subscribers after the hooks.
 	g.opt = buildOptions(opts)
@@ -153,7 +153,7 @@ func (g *Group) Lookup(key string) (*Breaker, bool) {
 	// A breaker found in the map may be under a drop (marked, then
 	// removed, with g.mu held): it is as good as gone.
 	if b := g.load(key); b != nil && !b.dropped() {
-		g.cache.Put(key, b)
+		g.cache.put(key, b)
 		return b, true
 	}
 	return nil, false
@@ -166,7 +166,7 @@ func (g *Group) get(key string) (*Breaker, error) {
 	// A dropped breaker is in the map only while its drop is under way,
 	// with g.mu held; create waits for the drop to finish.
 	if b := g.load(key); b != nil && !b.dropped() {
-		g.cache.Put(key, b)
+		g.cache.put(key, b)
 		return b, nil
 	}
 	return g.create(key), nil
@@ -215,7 +215,7 @@ func (g *Group) create(key string) *Breaker {
 	}
 	g.m.Store(name, b)
 	g.n.Add(1)
-	g.cache.Put(name, b)
+	g.cache.put(name, b)
 	g.mu.Unlock()
 	g.logDrops(dropped)
 	return b
@@ -231,7 +231,7 @@ func (g *Group) sweepDue(now int64) bool {
 func (g *Group) Do(ctx context.Context, key string, fn func(context.Context) error) error {
 	// The key's address first, inlined here: a breaker found there that
 	// has since been dropped hands the call to its successor (Breaker.Do).
-	b := g.cache.PtrSlot(key).Load()
+	b := g.cache.ptrSlot(key).Load()
 	if b == nil || b.name != key {
 		var err error
 		if b, err = g.Get(key); err != nil {

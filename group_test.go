@@ -925,7 +925,7 @@ func TestGroup_GetRacingADropNeverRecachesTheDroppedBreaker(t *testing.T) {
 			found := g.load(cachedKey) // Get's map lookup...
 			require.Same(t, old, found)
 			d.drop(t, gh)                 // ...the drop...
-			g.cache.Put(cachedKey, found) // ...and Get's re-cache.
+			g.cache.put(cachedKey, found) // ...and Get's re-cache.
 
 			b1, err := g.Get(cachedKey)
 			require.NoError(t, err)
