@@ -12,8 +12,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"github.com/govkit/breaker/internal/errclass"
 )
 
 // timeoutErr is an error with a Timeout method, like a net.Error.
@@ -119,12 +117,138 @@ func TestFailurePath_AllocatesNothing(t *testing.T) {
 	assert.Equal(t, Closed, b.State())
 }
 
-// The outcomes are internal/errclass's, value for value: Mark and the
-// default classifier convert between the two.
-func TestOutcome_ValuesAreTheClassifiersOwn(t *testing.T) {
-	for o, c := range map[Outcome]errclass.Outcome{
-		Success: errclass.Success, Ignored: errclass.Ignored, Failure: errclass.Failure, Timeout: errclass.Timeout,
-	} {
-		assert.Equal(t, uint8(o), uint8(c), "%v", o)
+// Reading a failed call's error (classify.go): the walk agrees with the
+// errors package.
+
+// isDeadline is an error whose own Is method says it is a deadline: the
+// classifier must ask it, as errors.Is does.
+type isDeadline struct{}
+
+func (isDeadline) Error() string        { return "upstream deadline" }
+func (isDeadline) Is(target error) bool { return target == context.DeadlineExceeded }
+
+// asTimeout is an error whose own As method says it is an error that timed
+// out, as an error that delegates As to a field it does not unwrap does.
+type asTimeout struct{}
+
+func (asTimeout) Error() string { return "wrapped timeout" }
+func (asTimeout) As(target any) bool {
+	if p, ok := target.(*interface{ Timeout() bool }); ok {
+		*p = timeoutErr{}
+		return true
+	}
+	return false
+}
+
+// asMarked delegates As to an error it holds but does not unwrap.
+type asMarked struct{ inner error }
+
+func (e asMarked) Error() string      { return e.inner.Error() }
+func (e asMarked) As(target any) bool { return errors.As(e.inner, target) }
+
+// A Timeout method that says false, met first, hides one that says true
+// further down the chain: errors.As stops at the first.
+type notTimeout struct{ inner error }
+
+func (e notTimeout) Error() string { return "not a timeout" }
+func (e notTimeout) Timeout() bool { return false }
+func (e notTimeout) Unwrap() error { return e.inner }
+
+func TestClassifyDefault_AgreesWithErrorsIsAndAs(t *testing.T) {
+	cases := []struct {
+		err  error
+		want Outcome
+	}{
+		{isDeadline{}, Timeout},
+		{fmt.Errorf("call: %w", isDeadline{}), Timeout},
+		{asTimeout{}, Timeout},
+		{errors.Join(errBoom, asTimeout{}), Timeout},
+		{notTimeout{timeoutErr{}}, Failure},
+		{notTimeout{context.DeadlineExceeded}, Timeout}, // the Is half still finds it
+		{errors.Join(notTimeout{errBoom}, timeoutErr{}), Failure},
+		{errors.Join(errBoom, fmt.Errorf("x: %w", syscall.ECONNRESET)), Timeout},
+		{syscall.EPIPE, Failure},
+		{syscall.ETIMEDOUT, Timeout}, // Errno's own Timeout method
+		{fmt.Errorf("a: %w", fmt.Errorf("b: %w", errBoom)), Failure},
+		{fmt.Errorf("a: %w", &OpenError{}), Ignored},
+		{errors.Join(errBoom, &OpenError{}), Ignored},
+		{errors.Join(&OpenError{}, timeoutErr{}), Timeout},
+		{errors.Join(isDeadline{}, ErrOpen), Timeout},
+		{notTimeout{&OpenError{}}, Ignored},
+	}
+	for _, c := range cases {
+		assert.Equal(t, c.want, classifyDefault(c.err, &refusal), "%v", c.err)
+		assert.Equal(t, c.want, classifyByErrors(c.err, &refusal), "%v: the errors package's answer", c.err)
 	}
 }
+
+func TestMarkOf_FoundWhereErrorsAsFindsIt(t *testing.T) {
+	o, ok := markOf(asMarked{Ignore(errBoom)})
+	assert.True(t, ok && o == Ignored, "a mark behind an As method")
+	o, ok = markOf(errors.Join(errBoom, fmt.Errorf("x: %w", Mark(errBoom, Timeout))))
+	assert.True(t, ok && o == Timeout, "a mark in a joined error")
+	_, ok = markOf(fmt.Errorf("x: %w", errBoom))
+	assert.False(t, ok, "no mark")
+	var typedNil *net.OpError
+	_, ok = markOf(fmt.Errorf("x: %w", typedNil))
+	assert.False(t, ok, "a typed nil carries no mark")
+}
+
+// TestMarkOrDefault_OneWalkAgreesWithMarkThenDefault: with the default
+// classifier the breaker reads the mark and classifies in one walk of the
+// error's tree; it must say what markOf, then DefaultClassifier, say.
+func TestMarkOrDefault_OneWalkAgreesWithMarkThenDefault(t *testing.T) {
+	var typedNil *net.OpError
+	for _, err := range []error{
+		errBoom,
+		fmt.Errorf("x: %w", errBoom),
+		context.DeadlineExceeded,
+		timeoutErr{},
+		connRefused(),
+		isDeadline{},
+		asTimeout{},
+		notTimeout{timeoutErr{}},
+		asMarked{Ignore(errBoom)},
+		Ignore(errBoom),
+		Mark(context.DeadlineExceeded, Failure),
+		fmt.Errorf("x: %w", Mark(errBoom, Timeout)),
+		errors.Join(context.DeadlineExceeded, Ignore(errBoom)),
+		errors.Join(timeoutErr{}, fmt.Errorf("y: %w", Mark(errBoom, Success))),
+		errors.Join(errBoom, syscall.ECONNRESET),
+		errors.Join(isDeadline{}, Ignore(errBoom)),
+		Mark(Mark(errBoom, Failure), Ignored),
+		fmt.Errorf("x: %w", typedNil),
+		errors.Join(context.DeadlineExceeded, typedNil),
+		errors.Join(Ignore(errBoom), typedNil),
+		errors.Join(typedNil, Ignore(errBoom)),
+		Mark(errBoom, Outcome(9)),
+		&OpenError{},
+		fmt.Errorf("x: %w", ErrOpen),
+		errors.Join(&OpenError{}, Mark(errBoom, Failure)),
+		errors.Join(Mark(errBoom, Failure), &OpenError{}),
+		errors.Join(&OpenError{}, context.DeadlineExceeded),
+		errors.Join(&OpenError{}, isDeadline{}),
+		// Leaves: no Unwrap, Timeout, Is or As (see leafOutcome).
+		ErrOpen,
+		errors.New("plain"),
+		leafErr{},
+		(*leafPtr)(nil),
+		syscall.EPIPE,
+	} {
+		want, ok := markOf(err)
+		if !ok {
+			want = classifyDefault(err, &refusal)
+		}
+		assert.Equal(t, want, markOrDefault(err, &refusal), "%#v", err)
+	}
+}
+
+// leafErr and leafPtr are errors with no method but Error: a value, and a
+// pointer that may be a typed nil, whose Error would panic.
+type leafErr struct{}
+
+func (leafErr) Error() string { return "leaf" }
+
+type leafPtr struct{ msg string }
+
+func (e *leafPtr) Error() string { return e.msg }

@@ -10,7 +10,7 @@ declare -A part=(
 	[state.go]=breaker [word.go]=breaker [record.go]=breaker [rules.go]=breaker
 	[window.go]=breaker [warmup.go]=breaker [control.go]=breaker [events.go]=breaker
 	[log.go]=breaker [subscribe.go]=breaker [errors.go]=breaker [classify.go]=breaker
-	[mark.go]=breaker [clock.go]=breaker [options.go]=breaker [counters.go]=breaker
+	[clock.go]=breaker [options.go]=breaker [counters.go]=breaker [outage.go]=breaker
 	[doc.go]=breaker
 	[group.go]=group [groupkeys.go]=group [keys.go]=group [overflow.go]=group [drop.go]=group
 	[policy.go]=policy [policy_json.go]=policy [policyfields.go]=policy [validate.go]=policy
