@@ -6,15 +6,15 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 declare -A part=(
-	[breaker.go]=breaker [call.go]=breaker [probe.go]=breaker [transition.go]=breaker
-	[state.go]=breaker [word.go]=breaker [record.go]=breaker [rules.go]=breaker
+	[breaker.go]=breaker [probe.go]=breaker
+	[state.go]=breaker [rules.go]=breaker
 	[window.go]=breaker [warmup.go]=breaker [control.go]=breaker [events.go]=breaker
 	[log.go]=breaker [subscribe.go]=breaker [errors.go]=breaker [classify.go]=breaker
-	[clock.go]=breaker [options.go]=breaker [counters.go]=breaker [outage.go]=breaker
+	[clock.go]=breaker [options.go]=breaker [status.go]=breaker [outage.go]=breaker
 	[doc.go]=breaker
 	[group.go]=group [groupkeys.go]=group [keys.go]=group [overflow.go]=group [drop.go]=group
-	[policy.go]=policy [policy_json.go]=policy [policyfields.go]=policy [validate.go]=policy
-	[grouppolicy.go]=policy [policyset.go]=policy
+	[policy.go]=policy [policy_json.go]=policy [policyfields.go]=policy
+	[grouppolicy.go]=policy
 	[fallback.go]=fallback [throttle.go]=throttle [latency.go]=adaptive-timeout
 	[candidate.go]=candidate-run
 )
