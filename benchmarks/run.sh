@@ -40,21 +40,18 @@ log "checking the benchmark setups"
 
 log "building the test binaries"
 (cd "$root" && go test -c -o "$work/core.test" .)
-(cd "$root" && go test -c -o "$work/window.test" ./internal/window)
 (cd "$here" && go test -c -o "$work/peers.test" .)
 # The integrations and the views of a whole group, each in its package.
 (cd "$root" && go test -c -o "$work/http.test" ./breakerhttp)
 (cd "$root" && go test -c -o "$work/ops.test" ./ops)
-(cd "$root/grpc" && go test -c -o "$work/grpc.test" .)
-(cd "$root/prometheus" && go test -c -o "$work/prom.test" .)
+(cd "$root/breakergrpc" && go test -c -o "$work/grpc.test" .)
+(cd "$root/breakerprom" && go test -c -o "$work/prom.test" .)
 
 load_before=$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo unknown)
 for round in $(seq 1 "$ROUNDS"); do
 	log "round $round/$ROUNDS"
 	# shellcheck disable=SC2086 # benchflags is a list of flags
 	(cd "$root" && "$work/core.test" -test.run='^$' $benchflags) >>"$work/core.txt"
-	# shellcheck disable=SC2086
-	"$work/window.test" -test.run='^$' $benchflags >>"$work/core.txt"
 	# shellcheck disable=SC2086
 	(cd "$here" && "$work/peers.test" -test.run='^$' $benchflags) >>"$work/peers.txt"
 	# shellcheck disable=SC2086
@@ -103,7 +100,7 @@ ratio|Refusal / floor, comparison module|BenchmarkOpen/govkit/serial|BenchmarkOp
 head|Parallel (-cpu=2, RunParallel) per op / serial (-cpu=1) per op
 ratio|Do, closed|BenchmarkDo/closed/parallel-2|BenchmarkDo/closed/serial|ns/op|<=|1
 ratio|Do, open|BenchmarkDo/open/parallel-2|BenchmarkDo/open/serial|ns/op|<=|1
-ratio|Window record|BenchmarkWindow/record/parallel-2|BenchmarkWindow/record/serial|ns/op|<=|1
+ratio|Window add|BenchmarkWindow/add/parallel-2|BenchmarkWindow/add/serial|ns/op|<=|1
 ratio|Floor, for reference (not a target)|BenchmarkFloor/parallel-2|BenchmarkFloor/serial|ns/op|-|
 head|Allocations (allocs/op, median)
 value|Do, closed, serial|BenchmarkDo/closed/serial||allocs/op|<=|0
@@ -112,9 +109,9 @@ value|Do, open, serial|BenchmarkDo/open/serial||allocs/op|<=|0
 value|Do, open, parallel -cpu=2|BenchmarkDo/open/parallel-2||allocs/op|<=|0
 value|Call, closed|BenchmarkCall/closed/serial||allocs/op|<=|0
 value|Allow + done, closed|BenchmarkAllow/closed/serial||allocs/op|<=|1
-value|Window record, serial|BenchmarkWindow/record/serial||allocs/op|<=|0
-value|Window record, parallel -cpu=2|BenchmarkWindow/record/parallel-2||allocs/op|<=|0
-value|Window sum|BenchmarkWindow/sum||allocs/op|<=|0
+value|Window add, serial|BenchmarkWindow/add/serial||allocs/op|<=|0
+value|Window add, parallel -cpu=2|BenchmarkWindow/add/parallel-2||allocs/op|<=|0
+value|Window read|BenchmarkWindow/read/serial||allocs/op|<=|0
 head|Memory
 value|Heap kept per idle breaker (B/breaker)|BenchmarkMemory/idle_breaker||B/breaker|<=|512
 value|Allocations to create one (allocs/op, not a target)|BenchmarkMemory/idle_breaker||allocs/op|-|

@@ -7,8 +7,16 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
+// The state machine as the design states it: closed → open on the error
+// ratio behind the minimum-sample gate, timeouts counted as errors, a
+// fixed three probes on real traffic, a doubling cooldown that decays, and
+// the warmup exemption of a cold target.
+//
 // The tables here walk a breaker through the main paths of the state
 // machine (docs/behaviour.md §4), one row per instant of a mock clock in
 // the manner of golang.org/x/time/rate's tests: at the row's instant make
@@ -299,4 +307,48 @@ func TestSteps_TripRefuseProbeClose(t *testing.T) {
 			count: &Counters{Admitted: 23, Successes: 13, Failures: 10, Rejected: 1,
 				ProbesPassed: 3, Opens: 1, OpenTime: defaultOpenFor}},
 	})
+}
+
+// behaviour.md §3: timeouts count. A downstream whose calls outlive
+// CallTimeout, though they return nil, fails them: the window counts them
+// as failures that are timeouts, and they trip the breaker at the ratio
+// as errors do. A timed-out probe fails the episode.
+func TestSteps_TimeoutsCountAsErrors(t *testing.T) {
+	h := newHarness(t, policy(func(p *Policy) { p.CallTimeout = 100 * time.Millisecond }))
+	slow := func(ctx context.Context) error {
+		h.add(150 * time.Millisecond) // answers, too late
+		return nil
+	}
+	for range 10 {
+		require.NoError(t, h.call(nil))
+	}
+	for range 9 {
+		require.NoError(t, h.b.Do(context.Background(), slow))
+	}
+	require.Equal(t, Closed, h.b.State())
+	require.NoError(t, h.b.Do(context.Background(), slow)) // 10 of 20: the ratio
+	h.requireState(Open)
+	assert.Equal(t, Snapshot{Counted: 20, Failures: 10, Timeouts: 10}, h.b.Status().Outage.Trip.Window)
+	assert.Equal(t, ReasonErrorRatio, h.lastReason())
+
+	h.add(h.b.Status().Cooldown)
+	require.NoError(t, h.b.Do(context.Background(), slow)) // a probe that times out
+	h.requireState(Open)
+	assert.Equal(t, ReasonProbeFailed, h.lastReason())
+}
+
+// behaviour.md §4 Warmup: a cold target's outcomes stay out of the window
+// for Warmup, so its cold start trips nothing; once warm, the same
+// failures trip the breaker.
+func TestSteps_AColdTargetIsExemptForItsWarmup(t *testing.T) {
+	t0 := instant{"t0", 0}
+	warm := t0.after("warm", time.Minute)
+	h := newHarness(t, DefaultPolicy())
+	h.b.MarkCold()
+	runCallRows(t, h, []callRow{
+		{at: t0, call: callFail, n: 40, state: Closed, snap: &Snapshot{}},
+		{at: warm, call: callFail, n: 20, state: Open, moves: []string{"closed>open:error_ratio"},
+			snap: &Snapshot{Counted: 20, Failures: 20}},
+	})
+	assert.Equal(t, uint64(40), h.b.Counters().Exempt)
 }
