@@ -31,6 +31,10 @@ func (b *Breaker) setRules(r *rules) {
 		r = r.carried(b.rules.Load()) // keeps its totals
 	}
 	r, throttling := r.withThrottle(b, b.rules.Load()) // keeps its throttle
+	if h := b.hist; h != nil && b.settledLocked(now, b.rules.Load()) {
+		// Settled under the old MaxOpenFor: a longer one does not bring it back.
+		h.out.active = false
+	}
 	old := b.rules.Swap(r)
 	if old.width != r.width || old.buckets != r.buckets {
 		if b.state.Load().state() == Closed {

@@ -738,6 +738,9 @@ func (m *refModel) verdict(now int64, c refCall, o Outcome) {
 func (m *refModel) SetPolicy(p Policy) {
 	now := m.read()
 	old := m.pol
+	if m.settled(now) {
+		m.out.active = false // settled under the old MaxOpenFor: it stays so
+	}
 	m.pol = p
 	if m.state == Open && m.oe != nil && m.oe.Cooldown > 0 {
 		// The running cooldown is cut to what the new policy gives it
