@@ -203,7 +203,13 @@ func decodeCandidate(v *validator, raw json.RawMessage, def Policy, docs map[str
 		}
 	}
 	if len(v.List) == n {
-		cdef.check(v, "candidate.default.")
+		// A rule between two fields is reported at the one the candidate
+		// sets (see checkDocument).
+		if raw, ok := top["default"]; ok {
+			cdef.checkDocument(v, "candidate.default.", raw)
+		} else {
+			cdef.check(v, "candidate.default.")
+		}
 	}
 	var cdocs map[string]json.RawMessage
 	if raw, ok := top["overrides"]; ok && !jsondoc.IsNull(raw) {
@@ -236,7 +242,11 @@ func decodeCandidate(v *validator, raw json.RawMessage, def Policy, docs map[str
 			p.decode(v, raw, "candidate."+overridePath(k))
 		}
 		if len(own.List) == 0 && len(v.List) == n {
-			p.check(v, "candidate."+overridePath(k))
+			if raw, ok := cdocs[k]; ok {
+				p.checkDocument(v, "candidate."+overridePath(k), raw)
+			} else {
+				p.check(v, "candidate."+overridePath(k))
+			}
 		}
 		if over == nil {
 			over = make(map[string]Policy, len(keys))

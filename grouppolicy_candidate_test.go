@@ -85,8 +85,13 @@ func TestGroupPolicy_ABadCandidateIsRefusedByPath(t *testing.T) {
 		assert.True(t, fields[f], "%s in %v", f, err)
 	}
 
+	// A candidate that raises open_for above the max_open_for it does not
+	// set is refused at open_for, the field it edits. Regression: it was
+	// refused at max_open_for, a field the candidate does not name.
 	_, err = ParseGroupPolicy([]byte(`{"candidate": {"overrides": {"payment.Charge": {"open_for": "3m"}}}}`))
-	assert.EqualError(t, err, `breaker: invalid policy: candidate.overrides["payment.Charge"].max_open_for: must be at least open_for (3m0s), got 2m0s`)
+	assert.EqualError(t, err, `breaker: invalid policy: candidate.overrides["payment.Charge"].open_for: 3m0s is above max_open_for (2m0s); lower it, or set max_open_for to at least 3m0s`)
+	_, err = ParseGroupPolicy([]byte(`{"candidate": {"default": {"open_for": "3m"}}}`))
+	assert.EqualError(t, err, `breaker: invalid policy: candidate.default.open_for: 3m0s is above max_open_for (2m0s); lower it, or set max_open_for to at least 3m0s`)
 
 	inner := GroupPolicy{Candidate: &GroupPolicy{Candidate: &GroupPolicy{}}}
 	assert.EqualError(t, inner.Validate(), "breaker: invalid policy: candidate.candidate: a candidate has no candidate of its own")
