@@ -5,7 +5,6 @@ import (
 	"io"
 	"net/http"
 	"sync/atomic"
-	"unsafe"
 
 	"github.com/govkit/breaker"
 )
@@ -40,7 +39,10 @@ type body struct {
 	// outcome is the call's outcome once it has ended, plus one (0: not
 	// ended), for Fallback.
 	outcome atomic.Int32
-	seq     uint32 // its place in its shard of recent, set before it is published
+	// slab and slot are where its Transport's calls note it, set before
+	// RoundTrip returns (see calls.add).
+	slab *slab
+	slot uint32
 }
 
 // settledBody returns the body of a response without one whose call has
@@ -73,7 +75,7 @@ func (b *body) Close() error {
 	}
 	err := b.rc.Close()
 	if !b.end(nil) {
-		recent.remove(b) // ended before, or never open: a settled body
+		b.t.calls.remove(b) // ended before, or never open: a settled body
 	}
 	return err
 }
@@ -83,68 +85,14 @@ func (b *body) end(err error) bool {
 	if b.ended.Swap(true) {
 		return false
 	}
-	b.outcome.Store(int32(b.t.settle(b.caller, b.done, b.tr, b.resp, err)) + 1)
-	recent.remove(b)
-	return true
-}
-
-// recent holds the bodies of the responses the Transport has returned, so
-// that Fallback finds the call behind a response whatever has wrapped its
-// Body since: http.Client does when Client.Timeout is set, and so do
-// RoundTrippers that trace or log. They keep the *http.Response, which is
-// what Fallback looks for. A body leaves when its call ends, or when it is
-// closed if the call ended first (a failed response without a body), so
-// recent holds the exchanges in flight. Those whose caller never ends them
-// (a body neither read to the end nor closed) are bounded: each shard is a
-// ring, and a new body takes the place of the oldest.
-var recent responses
-
-const (
-	responseShards    = 64  // a power of two
-	responsesPerShard = 128 // bodies kept in a shard, at most
-)
-
-type responses struct {
-	shards [responseShards]responseShard
-}
-
-// responseShard is a ring written without a lock: add claims the next
-// place with one atomic add and stores the body there; remove takes it
-// back with a compare-and-swap, so a place a newer body has taken is left
-// alone. Only find, which runs for Fallback alone, reads the whole ring.
-type responseShard struct {
-	next atomic.Uint32 // wraps; responsesPerShard divides 1<<32
-	ring [responsesPerShard]atomic.Pointer[body]
-}
-
-func (r *responses) shard(resp *http.Response) *responseShard {
-	h := uint64(uintptr(unsafe.Pointer(resp))) * 0x9E3779B97F4A7C15
-	return &r.shards[h>>(64-6)]
-}
-
-// add records bd, the body of bd.resp, in place of the shard's oldest.
-func (r *responses) add(bd *body) {
-	s := r.shard(bd.resp)
-	bd.seq = s.next.Add(1)
-	s.ring[bd.seq%responsesPerShard].Store(bd)
-}
-
-// remove forgets bd, if it is still recorded.
-func (r *responses) remove(bd *body) {
-	r.shard(bd.resp).ring[bd.seq%responsesPerShard].CompareAndSwap(bd, nil)
-}
-
-// find returns the body recorded for resp, or nil. A Transport around
-// another one returns the inner one's response with a body of its own,
-// recorded after the inner one's: the latest, the body the caller holds,
-// is the one found.
-func (r *responses) find(resp *http.Response) *body {
-	var found *body
-	s := r.shard(resp)
-	for i := range s.ring {
-		if bd := s.ring[i].Load(); bd != nil && bd.resp == resp && (found == nil || int32(bd.seq-found.seq) > 0) {
-			found = bd
-		}
+	o := b.t.settle(b.caller, b.done, b.tr, b.resp, err)
+	b.outcome.Store(int32(o) + 1)
+	if (o == breaker.Failure || o == breaker.Timeout) && !b.closed.Load() {
+		// Fallback may be reading the body: it asks, before it closes the
+		// body, how the call ended. Close forgets the call.
+		b.t.calls.ended(b, o)
+	} else {
+		b.t.calls.remove(b)
 	}
-	return found
+	return true
 }

@@ -106,11 +106,12 @@ func ExampleFallback() {
 	}
 	base := &http.Transport{}
 	defer base.CloseIdleConnections()
-	client := &http.Client{Transport: breakerhttp.New(base, g)}
+	tr := breakerhttp.New(base, g)
+	client := &http.Client{Transport: tr}
 
 	ctx := context.Background()
 	resp, err := client.Get(downstream.URL + "/stock/42")
-	stock, err := breakerhttp.Fallback(ctx, resp, err,
+	stock, err := breakerhttp.Fallback(ctx, tr, resp, err,
 		func(resp *http.Response) (string, error) {
 			b, err := io.ReadAll(resp.Body)
 			return string(b), err

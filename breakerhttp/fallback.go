@@ -10,18 +10,17 @@ import (
 	"github.com/govkit/breaker"
 )
 
-// Fallback turns the results of a request sent through a [Transport] into
-// a value: it serves what fallback returns when the request's breaker
-// refused it, or when the exchange failed or timed out (a 5xx, a 429, no
-// response at all, a body that broke off while read was reading it, by the
-// Transport's classifier), and what read returns otherwise. A served
-// fallback is counted in Counters.Fallbacks of the breaker that guarded
-// the request, as [breaker.FallbackOnFailure] counts it, and the
-// Transport's own outcome (the failure, the refusal) is counted as it
-// always is:
+// Fallback turns the results of a request sent through t into a value: it
+// serves what fallback returns when the request's breaker refused it, or
+// when the exchange failed or timed out (a 5xx, a 429, no response at all,
+// a body that broke off while read was reading it, by t's classifier), and
+// what read returns otherwise. A served fallback is counted in
+// Counters.Fallbacks of the breaker that guarded the request, as
+// [breaker.FallbackOnFailure] counts it, and the Transport's own outcome
+// (the failure, the refusal) is counted as it always is:
 //
-//	resp, err := client.Get(url) // client uses a breakerhttp Transport
-//	stock, err := breakerhttp.Fallback(ctx, resp, err, decodeStock, cachedStock)
+//	resp, err := client.Get(url) // client uses tr, a breakerhttp Transport
+//	stock, err := breakerhttp.Fallback(ctx, tr, resp, err, decodeStock, cachedStock)
 //
 // read gets every response that is not served from the fallback, whatever
 // its status (a 404 included: an ignored outcome is the caller's to
@@ -35,13 +34,16 @@ import (
 // a shorter one made for the request: past the request's own deadline, the
 // caller is still there to be served.
 //
-// Fallback knows a response by the *http.Response the Transport returned,
-// not by its Body, so an [http.Client] (with or without Client.Timeout, a
-// Jar, redirects) and RoundTrippers around the Transport that wrap the Body
-// (tracing, logging) are all fine; give it the response before reading its
-// body. It cannot know the outcome of a response that did not come through
-// a Transport, such as one that a RoundTripper around the Transport made
-// anew, and reads it.
+// t is the Transport the client sends through: the outermost, when one
+// Transport is the base of another. Fallback knows a response by the
+// *http.Response that t returned, not by its Body: t notes each response
+// until its call ends or its body is closed, and Fallback asks t. So an
+// [http.Client] (with or without Client.Timeout, a Jar, redirects) and
+// RoundTrippers around t that wrap the Body (tracing, logging) are all
+// fine; give Fallback the response before reading its body. A response
+// that did not come through t, such as one that a RoundTripper around t
+// made anew, or one that another Transport returned, is read. A nil t is
+// an error.
 //
 // One error names no breaker. When Client.Timeout ends a request before
 // its response arrives, http.Client replaces the Transport's error with
@@ -52,8 +54,14 @@ import (
 // counted, give the request a deadline that the Transport sees first:
 // the breaker's Policy.CallTimeout, shorter than Client.Timeout, or a context
 // deadline on the request.
-func Fallback[T any](ctx context.Context, resp *http.Response, err error, read func(*http.Response) (T, error), fallback func(context.Context, error) (T, error)) (T, error) {
+func Fallback[T any](ctx context.Context, t *Transport, resp *http.Response, err error, read func(*http.Response) (T, error), fallback func(context.Context, error) (T, error)) (T, error) {
 	var zero T
+	if t == nil {
+		if resp != nil && resp.Body != nil {
+			resp.Body.Close()
+		}
+		return zero, errors.New("breakerhttp: Fallback: nil *Transport")
+	}
 	if err != nil {
 		if resp != nil && resp.Body != nil {
 			resp.Body.Close() // http.Client has closed it already; a RoundTripper may not have
@@ -75,41 +83,68 @@ func Fallback[T any](ctx context.Context, resp *http.Response, err error, read f
 		}
 		return zero, errors.New("breakerhttp: Fallback: nil read or fallback function")
 	}
-	bd := bodyOf(resp)
-	if bd != nil && ctx != nil && ctx.Err() == nil {
-		var o breaker.Outcome
-		if ended := bd.outcome.Load(); ended != 0 {
-			o = breaker.Outcome(ended - 1)
-		} else {
-			o = bd.t.classify(resp, nil) // the call is open: judge the status
+	c, ok := t.callOf(resp)
+	if ok && ctx != nil && ctx.Err() == nil {
+		o, ended := c.outcome(t, resp)
+		if !ended {
+			o = t.classify(resp, nil) // the call is open: judge the status
 		}
 		if o == breaker.Failure || o == breaker.Timeout {
 			// Closing the body ends an open call with the outcome just read.
 			resp.Body.Close()
-			return breaker.FallbackResultOnFailure(ctx, zero, &callError{err: errors.New(describe(resp, nil)), b: bd.b, o: o}, fallback)
+			return breaker.FallbackResultOnFailure(ctx, zero, &callError{err: errors.New(describe(resp, nil)), b: c.b, o: o}, fallback)
 		}
 	}
 	v, err := read(resp)
+	if ok && err != nil {
+		// The body may have broken off under read (a reset, a deadline, a
+		// truncated answer): the call ended then with that outcome, which
+		// t forgets once the body is closed.
+		if o, ended := c.outcome(t, resp); ended && (o == breaker.Failure || o == breaker.Timeout) {
+			resp.Body.Close()
+			return breaker.FallbackResultOnFailure(ctx, v, &callError{err: err, b: c.b, o: o}, fallback)
+		}
+	}
 	if resp.Body != nil {
 		resp.Body.Close()
-	}
-	if bd != nil && err != nil {
-		// The body broke off under read (a reset, a deadline, a
-		// truncated answer): the call ended then with that outcome.
-		if o := breaker.Outcome(bd.outcome.Load() - 1); o == breaker.Failure || o == breaker.Timeout {
-			return breaker.FallbackResultOnFailure(ctx, v, &callError{err: err, b: bd.b, o: o}, fallback)
-		}
 	}
 	return v, err
 }
 
-// bodyOf returns the Transport's body of resp, however wrapped, or nil for
-// a response that did not come through a Transport.
-func bodyOf(resp *http.Response) *body {
-	if bd, ok := resp.Body.(*body); ok && bd.resp == resp {
-		return bd
+// call is what Fallback knows of the call behind a response: its body, when
+// the response still carries the Transport's own, or else the Transport's
+// note of it.
+type call struct {
+	bd *body
+	b  *breaker.Breaker
+	id uint64 // the note's, when bd is nil
+}
+
+// callOf returns the call behind resp, which t returned, however its Body
+// is wrapped, or false for a response that t did not return or no longer
+// notes.
+func (t *Transport) callOf(resp *http.Response) (call, bool) {
+	if bd, ok := resp.Body.(*body); ok && bd.resp == resp && bd.t == t {
+		return call{bd: bd, b: bd.b}, true
 	}
-	return recent.find(resp)
+	if t.calls == nil {
+		return call{}, false
+	}
+	n, ok := t.calls.find(resp)
+	return call{b: n.b, id: n.id}, ok
+}
+
+// outcome returns the outcome c ended with, and whether it has ended as
+// far as Fallback needs to know: a noted call is noted as ended only when
+// it failed or timed out.
+func (c call) outcome(t *Transport, resp *http.Response) (breaker.Outcome, bool) {
+	var ended int32
+	if c.bd != nil {
+		ended = c.bd.outcome.Load()
+	} else if n, ok := t.calls.find(resp); ok && n.id == c.id {
+		ended = n.outcome
+	}
+	return breaker.Outcome(ended - 1), ended != 0
 }
 
 // cutByClientTimeout reports whether err is http.Client's own error for a

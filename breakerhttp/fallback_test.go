@@ -35,7 +35,7 @@ func (f *fixture) fallbackGet(ctx context.Context, url string, got *error) (stri
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	require.NoError(f.t, err)
 	resp, err := f.client.Do(req)
-	return Fallback(ctx, resp, err, readBody, fromCache(got))
+	return Fallback(ctx, f.tr, resp, err, readBody, fromCache(got))
 }
 
 func TestFallback_ServesTheCacheOnA500(t *testing.T) {
@@ -149,7 +149,7 @@ func TestFallback_NoneForAGoneCaller(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	var got error
-	v, err := Fallback(ctx, resp, nil, readBody, fromCache(&got))
+	v, err := Fallback(ctx, f.tr, resp, nil, readBody, fromCache(&got))
 	require.NoError(t, err)
 	assert.Equal(t, "500 Internal Server Error: status 500", v)
 	assert.NoError(t, got, "fallback called")
@@ -158,10 +158,15 @@ func TestFallback_NoneForAGoneCaller(t *testing.T) {
 }
 
 func TestFallback_NilFunctionsAreErrors(t *testing.T) {
-	_, err := Fallback[string](context.Background(), nil, nil, readBody, fromCache(new(error)))
+	g, err := breaker.NewGroup(breaker.GroupConfig{})
+	require.NoError(t, err)
+	tr := New(nil, g)
+	_, err = Fallback[string](context.Background(), tr, nil, nil, readBody, fromCache(new(error)))
 	assert.ErrorContains(t, err, "nil *http.Response")
-	_, err = Fallback(context.Background(), &http.Response{StatusCode: 200, Body: http.NoBody}, nil, nil, fromCache(new(error)))
+	_, err = Fallback(context.Background(), tr, &http.Response{StatusCode: 200, Body: http.NoBody}, nil, nil, fromCache(new(error)))
 	assert.ErrorContains(t, err, "nil read or fallback")
+	_, err = Fallback(context.Background(), nil, &http.Response{StatusCode: 200, Body: http.NoBody}, nil, readBody, fromCache(new(error)))
+	assert.ErrorContains(t, err, "nil *Transport")
 }
 
 // The transport's errors keep what net/http's callers ask of them:

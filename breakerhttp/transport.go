@@ -115,8 +115,8 @@ const ProbeHeader = "Breaker-Probe"
 //   - The response is returned as the base returned it, whatever its
 //     status: a 503 is an answer for the caller to read. Only its Body is
 //     wrapped, so that the call ends when the body does (see below), and
-//     the response is remembered until then, so that [Fallback] knows it
-//     whatever wraps the Body later.
+//     the Transport notes the response until then, so that [Fallback],
+//     given this Transport, knows it whatever wraps the Body later.
 //
 // The outcome of a request is decided when the exchange ends: when the
 // base fails, or when a response without a body arrives, or else when its
@@ -141,6 +141,7 @@ type Transport struct {
 	key      func(*http.Request) string
 	classify func(*http.Response, error) breaker.Outcome
 	rec      *calltrace.Recorder // nil: records nothing
+	calls    *calls              // the responses Fallback may ask about
 }
 
 // Option configures a [Transport].
@@ -226,7 +227,7 @@ func WithClassifier(f func(*http.Response, error) breaker.Outcome) Option {
 // sends them with base; a nil base means [http.DefaultTransport]. With a
 // nil g, every guarded request fails with an error.
 func New(base http.RoundTripper, g *breaker.Group, opts ...Option) *Transport {
-	t := &Transport{base: base, group: g, key: hostKey, classify: DefaultClassify}
+	t := &Transport{base: base, group: g, key: hostKey, classify: DefaultClassify, calls: new(calls)}
 	for _, o := range opts {
 		if o != nil {
 			o(t)
@@ -343,7 +344,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			// pay for it.
 			bd := settledBody(t, b, resp, o)
 			resp.Body = bd
-			recent.add(bd)
+			t.calls.add(bd, int32(o)+1)
 		}
 		return resp, nil
 	}
@@ -357,7 +358,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	bd := &body{rc: resp.Body, t: t, b: b, resp: resp, caller: caller, done: done, tr: tr}
 	resp.Body = bd
-	recent.add(bd)
+	t.calls.add(bd, 0)
 	return resp, nil
 }
 

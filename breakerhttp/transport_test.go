@@ -190,7 +190,7 @@ func TestTransport_AnInnerTransportsRefusalIsIgnored(t *testing.T) {
 
 	resp, err := client.Get(d.URL + "/status/200")
 	var got error
-	v, err := Fallback(context.Background(), resp, err, readBody, fromCache(&got))
+	v, err := Fallback(context.Background(), client.Transport.(*Transport), resp, err, readBody, fromCache(&got))
 	require.NoError(t, err)
 	assert.Equal(t, "cached", v)
 	assert.Equal(t, uint64(1), inner.Counters().Fallbacks)

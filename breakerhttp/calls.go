@@ -1,0 +1,188 @@
+package breakerhttp
+
+import (
+	"net/http"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"unsafe"
+
+	"github.com/govkit/breaker"
+)
+
+// calls is a Transport's note of the responses it has returned whose calls
+// [Fallback] may still ask about, so that Fallback finds the call behind a
+// response whatever has wrapped its Body since: http.Client does when
+// Client.Timeout is set, and so do RoundTrippers that trace or log. They
+// keep the *http.Response, which is what Fallback looks for.
+//
+// The invariant: a response's note exists from the moment RoundTrip returns
+// it until the first of
+//
+//   - its call ending with an outcome other than a failure or a timeout
+//     (Fallback then reads the response, which it would do without a note);
+//   - its body being closed (Fallback closes it last);
+//   - its body becoming garbage, found by the GC (see slab).
+//
+// While a caller holds the response and its body, none of these has
+// happened unless the caller did it, so nothing is ever dropped to make
+// room: there is no bound but the responses in flight, and a caller that
+// neither reads its bodies to the end nor closes them (against the
+// http.Client contract) leaves notes that go with its bodies.
+type calls struct {
+	shards [callShards]callShard
+	slabs  sync.Pool     // *slab with free slots; each in use by one goroutine at a time
+	made   atomic.Uint64 // slabs made, for their ids
+}
+
+const (
+	callShards = 64 // a power of two: the shard is 6 bits of a hash
+	// shrinkAt is the size past which a shard's map is let go when it
+	// empties, so that a burst does not keep its memory for ever.
+	shrinkAt = 256
+)
+
+// callShard is a part of the notes, chosen by the response's address, under
+// a lock of its own. A note is keyed by the response's address, which is
+// only ever compared, never turned back into a pointer: the note must not
+// keep the response alive, or a dropped one would never be collected.
+type callShard struct {
+	mu   sync.Mutex
+	m    map[uintptr]note
+	peak int
+	_    [40]byte // a shard to a cache line
+}
+
+// note is what Fallback needs of a call: the breaker that guarded it and
+// how it ended, if it ended as a failure or a timeout. It holds nothing
+// that leads back to the response or its body.
+type note struct {
+	b  *breaker.Breaker
+	id uint64 // the body's slot (slab.base + slot), never 0
+	// status and length are the response's StatusCode and ContentLength,
+	// checked by find (see slab).
+	status  int
+	length  int64
+	outcome int32 // plus one; 0 while the call is open
+}
+
+// slabSize is the number of bodies that share a slab.
+const slabSize = 64
+
+// slab is what tells the notes of bodies that became garbage: a block of
+// slots, one per body, that each body points to, with a finalizer that
+// forgets the notes of the slots still in use once no body points to it.
+// A body cannot carry a finalizer itself: it is on a cycle (the response
+// holds the body, the body the response), and the GC never finalizes an
+// object it can reach from itself. A slab holds no pointer but to calls,
+// so it is on none. One slab serves 64 bodies so that a request pays for a
+// slab a sixty-fourth of the time: the two allocations the Transport adds
+// to a request stay two. A slab is used by one goroutine at a time (it
+// comes from a sync.Pool), so bodies made together share one.
+//
+// The GC frees a dropped response before the finalizer of its slab runs,
+// so for a while its note outlives it and another response may be given
+// its address. A response of this Transport takes the note over; find
+// checks the status and length of any other, so that it is not judged by
+// a stranger's note.
+type slab struct {
+	owner *calls
+	base  uint64        // the id of slot 0
+	used  atomic.Uint32 // slots handed out
+	keys  [slabSize]atomic.Uintptr
+}
+
+// take returns a free slot of a slab.
+func (c *calls) take() (*slab, uint32) {
+	s, _ := c.slabs.Get().(*slab)
+	if s == nil {
+		s = &slab{owner: c, base: c.made.Add(1) * slabSize}
+		runtime.SetFinalizer(s, (*slab).release)
+	}
+	i := s.used.Add(1) - 1
+	if i+1 < slabSize {
+		c.slabs.Put(s)
+	}
+	return s, i
+}
+
+// release forgets the notes of s's bodies, which are all garbage, that
+// neither ended nor were closed.
+func (s *slab) release() {
+	for i := range s.used.Load() {
+		if key := s.keys[i].Swap(0); key != 0 {
+			s.owner.shard(key).forget(key, s.base+uint64(i))
+		}
+	}
+}
+
+func addressOf(resp *http.Response) uintptr { return uintptr(unsafe.Pointer(resp)) }
+
+func (c *calls) shard(key uintptr) *callShard {
+	return &c.shards[(uint64(key)*0x9E3779B97F4A7C15)>>(64-6)]
+}
+
+// add notes bd, the body of bd.resp, whose call ended with o (plus one),
+// or is open (0). A note already there is a stale one (see slab) or the
+// same response returned twice by the base: the newest wins.
+func (c *calls) add(bd *body, outcome int32) {
+	s, i := c.take()
+	key := addressOf(bd.resp)
+	bd.slab, bd.slot = s, i
+	s.keys[i].Store(key)
+	sh := c.shard(key)
+	sh.mu.Lock()
+	if sh.m == nil {
+		sh.m = make(map[uintptr]note)
+	}
+	sh.m[key] = note{b: bd.b, id: s.base + uint64(i), status: bd.resp.StatusCode, length: bd.resp.ContentLength, outcome: outcome}
+	sh.peak = max(sh.peak, len(sh.m))
+	sh.mu.Unlock()
+}
+
+// remove forgets bd's note, once.
+func (c *calls) remove(bd *body) {
+	if key := bd.slab.keys[bd.slot].Swap(0); key != 0 {
+		c.shard(key).forget(key, bd.slab.base+uint64(bd.slot))
+	}
+}
+
+// ended notes that bd's call ended with o, if it is still noted.
+func (c *calls) ended(bd *body, o breaker.Outcome) {
+	key := bd.slab.keys[bd.slot].Load()
+	if key == 0 {
+		return
+	}
+	sh := c.shard(key)
+	sh.mu.Lock()
+	if n, ok := sh.m[key]; ok && n.id == bd.slab.base+uint64(bd.slot) {
+		n.outcome = int32(o) + 1
+		sh.m[key] = n
+	}
+	sh.mu.Unlock()
+}
+
+// find returns the note of resp, if there is one.
+func (c *calls) find(resp *http.Response) (note, bool) {
+	key := addressOf(resp)
+	sh := c.shard(key)
+	sh.mu.Lock()
+	n, ok := sh.m[key]
+	sh.mu.Unlock()
+	if ok && (n.status != resp.StatusCode || n.length != resp.ContentLength) {
+		return note{}, false
+	}
+	return n, ok
+}
+
+// forget deletes the note under key if it is id's.
+func (sh *callShard) forget(key uintptr, id uint64) {
+	sh.mu.Lock()
+	if n, ok := sh.m[key]; ok && n.id == id {
+		delete(sh.m, key)
+		if len(sh.m) == 0 && sh.peak > shrinkAt {
+			sh.m, sh.peak = nil, 0
+		}
+	}
+	sh.mu.Unlock()
+}

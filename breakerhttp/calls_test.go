@@ -1,0 +1,216 @@
+package breakerhttp
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/govkit/breaker"
+	"github.com/govkit/breaker/internal/testutil"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// size is the number of responses c notes.
+func (c *calls) size() int {
+	n := 0
+	for i := range c.shards {
+		sh := &c.shards[i]
+		sh.mu.Lock()
+		n += len(sh.m)
+		sh.mu.Unlock()
+	}
+	return n
+}
+
+// failingTransport is a Transport, behind a tracingRT so that Fallback
+// must find its responses by the *http.Response, over a base that answers
+// every request at once with a 500 and a short body, whose breaker is held
+// closed so that every request reaches the base. It returns the client's
+// RoundTripper, the Transport and its breaker.
+func failingTransport(t *testing.T) (http.RoundTripper, *Transport, *breaker.Breaker) {
+	t.Helper()
+	g, err := breaker.NewGroup(breaker.GroupConfig{Policies: breaker.GroupPolicy{Default: testutil.Policy()}})
+	require.NoError(t, err)
+	tr := New(roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		return &http.Response{StatusCode: http.StatusInternalServerError, Status: "500 Internal Server Error", Body: io.NopCloser(strings.NewReader("boom")), Request: r}, nil
+	}), g, WithKey(func(*http.Request) string { return "failing" }))
+	b, err := g.Get("failing")
+	require.NoError(t, err)
+	require.NoError(t, b.SetMode(breaker.ModeForcedClosed))
+	return tracingRT{tr}, tr, b
+}
+
+// fallbackOn is Fallback for the responses of tr.
+func fallbackOn(ctx context.Context, tr *Transport, resp *http.Response, got *error) (string, error) {
+	return Fallback(ctx, tr, resp, nil, readBody, fromCache(got))
+}
+
+// TestFallback_FindsEveryResponseUnderLoad: with many requests in flight
+// at once, Fallback finds the call behind every response. The responses
+// used to be noted in one process-wide table of 64 rings of 128 places, in
+// which a new response took the place of the oldest: with 16,000 responses
+// in flight (some 250 a ring), the older ones were gone by the time their
+// Fallback ran, and their 500s were read as good answers.
+func TestFallback_FindsEveryResponseUnderLoad(t *testing.T) {
+	rt, tr, b := failingTransport(t)
+	const workers, each = 32, 500
+	ctx := context.Background()
+	resps := make([][]*http.Response, workers)
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range each {
+				req, _ := http.NewRequest(http.MethodGet, "http://downstream.test/", nil)
+				resp, err := rt.RoundTrip(req)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				resps[w] = append(resps[w], resp)
+			}
+		}()
+	}
+	wg.Wait() // every response is in flight
+	var served, read atomic.Int64
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for _, resp := range resps[w] {
+				var got error
+				v, err := fallbackOn(ctx, tr, resp, &got)
+				switch {
+				case err != nil:
+					t.Error(err)
+				case v == "cached":
+					served.Add(1)
+				default:
+					read.Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	assert.Equal(t, int64(workers*each), served.Load(), "fallbacks served")
+	assert.Zero(t, read.Load(), "500s read as answers")
+	assert.Equal(t, uint64(workers*each), b.Counters().Fallbacks)
+	assert.Zero(t, tr.calls.size(), "every closed body is forgotten")
+}
+
+// TestFallback_TwoTransportsDoNotSeeEachOthersResponses: a Transport's
+// Fallback knows only the responses that Transport returned. A failed
+// response of one, given to Fallback with the other, is read (as any
+// response that did not come through it) and counts nothing on the other's
+// breakers.
+func TestFallback_TwoTransportsDoNotSeeEachOthersResponses(t *testing.T) {
+	ctx := context.Background()
+	rtA, trA, bA := failingTransport(t)
+	rtB, trB, bB := failingTransport(t)
+	get := func(rt http.RoundTripper) *http.Response {
+		req, err := http.NewRequest(http.MethodGet, "http://downstream.test/", nil)
+		require.NoError(t, err)
+		resp, err := rt.RoundTrip(req)
+		require.NoError(t, err)
+		return resp
+	}
+	for _, c := range []struct {
+		name       string
+		rt         http.RoundTripper
+		tr, other  *Transport
+		b, otherBr *breaker.Breaker
+	}{{"A", rtA, trA, trB, bA, bB}, {"B", rtB, trB, trA, bB, bA}} {
+		t.Run(c.name, func(t *testing.T) {
+			mine, others := c.b.Counters().Fallbacks, c.otherBr.Counters().Fallbacks
+			resp := get(c.rt)
+			assert.Zero(t, c.other.calls.size(), "the other Transport notes nothing")
+			var got error
+			v, err := fallbackOn(ctx, c.other, resp, &got)
+			require.NoError(t, err)
+			assert.Equal(t, "500 Internal Server Error: boom", v, "read, as a stranger's response")
+			assert.NoError(t, got, "no fallback")
+			assert.Equal(t, others, c.otherBr.Counters().Fallbacks)
+			assert.Equal(t, mine, c.b.Counters().Fallbacks)
+
+			v, err = fallbackOn(ctx, c.tr, get(c.rt), &got)
+			require.NoError(t, err)
+			assert.Equal(t, "cached", v, "its own Transport knows it")
+			assert.Equal(t, mine+1, c.b.Counters().Fallbacks)
+			assert.Equal(t, others, c.otherBr.Counters().Fallbacks)
+		})
+	}
+}
+
+// TestFallback_ForgetsTheResponsesItNoLongerNeeds: a Transport notes each
+// response it returns so that Fallback can find it under any wrapper. An
+// exchange that ends well, or whose body is closed, is forgotten at once;
+// one that its caller never ends (a body neither read to the end nor
+// closed, then dropped) is forgotten once the GC has collected it, so
+// such callers cannot grow the Transport's notes without bound, and none
+// is dropped while its response is held.
+func TestFallback_ForgetsTheResponsesItNoLongerNeeds(t *testing.T) {
+	g, err := breaker.NewGroup(breaker.GroupConfig{})
+	require.NoError(t, err)
+	status := http.StatusOK
+	tr := New(roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		return &http.Response{StatusCode: status, Body: io.NopCloser(strings.NewReader("ok")), Request: r}, nil
+	}), g, WithKey(func(*http.Request) string { return "forgets" }))
+	rt := tracingRT{tr}
+	req, err := http.NewRequest(http.MethodGet, "http://downstream.test/", nil)
+	require.NoError(t, err)
+
+	for i := 0; i < 100; i++ {
+		resp, err := rt.RoundTrip(req)
+		require.NoError(t, err)
+		_, ok := tr.callOf(resp)
+		require.True(t, ok)
+		_, err = io.Copy(io.Discard, resp.Body) // ends at EOF, before Close
+		require.NoError(t, err)
+		_, ok = tr.callOf(resp)
+		assert.False(t, ok, "an exchange that ended well is forgotten")
+		resp.Body.Close()
+	}
+	status = http.StatusServiceUnavailable
+	resp, err := rt.RoundTrip(req)
+	require.NoError(t, err)
+	_, err = io.Copy(io.Discard, resp.Body)
+	require.NoError(t, err)
+	c, ok := tr.callOf(resp)
+	require.True(t, ok, "a failed exchange is kept until its body is closed")
+	o, ended := c.outcome(tr, resp)
+	assert.True(t, ended)
+	assert.Equal(t, breaker.Failure, o)
+	resp.Body.Close()
+	_, ok = tr.callOf(resp)
+	assert.False(t, ok, "and forgotten then")
+	assert.Zero(t, tr.calls.size())
+
+	status = http.StatusOK
+	const dropped = 20000 // more than the old process-wide table held
+	held := make([]*http.Response, 0, dropped)
+	for i := 0; i < dropped; i++ {
+		resp, err := rt.RoundTrip(req) // never read nor closed
+		require.NoError(t, err)
+		held = append(held, resp)
+	}
+	assert.Equal(t, dropped, tr.calls.size(), "none is dropped while held")
+	for _, resp := range held {
+		_, ok := tr.callOf(resp)
+		require.True(t, ok)
+	}
+	held = nil
+	// Once the bodies are garbage their notes go, but for those of a slab
+	// that a live body may still hold.
+	assert.Eventually(t, func() bool {
+		runtime.GC()
+		return tr.calls.size() <= slabSize
+	}, 10*time.Second, 10*time.Millisecond, "notes of dropped responses")
+}
