@@ -177,17 +177,17 @@ func (b *Breaker) rethrottle(now int64, gen uint64) (uint32, Snapshot) {
 // sample they can judge with confidence.
 func throttleFloor(r *rules) uint64 { return throttleSample * uint64(r.p.MinRequests) }
 
-// throttling reports whether the throttle is refusing calls of
-// generation gen at now: the probability in force is above 0 and the
-// window holds calls it refused, which have thinned the window's sample.
-// Then the ratio rule asks for confidence (tripReason).
+// throttling reports whether the throttle's refusals thin the window of
+// generation gen at now: throttling has not ended (the probability in
+// force is above 0, or lingers at qLinger) and the window holds calls it
+// refused. Then the ratio rule asks for confidence (tripReason).
 func (b *Breaker) throttling(r *rules, now int64, gen uint64) bool {
 	t := r.thr
 	if t == nil {
 		return false
 	}
 	v := t.p.Load()
-	return uint32(v) > qLinger && uint32(v>>32) == uint32(gen) && t.win.Load().Sum(now).Counted > 0
+	return uint32(v) != 0 && uint32(v>>32) == uint32(gen) && t.win.Load().Sum(now).Counted > 0
 }
 
 // throttleZ is the normal quantile of the one-sided confidence the ratio
