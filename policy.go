@@ -164,11 +164,13 @@ const (
 // counted calls that succeeded; nothing is refused while requests is
 // below MinRequests. A refused call gets an *[OpenError] with State
 // Closed and Reason [ReasonThrottled]. It is not an outcome of the
-// downstream: it never enters the error ratio or Policy.MinRequests, and
-// the trip rules open the breaker as they would without throttling. With
-// K 2 nothing is refused while at least half the calls succeed.
+// downstream: it never enters the error ratio or Policy.MinRequests.
+// While its refusals thin the window, the ratio rule trips only when the
+// failure ratio is above ErrorRatio with confidence (docs/behaviour.md §4
+// Throttling); the other rules are unchanged. With K 2 nothing is refused
+// while at least half the calls succeed.
 //
-// Nothing is refused while the window holds fewer than Policy.MinRequests
+// Nothing is refused while the window holds fewer than 3·Policy.MinRequests
 // counted calls, so the trip rules keep their sample. Unless ErrorRatio
 // is 0 or above 1 - 1/K, the ratio rule trips the breaker before anything
 // is throttled (docs/policy.md). A shadow breaker only counts what it
