@@ -588,7 +588,7 @@ func (m *Metrics) observeStatus(o metric.Observer, n breakerID, s breaker.Status
 		o.ObserveInt64(m.tripRun, toInt64(t.Run), m.with(n))
 		o.ObserveFloat64(m.tripSlowCall, t.SlowCall.Seconds(), m.with(n))
 		o.ObserveInt64(m.outageTrips, int64(out.Trips), m.with(n))
-		o.ObserveInt64(m.outageProbesFailed, int64(out.ProbesFailed), m.with(n))
+		o.ObserveInt64(m.outageProbesFailed, int64(out.Reopens), m.with(n)) // probe timeouts included
 		o.ObserveInt64(m.outageProbesPassed, int64(out.ProbesPassed), m.with(n))
 		o.ObserveInt64(m.outageOnError, int64(out.ProbesPassedOnError), m.with(n))
 		o.ObserveInt64(m.outageRefused, toInt64(out.Refused), m.with(n))

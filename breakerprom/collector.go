@@ -520,7 +520,7 @@ func (c *Collector) collectStatus(ch chan<- prometheus.Metric, s breaker.Status)
 	// an earlier process's.
 	if o := s.Outage; o != nil {
 		gauge(c.outageTrips, float64(o.Trips))
-		gauge(c.outageProbesFailed, float64(o.ProbesFailed))
+		gauge(c.outageProbesFailed, float64(o.Reopens)) // failed probes and probe timeouts
 		gauge(c.outageProbesPassed, float64(o.ProbesPassed))
 		gauge(c.outageProbesPassedOnError, float64(o.ProbesPassedOnError))
 		gauge(c.outageRefused, float64(o.Refused))

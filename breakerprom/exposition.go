@@ -301,7 +301,7 @@ func (sc *scrape) read(g *breaker.Group, f *live.Follower) {
 			t := o.Trip
 			w := t.Window
 			r.outage = true
-			r.outageTrips, r.outageProbesFailed = uint64(max(o.Trips, 0)), uint64(max(o.ProbesFailed, 0))
+			r.outageTrips, r.outageProbesFailed = uint64(max(o.Trips, 0)), uint64(max(o.Reopens, 0)) // probe timeouts included
 			r.outageProbesPassed, r.outageOnError = uint64(max(o.ProbesPassed, 0)), uint64(max(o.ProbesPassedOnError, 0))
 			r.outageRefused = o.Refused
 			r.tripReason = escapeLabelValue(string(t.Reason))
