@@ -70,6 +70,17 @@ func run(args []string, stdout, stderr io.Writer) error {
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected argument %q: every parameter is a flag", fs.Arg(0))
 	}
+	// The config's zero values stand for the defaults: a flag set to one
+	// is refused rather than read as "default".
+	var zero error
+	fs.Visit(func(f *flag.Flag) {
+		if zero == nil && zeroIsDefault[f.Name] != "" && isZero(f.Value.String()) {
+			zero = fmt.Errorf("-%s: must be %s, got %q", f.Name, zeroIsDefault[f.Name], f.Value.String())
+		}
+	})
+	if zero != nil {
+		return zero
+	}
 	cfg.Thresholds = th
 	rules, err := breakerprom.AlertRules(cfg)
 	if err != nil {
@@ -81,3 +92,19 @@ func run(args []string, stdout, stderr io.Writer) error {
 	}
 	return os.WriteFile(out, rules, 0o644)
 }
+
+// zeroIsDefault names the flags whose zero value the config reads as its
+// default, with the range they take.
+var zeroIsDefault = map[string]string{
+	"namespace":       "a metric name prefix",
+	"flap-opens":      "at least 1",
+	"probe-failures":  "at least 1",
+	"throttle-share":  "in (0, 1]",
+	"throttle-window": "a positive duration",
+	"flap-window":     "a positive duration",
+	"probe-window":    "a positive duration",
+}
+
+// isZero reports whether a flag's value, as its String method prints it,
+// is its type's zero.
+func isZero(v string) bool { return v == "" || v == "0" || v == "0s" }

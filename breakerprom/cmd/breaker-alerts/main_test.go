@@ -80,3 +80,23 @@ func TestHelp_ExitsZero(t *testing.T) {
 	assert.Equal(t, 2, exitCode(run([]string{"-p4", "1m"}, &bytes.Buffer{}, &errb), &errb), "a bad flag still exits 2")
 	assert.Contains(t, errb.String(), "breaker-alerts: flag provided but not defined: -p4")
 }
+
+// A flag given 0 where 0 is out of its range is an error naming it. The
+// config's zero value stands for the default, so -flap-opens 0 (meant
+// as "never") wrote the default 3, and -throttle-share 0 the default
+// 0.5, without a word.
+func TestRun_AZeroOutOfRangeIsAnError(t *testing.T) {
+	for _, args := range [][]string{
+		{"-flap-opens", "0"}, {"-probe-failures", "0"}, {"-throttle-share", "0"},
+		{"-throttle-window", "0s"}, {"-flap-window", "0s"}, {"-probe-window", "0s"}, {"-namespace", ""},
+	} {
+		path := filepath.Join(t.TempDir(), "rules.yml")
+		var errb bytes.Buffer
+		code := exitCode(run(append(args, "-o", path), &bytes.Buffer{}, &errb), &errb)
+		assert.Equal(t, 2, code, args)
+		assert.Contains(t, errb.String(), args[0], args)
+		assert.NoFileExists(t, path, args)
+	}
+	// 0 is in range where the help says so.
+	require.NoError(t, run([]string{"-throttle-resolve-share", "0"}, &bytes.Buffer{}, &bytes.Buffer{}))
+}
