@@ -216,6 +216,11 @@ const (
 	// the last fault full service came back. No value if it did not
 	// within the run.
 	RecoverySeconds
+	// Openings is the number of times the breakers of the calls to a
+	// faulty tier tripped from closed, over the whole run: how often a
+	// protection opened on the fault (a throttle that holds its breaker
+	// closed has none).
+	Openings
 )
 
 func (m Measure) String() string {
@@ -230,6 +235,8 @@ func (m Measure) String() string {
 		return "load on the faulty tier"
 	case RecoverySeconds:
 		return "full service back"
+	case Openings:
+		return "openings"
 	}
 	return "measure(?)"
 }
@@ -261,8 +268,31 @@ func (c *Comparison) Of(m Measure, run, base *RunResult) (float64, bool) {
 			return 0, false
 		}
 		return run.Recovery.Seconds(), true
+	case Openings:
+		return float64(c.openings(run)), true
 	}
 	return 0, false
+}
+
+// openings counts the trips from closed of the breakers guarding calls to
+// a faulty tier in run.
+func (c *Comparison) openings(run *RunResult) int {
+	faulty := map[string]bool{}
+	for _, f := range c.Scenario.Faults {
+		faulty[f.Tier] = true
+	}
+	n := 0
+	for _, call := range run.Calls {
+		if !faulty[call.To] {
+			continue
+		}
+		for _, t := range call.Transitions {
+			if t.From == breaker.Closed && t.To == breaker.Open {
+				n++
+			}
+		}
+	}
+	return n
 }
 
 func (c *Comparison) faultLoad(run *RunResult) (float64, bool) {
@@ -325,7 +355,8 @@ const ComparisonLegend = `Each cell is the median [least, greatest] over the see
 	`**worst second**: the entry's goodput in its worst second, as a share of the baseline's in that second. ` +
 	`**fallbacks**: degraded answers the entry gave in time, over the whole run. ` +
 	`**load**: requests a second sent to the faulty tier while the fault lasts, retries included. ` +
-	`**back after**: how long after the fault's end the entry's full (not degraded) answers are back within 5% of the baseline's for 5 s; "in N" when that happens within the run for N seeds only.`
+	`**back after**: how long after the fault's end the entry's full (not degraded) answers are back within 5% of the baseline's for 5 s; "in N" when that happens within the run for N seeds only. ` +
+	`**openings**: how many times the breakers of the calls to the faulty tier tripped from closed.`
 
 // WriteMarkdown writes the comparison as a Markdown section: a heading,
 // the fault, and a row per protection. A refused protection's row says
@@ -341,8 +372,8 @@ func (c *Comparison) WriteMarkdown(w io.Writer) error {
 	bl := c.BaselineLoad()
 	fmt.Fprintf(bw, "%s; %s req/s entry, seeds %s. Without the fault, %s is sent %.0f req/s.\n\n",
 		strings.Join(faults, "; "), trimFloat(s.Entry.Rate), seedList(c.Seeds), c.faultyTiers(), bl.Median)
-	fmt.Fprintf(bw, "| protection | goodput kept | worst second | fallbacks | load (req/s) | back after (s) |\n")
-	fmt.Fprintf(bw, "|---|---|---|---|---|---|\n")
+	fmt.Fprintf(bw, "| protection | goodput kept | worst second | fallbacks | load (req/s) | back after (s) | openings |\n")
+	fmt.Fprintf(bw, "|---|---|---|---|---|---|---|\n")
 	pct := func(v float64) string { return fmt.Sprintf("%.1f%%", v*100) }
 	count := func(v float64) string { return thousands(int64(v)) }
 	rate := func(v float64) string { return fmt.Sprintf("%.0f", v) }
@@ -350,7 +381,7 @@ func (c *Comparison) WriteMarkdown(w io.Writer) error {
 	var notes []string
 	for p, pr := range c.Protections {
 		if c.Refused[p] != nil {
-			fmt.Fprintf(bw, "| %s | not run: policy refused (below) | | | | |\n", pr.Name)
+			fmt.Fprintf(bw, "| %s | not run: policy refused (below) | | | | | |\n", pr.Name)
 			notes = append(notes, fmt.Sprintf("%s: %v", pr.Name, c.Refused[p]))
 			continue
 		}
@@ -358,7 +389,7 @@ func (c *Comparison) WriteMarkdown(w io.Writer) error {
 		for _, col := range []struct {
 			m      Measure
 			format func(float64) string
-		}{{GoodputKept, pct}, {WorstSecond, pct}, {FallbacksServed, count}, {FaultLoad, rate}, {RecoverySeconds, secs}} {
+		}{{GoodputKept, pct}, {WorstSecond, pct}, {FallbacksServed, count}, {FaultLoad, rate}, {RecoverySeconds, secs}, {Openings, count}} {
 			sp := c.Spread(p, col.m)
 			switch {
 			case sp.N == 0:

@@ -28,10 +28,10 @@ func comparedInTest(t *testing.T, name string) *Scenario {
 
 // figures are a protection's medians, in the order of the table's
 // columns: goodput kept, worst second, fallbacks, load, recovery (s;
-// -1 if full service is not back within the run).
-type figures [5]float64
+// -1 if full service is not back within the run), openings.
+type figures [6]float64
 
-var measures = [5]Measure{GoodputKept, WorstSecond, FallbacksServed, FaultLoad, RecoverySeconds}
+var measures = [6]Measure{GoodputKept, WorstSecond, FallbacksServed, FaultLoad, RecoverySeconds, Openings}
 
 func medians(c *Comparison, p int) figures {
 	var f figures
@@ -49,28 +49,22 @@ func medians(c *Comparison, p int) figures {
 // the suite runs it (seeds000 moved earlier and cut).
 var pinnedSeedOne = map[string]map[string]figures{
 	"partial-outage": {
-		"none":     {0.6029, 0.3297, 0, 198.7333, 0},
-		"breaker":  {0.0189, 0, 0, 13.8167, 40},
-		"throttle": {0.3278, 0.0097, 0, 48.4833, 9},
-		"both":     {0.3278, 0.0097, 0, 48.4833, 9},
+		"none":     {0.6029, 0.3297, 0.0, 198.7333, 0.0, 0.0},
+		"breaker":  {0.0189, 0.0000, 0.0, 13.8167, 40.0, 2.0},
+		"throttle": {0.3278, 0.0097, 0.0, 48.4833, 9.0, 0.0},
+		"both":     {0.3278, 0.0097, 0.0, 48.4833, 9.0, 0.0},
 	},
 	"hard-outage": {
-		"none":     {0.4618, 0, 304, 174.7, 0},
-		"breaker":  {0.9866, 0.0591, 24550, 13.25, 60},
-		"throttle": {0.9743, 0.0591, 11105, 38.1, 9},
-		"both":     {0.9747, 0.0591, 24006, 18.1, 58},
+		"none":     {0.4618, 0.0000, 304.0, 174.7000, 0.0, 0.0},
+		"breaker":  {0.9866, 0.0591, 24550.0, 13.2500, 60.0, 1.0},
+		"throttle": {0.9743, 0.0591, 11105.0, 38.1000, 9.0, 0.0},
+		"both":     {0.9747, 0.0591, 24006.0, 18.1000, 58.0, 1.0},
 	},
 	"overload": {
-		"none":     {0.0083, 0, 0, 737.0167, -1},
-		"breaker":  {0.0219, 0, 0, 32.5667, 41},
-		"throttle": {0.3934, 0, 0, 145.2333, 8},
-		"both":     {0.0202, 0, 0, 52.4333, 40},
-	},
-	"seeds000": {
-		"none":     {0.8742, 0.0953, 8512, 1098.75, 0},
-		"breaker":  {0.9997, 0.8193, 45319, 221.9, 20},
-		"throttle": {0.9975, 0.8193, 21959, 690.9, 6},
-		"both":     {0.9975, 0.8193, 21959, 690.9, 6},
+		"none":     {0.0083, 0.0000, 0.0, 737.0167, -1.0, 0.0},
+		"breaker":  {0.0219, 0.0000, 0.0, 32.5667, 41.0, 2.0},
+		"throttle": {0.3934, 0.0000, 0.0, 145.2333, 8.0, 0.0},
+		"both":     {0.0202, 0.0000, 0.0, 52.4333, 40.0, 2.0},
 	},
 }
 
@@ -105,7 +99,7 @@ func checkPinned(t *testing.T, scenario, protection string, pinned map[string]ma
 	t.Helper()
 	w, ok := pinned[scenario][protection]
 	if !ok {
-		t.Errorf("%s %s: not pinned: %q: {%.4f, %.4f, %.1f, %.4f, %.1f},", scenario, protection, protection, got[0], got[1], got[2], got[3], got[4])
+		t.Errorf("%s %s: not pinned: %q: {%.4f, %.4f, %.1f, %.4f, %.1f, %.1f},", scenario, protection, protection, got[0], got[1], got[2], got[3], got[4], got[5])
 		return
 	}
 	for i, m := range measures {
@@ -117,28 +111,28 @@ func checkPinned(t *testing.T, scenario, protection string, pinned map[string]ma
 // scenarios: the table docs/choosing.md quotes.
 var pinnedTable = map[string]map[string]figures{
 	"partial-outage": {
-		"none":     {0.5991, 0.3167, 0, 200.575, 0},
-		"breaker":  {0.0186, 0, 0, 13.8083, 39.5},
-		"throttle": {0.3079, 0, 0, 46.65, 11},
-		"both":     {0.2971, 0, 0, 46.3583, 12.5},
+		"none":     {0.5991, 0.3167, 0.0, 200.5750, 0.0, 0.0},
+		"breaker":  {0.0186, 0.0000, 0.0, 13.8083, 39.5, 2.0},
+		"throttle": {0.3379, 0.0051, 0.0, 49.7750, 8.5, 0.0},
+		"both":     {0.3379, 0.0051, 0.0, 49.7750, 8.5, 0.0},
 	},
 	"hard-outage": {
-		"none":     {0.4600, 0, 363.5, 174.775, 0},
-		"breaker":  {0.9908, 0.2654, 24397, 13.3375, 58.5},
-		"throttle": {0.9780, 0.2320, 11831, 32.3125, 11},
-		"both":     {0.9804, 0.2320, 23470.5, 17.6125, 55},
+		"none":     {0.4600, 0.0000, 363.5, 174.7750, 0.0, 0.0},
+		"breaker":  {0.9908, 0.2654, 24397.0, 13.3375, 58.5, 1.0},
+		"throttle": {0.9779, 0.2320, 11057.5, 37.9875, 8.0, 0.0},
+		"both":     {0.9781, 0.2320, 23588.0, 18.9375, 56.5, 1.0},
 	},
 	"overload": {
-		"none":     {0.0078, 0, 0, 742.6917, -1},
-		"breaker":  {0.0173, 0, 0, 29.0583, 38.5},
-		"throttle": {0.3198, 0, 0, 137.85, 14},
-		"both":     {0.0181, 0, 0, 45.9083, 36},
+		"none":     {0.0078, 0.0000, 0.0, 742.6917, -1.0, 0.0},
+		"breaker":  {0.0173, 0.0000, 0.0, 29.0583, 38.5, 2.0},
+		"throttle": {0.3976, 0.0000, 0.0, 142.5750, 6.5, 0.0},
+		"both":     {0.0195, 0.0000, 0.0, 51.2667, 49.0, 2.0},
 	},
 	"seeds000": {
-		"none":     {0.8875, 0.1364, 8812.5, 1099.55, 0},
-		"breaker":  {0.9998, 0.8230, 38374, 221.7, 14},
-		"throttle": {0.9982, 0.8230, 21936, 681.0, 5},
-		"both":     {0.9982, 0.8230, 21936, 681.0, 5},
+		"none":     {0.8875, 0.1364, 8812.5, 1099.5500, 0.0, 0.0},
+		"breaker":  {0.9998, 0.8230, 38374.0, 221.7000, 14.0, 1.0},
+		"throttle": {0.9982, 0.8230, 21936.0, 681.0000, 5.0, 0.0},
+		"both":     {0.9982, 0.8230, 21936.0, 681.0000, 5.0, 0.0},
 	},
 }
 
@@ -224,9 +218,9 @@ func TestCompare_RefusedProtectionNamesItsPolicy(t *testing.T) {
 	var buf bytes.Buffer
 	require.NoError(t, c.WriteMarkdown(&buf))
 	out := buf.String()
-	assert.Contains(t, out, "| bad | not run: policy refused (below) | | | | |\n")
+	assert.Contains(t, out, "| bad | not run: policy refused (below) | | | | | |\n")
 	assert.Contains(t, out, "\nbad: "+c.Refused[1].Error()+"\n")
-	assert.Contains(t, out, "| protection | goodput kept | worst second | fallbacks | load (req/s) | back after (s) |\n")
+	assert.Contains(t, out, "| protection | goodput kept | worst second | fallbacks | load (req/s) | back after (s) | openings |\n")
 
 	_, err = Compare(tinyChain(), nil, Protections())
 	assert.EqualError(t, err, "replay: no seeds to run")

@@ -19,9 +19,9 @@ func TestChoose_OneScenario(t *testing.T) {
 	code, stdout, stderr := runCmd(t, "-choose", "-scenario", "partial-outage", "-seeds", "1")
 	assert.Contains(t, stdout, replay.ComparisonLegend)
 	assert.Contains(t, stdout, "### partial-outage\n")
-	assert.Contains(t, stdout, "| protection | goodput kept | worst second | fallbacks | load (req/s) | back after (s) |\n")
-	assert.Regexp(t, `\n\| none \| 60\.3% \| 33\.0% \| 0 \| 199 \| \+0 \|\n`, stdout)
-	assert.Regexp(t, `\n\| breaker \| 1\.9% \| 0\.0% \| 0 \| 14 \| \+40 \|\n`, stdout)
+	assert.Contains(t, stdout, "| protection | goodput kept | worst second | fallbacks | load (req/s) | back after (s) | openings |\n")
+	assert.Regexp(t, `\n\| none \| 60\.3% \| 33\.0% \| 0 \| 199 \| \+0 \| 0 \|\n`, stdout)
+	assert.Regexp(t, `\n\| breaker \| 1\.9% \| 0\.0% \| 0 \| 14 \| \+40 \| 2 \|\n`, stdout)
 	assert.Contains(t, stderr, "compared 4 protections on 1 scenarios over 1 seeds in ")
 	refused := 0
 	for _, p := range replay.Protections() {
