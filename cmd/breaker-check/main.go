@@ -32,6 +32,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -153,6 +154,18 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if *top < 1 {
 		return fail("-top must be at least 1, got %d", *top)
 	}
+	if !*suggest {
+		var unused []string
+		fs.Visit(func(f *flag.Flag) {
+			if suggestOnly[f.Name] {
+				unused = append(unused, "-"+f.Name)
+			}
+		})
+		if len(unused) > 0 {
+			return fail("%s %s only with -suggest: add -suggest, or leave %s out",
+				strings.Join(unused, ", "), plural(len(unused), "applies", "apply"), plural(len(unused), "it", "them"))
+		}
+	}
 	for _, f := range []struct {
 		name string
 		v    float64
@@ -189,6 +202,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 		w = check.FromSnapshot(snap, w)
 		gp = check.PoliciesFromSnapshot(snap)
+	}
+	if len(w.Keys) == 0 {
+		return fail("no keys to check: %s", describeNone(*trafficFile, *snapshot))
 	}
 	if *policyFile != "" {
 		var code int
@@ -309,6 +325,20 @@ const maxTrace = 4 << 30
 // judge, report or fail on: with -trace and neither -traffic nor
 // -snapshot there are no checks for them to act on. -seed and -sim-calls
 // only tune the models' numbers and are taken.
+// suggestOnly are the flags that only -suggest reads.
+var suggestOnly = map[string]bool{"key": true, "top": true, "fault-for": true}
+
+// describeNone says which inputs described no key.
+func describeNone(traffic, snapshot string) string {
+	switch {
+	case traffic != "" && snapshot != "":
+		return fmt.Sprintf("neither %s nor the snapshot %s describes any", traffic, snapshot)
+	case snapshot != "":
+		return fmt.Sprintf("the snapshot %s holds no breakers", snapshot)
+	}
+	return fmt.Sprintf("%s describes no keys", traffic)
+}
+
 var checkOnly = map[string]bool{
 	"fail-on": true, "min-severity": true, "suggest": true, "key": true, "top": true,
 	"fault-errors": true, "fault-timeouts": true, "fault-for": true, "max-false-trips": true,
@@ -357,6 +387,9 @@ func traceKeys(file string, gp breaker.GroupPolicy) (*traceRun, error) {
 	keys, err := check.Trace(io.LimitReader(f, maxTrace), gp)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %v", file, err)
+	}
+	if len(keys) == 0 {
+		return nil, fmt.Errorf("-trace: %s holds no calls", file)
 	}
 	return &traceRun{file, keys}, nil
 }
@@ -439,6 +472,9 @@ func readSnapshot(src string) (ops.GroupSnapshot, error) {
 		}
 	}
 	var snap ops.GroupSnapshot
+	if string(bytes.TrimSpace(data)) == "null" {
+		return ops.GroupSnapshot{}, fmt.Errorf("%s: not a /breakers snapshot: null", src)
+	}
 	if err := json.Unmarshal(data, &snap); err != nil {
 		return ops.GroupSnapshot{}, fmt.Errorf("%s: not a /breakers snapshot: %v", src, err)
 	}

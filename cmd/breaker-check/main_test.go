@@ -613,3 +613,34 @@ func TestSuggest_FallbackTiesAreBrokenByWhatDiffers(t *testing.T) {
 		assert.False(t, better(s.Best[i], s.Best[i-1], tie), "ranked in order")
 	}
 }
+
+// Inputs that give the command nothing to judge, and flags that the
+// chosen mode does not use, are refused, naming them: a CI gate must not
+// pass on them. Regressions: a snapshot file holding null, a traffic
+// description with no keys and an empty trace each exited 0 ("checked 0
+// keys"), and -key, -top and -fault-for without -suggest were dropped
+// without a word.
+func TestBadInput_NothingToJudgeAndUnusedFlags(t *testing.T) {
+	def := testutil.WriteFile(t, "default.json", `{"default": {}}`)
+	traffic := testutil.WriteFile(t, "traffic.json", `{"keys": {"a": {"rate": 1}}}`)
+	empty := testutil.WriteFile(t, "empty.jsonl", "")
+	for _, c := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"null snapshot", []string{"-policy", def, "-snapshot", testutil.WriteFile(t, "null.json", "null")}, "not a /breakers snapshot: null"},
+		{"no keys", []string{"-policy", def, "-traffic", testutil.WriteFile(t, "none.json", `{"keys": {}}`)}, "no keys to check"},
+		{"empty trace", []string{"-policy", def, "-trace", empty}, "holds no calls"},
+		{"empty trace with checks", []string{"-policy", def, "-traffic", traffic, "-trace", empty}, "holds no calls"},
+		{"key without suggest", []string{"-policy", def, "-traffic", traffic, "-key", "a"}, "-key"},
+		{"top without suggest", []string{"-policy", def, "-traffic", traffic, "-top", "5"}, "-top"},
+		{"fault-for without suggest", []string{"-policy", def, "-traffic", traffic, "-fault-for", "5s"}, "-fault-for"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			code, _, stderr := runCmd(t, c.args...)
+			assert.Equal(t, exitUsage, code, stderr)
+			assert.Contains(t, stderr, c.want)
+		})
+	}
+}
