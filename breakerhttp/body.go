@@ -39,10 +39,10 @@ type body struct {
 	// outcome is the call's outcome once it has ended, plus one (0: not
 	// ended), for Fallback.
 	outcome atomic.Int32
-	// slab and slot are where its Transport's calls note it, set before
-	// RoundTrip returns (see calls.add).
-	slab *slab
+	// slot and slab are where its Transport's calls note it, set before
+	// RoundTrip returns (see calls.add); slot sits in what would be padding.
 	slot uint32
+	slab *slab
 }
 
 // settledBody returns the body of a response without one whose call has

@@ -50,41 +50,37 @@ type callShard struct {
 	mu   sync.Mutex
 	m    map[uintptr]note
 	peak int
-	_    [40]byte // a shard to a cache line
+	n    atomic.Int32 // len(m), for clear to skip an empty shard without the lock
+	_    [36]byte     // a shard to a cache line
 }
 
 // note is what Fallback needs of a call: the breaker that guarded it and
 // how it ended, if it ended as a failure or a timeout. It holds nothing
 // that leads back to the response or its body.
 type note struct {
-	b  *breaker.Breaker
-	id uint64 // the body's slot (slab.base + slot), never 0
-	// status and length are the response's StatusCode and ContentLength,
-	// checked by find (see slab).
-	status  int
-	length  int64
-	outcome int32 // plus one; 0 while the call is open
+	b       *breaker.Breaker
+	id      uint64 // the body's slot (slab.base + slot), never 0
+	status  int32  // the response's StatusCode, checked by find (see slab)
+	outcome int32  // plus one; 0 while the call is open
 }
 
 // slabSize is the number of bodies that share a slab.
 const slabSize = 64
 
-// slab is what tells the notes of bodies that became garbage: a block of
-// slots, one per body, that each body points to, with a finalizer that
-// forgets the notes of the slots still in use once no body points to it.
-// A body cannot carry a finalizer itself: it is on a cycle (the response
-// holds the body, the body the response), and the GC never finalizes an
-// object it can reach from itself. A slab holds no pointer but to calls,
-// so it is on none. One slab serves 64 bodies so that a request pays for a
-// slab a sixty-fourth of the time: the two allocations the Transport adds
-// to a request stay two. A slab is used by one goroutine at a time (it
-// comes from a sync.Pool), so bodies made together share one.
+// slab tells which notes belong to bodies that became garbage: a block of
+// slots, one per body, each body pointing to its slab, with a finalizer
+// that forgets the notes still in its slots once no body points to it. A
+// body cannot carry the finalizer itself: it is on a cycle (response to
+// body to response), which the GC never finalizes; a slab points only to
+// calls. One slab serves slabSize bodies, so the two allocations the
+// Transport adds to a request stay two. Slabs come from a sync.Pool: one
+// goroutine at a time hands out a slab's slots.
 //
-// The GC frees a dropped response before the finalizer of its slab runs,
-// so for a while its note outlives it and another response may be given
-// its address. A response of this Transport takes the note over; find
-// checks the status and length of any other, so that it is not judged by
-// a stranger's note.
+// The GC may free a dropped response before its slab's finalizer runs,
+// and give its address to another response while the note is still
+// there. Every response this Transport returns takes that note over (add)
+// or clears it (clear); find checks the status of any other response, one
+// that did not come through this Transport.
 type slab struct {
 	owner *calls
 	base  uint64        // the id of slot 0
@@ -135,8 +131,25 @@ func (c *calls) add(bd *body, outcome int32) {
 	if sh.m == nil {
 		sh.m = make(map[uintptr]note)
 	}
-	sh.m[key] = note{b: bd.b, id: s.base + uint64(i), status: bd.resp.StatusCode, length: bd.resp.ContentLength, outcome: outcome}
+	sh.m[key] = note{b: bd.b, id: s.base + uint64(i), status: int32(bd.resp.StatusCode), outcome: outcome}
 	sh.peak = max(sh.peak, len(sh.m))
+	sh.n.Store(int32(len(sh.m)))
+	sh.mu.Unlock()
+}
+
+// clear forgets whatever note is kept under resp's address, for a
+// response that the Transport returns without noting it: a note there is
+// a dead response's (see slab).
+func (c *calls) clear(resp *http.Response) {
+	key := addressOf(resp)
+	sh := c.shard(key)
+	if sh.n.Load() == 0 {
+		return
+	}
+	sh.mu.Lock()
+	if _, ok := sh.m[key]; ok {
+		sh.delete(key)
+	}
 	sh.mu.Unlock()
 }
 
@@ -169,7 +182,7 @@ func (c *calls) find(resp *http.Response) (note, bool) {
 	sh.mu.Lock()
 	n, ok := sh.m[key]
 	sh.mu.Unlock()
-	if ok && (n.status != resp.StatusCode || n.length != resp.ContentLength) {
+	if ok && int(n.status) != resp.StatusCode {
 		return note{}, false
 	}
 	return n, ok
@@ -179,10 +192,16 @@ func (c *calls) find(resp *http.Response) (note, bool) {
 func (sh *callShard) forget(key uintptr, id uint64) {
 	sh.mu.Lock()
 	if n, ok := sh.m[key]; ok && n.id == id {
-		delete(sh.m, key)
-		if len(sh.m) == 0 && sh.peak > shrinkAt {
-			sh.m, sh.peak = nil, 0
-		}
+		sh.delete(key)
 	}
 	sh.mu.Unlock()
+}
+
+// delete deletes the note under key; sh.mu is held.
+func (sh *callShard) delete(key uintptr) {
+	delete(sh.m, key)
+	if len(sh.m) == 0 && sh.peak > shrinkAt {
+		sh.m, sh.peak = nil, 0
+	}
+	sh.n.Store(int32(len(sh.m)))
 }

@@ -214,3 +214,60 @@ func TestFallback_ForgetsTheResponsesItNoLongerNeeds(t *testing.T) {
 		return tr.calls.size() <= slabSize
 	}, 10*time.Second, 10*time.Millisecond, "notes of dropped responses")
 }
+
+// brokenBody is a body that breaks off at once.
+type brokenBody struct{}
+
+func (brokenBody) Read([]byte) (int, error) { return 0, io.ErrUnexpectedEOF }
+func (brokenBody) Close() error             { return nil }
+
+// TestFallback_ADeadResponsesNoteJudgesNoOther: a note outlives its
+// response for a while when the body is dropped unclosed (until the GC
+// has collected the body and its slab), and a new response may come at
+// the dead one's address meanwhile. A response the Transport returns
+// without noting it (an empty success, an unguarded request) used to be
+// judged by the dead one's note: a 200 served from the fallback. Here the
+// base hands back one *http.Response object twice, which is what address
+// reuse looks like to the notes: first with a body that breaks off, read
+// and never closed, then empty.
+func TestFallback_ADeadResponsesNoteJudgesNoOther(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		ctx  func(context.Context) context.Context
+	}{
+		{"empty success", func(ctx context.Context) context.Context { return ctx }},
+		{"unguarded", func(ctx context.Context) context.Context { return WithRequestKey(ctx, "") }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			g, err := breaker.NewGroup(breaker.GroupConfig{})
+			require.NoError(t, err)
+			reused := &http.Response{StatusCode: http.StatusOK, Status: "200 OK"}
+			tr := New(roundTripFunc(func(r *http.Request) (*http.Response, error) {
+				return reused, nil
+			}), g)
+			rt := tracingRT{tr}
+			ctx := context.Background()
+
+			reused.Body = brokenBody{}
+			req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://downstream.test/", nil)
+			require.NoError(t, err)
+			resp, err := rt.RoundTrip(req)
+			require.NoError(t, err)
+			_, err = io.ReadAll(resp.Body)
+			require.ErrorIs(t, err, io.ErrUnexpectedEOF)
+			require.Equal(t, 1, tr.calls.size(), "the broken-off call is noted until its body is closed")
+
+			reused.Body = http.NoBody
+			req, err = http.NewRequestWithContext(c.ctx(ctx), http.MethodGet, "http://downstream.test/", nil)
+			require.NoError(t, err)
+			resp, err = rt.RoundTrip(req)
+			require.NoError(t, err)
+			var got error
+			v, err := fallbackOn(ctx, tr, resp, &got)
+			require.NoError(t, err)
+			assert.Equal(t, "200 OK: ", v, "read, not served from the fallback")
+			assert.NoError(t, got)
+			assert.Zero(t, tr.calls.size())
+		})
+	}
+}

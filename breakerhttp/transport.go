@@ -260,12 +260,16 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		key = t.key(req)
 	}
 	if key == "" {
+		out := req
 		if hasProbeHeader(req.Header) {
-			out := req.WithContext(req.Context()) // never change the caller's request
+			out = req.WithContext(req.Context()) // never change the caller's request
 			out.Header = withoutProbeHeader(req.Header)
-			return t.baseRT().RoundTrip(out)
 		}
-		return t.baseRT().RoundTrip(req)
+		resp, err := t.baseRT().RoundTrip(out)
+		if resp != nil {
+			t.calls.clear(resp) // see slab
+		}
+		return resp, err
 	}
 	if t.group == nil {
 		closeRequestBody(req)
@@ -345,6 +349,8 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			bd := settledBody(t, b, resp, o)
 			resp.Body = bd
 			t.calls.add(bd, int32(o)+1)
+		} else {
+			t.calls.clear(resp)
 		}
 		return resp, nil
 	}
@@ -354,6 +360,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		// handed the connection to the caller, so ending the call (and
 		// its deadline) here leaves the connection alone.
 		t.settle(caller, done, tr, resp, nil)
+		t.calls.clear(resp)
 		return resp, nil
 	}
 	bd := &body{rc: resp.Body, t: t, b: b, resp: resp, caller: caller, done: done, tr: tr}
