@@ -5,6 +5,8 @@ import (
 	"runtime"
 	"sync/atomic"
 	"time"
+
+	"github.com/govkit/breaker/internal/timebase"
 )
 
 // Hist is a histogram read from the window: cell 2i counts the calls
@@ -69,7 +71,7 @@ func (h *Histogram) Init(width, buckets int64, base Totals) {
 // Fits reports whether h has buckets buckets of width ns.
 func (h *Histogram) Fits(width, buckets int64) bool { return h.width == width && h.n == buckets }
 
-func (h *Histogram) bucket(now int64) int64 { return min(floorDiv(now, h.width), h.last) }
+func (h *Histogram) bucket(now int64) int64 { return min(timebase.FloorDiv(now, h.width), h.last) }
 
 // Add records a call that ended at now after elapsed ns (elapsed >= 0):
 // measured, or censored at elapsed.
@@ -96,7 +98,7 @@ func (h *Histogram) advance(now int64) {
 			snap[i] = uint32(h.cells[i].Load())
 		}
 		if h.headEnd.CompareAndSwap(he, end) {
-			h.slots[floorMod(idx, h.n)].write(idx, &snap)
+			h.slots[timebase.FloorMod(idx, h.n)].write(idx, &snap)
 			return
 		}
 	}
@@ -144,7 +146,7 @@ func (h *Histogram) Window(now int64, out *Hist) (count, censored uint64) {
 		}
 		found, moved := false, false
 		for i := oldest; i <= head && !found && !moved; i++ {
-			s := &h.slots[floorMod(i, h.n)]
+			s := &h.slots[timebase.FloorMod(i, h.n)]
 			e := s.epoch.Load()
 			switch {
 			case e == slotBusy:
@@ -195,20 +197,4 @@ func (h *Histogram) Totals() Totals {
 	}
 	t.Sum = time.Duration(min(s, math.MaxInt64))
 	return t
-}
-
-func floorDiv(a, b int64) int64 {
-	q := a / b
-	if a%b != 0 && a < 0 {
-		q--
-	}
-	return q
-}
-
-func floorMod(a, b int64) int64 {
-	m := a % b
-	if m < 0 {
-		m += b
-	}
-	return m
 }

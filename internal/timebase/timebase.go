@@ -154,3 +154,23 @@ func AddSat(a, b int64) int64 {
 	}
 	return s
 }
+
+// FloorDiv is a/b rounded toward negative infinity (b > 0): the index of
+// the bucket of width b that holds offset a, for offsets before 0 too.
+func FloorDiv(a, b int64) int64 {
+	q := a / b
+	if a%b != 0 && a < 0 {
+		q--
+	}
+	return q
+}
+
+// FloorMod is a modulo b in [0, b) (b > 0): the slot of bucket a in a ring
+// of b slots, for negative indices too.
+func FloorMod(a, b int64) int64 {
+	m := a % b
+	if m < 0 {
+		m += b
+	}
+	return m
+}

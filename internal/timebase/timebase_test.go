@@ -148,3 +148,23 @@ func TestAddSat(t *testing.T) {
 		assert.Equal(t, c.want, AddSat(c.a, c.b), "AddSat(%d, %d)", c.a, c.b)
 	}
 }
+
+// Bucket indices and ring slots of offsets before 0 round down, as those
+// after it do: offset -1 is in bucket -1, not 0, and bucket -1 sits in the
+// last slot of the ring.
+func TestFloorDivMod(t *testing.T) {
+	for _, c := range []struct{ a, b, div, mod int64 }{
+		{0, 5, 0, 0},
+		{4, 5, 0, 4},
+		{5, 5, 1, 0},
+		{-1, 5, -1, 4},
+		{-5, 5, -1, 0},
+		{-6, 5, -2, 4},
+		{math.MinInt64, 1, math.MinInt64, 0},
+		{math.MaxInt64, 2, math.MaxInt64 / 2, 1},
+	} {
+		assert.Equal(t, c.div, FloorDiv(c.a, c.b), "FloorDiv(%d, %d)", c.a, c.b)
+		assert.Equal(t, c.mod, FloorMod(c.a, c.b), "FloorMod(%d, %d)", c.a, c.b)
+		assert.Equal(t, c.a, FloorDiv(c.a, c.b)*c.b+FloorMod(c.a, c.b), "a = div·b + mod for %d, %d", c.a, c.b)
+	}
+}

@@ -13,6 +13,8 @@ import (
 	"runtime"
 	"sync/atomic"
 	"unsafe"
+
+	"github.com/govkit/breaker/internal/timebase"
 )
 
 // Counts is what a window holds at one instant.
@@ -119,7 +121,7 @@ func (w *Window) ring() []slot { return unsafe.Slice(w.slots, w.n) }
 // end, (index+1)·width, is representable takes every later time, so that
 // the end never overflows.
 func (w *Window) bucket(now int64) int64 {
-	i := floorDiv(now, w.width)
+	i := timebase.FloorDiv(now, w.width)
 	if i > 0 && i*w.width > math.MaxInt64-w.width {
 		i--
 	}
@@ -159,7 +161,7 @@ func (w *Window) advance(now int64) {
 			}
 			slots := w.ring()
 			for i := from; i <= idx; i++ {
-				slots[floorMod(i, w.n)].write(i, snap)
+				slots[timebase.FloorMod(i, w.n)].write(i, snap)
 			}
 			return
 		}
@@ -191,7 +193,7 @@ func (w *Window) read(now int64, fs *[maxStripes]uint64) (Counts, int64) {
 		if oldest > head {
 			return Counts{}, he // the newest call has left the window
 		}
-		s := &w.ring()[floorMod(oldest, w.n)]
+		s := &w.ring()[timebase.FloorMod(oldest, w.n)]
 		e, snap := s.read()
 		for e < oldest {
 			// The bucket is published but its slot not yet written: the
@@ -216,20 +218,4 @@ func (w *Window) read(now int64, fs *[maxStripes]uint64) (Counts, int64) {
 		out.Slow = min(out.Slow, out.Counted)
 		return out, he
 	}
-}
-
-func floorDiv(a, b int64) int64 {
-	q := a / b
-	if a%b != 0 && a < 0 {
-		q--
-	}
-	return q
-}
-
-func floorMod(a, b int64) int64 {
-	m := a % b
-	if m < 0 {
-		m += b
-	}
-	return m
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/govkit/breaker/internal/timebase"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -226,7 +227,7 @@ type naiveCall struct {
 }
 
 func (m *naiveWindow) record(now int64, kind Kind) {
-	b := max(floorDiv(now, m.width), m.head)
+	b := max(timebase.FloorDiv(now, m.width), m.head)
 	m.head = b
 	m.calls = append(m.calls, naiveCall{b, kind})
 }
@@ -235,7 +236,7 @@ func (m *naiveWindow) sum(now int64) Counts {
 	if m.head == math.MinInt64 {
 		return Counts{}
 	}
-	cur := max(floorDiv(now, m.width), m.head)
+	cur := max(timebase.FloorDiv(now, m.width), m.head)
 	var s Counts
 	for _, c := range m.calls {
 		if c.bucket <= cur-m.n {
@@ -299,7 +300,7 @@ func TestWindow_EveryBucketOfTheWindowHasItsSlot(t *testing.T) {
 		t.Helper()
 		head := tw.w.headEnd.Load()/tw.w.width - 1
 		for idx := head - n + 1; idx <= head; idx++ {
-			e, _ := tw.w.ring()[floorMod(idx, n)].read()
+			e, _ := tw.w.ring()[timebase.FloorMod(idx, n)].read()
 			require.Equal(t, idx, e, "slot of bucket %d after a call at %d", idx, at)
 		}
 	}
