@@ -50,7 +50,7 @@ func golden(t *testing.T, name, got string) {
 	testutil.Golden(t, filepath.Join("testdata", name), got, *update)
 }
 
-// TestServicePolicy is the example of docs/check-command.md: the example
+// TestServicePolicy is the example of docs/checking-policies.md: the example
 // service's policy document (testdata/service-policy.json is a copy of
 // the one in examples/service) against a description of its traffic.
 func TestServicePolicy(t *testing.T) {
