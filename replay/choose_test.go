@@ -108,7 +108,7 @@ func checkPinned(t *testing.T, scenario, protection string, pinned map[string]ma
 }
 
 // pinnedTable are the medians over seeds 1 to 10 of the shipped compared
-// scenarios: the table docs/choosing.md quotes.
+// scenarios: the table docs/replay.md quotes.
 var pinnedTable = map[string]map[string]figures{
 	"partial-outage": {
 		"none":     {0.5991, 0.3167, 0.0, 200.5750, 0.0, 0.0},
@@ -136,7 +136,7 @@ var pinnedTable = map[string]map[string]figures{
 	},
 }
 
-// TestCompare_TableMedians pins the medians of the table docs/choosing.md
+// TestCompare_TableMedians pins the medians of the table docs/replay.md
 // quotes, which go run ./cmd/breaker-replay -choose prints: every
 // compared scenario as shipped, over seeds 1 to 10. About 30 s of CPU
 // without the race detector, so it runs under BREAKER_LONG=1 only.

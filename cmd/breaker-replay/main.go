@@ -37,7 +37,7 @@
 //
 // Which protection suits which kind of fault: no protection, the breaker,
 // client-side throttling, or both, on four scenarios over ten seeds,
-// printed as Markdown (docs/choosing.md):
+// printed as Markdown (docs/replay.md, "Choosing a protection"):
 //
 //	go run ./cmd/breaker-replay -choose
 //

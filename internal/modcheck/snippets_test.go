@@ -261,8 +261,7 @@ var (
 	cachedStock           func(context.Context, error) (int, error)
 )
 `,
-	"docs/groups.md":          "import \"github.com/govkit/breaker\"\n\nvar slowRecovery breaker.Policy\n",
-	"docs/incident-replay.md": "import \"github.com/govkit/breaker\"\n\nvar policyAboutToShip breaker.Policy\n",
+	"docs/groups.md": "import \"github.com/govkit/breaker\"\n\nvar slowRecovery breaker.Policy\n",
 	"docs/integrations.md": `
 import "net/http"
 
@@ -287,25 +286,20 @@ import "github.com/govkit/breaker/ops"
 var pager interface{ Send(ops.Severity, string) }
 `,
 	"docs/recorded-traffic.md": `
-import "context"
-
-var (
-	fn        func(context.Context) error
-	getPrice  func(context.Context) (float64, error)
-	listPrice func(context.Context, error) (float64, error)
-)
-`,
-	"docs/replay.md": `
 import (
 	"context"
 	"net/http"
 )
 
 var (
+	fn          func(context.Context) error
+	getPrice    func(context.Context) (float64, error)
+	listPrice   func(context.Context, error) (float64, error)
 	srv         *http.Server
 	shutdownCtx context.Context
 )
 `,
+	"docs/replay.md":            "import \"github.com/govkit/breaker\"\n\nvar policyAboutToShip breaker.Policy\n",
 	"docs/testing-your-code.md": "import \"context\"\n\nvar failing func(context.Context) error\n",
 }
 
