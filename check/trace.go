@@ -141,8 +141,10 @@ func traceKey(key string, p breaker.Policy, calls []calltrace.Record) (TraceKey,
 			c.done(c.err)
 		}
 	}
-	// The recorded calls' outcomes, second by second, for the faults.
-	type second struct{ calls, failed int }
+	// The recorded calls' outcomes, second by second, for the faults:
+	// only the seconds that hold calls, in order, so that the work
+	// follows the calls and not the span.
+	type second struct{ at, calls, failed int }
 	var secs []second
 	end := start
 	ctx := context.Background()
@@ -151,15 +153,16 @@ func traceKey(key string, p breaker.Policy, calls []calltrace.Record) (TraceKey,
 		if c.Time.After(clk.now) {
 			clk.now = c.Time
 		}
-		s := int(c.Time.Sub(start) / time.Second)
-		for len(secs) <= s {
-			secs = append(secs, second{})
-		}
 		failed := !c.Refused && (c.Outcome == breaker.Failure || c.Outcome == breaker.Timeout)
 		if !c.Refused && c.Outcome != breaker.Ignored {
-			secs[s].calls++
+			at := int(c.Time.Sub(start) / time.Second)
+			if len(secs) == 0 || secs[len(secs)-1].at != at {
+				secs = append(secs, second{at: at})
+			}
+			sec := &secs[len(secs)-1]
+			sec.calls++
 			if failed {
-				secs[s].failed++
+				sec.failed++
 				tk.Failures++
 			}
 		}
@@ -195,15 +198,15 @@ func traceKey(key string, p breaker.Policy, calls []calltrace.Record) (TraceKey,
 	}
 	type fault struct{ from, to time.Duration }
 	var faults []fault
-	for s := 0; s < len(secs); s++ {
-		if !faulty(secs[s].calls, secs[s].failed, threshold) {
+	for i := 0; i < len(secs); i++ {
+		if !faulty(secs[i].calls, secs[i].failed, threshold) {
 			continue
 		}
-		f := fault{from: time.Duration(s) * time.Second}
-		for s < len(secs) && faulty(secs[s].calls, secs[s].failed, threshold) {
-			s++
+		f := fault{from: time.Duration(secs[i].at) * time.Second}
+		for i+1 < len(secs) && secs[i+1].at == secs[i].at+1 && faulty(secs[i+1].calls, secs[i+1].failed, threshold) {
+			i++
 		}
-		f.to = time.Duration(s) * time.Second
+		f.to = time.Duration(secs[i].at+1) * time.Second
 		faults = append(faults, f)
 	}
 	tk.Faults = len(faults)
