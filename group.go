@@ -66,7 +66,7 @@ type GroupConfig struct {
 	// in [Group.EvictIdle]. A call still running when its breaker is
 	// dropped, or made later through a *Breaker kept from before, lands
 	// on the key's current breaker: a key never has two live breakers.
-	// docs/groups.md explains eviction in full.
+	// docs/policy.md explains eviction in full.
 	IdleAfter time.Duration
 	// ColdTargets makes a new breaker for a per-target key ([TargetKey],
 	// "method@target") start cold, as if [Breaker.MarkCold] had been
@@ -79,12 +79,12 @@ type GroupConfig struct {
 	// group's overflow breaker ([Group.IsOverflow]), shared by all such
 	// keys, forced closed; the calls are counted ([GroupStatus].OverflowCalls)
 	// and a Warn record "breaker group full" is logged at most once a
-	// minute (docs/groups.md).
+	// minute (docs/policy.md).
 	MaxBreakers int
 }
 
 // defaultMaxBreakers is GroupConfig.MaxBreakers when it is 0: far more
-// than a service's methods and targets (docs/groups.md).
+// than a service's methods and targets (docs/policy.md).
 const defaultMaxBreakers = 10000
 
 // overflowName is the name of a group's overflow breaker.

@@ -261,7 +261,7 @@ var (
 	cachedStock           func(context.Context, error) (int, error)
 )
 `,
-	"docs/groups.md": "import \"github.com/govkit/breaker\"\n\nvar slowRecovery breaker.Policy\n",
+	"docs/policy.md": "import \"github.com/govkit/breaker\"\n\nvar slowRecovery breaker.Policy\n",
 	"docs/integrations.md": `
 import "net/http"
 
