@@ -31,8 +31,6 @@ import (
 // http.Client contract) leaves notes that go with its bodies.
 type calls struct {
 	shards [callShards]callShard
-	slabs  sync.Pool     // *slab with free slots; each in use by one goroutine at a time
-	made   atomic.Uint64 // slabs made, for their ids
 }
 
 const (
@@ -47,11 +45,13 @@ const (
 // only ever compared, never turned back into a pointer: the note must not
 // keep the response alive, or a dropped one would never be collected.
 type callShard struct {
-	mu   sync.Mutex
-	m    map[uintptr]note
-	peak int
-	n    atomic.Int32 // len(m), for clear to skip an empty shard without the lock
-	_    [36]byte     // a shard to a cache line
+	mu    sync.Mutex
+	m     map[uintptr]note
+	slab  *slab  // whose free slots new notes take
+	slabs uint64 // slabs made, for their ids
+	peak  int
+	n     atomic.Int32 // len(m), for clear to skip an empty shard without the lock
+	_     [20]byte     // a shard to a cache line
 }
 
 // note is what Fallback needs of a call: the breaker that guarded it and
@@ -68,13 +68,15 @@ type note struct {
 const slabSize = 64
 
 // slab tells which notes belong to bodies that became garbage: a block of
-// slots, one per body, each body pointing to its slab, with a finalizer
-// that forgets the notes still in its slots once no body points to it. A
-// body cannot carry the finalizer itself: it is on a cycle (response to
-// body to response), which the GC never finalizes; a slab points only to
-// calls. One slab serves slabSize bodies, so the two allocations the
-// Transport adds to a request stay two. Slabs come from a sync.Pool: one
-// goroutine at a time hands out a slab's slots.
+// slots, one per body of a shard, each body pointing to its slab, with a
+// finalizer that forgets the notes still in its slots once no body points
+// to it. A body cannot carry the finalizer itself: it is on a cycle
+// (response to body to response), which the GC never finalizes; a slab
+// points only to its shard, which points to a newer slab once this one is
+// full. One slab serves slabSize bodies, so the two allocations the
+// Transport adds to a request stay two, and the notes of dropped bodies
+// that outlive them are at most those in the slabs that live bodies and
+// the shards still point to.
 //
 // The GC may free a dropped response before its slab's finalizer runs,
 // and give its address to another response while the note is still
@@ -82,34 +84,25 @@ const slabSize = 64
 // or clears it (clear); find checks the status of any other response, one
 // that did not come through this Transport.
 type slab struct {
-	owner *calls
-	base  uint64        // the id of slot 0
-	used  atomic.Uint32 // slots handed out
-	keys  [slabSize]atomic.Uintptr
-}
-
-// take returns a free slot of a slab.
-func (c *calls) take() (*slab, uint32) {
-	s, _ := c.slabs.Get().(*slab)
-	if s == nil {
-		s = &slab{owner: c, base: c.made.Add(1) * slabSize}
-		runtime.SetFinalizer(s, (*slab).release)
-	}
-	i := s.used.Add(1) - 1
-	if i+1 < slabSize {
-		c.slabs.Put(s)
-	}
-	return s, i
+	shard *callShard
+	base  uint64 // the id of slot 0
+	used  uint32 // slots handed out, under shard.mu
+	// keys holds each slot's key until its note is forgotten: whoever
+	// swaps it to 0 forgets the note.
+	keys [slabSize]atomic.Uintptr
 }
 
 // release forgets the notes of s's bodies, which are all garbage, that
-// neither ended nor were closed.
+// neither ended well nor were closed.
 func (s *slab) release() {
-	for i := range s.used.Load() {
+	sh := s.shard
+	sh.mu.Lock()
+	for i := range s.used {
 		if key := s.keys[i].Swap(0); key != 0 {
-			s.owner.shard(key).forget(key, s.base+uint64(i))
+			sh.forget(key, s.base+uint64(i))
 		}
 	}
+	sh.mu.Unlock()
 }
 
 func addressOf(resp *http.Response) uintptr { return uintptr(unsafe.Pointer(resp)) }
@@ -122,12 +115,20 @@ func (c *calls) shard(key uintptr) *callShard {
 // or is open (0). A note already there is a stale one (see slab) or the
 // same response returned twice by the base: the newest wins.
 func (c *calls) add(bd *body, outcome int32) {
-	s, i := c.take()
 	key := addressOf(bd.resp)
-	bd.slab, bd.slot = s, i
-	s.keys[i].Store(key)
 	sh := c.shard(key)
 	sh.mu.Lock()
+	s := sh.slab
+	if s == nil || s.used == slabSize {
+		sh.slabs++
+		s = &slab{shard: sh, base: sh.slabs * slabSize}
+		runtime.SetFinalizer(s, (*slab).release)
+		sh.slab = s
+	}
+	i := s.used
+	s.used++
+	s.keys[i].Store(key)
+	bd.slab, bd.slot = s, i
 	if sh.m == nil {
 		sh.m = make(map[uintptr]note)
 	}
@@ -155,24 +156,27 @@ func (c *calls) clear(resp *http.Response) {
 
 // remove forgets bd's note, once.
 func (c *calls) remove(bd *body) {
-	if key := bd.slab.keys[bd.slot].Swap(0); key != 0 {
-		c.shard(key).forget(key, bd.slab.base+uint64(bd.slot))
+	s := bd.slab
+	if key := s.keys[bd.slot].Swap(0); key != 0 {
+		s.shard.mu.Lock()
+		s.shard.forget(key, s.base+uint64(bd.slot))
+		s.shard.mu.Unlock()
 	}
 }
 
 // ended notes that bd's call ended with o, if it is still noted.
 func (c *calls) ended(bd *body, o breaker.Outcome) {
-	key := bd.slab.keys[bd.slot].Load()
+	s := bd.slab
+	key := s.keys[bd.slot].Load()
 	if key == 0 {
 		return
 	}
-	sh := c.shard(key)
-	sh.mu.Lock()
-	if n, ok := sh.m[key]; ok && n.id == bd.slab.base+uint64(bd.slot) {
+	s.shard.mu.Lock()
+	if n, ok := s.shard.m[key]; ok && n.id == s.base+uint64(bd.slot) {
 		n.outcome = int32(o) + 1
-		sh.m[key] = n
+		s.shard.m[key] = n
 	}
-	sh.mu.Unlock()
+	s.shard.mu.Unlock()
 }
 
 // find returns the note of resp, if there is one.
@@ -188,13 +192,11 @@ func (c *calls) find(resp *http.Response) (note, bool) {
 	return n, ok
 }
 
-// forget deletes the note under key if it is id's.
+// forget deletes the note under key if it is id's; sh.mu is held.
 func (sh *callShard) forget(key uintptr, id uint64) {
-	sh.mu.Lock()
 	if n, ok := sh.m[key]; ok && n.id == id {
 		sh.delete(key)
 	}
-	sh.mu.Unlock()
 }
 
 // delete deletes the note under key; sh.mu is held.
