@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/govkit/breaker"
+	"github.com/govkit/breaker/internal/jsondoc"
 	"github.com/govkit/breaker/ops"
 )
 
@@ -231,74 +232,61 @@ type TrafficError struct {
 }
 
 func (e *TrafficError) Error() string {
-	const listed = 20
-	var sb strings.Builder
-	sb.WriteString("check: invalid traffic: ")
-	for i, p := range e.Problems {
-		if i == listed {
-			fmt.Fprintf(&sb, "; and %d more problems", len(e.Problems)-i)
-			break
-		}
-		if i > 0 {
-			sb.WriteString("; ")
-		}
-		sb.WriteString(p)
-	}
-	return sb.String()
+	return jsondoc.Message("check: invalid traffic: ", e.Problems, func(p string) string { return p })
 }
 
-type problems struct{ list []string }
-
-func (p *problems) add(path, format string, args ...any) {
-	p.list = append(p.list, path+": "+fmt.Sprintf(format, args...))
-}
-
-func (p *problems) err() error {
-	if len(p.list) == 0 {
+// trafficError is the error of the problems of one document or value,
+// each as its path and its words, nil if there are none.
+func trafficError(p *jsondoc.Problems) error {
+	if len(p.List) == 0 {
 		return nil
 	}
-	return &TrafficError{Problems: p.list}
+	list := make([]string, len(p.List))
+	for i, q := range p.List {
+		list[i] = q.Field + ": " + q.Problem
+	}
+	return &TrafficError{Problems: list}
 }
 
 // Validate reports every out-of-range field of t, or nil.
 func (t Traffic) Validate() error {
-	var p problems
+	var p jsondoc.Problems
 	t.check(&p, "")
-	return p.err()
+	return trafficError(&p)
 }
 
-func (t Traffic) check(p *problems, prefix string) {
+func (t Traffic) check(p *jsondoc.Problems, prefix string) {
 	if math.IsNaN(t.Rate) || t.Rate < 0 || t.Rate > MaxRate {
-		p.add(prefix+"rate", "must be in [0, %d] calls per second, got %v", MaxRate, t.Rate)
+		p.Add(prefix+"rate", "must be in [0, %d] calls per second, got %v", MaxRate, t.Rate)
 	}
 	if math.IsNaN(t.ErrorRatio) || t.ErrorRatio < 0 || t.ErrorRatio >= 1 {
-		p.add(prefix+"error_ratio", "must be in [0, 1), got %v", t.ErrorRatio)
+		p.Add(prefix+"error_ratio", "must be in [0, 1), got %v", t.ErrorRatio)
 	}
 	for _, d := range []struct {
 		name string
 		v    time.Duration
 	}{{"p50", t.P50}, {"p99", t.P99}, {"deadline", t.Deadline}, {"rtt", t.RTT}} {
 		if d.v < 0 || d.v > day {
-			p.add(prefix+d.name, "must be in [0, %v], got %v", day, d.v)
+			p.Add(prefix+d.name, "must be in [0, %v], got %v", day, d.v)
 		}
 	}
 	if t.P50 > 0 && t.P99 > 0 && t.P99 < t.P50 {
-		p.add(prefix+"p99", "must be at least p50 (%v), got %v", t.P50, t.P99)
+		p.Add(prefix+"p99", "must be at least p50 (%v), got %v", t.P50, t.P99)
 	}
 	if (t.P50 > 0) != (t.P99 > 0) {
-		p.add(prefix+"p99", "p50 and p99 go together: give both or neither")
+		p.Add(prefix+"p99", "p50 and p99 go together: give both or neither")
 	}
 	if t.Targets < 0 || t.Targets > MaxTargets {
-		p.add(prefix+"targets", "must be in [0, %d], got %d", MaxTargets, t.Targets)
+		p.Add(prefix+"targets", "must be in [0, %d], got %d", MaxTargets, t.Targets)
 	}
 	if t.Instances < 0 || t.Instances > MaxInstances {
-		p.add(prefix+"instances", "must be in [0, %d], got %d", MaxInstances, t.Instances)
+		p.Add(prefix+"instances", "must be in [0, %d], got %d", MaxInstances, t.Instances)
 	}
 	if t.Workers < 0 || t.Workers > MaxWorkers {
-		p.add(prefix+"workers", "must be in [0, %d], got %d", MaxWorkers, t.Workers)
+		p.Add(prefix+"workers", "must be in [0, %d], got %d", MaxWorkers, t.Workers)
 	}
 	if len(t.Profile) > MaxPeriods {
-		p.add(prefix+"profile", "at most %d periods, got %d", MaxPeriods, len(t.Profile))
+		p.Add(prefix+"profile", "at most %d periods, got %d", MaxPeriods, len(t.Profile))
 	}
 	for i, per := range t.Profile {
 		if i == MaxPeriods {
@@ -307,73 +295,70 @@ func (t Traffic) check(p *problems, prefix string) {
 		path := fmt.Sprintf("%sprofile[%d].", prefix, i)
 		switch {
 		case i == 0 && per.From != 0:
-			p.add(path+"from", "the first period must begin at 00:00, got %v", per.From)
+			p.Add(path+"from", "the first period must begin at 00:00, got %v", per.From)
 		case per.From < 0 || per.From >= day:
-			p.add(path+"from", "must be a time of day in [00:00, 24:00), got %v", per.From)
+			p.Add(path+"from", "must be a time of day in [00:00, 24:00), got %v", per.From)
 		case i > 0 && per.From <= t.Profile[i-1].From:
-			p.add(path+"from", "must be after the period before (%s), got %s", clockOf(t.Profile[i-1].From), clockOf(per.From))
+			p.Add(path+"from", "must be after the period before (%s), got %s", clockOf(t.Profile[i-1].From), clockOf(per.From))
 		}
 		if math.IsNaN(per.Rate) || per.Rate < 0 || per.Rate > MaxRate {
-			p.add(path+"rate", "must be in [0, %d] calls per second, got %v", MaxRate, per.Rate)
+			p.Add(path+"rate", "must be in [0, %d] calls per second, got %v", MaxRate, per.Rate)
 		}
 		if math.IsNaN(per.ErrorRatio) || per.ErrorRatio < 0 || per.ErrorRatio >= 1 {
-			p.add(path+"error_ratio", "must be in [0, 1), got %v", per.ErrorRatio)
+			p.Add(path+"error_ratio", "must be in [0, 1), got %v", per.ErrorRatio)
 		}
 	}
 	b := t.Bursts
 	if math.IsNaN(b.PerDay) || b.PerDay < 0 || b.PerDay > MaxBurstsPerDay {
-		p.add(prefix+"bursts.per_day", "must be in [0, %d], got %v", MaxBurstsPerDay, b.PerDay)
+		p.Add(prefix+"bursts.per_day", "must be in [0, %d], got %v", MaxBurstsPerDay, b.PerDay)
 	}
 	if b.Length < 0 || b.Length > day {
-		p.add(prefix+"bursts.length", "must be in [0, 24h], got %v", b.Length)
+		p.Add(prefix+"bursts.length", "must be in [0, 24h], got %v", b.Length)
 	}
 	if math.IsNaN(b.ErrorRatio) || b.ErrorRatio < 0 || b.ErrorRatio >= 1 {
-		p.add(prefix+"bursts.error_ratio", "must be in [0, 1), got %v", b.ErrorRatio)
+		p.Add(prefix+"bursts.error_ratio", "must be in [0, 1), got %v", b.ErrorRatio)
 	}
 	if b.PerDay > 0 && (b.Length <= 0 || b.ErrorRatio <= 0) {
-		p.add(prefix+"bursts", "bursts per_day %v need a length and an error_ratio above 0", b.PerDay)
+		p.Add(prefix+"bursts", "bursts per_day %v need a length and an error_ratio above 0", b.PerDay)
 	}
 	if b.PerDay > 0 && b.Length > 0 && b.PerDay*b.Length.Seconds() > day.Seconds() {
-		p.add(prefix+"bursts", "%v bursts of %v a day last longer than a day", b.PerDay, b.Length)
+		p.Add(prefix+"bursts", "%v bursts of %v a day last longer than a day", b.PerDay, b.Length)
 	}
 	if math.IsNaN(t.Batch) || t.Batch < 0 || (t.Batch > 0 && t.Batch < 1) || t.Batch > MaxBatch {
-		p.add(prefix+"batch", "must be 0 (calls one by one) or in [1, %d] calls an arrival, got %v", MaxBatch, t.Batch)
+		p.Add(prefix+"batch", "must be 0 (calls one by one) or in [1, %d] calls an arrival, got %v", MaxBatch, t.Batch)
 	}
 }
 
 // Validate reports every problem of w by path, or nil.
 func (w Workload) Validate() error {
-	var p problems
+	var p jsondoc.Problems
 	w.Defaults.check(&p, "defaults.")
 	if len(w.Keys) > MaxKeys {
-		p.add("keys", "at most %d keys, got %d", MaxKeys, len(w.Keys))
-		return p.err()
+		p.Add("keys", "at most %d keys, got %d", MaxKeys, len(w.Keys))
+		return trafficError(&p)
 	}
 	for _, k := range sortedKeys(w.Keys) {
 		if k == "" {
-			p.add("keys", "empty key")
+			p.Add("keys", "empty key")
 			continue
 		}
 		w.Keys[k].check(&p, keyPath(k))
 	}
-	return p.err()
+	return trafficError(&p)
 }
 
-func keyPath(k string) string {
-	if len(k) > 80 {
-		k = k[:80] + "…"
-	}
-	return "keys[" + strconv.Quote(k) + "]."
-}
+// keyPath is the path of key k's members, its key quoted as the root's
+// problems quote an override's.
+func keyPath(k string) string { return "keys[" + jsondoc.QuoteKey(k) + "]." }
 
 // ParseWorkload decodes and validates a traffic document (see
 // [Workload]). The error, if any, is a *[TrafficError] naming every problem.
 func ParseWorkload(data []byte) (Workload, error) {
-	var p problems
+	var p jsondoc.Problems
 	top := members(&p, data, "(document)")
 	var w Workload
 	if top == nil {
-		return Workload{}, p.err()
+		return Workload{}, trafficError(&p)
 	}
 	// null stands for a missing member, as a Workload without keys
 	// encodes to.
@@ -388,7 +373,7 @@ func ParseWorkload(data []byte) (Workload, error) {
 		}
 		for _, m := range list {
 			if m.name == "" {
-				p.add("keys", "empty key")
+				p.Add("keys", "empty key")
 				continue
 			}
 			t := w.Defaults
@@ -402,10 +387,10 @@ func ParseWorkload(data []byte) (Workload, error) {
 	}
 	for _, m := range top.list {
 		if m.name != "defaults" && m.name != "keys" {
-			p.add(strconv.Quote(m.name), `unknown field; a traffic document has "defaults" and "keys"`)
+			p.Add(jsondoc.QuoteKey(m.name), `unknown field; a traffic document has "defaults" and "keys"`)
 		}
 	}
-	if err := p.err(); err != nil {
+	if err := trafficError(&p); err != nil {
 		return Workload{}, err
 	}
 	if err := w.Validate(); err != nil {
@@ -434,12 +419,12 @@ func (o *object) get(name string) (json.RawMessage, bool) {
 
 // members reads a JSON object's members in order, reporting a name given
 // twice. It returns nil if data is not one object.
-func members(p *problems, data []byte, path string) *object {
+func members(p *jsondoc.Problems, data []byte, path string) *object {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber()
 	tok, err := dec.Token()
 	if d, ok := tok.(json.Delim); err != nil || !ok || d != '{' {
-		p.add(path, "must be a JSON object")
+		p.Add(path, "must be a JSON object")
 		return nil
 	}
 	o := &object{}
@@ -447,46 +432,46 @@ func members(p *problems, data []byte, path string) *object {
 	for dec.More() {
 		tok, err := dec.Token()
 		if err != nil {
-			p.add(path, "bad JSON: %v", err)
+			p.Add(path, "bad JSON: %v", err)
 			return nil
 		}
 		name, _ := tok.(string)
 		var raw json.RawMessage
 		if err := dec.Decode(&raw); err != nil {
-			p.add(path, "bad JSON: %v", err)
+			p.Add(path, "bad JSON: %v", err)
 			return nil
 		}
 		if seen[name] {
-			p.add(path, "%q is given twice", name)
+			p.Add(path, "%q is given twice", name)
 			continue
 		}
 		seen[name] = true
 		o.list = append(o.list, member{name, raw})
 	}
 	if _, err := dec.Token(); err != nil {
-		p.add(path, "bad JSON: %v", err)
+		p.Add(path, "bad JSON: %v", err)
 		return nil
 	}
 	if _, err := dec.Token(); err != io.EOF {
-		p.add(path, "unexpected data after the object")
+		p.Add(path, "unexpected data after the object")
 		return nil
 	}
 	return o
 }
 
 // decodeProfile reads a profile: a list of periods.
-func decodeProfile(p *problems, t *Traffic, data []byte, path string) {
+func decodeProfile(p *jsondoc.Problems, t *Traffic, data []byte, path string) {
 	var list []json.RawMessage
 	if err := json.Unmarshal(data, &list); err != nil {
-		p.add(path, "must be a list of periods such as [{\"from\": \"00:00\", \"rate\": 2}]")
+		p.Add(path, "must be a list of periods such as [{\"from\": \"00:00\", \"rate\": 2}]")
 		return
 	}
 	if len(list) > MaxPeriods {
-		p.add(path, "at most %d periods, got %d", MaxPeriods, len(list))
+		p.Add(path, "at most %d periods, got %d", MaxPeriods, len(list))
 		return
 	}
 	if len(list) == 0 {
-		p.add(path, "a profile needs at least one period; leave it out for steady traffic")
+		p.Add(path, "a profile needs at least one period; leave it out for steady traffic")
 		return
 	}
 	for i, raw := range list {
@@ -504,7 +489,7 @@ func decodeProfile(p *problems, t *Traffic, data []byte, path string) {
 				hasFrom = true
 				var str string
 				if json.Unmarshal(m.raw, &str) != nil {
-					p.add(ppath+".from", `must be a time of day such as "06:00"`)
+					p.Add(ppath+".from", `must be a time of day such as "06:00"`)
 					continue
 				}
 				d, ok := parseClock(str)
@@ -512,7 +497,7 @@ func decodeProfile(p *problems, t *Traffic, data []byte, path string) {
 					if len(str) > 40 {
 						str = str[:40] + "…"
 					}
-					p.add(ppath+".from", `must be a time of day from "00:00" to "23:59:59", got %q`, str)
+					p.Add(ppath+".from", `must be a time of day from "00:00" to "23:59:59", got %q`, str)
 					continue
 				}
 				per.From = d
@@ -522,25 +507,25 @@ func decodeProfile(p *problems, t *Traffic, data []byte, path string) {
 			case "error_ratio":
 				err = json.Unmarshal(m.raw, &per.ErrorRatio)
 			default:
-				p.add(ppath+"."+quoteName(m.name), `unknown field; a period has "from", "rate" and "error_ratio"`)
+				p.Add(ppath+"."+jsondoc.FieldName(m.name), `unknown field; a period has "from", "rate" and "error_ratio"`)
 				continue
 			}
 			if err != nil {
-				p.add(ppath+"."+m.name, "%s", typeProblem(m.name, err))
+				p.Add(ppath+"."+m.name, "%s", typeProblem(m.name, err))
 			}
 		}
 		if !hasFrom {
-			p.add(ppath+".from", "missing: when the period begins")
+			p.Add(ppath+".from", "missing: when the period begins")
 		}
 		if !hasRate {
-			p.add(ppath+".rate", "missing: the period's calls per second")
+			p.Add(ppath+".rate", "missing: the period's calls per second")
 		}
 		t.Profile = append(t.Profile, per)
 	}
 }
 
 // decodeBursts reads error bursts.
-func decodeBursts(p *problems, b *Bursts, data []byte, path string) {
+func decodeBursts(p *jsondoc.Problems, b *Bursts, data []byte, path string) {
 	o := members(p, data, path)
 	if o == nil {
 		return
@@ -555,17 +540,17 @@ func decodeBursts(p *problems, b *Bursts, data []byte, path string) {
 		case "error_ratio":
 			err = json.Unmarshal(m.raw, &b.ErrorRatio)
 		default:
-			p.add(path+"."+quoteName(m.name), `unknown field; bursts have "per_day", "length" and "error_ratio"`)
+			p.Add(path+"."+jsondoc.FieldName(m.name), `unknown field; bursts have "per_day", "length" and "error_ratio"`)
 			continue
 		}
 		if err != nil {
-			p.add(path+"."+m.name, "%s", typeProblem(m.name, err))
+			p.Add(path+"."+m.name, "%s", typeProblem(m.name, err))
 		}
 	}
 }
 
 // decodeTraffic lays the members of one traffic object onto t.
-func decodeTraffic(p *problems, t *Traffic, data []byte, prefix string) {
+func decodeTraffic(p *jsondoc.Problems, t *Traffic, data []byte, prefix string) {
 	o := members(p, data, strings.TrimSuffix(prefix, "."))
 	if o == nil {
 		return
@@ -604,25 +589,13 @@ func decodeTraffic(p *problems, t *Traffic, data []byte, prefix string) {
 		case "batch":
 			err = json.Unmarshal(m.raw, &t.Batch)
 		default:
-			p.add(prefix+quoteName(m.name), "unknown field")
+			p.Add(prefix+jsondoc.FieldName(m.name), "unknown field")
 			continue
 		}
 		if err != nil {
-			p.add(path, "%s", typeProblem(m.name, err))
+			p.Add(path, "%s", typeProblem(m.name, err))
 		}
 	}
-}
-
-func quoteName(s string) string {
-	for _, r := range s {
-		if !(r == '_' || r >= 'a' && r <= 'z' || r >= '0' && r <= '9') {
-			if len(s) > 40 {
-				s = s[:40] + "…"
-			}
-			return strconv.Quote(s)
-		}
-	}
-	return s
 }
 
 func typeProblem(name string, err error) string {
@@ -777,10 +750,10 @@ func sortedKeys[V any](m map[string]V) []string {
 // UnmarshalJSON decodes one key's traffic strictly onto t and validates
 // it; on error t is unchanged.
 func (t *Traffic) UnmarshalJSON(data []byte) error {
-	var p problems
+	var p jsondoc.Problems
 	u := *t
 	decodeTraffic(&p, &u, data, "")
-	if err := p.err(); err != nil {
+	if err := trafficError(&p); err != nil {
 		return err
 	}
 	u = u.withMeans()

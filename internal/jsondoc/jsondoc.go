@@ -14,6 +14,7 @@ import (
 	"io"
 	"math"
 	"strconv"
+	"strings"
 	"time"
 	"unicode/utf8"
 )
@@ -30,9 +31,40 @@ type Problems struct {
 	List []Problem
 }
 
+// Document is the field of a problem with the document as a whole.
+const Document = "(document)"
+
 // Add records a problem at field, its words formatted as by fmt.Sprintf.
+// An empty field is [Document].
 func (v *Problems) Add(field, format string, args ...any) {
+	if field == "" {
+		field = Document
+	}
 	v.List = append(v.List, Problem{Field: field, Problem: fmt.Sprintf(format, args...)})
+}
+
+// Listed is how many problems the message of an error lists: a document
+// can have any number of them, and a message that grows with the document
+// has no place in a log line.
+const Listed = 20
+
+// Message is the message of an error that lists problems: head, then the
+// text of each problem of list joined by "; ", the first [Listed] of them
+// and then how many more there are.
+func Message[P any](head string, list []P, text func(P) string) string {
+	var sb strings.Builder
+	sb.WriteString(head)
+	for i, p := range list {
+		if i == Listed {
+			fmt.Fprintf(&sb, "; and %d more problems", len(list)-i)
+			break
+		}
+		if i > 0 {
+			sb.WriteString("; ")
+		}
+		sb.WriteString(text(p))
+	}
+	return sb.String()
 }
 
 // Members reads data as one JSON object and returns its members by name,

@@ -100,3 +100,26 @@ func TestQuoting_IsBounded(t *testing.T) {
 	assert.Equal(t, `""`, FieldName(""))
 	assert.Equal(t, QuoteKey(strings.Repeat("a", 65)), FieldName(strings.Repeat("a", 65)))
 }
+
+// A problem added with no field concerns the whole document and is named
+// so, rather than printed with an empty path.
+func TestProblems_NoFieldIsTheDocument(t *testing.T) {
+	var v Problems
+	v.Add("", "empty")
+	v.Add("a.b", "want %d", 1)
+	assert.Equal(t, []Problem{{Field: Document, Problem: "empty"}, {Field: "a.b", Problem: "want 1"}}, v.List)
+}
+
+// An error's message lists the first Listed problems and counts the rest,
+// however many a document has; a short list is given whole.
+func TestMessage_ListsABoundedNumber(t *testing.T) {
+	text := func(s string) string { return s }
+	assert.Equal(t, "bad: ", Message("bad: ", []string(nil), text))
+	assert.Equal(t, "bad: a; b", Message("bad: ", []string{"a", "b"}, text))
+	long := make([]string, Listed+5)
+	for i := range long {
+		long[i] = "p"
+	}
+	msg := Message("bad: ", long, text)
+	assert.Equal(t, "bad: "+strings.Repeat("p; ", Listed-1)+"p; and 5 more problems", msg)
+}
