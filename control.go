@@ -159,10 +159,11 @@ func (b *Breaker) Reset() {
 }
 
 // endForcedOpenLocked starts the outage afresh when a forced open ends, so
-// that its length counts from the release; OpenTime keeps the forced time,
-// and the outage keeps its trip. b.mu must be held.
+// that its length and its counts run from the release; it keeps its trip,
+// and OpenTime keeps the forced time. b.mu must be held.
 func (b *Breaker) endForcedOpenLocked(now int64) {
-	b.histLocked().out.since = now
+	h := b.histLocked()
+	h.out = outage{active: true, since: now, trip: h.out.trip, refused0: b.tally.Load(countRejected)}
 	if e := b.openErr.Load(); e != nil {
 		ne := *e
 		ne.Since = b.opt.tb.Time(now)

@@ -277,6 +277,9 @@ func (m *refModel) begin(now int64, t Trip, trip bool) bool {
 	if !m.settled(now) {
 		if trip {
 			m.out.trips++
+			if m.out.trip.Reason == ReasonForcedOpen {
+				m.out.trip = t // a hold's outage takes its first trip as its cause
+			}
 		}
 		return false
 	}
@@ -815,9 +818,10 @@ func (m *refModel) SetMode(mode Mode) {
 			m.mode = mode
 		}
 	case from == ModeForcedOpen:
-		// The outage's length counts from the release (the open error's
-		// Since too), while the time spent open so far stays in OpenTime.
-		m.out.since = now
+		// The outage starts afresh at the release (its length, its counts
+		// and the open error's Since), keeping its trip; the time spent open
+		// so far stays in OpenTime.
+		m.out = refOutage{active: true, since: now, trip: m.out.trip, refused0: m.c.Rejected}
 		if m.oe != nil {
 			e := *m.oe
 			e.Since = m.at(now)

@@ -132,6 +132,11 @@ func (b *Breaker) beginOutageLocked(now int64, r *rules, t Trip, trip bool) bool
 	if !b.settledLocked(now, r) {
 		if trip {
 			h.out.trips++
+			if h.out.trip.Reason == ReasonForcedOpen {
+				// The first trip of an outage an operator's hold began is
+				// its cause: the hold has no evidence to show.
+				h.out.trip = t
+			}
 		}
 		return false
 	}

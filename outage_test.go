@@ -320,3 +320,46 @@ func TestCooldown_DoublingsStopAtTheCap(t *testing.T) {
 	assert.Equal(t, []int{1, 2, 2, 2, 2}, got)
 	assert.Equal(t, []time.Duration{time.Minute, 2 * time.Minute, 2 * time.Minute, 2 * time.Minute, 2 * time.Minute}, cds)
 }
+
+// behaviour.md §4 Outages: the end of a forced open starts the outage
+// afresh, its length and its counts from the release, keeping its cause.
+// Regression: its start moved to the release while its refusals and
+// trips still counted from the first trip.
+func TestOutage_AReleaseStartsItsCountsAgain(t *testing.T) {
+	h := newHarness(t, DefaultPolicy())
+	h.trip()
+	for range 5 {
+		require.ErrorIs(t, h.call(nil), ErrOpen)
+	}
+	h.at(11 * time.Minute)
+	require.NoError(t, h.b.SetMode(ModeForcedOpen))
+	h.at(13 * time.Minute)
+	require.NoError(t, h.b.SetMode(ModeAuto))
+	o := h.b.Status().Outage
+	require.NotNil(t, o)
+	assert.Equal(t, h.t0.Add(13*time.Minute), o.Since)
+	assert.Zero(t, o.Refused, "refused since the release")
+	assert.Zero(t, o.Trips, "no trip since the release")
+	assert.Equal(t, ReasonErrorRatio, o.Trip.Reason, "the cause is kept")
+}
+
+// A maintenance hold begins an outage with no evidence; the first real
+// trip inside it (after the release, before it has settled) becomes its
+// cause, so every view leads with that rule's evidence. Regression: the
+// views said "opened on forced_open" of an error-ratio trip.
+func TestOutage_ATripAfterAReleasedHoldIsItsCause(t *testing.T) {
+	h := newHarness(t, DefaultPolicy())
+	require.NoError(t, h.b.SetMode(ModeForcedOpen))
+	h.at(5 * time.Minute)
+	require.NoError(t, h.b.SetMode(ModeAuto))
+	h.calls(3, nil)
+	h.requireState(Closed)
+	h.at(5*time.Minute + 30*time.Second)
+	h.trip()
+	o := h.b.Status().Outage
+	require.NotNil(t, o)
+	assert.Equal(t, ReasonErrorRatio, o.Trip.Reason, "got %q", o.Trip.String())
+	assert.Equal(t, Snapshot{Counted: 20, Failures: 20}, o.Trip.Window)
+	assert.Equal(t, h.t0.Add(5*time.Minute), o.Since)
+	assert.Equal(t, 1, o.Trips)
+}
