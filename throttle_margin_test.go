@@ -71,3 +71,23 @@ func TestThrottle_TheMarginHoldsWhileTheWindowHoldsRefusals(t *testing.T) {
 		t.Errorf("%d openings in 50 minutes of a steady 70%% fault, want none", total)
 	}
 }
+
+// README, when to turn throttling on: the margin is the ratio rule's
+// alone. Scenario: ErrorRatio 0.8, K 2 and ConsecutiveFailures 20 on a
+// steady 70% fault: runs of 20 failures come by chance among the calls
+// the throttle admits, and the breaker opens, as it would without the
+// throttle; with the ratio rule alone it stays closed.
+func TestThrottle_TheOtherRulesTripOnAPartialFault(t *testing.T) {
+	p := DefaultPolicy()
+	p.ErrorRatio = 0.8
+	p.Throttle.Enabled, p.Throttle.K = true, 2
+	p.ConsecutiveFailures = 20
+	var total uint64
+	for seed := uint64(1); seed <= 5; seed++ {
+		opens, _ := steadyFault(t, seed, p, 0.7, 10*time.Minute)
+		total += opens
+	}
+	if total == 0 {
+		t.Error("no opening by ConsecutiveFailures 20 in 50 minutes of a steady 70% fault")
+	}
+}
