@@ -5,10 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"sort"
-	"strconv"
-	"unicode/utf8"
 
 	"github.com/govkit/breaker"
+	"github.com/govkit/breaker/internal/jsondoc"
 )
 
 // samePolicies reports whether two documents give every key the same
@@ -73,7 +72,7 @@ func diffDoc(out *[]FieldChange, prefix string, a, b breaker.GroupPolicy, gone b
 		if !ok {
 			q = b.Default
 		}
-		diffPolicy(out, k, prefix+"overrides["+quoteKey(k)+"].", p, q, gone)
+		diffPolicy(out, k, prefix+"overrides["+jsondoc.QuoteKey(k)+"].", p, q, gone)
 	}
 }
 
@@ -144,22 +143,4 @@ func objectTexts(dec *json.Decoder, prefix string, out *[]fieldText) {
 		*out = append(*out, fieldText{prefix + name, text})
 	}
 	_, _ = dec.Token() // }
-}
-
-// maxQuote is how many bytes of a key a path quotes, as in the problems
-// of [breaker.ParseGroupPolicy], so that a change and a problem at one
-// key share its path.
-const maxQuote = 64
-
-// quoteKey quotes a key of a document for a path: as a Go string
-// literal, cut to maxQuote bytes with its length if it is longer.
-func quoteKey(key string) string {
-	if len(key) <= maxQuote {
-		return strconv.Quote(key)
-	}
-	n := maxQuote
-	for n > 0 && !utf8.RuneStart(key[n]) {
-		n--
-	}
-	return strconv.Quote(key[:n]) + "…(" + strconv.Itoa(len(key)) + " bytes)"
 }

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 
 	"github.com/govkit/breaker"
+	"github.com/govkit/breaker/internal/subscribers"
 	// A followed document may carry a candidate: linking package
 	// candidate is what lets the group run it.
 	_ "github.com/govkit/breaker/candidate"
@@ -29,13 +30,13 @@ type Follower struct {
 	over   atomic.Bool // Watch has returned: late deliveries are dropped
 	origin atomic.Pointer[string]
 
-	mu       sync.Mutex // guards the fields below, and changes to subs
+	mu       sync.Mutex // guards the fields below
 	reloads  Reloads
 	last     *Change
 	applied  *Change
 	down     *Change // the source gone or unreadable since its last readable document
 	rejected *Change // refused, with no valid document since
-	subs     atomic.Pointer[[]*subscriber]
+	subs     subscribers.List[func(Change)]
 }
 
 // An Option configures a [Follower] as [Follow] starts it.
@@ -98,7 +99,6 @@ func Follow(ctx context.Context, g *breaker.Group, src Source, opts ...Option) (
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	f := &Follower{g: g, hold: hold, cancel: cancel, done: make(chan struct{})}
-	f.subs.Store(&[]*subscriber{})
 	if holder != unknownOrigin {
 		f.setOrigin(holder)
 	}
@@ -199,11 +199,6 @@ func (f *Follower) Err() error {
 	}
 }
 
-type subscriber struct {
-	f   func(Change)
-	off atomic.Bool // unsubscribed
-}
-
 // Subscribe adds f to the subscribers of the follower's records: f is
 // called with the [Change] of every document the source delivers from
 // then on, once it has been dealt with, on the follower's goroutine,
@@ -220,39 +215,13 @@ func (f *Follower) Subscribe(fn func(Change)) (unsubscribe func()) {
 	if fn == nil {
 		return func() {}
 	}
-	s := &subscriber{f: fn}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	// Copy on write: dispatch reads the list with one atomic load.
-	next := append(append([]*subscriber{}, *f.subs.Load()...), s)
-	f.subs.Store(&next)
-	return func() {
-		s.off.Store(true)
-		f.mu.Lock()
-		defer f.mu.Unlock()
-		var next []*subscriber
-		for _, x := range *f.subs.Load() {
-			if x != s {
-				next = append(next, x)
-			}
-		}
-		f.subs.Store(&next)
-	}
+	return f.subs.Add(fn)
 }
 
 func (f *Follower) dispatch(rec Change) {
-	for _, s := range *f.subs.Load() {
-		if !s.off.Load() {
-			func() {
-				defer func() {
-					if v := recover(); v != nil {
-						f.reportPanic("live: policy subscriber panicked", v)
-					}
-				}()
-				s.f(rec)
-			}()
-		}
-	}
+	f.subs.Each(func(fn func(Change)) { fn(rec) }, func(v any) {
+		f.reportPanic("live: policy subscriber panicked", v)
+	})
 }
 
 // reportPanic logs a panic recovered from user code that the follower

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/govkit/breaker"
+	"github.com/govkit/breaker/internal/jsondoc"
 )
 
 // Result is what became of one document a [Source] delivered.
@@ -54,7 +55,7 @@ func (r *Result) UnmarshalText(b []byte) error {
 			return nil
 		}
 	}
-	return fmt.Errorf("live: unknown policy result %s", quoteKey(string(b)))
+	return fmt.Errorf("live: unknown policy result %s", jsondoc.QuoteKey(string(b)))
 }
 
 // logGroup is the group the records' attributes go under, as the
