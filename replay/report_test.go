@@ -36,7 +36,7 @@ func TestWriteText_Seeds000(t *testing.T) {
 	} {
 		assert.Contains(t, out, want)
 	}
-	assert.Regexp(t, regexp.MustCompile(`1:0\d\.\d  open      error_ratio: \d+/\d+ failed, \d+ timeouts; cooldown \d+\.\ds  \(\+\d\.\ds into the fault\)`), out)
+	assert.Regexp(t, regexp.MustCompile(`1:0\d\.\d  open      error_ratio: \d+ of \d+ calls failed, \d+ of them timeouts; cooldown \d+\.\ds  \(\+\d\.\ds into the fault\)`), out)
 	assert.Regexp(t, regexp.MustCompile(`closed    probes_passed  \(\+\d+\.\ds after the fault\)`), out)
 	assert.Regexp(t, regexp.MustCompile(`(?m)^0:00-0:59  steady: `), out, "quiet seconds before the fault fold into one line")
 	assert.Regexp(t, regexp.MustCompile(`(?m)^1:17 +\d+ \| +1\d\d +\d+ \| +\d+ +\d+ \| \.O$`), out, "the worst second of the collapse, with the breaker open")

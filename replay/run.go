@@ -270,6 +270,26 @@ type Transition struct {
 	Snapshot  breaker.Snapshot
 	Cooldown  time.Duration
 	Doublings int // see breaker.Event.Doublings
+	// Trip is, for a trip from closed, what tripped it, with the evidence
+	// of its rule (breaker.Trip.String); zero otherwise.
+	Trip breaker.Trip
+}
+
+// tripOf is the trip an event from closed to open makes, under a policy
+// whose SlowCall is slowCall: the outage's own trip when it began the
+// outage, else the rule and the window it judged.
+func tripOf(ev breaker.Event, slowCall time.Duration) breaker.Trip {
+	if ev.From != breaker.Closed || ev.To != breaker.Open {
+		return breaker.Trip{}
+	}
+	if o := ev.Outage; o != nil && o.Since.Equal(ev.Time) {
+		return o.Trip
+	}
+	t := breaker.Trip{Reason: ev.Reason, Window: ev.Snapshot}
+	if ev.Reason == breaker.ReasonSlowRatio {
+		t.SlowCall = slowCall
+	}
+	return t
 }
 
 // Run simulates s in each of its runs: baseline, no breaker, with breaker

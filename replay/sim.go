@@ -250,6 +250,7 @@ func newSim(sc *Scenario, spec runSpec) (*sim, error) {
 					Snapshot:  ev.Snapshot,
 					Cooldown:  ev.Cooldown,
 					Doublings: ev.Doublings,
+					Trip:      tripOf(ev, pol.SlowCall),
 				})
 			}))
 		if err != nil {

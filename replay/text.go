@@ -292,7 +292,7 @@ func (r *Report) writeTimeline(w *bufio.Writer, c *CallResult) {
 		line := fmt.Sprintf("%s  %-9s", clock(t.At), t.To)
 		switch {
 		case t.To == breaker.Open && t.From == breaker.Closed:
-			line += fmt.Sprintf(" %s: %d/%d failed, %d timeouts", t.Reason, t.Snapshot.Failures, t.Snapshot.Counted, t.Snapshot.Timeouts)
+			line += " " + t.Trip.String() // the evidence of the rule that tripped
 		default:
 			line += " " + string(t.Reason)
 		}

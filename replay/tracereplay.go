@@ -547,6 +547,7 @@ func replayKey(key string, calls []traceCall, pol breaker.Policy, start time.Tim
 			kr.Transitions = append(kr.Transitions, Transition{
 				At: clk.since(ev.Time), From: ev.From, To: ev.To, Reason: ev.Reason,
 				Snapshot: ev.Snapshot, Cooldown: ev.Cooldown, Doublings: ev.Doublings,
+				Trip: tripOf(ev, pol.SlowCall),
 			})
 		}))
 	if err != nil {

@@ -50,8 +50,11 @@ func (r *TraceReport) WriteText(w io.Writer) error {
 		}
 		for _, t := range k.Transitions {
 			line := fmt.Sprintf("  candidate  %s  %-9s %s", clock(t.At), t.To, t.Reason)
-			if t.To == breaker.Open {
-				line += fmt.Sprintf(": %d/%d failed, %d timeouts; cooldown %s", t.Snapshot.Failures, t.Snapshot.Counted, t.Snapshot.Timeouts, span(t.Cooldown))
+			switch {
+			case t.Trip.Reason != "": // a trip: the evidence of its rule
+				line = fmt.Sprintf("  candidate  %s  %-9s %s; cooldown %s", clock(t.At), t.To, t.Trip.String(), span(t.Cooldown))
+			case t.To == breaker.Open:
+				line += fmt.Sprintf("; cooldown %s", span(t.Cooldown))
 			}
 			p("%s\n", line)
 		}

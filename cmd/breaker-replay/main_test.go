@@ -495,3 +495,15 @@ func TestSensitivity(t *testing.T) {
 func bad(t *testing.T) string {
 	return testutil.WriteFile(t, "bad.json", `{"windw": "5s"}`)
 }
+
+// A breaker opened by the slow-call rule is reported with the slow calls
+// that tripped it, in the words breaker.Trip uses. Regression: the report
+// said "slow_ratio: 3/2025 failed, 3 timeouts".
+func TestReport_ASlowTripLeadsWithItsSlowCalls(t *testing.T) {
+	pol := filepath.Join(t.TempDir(), "slow.json")
+	require.NoError(t, os.WriteFile(pol, []byte(`{"slow_call":"200ms","slow_ratio":0.5}`), 0o600))
+	code, stdout, stderr := runCmd(t, "-scenario", "slow-only", "-policy", pol)
+	require.Equal(t, 0, code, stderr)
+	assert.Regexp(t, `open +slow_ratio: \d+ of \d+ calls slower than 200ms \(\d+ failed\); cooldown`, stdout)
+	assert.NotRegexp(t, `slow_ratio: \d+/\d+ failed`, stdout)
+}
