@@ -177,3 +177,46 @@ func TestLogger_APanickingHandlerDoesNotStrandTheNextEvent(t *testing.T) {
 	h.requireState(Closed)
 	assert.Equal(t, []string{"closed>open:error_ratio", "open>half_open:cooldown_elapsed", "half_open>closed:probes_passed"}, h.transitions())
 }
+
+// behaviour.md §6: an opening's record leads with the evidence of the
+// rule that tripped: the failures for the ratio rule, the slow calls and
+// their ratio for the slow rule, the run for the consecutive rule.
+// Regression: a slow trip's record read "ratio=0 … slow=88", as if
+// nothing had failed.
+func TestLogger_AnOpeningCarriesTheEvidenceOfItsRule(t *testing.T) {
+	opening := func(t *testing.T, p Policy, drive func(h *harness)) string {
+		t.Helper()
+		buf := &lockedBuffer{}
+		h := newHarness(t, p, WithLogger(slogTo(buf)))
+		drive(h)
+		h.requireState(Open)
+		for _, line := range strings.Split(buf.String(), "\n") {
+			if strings.Contains(line, `msg="breaker opened"`) {
+				return line
+			}
+		}
+		t.Fatalf("no opening in %q", buf.String())
+		return ""
+	}
+	ratio := opening(t, DefaultPolicy(), func(h *harness) {
+		h.calls(10, nil)
+		h.calls(5, context.DeadlineExceeded)
+		h.calls(5, errBoom)
+	})
+	assert.Contains(t, ratio, "breaker.reason=error_ratio breaker.ratio=0.5 breaker.counted=20 breaker.failures=10 breaker.timeouts=5")
+
+	slow := opening(t, policy(func(p *Policy) { p.SlowCall, p.SlowRatio, p.MinRequests = 200*time.Millisecond, 0.5, 10 }), func(h *harness) {
+		for range 10 {
+			_ = h.b.Do(context.Background(), func(context.Context) error { h.add(400 * time.Millisecond); return nil })
+		}
+	})
+	assert.Contains(t, slow, "breaker.reason=slow_ratio")
+	assert.Contains(t, slow, "breaker.slow=10 breaker.slow_ratio=1")
+
+	run := opening(t, policy(func(p *Policy) { p.ConsecutiveFailures = 5 }), func(h *harness) {
+		h.calls(3, nil)
+		h.calls(5, errBoom)
+	})
+	assert.Contains(t, run, "breaker.reason=consecutive_failures")
+	assert.Contains(t, run, "breaker.run=5")
+}
