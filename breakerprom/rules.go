@@ -106,35 +106,25 @@ type AlertConfig struct {
 
 var metricName = regexp.MustCompile(`^[a-zA-Z_:][a-zA-Z0-9_:]*$`)
 
+// orZero sets *v to d if *v is its type's zero value.
+func orZero[T comparable](v *T, d T) {
+	var zero T
+	if *v == zero {
+		*v = d
+	}
+}
+
 // orDefault fills the zero fields and checks the result.
 func (c AlertConfig) orDefault() (AlertConfig, error) {
-	if c.Namespace == "" {
-		c.Namespace = DefaultNamespace
-	}
-	if c.Thresholds == (ops.Thresholds{}) {
-		c.Thresholds = ops.DefaultThresholds()
-	}
-	if c.FlapOpens == 0 {
-		c.FlapOpens = DefaultFlapOpens
-	}
-	if c.FlapWindow == 0 {
-		c.FlapWindow = DefaultFlapWindow
-	}
-	if c.ProbeFailures == 0 {
-		c.ProbeFailures = DefaultProbeFailures
-	}
-	if c.ProbeWindow == 0 {
-		c.ProbeWindow = DefaultProbeWindow
-	}
-	if c.ThrottleShare == 0 {
-		c.ThrottleShare = DefaultThrottleShare
-	}
-	if c.ThrottleWindow == 0 {
-		c.ThrottleWindow = DefaultThrottleWindow
-	}
-	if c.ThrottleResolveShare == 0 {
-		c.ThrottleResolveShare = c.ThrottleShare / 2
-	}
+	orZero(&c.Namespace, DefaultNamespace)
+	orZero(&c.Thresholds, ops.DefaultThresholds())
+	orZero(&c.FlapOpens, DefaultFlapOpens)
+	orZero(&c.FlapWindow, DefaultFlapWindow)
+	orZero(&c.ProbeFailures, DefaultProbeFailures)
+	orZero(&c.ProbeWindow, DefaultProbeWindow)
+	orZero(&c.ThrottleShare, DefaultThrottleShare)
+	orZero(&c.ThrottleWindow, DefaultThrottleWindow)
+	orZero(&c.ThrottleResolveShare, c.ThrottleShare/2)
 	var errs []error
 	if !metricName.MatchString(c.Namespace) {
 		errs = append(errs, fmt.Errorf("breakerprom: AlertConfig.Namespace %q is not a metric name prefix", c.Namespace))

@@ -2,7 +2,9 @@ package check
 
 import (
 	"fmt"
+	"maps"
 	"math"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -241,7 +243,7 @@ func Group(gp breaker.GroupPolicy, w Workload, o Options) (*Report, error) {
 	if len(w.Keys) > 0 {
 		share = o.runBudget() / int64(len(w.Keys))
 	}
-	for _, k := range sortedKeys(w.Keys) {
+	for _, k := range slices.Sorted(maps.Keys(w.Keys)) {
 		t := w.Keys[k]
 		key, lookupKey := k, k
 		method, _ := breaker.SplitKey(k)
@@ -264,7 +266,7 @@ func Group(gp breaker.GroupPolicy, w Workload, o Options) (*Report, error) {
 		c.run()
 		r.Findings = append(r.Findings, c.out...)
 	}
-	for _, k := range sortedKeys(gp.Overrides) {
+	for _, k := range slices.Sorted(maps.Keys(gp.Overrides)) {
 		if !covered[k] {
 			r.Findings = append(r.Findings, Finding{
 				Severity: Info, Key: k, Check: CheckUnchecked,

@@ -5,6 +5,8 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"sort"
 	"time"
 
@@ -83,7 +85,7 @@ func Trace(r io.Reader, gp breaker.GroupPolicy) ([]TraceKey, error) {
 		byKey[rec.Key] = append(byKey[rec.Key], rec)
 	}
 	var out []TraceKey
-	for _, k := range sortedKeys(byKey) {
+	for _, k := range slices.Sorted(maps.Keys(byKey)) {
 		p, _ := policyFor(gp, k)
 		tk, err := traceKey(k, p, byKey[k])
 		if err != nil {

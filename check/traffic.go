@@ -6,8 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -337,7 +338,7 @@ func (w Workload) Validate() error {
 		p.Add("keys", "at most %d keys, got %d", MaxKeys, len(w.Keys))
 		return trafficError(&p)
 	}
-	for _, k := range sortedKeys(w.Keys) {
+	for _, k := range slices.Sorted(maps.Keys(w.Keys)) {
 		if k == "" {
 			p.Add("keys", "empty key")
 			continue
@@ -736,15 +737,6 @@ func PoliciesFromSnapshot(s ops.GroupSnapshot) breaker.GroupPolicy {
 		gp.Overrides[st.Name] = st.Policy
 	}
 	return gp
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }
 
 // UnmarshalJSON decodes one key's traffic strictly onto t and validates
