@@ -17,8 +17,8 @@
 // without touching the network; [WriteOpenError] turns it into a 503 with
 // Retry-After for servers that proxy. Half-open probes carry the header
 // Breaker-Probe: 1 so they can be told apart in the downstream's logs and
-// traces. [Fallback] turns a request's results into a value, serving a
-// fallback on a refusal or a failed exchange.
+// traces. [Fallback], given the Transport, turns a request's results into
+// a value, serving a fallback on a refusal or a failed exchange.
 //
 // # Client settings
 //
@@ -47,9 +47,9 @@
 // a response it makes anew. One inside the Transport (its base) is part of
 // the guarded call. A Transport around another one is an outer breaker
 // around an inner one: the outer ignores the inner one's refusals (they
-// are not its downstream's answer), Fallback counts the fallback for such a
-// refusal on the inner breaker, and for a failed exchange on the outer
-// one, the one the client uses.
+// are not its downstream's answer), and Fallback, given the outer one
+// (the one the client uses), counts the fallback for such a refusal on the
+// inner breaker, and for a failed exchange on the outer one.
 //
 // # Recording traffic
 //
