@@ -41,8 +41,9 @@ type Breaker struct {
 	consec        atomic.Uint64 // the run of consecutive failures; see failRun
 	openErr       atomic.Pointer[OpenError]
 	other         [nOther]atomic.Uint64
-	// cand is the candidate hook, nil without a candidate policy.
-	cand atomic.Pointer[candidate]
+	// cand is the candidate policy, nil without one; with it or an
+	// observer, calls take the observed path (observe.go).
+	cand atomic.Pointer[Candidate]
 
 	name string
 
@@ -96,8 +97,8 @@ func (b *Breaker) Do(ctx context.Context, fn func(context.Context) error) error 
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if c := b.cand.Load(); c != nil {
-		return c.do(ctx, fn)
+	if b.watched() {
+		return b.observedDo(ctx, fn)
 	}
 	r := b.rules.Load()
 	w := b.state.Load()
@@ -213,13 +214,13 @@ func (b *Breaker) Allow(ctx context.Context) (context.Context, func(error), erro
 	if err := ctx.Err(); err != nil {
 		return nil, nil, err
 	}
-	if c := b.cand.Load(); c != nil {
-		return c.allow(ctx)
+	if b.watched() {
+		return b.observedAllow(ctx)
 	}
 	return b.allow(ctx)
 }
 
-// allow is Allow past its checks and the candidate hook.
+// allow is Allow past its checks, for a breaker not watched.
 func (b *Breaker) allow(ctx context.Context) (context.Context, func(error), error) {
 	r := b.rules.Load()
 	w := b.state.Load()
@@ -273,8 +274,9 @@ func (b *Breaker) prepare(ctx context.Context, tok *token, r *rules) (context.Co
 
 // finish settles a returned call. The rules r it was admitted under
 // decide whether it overran its deadline; everything else follows the
-// rules in force now, never a replaced policy.
-func (b *Breaker) finish(caller context.Context, tok token, err error, r *rules) {
+// rules in force now, never a replaced policy. It returns the outcome
+// counted.
+func (b *Breaker) finish(caller context.Context, tok token, err error, r *rules) Outcome {
 	tok.mark.end()
 	now := b.opt.tb.Now()
 	elapsed := int64(-1)
@@ -306,6 +308,7 @@ func (b *Breaker) finish(caller context.Context, tok token, err error, r *rules)
 	default:
 		b.countOutcome(o)
 	}
+	return o
 }
 
 // abandon settles a call whose function (or the classifier) panicked, or

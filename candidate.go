@@ -2,60 +2,76 @@ package breaker
 
 import (
 	"context"
-	"errors"
+	"sync"
 	"sync/atomic"
-
-	"github.com/govkit/breaker/internal/shadowhook"
 )
 
-// A candidate is the candidate policy of one breaker: a shadow breaker
-// that runs it on the calls the breaker admits. It is the breaker's call
-// hook (Breaker.cand): Do and Allow hand it every call, which it runs
-// through the breaker's general path and settles on the shadow too; then
-// obs, package candidate's observer, compares the two and reports
-// (docs/api.md, "Candidates").
-type candidate struct {
+// A Candidate is the candidate policy (GroupPolicy.Candidate) one
+// breaker of a group runs: a shadow breaker, in ModeShadow, that admits
+// each call the breaker admits and settles it with the same error once the
+// breaker has, refusing none. The breaker runs it in any program, whether
+// or not anything reads it; it compares the two after each call, and an
+// [Observation] carries the result. Package candidate reports on it.
+type Candidate struct {
 	b          *Breaker      // the breaker whose calls it sees
 	shadow     *Breaker      // ModeShadow: reports, never refuses
 	wouldAdmit atomic.Uint64 // calls refused that the candidate would have admitted
-	obs        shadowhook.Observer
+	diffs      atomic.Uint64 // pairs of different states compared
+
+	// seen packs the states last compared, so that a call that changed
+	// neither costs two state reads. Written under mu.
+	seen atomic.Uint32
+
+	mu      sync.Mutex
+	version string
+	last    *Event // the shadow's last transition
 }
 
-func init() {
-	shadowhook.Of = func(b any) shadowhook.Observer {
-		if c := b.(*Breaker).cand.Load(); c != nil {
-			return c.obs
-		}
-		return nil
+// Candidate returns the breaker's candidate policy, or nil without one.
+func (b *Breaker) Candidate() *Candidate { return b.cand.Load() }
+
+// Shadow returns the breaker that runs the candidate policy, in
+// ModeShadow: its State, Status, Counters (ShadowRejected: the calls the
+// candidate would have refused) and Transitions are the candidate's.
+func (c *Candidate) Shadow() *Breaker { return c.shadow }
+
+// Version returns the version of the policy document that carries the
+// candidate.
+func (c *Candidate) Version() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.version
+}
+
+// WouldAdmit returns the calls, since the candidate began, that the
+// breaker refused and the candidate would have admitted.
+func (c *Candidate) WouldAdmit() uint64 { return c.wouldAdmit.Load() }
+
+// Differences returns how many times a call has left the breaker and its
+// candidate in a new pair of different states (Observation.Difference).
+func (c *Candidate) Differences() uint64 { return c.diffs.Load() }
+
+// LastTransition returns the candidate's last transition; ok is false
+// before its first.
+func (c *Candidate) LastTransition() (e Event, ok bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.last == nil {
+		return Event{}, false
 	}
-	shadowhook.StateOf = func(g any) *shadowhook.GroupState { return &g.(*Group).shadows }
+	return *c.last, true
 }
 
-// errNoCandidatePackage refuses a document with a candidate in a program
-// that does not link the package that reports on it.
-var errNoCandidatePackage = errors.New("breaker: the policy document has a candidate, which needs package github.com/govkit/breaker/candidate; import it (package live does)")
-
-// canRunCandidate says why gp's candidate cannot run, if it has one.
-func canRunCandidate(gp GroupPolicy) error {
-	if gp.Candidate != nil && shadowhook.Registered() == nil {
-		return errNoCandidatePackage
-	}
-	return nil
-}
-
-// newCandidate returns b's candidate, running r, with its observer made
-// by f.
-func newCandidate(g *Group, b *Breaker, r *rules, version string, f shadowhook.Factory) *candidate {
-	c := &candidate{b: b}
+// newCandidate returns b's candidate, running r.
+func newCandidate(g *Group, b *Breaker, r *rules, version string) *Candidate {
+	c := &Candidate{b: b, version: version}
 	o := *g.opt
-	// The observer is made once the shadow is: until then the shadow
-	// has no transition to report, and none is lost.
 	o.hooks = []func(Event){func(e Event) {
-		if c.obs != nil {
-			c.obs.Transition(e)
-		}
+		c.mu.Lock()
+		c.last = &e
+		c.mu.Unlock()
 	}}
-	o.logger, o.group = nil, nil
+	o.logger, o.group, o.obs = nil, nil, nil
 	c.shadow = newBreaker(b.name, r, &o)
 	_ = c.shadow.SetMode(ModeShadow)
 	// The candidate runs on the same outcomes, warmup included: one that
@@ -67,81 +83,55 @@ func newCandidate(g *Group, b *Breaker, r *rules, version string, f shadowhook.F
 	// It looks for a call's WithInstanceStart on every call rather than
 	// sample for one first, so that it misses none the breaker has seen.
 	c.shadow.marks.Store(marksSeen)
-	c.obs = f(g, b, c.shadow, &c.wouldAdmit, version)
+	c.seen.Store(statePair(b.State(), Closed))
 	return c
+}
+
+func statePair(active, cand State) uint32 { return uint32(active)<<8 | uint32(cand) }
+
+// compare returns whose transition made the breaker and its candidate
+// differ, once both have settled a call: "candidate" or "active", or ""
+// if the pair of states is one compared before or the two agree.
+func (c *Candidate) compare() string {
+	active, cand := c.b.State(), c.shadow.State()
+	pair := statePair(active, cand)
+	if c.seen.Load() == pair {
+		return ""
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	prev := c.seen.Load()
+	if prev == pair {
+		return ""
+	}
+	c.seen.Store(pair)
+	if active == cand {
+		return ""
+	}
+	c.diffs.Add(1)
+	if cand != State(prev&0xff) && c.last != nil {
+		return "candidate"
+	}
+	return "active"
 }
 
 // candidateCall is what the candidate needs to settle one call.
 type candidateCall struct {
 	ctx context.Context // the caller's
-	c   *candidate
-	ran bool  // fn was called
-	err error // what it returned
+	c   *Candidate      // nil: none
+	ran bool            // fn was called
 	// The candidate's admission of the call.
 	tok token
 	r   *rules
 	ok  bool
 }
 
-// do is Do for a breaker with a candidate: the candidate admits the call
-// when the breaker does, settles it with the same error once the breaker
-// has, and the two are compared. It allocates nothing more than Do.
-func (c *candidate) do(ctx context.Context, fn func(context.Context) error) error {
-	b := c.b
-	cc := candidateCall{ctx: ctx, c: c}
-	settled := false
-	defer func() {
-		if !settled {
-			cc.abandon()
-			c.obs.Settled()
-		}
-	}()
-	r := b.rules.Load()
-	err := b.do(ctx, func(call context.Context) error { return cc.run(call, fn) }, b.state.Load(), r)
-	settled = true
-	if cc.ran {
-		cc.settle(cc.err)
-	} else if errors.Is(err, ErrOpen) {
-		c.refused()
-	}
-	c.obs.Settled()
-	return err
-}
-
-// allow is Allow for a breaker with a candidate.
-func (c *candidate) allow(ctx context.Context) (context.Context, func(error), error) {
-	call, done, err := c.b.allow(ctx)
-	if err != nil {
-		if errors.Is(err, ErrOpen) {
-			c.refused()
-		}
-		c.obs.Settled()
-		return nil, nil, err
-	}
-	cc := &candidateCall{ctx: ctx, c: c, ran: true}
-	cc.admit()
-	var once atomic.Bool
-	return call, func(err error) {
-		if !once.CompareAndSwap(false, true) {
-			return
-		}
-		done(err)
-		cc.settle(err)
-		c.obs.Settled()
-	}, nil
-}
-
-// run is the call as the breaker makes it, admitted by the candidate too.
-func (cc *candidateCall) run(call context.Context, fn func(context.Context) error) error {
-	cc.ran = true
-	cc.admit()
-	cc.err = fn(call)
-	return cc.err
-}
-
 // admit has the candidate admit the call, timed from here for its
 // deadlines, which it judges without imposing.
 func (cc *candidateCall) admit() {
+	if cc.c == nil {
+		return
+	}
 	s := cc.c.shadow
 	r := s.rules.Load()
 	tok, err := s.admitNotClosed(s.state.Load(), r)
@@ -182,7 +172,7 @@ func (cc *candidateCall) abandon() {
 
 // refused counts a call the breaker refused, if the candidate would have
 // admitted it.
-func (c *candidate) refused() {
+func (c *Candidate) refused() {
 	if c.shadow.state.Load().state() == Closed {
 		c.wouldAdmit.Add(1)
 	}
@@ -198,11 +188,11 @@ func (b *Breaker) setCandidate(g *Group, r *rules, version string) {
 			b.cand.Store(nil)
 		}
 	case c == nil:
-		if f := shadowhook.Registered(); f != nil { // else refused: canRunCandidate
-			b.cand.Store(newCandidate(g, b, r, version, f))
-		}
+		b.cand.Store(newCandidate(g, b, r, version))
 	default:
-		c.obs.Update(version)
+		c.mu.Lock()
+		c.version = version
+		c.mu.Unlock()
 		c.shadow.setRules(r)
 	}
 }

@@ -10,8 +10,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/govkit/breaker/internal/shadowhook"
 )
 
 // A Group hands out one [Breaker] per key, creating it on first use: per
@@ -49,8 +47,6 @@ type Group struct {
 	pmu   sync.Mutex
 	label policyLabel
 	hold  *PolicyHold // the holder of the policies, if any
-	// shadows is package candidate's state: its subscribers.
-	shadows shadowhook.GroupState
 }
 
 // GroupConfig configures a [Group].

@@ -41,9 +41,10 @@ type GroupPolicy struct {
 	// Candidate, when set, is a policy document to try on real traffic
 	// before it is published: every breaker whose policy in Candidate
 	// differs from its own also runs the candidate's, in shadow, on the
-	// same outcomes, never refusing a call; package candidate, which a
-	// program must link to run one, reports where they decide
-	// differently. Promoting it is publishing it ([GroupPolicy.Promote]).
+	// same outcomes, never refusing a call ([Breaker.Candidate]); package
+	// candidate, given to the group as an [Observer], reports where they
+	// decide differently. Promoting it is publishing it
+	// ([GroupPolicy.Promote]).
 	//
 	// Candidate is a whole document (a zero Default means
 	// DefaultPolicy()) and has no candidate of its own. In JSON it is
@@ -278,9 +279,6 @@ func compileGroup(gp GroupPolicy) (*groupRules, error) {
 		gp.Default = DefaultPolicy()
 	}
 	if err := gp.Validate(); err != nil {
-		return nil, err
-	}
-	if err := canRunCandidate(gp); err != nil {
 		return nil, err
 	}
 	var cand *groupRules

@@ -3,14 +3,11 @@ package breaker
 import (
 	"context"
 	"encoding/json"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"github.com/govkit/breaker/internal/shadowhook"
 )
 
 // In JSON a candidate is a change to the document around it: its default
@@ -97,48 +94,43 @@ func TestGroupPolicy_ABadCandidateIsRefusedByPath(t *testing.T) {
 	assert.EqualError(t, inner.Validate(), "breaker: invalid policy: candidate.candidate: a candidate has no candidate of its own")
 }
 
-// A program that does not link package candidate cannot run a candidate:
-// a document with one is refused, naming the package, and the policy in
-// force stays as it was. (This package's tests do not link it.)
-func TestGroup_ACandidateWithoutItsPackageIsRefused(t *testing.T) {
+// A group runs a document's candidate whatever the program links: the
+// shadow is the core's (Breaker.Candidate), and this package's tests link
+// no package that reports on it. A program that did not link package
+// candidate used to refuse a document with one.
+func TestGroup_ACandidateRunsWithoutAnyPackageLinked(t *testing.T) {
 	g, err := NewGroup(GroupConfig{}, WithLogger(discardLogger()))
 	require.NoError(t, err)
-	require.NoError(t, g.LoadPolicies([]byte(`{"default": {"min_requests": 10}}`)))
-	err = g.LoadPolicies([]byte(`{"default": {"min_requests": 20}, "candidate": {"default": {"error_ratio": 0.3}}}`))
-	require.Error(t, err)
-	assert.Contains(t, err.Error(), "github.com/govkit/breaker/candidate")
-	assert.Equal(t, 10, g.Policies().Default.MinRequests)
-	assert.Nil(t, g.Policies().Candidate)
+	require.NoError(t, g.LoadPolicies([]byte(`{"default": {"min_requests": 10}, "candidate": {"default": {"min_requests": 5}}}`)))
+	require.NotNil(t, g.Policies().Candidate)
+	b, err := g.Get("payment.Charge")
+	require.NoError(t, err)
+	c := b.Candidate()
+	require.NotNil(t, c)
+	for range 5 {
+		_ = b.Do(context.Background(), func(context.Context) error { return errBoom })
+	}
+	assert.Equal(t, Closed, b.State())
+	assert.Equal(t, Open, c.Shadow().State(), "the candidate's min_requests of 5 is met")
+	assert.Equal(t, ModeShadow, c.Shadow().Mode())
+	assert.Equal(t, uint64(1), c.Differences())
+	_, moved := c.LastTransition()
+	assert.True(t, moved)
 
 	_, err = NewGroup(GroupConfig{Policies: GroupPolicy{Candidate: &GroupPolicy{}}})
-	assert.ErrorContains(t, err, "github.com/govkit/breaker/candidate")
-}
-
-// nopObserver stands in for package candidate's observer, which this
-// package's tests cannot link.
-type nopObserver struct{}
-
-func (nopObserver) Settled()       {}
-func (nopObserver) Transition(any) {}
-func (nopObserver) Update(string)  {}
-
-// withCandidates has the group run candidates for the test's length.
-func withCandidates(t *testing.T) {
-	shadowhook.Register(func(_, _, _ any, _ *atomic.Uint64, _ string) shadowhook.Observer { return nopObserver{} })
-	t.Cleanup(func() { shadowhook.Register(nil) })
+	assert.NoError(t, err)
 }
 
 // A candidate's probe runs on the context of the breaker in force, which
 // is closed, so it is no probe there and makes no mark: a mark nobody can
 // see would only keep every closed call of the process looking for one.
 func TestCandidate_AProbeOfTheCandidateMakesNoMark(t *testing.T) {
-	withCandidates(t)
 	h := newDocHarness(t, GroupConfig{})
 	h.doc("v1", `{"default": {"min_requests": 10}, "candidate": {"overrides": {"payment.Charge": {"error_ratio": 0.2}}}}`)
 	h.calls("payment.Charge", 8, nil)
 	h.calls("payment.Charge", 2, errBoom)
 	pay := mustGet(t, h.g, "payment.Charge")
-	shadow := pay.cand.Load().shadow
+	shadow := pay.Candidate().Shadow()
 	require.Equal(t, Open, shadow.State())
 	h.clk.Add(30 * time.Second) // the candidate's cooldown
 	before := liveProbes.Load()
@@ -159,13 +151,12 @@ func TestCandidate_AProbeOfTheCandidateMakesNoMark(t *testing.T) {
 // candidate's, so that a candidate differing only in min_requests opened
 // on it and was reported as differing.
 func TestCandidate_ColdTargetsAreColdForTheCandidateToo(t *testing.T) {
-	withCandidates(t)
 	h := newDocHarness(t, GroupConfig{ColdTargets: true})
 	h.doc("v1", `{"default": {"min_requests": 10}, "candidate": {"default": {"min_requests": 5}}}`)
 	key := TargetKey("inventory.GetStock", "10.0.0.7:443")
 	h.calls(key, 10, errBoom)
 	b := mustGet(t, h.g, key)
-	shadow := b.cand.Load().shadow
+	shadow := b.Candidate().Shadow()
 	assert.Equal(t, Closed, b.State())
 	assert.Equal(t, uint64(10), b.Counters().Exempt)
 	assert.Equal(t, Closed, shadow.State(), "the candidate counted the cold start")
@@ -182,7 +173,6 @@ func TestCandidate_ColdTargetsAreColdForTheCandidateToo(t *testing.T) {
 // Warmup, even where the policy in force has none; it used to mark the
 // breaker in force alone.
 func TestCandidate_MarkColdMarksTheCandidate(t *testing.T) {
-	withCandidates(t)
 	h := newDocHarness(t, GroupConfig{})
 	h.doc("v1", `{"default": {"min_requests": 10},
 		"overrides": {"orders.Create": {"warmup": "0s"}},
@@ -191,7 +181,7 @@ func TestCandidate_MarkColdMarksTheCandidate(t *testing.T) {
 		b := mustGet(t, h.g, key)
 		b.MarkCold()
 		h.calls(key, 5, errBoom)
-		shadow := b.cand.Load().shadow
+		shadow := b.Candidate().Shadow()
 		assert.Equal(t, Closed, shadow.State(), key)
 		assert.Equal(t, uint64(5), shadow.Counters().Exempt, key)
 	}
@@ -203,14 +193,13 @@ func TestCandidate_MarkColdMarksTheCandidate(t *testing.T) {
 // the same mark, by its own Warmup; a call's own mark (WithInstanceStart)
 // reaches the candidate in the caller's context.
 func TestCandidate_ALateCandidateAndACallsMarkAreCold(t *testing.T) {
-	withCandidates(t)
 	h := newDocHarness(t, GroupConfig{ColdTargets: true})
 	h.doc("v1", `{"default": {"min_requests": 10}}`)
 	key := TargetKey("inventory.GetStock", "10.0.0.7:443")
 	b := mustGet(t, h.g, key)
 	h.clk.Add(20 * time.Second) // 40s of the warmup left
 	h.doc("v2", `{"default": {"min_requests": 10}, "candidate": {"default": {"min_requests": 5, "warmup": "30s"}}}`)
-	shadow := b.cand.Load().shadow
+	shadow := b.Candidate().Shadow()
 	h.calls(key, 5, errBoom)
 	assert.Equal(t, uint64(5), shadow.Counters().Exempt, "cold for 10s more")
 	h.clk.Add(10 * time.Second) // the candidate's warmup is over, not the breaker's
@@ -223,7 +212,7 @@ func TestCandidate_ALateCandidateAndACallsMarkAreCold(t *testing.T) {
 	for i := 0; i < 5; i++ {
 		_ = pay.Do(started, func(context.Context) error { return errBoom })
 	}
-	ps := pay.cand.Load().shadow
+	ps := pay.Candidate().Shadow()
 	assert.Equal(t, Closed, ps.State())
 	assert.Equal(t, uint64(5), ps.Counters().Exempt)
 }
@@ -234,7 +223,6 @@ func TestCandidate_ALateCandidateAndACallsMarkAreCold(t *testing.T) {
 // marks, the marked successes after an unmarked one went into the
 // candidate's window while the breaker left them out.
 func TestCandidate_SeesEveryMarkedSuccessTheBreakerSees(t *testing.T) {
-	withCandidates(t)
 	h := newDocHarness(t, GroupConfig{})
 	h.doc("v1", `{"default": {"min_requests": 10}}`)
 	pay := mustGet(t, h.g, "payment.Charge")
@@ -242,7 +230,7 @@ func TestCandidate_SeesEveryMarkedSuccessTheBreakerSees(t *testing.T) {
 	require.NoError(t, pay.Do(started, func(context.Context) error { return nil }))
 	require.Equal(t, uint64(1), pay.Counters().Exempt, "the breaker has seen a mark")
 	h.doc("v2", `{"default": {"min_requests": 10}, "candidate": {"default": {"min_requests": 5}}}`)
-	shadow := pay.cand.Load().shadow
+	shadow := pay.Candidate().Shadow()
 	require.NoError(t, pay.Do(context.Background(), func(context.Context) error { return nil }))
 	for range 5 {
 		require.NoError(t, pay.Do(started, func(context.Context) error { return nil }))

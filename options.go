@@ -18,6 +18,7 @@ type options struct {
 	hooks    []func(Event)
 	logger   *slog.Logger
 	group    *Group // the group that made the breaker, if any
+	obs      []Observer
 }
 
 // WithClock makes the breaker read time from c (nil: the real clock), such
@@ -56,6 +57,17 @@ func OnTransition(h func(Event)) Option {
 	return func(o *options) {
 		if h != nil {
 			o.hooks = append(o.hooks, h)
+		}
+	}
+}
+
+// WithObserver adds o to the observers of every call the breaker makes
+// (see [Observer]); given to [NewGroup], to every breaker of the group. A
+// nil o is ignored.
+func WithObserver(o Observer) Option {
+	return func(opt *options) {
+		if o != nil {
+			opt.obs = append(opt.obs, o)
 		}
 	}
 }

@@ -206,6 +206,27 @@ func (r *Recorder) Record(rec Record) {
 	}
 }
 
+// Observe records o, a call a breaker settled: a Recorder is a
+// [breaker.Observer], given to [breaker.New] or [breaker.NewGroup] with
+// [breaker.WithObserver], and so records every call of those breakers,
+// whichever way it is made (Do, Call, Allow, a fallback, the HTTP and gRPC
+// integrations). The record is the breaker's own: its key, its clock (the
+// call's start and how long the breaker took to settle it), the outcome
+// it counted, a probe, a refusal and whether it was the throttle's, so
+// Options.Clock and Options.Classifier do not apply; Options.Sample does.
+// Transitions are not calls: record them with [Recorder.Watch] or
+// [Recorder.RecordTransition]. Like Record, it never blocks.
+func (r *Recorder) Observe(o breaker.Observation) {
+	if r == nil || !r.sampled() {
+		return
+	}
+	rec := Record{Time: o.Start, Key: o.Name, Refused: o.Refused, Throttled: o.Throttled}
+	if !o.Refused {
+		rec.Duration, rec.Outcome, rec.Probe = min(max(o.Duration, 0), maxDuration), o.Outcome, o.Probe
+	}
+	r.Record(rec)
+}
+
 // sampled reports whether the next call is one to record: the n-th call
 // is when floor(n/every) moves on.
 func (r *Recorder) sampled() bool {

@@ -2,97 +2,72 @@
 // document may carry one ([breaker.GroupPolicy] Candidate), to try on
 // real traffic before it is published. Every breaker whose policy in the
 // candidate differs from its own also runs the candidate's in shadow, on
-// the same calls, refusing none; this package compares the two after
-// each call and reports each place where they come to differ: as an
-// [Event] to [Subscribe]rs, in a log record, and in [Of].
+// the same calls, refusing none ([breaker.Breaker.Candidate]); a
+// [Reporter], given to the group as its [breaker.Observer], reports each
+// place where the two come to differ, as an [Event] to its subscribers and
+// in a log record, and [Of] tells what a breaker's candidate has done.
 //
-// A group runs a document's candidate only in a program that links this
-// package, as package live does; elsewhere a document with a candidate is
-// refused.
+// The group runs the candidate whether or not this package is linked: the
+// shadow is the breaker's own. Without a Reporter, nothing is reported,
+// and Of still reads the candidate.
 package candidate
 
 import (
+	"context"
+	"log/slog"
+	"math"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 
 	"github.com/govkit/breaker"
-	"github.com/govkit/breaker/internal/shadowhook"
 )
 
-func init() { shadowhook.Register(newObserver) }
-
-// observer compares one breaker with its candidate, which the breaker
-// runs on shadow, a breaker in breaker.ModeShadow.
-type observer struct {
-	g          *breaker.Group
-	b          *breaker.Breaker
-	shadow     *breaker.Breaker
-	wouldAdmit *atomic.Uint64 // counted by the breaker
-	diffs      atomic.Uint64  // differences reported
-
-	// seen packs the states last compared, so that a call that changed
-	// neither costs two state reads. Written under mu.
-	seen atomic.Uint32
-
-	mu      sync.Mutex
-	version string
-	last    *breaker.Event // the candidate's last transition
+// A Reporter reports on the candidate policies of the breakers it
+// observes: pass it to [breaker.NewGroup] with [breaker.WithObserver].
+// Each [Event] is logged at Info to its logger and handed to its
+// subscribers. A Reporter is safe for concurrent use; one may observe
+// several groups.
+type Reporter struct {
+	log  *slog.Logger
+	mu   sync.Mutex
+	list atomic.Pointer[[]*subscriber]
 }
 
-func newObserver(g, b, shadow any, wouldAdmit *atomic.Uint64, version string) shadowhook.Observer {
-	o := &observer{g: g.(*breaker.Group), b: b.(*breaker.Breaker), shadow: shadow.(*breaker.Breaker),
-		wouldAdmit: wouldAdmit, version: version}
-	o.seen.Store(statePair(o.b.State(), breaker.Closed))
-	return o
+type subscriber struct {
+	f   func(Event)
+	off atomic.Bool
 }
 
-// Transition keeps the candidate's last transition, for Settled.
-func (o *observer) Transition(e any) {
-	ev := e.(breaker.Event)
-	o.mu.Lock()
-	o.last = &ev
-	o.mu.Unlock()
+// NewReporter returns a Reporter that logs to log (nil: slog.Default()).
+// Give it the group's logger ([breaker.WithLogger]) to log beside the
+// group's records.
+func NewReporter(log *slog.Logger) *Reporter {
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Reporter{log: log}
 }
 
-// Update records the version of a document that keeps the candidate.
-func (o *observer) Update(version string) {
-	o.mu.Lock()
-	o.version = version
-	o.mu.Unlock()
-}
-
-func statePair(active, cand breaker.State) uint32 { return uint32(active)<<8 | uint32(cand) }
-
-// Settled reports a new difference between the breaker and its
-// candidate, once both have settled a call.
-func (o *observer) Settled() {
-	active, cand := o.b.State(), o.shadow.State()
-	pair := statePair(active, cand)
-	if o.seen.Load() == pair {
+// Observe reports the difference an observation reveals, if any: the
+// [breaker.Observer] of a group whose breakers run candidates.
+func (r *Reporter) Observe(o breaker.Observation) {
+	c := o.Candidate
+	if c == nil || o.Difference == "" {
 		return
 	}
-	o.mu.Lock()
-	prev := o.seen.Load()
-	if prev == pair {
-		o.mu.Unlock()
-		return
-	}
-	o.seen.Store(pair)
-	if active == cand {
-		o.mu.Unlock()
-		return
-	}
-	e := Event{Name: o.b.Name(), Version: o.version, Candidate: cand, Active: active}
-	if cand != breaker.State(prev&0xff) && o.last != nil {
-		e.Moved, e.Reason, e.Time = "candidate", o.last.Reason, o.last.Time
-		if cand != breaker.Closed {
-			e.Window = o.last.Snapshot
+	shadow := c.Shadow()
+	e := Event{Name: o.Name, Version: c.Version(), Candidate: shadow.State(), Active: o.State, Moved: o.Difference}
+	if last, ok := c.LastTransition(); ok && o.Difference == "candidate" {
+		e.Reason, e.Time = last.Reason, last.Time
+		if e.Candidate != breaker.Closed {
+			e.Window = last.Snapshot
 		} else {
-			e.Window = o.shadow.Snapshot()
+			e.Window = shadow.Snapshot()
 		}
 	} else {
-		e.Moved, e.Time = "active", o.g.Now()
-		if st := o.b.Status(); active != breaker.Closed {
+		e.Time = o.Start.Add(o.Duration)
+		if st := o.Breaker.Status(); e.Active != breaker.Closed {
 			e.Reason = st.Reason
 			if st.Outage != nil {
 				e.Window = st.Outage.Trip.Window
@@ -101,9 +76,76 @@ func (o *observer) Settled() {
 			e.Window = st.Window
 		}
 	}
-	o.mu.Unlock()
-	e.WouldRefuse = o.shadow.Counters().ShadowRejected
-	e.WouldAdmit = o.wouldAdmit.Load()
-	o.diffs.Add(1)
-	report(o.g, e)
+	e.WouldRefuse = shadow.Counters().ShadowRejected
+	e.WouldAdmit = c.WouldAdmit()
+	r.report(e)
+}
+
+// Subscribe calls f with every [Event] r reports, on the goroutine of the
+// call that revealed it, outside any lock. The returned function removes
+// f; once it has returned, f is not called again. A panic in f is
+// recovered and logged; a nil f is ignored.
+func (r *Reporter) Subscribe(f func(Event)) (unsubscribe func()) {
+	if r == nil || f == nil {
+		return func() {}
+	}
+	s := &subscriber{f: f}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var next []*subscriber
+	if l := r.list.Load(); l != nil {
+		next = append(next, *l...)
+	}
+	next = append(next, s)
+	r.list.Store(&next)
+	return func() {
+		s.off.Store(true)
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		var next []*subscriber
+		for _, x := range *r.list.Load() {
+			if x != s {
+				next = append(next, x)
+			}
+		}
+		r.list.Store(&next)
+	}
+}
+
+// report logs e and hands it to the subscribers.
+func (r *Reporter) report(e Event) {
+	log := r.log
+	log.LogAttrs(context.Background(), slog.LevelInfo, "breaker candidate differs",
+		slog.Attr{Key: "breaker", Value: slog.GroupValue(
+			slog.String("name", e.Name),
+			slog.Bool("candidate", true),
+			slog.String("version", e.Version),
+			slog.String("moved", e.Moved),
+			slog.String("candidate_state", e.Candidate.String()),
+			slog.String("active_state", e.Active.String()),
+			slog.String("reason", string(e.Reason)),
+			slog.Float64("ratio", math.Round(e.Window.ErrorRatio()*100)/100),
+			slog.Uint64("counted", e.Window.Counted),
+			slog.Uint64("failures", e.Window.Failures),
+			slog.Uint64("timeouts", e.Window.Timeouts),
+			slog.Uint64("would_refuse", e.WouldRefuse),
+			slog.Uint64("would_admit", e.WouldAdmit),
+		)})
+	l := r.list.Load()
+	if l == nil {
+		return
+	}
+	for _, s := range *l {
+		if !s.off.Load() {
+			func() {
+				defer func() {
+					if v := recover(); v != nil {
+						log.Error("breaker: candidate subscriber panicked", slog.Group("breaker", slog.String("name", e.Name)),
+							"panic", v, "stack", string(debug.Stack()))
+					}
+				}()
+				s.f(e)
+			}()
+		}
+	}
 }

@@ -22,7 +22,7 @@ const candidateDoc = `{"default": {"min_requests": 10},
 
 func (h *harness) candidates() chan candidate.Event {
 	ch := make(chan candidate.Event, 64)
-	h.t.Cleanup(candidate.Subscribe(h.g, func(e candidate.Event) { ch <- e }))
+	h.t.Cleanup(h.rep.Subscribe(func(e candidate.Event) { ch <- e }))
 	return ch
 }
 
@@ -42,7 +42,7 @@ func drain(ch chan candidate.Event) []candidate.Event {
 // closed: it is reported with its tripping window, and refuses nothing.
 func TestCandidate_ReportsATripThePolicyInForceDoesNotMake(t *testing.T) {
 	logs := &testutil.LogBuffer{}
-	h := newHarness(t, breaker.WithLogger(testutil.TextLogger(logs)))
+	h := newLoggedHarness(t, breaker.GroupConfig{}, testutil.TextLogger(logs))
 	ch := h.candidates()
 	h.doc("v7", candidateDoc)
 

@@ -3,6 +3,7 @@ package candidate_test
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"testing"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/govkit/breaker"
+	"github.com/govkit/breaker/candidate"
 	"github.com/govkit/breaker/internal/testutil"
 )
 
@@ -24,6 +26,7 @@ var errBoom = errors.New("boom")
 type harness struct {
 	t    *testing.T
 	g    *breaker.Group
+	rep  *candidate.Reporter // the group's observer
 	clk  *clock.Mock
 	hold *breaker.PolicyHold
 }
@@ -35,10 +38,17 @@ func newHarness(t *testing.T, opts ...breaker.Option) *harness {
 
 func newGroupHarness(t *testing.T, cfg breaker.GroupConfig, opts ...breaker.Option) *harness {
 	t.Helper()
-	h := &harness{t: t, clk: clock.NewMock()}
+	return newLoggedHarness(t, cfg, testutil.DiscardLogger(), opts...)
+}
+
+// newLoggedHarness is newGroupHarness with the group and its reporter
+// logging to log.
+func newLoggedHarness(t *testing.T, cfg breaker.GroupConfig, log *slog.Logger, opts ...breaker.Option) *harness {
+	t.Helper()
+	h := &harness{t: t, clk: clock.NewMock(), rep: candidate.NewReporter(log)}
 	h.clk.Set(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
 	g, err := breaker.NewGroup(cfg, append([]breaker.Option{breaker.WithClock(h.clk),
-		breaker.WithRand(func() float64 { return 0.5 }), breaker.WithLogger(testutil.DiscardLogger())}, opts...)...)
+		breaker.WithRand(func() float64 { return 0.5 }), breaker.WithLogger(log), breaker.WithObserver(h.rep)}, opts...)...)
 	require.NoError(t, err)
 	h.g = g
 	h.hold, err = g.HoldPolicies("test:policies")
