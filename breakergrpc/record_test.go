@@ -15,6 +15,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 )
 
@@ -247,4 +249,60 @@ func TestRecordsEveryConcurrentCallOnce(t *testing.T) {
 	}
 	assert.Equal(t, testutil.OutcomesOf(c.breaker(checkMethod)), outcomesOf(unary))
 	assert.Equal(t, testutil.OutcomesOf(c.breaker(watchMethod)), outcomesOf(streams))
+}
+
+// A calltrace.Recorder given to the group as its observer
+// (breaker.WithObserver) records each call as WithRecorder does, unary
+// and streaming: the same records, call by call, the refusals and the
+// probes included, with the outcome the breaker counted, at the same
+// times. The breaker's one seam for what watches calls sees what the
+// interceptors' own recorder sees.
+func TestInterceptors_TheGroupsObserverRecordsWhatWithRecorderRecords(t *testing.T) {
+	srv := newServer(t)
+	viaOption, viaObserver := tracetest.New(t), tracetest.New(t)
+	clk := testutil.NewClock()
+	g, err := breaker.NewGroup(breaker.GroupConfig{Policies: breaker.GroupPolicy{Default: testutil.Policy()}},
+		breaker.WithClock(clk), breaker.WithObserver(viaObserver.Rec))
+	require.NoError(t, err)
+	rec := WithRecorder(viaOption.Rec)
+	conn, err := grpc.NewClient(srv.addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithUnaryInterceptor(UnaryClientInterceptor(g, rec)), grpc.WithStreamInterceptor(StreamClientInterceptor(g, rec)))
+	require.NoError(t, err)
+	t.Cleanup(func() { conn.Close() })
+	c := &client{t: t, clk: clk, group: g, conn: conn, hc: healthpb.NewHealthClient(conn)}
+	ctx := context.Background()
+
+	for _, service := range []string{"", "code:5", "code:13", "code:14", "code:13", "code:13"} {
+		clk.Add(time.Millisecond)
+		_ = c.check(service, 0)
+	}
+	for i := 0; i < 4; i++ {
+		clk.Add(time.Millisecond)
+		if s, err := c.watch(ctx, "first:14"); err == nil {
+			_, _ = drain(s)
+		}
+	}
+	require.ErrorIs(t, c.check("", 0), breaker.ErrOpen)
+	clk.Add(10 * time.Second)
+	require.NoError(t, c.check("", 0)) // a probe
+	s, err := c.watch(ctx, "send:2")
+	require.NoError(t, err)
+	_, err = drain(s)
+	require.NoError(t, err)
+
+	want := viaOption.Records()
+	require.Len(t, want, 13)
+	var refused, probes int
+	for _, r := range want {
+		if r.Refused {
+			refused++
+		}
+		if r.Probe {
+			probes++
+		}
+	}
+	// Check and Watch have a breaker each: both open, refuse and probe.
+	assert.Equal(t, 2, refused)
+	assert.Equal(t, 2, probes)
+	assert.Equal(t, want, viaObserver.Records())
 }

@@ -236,3 +236,43 @@ func TestTransport_RecordingAddsOneAllocationPerRequest(t *testing.T) {
 	require.NoError(t, rec.Close())
 	assert.NotZero(t, rec.Written())
 }
+
+// A calltrace.Recorder given to the group as its observer
+// (breaker.WithObserver) records each request as WithRecorder does: the
+// same records, request by request, the refusals and the probes included,
+// with the outcome the breaker counted, at the same times. The breaker's
+// one seam for what watches calls sees what the Transport's own recorder
+// sees.
+func TestTransport_TheGroupsObserverRecordsWhatWithRecorderRecords(t *testing.T) {
+	viaOption, viaObserver := tracetest.New(t), tracetest.New(t)
+	clk := testutil.NewClock()
+	g, err := breaker.NewGroup(breaker.GroupConfig{Policies: breaker.GroupPolicy{Default: testutil.Policy()}},
+		breaker.WithClock(clk), breaker.WithObserver(viaObserver.Rec))
+	require.NoError(t, err)
+	tr := New(&http.Transport{}, g, WithRecorder(viaOption.Rec))
+	t.Cleanup(tr.CloseIdleConnections)
+	f := &fixture{t: t, clk: clk, group: g, tr: tr, client: &http.Client{Transport: tr}}
+	d := newDownstream(t)
+	ctx := context.Background()
+	for _, path := range []string{"/status/200", "/status/404", "/reset", "/status/500", "/status/503", "/status/500", "/status/500"} {
+		clk.Add(time.Millisecond)
+		_, _ = f.get(ctx, d.URL+path)
+	}
+	require.Equal(t, breaker.Open, f.breaker(d).State())
+	_, err = f.get(ctx, d.URL+"/status/200")
+	require.ErrorIs(t, err, breaker.ErrOpen)
+	clk.Add(10 * time.Second)
+	resp, err := f.client.Get(d.URL + "/status/200") // a probe, its body read later
+	require.NoError(t, err)
+	clk.Add(300 * time.Millisecond)
+	_, err = io.Copy(io.Discard, resp.Body)
+	require.NoError(t, err)
+	require.NoError(t, resp.Body.Close())
+
+	want := viaOption.Records()
+	require.Len(t, want, 9)
+	assert.True(t, want[7].Refused)
+	assert.True(t, want[8].Probe)
+	assert.Equal(t, 300*time.Millisecond, want[8].Duration)
+	assert.Equal(t, want, viaObserver.Records())
+}
