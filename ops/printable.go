@@ -138,21 +138,8 @@ func escape(r rune, n int, c byte) string {
 	case shows(r):
 		return ""
 	}
-	switch r {
-	case '\a':
-		return `\a`
-	case '\b':
-		return `\b`
-	case '\f':
-		return `\f`
-	case '\n':
-		return `\n`
-	case '\r':
-		return `\r`
-	case '\t':
-		return `\t`
-	case '\v':
-		return `\v`
+	if i := strings.IndexRune("\a\b\f\n\r\t\v", r); i >= 0 {
+		return `\` + "abfnrtv"[i:i+1]
 	}
 	var b []byte
 	switch {

@@ -48,6 +48,7 @@ import (
 
 	"github.com/govkit/breaker"
 	"github.com/govkit/breaker/check"
+	"github.com/govkit/breaker/internal/readlimit"
 	"github.com/govkit/breaker/ops"
 )
 
@@ -116,12 +117,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 		// A trace alone makes no findings: a flag of the checks would be
 		// dropped without a word, and a CI gate would pass by adding it.
-		var dropped []string
-		fs.Visit(func(f *flag.Flag) {
-			if checkOnly[f.Name] {
-				dropped = append(dropped, "-"+f.Name)
-			}
-		})
+		dropped := given(fs, checkOnly)
 		if len(dropped) > 0 {
 			return fail("-trace alone runs no checks, so %s would do nothing: add -traffic or -snapshot to run the checks and the trace together, or leave %s out",
 				strings.Join(dropped, ", "), plural(len(dropped), "it", "them"))
@@ -155,12 +151,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return fail("-top must be at least 1, got %d", *top)
 	}
 	if !*suggest {
-		var unused []string
-		fs.Visit(func(f *flag.Flag) {
-			if suggestOnly[f.Name] {
-				unused = append(unused, "-"+f.Name)
-			}
-		})
+		unused := given(fs, suggestOnly)
 		if len(unused) > 0 {
 			return fail("%s %s only with -suggest: add -suggest, or leave %s out",
 				strings.Join(unused, ", "), plural(len(unused), "applies", "apply"), plural(len(unused), "it", "them"))
@@ -186,7 +177,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 
 	var w check.Workload
 	if *trafficFile != "" {
-		data, err := readInput("-traffic", *trafficFile, maxInput)
+		data, err := readlimit.File("-traffic", *trafficFile, maxInput)
 		if err != nil {
 			return fail("%v", err)
 		}
@@ -328,6 +319,18 @@ const maxTrace = 4 << 30
 // suggestOnly are the flags that only -suggest reads.
 var suggestOnly = map[string]bool{"key": true, "top": true, "fault-for": true}
 
+// given returns the flags of names that were set on the command line, as
+// "-name", in the order fs visits them.
+func given(fs *flag.FlagSet, names map[string]bool) []string {
+	var set []string
+	fs.Visit(func(f *flag.Flag) {
+		if names[f.Name] {
+			set = append(set, "-"+f.Name)
+		}
+	})
+	return set
+}
+
 // describeNone says which inputs described no key.
 func describeNone(traffic, snapshot string) string {
 	switch {
@@ -353,7 +356,7 @@ func plural(n int, one, many string) string {
 
 // readPolicy reads and parses the group policy document.
 func readPolicy(path string, fail func(string, ...any) int) (breaker.GroupPolicy, int) {
-	data, err := readInput("-policy", path, breaker.MaxPolicyDocumentSize)
+	data, err := readlimit.File("-policy", path, breaker.MaxPolicyDocumentSize)
 	if err != nil {
 		return breaker.GroupPolicy{}, fail("%v", err)
 	}
@@ -423,23 +426,6 @@ func writeJSON(w io.Writer, v any) error {
 // what a path to a device or a runaway file costs.
 const maxInput = 64 << 20
 
-// readInput reads the file given to flag, or refuses it past limit bytes.
-func readInput(flag, path string, limit int64) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", flag, err)
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, limit+1))
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", flag, err)
-	}
-	if int64(len(data)) > limit {
-		return nil, fmt.Errorf("%s %s: more than %d bytes, the most it reads", flag, path, limit)
-	}
-	return data, nil
-}
-
 // readSnapshot reads an ops.GroupSnapshot from a file or an http(s) URL.
 // Fields the checker does not know (a newer service's) are skipped.
 func readSnapshot(src string) (ops.GroupSnapshot, error) {
@@ -467,7 +453,7 @@ func readSnapshot(src string) (ops.GroupSnapshot, error) {
 		}
 	} else {
 		var err error
-		if data, err = readInput("-snapshot", src, maxInput); err != nil {
+		if data, err = readlimit.File("-snapshot", src, maxInput); err != nil {
 			return ops.GroupSnapshot{}, err
 		}
 	}

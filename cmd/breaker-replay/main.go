@@ -62,6 +62,7 @@ import (
 	"time"
 
 	"github.com/govkit/breaker"
+	"github.com/govkit/breaker/internal/readlimit"
 	"github.com/govkit/breaker/replay"
 )
 
@@ -302,7 +303,7 @@ func checkSeedRange(first uint64, n int) error {
 // name with a path separator or a .json suffix is a file.
 func readScenario(arg string) ([]byte, error) {
 	if strings.HasSuffix(arg, ".json") || strings.ContainsRune(arg, filepath.Separator) || strings.ContainsRune(arg, '/') {
-		return readInput("-scenario", arg, maxScenario)
+		return readlimit.File("-scenario", arg, maxScenario)
 	}
 	data, err := replay.ScenarioJSON(arg)
 	if err != nil {
@@ -316,30 +317,13 @@ func readScenario(arg string) ([]byte, error) {
 // a bound on what a path to a device or a runaway file costs.
 const maxScenario = 16 << 20
 
-// readInput reads the file given to flag, or refuses it past limit bytes.
-func readInput(flag, path string, limit int64) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", flag, err)
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, limit+1))
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", flag, err)
-	}
-	if int64(len(data)) > limit {
-		return nil, fmt.Errorf("%s %s: more than %d bytes, the most it reads", flag, path, limit)
-	}
-	return data, nil
-}
-
 // candidate reads the -policy document: a group policy document
 // ({"default": ..., "overrides": ...}, the one breaker-check and a
 // breaker.Group read), whose policy for each call's key runs in the
 // candidate run, or a single policy document, laid over the policy each
 // call runs under.
 func candidate(path, on string) (*replay.Candidate, error) {
-	data, err := readInput("-policy", path, breaker.MaxPolicyDocumentSize)
+	data, err := readlimit.File("-policy", path, breaker.MaxPolicyDocumentSize)
 	if err != nil {
 		return nil, err
 	}
@@ -425,7 +409,7 @@ func runTrace(path, policy, active, svg string, stdout, stderr io.Writer) int {
 	}
 	var gp, ap breaker.GroupPolicy
 	if active != "" {
-		data, err := readInput("-active", active, breaker.MaxPolicyDocumentSize)
+		data, err := readlimit.File("-active", active, breaker.MaxPolicyDocumentSize)
 		if err != nil {
 			return fail(exitUsage, "%v", err)
 		}
@@ -434,7 +418,7 @@ func runTrace(path, policy, active, svg string, stdout, stderr io.Writer) int {
 		}
 	}
 	if policy != "" {
-		data, err := readInput("-policy", policy, breaker.MaxPolicyDocumentSize)
+		data, err := readlimit.File("-policy", policy, breaker.MaxPolicyDocumentSize)
 		if err != nil {
 			return fail(exitUsage, "%v", err)
 		}
