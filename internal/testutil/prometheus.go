@@ -1,7 +1,6 @@
 package testutil
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -11,7 +10,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -56,7 +54,7 @@ func StartPrometheus(t testing.TB, bin, job, target string, rules []byte, every,
 	require.NoError(t, err)
 	addr := ln.Addr().String()
 	require.NoError(t, ln.Close()) // another process could take it first; at this scale none does
-	out := &lockedOutput{}
+	out := &LogBuffer{} // written from the process's pipes' goroutines, read when the test fails
 	cmd := exec.Command(bin, "--config.file="+filepath.Join(dir, "prometheus.yml"),
 		"--storage.tsdb.path="+filepath.Join(dir, "data"), "--web.listen-address="+addr, "--log.level=warn")
 	cmd.Stdout, cmd.Stderr = out, out
@@ -123,23 +121,4 @@ func (p *Prometheus) API(path string, params url.Values, data any) {
 	require.NoError(p.T, json.Unmarshal(body, &env), "%s: %s", path, body)
 	require.Equal(p.T, "success", env.Status, "%s %v: %s", path, params, env.Error)
 	require.NoError(p.T, json.Unmarshal(env.Data, data))
-}
-
-// lockedOutput collects a process's output, written from its pipes'
-// goroutines and read when the test fails.
-type lockedOutput struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedOutput) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedOutput) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
