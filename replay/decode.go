@@ -140,42 +140,34 @@ func plain[T any](o object, name string, dst *T, want string) bool {
 	return true
 }
 
-func (o object) number(name string, dst *float64) bool {
-	raw := o.take(name)
-	if raw == nil {
-		return false
-	}
-	var f float64
-	if err := json.Unmarshal(raw, &f); err != nil {
-		o.p.add(o.field(name), "want a number, got %s", short(raw))
-		return false
-	}
-	*dst = f
-	return true
-}
+func (o object) number(name string, dst *float64) bool { return plain(o, name, dst, "a number") }
 
 func (o object) integer(name string, dst *int) bool {
-	raw := o.take(name)
-	if raw == nil {
-		return false
-	}
-	var n json.Number
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	if err := dec.Decode(&n); err != nil {
-		o.p.add(o.field(name), "want an integer, got %s", short(raw))
-		return false
-	}
-	i, err := n.Int64()
-	if err != nil || i > math.MaxInt32 || i < math.MinInt32 {
-		o.p.add(o.field(name), "want an integer, got %s", short(raw))
-		return false
-	}
-	*dst = int(i)
-	return true
+	return o.numeral(name, "an integer", func(n json.Number) bool {
+		i, err := n.Int64()
+		if err != nil || i > math.MaxInt32 || i < math.MinInt32 {
+			return false
+		}
+		*dst = int(i)
+		return true
+	})
 }
 
 func (o object) uint64(name string, dst *uint64) bool {
+	return o.numeral(name, "a non-negative integer", func(n json.Number) bool {
+		u, err := strconv.ParseUint(n.String(), 10, 64)
+		if err != nil {
+			return false
+		}
+		*dst = u
+		return true
+	})
+}
+
+// numeral decodes field name as a JSON number kept as written and hands
+// it to set, which stores it and reports whether it fits; if it is not a
+// number or does not fit, the problem says what was wanted.
+func (o object) numeral(name, want string, set func(json.Number) bool) bool {
 	raw := o.take(name)
 	if raw == nil {
 		return false
@@ -183,16 +175,10 @@ func (o object) uint64(name string, dst *uint64) bool {
 	var n json.Number
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber()
-	var u uint64
-	err := dec.Decode(&n)
-	if err == nil {
-		u, err = strconv.ParseUint(n.String(), 10, 64)
-	}
-	if err != nil {
-		o.p.add(o.field(name), "want a non-negative integer, got %s", short(raw))
+	if dec.Decode(&n) != nil || !set(n) {
+		o.p.add(o.field(name), "want %s, got %s", want, short(raw))
 		return false
 	}
-	*dst = u
 	return true
 }
 

@@ -134,24 +134,27 @@ func (r *TraceReport) writeKeyPanel(p func(string, ...any), k *KeyReport, top in
 
 	// The two bands: recorded refusals, and the candidate's states.
 	by := int(y0) + traceFooter
-	label := "recorded breaker (black: refusing calls)"
-	if k.throttles() {
-		label = "recorded breaker (black: open, refusing calls; blue: closed, throttling)"
+	// band writes a band's label and its closed background at by, with
+	// the seconds throttled marked on it: label, or throttling if the
+	// chart tells the throttle's refusals apart.
+	band := func(label, throttling string, throttled func(TraceSecond) bool) {
+		if k.throttles() {
+			label = throttling
+		}
+		p(`<text x="%d" y="%d">%s</text>`+"\n", plotLeft, by+12, label)
+		p(`<rect x="%d" y="%d" width="%g" height="%d" fill="%s"/>`+"\n", plotLeft, by+16, plotW, bandHeight, stateColor[breaker.Closed])
+		throttledSeconds(p, k, throttled, x, by+16)
 	}
-	p(`<text x="%d" y="%d">%s</text>`+"\n", plotLeft, by+12, label)
-	p(`<rect x="%d" y="%d" width="%g" height="%d" fill="%s"/>`+"\n", plotLeft, by+16, plotW, bandHeight, stateColor[breaker.Closed])
-	throttledSeconds(p, k, func(s TraceSecond) bool { return s.Throttled > 0 }, x, by+16)
+	band("recorded breaker (black: refusing calls)",
+		"recorded breaker (black: open, refusing calls; blue: closed, throttling)",
+		func(s TraceSecond) bool { return s.Throttled > 0 })
 	for _, s := range k.Recorded {
 		p(`<rect x="%.1f" y="%d" width="%.1f" height="%d" fill="%s"/>`+"\n", x(s.From.Seconds()), by+16, max(x(s.To.Seconds())-x(s.From.Seconds()), 1), bandHeight, stateColor[breaker.Open])
 	}
 	by += bandRow
-	label = "candidate breaker (black: open, amber: half-open)"
-	if k.throttles() {
-		label = "candidate breaker (black: open, amber: half-open, blue: closed, throttling)"
-	}
-	p(`<text x="%d" y="%d">%s</text>`+"\n", plotLeft, by+12, label)
-	p(`<rect x="%d" y="%d" width="%g" height="%d" fill="%s"/>`+"\n", plotLeft, by+16, plotW, bandHeight, stateColor[breaker.Closed])
-	throttledSeconds(p, k, func(s TraceSecond) bool { return s.CandidateThrottled > 0 }, x, by+16)
+	band("candidate breaker (black: open, amber: half-open)",
+		"candidate breaker (black: open, amber: half-open, blue: closed, throttling)",
+		func(s TraceSecond) bool { return s.CandidateThrottled > 0 })
 	for i, t := range k.Transitions {
 		if t.To == breaker.Closed {
 			continue
