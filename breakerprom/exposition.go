@@ -444,24 +444,54 @@ func newExpFamily(ns string, f family, consts []constLabel) expFamily {
 			}
 		}
 	}
-	// perLatency and perCandidate likewise, for the breakers that have one.
-	perLatency := func(v func(l *latencyRow) float64) func(sc *scrape) {
+	// perKind writes, for each breaker, one sample per kind (its second
+	// label, in the order given), of value v(r, k) for the k-th.
+	perKind := func(kinds []string, v func(r *row, k int) float64) func(sc *scrape) {
 		return func(sc *scrape) {
 			var l vals
-			for i := range sc.lats {
-				lr := &sc.lats[i]
-				l[0] = sc.rows[lr.row].name
-				sc.sample(t, &l, v(lr))
+			for i := range sc.rows {
+				r := &sc.rows[i]
+				l[0] = r.name
+				for k, kind := range kinds {
+					l[1] = kind
+					sc.sample(t, &l, v(r, k))
+				}
 			}
 		}
 	}
+	// perLatency and perCandidate likewise, for the breakers that have one.
+	perLatency := func(v func(l *latencyRow) float64) func(sc *scrape) {
+		return perRow(t, func(sc *scrape) []latencyRow { return sc.lats }, func(l *latencyRow) int { return l.row }, v)
+	}
 	perCandidate := func(v func(c *candidateRow) float64) func(sc *scrape) {
+		return perRow(t, func(sc *scrape) []candidateRow { return sc.cands }, func(c *candidateRow) int { return c.row }, v)
+	}
+	// perReason writes a sample of 1 for each breaker with a reason, the
+	// reason its second label.
+	perReason := func(reason func(r *row) string) func(sc *scrape) {
 		return func(sc *scrape) {
 			var l vals
-			for i := range sc.cands {
-				c := &sc.cands[i]
-				l[0] = sc.rows[c.row].name
-				sc.sample(t, &l, v(c))
+			for i := range sc.rows {
+				if r := &sc.rows[i]; reason(r) != "" {
+					l[0], l[1] = r.name, reason(r)
+					sc.sample(t, &l, 1)
+				}
+			}
+		}
+	}
+	// whole writes one sample of the group as a whole, of value v.
+	whole := func(v func(sc *scrape) float64) func(sc *scrape) {
+		return func(sc *scrape) {
+			var l vals
+			sc.sample(t, &l, v(sc))
+		}
+	}
+	// flag writes a sample of 1 labelled with l while it is up, none
+	// otherwise.
+	flag := func(up func(sc *scrape) (bool, vals)) func(sc *scrape) {
+		return func(sc *scrape) {
+			if ok, l := up(sc); ok {
+				sc.sample(t, &l, 1)
 			}
 		}
 	}
@@ -524,21 +554,9 @@ func newExpFamily(ns string, f family, consts []constLabel) expFamily {
 			}
 		}
 	case famCalls.name:
-		e.write = func(sc *scrape) {
-			var l vals
-			for i := range sc.rows {
-				r := &sc.rows[i]
-				l[0] = r.name
-				l[1] = "failure"
-				sc.sample(t, &l, float64(r.failures))
-				l[1] = "ignored"
-				sc.sample(t, &l, float64(r.ignored))
-				l[1] = "success"
-				sc.sample(t, &l, float64(r.successes))
-				l[1] = "timeout"
-				sc.sample(t, &l, float64(r.timeouts))
-			}
-		}
+		e.write = perKind([]string{"failure", "ignored", "success", "timeout"}, func(r *row, k int) float64 {
+			return float64([...]uint64{r.failures, r.ignored, r.successes, r.timeouts}[k])
+		})
 	case famSlow.name:
 		e.write = perBreaker(func(r *row) float64 { return float64(r.slow) })
 	case famRejected.name:
@@ -552,17 +570,9 @@ func newExpFamily(ns string, f family, consts []constLabel) expFamily {
 	case famFallbacks.name:
 		e.write = perBreaker(func(r *row) float64 { return float64(r.fallback) })
 	case famProbes.name:
-		e.write = func(sc *scrape) {
-			var l vals
-			for i := range sc.rows {
-				r := &sc.rows[i]
-				l[0] = r.name
-				l[1] = "failed"
-				sc.sample(t, &l, float64(r.probesFailed))
-				l[1] = "passed"
-				sc.sample(t, &l, float64(r.probesPassed))
-			}
-		}
+		e.write = perKind([]string{"failed", "passed"}, func(r *row, k int) float64 {
+			return float64([...]uint64{r.probesFailed, r.probesPassed}[k])
+		})
 	case famNotClosedTime.name:
 		e.write = perBreaker(func(r *row) float64 { return r.notClosed })
 	case famOpenDuration.name:
@@ -588,15 +598,7 @@ func newExpFamily(ns string, f family, consts []constLabel) expFamily {
 			}
 		}
 	case famTripReason.name:
-		e.write = func(sc *scrape) {
-			var l vals
-			for i := range sc.rows {
-				if r := &sc.rows[i]; r.tripReason != "" {
-					l[0], l[1] = r.name, r.tripReason
-					sc.sample(t, &l, 1)
-				}
-			}
-		}
+		e.write = perReason(func(r *row) string { return r.tripReason })
 	case famTripCalls.name, famTripFailures.name, famTripTimeouts.name, famTripSlow.name, famTripRun.name, famTripSlowCall.name,
 		famOutageTrips.name, famOutageProbesFailed.name, famOutageProbesPassed.name, famOutageProbesPassedOnError.name, famOutageRefused.name:
 		v := map[string]func(r *row) float64{
@@ -631,46 +633,20 @@ func newExpFamily(ns string, f family, consts []constLabel) expFamily {
 	case famPolicySlowCall.name:
 		e.write = perBreaker(func(r *row) float64 { return r.policySlowCall })
 	case famPolicySourceDown.name:
-		e.write = func(sc *scrape) {
-			if sc.down {
-				l := vals{sc.downOrigin}
-				sc.sample(t, &l, 1)
-			}
-		}
+		e.write = flag(func(sc *scrape) (bool, vals) { return sc.down, vals{sc.downOrigin} })
 	case famPolicyRejected.name:
-		e.write = func(sc *scrape) {
-			if sc.rejected {
-				l := vals{sc.rejectedOrigin, sc.rejVersion}
-				sc.sample(t, &l, 1)
-			}
-		}
+		e.write = flag(func(sc *scrape) (bool, vals) { return sc.rejected, vals{sc.rejectedOrigin, sc.rejVersion} })
 	case famPolicyLastReload.name:
-		e.write = func(sc *scrape) {
-			if sc.lastResult != "" {
-				l := vals{sc.lastResult, sc.lastVersion}
-				sc.sample(t, &l, 1)
-			}
-		}
+		e.write = flag(func(sc *scrape) (bool, vals) { return sc.lastResult != "", vals{sc.lastResult, sc.lastVersion} })
 	case famOpenReason.name:
-		e.write = func(sc *scrape) {
-			var l vals
-			for i := range sc.rows {
-				if r := &sc.rows[i]; r.reason != "" {
-					l[0], l[1] = r.name, r.reason
-					sc.sample(t, &l, 1)
-				}
-			}
-		}
+		e.write = perReason(func(r *row) string { return r.reason })
 	case famPolicyInfo.name:
 		e.write = func(sc *scrape) {
 			l := vals{sc.origin, sc.version}
 			sc.sample(t, &l, 1)
 		}
 	case famPolicyApplied.name:
-		e.write = func(sc *scrape) {
-			var l vals
-			sc.sample(t, &l, float64(sc.label.AppliedAt.UnixNano())/1e9)
-		}
+		e.write = whole(func(sc *scrape) float64 { return float64(sc.label.AppliedAt.UnixNano()) / 1e9 })
 	case famPolicyReloads.name:
 		e.write = func(sc *scrape) {
 			r := sc.reloads
@@ -683,20 +659,11 @@ func newExpFamily(ns string, f family, consts []constLabel) expFamily {
 			}
 		}
 	case famGroupBreakers.name:
-		e.write = func(sc *scrape) {
-			var l vals
-			sc.sample(t, &l, float64(sc.group.Breakers))
-		}
+		e.write = whole(func(sc *scrape) float64 { return float64(sc.group.Breakers) })
 	case famGroupMax.name:
-		e.write = func(sc *scrape) {
-			var l vals
-			sc.sample(t, &l, float64(sc.group.MaxBreakers))
-		}
+		e.write = whole(func(sc *scrape) float64 { return float64(sc.group.MaxBreakers) })
 	case famGroupOverflow.name:
-		e.write = func(sc *scrape) {
-			var l vals
-			sc.sample(t, &l, float64(sc.group.OverflowCalls))
-		}
+		e.write = whole(func(sc *scrape) float64 { return float64(sc.group.OverflowCalls) })
 	case famGroupEvicted.name:
 		e.write = func(sc *scrape) {
 			for _, st := range statesByName {
@@ -751,6 +718,20 @@ func newExpFamily(ns string, f family, consts []constLabel) expFamily {
 		panic("breakerprom: no writer for family " + f.name) // a family added to the table alone
 	}
 	return e
+}
+
+// perRow writes one sample per element of rows, labelled with the name of
+// its breaker, sc.rows[at(r)], of value v.
+func perRow[R any](t *lineTemplate, rows func(sc *scrape) []R, at func(*R) int, v func(*R) float64) func(sc *scrape) {
+	return func(sc *scrape) {
+		var l vals
+		rs := rows(sc)
+		for i := range rs {
+			r := &rs[i]
+			l[0] = sc.rows[at(r)].name
+			sc.sample(t, &l, v(r))
+		}
+	}
 }
 
 // helpEscaper escapes a HELP text: backslash and line feed.
