@@ -54,7 +54,7 @@ func StartPrometheus(t testing.TB, bin, job, target string, rules []byte, every,
 	require.NoError(t, err)
 	addr := ln.Addr().String()
 	require.NoError(t, ln.Close()) // another process could take it first; at this scale none does
-	out := &LogBuffer{} // written from the process's pipes' goroutines, read when the test fails
+	out := &LogBuffer{}            // written from the process's pipes' goroutines, read when the test fails
 	cmd := exec.Command(bin, "--config.file="+filepath.Join(dir, "prometheus.yml"),
 		"--storage.tsdb.path="+filepath.Join(dir, "data"), "--web.listen-address="+addr, "--log.level=warn")
 	cmd.Stdout, cmd.Stderr = out, out
