@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/govkit/breaker"
+	"github.com/govkit/breaker/internal/enumtext"
 )
 
 // Severity is how much a finding matters. A policy with an Error finding
@@ -46,13 +47,7 @@ func (s Severity) MarshalText() ([]byte, error) { return []byte(s.String()), nil
 
 // UnmarshalText reads a severity's name.
 func (s *Severity) UnmarshalText(b []byte) error {
-	for c := Info; c <= Error; c++ {
-		if string(b) == c.String() {
-			*s = c
-			return nil
-		}
-	}
-	return fmt.Errorf("check: unknown severity %q", b)
+	return enumtext.Unmarshal(s, b, Info, Error, "check", "severity")
 }
 
 // The checks, by the name a Finding carries. docs/checking-policies.md

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/govkit/breaker"
+	"github.com/govkit/breaker/internal/enumtext"
 )
 
 // Severity grades an alert on a breaker that stays open. The grades and
@@ -44,13 +45,7 @@ func (s Severity) MarshalText() ([]byte, error) { return []byte(s.String()), nil
 
 // UnmarshalText reads a severity's name.
 func (s *Severity) UnmarshalText(b []byte) error {
-	for c := SeverityNone; c <= SeverityP1; c++ {
-		if string(b) == c.String() {
-			*s = c
-			return nil
-		}
-	}
-	return fmt.Errorf("ops: unknown severity %q", b)
+	return enumtext.Unmarshal(s, b, SeverityNone, SeverityP1, "ops", "severity")
 }
 
 // Thresholds are the outage lengths at which an outage becomes an alert
