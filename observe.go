@@ -85,10 +85,14 @@ func (b *Breaker) observedDo(ctx context.Context, fn func(context.Context) error
 	if cancel != nil {
 		defer cancel()
 	}
-	settled := false
+	// A panic in fn is settled here; one in the classifier, by finish.
+	// Either is observed as a failure.
+	returned, settled := false, false
 	defer func() {
 		if !settled {
-			b.abandon(ctx, tok)
+			if !returned {
+				b.abandon(ctx, tok)
+			}
 			oc.cc.abandon()
 			oc.observe(Failure, tok.role == roleProbe)
 		}
@@ -96,9 +100,13 @@ func (b *Breaker) observedDo(ctx context.Context, fn func(context.Context) error
 	oc.cc.ran = true
 	oc.cc.admit()
 	err = fn(call)
-	// A panicking classifier is settled by finish, and observed as a
-	// failure by the deferred call.
-	o := b.finish(ctx, tok, err, r)
+	returned = true
+	o := Success
+	if err == nil && tok.role == roleCounted && !tok.timed {
+		b.recordSuccess(ctx, tok.gen) // as on Do's closed path
+	} else {
+		o = b.finish(ctx, tok, err, r)
+	}
 	settled = true
 	oc.cc.settle(err)
 	oc.observe(o, tok.role == roleProbe)
@@ -129,7 +137,15 @@ func (b *Breaker) observedAllow(ctx context.Context) (context.Context, func(erro
 		if cancel != nil {
 			defer cancel() // even if the classifier panics
 		}
+		settled := false
+		defer func() {
+			if !settled { // the classifier panicked; finish settled the call
+				oc.cc.abandon()
+				oc.observe(Failure, tok.role == roleProbe)
+			}
+		}()
 		o := b.finish(ctx, tok, err, r)
+		settled = true
 		oc.cc.settle(err)
 		oc.observe(o, tok.role == roleProbe)
 	}, nil

@@ -120,3 +120,51 @@ func TestObserver_TheClosedPathAllocatesNothingWithOrWithout(t *testing.T) {
 	assert.NotZero(t, c.n)
 	assert.Equal(t, Closed, watched.State())
 }
+
+// BenchmarkObserver is a closed-state Do on a breaker without an observer
+// and on one with an observer that counts: the cost of the observed path.
+func BenchmarkObserver(b *testing.B) {
+	ctx := context.Background()
+	ok := func(context.Context) error { return nil }
+	for _, c := range []struct {
+		name string
+		opts []Option
+	}{
+		{"none", nil},
+		{"observer", []Option{WithObserver(&countObserver{})}},
+	} {
+		br, err := New("bench.Observer", DefaultPolicy(), c.opts...)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Run(c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for i := 0; i < b.N; i++ {
+				_ = br.Do(ctx, ok)
+			}
+		})
+	}
+}
+
+// A classifier that panics on an observed call settles it once, as a
+// failure, through Do and through Allow's done, and the panic goes on.
+// The observed path first settled such a call twice: finish abandoned it,
+// then Do's deferred abandon counted it again.
+func TestObserver_APanickingClassifierSettlesTheCallOnce(t *testing.T) {
+	obs := &observations{}
+	h := newHarness(t, DefaultPolicy(), WithObserver(obs),
+		WithClassifier(func(error) Outcome { panic("classifier") }))
+	assert.Panics(t, func() {
+		_ = h.b.Do(context.Background(), func(context.Context) error { return errBoom })
+	})
+	_, done, err := h.b.Allow(context.Background())
+	require.NoError(t, err)
+	assert.Panics(t, func() { done(errBoom) })
+	c := h.b.Counters()
+	assert.Equal(t, uint64(2), c.Failures)
+	assert.Equal(t, uint64(2), c.Admitted)
+	got := obs.take()
+	require.Len(t, got, 2)
+	assert.Equal(t, Failure, got[0].Outcome)
+	assert.Equal(t, Failure, got[1].Outcome)
+}
