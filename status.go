@@ -95,11 +95,11 @@ type Status struct {
 	// Reason is why the breaker is not closed now: the trip rule, or
 	// what reopened it since, as in [OpenError]. Empty while closed.
 	Reason Reason `json:"reason,omitempty"`
-	// ProbeAt is when an open breaker's cooldown ends ([OpenError.Until]);
+	// Until is when an open breaker's cooldown ends ([OpenError.Until]);
 	// empty in the other states and when forced open.
-	ProbeAt *time.Time `json:"probe_at,omitempty"`
+	Until *time.Time `json:"until,omitempty"`
 	// Cooldown is the length, jittered and doubled, of the cooldown that
-	// ends at ProbeAt.
+	// ends at Until.
 	Cooldown time.Duration `json:"cooldown_ns,omitempty"`
 	// Window is the sliding window now, with its failure ratio.
 	Window     Snapshot `json:"window"`
@@ -138,7 +138,7 @@ func (b *Breaker) Status() Status {
 		// with the cooldown's end may still carry a past one.
 		if s.State == Open && !e.Until.IsZero() {
 			u := e.Until
-			s.ProbeAt, s.Cooldown = &u, e.Cooldown
+			s.Until, s.Cooldown = &u, e.Cooldown
 		}
 	}
 	b.mu.Lock()

@@ -268,29 +268,29 @@ func TestStatus_SaysWhyTheBreakerIsNotClosed(t *testing.T) {
 // closed or forced open.
 func TestStatus_ProbeAtIsTheEndOfTheCooldown(t *testing.T) {
 	h := newHarness(t, DefaultPolicy())
-	assert.Nil(t, h.b.Status().ProbeAt, "closed")
+	assert.Nil(t, h.b.Status().Until, "closed")
 	h.at(time.Second)
 	h.trip()
 	st := h.b.Status()
-	require.NotNil(t, st.ProbeAt)
-	assert.Equal(t, h.t0.Add(time.Second+defaultOpenFor), *st.ProbeAt)
+	require.NotNil(t, st.Until)
+	assert.Equal(t, h.t0.Add(time.Second+defaultOpenFor), *st.Until)
 	var oe *OpenError
 	require.ErrorAs(t, h.call(nil), &oe)
-	assert.Equal(t, oe.Until, *st.ProbeAt, "the status and the refusal agree")
+	assert.Equal(t, oe.Until, *st.Until, "the status and the refusal agree")
 
 	h.at(time.Second + defaultOpenFor)
-	assert.Nil(t, h.b.Status().ProbeAt, "half-open")
+	assert.Nil(t, h.b.Status().Until, "half-open")
 	require.ErrorIs(t, h.call(context.DeadlineExceeded), context.DeadlineExceeded) // the probe fails
 	st = h.b.Status()
 	require.Equal(t, Open, st.State)
-	require.NotNil(t, st.ProbeAt)
-	assert.Equal(t, h.t0.Add(time.Second+3*defaultOpenFor), *st.ProbeAt, "cooldown doubled")
+	require.NotNil(t, st.Until)
+	assert.Equal(t, h.t0.Add(time.Second+3*defaultOpenFor), *st.Until, "cooldown doubled")
 	data, err := json.Marshal(st)
 	require.NoError(t, err)
-	assert.Contains(t, string(data), `"probe_at":"2026-01-02T03:05:36Z"`)
+	assert.Contains(t, string(data), `"until":"2026-01-02T03:05:36Z"`)
 
 	require.NoError(t, h.b.SetMode(ModeForcedOpen))
-	assert.Nil(t, h.b.Status().ProbeAt, "forced open")
+	assert.Nil(t, h.b.Status().Until, "forced open")
 }
 
 // Status allocates only what it points to: nothing for a breaker that is

@@ -62,7 +62,7 @@ func TestAlertRules_AHardErrorOutageIsOneAlertThroughItsCloses(t *testing.T) {
 	for closes := 1; closes <= 4; closes++ {
 		// The cooldown ends; the probe answers with an error and passes:
 		// closed, and scraped closed.
-		f.Clock.Set(*b.Status().ProbeAt)
+		f.Clock.Set(*b.Status().Until)
 		f.Calls(pricing, 1, errBoom)
 		require.Equal(t, breaker.Closed, b.State(), "close %d", closes)
 		scraped()

@@ -75,10 +75,10 @@ func (tr *traffic) run(t *testing.T, from, to time.Duration) {
 func (tr *traffic) next(b *breaker.Breaker, at, interval time.Duration) time.Duration {
 	n := at + trafficStep
 	st := b.Status()
-	if st.State != breaker.Open || st.ProbeAt == nil {
+	if st.State != breaker.Open || st.Until == nil {
 		return n
 	}
-	probe := st.ProbeAt.Sub(tr.gh.t0)
+	probe := st.Until.Sub(tr.gh.t0)
 	probe = (probe + trafficStep - 1) / trafficStep * trafficStep
 	round := (at/interval + 1) * interval
 	return max(n, min(probe, round))

@@ -311,8 +311,8 @@ func cardOf(st breaker.Status, now time.Time) card {
 	if st.State == breaker.Closed {
 		c.ThrottlePct = 100 * st.ThrottleProbability
 	}
-	if st.ProbeAt != nil {
-		c.NextProbe = max(0, st.ProbeAt.Sub(now))
+	if st.Until != nil {
+		c.NextProbe = max(0, st.Until.Sub(now))
 	}
 	return c
 }
