@@ -120,6 +120,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if err := checkFlags(fs); err != nil {
 		return fail(exitUsage, "%v", err)
 	}
+	if *svg != "" {
+		// Found before the work, not after it.
+		if err := chartPath(*svg); err != nil {
+			return fail(exitUsage, "-svg %s: %v", *svg, err)
+		}
+	}
 	if *tracef != "" {
 		return runTrace(*tracef, *policy, *active, *svg, stdout, stderr)
 	}
@@ -374,6 +380,24 @@ const (
 	maxSeeds     = 1000
 )
 
+// chartPath reports why the chart could not be written to path: a
+// directory that does not exist or is not one, or a path that is a
+// directory.
+func chartPath(path string) error {
+	if st, err := os.Stat(path); err == nil && st.IsDir() {
+		return errors.New("is a directory")
+	}
+	dir := filepath.Dir(path)
+	st, err := os.Stat(dir)
+	if err != nil {
+		return err
+	}
+	if !st.IsDir() {
+		return fmt.Errorf("%s is not a directory", dir)
+	}
+	return nil
+}
+
 func writeSVG(rep *replay.Report, path string) error { return createFile(path, rep.WriteSVG) }
 
 // createFile creates path and writes it with write, reporting the first
@@ -435,6 +459,9 @@ func runTrace(path, policy, active, svg string, stdout, stderr io.Writer) int {
 	rep, err := replay.ReplayTraceWith(f, gp, replay.TraceOptions{Active: ap})
 	if err != nil {
 		return fail(exitUsage, "-trace %s: %v", path, err)
+	}
+	if rep.Calls == 0 {
+		return fail(exitUsage, "-trace %s holds no calls", path)
 	}
 	if err := rep.WriteText(stdout); err != nil {
 		return fail(exitError, "%v", err)
