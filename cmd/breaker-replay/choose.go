@@ -46,6 +46,9 @@ func runChoose(names []string, first uint64, n int, only string, stdout, stderr 
 				}
 				return fail(exitUsage, "-protections: no protection %q (have %s)", name, strings.Join(all, ", "))
 			}
+			if slices.ContainsFunc(picked, func(p replay.Protection) bool { return p.Name == name }) {
+				return fail(exitUsage, "-protections: %q is named twice", name)
+			}
 			picked = append(picked, protections[i])
 		}
 		protections = picked

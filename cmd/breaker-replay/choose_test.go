@@ -60,3 +60,12 @@ func TestChoose_Protections(t *testing.T) {
 	assert.Equal(t, exitUsage, code)
 	assert.Contains(t, stderr, "-seeds: must be in [1, 1000], got 0")
 }
+
+// A protection named twice is refused, naming it: the table would hold
+// the same rows twice. Regression: "none,none" compared "2 protections".
+func TestChoose_AProtectionNamedTwiceIsRefused(t *testing.T) {
+	code, stdout, stderr := runCmd(t, "-choose", "-seeds", "1", "-protections", "none, none")
+	assert.Equal(t, exitUsage, code, stderr)
+	assert.Contains(t, stderr, `-protections: "none" is named twice`)
+	assert.Empty(t, stdout)
+}
