@@ -75,7 +75,8 @@ func (b *Breaker) observedDo(ctx context.Context, fn func(context.Context) error
 	if w.dropped() {
 		return b.successor().Do(ctx, fn)
 	}
-	oc := observedCall{b: b, start: b.opt.tb.Now(), cc: candidateCall{ctx: ctx, c: b.cand.Load()}}
+	oc := observedCall{b: b, cc: candidateCall{ctx: ctx, c: b.cand.Load()}}
+	oc.begin()
 	tok, err := b.admitNotClosed(w, r)
 	if err != nil {
 		oc.refused(err)
@@ -120,7 +121,8 @@ func (b *Breaker) observedAllow(ctx context.Context) (context.Context, func(erro
 	if w.dropped() {
 		return b.successor().Allow(ctx)
 	}
-	oc := &observedCall{b: b, start: b.opt.tb.Now(), cc: candidateCall{ctx: ctx, c: b.cand.Load()}}
+	oc := &observedCall{b: b, cc: candidateCall{ctx: ctx, c: b.cand.Load()}}
+	oc.begin()
 	tok, err := b.admitNotClosed(w, r)
 	if err != nil {
 		oc.refused(err)
@@ -151,6 +153,14 @@ func (b *Breaker) observedAllow(ctx context.Context) (context.Context, func(erro
 	}, nil
 }
 
+// begin notes when the call began, if an observer is to be told: a
+// breaker with a candidate alone reads no clock for it.
+func (oc *observedCall) begin() {
+	if len(oc.b.opt.obs) != 0 {
+		oc.start = oc.b.opt.tb.Now()
+	}
+}
+
 // refused observes a call the breaker refused with err.
 func (oc *observedCall) refused(err error) {
 	if !errors.Is(err, ErrOpen) {
@@ -165,21 +175,28 @@ func (oc *observedCall) refused(err error) {
 
 // observe observes a call that ran, with outcome o.
 func (oc *observedCall) observe(o Outcome, probe bool) {
-	oc.send(Observation{Outcome: o, Probe: probe}, oc.b.opt.tb.Now())
+	var end int64
+	if len(oc.b.opt.obs) != 0 {
+		end = oc.b.opt.tb.Now()
+	}
+	oc.send(Observation{Outcome: o, Probe: probe}, end)
 }
 
 // send completes ob and hands it to the observers; end is when the call
 // was settled, 0 for a refusal.
 func (oc *observedCall) send(ob Observation, end int64) {
 	b := oc.b
+	if c := oc.cc.c; c != nil {
+		ob.Candidate = c
+		ob.Difference = c.compare()
+	}
+	if len(b.opt.obs) == 0 {
+		return // a candidate, and no observer
+	}
 	ob.Breaker, ob.Name = b, b.name
 	ob.Start = b.opt.tb.Time(oc.start)
 	if end > oc.start {
 		ob.Duration = time.Duration(end - oc.start)
-	}
-	if c := oc.cc.c; c != nil {
-		ob.Candidate = c
-		ob.Difference = c.compare()
 	}
 	ob.State = b.state.Load().state()
 	for _, o := range b.opt.obs {
