@@ -93,6 +93,11 @@ func (b *Breaker) SetMode(m Mode) error {
 	if m > ModeForcedClosed {
 		return fmt.Errorf("breaker: unknown mode %d", m)
 	}
+	if b.opt.overflow && m != ModeForcedClosed {
+		// It carries the calls of every key past the cap: in another
+		// mode it would pool their failures and refuse them all.
+		return fmt.Errorf("breaker: %s is the overflow breaker of its group, forced closed: mode %s refused", b.name, m)
+	}
 	now := b.opt.tb.Now()
 	b.mu.Lock()
 	w := b.state.Load()
@@ -146,7 +151,10 @@ func (b *Breaker) Reset() {
 	now := b.opt.tb.Now()
 	b.mu.Lock()
 	m := b.state.Load().mode()
-	if m != ModeShadow {
+	switch {
+	case b.opt.overflow:
+		m = ModeForcedClosed // the overflow breaker stays forced closed
+	case m != ModeShadow:
 		m = ModeAuto
 	}
 	b.setDoublings(0)

@@ -18,6 +18,7 @@ type options struct {
 	hooks    []func(Event)
 	logger   *slog.Logger
 	group    *Group // the group that made the breaker, if any
+	overflow bool   // the breaker is a group's overflow breaker: forced closed for good
 	obs      []Observer
 }
 

@@ -31,6 +31,7 @@ func newOverflow(r *rules, opt *options) *Breaker {
 	o.hooks, o.logger, o.group = nil, nil, nil
 	b := newBreaker(overflowName, r, &o)
 	_ = b.SetMode(ModeForcedClosed) // a valid mode: never fails
+	o.overflow = true               // from now on it stays forced closed (see SetMode)
 	return b
 }
 

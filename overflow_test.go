@@ -232,3 +232,30 @@ func TestGroup_IsOverflowTellsTheOverflowBreakerFromAKeyOfItsName(t *testing.T) 
 	assert.False(t, g.IsOverflow(nil))
 	assert.False(t, (*Group)(nil).IsOverflow(past))
 }
+
+// behaviour.md §8 The cap: the overflow breaker stays forced closed. A
+// caller that got it for a key past the cap cannot reset it to auto or
+// force it open: it would pool the failures of every overflow key and
+// refuse them all. Regression: Get(key).Reset() turned it to auto, and
+// after 30 failing calls on new keys a call on another new key was
+// refused with "(overflow) is open".
+func TestGroup_TheOverflowBreakerStaysForcedClosed(t *testing.T) {
+	g, err := NewGroup(GroupConfig{MaxBreakers: 1})
+	require.NoError(t, err)
+	_, err = g.Get("a")
+	require.NoError(t, err)
+	over, err := g.Get("b")
+	require.NoError(t, err)
+	require.True(t, g.IsOverflow(over))
+	over.Reset()
+	assert.Equal(t, ModeForcedClosed, over.Mode(), "Reset keeps it forced closed")
+	for _, m := range []Mode{ModeAuto, ModeShadow, ModeForcedOpen} {
+		assert.ErrorContains(t, over.SetMode(m), "overflow breaker", "mode %s", m)
+	}
+	assert.Equal(t, ModeForcedClosed, over.Mode())
+	for i := range 30 {
+		_ = g.Do(context.Background(), "new-"+strconv.Itoa(i), func(context.Context) error { return errBoom })
+	}
+	assert.NoError(t, g.Do(context.Background(), "another", func(context.Context) error { return nil }),
+		"nothing past the cap is refused")
+}
