@@ -204,13 +204,22 @@ func (m *refModel) refusedInWindow(now int64) uint64 {
 
 // throttleFloor is the counted calls below which the throttle refuses
 // nothing.
-func (m *refModel) throttleFloor() uint64 { return 3 * uint64(m.pol.MinRequests) }
+func (m *refModel) throttleFloor() uint64 {
+	floor := 3 * uint64(m.pol.MinRequests)
+	if e := m.pol.ErrorRatio; e > 0 && e < 1 {
+		floor = max(floor, uint64(math.Ceil(9*e/(1-e))))
+	}
+	return floor
+}
 
 // refConfident is the Wilson score interval's lower bound at three
 // standard errors reaching ratio, or every call failed.
 func refConfident(failures, counted uint64, ratio float64) bool {
-	if failures >= counted {
-		return counted > 0
+	if counted == 0 {
+		return false
+	}
+	if ratio >= 1 {
+		return failures >= counted
 	}
 	n, z := float64(counted), 3.0
 	f := float64(failures) / n
@@ -684,7 +693,8 @@ func (m *refModel) evaluate(now int64) {
 	snap := m.sum(now)
 	var reason Reason
 	// While the throttle refuses calls, the ratio rule asks for confidence.
-	throttling := m.thrQ > 1 && m.refusedInWindow(now) > 0
+	throttling := p.Throttle.Enabled && ((m.thrQ != 0 && m.refusedInWindow(now) > 0) ||
+		(p.ErrorRatio > 1-1/p.Throttle.K && !m.settled(now) && m.state == Closed))
 	if snap.Counted >= uint64(p.MinRequests) && snap.Counted > 0 {
 		switch {
 		case p.ErrorRatio > 0 && float64(snap.Failures)/float64(snap.Counted) >= p.ErrorRatio &&

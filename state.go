@@ -505,7 +505,7 @@ func (b *Breaker) evaluate(now int64, gen uint64) {
 // ratio is above ErrorRatio with confidence (see throttle.go).
 func (b *Breaker) tripReason(r *rules, snap Snapshot, now int64, gen uint64) Reason {
 	rule := r.trip.Holds(window.Counts(snap))
-	if rule == window.ErrorRatioRule && b.throttling(r, now, gen) && !confidentlyAbove(snap.Failures, snap.Counted, r.p.ErrorRatio) {
+	if rule == window.ErrorRatioRule && b.marginLocked(r, now, gen) && !confidentlyAbove(snap.Failures, snap.Counted, r.p.ErrorRatio) {
 		others := r.trip
 		others.ErrorRatio = 0
 		rule = others.Holds(window.Counts(snap))

@@ -173,21 +173,35 @@ func (b *Breaker) rethrottle(now int64, gen uint64) (uint32, Snapshot) {
 }
 
 // throttleFloor is the counted calls below which the throttle refuses
-// nothing: throttleSample·MinRequests, so that the trip rules keep a
-// sample they can judge with confidence.
-func throttleFloor(r *rules) uint64 { return throttleSample * uint64(r.p.MinRequests) }
+// nothing, so that the trip rules keep a sample they can judge with
+// confidence: throttleSample·MinRequests, and at least the calls that,
+// every one failed, show a failure ratio of ErrorRatio with confidence
+// (n/(n+z²) ≥ ErrorRatio), so that a fault that turns hard still trips.
+func throttleFloor(r *rules) uint64 {
+	floor := throttleSample * uint64(r.p.MinRequests)
+	if e := r.p.ErrorRatio; e > 0 && e < 1 {
+		floor = max(floor, uint64(math.Ceil(throttleZ*throttleZ*e/(1-e))))
+	}
+	return floor
+}
 
-// throttling reports whether the throttle's refusals thin the window of
-// generation gen at now: throttling has not ended (the probability in
-// force is above 0, or lingers at qLinger) and the window holds calls it
-// refused. Then the ratio rule asks for confidence (tripReason).
-func (b *Breaker) throttling(r *rules, now int64, gen uint64) bool {
+// marginLocked reports whether the ratio rule asks for confidence at now
+// in generation gen (tripReason): while the throttle's refusals thin the
+// window (throttling has not ended: the probability in force is above 0,
+// or lingers at qLinger, and the window holds calls it refused), and,
+// where the throttle acts before the ratio rule (ErrorRatio above
+// 1 − 1/K), while the breaker is closed in an outage that has not
+// settled, whose window refills from empty. b.mu must be held.
+func (b *Breaker) marginLocked(r *rules, now int64, gen uint64) bool {
 	t := r.thr
-	if t == nil {
+	if t == nil || !r.throttle {
 		return false
 	}
 	v := t.p.Load()
-	return uint32(v) != 0 && uint32(v>>32) == uint32(gen) && t.win.Load().Sum(now).Counted > 0
+	if uint32(v) != 0 && uint32(v>>32) == uint32(gen) && t.win.Load().Sum(now).Counted > 0 {
+		return true
+	}
+	return r.p.ErrorRatio > 1-1/r.p.Throttle.K && !b.settledLocked(now, r) && b.state.Load().state() == Closed
 }
 
 // throttleZ is the normal quantile of the one-sided confidence the ratio
@@ -199,15 +213,15 @@ const throttleZ = 3
 const throttleSample = 3
 
 // confidentlyAbove reports whether failures of counted calls show a
-// failure ratio of at least ratio with confidence: every call failed, or
-// the lower bound of the Wilson score interval at throttleZ reaches
-// ratio.
+// failure ratio of at least ratio with confidence: the lower bound of the
+// Wilson score interval at throttleZ reaches ratio (a ratio of 1 asks for
+// every call to have failed).
 func confidentlyAbove(failures, counted uint64, ratio float64) bool {
 	if counted == 0 {
 		return false
 	}
-	if failures >= counted {
-		return true
+	if ratio >= 1 {
+		return failures >= counted
 	}
 	n, z := float64(counted), float64(throttleZ)
 	f := float64(failures) / n

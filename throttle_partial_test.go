@@ -17,9 +17,23 @@ import (
 // hardFor. It returns the openings during the partial fault and how long
 // after the fault turned hard the breaker opened (-1: never).
 func partialRun(t *testing.T, seed uint64, share float64, faultFor, hardFor time.Duration) (opens int, toOpen time.Duration) {
+	return partialRunOf(t, throttling80(nil), seed, share, faultFor, hardFor)
+}
+
+// throttling80 is the policy of the partial-fault tests: ErrorRatio 0.8,
+// throttling at K 2, changed by f.
+func throttling80(f func(*Policy)) Policy {
 	p := DefaultPolicy()
 	p.ErrorRatio = 0.8
 	p.Throttle.Enabled, p.Throttle.K = true, 2
+	if f != nil {
+		f(&p)
+	}
+	return p
+}
+
+// partialRunOf is partialRun under policy p.
+func partialRunOf(t *testing.T, p Policy, seed uint64, share float64, faultFor, hardFor time.Duration) (opens int, toOpen time.Duration) {
 	mc := &manualClock{now: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
 	fault := rand.New(rand.NewPCG(seed, 1))
 	draws := rand.New(rand.NewPCG(seed, 2))
@@ -132,7 +146,7 @@ func TestThrottle_EveryEndIsRecorded(t *testing.T) {
 
 	buf2 := &lockedBuffer{}
 	d := &draws{fixed: 0}
-	o := newThrottleHarness(t, throttlePolicy(nil), d, WithLogger(slogTo(buf2)))
+	o := newThrottleHarness(t, throttlePolicy(func(p *Policy) { p.ConsecutiveFailures = 30 }), d, WithLogger(slogTo(buf2)))
 	o.outage()
 	require.True(t, o.attempt(nil))
 	d.fixed = 0.999 // admit the rest: the fault turns hard
@@ -141,6 +155,63 @@ func TestThrottle_EveryEndIsRecorded(t *testing.T) {
 		o.attempt(errBoom)
 		o.add(100 * time.Millisecond) // the successes leave the window
 	}
-	assert.Contains(t, buf2.String(), `msg="breaker throttling ended" breaker.name=inventory.GetStock breaker.probability=0 breaker.because=error_ratio`)
+	assert.Contains(t, buf2.String(), `msg="breaker throttling ended" breaker.name=inventory.GetStock breaker.probability=0 breaker.because=consecutive_failures`)
 	assert.Equal(t, 1, strings.Count(buf2.String(), `msg="breaker throttling ended"`))
+}
+
+// behaviour.md §4 Throttling: the throttle's floor is at least the calls
+// that, every one failed, show ErrorRatio with confidence, so a small
+// MinRequests does not shrink the judged window to where a steady partial
+// fault fails every call of it by chance. Regression: at MinRequests 5
+// the floor was 15 calls, "15 of 15 failed" tripped the breaker (0.7^15 a
+// look), 38 times in ten seeds of ten minutes of a 70% fault.
+func TestThrottle_ASmallMinRequestsKeepsASampleItCanJudge(t *testing.T) {
+	p := throttling80(func(p *Policy) { p.MinRequests = 5 })
+	total := 0
+	for seed := uint64(1); seed <= 10; seed++ {
+		opens, toOpen := partialRunOf(t, p, seed, 0.7, 10*time.Minute, 30*time.Second)
+		total += opens
+		if toOpen < 0 || toOpen > 5*time.Second {
+			t.Errorf("seed %d: the fault turned hard and the breaker opened after %v, want within 5s", seed, toOpen)
+		}
+	}
+	if total > 1 {
+		t.Errorf("%d openings in 100 minutes of a steady 70%% fault at MinRequests 5, want at most one an hour", total)
+	}
+}
+
+// behaviour.md §4 Throttling: a partial fault that turned hard and back
+// opens the breaker once; after its close the window refills from empty,
+// and while the outage settles the ratio rule keeps its margin, so the
+// partial fault does not trip it again by the chance of a small sample.
+// Regression: 4 of 10 seeds tripped again after the close.
+func TestThrottle_AfterAHardSpellThePartialFaultDoesNotTripItAgain(t *testing.T) {
+	total := 0
+	for seed := uint64(1); seed <= 10; seed++ {
+		mc := &manualClock{now: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
+		fault := rand.New(rand.NewPCG(seed, 1))
+		draws := rand.New(rand.NewPCG(seed, 2))
+		b, err := New("pricing.Quote", throttling80(nil), WithClock(mc), WithRand(draws.Float64))
+		require.NoError(t, err)
+		run := func(d time.Duration, share float64) {
+			for end := mc.now.Add(d); mc.now.Before(end); mc.now = mc.now.Add(20 * time.Millisecond) {
+				_ = b.Do(context.Background(), func(context.Context) error {
+					if fault.Float64() < share {
+						return errBoom
+					}
+					return nil
+				})
+			}
+		}
+		run(time.Minute, 0)
+		run(10*time.Second, 1) // hard: it opens
+		require.NotZero(t, b.Counters().Opens, "seed %d: the hard spell opened it", seed)
+		opened := b.Counters().Opens
+		run(10*time.Minute, 0.7) // partial again, from the first probes on
+		total += int(b.Counters().Opens - opened)
+	}
+	t.Logf("openings after the hard spell, in ten seeds of ten minutes of a 70%% fault: %d", total)
+	if total > 1 {
+		t.Errorf("%d openings after the hard spell, want at most one in 100 minutes", total)
+	}
 }

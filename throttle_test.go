@@ -15,13 +15,15 @@ import (
 	"pgregory.net/rapid"
 )
 
-// throttlePolicy is DefaultPolicy with throttling on, error_ratio high
-// enough that the partial outages of these tests do not trip it, and
-// MinRequests 6, so that the throttle's floor (3·MinRequests counted
-// calls) is 18: a window of 20 calls holds it.
+// throttlePolicy is DefaultPolicy with throttling on and no ratio rule
+// (a throttle alone), so that the partial outages of these tests trip
+// nothing, and MinRequests 6, so that the throttle's floor (3·MinRequests
+// counted calls) is 18: a window of 20 calls holds it. A test of the
+// ratio rule beside the throttle sets ErrorRatio, and then a window that
+// holds the floor the ratio asks for (throttleFloor).
 func throttlePolicy(f func(p *Policy)) Policy {
 	return policy(func(p *Policy) {
-		p.ErrorRatio = 0.9
+		p.ErrorRatio = 0
 		p.MinRequests = 6
 		p.Throttle.Enabled = true
 		if f != nil {
@@ -338,7 +340,7 @@ func TestThrottle_SetPolicyTakesEffectAtOnce(t *testing.T) {
 // and a new document changes it on the running breakers.
 func TestThrottle_GroupOverridesAndReload(t *testing.T) {
 	h := newDocHarness(t, GroupConfig{}, WithRand(func() float64 { return 0 }))
-	h.doc("v1", `{"default": {"error_ratio": 0.9, "min_requests": 6}, "overrides": {"orders.Create": {"throttle": {"enabled": true}}}}`)
+	h.doc("v1", `{"default": {"error_ratio": 0.9, "min_requests": 6}, "overrides": {"orders.Create": {"error_ratio": 0, "throttle": {"enabled": true}}}}`)
 	for _, key := range []string{"orders.Create", "orders.List"} {
 		h.calls(key, 3, nil)
 		h.calls(key, 17, errBoom)
@@ -347,7 +349,7 @@ func TestThrottle_GroupOverridesAndReload(t *testing.T) {
 	require.ErrorIs(t, err, ErrOpen)
 	require.NoError(t, h.g.Do(context.Background(), "orders.List", func(context.Context) error { return nil }))
 
-	h.doc("v2", `{"default": {"error_ratio": 0.9, "min_requests": 6, "throttle": {"enabled": true, "k": 2}}}`)
+	h.doc("v2", `{"default": {"error_ratio": 0, "min_requests": 6, "throttle": {"enabled": true, "k": 2}}}`)
 	err = h.g.Do(context.Background(), "orders.List", func(context.Context) error { return nil })
 	require.ErrorIs(t, err, ErrOpen, "the reload throttles the running breaker")
 	list := mustGet(t, h.g, "orders.List")
@@ -587,7 +589,7 @@ func TestThrottle_ConcurrentCallsAndPolicyChanges(t *testing.T) {
 // MinRequests counted calls, so the trip rules always have their sample.
 func TestThrottle_NeverStarvesTheTripRulesOfTheirSample(t *testing.T) {
 	d := &draws{spread: 100}
-	h := newThrottleHarness(t, throttlePolicy(func(p *Policy) { p.MinRequests = 20 }), d)
+	h := newThrottleHarness(t, throttlePolicy(func(p *Policy) { p.MinRequests, p.ErrorRatio = 20, 0.9 }), d)
 	// A partial outage, 70% failed, at 100 calls a second for 4 s.
 	for i := 0; i < 400; i++ {
 		err := error(nil)
@@ -601,7 +603,7 @@ func TestThrottle_NeverStarvesTheTripRulesOfTheirSample(t *testing.T) {
 	}
 	h.requireState(Closed)
 	require.Greater(t, h.probability(), 0.5, "the throttle refuses most calls")
-	assert.GreaterOrEqual(t, h.b.Snapshot().Counted, uint64(60), "yet the window keeps 3·MinRequests counted calls")
+	assert.GreaterOrEqual(t, h.b.Snapshot().Counted, uint64(81), "yet the window keeps the floor: 81 calls, which every one failed show 0.9 with confidence")
 
 	// The outage turns hard: the ratio rule opens the breaker within a
 	// window.

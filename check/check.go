@@ -1003,13 +1003,19 @@ func (c *checker) throttle() {
 	// nor while the window holds fewer than 3·min_requests counted calls
 	// (the trip rules' sample).
 	full := t.Rate * p.Window.Seconds()
-	floor := max(th.MinRequests, 3*p.MinRequests)
+	counted := 3 * p.MinRequests
+	if e := p.ErrorRatio; e > 0 && e < 1 {
+		// and the calls that, every one failed, show error_ratio with
+		// confidence: n/(n+9) >= error_ratio
+		counted = max(counted, int(math.Ceil(9*e/(1-e))))
+	}
+	floor := max(th.MinRequests, counted)
 	if float64(floor) > full {
 		c.add(Warning, CheckThrottleFloor, map[string]float64{
 			"throttle_min_requests": float64(th.MinRequests), "min_requests": float64(p.MinRequests),
 			"rate": t.Rate, "window_s": p.Window.Seconds(), "window_calls": full, "suggested_min": math.Max(1, math.Floor(full/2))},
-			"throttle.min_requests %d and min_requests %d: the throttle refuses nothing while the window holds fewer than %d requests or %d counted calls (3 × min_requests), and at %s calls/s the %v window holds %s on average, so throttling never acts; lower them so that both are at most %s",
-			th.MinRequests, p.MinRequests, th.MinRequests, 3*p.MinRequests, num(t.Rate), p.Window, num(full), num(math.Max(1, math.Floor(full/2))))
+			"throttle.min_requests %d and min_requests %d: the throttle refuses nothing while the window holds fewer than %d requests or %d counted calls (3 × min_requests, and enough to show error_ratio with confidence), and at %s calls/s the %v window holds %s on average, so throttling never acts; lower them so that both are at most %s",
+			th.MinRequests, p.MinRequests, th.MinRequests, counted, num(t.Rate), p.Window, num(full), num(math.Max(1, math.Floor(full/2))))
 		return
 	}
 	bl := baselineOf(p, t)

@@ -369,7 +369,8 @@ func TestFollow_APushedThrottleActsOnTheRunningBreakers(t *testing.T) {
 	require.Equal(t, breaker.Closed, b.State())
 	require.Zero(t, b.Status().ThrottleProbability)
 
-	c := h.doc("v2", `{"default": {"error_ratio": 0.9, "min_requests": 6, "throttle": {"enabled": true}}}`)
+	// A throttle alone (error_ratio 0): its floor is 3·MinRequests, 18.
+	c := h.doc("v2", `{"default": {"error_ratio": 0, "min_requests": 6, "throttle": {"enabled": true}}}`)
 	require.Equal(t, live.Applied, c.Result, "%+v", c)
 	assert.Contains(t, c.Changes, live.FieldChange{Key: "default", Path: "default.throttle.enabled", Field: "throttle.enabled", From: "false", To: "true"})
 	// p = (20 - 2·3) / 21, judged from the window the breaker already has.
