@@ -569,7 +569,7 @@ func (s staticSource) Watch(ctx context.Context, deliver func(live.Document)) er
 const throttlePolicy = `{
   "default":   {"min_requests": 10, "open_for": "15s", "max_open_for": "1m"},
   "overrides": {
-    "inventory.GetStock": {"call_timeout": "200ms", "error_ratio": 0.9, "throttle": {"enabled": true}},
+    "inventory.GetStock": {"call_timeout": "200ms", "error_ratio": 0.8, "throttle": {"enabled": true}},
     "pricing.GetPrice":   {"call_timeout": "300ms"}
   }
 }`
