@@ -6,8 +6,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/govkit/breaker/internal/window"
 )
 
 // A Breaker guards calls to one downstream method. Wrap each call in
@@ -27,9 +25,9 @@ type Breaker struct {
 	// Read on every call; state is the packed word (see word).
 	state stateWord
 	rules atomic.Pointer[rules]
-	win   atomic.Pointer[window.Window]
+	win   atomic.Pointer[slidingWindow]
 	opt   *options
-	tally window.Tally // rejected, fallbacks, ignored, shadow-rejected
+	tally tally // rejected, fallbacks, ignored, shadow-rejected
 
 	// transitionDue is when the next timed transition falls due: the
 	// cooldown's end, or the oldest probe's timeout (MaxInt64 if none).
@@ -75,7 +73,7 @@ func newBreaker(name string, r *rules, o *options) *Breaker {
 	}
 	r, _ = r.withThrottle(b, nil) // with the breaker's throttle, if it throttles
 	b.rules.Store(r)
-	b.win.Store(window.New(r.width, r.buckets))
+	b.win.Store(newSlidingWindow(r.width, r.buckets))
 	b.warmUntil.Store(never)
 	return b
 }
@@ -391,7 +389,7 @@ type history struct {
 	// an entry admitted at never is unused.
 	inflight []inflightProbe
 	// sealed holds the outcomes of the windows sealed so far.
-	sealed [window.Kinds]uint64
+	sealed [numKinds]uint64
 	// openedAt is when the breaker last left Closed, never while Closed;
 	// closedAt when it last closed (never if it has not, or since Reset).
 	openedAt, closedAt int64

@@ -7,8 +7,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"github.com/govkit/breaker/internal/window"
 )
 
 // behaviour.md §4 Generations: a result from an earlier episode never
@@ -56,7 +54,7 @@ func TestGenerations_AProbeFromAnEarlierHalfOpenEpisodeIsIgnored(t *testing.T) {
 // test has done to the breaker in between.
 type checkedResult struct {
 	b   *Breaker
-	win *window.Window
+	win *slidingWindow
 	w   word
 }
 

@@ -212,7 +212,7 @@ func runModel(t *rapid.T, clk modelClock) {
 	if rapid.Bool().Draw(t, "spread") {
 		// As a breaker that calls from several cores have collided on:
 		// its counters are striped, and failures pass the stripes' gates
-		// rather than the base's (internal/window). The sequence must
+		// rather than the base's (gates.go). The sequence must
 		// come out the same.
 		b.win.Load().Spread() // later windows spread too (nextWindow)
 	}

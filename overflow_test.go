@@ -197,8 +197,8 @@ func TestGroup_AMillionFailingKeysKeepTheHeapBounded(t *testing.T) {
 func TestNew_AnIdleBreakerStaysIn512Bytes(t *testing.T) {
 	// The allocator's size classes the three allocations fall in.
 	require.LessOrEqual(t, unsafe.Sizeof(Breaker{}), uintptr(192), "Breaker")
-	// The window's two, 80 and 240 bytes, are internal/window's
-	// TestNew_AWindowFitsItsSizeClasses.
+	// The window's two, 80 and 240 bytes, are
+	// TestNew_AWindowFitsItsSizeClasses's.
 	b, err := New("idle", DefaultPolicy())
 	require.NoError(t, err)
 	require.Nil(t, b.hist, "an idle breaker has no history")

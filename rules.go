@@ -4,7 +4,6 @@ import (
 	"sync"
 
 	"github.com/govkit/breaker/internal/latency"
-	"github.com/govkit/breaker/internal/window"
 )
 
 // rules is a validated policy compiled for the hot path. Immutable once
@@ -23,8 +22,8 @@ type rules struct {
 	probes     uint64
 	throttle   bool   // Policy.Throttle.Enabled
 	thrMin     uint64 // Policy.Throttle.MinRequests
-	// The window's gates are set for one *window.Rules: never changed.
-	trip window.Rules
+	// The window's gates are set for one *tripRules: never changed.
+	trip tripRules
 	// timed: a call's start time is needed (deadline, slow-call rule,
 	// adaptive timeout), and a latency histogram kept.
 	timed bool
@@ -87,7 +86,7 @@ func compile(p Policy) (*rules, error) {
 		probes:     uint64(p.Probes),
 		throttle:   p.Throttle.Enabled,
 		thrMin:     uint64(p.Throttle.MinRequests),
-		trip: window.Rules{
+		trip: tripRules{
 			MinRequests: uint64(p.MinRequests),
 			ErrorRatio:  p.ErrorRatio,
 			ErrorCount:  uint64(p.ErrorCount),

@@ -5,8 +5,6 @@ import (
 	"math"
 	"sync/atomic"
 	"time"
-
-	"github.com/govkit/breaker/internal/window"
 )
 
 // The state machine, and what the modes do to it:
@@ -418,8 +416,8 @@ func (b *Breaker) closeLocked(now int64, m Mode, reason Reason) {
 
 // nextWindow is a new, empty window for r, spread over stripes at once
 // if the current one's tally had spread.
-func (b *Breaker) nextWindow(r *rules) *window.Window {
-	w := window.New(r.width, r.buckets)
+func (b *Breaker) nextWindow(r *rules) *slidingWindow {
+	w := newSlidingWindow(r.width, r.buckets)
 	if b.win.Load().Striped() {
 		w.Spread()
 	}
@@ -444,9 +442,9 @@ func (b *Breaker) bumpGenLocked() {
 // result of gen reaches a later window or run (see recordSuccess). b.mu
 // must be held.
 func (b *Breaker) endGenLocked(gen uint64, keepRun bool) {
-	var got [window.Kinds]uint64
+	var got [numKinds]uint64
 	b.win.Load().Seal(&got)
-	if got != [window.Kinds]uint64{} {
+	if got != [numKinds]uint64{} {
 		h := b.histLocked()
 		for k := range got {
 			h.sealed[k] += got[k]
@@ -504,18 +502,18 @@ func (b *Breaker) evaluate(now int64, gen uint64) {
 // the throttle refuses calls, the ratio rule holds only when the failure
 // ratio is above ErrorRatio with confidence (see throttle.go).
 func (b *Breaker) tripReason(r *rules, snap Snapshot, now int64, gen uint64) Reason {
-	rule := r.trip.Holds(window.Counts(snap))
-	if rule == window.ErrorRatioRule && b.marginLocked(r, now, gen) && !confidentlyAbove(snap.Failures, snap.Counted, r.p.ErrorRatio) {
+	rule := r.trip.Holds(snap)
+	if rule == ruleErrorRatio && b.marginLocked(r, now, gen) && !confidentlyAbove(snap.Failures, snap.Counted, r.p.ErrorRatio) {
 		others := r.trip
 		others.ErrorRatio = 0
-		rule = others.Holds(window.Counts(snap))
+		rule = others.Holds(snap)
 	}
 	switch rule {
-	case window.ErrorRatioRule:
+	case ruleErrorRatio:
 		return ReasonErrorRatio
-	case window.ErrorCountRule:
+	case ruleErrorCount:
 		return ReasonErrorCount
-	case window.SlowRatioRule:
+	case ruleSlowRatio:
 		return ReasonSlowRatio
 	}
 	if r.consec > 0 && b.runLength() >= r.consec {

@@ -2,8 +2,6 @@ package breaker
 
 import (
 	"time"
-
-	"github.com/govkit/breaker/internal/window"
 )
 
 // Counters are a breaker's totals since it was created, for metrics: they
@@ -67,11 +65,11 @@ func (b *Breaker) Counters() Counters {
 	}
 	b.mu.Unlock()
 	o := func(i int) uint64 { return b.other[i].Load() }
-	c.Successes = tot[window.Success] + o(oSuccess)
-	c.Failures = tot[window.Failure] + o(oFailure)
-	c.Timeouts = tot[window.Timeout] + o(oTimeout)
+	c.Successes = tot[kSuccess] + o(oSuccess)
+	c.Failures = tot[kFailure] + o(oFailure)
+	c.Timeouts = tot[kTimeout] + o(oTimeout)
 	c.Ignored = b.tally.Load(countIgnored)
-	c.Slow = tot[window.Slow]
+	c.Slow = tot[kSlow]
 	c.Exempt = o(oExempt)
 	c.Rejected = b.tally.Load(countRejected)
 	c.ShadowRejected = b.tally.Load(countShadowRejected)

@@ -5,8 +5,6 @@ import (
 	"log/slog"
 	"math"
 	"sync/atomic"
-
-	"github.com/govkit/breaker/internal/window"
 )
 
 // ReasonThrottled is the Reason of a call refused by Policy.Throttle while
@@ -54,13 +52,13 @@ type throttle struct {
 	// p is the refusal probability in force (see above).
 	p atomic.Uint64
 	// win counts the calls throttled in the current generation, as
-	// window.Success, over buckets of the breaker's window. A change of
+	// kSuccess, over buckets of the breaker's window. A change of
 	// generation replaces it. It is never sealed: a refusal counted in a
 	// window that has just been replaced only misses the formula.
-	win atomic.Pointer[window.Window]
-	// total counts every throttled call, in its window.Success counter
+	win atomic.Pointer[slidingWindow]
+	// total counts every throttled call, in its kSuccess counter
 	// (Counters.Throttled); it is never sealed.
-	total window.Tally
+	total tally
 	// err is the error of every throttled call.
 	err *OpenError
 	// upAt is the offset at which the probability was last judged above
@@ -87,7 +85,7 @@ func (r *rules) withThrottle(b *Breaker, prev *rules) (*rules, bool) {
 	c := *r
 	if t == nil {
 		t = &throttle{err: &OpenError{Name: b.name, State: Closed, Reason: ReasonThrottled, b: b}}
-		t.win.Store(window.New(r.width, r.buckets))
+		t.win.Store(newSlidingWindow(r.width, r.buckets))
 		t.p.Store(gen)
 		c.thr = t
 		return &c, false
@@ -96,7 +94,7 @@ func (r *rules) withThrottle(b *Breaker, prev *rules) (*rules, bool) {
 	was := uint32(t.p.Load()) != 0
 	reshaped := prev.width != r.width || prev.buckets != r.buckets
 	if reshaped {
-		t.win.Store(window.New(r.width, r.buckets))
+		t.win.Store(newSlidingWindow(r.width, r.buckets))
 	}
 	if !r.throttle || reshaped {
 		t.p.Store(gen)
@@ -247,8 +245,8 @@ func (b *Breaker) throttleAdmit(w word) (uint8, error) {
 	}
 	win := t.win.Load()
 	win.Touch(now)
-	win.Add(window.Success)
-	t.total.Inc(window.Success)
+	win.Add(kSuccess)
+	t.total.Inc(kSuccess)
 	if w.mode() == ModeShadow {
 		b.tally.Inc(countShadowRejected)
 		return roleShadow, nil
@@ -267,7 +265,7 @@ func (b *Breaker) endThrottleLocked(gen uint64) {
 		if old := t.p.Swap(uint64(uint32(gen)) << 32); uint32(old) != 0 && b.opt.logger != nil {
 			b.histLocked().thrEnded = true
 		}
-		t.win.Store(window.New(r.width, r.buckets))
+		t.win.Store(newSlidingWindow(r.width, r.buckets))
 	}
 }
 
@@ -314,7 +312,7 @@ func (b *Breaker) throttleProbabilityNow(now int64) float64 {
 // throttledTotal is Counters.Throttled.
 func (b *Breaker) throttledTotal() uint64 {
 	if t := b.rules.Load().thr; t != nil {
-		return t.total.Load(window.Success)
+		return t.total.Load(kSuccess)
 	}
 	return 0
 }

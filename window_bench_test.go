@@ -3,8 +3,6 @@ package breaker
 import (
 	"testing"
 	"time"
-
-	"github.com/govkit/breaker/internal/window"
 )
 
 // The window's benchmarks, on the geometry of the default policy (5 s in
@@ -24,21 +22,21 @@ func benchNow() int64 { return int64(time.Since(benchStart)) }
 
 func BenchmarkWindow(b *testing.B) {
 	b.Run("add/serial", func(b *testing.B) {
-		w := window.New(benchWidth, benchBuckets)
+		w := newSlidingWindow(benchWidth, benchBuckets)
 		b.ReportAllocs()
 		for i := 0; i < b.N; i++ {
 			w.Touch(benchNow())
-			w.AddBase(window.Success)
+			w.AddBase(kSuccess)
 		}
 	})
 	b.Run("add/parallel", func(b *testing.B) {
-		w := window.New(benchWidth, benchBuckets)
+		w := newSlidingWindow(benchWidth, benchBuckets)
 		b.ReportAllocs()
 		b.RunParallel(func(pb *testing.PB) {
 			for pb.Next() {
 				w.Touch(benchNow())
-				if !w.AddBase(window.Success) {
-					w.Add(window.Success)
+				if !w.AddBase(kSuccess) {
+					w.Add(kSuccess)
 				}
 			}
 		})
@@ -46,13 +44,13 @@ func BenchmarkWindow(b *testing.B) {
 	// roll: every add lands in a new bucket, which it clears and
 	// publishes first: the cost of a call after an idle bucket.
 	b.Run("roll/serial", func(b *testing.B) {
-		w := window.New(benchWidth, benchBuckets)
+		w := newSlidingWindow(benchWidth, benchBuckets)
 		now := benchNow()
 		b.ReportAllocs()
 		for i := 0; i < b.N; i++ {
 			now += benchWidth
 			w.Touch(now)
-			w.AddBase(window.Success)
+			w.AddBase(kSuccess)
 		}
 	})
 	// read: a full window summed, as the trip check and Snapshot do; a
@@ -63,7 +61,7 @@ func BenchmarkWindow(b *testing.B) {
 			name = "read/striped"
 		}
 		b.Run(name, func(b *testing.B) {
-			w := window.New(benchWidth, benchBuckets)
+			w := newSlidingWindow(benchWidth, benchBuckets)
 			if striped {
 				w.Spread()
 			}
@@ -71,7 +69,7 @@ func BenchmarkWindow(b *testing.B) {
 			for i := int64(0); i < benchBuckets; i++ {
 				w.Touch(now + i*benchWidth)
 				for j := 0; j < 10; j++ {
-					w.Add(window.Success)
+					w.Add(kSuccess)
 				}
 			}
 			at := now + (benchBuckets-1)*benchWidth
@@ -80,7 +78,7 @@ func BenchmarkWindow(b *testing.B) {
 			}
 			b.ReportAllocs()
 			b.ResetTimer()
-			var s window.Counts
+			var s Snapshot
 			for i := 0; i < b.N; i++ {
 				s = w.Sum(at)
 			}
@@ -89,28 +87,28 @@ func BenchmarkWindow(b *testing.B) {
 	}
 	// failure: a failure's add and its trip check on a window far from
 	// tripping, serial and under contention.
-	r := &window.Rules{ErrorRatio: 0.5, MinRequests: 1 << 40}
+	r := &tripRules{ErrorRatio: 0.5, MinRequests: 1 << 40}
 	b.Run("failure/serial", func(b *testing.B) {
-		w := window.New(benchWidth, benchBuckets)
+		w := newSlidingWindow(benchWidth, benchBuckets)
 		now := benchNow()
 		b.ReportAllocs()
 		for i := 0; i < b.N; i++ {
 			w.Touch(now)
-			at, _ := w.Add(window.Failure)
-			if w.Check(now, r, at, true) != window.NoRule {
+			at, _ := w.Add(kFailure)
+			if w.Check(now, r, at, true) != noRule {
 				b.Fatal("tripped")
 			}
 		}
 	})
 	b.Run("failure/parallel", func(b *testing.B) {
-		w := window.New(benchWidth, benchBuckets)
+		w := newSlidingWindow(benchWidth, benchBuckets)
 		now := benchNow()
 		b.ReportAllocs()
 		b.RunParallel(func(pb *testing.PB) {
 			for pb.Next() {
 				w.Touch(now)
-				at, _ := w.Add(window.Failure)
-				if w.Check(now, r, at, true) != window.NoRule {
+				at, _ := w.Add(kFailure)
+				if w.Check(now, r, at, true) != noRule {
 					b.Error("tripped")
 					return
 				}
@@ -120,4 +118,4 @@ func BenchmarkWindow(b *testing.B) {
 }
 
 // benchCountsSink keeps the compiler from discarding the sums.
-var benchCountsSink window.Counts
+var benchCountsSink Snapshot

@@ -7,10 +7,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 declare -A part=(
 	[breaker.go]=breaker [probe.go]=breaker
-	[state.go]=breaker [rules.go]=breaker
+	[state.go]=breaker [rules.go]=breaker [tally.go]=breaker [gates.go]=breaker
 	[window.go]=breaker [warmup.go]=breaker [control.go]=breaker [events.go]=breaker
 	[log.go]=breaker [subscribe.go]=breaker [errors.go]=breaker [classify.go]=breaker
-	[clock.go]=breaker [options.go]=breaker [status.go]=breaker [outage.go]=breaker
+	[clock.go]=breaker [options.go]=breaker [status.go]=breaker [outage.go]=breaker [observe.go]=breaker
 	[doc.go]=breaker
 	[group.go]=group [groupkeys.go]=group [keys.go]=group [overflow.go]=group [drop.go]=group
 	[policy.go]=policy [policy_json.go]=policy [policyfields.go]=policy

@@ -1,4 +1,4 @@
-package window
+package breaker
 
 import (
 	"testing"
@@ -9,8 +9,8 @@ import (
 )
 
 // drawRules draws failure rules as a valid policy sets them.
-func drawRules(t *rapid.T) *Rules {
-	r := &Rules{
+func drawRules(t *rapid.T) *tripRules {
+	r := &tripRules{
 		ErrorRatio:  rapid.SampledFrom([]float64{0, 0.01, 0.1, 1.0 / 3, 0.5, 0.51, 0.9, 0.999, 1}).Draw(t, "ratio"),
 		MinRequests: rapid.Uint64Range(0, 60).Draw(t, "min_requests"),
 		ErrorCount:  rapid.Uint64Range(0, 40).Draw(t, "error_count"),
@@ -37,16 +37,16 @@ func TestFailuresNeeded_IsALowerBound(t *testing.T) {
 		c := rapid.Uint64Range(0, 300).Draw(t, "counted")
 		f := rapid.Uint64Range(0, c).Draw(t, "failures")
 		slow := rapid.Uint64Range(0, c).Draw(t, "slow")
-		snap := Counts{Counted: c, Failures: f, Slow: slow}
-		if r.Holds(snap) != NoRule {
+		snap := Snapshot{Counted: c, Failures: f, Slow: slow}
+		if r.Holds(snap) != noRule {
 			t.Skip("a rule holds already: the check trips")
 		}
 		need := r.failuresNeeded(snap)
 		require.GreaterOrEqual(t, need, uint64(1))
 		for j := uint64(1); j < min(need, 400); j++ {
 			for m := uint64(0); m <= 60; m++ {
-				s := Counts{Counted: c + j + m, Failures: f + j, Slow: slow}
-				require.Equal(t, NoRule, r.Holds(s), "need %d, but %d failures and %d successes on %+v meet a rule", need, j, m, snap)
+				s := Snapshot{Counted: c + j + m, Failures: f + j, Slow: slow}
+				require.Equal(t, noRule, r.Holds(s), "need %d, but %d failures and %d successes on %+v meet a rule", need, j, m, snap)
 			}
 		}
 	})
@@ -55,16 +55,16 @@ func TestFailuresNeeded_IsALowerBound(t *testing.T) {
 // TestFailuresNeeded_IsTightEnough: the bound is not so low that gates
 // are useless: a window far from its threshold needs many failures.
 func TestFailuresNeeded_IsTightEnough(t *testing.T) {
-	r := &Rules{ErrorRatio: 0.5, MinRequests: 20} // the default policy's
+	r := &tripRules{ErrorRatio: 0.5, MinRequests: 20} // the default policy's
 	// 1,000 calls, 100 failed: (500-100)/0.5 = 800 more failures.
-	assert.Equal(t, uint64(799), r.failuresNeeded(Counts{Counted: 1000, Failures: 100}))
+	assert.Equal(t, uint64(799), r.failuresNeeded(Snapshot{Counted: 1000, Failures: 100}))
 	// An empty window: R·MinRequests = 10 failures at the least.
-	assert.Equal(t, uint64(9), r.failuresNeeded(Counts{}))
+	assert.Equal(t, uint64(9), r.failuresNeeded(Snapshot{}))
 	// Past the threshold but short of MinRequests: check every failure.
-	assert.Equal(t, uint64(1), r.failuresNeeded(Counts{Counted: 12, Failures: 12}))
+	assert.Equal(t, uint64(1), r.failuresNeeded(Snapshot{Counted: 12, Failures: 12}))
 	// A rule that can never hold by failures alone.
-	r = &Rules{MinRequests: 20, SlowRule: true, SlowRatio: 0.5}
-	assert.Equal(t, uint64(gateMax), r.failuresNeeded(Counts{Counted: 5, Failures: 5}))
+	r = &tripRules{MinRequests: 20, SlowRule: true, SlowRatio: 0.5}
+	assert.Equal(t, uint64(gateMax), r.failuresNeeded(Snapshot{Counted: 5, Failures: 5}))
 }
 
 // TestCheck_OneCallerIsJudgedAsByAFullCheck: one caller records calls
@@ -76,11 +76,11 @@ func TestFailuresNeeded_IsTightEnough(t *testing.T) {
 func TestCheck_OneCallerIsJudgedAsByAFullCheck(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		const width, n = 100 * ms, 10
-		w := New(width, n)
+		w := newSlidingWindow(width, n)
 		if rapid.Bool().Draw(t, "spread") {
 			w.Spread()
 		}
-		rules := []*Rules{drawRules(t), drawRules(t)}
+		rules := []*tripRules{drawRules(t), drawRules(t)}
 		r := rules[0]
 		now := int64(0)
 		steps := rapid.IntRange(1, 400).Draw(t, "steps")
@@ -92,11 +92,11 @@ func TestCheck_OneCallerIsJudgedAsByAFullCheck(t *testing.T) {
 				r = rules[rapid.IntRange(0, 1).Draw(t, "rules")]
 			case op < 6:
 				w.Touch(now)
-				_, ok := w.Add(Success)
+				_, ok := w.Add(kSuccess)
 				require.True(t, ok)
 			default:
 				w.Touch(now)
-				at, ok := w.Add(Failure)
+				at, ok := w.Add(kFailure)
 				require.True(t, ok)
 				want := r.Holds(w.Sum(now))
 				require.Equal(t, want, w.Check(now, r, at, true), "step %d: window %+v, rules %+v", i, w.Sum(now), *r)
@@ -110,20 +110,20 @@ func TestCheck_OneCallerIsJudgedAsByAFullCheck(t *testing.T) {
 // failures the window needs; the failures below it skip the reading, and
 // the one that reaches it reads. (Every reading moves the gates' seq on.)
 func TestCheck_SerialFailuresSkipTheReadingUntilTheBound(t *testing.T) {
-	r := &Rules{ErrorRatio: 0.5, MinRequests: 20}
-	w := New(100*ms, 10)
+	r := &tripRules{ErrorRatio: 0.5, MinRequests: 20}
+	w := newSlidingWindow(100*ms, 10)
 	w.Touch(0)
 	for i := 0; i < 1000; i++ {
-		require.True(t, w.AddBase(Success))
+		require.True(t, w.AddBase(kSuccess))
 	}
 	read := func() bool { // a failure; reports whether its check read the window
 		var seq uint64
 		if g := w.serial.Load(); g != nil {
 			seq = g.seq.Load()
 		}
-		at, ok := w.Add(Failure)
+		at, ok := w.Add(kFailure)
 		require.True(t, ok)
-		require.Equal(t, NoRule, w.Check(0, r, at, true))
+		require.Equal(t, noRule, w.Check(0, r, at, true))
 		return w.serial.Load().seq.Load() != seq
 	}
 	require.True(t, read(), "the first failure reads: 1 of 1,001, 998 more needed")
@@ -132,10 +132,10 @@ func TestCheck_SerialFailuresSkipTheReadingUntilTheBound(t *testing.T) {
 	}
 	require.True(t, read(), "the failure at the gate reads the window")
 	w.Spread()
-	w.tally.base[Success].Add(10)
-	w.tally.base[Failure].Add(1) // a failure that found the tally not spread yet
+	w.tally.base[kSuccess].Add(10)
+	w.tally.base[kFailure].Add(1) // a failure that found the tally not spread yet
 	s := w.tally.stripes.Load()
 	seq := s.gates.seq.Load()
-	require.Equal(t, NoRule, w.Check(0, r, nil, true))
+	require.Equal(t, noRule, w.Check(0, r, nil, true))
 	require.NotEqual(t, seq, s.gates.seq.Load(), "a failure on the base of a spread tally reads the window")
 }

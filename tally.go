@@ -1,4 +1,4 @@
-package window
+package breaker
 
 import (
 	"runtime"
@@ -6,53 +6,53 @@ import (
 	"unsafe"
 )
 
-// Kind is one counter of a tally. A window's tally counts the outcomes
-// Success, Failure, Timeout and Slow; other tallies give their Kinds
+// kind is one counter of a tally. A window's tally counts the outcomes
+// kSuccess, kFailure, kTimeout and kSlow; other tallies give their numKinds
 // meanings of their own.
-type Kind uint8
+type kind uint8
 
 // The counters of a window's tally. A call adds one to exactly one of
-// Success, Failure and Timeout, so that a reader sees each outcome whole
+// kSuccess, kFailure and kTimeout, so that a reader sees each outcome whole
 // or not at all: counted calls and failures are sums of them. A slow call
-// adds to Slow after its outcome, and readers load Slow first, so a
+// adds to kSlow after its outcome, and readers load kSlow first, so a
 // reading never has a slow call without its outcome.
 const (
-	Success Kind = iota // successes
-	Failure             // failures other than timeouts
-	Timeout             // timeouts
-	Slow                // calls slower than the slow-call threshold
+	kSuccess kind = iota // successes
+	kFailure             // failures other than timeouts
+	kTimeout             // timeouts
+	kSlow                // calls slower than the slow-call threshold
 )
 
-// Kinds is the number of counters of a tally.
-const Kinds = 4
+// numKinds is the number of counters of a tally.
+const numKinds = 4
 
-type counters [Kinds]atomic.Uint64
+type counters [numKinds]atomic.Uint64
 
-// Stripe is one of a tally's per-goroutine sets of counters, padded to two
+// tallyStripe is one of a tally's per-goroutine sets of counters, padded to two
 // cache lines (see docs/internals.md, "The trip check's gates"). Its gate
 // tells a failure added to it whether the trip rules need checking.
-type Stripe struct {
+type tallyStripe struct {
 	c    counters
 	gate atomic.Uint64
-	_    [128 - Kinds*8 - 8]byte
+	_    [128 - numKinds*8 - 8]byte
 }
 
-// Tally is a set of monotonic counters that starts as one plain set (its
+// tally is a set of monotonic counters that starts as one plain set (its
 // base) and spreads over per-goroutine stripes the first time two
 // goroutines collide on it. The zero value is an empty tally.
-type Tally struct {
+type tally struct {
 	base    counters
 	stripes atomic.Pointer[stripes]
 }
 
 // Inc adds one to counter k of a tally that is never sealed.
-func (t *Tally) Inc(k Kind) { t.add(k) }
+func (t *tally) Inc(k kind) { t.add(k) }
 
 // add adds one to counter k, unless the tally is sealed, and reports
 // whether it did, with the stripe it added to (nil for the base). Its
 // compare-and-swap costs what an add does when nobody else writes, and
 // its failure is the signal that goroutines collide.
-func (t *Tally) add(k Kind) (*Stripe, bool) {
+func (t *tally) add(k kind) (*tallyStripe, bool) {
 	s := t.stripes.Load()
 	if s == nil {
 		c := &t.base[k]
@@ -83,7 +83,7 @@ func (t *Tally) add(k Kind) (*Stripe, bool) {
 // base of a tally that has not spread, if that counter is not sealed and
 // the compare-and-swap succeeds. Otherwise it adds nothing and reports
 // false, and add takes over.
-func (t *Tally) addBase(k Kind) bool {
+func (t *tally) addBase(k kind) bool {
 	if t.stripes.Load() != nil {
 		return false
 	}
@@ -93,9 +93,9 @@ func (t *Tally) addBase(k Kind) bool {
 }
 
 // Spread makes the tally striped now rather than at its first collision.
-func (t *Tally) Spread() { t.spread() }
+func (t *tally) Spread() { t.spread() }
 
-func (t *Tally) spread() *stripes {
+func (t *tally) spread() *stripes {
 	if s := t.stripes.Load(); s != nil {
 		return s
 	}
@@ -105,7 +105,7 @@ func (t *Tally) spread() *stripes {
 		bits++
 	}
 	// Losing this race only wastes the loser's allocation.
-	t.stripes.CompareAndSwap(nil, &stripes{shift: uint(64 - bits), cells: make([]Stripe, n)})
+	t.stripes.CompareAndSwap(nil, &stripes{shift: uint(64 - bits), cells: make([]tallyStripe, n)})
 	return t.stripes.Load()
 }
 
@@ -120,7 +120,7 @@ const maxRehash = 32
 type stripes struct {
 	shift uint          // 64 - log2(len(cells))
 	salt  atomic.Uint64 // changes the mapping; written at most maxRehash times
-	cells []Stripe
+	cells []tallyStripe
 	gates gates // see gate.go
 }
 
@@ -129,7 +129,7 @@ type stripes struct {
 // between goroutines and stays put for one at one call depth. It is mixed
 // with the salt by a Fibonacci hash. A collision costs speed, never a
 // count.
-func (s *stripes) local() *Stripe {
+func (s *stripes) local() *tallyStripe {
 	var probe byte
 	h := (uint64(uintptr(unsafe.Pointer(&probe)))>>11 + s.salt.Load()) * 0x9E3779B97F4A7C15
 	return &s.cells[h>>s.shift]
@@ -144,7 +144,7 @@ func (s *stripes) rehash() {
 }
 
 // Load returns the current total of counter k.
-func (t *Tally) Load(k Kind) uint64 {
+func (t *tally) Load(k kind) uint64 {
 	v := t.base[k].Load()
 	if s := t.stripes.Load(); s != nil {
 		for i := range s.cells {
@@ -155,20 +155,20 @@ func (t *Tally) Load(k Kind) uint64 {
 }
 
 // outcomes returns the totals of a window's tally, by kind, or zeros once
-// it is sealed: Seal hands its totals over. Slow is read first. It must
+// it is sealed: Seal hands its totals over. kSlow is read first. It must
 // not run concurrently with Seal.
-func (t *Tally) outcomes() (out [Kinds]uint64) {
-	if t.base[Success].Load()&sealBit != 0 {
+func (t *tally) outcomes() (out [numKinds]uint64) {
+	if t.base[kSuccess].Load()&sealBit != 0 {
 		return out
 	}
-	out[Slow] = t.Load(Slow)
-	for k := range Slow {
+	out[kSlow] = t.Load(kSlow)
+	for k := range kSlow {
 		out[k] = t.base[k].Load()
 	}
 	if s := t.stripes.Load(); s != nil {
 		for i := range s.cells {
 			c := &s.cells[i].c
-			for k := range Slow {
+			for k := range kSlow {
 				out[k] += c[k].Load()
 			}
 		}
@@ -177,7 +177,7 @@ func (t *Tally) outcomes() (out [Kinds]uint64) {
 }
 
 // sealBit, once set in a counter, stops every add to it (see seal).
-// Counts never come near it; the window's snapshots, taken modulo 2^32,
+// Snapshot never come near it; the window's snapshots, taken modulo 2^32,
 // never see it.
 const sealBit = 1 << 63
 
@@ -188,9 +188,9 @@ const sealBit = 1 << 63
 // has not spread gets sealedStripes first, so that an add that collides
 // and spreads it finds sealed stripes. Sealing a sealed tally adds
 // nothing. Seals of one tally must not run concurrently.
-func (t *Tally) seal(into *[Kinds]uint64) {
-	if t.base[Success].Load()&sealBit != 0 {
-		return // sealed already: base[Success] is sealed last
+func (t *tally) seal(into *[numKinds]uint64) {
+	if t.base[kSuccess].Load()&sealBit != 0 {
+		return // sealed already: base[kSuccess] is sealed last
 	}
 	t.stripes.CompareAndSwap(nil, sealedStripes)
 	if s := t.stripes.Load(); s != sealedStripes {
@@ -200,16 +200,16 @@ func (t *Tally) seal(into *[Kinds]uint64) {
 			}
 		}
 	}
-	for k := Kinds - 1; k >= 0; k-- {
+	for k := numKinds - 1; k >= 0; k-- {
 		into[k] += t.base[k].Or(sealBit)
 	}
 }
 
 // sealedStripes are the stripes of every sealed tally that had not spread:
 // one stripe whose counters are all sealed. Nothing is ever added to it,
-// and no gate is ever set in it (see Window.Check).
+// and no gate is ever set in it (see slidingWindow.Check).
 var sealedStripes = func() *stripes {
-	s := &stripes{shift: 64, cells: make([]Stripe, 1)} // h>>64 is 0: every goroutine's stripe
+	s := &stripes{shift: 64, cells: make([]tallyStripe, 1)} // h>>64 is 0: every goroutine's stripe
 	for k := range s.cells[0].c {
 		s.cells[0].c[k].Store(sealBit)
 	}
@@ -220,21 +220,21 @@ var sealedStripes = func() *stripes {
 // (see docs/internals.md, "How the window works"). Counted, failures and
 // timeouts are sums of one read of each outcome counter, so Timeouts <=
 // Failures <= Counted holds for the totals and for the difference of any
-// two readings. Slow is read first, as in outcomes. If fs is not nil, it
+// two readings. kSlow is read first, as in outcomes. If fs is not nil, it
 // also gets each stripe's failures, timeouts included, from the same
 // loads, or, if the tally has not spread, the base's in fs[0] (for the
 // gates).
-func (t *Tally) windowTotals(fs *[maxStripes]uint64) Counts {
-	slow := t.Load(Slow)
-	ok, failed, timedOut := t.base[Success].Load(), t.base[Failure].Load(), t.base[Timeout].Load()
+func (t *tally) windowTotals(fs *[maxStripes]uint64) Snapshot {
+	slow := t.Load(kSlow)
+	ok, failed, timedOut := t.base[kSuccess].Load(), t.base[kFailure].Load(), t.base[kTimeout].Load()
 	if fs != nil {
 		fs[0] = failed + timedOut
 	}
 	if s := t.stripes.Load(); s != nil {
 		for i := range s.cells {
 			c := &s.cells[i].c
-			f, to := c[Failure].Load(), c[Timeout].Load()
-			ok += c[Success].Load()
+			f, to := c[kFailure].Load(), c[kTimeout].Load()
+			ok += c[kSuccess].Load()
 			failed += f
 			timedOut += to
 			if fs != nil {
@@ -242,7 +242,7 @@ func (t *Tally) windowTotals(fs *[maxStripes]uint64) Counts {
 			}
 		}
 	}
-	return Counts{
+	return Snapshot{
 		Counted:  ok + failed + timedOut,
 		Failures: failed + timedOut,
 		Timeouts: timedOut,
@@ -256,29 +256,29 @@ func (t *Tally) windowTotals(fs *[maxStripes]uint64) Counts {
 // spread, is not sealed, and the add meets no other writer; otherwise it
 // adds nothing and returns false, and Add takes over. It inlines into the
 // caller: the closed path's add.
-func (w *Window) AddBase(k Kind) bool { return w.tally.addBase(k) }
+func (w *slidingWindow) AddBase(k kind) bool { return w.tally.addBase(k) }
 
 // Add adds one to counter k of the window's tally unless the window is
 // sealed, and reports whether it did, with the stripe it added to (nil
 // for the base counters), which Check's gates use.
-func (w *Window) Add(k Kind) (*Stripe, bool) { return w.tally.add(k) }
+func (w *slidingWindow) Add(k kind) (*tallyStripe, bool) { return w.tally.add(k) }
 
 // Outcomes returns the window's totals by kind, or zeros once it is
 // sealed. It must not run concurrently with Seal.
-func (w *Window) Outcomes() [Kinds]uint64 { return w.tally.outcomes() }
+func (w *slidingWindow) Outcomes() [numKinds]uint64 { return w.tally.outcomes() }
 
 // Seal stops the window: every later Add fails, so its totals are final,
 // and they are added to into. Seals of one window must not run
 // concurrently.
-func (w *Window) Seal(into *[Kinds]uint64) { w.tally.seal(into) }
+func (w *slidingWindow) Seal(into *[numKinds]uint64) { w.tally.seal(into) }
 
 // Spread stripes the window's tally now rather than at its first
 // collision.
-func (w *Window) Spread() { w.tally.spread() }
+func (w *slidingWindow) Spread() { w.tally.spread() }
 
 // Striped reports whether the window's tally has spread over stripes,
 // sealed or not: goroutines have collided on it.
-func (w *Window) Striped() bool {
+func (w *slidingWindow) Striped() bool {
 	s := w.tally.stripes.Load()
 	return s != nil && s != sealedStripes
 }

@@ -1,4 +1,4 @@
-package window
+package breaker
 
 import (
 	"encoding/binary"
@@ -20,34 +20,34 @@ const ms = int64(time.Millisecond)
 
 // testWindow is a window with its tally, recorded the way the breaker does.
 type testWindow struct {
-	w *Window
-	t *Tally
+	w *slidingWindow
+	t *tally
 }
 
 func newTestWindow(width, n int64) *testWindow {
-	w := New(width, n)
+	w := newSlidingWindow(width, n)
 	return &testWindow{w: w, t: &w.tally}
 }
 
 // What tests record: an outcome, or a slow success.
 const (
-	recOK      = Success
-	recFail    = Failure
-	recTimeout = Timeout
-	recSlow    = Kinds // a slow success
+	recOK      = kSuccess
+	recFail    = kFailure
+	recTimeout = kTimeout
+	recSlow    = numKinds // a slow success
 )
 
-func (tw *testWindow) record(now int64, kind Kind) {
+func (tw *testWindow) record(now int64, kind kind) {
 	tw.w.Touch(now)
 	if kind == recSlow {
-		tw.t.Inc(Success)
-		tw.t.Inc(Slow)
+		tw.t.Inc(kSuccess)
+		tw.t.Inc(kSlow)
 		return
 	}
 	tw.t.Inc(kind)
 }
 
-func (tw *testWindow) sum(now int64) Counts { return tw.w.Sum(now) }
+func (tw *testWindow) sum(now int64) Snapshot { return tw.w.Sum(now) }
 
 func TestWindow_SumCoversTheLastWindow(t *testing.T) {
 	tw := newTestWindow(500*ms, 10) // 5 s
@@ -55,13 +55,13 @@ func TestWindow_SumCoversTheLastWindow(t *testing.T) {
 	tw.record(100*ms, recFail)
 	tw.record(1200*ms, recTimeout)
 	tw.record(4900*ms, recSlow)
-	assert.Equal(t, Counts{Counted: 4, Failures: 2, Timeouts: 1, Slow: 1}, tw.sum(4999*ms))
+	assert.Equal(t, Snapshot{Counted: 4, Failures: 2, Timeouts: 1, Slow: 1}, tw.sum(4999*ms))
 	// At 5.0 s the bucket [0, 500ms) has left the window.
-	assert.Equal(t, Counts{Counted: 2, Failures: 1, Timeouts: 1, Slow: 1}, tw.sum(5000*ms))
+	assert.Equal(t, Snapshot{Counted: 2, Failures: 1, Timeouts: 1, Slow: 1}, tw.sum(5000*ms))
 	// At 5.5 s the bucket [1000, 1500) is the oldest still in.
-	assert.Equal(t, Counts{Counted: 2, Failures: 1, Timeouts: 1, Slow: 1}, tw.sum(5999*ms))
-	assert.Equal(t, Counts{Counted: 1, Slow: 1}, tw.sum(6000*ms))
-	assert.Equal(t, Counts{}, tw.sum(10*time.Second.Nanoseconds()))
+	assert.Equal(t, Snapshot{Counted: 2, Failures: 1, Timeouts: 1, Slow: 1}, tw.sum(5999*ms))
+	assert.Equal(t, Snapshot{Counted: 1, Slow: 1}, tw.sum(6000*ms))
+	assert.Equal(t, Snapshot{}, tw.sum(10*time.Second.Nanoseconds()))
 }
 
 func TestWindow_BucketGoesStaleAtItsExactEnd(t *testing.T) {
@@ -90,7 +90,7 @@ func TestWindow_LosesNoWriteAfterAnIdleGap(t *testing.T) {
 	for i := int64(0); i < 7; i++ {
 		tw.record(gap+i, recOK)
 	}
-	assert.Equal(t, Counts{Counted: 7}, tw.sum(gap+10))
+	assert.Equal(t, Snapshot{Counted: 7}, tw.sum(gap+10))
 }
 
 func TestWindow_ConcurrentWritesAfterAnIdleGapAreAllSummed(t *testing.T) {
@@ -119,9 +119,9 @@ func TestWindow_ClockGoingBackwardsCountsInTheNewestBucket(t *testing.T) {
 	tw.record(10_000*ms, recOK)
 	tw.record(2_000*ms, recFail) // the clock stepped back 8 s
 	// Counted with the newest bucket, not in history.
-	assert.Equal(t, Counts{Counted: 2, Failures: 1}, tw.sum(2_000*ms))
-	assert.Equal(t, Counts{Counted: 2, Failures: 1}, tw.sum(14_999*ms))
-	assert.Equal(t, Counts{}, tw.sum(15_000*ms))
+	assert.Equal(t, Snapshot{Counted: 2, Failures: 1}, tw.sum(2_000*ms))
+	assert.Equal(t, Snapshot{Counted: 2, Failures: 1}, tw.sum(14_999*ms))
+	assert.Equal(t, Snapshot{}, tw.sum(15_000*ms))
 }
 
 func TestWindow_ExtremeTimesDoNotCorruptIt(t *testing.T) {
@@ -141,13 +141,13 @@ func TestWindow_HugeBurstInOneBucket(t *testing.T) {
 	for i := 0; i < n; i++ {
 		tw.record(int64(i%500)*ms, recFail)
 	}
-	assert.Equal(t, Counts{Counted: n, Failures: n}, tw.sum(499*ms))
+	assert.Equal(t, Snapshot{Counted: n, Failures: n}, tw.sum(499*ms))
 }
 
 func TestTally_SpreadingKeepsEveryCount(t *testing.T) {
-	var tl Tally
+	var tl tally
 	for i := 0; i < 10; i++ {
-		tl.Inc(Success)
+		tl.Inc(kSuccess)
 	}
 	tl.spread()
 	require.NotNil(t, tl.stripes.Load())
@@ -157,15 +157,15 @@ func TestTally_SpreadingKeepsEveryCount(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for i := 0; i < 1000; i++ {
-				tl.Inc(Success)
-				tl.Inc(Failure)
-				tl.Inc(Slow)
+				tl.Inc(kSuccess)
+				tl.Inc(kFailure)
+				tl.Inc(kSlow)
 			}
 		}()
 	}
 	wg.Wait()
-	assert.Equal(t, uint64(8010), tl.Load(Success))
-	assert.Equal(t, Counts{Counted: 16010, Failures: 8000, Slow: 8000}, tl.windowTotals(nil))
+	assert.Equal(t, uint64(8010), tl.Load(kSuccess))
+	assert.Equal(t, Snapshot{Counted: 16010, Failures: 8000, Slow: 8000}, tl.windowTotals(nil))
 }
 
 // A sealed tally takes no more adds, and its seal hands over every add
@@ -175,11 +175,11 @@ func TestTally_SpreadingKeepsEveryCount(t *testing.T) {
 func TestTally_SealTakesEveryAddOnceAndNoMore(t *testing.T) {
 	for _, spread := range []bool{false, true} {
 		t.Run(fmt.Sprintf("spread=%v", spread), func(t *testing.T) {
-			var tl Tally
+			var tl tally
 			if spread {
 				tl.spread()
 			}
-			var added [Kinds]atomic.Uint64
+			var added [numKinds]atomic.Uint64
 			var wg sync.WaitGroup
 			start := make(chan struct{})
 			for g := 0; g < 8; g++ {
@@ -188,7 +188,7 @@ func TestTally_SealTakesEveryAddOnceAndNoMore(t *testing.T) {
 					defer wg.Done()
 					<-start
 					for i := 0; i < 2000; i++ {
-						k := Kind((g + i) % Kinds)
+						k := kind((g + i) % numKinds)
 						if _, ok := tl.add(k); ok {
 							added[k].Add(1)
 						}
@@ -197,7 +197,7 @@ func TestTally_SealTakesEveryAddOnceAndNoMore(t *testing.T) {
 			}
 			close(start)
 			runtime.Gosched()
-			var got [Kinds]uint64
+			var got [numKinds]uint64
 			tl.seal(&got)
 			after := got
 			tl.seal(&after) // a second seal hands over nothing
@@ -206,9 +206,9 @@ func TestTally_SealTakesEveryAddOnceAndNoMore(t *testing.T) {
 				assert.Equal(t, added[k].Load(), got[k], "kind %d", k)
 			}
 			assert.Equal(t, got, after)
-			_, ok := tl.add(Success)
+			_, ok := tl.add(kSuccess)
 			assert.False(t, ok, "an add after the seal")
-			assert.Equal(t, [Kinds]uint64{}, tl.outcomes(), "a sealed tally reads as handed over")
+			assert.Equal(t, [numKinds]uint64{}, tl.outcomes(), "a sealed tally reads as handed over")
 		})
 	}
 }
@@ -223,21 +223,21 @@ type naiveWindow struct {
 
 type naiveCall struct {
 	bucket int64
-	kind   Kind
+	kind   kind
 }
 
-func (m *naiveWindow) record(now int64, kind Kind) {
+func (m *naiveWindow) record(now int64, kind kind) {
 	b := max(timebase.FloorDiv(now, m.width), m.head)
 	m.head = b
 	m.calls = append(m.calls, naiveCall{b, kind})
 }
 
-func (m *naiveWindow) sum(now int64) Counts {
+func (m *naiveWindow) sum(now int64) Snapshot {
 	if m.head == math.MinInt64 {
-		return Counts{}
+		return Snapshot{}
 	}
 	cur := max(timebase.FloorDiv(now, m.width), m.head)
-	var s Counts
+	var s Snapshot
 	for _, c := range m.calls {
 		if c.bucket <= cur-m.n {
 			continue
@@ -280,7 +280,7 @@ func FuzzWindow(f *testing.F) {
 			case 0:
 				require.Equal(t, m.sum(now), tw.sum(now), "sum at %d", now)
 			default:
-				kind := [4]Kind{recOK, recFail, recTimeout, recSlow}[op-1]
+				kind := [4]kind{recOK, recFail, recTimeout, recSlow}[op-1]
 				tw.record(now, kind)
 				m.record(now, kind)
 			}
@@ -312,8 +312,8 @@ func TestWindow_EveryBucketOfTheWindowHasItsSlot(t *testing.T) {
 	// 5.001 s until 10 s; the one an hour later, and the one whose clock
 	// went back (counted in the newest bucket), until an hour and 5 s.
 	hour := 3_600_000 * ms
-	assert.Equal(t, Counts{Counted: 2, Failures: 2}, tw.sum(hour+4999*ms))
-	assert.Equal(t, Counts{}, tw.sum(hour+5000*ms))
+	assert.Equal(t, Snapshot{Counted: 2, Failures: 2}, tw.sum(hour+4999*ms))
+	assert.Equal(t, Snapshot{}, tw.sum(hour+5000*ms))
 }
 
 // TestWindow_ReadersDuringGapsSeeWholeSums reads the window while writers
@@ -365,7 +365,7 @@ func TestWindow_ReadersDuringGapsSeeWholeSums(t *testing.T) {
 	last := tw.sum(now)
 	assert.Equal(t, last.Counted, last.Failures)
 	assert.LessOrEqual(t, last.Counted, uint64(writers*each))
-	assert.Equal(t, Counts{}, tw.sum(now+n*width))
+	assert.Equal(t, Snapshot{}, tw.sum(now+n*width))
 }
 
 // atomicClock is a time shared by goroutines, in nanoseconds.
@@ -378,11 +378,11 @@ func (c *atomicClock) add(d int64) { c.v.Add(d) }
 // allocations that fill the allocator's size classes of 80 and 240 bytes,
 // so that an idle breaker, which holds one, stays in 512 bytes.
 func TestNew_AWindowFitsItsSizeClasses(t *testing.T) {
-	require.LessOrEqual(t, unsafe.Sizeof(Window{}), uintptr(80), "window")
+	require.LessOrEqual(t, unsafe.Sizeof(slidingWindow{}), uintptr(80), "window")
 	require.LessOrEqual(t, 10*unsafe.Sizeof(slot{}), uintptr(240), "slots")
 	// Made at the first check of a window whose tally has not spread.
 	require.LessOrEqual(t, unsafe.Sizeof(serialGates{}), uintptr(48), "serial gates")
-	require.Equal(t, 2.0, testing.AllocsPerRun(100, func() { windowSink = New(500*ms, 10) }))
+	require.Equal(t, 2.0, testing.AllocsPerRun(100, func() { windowSink = newSlidingWindow(500*ms, 10) }))
 }
 
-var windowSink *Window
+var windowSink *slidingWindow

@@ -1,4 +1,4 @@
-package window
+package breaker
 
 import (
 	"math"
@@ -7,41 +7,41 @@ import (
 	"sync/atomic"
 )
 
-// Rules are the trip rules a window's counts are judged by. A Rules value
+// tripRules are the trip rules a window's counts are judged by. A tripRules value
 // must not change once a window has been checked against it: gates are
-// set for one *Rules.
-type Rules struct {
+// set for one *tripRules.
+type tripRules struct {
 	MinRequests uint64  // the counted calls the window needs before any rule holds
 	ErrorRatio  float64 // Failures/Counted at which the breaker trips; 0: off
 	ErrorCount  uint64  // Failures at which the breaker trips; 0: off
 	SlowRule    bool    // whether the slow-call rule is on
-	SlowRatio   float64 // Slow/Counted at which the breaker trips, if SlowRule
+	SlowRatio   float64 // kSlow/Counted at which the breaker trips, if SlowRule
 }
 
-// Rule names a rule of Rules.
-type Rule uint8
+// tripRule names a rule of tripRules.
+type tripRule uint8
 
 const (
-	NoRule         Rule = iota
-	ErrorRatioRule      // Rules.ErrorRatio
-	ErrorCountRule      // Rules.ErrorCount
-	SlowRatioRule       // Rules.SlowRatio
+	noRule         tripRule = iota
+	ruleErrorRatio          // tripRules.ErrorRatio
+	ruleErrorCount          // tripRules.ErrorCount
+	ruleSlowRatio           // tripRules.SlowRatio
 )
 
-// Holds returns the first rule of r that c meets, or NoRule.
-func (r *Rules) Holds(c Counts) Rule {
+// Holds returns the first rule of r that c meets, or noRule.
+func (r *tripRules) Holds(c Snapshot) tripRule {
 	if c.Counted < r.MinRequests || c.Counted == 0 {
-		return NoRule
+		return noRule
 	}
 	switch {
 	case r.ErrorRatio > 0 && float64(c.Failures)/float64(c.Counted) >= r.ErrorRatio:
-		return ErrorRatioRule
+		return ruleErrorRatio
 	case r.ErrorCount > 0 && c.Failures >= r.ErrorCount:
-		return ErrorCountRule
+		return ruleErrorCount
 	case r.SlowRule && float64(c.Slow)/float64(c.Counted) >= r.SlowRatio:
-		return SlowRatioRule
+		return ruleSlowRatio
 	}
-	return NoRule
+	return noRule
 }
 
 // Gates: when a failure may skip the trip check.
@@ -57,8 +57,8 @@ func (r *Rules) Holds(c Counts) Rule {
 // skipped, and one caller's failures trip on exactly the failure that
 // makes a rule hold.
 //
-// Gates hold for one *Rules and one newest bucket (which fixes the
-// oldest: see Window.read); a move of the window or other rules make the
+// Gates hold for one *tripRules and one newest bucket (which fixes the
+// oldest: see slidingWindow.read); a move of the window or other rules make the
 // next failure check. They are published like a sequence lock: the check
 // that sets them makes seq odd, then reads the window, writes each gate
 // tagged with the next even seq, then seq. A failure that skipped on the
@@ -68,9 +68,9 @@ func (r *Rules) Holds(c Counts) Rule {
 // it came after the reading, like a failure that finds them set.
 type gates struct {
 	mu    sync.Mutex
-	seq   atomic.Uint64         // even: gates published; odd: being set
-	rules atomic.Pointer[Rules] // the rules the gates are for; nil: none
-	head  atomic.Int64          // the window's headEnd they are for
+	seq   atomic.Uint64             // even: gates published; odd: being set
+	rules atomic.Pointer[tripRules] // the rules the gates are for; nil: none
+	head  atomic.Int64              // the window's headEnd they are for
 }
 
 // serialGates are the gates of a tally that has not spread: its base is
@@ -90,23 +90,23 @@ type cell struct {
 	gate *atomic.Uint64
 }
 
-func (c cell) failures() uint64 { return c.c[Failure].Load() + c.c[Timeout].Load() }
+func (c cell) failures() uint64 { return c.c[kFailure].Load() + c.c[kTimeout].Load() }
 
-// Check returns the rule of r that the window meets at now, or NoRule,
+// Check returns the rule of r that the window meets at now, or noRule,
 // after a failure or a slow call was added to it. at is the stripe Add
 // returned. If gated, a failure whose cell is below its gate skips the
 // reading; a call that must be checked whatever the gates (a slow call)
 // passes false. A sealed window meets no rule: its generation is over.
-func (w *Window) Check(now int64, r *Rules, at *Stripe, gated bool) Rule {
+func (w *slidingWindow) Check(now int64, r *tripRules, at *tallyStripe, gated bool) tripRule {
 	switch s := w.tally.stripes.Load(); {
 	case s == sealedStripes:
-		return NoRule
+		return noRule
 	case s != nil:
 		own := cell{}
 		if gated && at != nil {
 			own = cell{&at.c, &at.gate}
 			if s.gates.skip(own, w, r) {
-				return NoRule
+				return noRule
 			}
 		}
 		return w.check(&s.gates, s, own, now, r)
@@ -118,7 +118,7 @@ func (w *Window) Check(now int64, r *Rules, at *Stripe, gated bool) Rule {
 		// then every failure since the gates' reading went to the base.
 		g := w.serial.Load()
 		if g != nil && g.skip(cell{&w.tally.base, &g.gate}, w, r) && w.tally.stripes.Load() == nil {
-			return NoRule
+			return noRule
 		}
 		g = w.serialGates()
 		return w.check(&g.gates, nil, cell{&w.tally.base, &g.gate}, now, r)
@@ -126,14 +126,14 @@ func (w *Window) Check(now int64, r *Rules, at *Stripe, gated bool) Rule {
 }
 
 // serialGates returns the window's serial gates, made at the first check.
-func (w *Window) serialGates() *serialGates {
+func (w *slidingWindow) serialGates() *serialGates {
 	if g := w.serial.Load(); g != nil {
 		return g
 	}
 	return w.newSerialGates()
 }
 
-func (w *Window) newSerialGates() *serialGates {
+func (w *slidingWindow) newSerialGates() *serialGates {
 	w.serial.CompareAndSwap(nil, new(serialGates))
 	return w.serial.Load()
 }
@@ -142,7 +142,7 @@ func (w *Window) newSerialGates() *serialGates {
 // the gates are published for r and the window's current head, and own is
 // below its gate. A failure that finds a check setting the gates waits
 // for it, rather than checking too (see docs/internals.md).
-func (g *gates) skip(own cell, w *Window, r *Rules) bool {
+func (g *gates) skip(own cell, w *slidingWindow, r *tripRules) bool {
 	q := g.seq.Load()
 	if q&1 != 0 {
 		if q = g.wait(); q&1 != 0 {
@@ -169,7 +169,7 @@ func (g *gates) wait() uint64 {
 }
 
 // below is skip for gates published under seq q.
-func (g *gates) below(own cell, w *Window, r *Rules, q uint64) bool {
+func (g *gates) below(own cell, w *slidingWindow, r *tripRules, q uint64) bool {
 	if g.rules.Load() != r || g.head.Load() != w.headEnd.Load() {
 		return false
 	}
@@ -187,7 +187,7 @@ func (g *gates) below(own cell, w *Window, r *Rules, q uint64) bool {
 // the same reading: those of s's stripes, or, with s nil, the serial gate
 // of the base. own is the cell of a failure that its gate did not let
 // through, or has no gate (always read).
-func (w *Window) check(g *gates, s *stripes, own cell, now int64, r *Rules) Rule {
+func (w *slidingWindow) check(g *gates, s *stripes, own cell, now int64, r *tripRules) tripRule {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	q := g.seq.Load()
@@ -195,13 +195,13 @@ func (w *Window) check(g *gates, s *stripes, own cell, now int64, r *Rules) Rule
 		// Gates set while this failure waited for the lock judge it,
 		// as they judge a failure that finds them.
 		if s != nil || w.tally.stripes.Load() == nil {
-			return NoRule
+			return noRule
 		}
 	}
 	g.seq.Store(q + 1)
 	var fs [maxStripes]uint64
 	c, he := w.read(now, &fs)
-	if rule := r.Holds(c); rule != NoRule {
+	if rule := r.Holds(c); rule != noRule {
 		g.rules.Store(nil) // no gates until a check that does not trip
 		g.seq.Store(q + 2)
 		return rule
@@ -221,7 +221,7 @@ func (w *Window) check(g *gates, s *stripes, own cell, now int64, r *Rules) Rule
 	g.rules.Store(r)
 	g.head.Store(he)
 	g.seq.Store(next)
-	return NoRule
+	return noRule
 }
 
 // failuresNeeded is a lower bound on the failures that must be added to a
@@ -237,7 +237,7 @@ func (w *Window) check(g *gates, s *stripes, own cell, now int64, r *Rules) Rule
 // MinRequests calls by then, only if F+j >= R·MinRequests. With R = 1
 // every call must have failed. One is taken off the bound for the
 // rounding of the ratio's floating-point comparison.
-func (r *Rules) failuresNeeded(c Counts) uint64 {
+func (r *tripRules) failuresNeeded(c Snapshot) uint64 {
 	need := float64(gateMax + 1) // taken down by one below
 	f, n := float64(c.Failures), float64(c.Counted)
 	if r.ErrorCount > 0 {
