@@ -12,7 +12,7 @@ import (
 // [Breaker.Do]; when the method starts failing or timing out, the breaker
 // opens and refuses calls at once with [ErrOpen]. After a cooldown it lets
 // a few real calls through as probes, and closes again when they all pass.
-// The rules are the [Policy]'s; docs/how-it-decides.md tells them in full.
+// The rules are the [Policy]'s; docs/behaviour.md tells them in full.
 //
 // Most callers want [New] with [DefaultPolicy], then Do; [Call] returns a
 // typed value, [Breaker.Allow] splits a call that cannot be wrapped, such

@@ -192,7 +192,7 @@ var possibleTransitions = [...]TransitionCount{
 // PossibleTransitions returns, in a fixed order and at Count 0, every
 // transition [Breaker.Transitions] can report, so that an exporter can
 // show each from a breaker's creation and a rate sees its first trip
-// (docs/metrics.md). The result is a new slice.
+// (docs/observability.md). The result is a new slice.
 func PossibleTransitions() []TransitionCount {
 	return append([]TransitionCount(nil), possibleTransitions[:]...)
 }

@@ -14,7 +14,7 @@ import (
 // A downstream that hangs: the breaker's probe is admitted and never
 // answers, so the probe times out after one cooldown and the breaker
 // reopens on probe_timeout. breaker_outage_probes_failed counts failed
-// probes "timeouts included" (docs/metrics.md), and BreakerProbesFailing
+// probes "timeouts included" (docs/observability.md), and BreakerProbesFailing
 // grades on it, so the probe that timed out is a failed probe of the
 // outage, in the collector and the handler alike.
 // Regression: it counted Outage.ProbesFailed, the probes that answered
