@@ -96,6 +96,8 @@ func TestThrottle_APartialFaultDoesNotTripAThrottlingBreaker(t *testing.T) {
 	if total > 1 {
 		t.Errorf("%d openings in 100 minutes of a steady 70%% fault, want at most one an hour", total)
 	}
+	// The median docs/behaviour.md quotes.
+	assert.Equal(t, 4500*time.Millisecond, hard[5], "median time to open once the fault turned hard")
 }
 
 // behaviour.md §4 Throttling, at the defaults' edge: ErrorRatio 0.5 =
